@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from infermodel.units import (
     BASE_UNITS,
+    EXAMPLES,
     EXPECTED,
     UnitError,
     accepted_units,
@@ -347,3 +348,17 @@ def test_module_itself_imports_no_heavy_libraries():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_examples_parse_in_their_unit():
+    assert set(EXAMPLES) == set(BASE_UNITS)
+    for unit, example in EXAMPLES.items():
+        assert parse_quantity(example, unit) > 0
+        assert example in EXPECTED[unit] or unit in ("J", "param", "token", "token/s", "FLOP/B", "bit", "1")
+
+
+def test_format_unknown_unit_is_kept_as_given():
+    assert format_value(1234.5678, "request/s") == "1,235 request/s"
+    assert format_plain(0.5, "USD/token") == ("0.5", "USD/token")
+    with pytest.raises(ValueError):
+        parse_quantity("1 request/s", "request/s")

@@ -44,6 +44,7 @@ import re
 
 __all__ = [
     "BASE_UNITS",
+    "EXAMPLES",
     "EXPECTED",
     "UnitError",
     "accepted_units",
@@ -105,6 +106,25 @@ EXPECTED: dict[str, str] = {
 
 #: The base units understood by :func:`parse_quantity` and :func:`format_value`.
 BASE_UNITS: frozenset[str] = frozenset(EXPECTED)
+
+#: One short example string per base unit, for help texts and documentation.
+EXAMPLES: dict[str, str] = {
+    "B": "24 GB",
+    "B/s": "3.35 TB/s",
+    "s": "0.3 ms",
+    "FLOP": "2 TFLOP",
+    "FLOP/s": "989 TFLOP/s",
+    "FLOP/B": "295 FLOP/B",
+    "USD": "USD 2.50",
+    "USD/h": "2.5 USD/h",
+    "W": "700 W",
+    "J": "1 kWh",
+    "token": "6000 tokens",
+    "token/s": "959 token/s",
+    "bit": "4.125 bit",
+    "1": "50 %",
+    "param": "8,030,261,248 params",
+}
 
 #: Kinds of quantity in words, for "this is a ..., but ... was expected" messages.
 _KIND: dict[str, str] = {
@@ -522,13 +542,13 @@ _COUNT_WORDS = {"token": ("token", "tokens"), "param": ("param", "params"), "tok
 def format_plain(value: float, unit: str, digits: int = 4, *, binary: bool = False) -> tuple[str, str]:
     """Format ``value`` (in base unit ``unit``) as a ``(number, unit_label)`` pair.
 
+    A unit outside :data:`BASE_UNITS` is kept as given, with the number unscaled.
     The pair suits renderers that typeset number and unit separately (LaTeX, tables):
     ``format_plain(5.528429e9, "B") == ("5.528", "GB")``.  Booleans give
     ``("yes", "")``/``("no", "")``, infinities ``("∞", unit)``.  ``digits`` is the
     number of significant digits (money at or above one dollar always keeps cents).
     With ``binary`` sizes and bandwidths use ``KiB``, ``MiB``, ... instead.
     """
-    _check_unit(unit)
     if not isinstance(digits, int) or isinstance(digits, bool) or not 1 <= digits <= 17:
         raise ValueError(f"digits must be an integer from 1 to 17, got {digits!r}")
     if isinstance(value, bool):
@@ -540,6 +560,9 @@ def format_plain(value: float, unit: str, digits: int = 4, *, binary: bool = Fal
         symbol = "\u221e" if value > 0 else "-\u221e"
         label = {"1": "", "token": "tokens", "param": "params", "token/s": "tokens/s"}.get(unit, unit)
         return symbol, label
+    if unit not in BASE_UNITS:
+        # a unit this module does not know (a plugin's own): no prefixes, no conversion
+        return _sig(value, digits), unit
     if unit == "s":
         value = _round_sig(value, digits)
         magnitude = abs(value)
