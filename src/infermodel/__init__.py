@@ -1,0 +1,67 @@
+"""infermodel: what happens to the speed, memory and bill of serving a language model
+if you change X, with every number's derivation.
+
+>>> import infermodel
+>>> result = infermodel.evaluate("scenarios/case-study-24gb.toml")  # doctest: +SKIP
+>>> print(infermodel.explain(result, "tpot"))  # doctest: +SKIP
+
+Plugins write ``from infermodel import hookimpl, S``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .hookspecs import hookimpl
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "S": ("quantity", "S"),
+    "symbol": ("quantity", "symbol"),
+    "Quantity": ("quantity", "Quantity"),
+    "load_scenario": ("scenario", "load_scenario"),
+    "Scenario": ("scenario", "Scenario"),
+    "evaluate": ("evaluate", "evaluate"),
+    "Result": ("evaluate", "Result"),
+    "build_graph": ("graph", "build_graph"),
+    "REQUIRED": ("registry", "REQUIRED"),
+    "InfermodelError": ("errors", "InfermodelError"),
+    "get_host": ("host", "get_host"),
+}
+
+
+def explain(result, name: str, *, depth: int | None = None):
+    """The derivation of quantity ``name`` in an evaluated result.
+
+    >>> print(explain(evaluate("scenarios/case-study-24gb.toml"), "tpot"))  # doctest: +SKIP
+    """
+    from .derivation import derive
+
+    return derive(result, name, depth=depth)
+
+
+def __getattr__(name: str) -> Any:
+    # Heavy modules (sympy, numpy) load only when the API that needs them is used.
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attribute)
+        globals()[name] = value
+        return value
+    if name in ("sweep", "simulate", "search"):
+        import importlib
+
+        try:
+            module = importlib.import_module(f".{name}" if name != "simulate" else ".simulator", __name__)
+        except ImportError as exc:
+            raise AttributeError(f"infermodel.{name} is not available: {exc}") from None
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'infermodel' has no attribute {name!r}")
+
+
+__all__ = ["hookimpl", "S", "symbol", "load_scenario", "evaluate", "explain", "build_graph",
+           "Scenario", "Result", "Quantity", "REQUIRED", "InfermodelError", "get_host"]

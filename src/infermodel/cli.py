@@ -1,0 +1,71 @@
+"""The ``infermodel`` command line.
+
+Exit codes: 0 success, 2 a user mistake (bad scenario, unknown name, bad
+arguments), 1 an internal error. Each subcommand lives in
+:mod:`infermodel.commands` as a module with ``add_parser(subparsers)``; heavy
+imports happen inside the command that needs them, so start-up stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+
+COMMANDS = ("run", "explain", "check", "graph", "sweep", "search", "plot", "simulate",
+            "presets", "plugins")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="infermodel",
+        description="What happens to the speed, memory and bill of serving a language model "
+                    "if you change X — with every number's derivation.")
+    parser.add_argument("--version", action="version", version=_version())
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"infermodel.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"infermodel.commands.{name}":
+                continue  # this command is not part of this installation
+            raise
+        module.add_parser(subparsers)
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return f"infermodel {__version__}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    from .errors import InfermodelError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status = args.handler(args)
+        return int(status or 0)
+    except InfermodelError as exc:
+        sys.stdout.flush()
+        print(f"error: {exc.render()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception:
+        traceback.print_exc()
+        print("internal error: this is a bug in infermodel or a plugin; please report it "
+              "with the traceback above", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

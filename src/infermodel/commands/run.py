@@ -1,0 +1,45 @@
+"""``infermodel run``: evaluate a scenario and print every quantity."""
+
+from __future__ import annotations
+
+from . import add_scenario_arguments, load, split_names
+
+FORMATS = ("table", "json", "markdown", "latex")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("run", help="evaluate a scenario and print its quantities",
+                                   description="Evaluate a scenario and print every quantity "
+                                               "(or those chosen) with its unit and meaning.")
+    add_scenario_arguments(parser)
+    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--quantities", metavar="A,B,...", help="only these quantities")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE (atomically)")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args) -> int:
+    import json
+
+    from ..evaluate import evaluate
+    from ..output import emit
+    from .. import printing
+
+    result = evaluate(load(args))
+    names = split_names(args.quantities)
+    if names:
+        for name in names:
+            result.graph[name]  # unknown names raise with a suggestion
+    if args.format == "json":
+        data = result.to_dict()
+        if names:
+            data["quantities"] = {n: data["quantities"][n] for n in names}
+        text = json.dumps(data, indent=2)
+    elif args.format == "markdown":
+        text = printing.result_markdown(result, names)
+    elif args.format == "latex":
+        text = printing.result_latex(result, names)
+    else:
+        text = printing.result_table(result, names)
+    emit(text, args.output)
+    return 0

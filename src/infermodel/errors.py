@@ -1,0 +1,97 @@
+"""Error types.
+
+Every mistake a user can make (a bad scenario, an unknown quantity, a broken
+plugin) is an :class:`InfermodelError`. The command line prints its message and
+exits with status 2; anything else is an internal error (status 1).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable, Sequence
+
+import attrs
+
+
+def close_match(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate closest to ``word``, or None when nothing is close.
+
+    >>> close_match("bandwith", ["bandwidth", "memory"])
+    'bandwidth'
+    """
+    matches = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+@attrs.frozen
+class Problem:
+    """One thing wrong with the user's input, with everything needed to fix it."""
+
+    message: str
+    file: str | None = None
+    key: str | None = None
+    line: int | None = None
+    expected: str | None = None
+    suggestion: str | None = None
+
+    def render(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file
+            if self.line:
+                where += f":{self.line}"
+            where += ": "
+        key = f"{self.key}: " if self.key else ""
+        text = f"{where}{key}{self.message}"
+        if self.expected:
+            text += f" (expected {self.expected})"
+        if self.suggestion:
+            text += f"; {self.suggestion}"
+        return text
+
+    def sort_key(self) -> tuple:
+        return (self.file or "", self.line or 0, self.key or "", self.message)
+
+
+class InfermodelError(Exception):
+    """A mistake in the user's input. The CLI prints it and exits with status 2."""
+
+    exit_code = 2
+
+    def __init__(self, problems: str | Problem | Sequence[Problem], *, heading: str | None = None):
+        if isinstance(problems, str):
+            problems = [Problem(problems)]
+        elif isinstance(problems, Problem):
+            problems = [problems]
+        self.problems: list[Problem] = sorted(problems, key=Problem.sort_key)
+        self.heading = heading
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        lines = [p.render() for p in self.problems]
+        if len(lines) == 1 and not self.heading:
+            return lines[0]
+        heading = self.heading or f"{len(lines)} errors encountered"
+        if len(lines) > 1:
+            heading = f"{heading} ({len(lines)} errors encountered)" if self.heading else heading
+        return heading + ":\n" + "\n".join(f"  - {line}" for line in lines)
+
+
+class ScenarioError(InfermodelError):
+    """The scenario file (or an override) is malformed or inconsistent."""
+
+
+class UnknownQuantityError(InfermodelError):
+    """A quantity name that no loaded plugin defines."""
+
+
+class GraphError(InfermodelError):
+    """The quantity graph cannot be built: a cycle, an undefined name, a clash."""
+
+
+class PluginError(InfermodelError):
+    """A plugin failed to import, to register, or raised inside a hook."""
+
+
+class FormulaError(InfermodelError):
+    """A formula or constraint written by a user is not acceptable."""

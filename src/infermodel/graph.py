@@ -1,0 +1,320 @@
+"""Building the quantity graph: create every node, apply transformations, wire, check.
+
+The build runs in named stages (inputs, define, transform, wire); a failure is
+reported with the stage and the plugin. Problems of the same stage are collected
+and raised together. This module only builds and walks the graph; the formulas
+live in plugins.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import attrs
+import sympy
+
+from .errors import GraphError, PluginError, Problem, UnknownQuantityError, close_match
+from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, check_name, symbol
+
+DEFAULT_ORDER = 500
+
+
+def _check_definition(plugin: str, name: str, definition: Any, what: str) -> Any:
+    if isinstance(definition, bool) or definition is None:
+        raise PluginError(f"plugin {plugin!r} {what} {name!r} with {definition!r}, "
+                          "which is neither a number nor a sympy expression")
+    if isinstance(definition, numbers.Real) and not isinstance(definition, sympy.Basic):
+        value = float(definition)
+        if math.isnan(value):
+            raise PluginError(f"plugin {plugin!r} {what} {name!r} as NaN")
+        return value
+    if isinstance(definition, sympy.Basic):
+        for s in definition.free_symbols:
+            if not isinstance(s, sympy.Symbol) or check_name(s.name):
+                raise PluginError(f"plugin {plugin!r} {what} {name!r} with an invalid symbol {s!r}")
+        return definition
+    raise PluginError(f"plugin {plugin!r} {what} {name!r} with a {type(definition).__name__}, "
+                      "which is neither a number nor a sympy expression")
+
+
+@attrs.frozen
+class _Request:
+    order: int
+    plugin: str
+    sequence: int
+    kind: str
+    name: str
+    payload: Any
+    reason: str
+    reference: str | None
+
+
+class Transformer:
+    """What a plugin's ``infermodel_transform_quantities`` receives."""
+
+    def __init__(self, plugin: str, requests: list[_Request]):
+        self._plugin = plugin
+        self._requests = requests
+
+    def _add(self, kind, name, payload, reason, reference, order):
+        if not isinstance(reason, str) or not reason:
+            raise PluginError(f"plugin {self._plugin!r}: {kind} of {name!r} needs a reason")
+        if not isinstance(order, int) or isinstance(order, bool):
+            raise PluginError(f"plugin {self._plugin!r}: order of {kind} of {name!r} must be an int")
+        self._requests.append(_Request(order, self._plugin, len(self._requests), kind, name,
+                                       payload, reason, reference))
+
+    def replace(self, name: str, expression: Any, *, reason: str, reference: str | None = None,
+                order: int = DEFAULT_ORDER) -> None:
+        """Give ``name`` a new definition."""
+        expression = _check_definition(self._plugin, name, expression, "replaced")
+        self._add(REPLACE, name, expression, reason, reference, order)
+
+    def wrap(self, name: str, function: Callable[[Any], Any], *, reason: str,
+             reference: str | None = None, order: int = DEFAULT_ORDER) -> None:
+        """Define ``name`` anew in terms of its current definition: ``function(old)``."""
+        if not callable(function):
+            raise PluginError(f"plugin {self._plugin!r}: wrap of {name!r} needs a callable")
+        self._add(WRAP, name, function, reason, reference, order)
+
+
+@attrs.frozen
+class QuantityGraph:
+    """The resolved quantities of one scenario, in dependency order. Immutable."""
+
+    quantities: Mapping[str, Quantity]
+    order: tuple[str, ...]
+
+    def __getitem__(self, name: str) -> Quantity:
+        try:
+            return self.quantities[name]
+        except KeyError:
+            raise unknown_quantity(name, self.quantities) from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.quantities
+
+    def __iter__(self):
+        return iter(self.order)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return tuple(n for n in self.order if self.quantities[n].is_input)
+
+    @cached_property
+    def nx(self):
+        """The graph as a :class:`networkx.DiGraph`; an edge ``a → b`` means b uses a."""
+        import networkx
+
+        g = networkx.DiGraph()
+        for name in self.order:
+            q = self.quantities[name]
+            g.add_node(name, unit=q.unit, plugin=q.plugin, input=q.is_input)
+            for dep in q.dependencies:
+                g.add_edge(dep, name)
+        return g
+
+    def ancestors(self, name: str) -> tuple[str, ...]:
+        """Every quantity ``name`` depends on, transitively, in dependency order."""
+        self[name]
+        seen = set()
+        stack = [name]
+        while stack:
+            current = stack.pop()
+            for dep in self.quantities[current].dependencies:
+                if dep not in seen:
+                    seen.add(dep)
+                    stack.append(dep)
+        return tuple(n for n in self.order if n in seen)
+
+    @cached_property
+    def structure_key(self) -> tuple:
+        """Identifies the graph's formulas (not input values), for compile caching."""
+        return tuple((n, None if q.is_input else sympy.srepr(q.expression))
+                     for n, q in self.quantities.items())
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text of the graph (inputs as boxes, coloured by plugin)."""
+        lines = ["digraph infermodel {", "  rankdir=LR;", '  node [fontname="Helvetica"];']
+        for name in self.order:
+            q = self.quantities[name]
+            shape = "box" if q.is_input else "ellipse"
+            label = f"{name}\\n[{q.unit}] {q.plugin}"
+            lines.append(f'  "{name}" [shape={shape}, label="{label}"];')
+        for name in self.order:
+            for dep in self.quantities[name].dependencies:
+                lines.append(f'  "{dep}" -> "{name}";')
+        lines.append("}")
+        return "\n".join(lines)
+
+
+def unknown_quantity(name: str, known) -> UnknownQuantityError:
+    near = close_match(str(name), known)
+    return UnknownQuantityError(Problem(
+        f"no quantity named {name!r}", expected="a quantity defined by a loaded plugin",
+        suggestion=(f"did you mean {near!r}?" if near else "check for typos?") +
+        " (`infermodel run SCENARIO --format json` lists every quantity)"))
+
+
+def build_graph(scenario, *, host=None) -> QuantityGraph:
+    """Resolve a scenario into its quantity graph.
+
+    >>> graph = build_graph(load_scenario("scenarios/case-study-24gb.toml"))  # doctest: +SKIP
+    >>> graph["tpot"].plugin  # doctest: +SKIP
+    'physics'
+    """
+    from .host import get_host
+
+    host = host or get_host()
+    registries = host.registries
+    nodes: dict[str, Quantity] = {}
+    problems: list[Problem] = []
+
+    # Stage 1: inputs declared by fields.
+    for spec in registries.all_fields():
+        if spec.quantity is None:
+            continue
+        value = scenario.value(spec.path)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = float(value)
+        nodes[spec.quantity] = Quantity(
+            name=spec.quantity, unit=spec.unit, description=spec.description, plugin=spec.plugin,
+            value=float(value), history=(Change(INPUT, spec.plugin, float(value), f"from {spec.path}"),))
+
+    # Stage 2: every plugin's definitions.
+    def definer(plugin: str):
+        def define(name, definition, *, unit, description, reference=None, latex=None):
+            problem = check_name(name)
+            if problem:
+                raise PluginError(f"plugin {plugin!r}: {problem}")
+            if not isinstance(unit, str) or not isinstance(description, str) or not description:
+                raise PluginError(f"plugin {plugin!r} defined {name!r} without a unit string "
+                                  "and a one-line description")
+            definition = _check_definition(plugin, name, definition, "defined")
+            if name in nodes:
+                problems.append(Problem(
+                    f"quantity {name!r} is defined by both {nodes[name].plugin!r} and {plugin!r}"))
+                return
+            if isinstance(definition, float):
+                nodes[name] = Quantity(name=name, unit=unit, description=description, plugin=plugin,
+                                       value=definition, reference=reference, latex=latex,
+                                       history=(Change(INPUT, plugin, definition, "", reference),))
+            else:
+                nodes[name] = Quantity(name=name, unit=unit, description=description, plugin=plugin,
+                                       expression=definition, reference=reference, latex=latex,
+                                       history=(Change(DEFINE, plugin, definition, "", reference),))
+        return define
+
+    host.call_each("infermodel_define_quantities",
+                   lambda p: {"scenario": scenario, "define": definer(p)}, "define")
+    if problems:
+        raise GraphError(problems, heading="quantities defined twice")
+
+    # Stage 3: transformations, applied in (order, plugin, call) order.
+    requests: list[_Request] = []
+    transformers: dict[str, Transformer] = {}
+
+    def transformer_for(plugin):
+        transformers.setdefault(plugin, Transformer(plugin, requests))
+        return transformers[plugin]
+
+    host.call_each("infermodel_transform_quantities",
+                   lambda p: {"scenario": scenario, "transform": transformer_for(p)}, "transform")
+    for request in sorted(requests, key=lambda r: (r.order, r.plugin, r.sequence)):
+        current = nodes.get(request.name)
+        if current is None:
+            near = close_match(request.name, nodes)
+            problems.append(Problem(
+                f"plugin {request.plugin!r} tried to {request.kind} {request.name!r}, which no plugin defines",
+                suggestion=f"did you mean {near!r}?" if near else None))
+            continue
+        if request.kind == REPLACE:
+            new = request.payload
+        else:
+            old = current.expression if current.expression is not None else sympy.Float(current.value)
+            try:
+                new = request.payload(old)
+            except Exception as exc:
+                raise PluginError(f"plugin {request.plugin!r} failed wrapping {request.name!r} "
+                                  f"(transform): {type(exc).__name__}: {exc}") from exc
+            new = _check_definition(request.plugin, request.name, new, "wrapped")
+        change = Change(request.kind, request.plugin, new, request.reason, request.reference, request.order)
+        if isinstance(new, float):
+            nodes[request.name] = attrs.evolve(current, expression=None, value=new,
+                                               history=current.history + (change,))
+        else:
+            nodes[request.name] = attrs.evolve(current, expression=new, value=None,
+                                               history=current.history + (change,))
+    if problems:
+        raise GraphError(problems, heading="transformations refer to unknown quantities")
+
+    # Stage 4: wire dependencies; report undefined names and cycles.
+    for name in sorted(nodes):
+        for dep in nodes[name].dependencies:
+            if dep not in nodes:
+                q = nodes[name]
+                near = close_match(dep, nodes)
+                last = q.history[-1].plugin
+                problems.append(Problem(
+                    f"quantity {name!r} (defined by {q.plugin!r}"
+                    + (f", last changed by {last!r}" if last != q.plugin else "")
+                    + f") uses {dep!r}, which no plugin defines",
+                    suggestion=f"did you mean {near!r}?" if near else None))
+    if problems:
+        raise GraphError(problems, heading="undefined quantities")
+    order = _stable_order(nodes)
+    if order is None:
+        raise GraphError([Problem("dependency cycle: " + " -> ".join(c) + " (defined by "
+                                  + ", ".join(sorted({nodes[n].plugin for n in c[:-1]})) + ")")
+                          for c in _cycles(nodes)], heading="the quantity graph has cycles")
+    ordered = {n: nodes[n] for n in order}
+    return QuantityGraph(MappingProxyType(ordered), order)
+
+
+def _stable_order(nodes: Mapping[str, Quantity]) -> tuple[str, ...] | None:
+    """Dependency order that otherwise keeps definition order (None if there is a cycle)."""
+    import heapq
+
+    position = {name: i for i, name in enumerate(nodes)}
+    users: dict[str, list[str]] = {name: [] for name in nodes}
+    waiting = {}
+    for name, q in nodes.items():
+        deps = q.dependencies
+        waiting[name] = len(deps)
+        for dep in deps:
+            users[dep].append(name)
+    ready = [(position[n], n) for n, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, name = heapq.heappop(ready)
+        order.append(name)
+        for user in users[name]:
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, (position[user], user))
+    return tuple(order) if len(order) == len(nodes) else None
+
+
+def _cycles(nodes: Mapping[str, Quantity]) -> list[list[str]]:
+    import networkx
+
+    g = networkx.DiGraph()
+    for name, q in nodes.items():
+        for dep in q.dependencies:
+            g.add_edge(name, dep)
+    cycles = []
+    for cycle in sorted(networkx.simple_cycles(g), key=lambda c: (len(c), sorted(c)))[:10]:
+        start = cycle.index(min(cycle))
+        cycle = cycle[start:] + cycle[:start]
+        cycles.append(cycle + [cycle[0]])
+    return cycles

@@ -1,0 +1,136 @@
+"""Every hook infermodel calls, grouped by phase.
+
+A plugin implements any subset of these with ``@infermodel.hookimpl`` and is found
+through the ``infermodel`` entry-point group. The built-in physics and every shipped
+lever use exactly these hooks; nothing else is open to them.
+
+Hooks are called one plugin at a time, in plugin-name order, so that a failure is
+reported with the plugin's name and the result never depends on load order.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("infermodel")
+hookimpl = pluggy.HookimplMarker("infermodel")
+
+
+# ---------------------------------------------------------------------------------
+# Registration: what a scenario may contain
+# ---------------------------------------------------------------------------------
+
+
+@hookspec
+def infermodel_register_fields(register):
+    """Declare scenario fields in the ``[model]``, ``[hardware]``, ``[workload]``,
+    ``[efficiency]`` or ``[pricing]`` sections.
+
+    Called once per session, before any scenario is read.
+
+    :param register: ``register(section, name, *, kind, unit="1", default=REQUIRED,
+        description, minimum=None, maximum=None, exclusive_minimum=False,
+        choices=None, quantity=None)``. ``kind`` is one of ``"int"``, ``"float"``,
+        ``"quantity"`` (a number in base units or a string with a unit such as
+        ``"24 GB"``), ``"bool"``, ``"str"``, ``"choice"`` or ``"size_or_fraction"``.
+        ``default`` may be a value, ``None`` (absent: the plugin derives it) or
+        ``REQUIRED``. When ``quantity`` names a quantity, the field's value becomes
+        an input quantity of that name. A field registered twice is an error that
+        names both plugins.
+    :return: ignored.
+    """
+
+
+@hookspec
+def infermodel_register_levers(register):
+    """Declare the levers this plugin provides.
+
+    Called once per session. A scenario's ``[levers.<name>]`` table is structured into
+    the lever's schema by the core's strict converter, so unknown keys, wrong types and
+    values rejected by the schema's attrs validators are reported with the file, key
+    path and line, exactly as for the core sections.
+
+    :param register: ``register(name, schema, *, description, reference=None)`` where
+        ``schema`` is a frozen attrs class whose fields are the table's keys. Use the
+        unit types in :mod:`infermodel.schema` (``Bytes``, ``Seconds``, ...) for fields
+        that accept unit strings.
+    :return: ignored.
+    """
+
+
+@hookspec
+def infermodel_register_presets(register):
+    """Contribute directories of preset files.
+
+    Called once per session. Each ``*.toml`` file in a directory is one preset, named
+    by its file stem; it holds a ``[preset]`` table (``description``, ``source``) and
+    one table (``[model]`` or ``[hardware]``) with the same keys a scenario uses.
+
+    :param register: ``register(kind, directory)`` with ``kind`` ``"model"`` or
+        ``"hardware"`` and ``directory`` a :class:`pathlib.Path`. A preset name that
+        two plugins provide is an error naming both.
+    :return: ignored.
+    """
+
+
+# ---------------------------------------------------------------------------------
+# Validation: is this scenario consistent?
+# ---------------------------------------------------------------------------------
+
+
+@hookspec
+def infermodel_validate_scenario(scenario, report):
+    """Check rules that involve several fields (``kv_heads`` divides ``heads``, ...).
+
+    Called for every scenario after its fields have been typed and range-checked
+    and before any quantity is defined. Report every problem; the core collects all
+    of them and raises once.
+
+    :param scenario: the :class:`infermodel.scenario.Scenario`.
+    :param report: ``report(key, message, *, expected=None, suggestion=None)`` where
+        ``key`` is the dotted key path the problem belongs to
+        (``"model.kv_heads"``); the core adds the file and line.
+    :return: ignored.
+    """
+
+
+# ---------------------------------------------------------------------------------
+# Graph: quantities and their transformations
+# ---------------------------------------------------------------------------------
+
+
+@hookspec
+def infermodel_define_quantities(scenario, define):
+    """Add quantities to the graph.
+
+    Called once per scenario evaluation, for every plugin, after validation. A lever
+    plugin normally adds its quantities only when ``scenario.levers`` has its table.
+
+    :param scenario: the :class:`infermodel.scenario.Scenario`.
+    :param define: ``define(name, definition, *, unit, description, reference=None,
+        latex=None)``. ``definition`` is a sympy expression over quantity symbols
+        (``infermodel.S.layers``) or a number (an input quantity). A name defined by
+        two plugins is an error naming both.
+    :return: ignored.
+    """
+
+
+@hookspec
+def infermodel_transform_quantities(scenario, transform):
+    """Replace or wrap quantities other plugins defined.
+
+    Called once per scenario evaluation, after every plugin's
+    :func:`infermodel_define_quantities`. Requests are collected from every plugin
+    and then applied in a deterministic order: ascending ``order`` (default 500),
+    then plugin name, then the order of the calls. Documented stages: 100 number
+    formats, 200 model structure, 300 hardware and parallelism, 400 algorithms
+    (speculation, caching), 500 everything else, 900 cost.
+
+    :param scenario: the :class:`infermodel.scenario.Scenario`.
+    :param transform: an object with ``replace(name, expression, *, reason,
+        reference=None, order=500)`` (a new definition) and ``wrap(name, function,
+        *, reason, reference=None, order=500)`` where ``function`` receives the
+        current definition and returns the new one. Each change is recorded in the
+        quantity's history and shown by ``infermodel explain``.
+    :return: ignored.
+    """

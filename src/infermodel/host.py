@@ -1,0 +1,173 @@
+"""The plugin host: loads plugins, calls hooks one plugin at a time, keeps registries.
+
+Plugins come from the ``infermodel`` entry-point group, the built-in physics and
+levers included. Environment variables:
+
+``INFERMODEL_LOAD_PLUGINS``
+    Comma-separated entry-point names: load only these (an empty value loads none).
+``INFERMODEL_DISABLE_PLUGIN_AUTOLOAD``
+    When set to a non-empty value, load only the plugins that ship with infermodel
+    itself, not third-party distributions (the test suite sets it).
+``INFERMODEL_TRACE_PLUGINS``
+    When set, print every hook call and which plugin answered to standard error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+import attrs
+import pluggy
+
+from . import hookspecs
+from .errors import PluginError, Problem, close_match
+
+ENTRY_POINT_GROUP = "infermodel"
+OWN_DISTRIBUTION = "infermodel"
+
+
+@attrs.define
+class PluginRecord:
+    """What the host knows about one loaded (or failed) plugin."""
+
+    name: str
+    module: str
+    distribution: str | None
+    version: str | None
+    builtin: bool
+    error: str | None = None
+    traceback: str | None = None
+
+
+class PluginHost:
+    """Owns the pluggy manager and the registries filled by registration hooks."""
+
+    def __init__(self, *, autoload: bool = True) -> None:
+        self.pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
+        self.pm.add_hookspecs(hookspecs)
+        self.records: dict[str, PluginRecord] = {}
+        self._registries = None
+        if os.environ.get("INFERMODEL_TRACE_PLUGINS"):
+            self.pm.trace.root.setwriter(sys.stderr.write)
+            self.pm.enable_tracing()
+        if autoload:
+            self.load_entry_points()
+
+    # -- loading -----------------------------------------------------------------
+
+    def load_entry_points(self) -> None:
+        """Import every plugin of the entry-point group, one failure at a time."""
+        only = os.environ.get("INFERMODEL_LOAD_PLUGINS")
+        wanted = None if only is None else {n.strip() for n in only.split(",") if n.strip()}
+        builtins_only = bool(os.environ.get("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD"))
+        for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            dist = getattr(ep, "dist", None)
+            dist_name = dist.metadata["Name"] if dist is not None else None
+            version = dist.version if dist is not None else None
+            builtin = dist_name == OWN_DISTRIBUTION
+            if wanted is not None and ep.name not in wanted:
+                continue
+            if builtins_only and not builtin:
+                continue
+            if ep.name in self.records:
+                continue
+            record = PluginRecord(ep.name, ep.value, dist_name, version, builtin)
+            self.records[ep.name] = record
+            try:
+                plugin = ep.load()
+                self.pm.register(plugin, name=ep.name)
+            except Exception as exc:  # any failure is that plugin's, not ours
+                who = f"{dist_name} {version}" if dist_name else "unknown distribution"
+                record.error = f"Error importing plugin {ep.name!r} ({who}): {type(exc).__name__}: {exc}"
+                record.traceback = traceback.format_exc()
+
+    def register(self, plugin: Any, name: str, *, builtin: bool = False) -> None:
+        """Register a plugin object directly (tests and embedding applications)."""
+        if name in self.records:
+            raise PluginError(f"a plugin named {name!r} is already registered")
+        try:
+            self.pm.register(plugin, name=name)
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(f"plugin {name!r} does not match the hook specifications: {exc}") from None
+        module = getattr(plugin, "__module__", None) or getattr(plugin, "__name__", repr(plugin))
+        self.records[name] = PluginRecord(name, str(module), None, None, builtin)
+        self._registries = None
+
+    def unregister(self, name: str) -> None:
+        self.pm.unregister(name=name)
+        self.records.pop(name, None)
+        self._registries = None
+
+    @property
+    def load_errors(self) -> list[PluginRecord]:
+        return [r for r in self.records.values() if r.error]
+
+    def check_loaded(self) -> None:
+        """Raise a :class:`PluginError` naming every plugin that failed to load."""
+        failed = self.load_errors
+        if failed:
+            raise PluginError(
+                [Problem(r.error, suggestion=(
+                    "fix or uninstall it, or set INFERMODEL_LOAD_PLUGINS to the plugins you want"))
+                 for r in failed]
+            )
+
+    # -- calling -----------------------------------------------------------------
+
+    def call_each(self, hook_name: str, make_kwargs: Callable[[str], dict[str, Any]], stage: str) -> None:
+        """Call ``hook_name`` on every plugin, in plugin-name order, attributing failures.
+
+        ``make_kwargs(plugin_name)`` builds the arguments, so that callbacks such as
+        ``define`` know which plugin is calling them.
+        """
+        from .errors import InfermodelError
+
+        hook = getattr(self.pm.hook, hook_name)
+        impls = sorted(hook.get_hookimpls(), key=lambda i: i.plugin_name)
+        for impl in impls:
+            kwargs = make_kwargs(impl.plugin_name)
+            try:
+                impl.function(*[kwargs[a] for a in impl.argnames])
+            except InfermodelError:
+                raise
+            except Exception as exc:
+                raise PluginError(
+                    f"plugin {impl.plugin_name!r} failed in {hook_name} ({stage}): "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+
+    # -- registries ----------------------------------------------------------------
+
+    @property
+    def registries(self):
+        """Fields, levers and presets declared by the loaded plugins (built once)."""
+        if self._registries is None:
+            from .registry import build_registries
+
+            self._registries = build_registries(self)
+        return self._registries
+
+    def plugin_of(self, name: str) -> PluginRecord | None:
+        return self.records.get(name)
+
+
+_HOST: PluginHost | None = None
+
+
+def get_host() -> PluginHost:
+    """The process-wide plugin host, loading entry points on first use."""
+    global _HOST
+    if _HOST is None:
+        _HOST = PluginHost()
+    return _HOST
+
+
+def set_host(host: PluginHost | None) -> None:
+    """Replace the process-wide host (tests use this to start from a clean one)."""
+    global _HOST
+    _HOST = host

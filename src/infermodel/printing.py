@@ -1,0 +1,301 @@
+"""Every printer: result tables, derivations as text, Markdown, LaTeX and JSON.
+
+Objects delegate ``__str__``, ``_repr_markdown_``, ``_repr_latex_`` and
+``_repr_html_`` to the functions here.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any, Iterable
+
+from sympy.printing.latex import LatexPrinter
+from sympy.printing.str import StrPrinter
+
+from .units import format_value
+
+
+# ---------------------------------------------------------------------------------
+# Numbers
+# ---------------------------------------------------------------------------------
+
+
+def json_value(value: Any) -> Any:
+    """A value in base units for JSON: booleans as booleans, infinities as "inf"."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        if value.is_integer() and abs(value) < 2**53:
+            return int(value)
+    return value
+
+
+def plain_number(value: Any) -> str:
+    """A compact exact-enough number for substituted formulas (base units)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    value = float(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    if value.is_integer() and abs(value) < 1e7:
+        return str(int(value))
+    text = f"{value:.6g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    return text
+
+
+def show(value: Any, unit: str) -> str:
+    """A value with its unit in sensible prefixes: ``5.528 GB``, ``6.24 ms``."""
+    return format_value(value, unit)
+
+
+# ---------------------------------------------------------------------------------
+# Formulas
+# ---------------------------------------------------------------------------------
+
+
+class _ValuesStrPrinter(StrPrinter):
+    def __init__(self, values, **settings):
+        super().__init__(settings)
+        self._values = values
+
+    def _print_Symbol(self, expr):
+        if expr.name in self._values:
+            return plain_number(self._values[expr.name])
+        return super()._print_Symbol(expr)
+
+
+def latex_name(name: str, display: str | None = None) -> str:
+    if display:
+        return display
+    return r"\mathrm{" + name.replace("_", r"\_") + "}"
+
+
+class _NamesLatexPrinter(LatexPrinter):
+    def __init__(self, names, values=None, **settings):
+        super().__init__(settings)
+        self._names = names
+        self._values = values
+
+    def _print_Symbol(self, expr, style="plain"):
+        if self._values is not None and expr.name in self._values:
+            text = plain_number(self._values[expr.name])
+            if "e" in text and not text.startswith("-∞"):
+                mantissa, exponent = text.split("e")
+                return rf"{mantissa} \times 10^{{{exponent}}}"
+            return text.replace("∞", r"\infty")
+        return latex_name(expr.name, self._names.get(expr.name))
+
+
+def formula_text(expression) -> str:
+    return StrPrinter({"order": "none"}).doprint(expression)
+
+
+def substituted_text(expression, values) -> str:
+    return _ValuesStrPrinter(values, order="none").doprint(expression)
+
+
+def formula_latex(expression, names=None) -> str:
+    return _NamesLatexPrinter(names or {}).doprint(expression)
+
+
+def substituted_latex(expression, values, names=None) -> str:
+    return _NamesLatexPrinter(names or {}, values).doprint(expression)
+
+
+# ---------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------
+
+
+def result_to_dict(result) -> dict:
+    scenario = result.scenario
+    quantities = {}
+    for name in result.graph.order:
+        q = result.graph[name]
+        quantities[name] = {
+            "value": json_value(result.values[name]),
+            "unit": q.unit,
+            "description": q.description,
+            "plugin": q.plugin,
+            "changed_by": list(q.changed_by),
+            "input": q.is_input,
+            "formula": None if q.is_input else formula_text(q.expression),
+            "reference": q.reference,
+        }
+    return {
+        "scenario": {"name": scenario.name, "description": scenario.description,
+                     "path": str(scenario.path) if scenario.path else None,
+                     "presets": dict(scenario.presets), "levers": sorted(scenario.levers)},
+        "quantities": quantities,
+        "warnings": result.warnings,
+    }
+
+
+def _rows(result, names: Iterable[str] | None):
+    names = list(names) if names is not None else list(result.graph.order)
+    for name in names:
+        q = result.graph[name]
+        yield name, show(result.values[name], q.unit), q.description, q
+
+
+def result_table(result, names=None) -> str:
+    rows = list(_rows(result, names))
+    width_name = max([len(r[0]) for r in rows] + [8])
+    width_value = max([len(r[1]) for r in rows] + [5])
+    title = f"{result.scenario.name}"
+    if result.scenario.description:
+        title += f" — {result.scenario.description}"
+    lines = [title, ""]
+    lines.append(f"{'quantity'.ljust(width_name)}  {'value'.rjust(width_value)}  meaning")
+    lines.append(f"{'-' * width_name}  {'-' * width_value}  {'-' * 7}")
+    for name, value, description, q in rows:
+        mark = " *" if q.changed_by else ""
+        lines.append(f"{name.ljust(width_name)}  {value.rjust(width_value)}  {description}{mark}")
+    if any(r[3].changed_by for r in rows):
+        lines.append("")
+        lines.append("* changed by a lever; `infermodel explain SCENARIO NAME` shows how")
+    for warning in result.warnings:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)
+
+
+def result_markdown(result, names=None) -> str:
+    lines = [f"**{result.scenario.name}**", "", "| quantity | value | meaning | plugin |",
+             "|---|---:|---|---|"]
+    for name, value, description, q in _rows(result, names):
+        plugins = " → ".join([q.plugin, *q.changed_by])
+        lines.append(f"| `{name}` | {value} | {description} | {plugins} |")
+    return "\n".join(lines)
+
+
+def result_html(result, names=None) -> str:
+    out = [f"<p><strong>{html.escape(result.scenario.name)}</strong></p>",
+           "<table><thead><tr><th>quantity</th><th>value</th><th>meaning</th><th>plugin</th>"
+           "</tr></thead><tbody>"]
+    for name, value, description, q in _rows(result, names):
+        plugins = " → ".join([q.plugin, *q.changed_by])
+        out.append(f"<tr><td><code>{html.escape(name)}</code></td>"
+                   f"<td style='text-align:right'>{html.escape(value)}</td>"
+                   f"<td>{html.escape(description)}</td><td>{html.escape(plugins)}</td></tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def result_latex(result, names=None) -> str:
+    rows = []
+    display = {n: q.latex for n, q in result.graph.quantities.items() if q.latex}
+    for name, value, _description, q in _rows(result, names):
+        unit_value = value.replace("%", r"\%")
+        rows.append(f"{latex_name(name, display.get(name))} &= \\text{{{unit_value}}}")
+    return r"\begin{aligned}" + r" \\ ".join(rows) + r"\end{aligned}"
+
+
+# ---------------------------------------------------------------------------------
+# Derivations
+# ---------------------------------------------------------------------------------
+
+
+def _history_lines(step) -> list[str]:
+    lines = []
+    first = step.history[0]
+    ref = f"  [{first.reference}]" if first.reference else ""
+    if first.kind == "input":
+        lines.append(f"  input from:  {step.source or 'plugin ' + repr(first.plugin)}{ref}")
+    else:
+        lines.append(f"  defined by:  {first.plugin}{ref}")
+    for change in step.history[1:]:
+        ref = f"  [{change.reference}]" if change.reference else ""
+        lines.append(f"  {change.kind + 'd by:':<12} {change.plugin}: {change.reason}{ref}")
+        if change.kind in ("replace", "wrap") and not isinstance(change.expression, float):
+            lines.append(f"               → {step.name} = {formula_text(change.expression)}")
+    return lines
+
+
+def derivation_text(derivation) -> str:
+    lines = []
+    for step in derivation.steps:
+        head = f"{step.name} = {show(step.value, step.unit)}"
+        lines.append(f"{head}    ({step.description})")
+        if not step.is_input:
+            base = step.history[0]
+            if len(step.history) > 1 and base.kind == "define":
+                lines.append(f"  base:        {step.name} = {formula_text(base.expression)}")
+            lines.append(f"  formula:     {step.name} = {formula_text(step.expression)}")
+            lines.append(f"  with values: {step.name} = {substituted_text(step.expression, derivation.values)}")
+        lines.extend(_history_lines(step))
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def derivation_markdown(derivation) -> str:
+    lines = [f"### Derivation of `{derivation.target}`", ""]
+    for step in derivation.steps:
+        lines.append(f"- **`{step.name}`** = {show(step.value, step.unit)} — {step.description}")
+        if not step.is_input:
+            lines.append(f"  - formula: `{step.name} = {formula_text(step.expression)}`")
+            lines.append(f"  - with values: `{step.name} = "
+                         f"{substituted_text(step.expression, derivation.values)}`")
+        for text in _history_lines(step):
+            lines.append(f"  - {text.strip()}")
+    return "\n".join(lines) + "\n"
+
+
+def step_latex(step, values, names) -> tuple[str, str | None]:
+    """(formula line, substituted line) in LaTeX for one step."""
+    left = latex_name(step.name, names.get(step.name))
+    if step.is_input:
+        return f"{left} = {substituted_latex(_symbol(step.name), values, names)}", None
+    formula = f"{left} = {formula_latex(step.expression, names)}"
+    value = show(step.value, step.unit).replace("%", r"\%")
+    substituted = (f"{left} = {substituted_latex(step.expression, values, names)}"
+                   f" = \\text{{{value}}}")
+    return formula, substituted
+
+
+def _symbol(name):
+    from .quantity import symbol
+
+    return symbol(name)
+
+
+def derivation_latex(derivation) -> str:
+    names = {s.name: s.latex for s in derivation.steps if s.latex}
+    rows = []
+    for step in derivation.steps:
+        formula, substituted = step_latex(step, derivation.values, names)
+        rows.append(formula.replace(" = ", " &= ", 1))
+        if substituted:
+            rows.append(substituted.replace(" = ", " &= ", 1))
+    return r"\begin{aligned}" + r" \\ ".join(rows) + r"\end{aligned}"
+
+
+def derivation_to_dict(derivation) -> dict:
+    steps = []
+    for step in derivation.steps:
+        steps.append({
+            "name": step.name,
+            "value": json_value(step.value),
+            "unit": step.unit,
+            "display": show(step.value, step.unit),
+            "description": step.description,
+            "input": step.is_input,
+            "formula": None if step.is_input else formula_text(step.expression),
+            "substituted": None if step.is_input else substituted_text(step.expression, derivation.values),
+            "source": step.source,
+            "reference": step.reference,
+            "history": [{"kind": c.kind, "plugin": c.plugin, "reason": c.reason,
+                         "reference": c.reference,
+                         "formula": formula_text(c.expression) if not isinstance(c.expression, float)
+                         else plain_number(c.expression)} for c in step.history],
+        })
+    return {"quantity": derivation.target, "steps": steps}

@@ -1,0 +1,144 @@
+"""Quantities: named, unit-carrying sympy definitions, and the symbol registry.
+
+A :class:`Quantity` knows its name, its sympy symbol, its definition (an
+expression over other quantities' symbols, or an input value), its unit, a one-line
+description, the plugin that defined it, an optional published reference, and the
+history of every lever that changed it.
+
+Symbol names reach the code that :func:`sympy.lambdify` generates, so they are
+validated here, once, before any symbol exists: only ``[A-Za-z][A-Za-z0-9_]*``,
+no Python keyword, builtin or name the numeric printer uses.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+from typing import Any
+
+import attrs
+import sympy
+
+NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+MAX_NAME_LENGTH = 64
+
+# Names the generated numeric code needs for itself.
+_RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | {
+    "numpy", "np", "math", "mpmath", "sympy", "select", "where", "maximum", "minimum",
+    "amax", "amin", "floor", "ceil", "sqrt", "log", "log10", "log2", "exp", "absolute",
+    "inf", "nan", "pi", "e", "errstate", "less", "less_equal", "greater", "greater_equal",
+    "equal", "not_equal", "logical_and", "logical_or", "logical_not", "true", "false",
+    "power", "isnan", "isinf", "array", "asarray", "broadcast_to", "x", "Dummy",
+}
+
+#: Kinds of change a lever can make to a quantity.
+DEFINE, INPUT, REPLACE, WRAP = "define", "input", "replace", "wrap"
+
+
+def check_name(name: object) -> str | None:
+    """Why ``name`` cannot be a quantity name, or None when it can.
+
+    >>> check_name("decode_step_time") is None
+    True
+    >>> check_name("import os")
+    "'import os' is not a valid quantity name: use letters, digits and underscores, starting with a letter"
+    """
+    if not isinstance(name, str):
+        return f"a quantity name must be a string, not {type(name).__name__}"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"quantity name {name[:20]!r}... is longer than {MAX_NAME_LENGTH} characters"
+    if not NAME_PATTERN.match(name):
+        return (
+            f"{name!r} is not a valid quantity name: use letters, digits and underscores, "
+            "starting with a letter"
+        )
+    if name in _RESERVED:
+        return f"{name!r} is reserved (a Python or numpy name) and cannot name a quantity"
+    return None
+
+
+_SYMBOLS: dict[str, sympy.Symbol] = {}
+
+
+def symbol(name: str) -> sympy.Symbol:
+    """The one sympy symbol for quantity ``name`` (validated, created once).
+
+    >>> symbol("layers") is symbol("layers")
+    True
+    """
+    found = _SYMBOLS.get(name)
+    if found is not None:
+        return found
+    problem = check_name(name)
+    if problem:
+        raise ValueError(problem)
+    made = _SYMBOLS[name] = sympy.Symbol(name, real=True)
+    return made
+
+
+class _SymbolNamespace:
+    """Attribute access to quantity symbols: ``S.layers`` is ``symbol("layers")``."""
+
+    def __getattr__(self, name: str) -> sympy.Symbol:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return symbol(name)
+
+    def __getitem__(self, name: str) -> sympy.Symbol:
+        return symbol(name)
+
+
+#: ``from infermodel import S``; then ``S.layers * S.d_model`` builds a formula.
+S = _SymbolNamespace()
+
+
+@attrs.frozen
+class Change:
+    """One step in a quantity's history: its definition or a lever's change to it."""
+
+    kind: str  # define | input | replace | wrap
+    plugin: str
+    expression: Any  # sympy expression, or the input value
+    reason: str = ""
+    reference: str | None = None
+    order: int = 0
+
+
+@attrs.frozen
+class Quantity:
+    """A named quantity in the graph.
+
+    ``expression`` is a sympy expression over other quantities' symbols, or None for
+    an input, whose number is ``value``. ``history`` lists the definition first, then
+    every lever's change in the order applied.
+    """
+
+    name: str
+    unit: str
+    description: str
+    plugin: str
+    expression: Any = None
+    value: Any = None
+    reference: str | None = None
+    history: tuple[Change, ...] = ()
+    latex: str | None = None
+
+    @property
+    def symbol(self) -> sympy.Symbol:
+        return symbol(self.name)
+
+    @property
+    def is_input(self) -> bool:
+        return self.expression is None
+
+    @property
+    def dependencies(self) -> tuple[str, ...]:
+        if self.expression is None:
+            return ()
+        return tuple(sorted(s.name for s in self.expression.free_symbols))
+
+    @property
+    def changed_by(self) -> tuple[str, ...]:
+        """Plugins that replaced or wrapped the original definition, in order."""
+        return tuple(c.plugin for c in self.history if c.kind in (REPLACE, WRAP))
