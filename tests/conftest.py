@@ -1,0 +1,71 @@
+"""Shared fixtures.
+
+Third-party plugins installed in the environment are not autoloaded in tests
+(``INFERMODEL_DISABLE_PLUGIN_AUTOLOAD``); the built-in plugins are. Tests that
+need a plugin register it with the ``register_plugin`` fixture, which unregisters
+it afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+pytest_plugins = ("sphinx.testing.fixtures",)
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "scenarios"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture
+def host():
+    """A fresh plugin host (built-ins only) installed as the process-wide host."""
+    from infermodel.host import PluginHost, set_host
+
+    fresh = PluginHost()
+    set_host(fresh)
+    try:
+        yield fresh
+    finally:
+        set_host(None)
+
+
+@pytest.fixture
+def register_plugin(host):
+    """Register a plugin object on the fresh host for the duration of a test."""
+    names = []
+
+    def register(plugin, name):
+        host.register(plugin, name)
+        names.append(name)
+        return plugin
+
+    try:
+        yield register
+    finally:
+        for name in names:
+            if name in host.records:
+                host.unregister(name)
+
+
+@pytest.fixture
+def write_scenario(tmp_path):
+    """Write a scenario file from text and return its path."""
+
+    def write(text: str, name: str = "scenario.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def rootdir():
+    """Sphinx test roots live in tests/roots."""
+    return Path(__file__).resolve().parent / "roots"
