@@ -1,0 +1,236 @@
+"""Reading model shapes from Hugging Face config.json files (infermodel.hf_config).
+
+The JSON files in tests/data/hf/ hold the shape keys of published configurations
+(trimmed of tokenizer and training settings that do not matter here).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import tomllib
+import warnings
+from pathlib import Path
+
+import pytest
+
+from infermodel.hf_config import (
+    MAX_CONFIG_BYTES,
+    HFConfigError,
+    HFConfigWarning,
+    map_hf_config,
+    read_hf_config,
+)
+
+DATA = Path(__file__).parent / "data" / "hf"
+PRESETS = Path(__file__).resolve().parents[1] / "plugins" / "infermodel_builtins" / "presets" / "models"
+
+
+def read(name: str) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HFConfigWarning)
+        return read_hf_config(DATA / f"{name}.json")
+
+
+def preset(name: str) -> dict:
+    with (PRESETS / f"{name}.toml").open("rb") as handle:
+        table = tomllib.load(handle)["model"]
+    # defaults the engine would apply
+    if table.get("shared_experts") == 0:
+        del table["shared_experts"]
+    return table
+
+
+def test_llama_3_1_8b():
+    assert read("llama-3.1-8b") == {
+        "layers": 32, "d_model": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128,
+        "d_ff": 14336, "ffn": "swiglu", "vocab": 128256, "tied_embeddings": False,
+    }
+
+
+def test_smollm2_135m_is_tied_and_gqa():
+    shape = read("smollm2-135m")
+    assert shape["tied_embeddings"] is True
+    assert (shape["heads"], shape["kv_heads"], shape["head_dim"]) == (9, 3, 64)
+
+
+@pytest.mark.parametrize(
+    ("config", "preset_name"),
+    [
+        ("llama-3.1-8b", "llama-3.1-8b"),
+        ("smollm2-135m", "smollm2-135m"),
+        ("smollm2-360m", "smollm2-360m"),
+        ("mixtral-8x7b", "mixtral-8x7b"),
+        ("qwen2.5-0.5b", "qwen2.5-0.5b"),
+        ("qwen1.5-moe-a2.7b", "qwen1.5-moe-a2.7b"),
+    ],
+)
+def test_config_matches_shipped_preset(config, preset_name):
+    assert read(config) == preset(preset_name)
+
+
+def test_mistral_sliding_window_is_reported():
+    with pytest.warns(HFConfigWarning, match="sliding-window attention over 4096"):
+        shape = read_hf_config(DATA / "mistral-7b-v0.1.json")
+    assert shape == preset("mistral-7b")
+
+
+def test_mixtral_experts():
+    shape = read("mixtral-8x7b")
+    assert (shape["experts"], shape["active_experts"]) == (8, 2)
+    assert "expert_d_ff" not in shape  # every expert has width d_ff
+    assert "shared_experts" not in shape
+
+
+def test_qwen_moe_shared_expert_becomes_four_expert_widths():
+    shape = read("qwen1.5-moe-a2.7b")
+    assert shape["experts"] == 60 and shape["active_experts"] == 4
+    assert shape["expert_d_ff"] == 1408 and shape["shared_experts"] == 4
+
+
+def test_deepseek_moe_shared_experts_and_dense_first_layer_warning():
+    with pytest.warns(HFConfigWarning, match="first 1 layer"):
+        shape = read_hf_config(DATA / "deepseek-moe-16b.json")
+    assert shape["experts"] == 64 and shape["active_experts"] == 6
+    assert shape["shared_experts"] == 2 and shape["expert_d_ff"] == 1408
+    assert shape["d_ff"] == 10944
+
+
+def test_gpt2_names_plain_mlp_and_default_tying():
+    assert read("gpt2") == {
+        "layers": 12, "d_model": 768, "heads": 12, "kv_heads": 12, "head_dim": 64,
+        "d_ff": 3072, "ffn": "gelu", "vocab": 50257, "tied_embeddings": True,
+    }
+
+
+def test_gemma_gelu_is_gated_and_head_dim_is_explicit():
+    shape = read("gemma-2b")
+    assert shape["ffn"] == "swiglu"  # gated GELU: three matrices
+    assert shape["head_dim"] == 256 and shape["kv_heads"] == 1
+    assert shape["tied_embeddings"] is True
+
+
+def test_directory_path_reads_config_json(tmp_path):
+    (tmp_path / "config.json").write_text((DATA / "smollm2-135m.json").read_text())
+    assert read_hf_config(tmp_path) == read("smollm2-135m")
+
+
+def test_text_config_of_multimodal_model():
+    inner = json.loads((DATA / "llama-3.1-8b.json").read_text())
+    outer = {"model_type": "llava", "text_config": inner, "vision_config": {"hidden_size": 1024}}
+    assert map_hf_config(outer) == read("llama-3.1-8b")
+
+
+def test_activation_decides_for_unknown_families():
+    base = json.loads((DATA / "unknown-activation.json").read_text())
+    assert map_hf_config(dict(base, hidden_act="silu"))["ffn"] == "swiglu"
+    assert map_hf_config(dict(base, hidden_act="gelu_pytorch_tanh"))["ffn"] == "gelu"
+
+
+def test_head_dim_null_and_kv_null_use_defaults():
+    base = json.loads((DATA / "llama-3.1-8b.json").read_text())
+    shape = map_hf_config(dict(base, head_dim=None, num_key_value_heads=None))
+    assert shape["head_dim"] == 128 and shape["kv_heads"] == 32
+
+
+def test_integral_floats_are_accepted():
+    base = json.loads((DATA / "llama-3.1-8b.json").read_text())
+    assert map_hf_config(dict(base, hidden_size=4096.0))["d_model"] == 4096
+
+
+def test_dense_model_with_zero_experts():
+    base = json.loads((DATA / "llama-3.1-8b.json").read_text())
+    assert "experts" not in map_hf_config(dict(base, num_experts=0))
+
+
+# ------------------------------------------------------------------------- errors
+
+
+def error_for(path) -> HFConfigError:
+    with pytest.raises(HFConfigError) as info:
+        read_hf_config(path)
+    return info.value
+
+
+def test_missing_key_names_file_and_key():
+    error = error_for(DATA / "missing-layers.json")
+    assert error.key == "num_hidden_layers"
+    assert error.path.endswith("missing-layers.json")
+    text = str(error)
+    assert "missing-layers.json" in text and "num_hidden_layers" in text and "number of decoder layers" in text
+    assert isinstance(error, ValueError)
+
+
+def test_kv_heads_must_divide_heads():
+    error = error_for(DATA / "bad-kv-heads.json")
+    assert error.key == "num_key_value_heads"
+    assert "divide" in error.message
+
+
+def test_unknown_activation_is_an_error():
+    error = error_for(DATA / "unknown-activation.json")
+    assert error.key == "hidden_act"
+    assert "softplus" in error.message
+
+
+def test_missing_file(tmp_path):
+    error = error_for(tmp_path / "nope.json")
+    assert "not found" in error.message and "nope.json" in str(error)
+
+
+def test_oversized_file_is_refused_before_parsing(tmp_path):
+    big = tmp_path / "config.json"
+    big.write_text('{"pad": "' + "x" * MAX_CONFIG_BYTES + '"}')
+    error = error_for(big)
+    assert "limit" in error.message
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('{"num_hidden_layers": 32,', "line 1"),
+        ("[1, 2, 3]", "list"),
+        ('{"num_hidden_layers": NaN}', "NaN"),
+        ("\xff\xfe", "UTF-8"),
+    ],
+)
+def test_malformed_files(tmp_path, text, fragment):
+    path = tmp_path / "config.json"
+    path.write_bytes(text.encode("latin-1"))
+    assert fragment in str(error_for(path))
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"num_hidden_layers": 0}, "num_hidden_layers"),
+        ({"num_hidden_layers": -2}, "num_hidden_layers"),
+        ({"num_hidden_layers": True}, "num_hidden_layers"),
+        ({"hidden_size": "4096"}, "hidden_size"),
+        ({"hidden_size": 4096.5}, "hidden_size"),
+        ({"vocab_size": None}, "vocab_size"),
+        ({"tie_word_embeddings": "yes"}, "tie_word_embeddings"),
+        ({"num_local_experts": 8}, "num_experts_per_tok"),
+        ({"num_local_experts": 8, "num_experts_per_tok": 9}, "num_experts_per_tok"),
+        ({"head_dim": 0}, "head_dim"),
+    ],
+)
+def test_bad_values_name_their_key(change, key):
+    base = json.loads((DATA / "llama-3.1-8b.json").read_text())
+    with pytest.raises(HFConfigError) as info:
+        map_hf_config(dict(base, **change), path="config.json")
+    assert info.value.key == key
+    assert info.value.expected
+
+
+def test_hidden_size_not_divisible_without_head_dim():
+    base = json.loads((DATA / "llama-3.1-8b.json").read_text())
+    with pytest.raises(HFConfigError) as info:
+        map_hf_config(dict(base, hidden_size=4100))
+    assert info.value.key == "head_dim"
+
+
+def test_error_pickles():
+    error = HFConfigError("missing key", path="a/config.json", key="vocab_size", expected="an int")
+    again = pickle.loads(pickle.dumps(error))
+    assert str(again) == str(error)
