@@ -1,0 +1,1 @@
+"""Serving simulator (placeholder docstring, replaced below)."""

@@ -1,0 +1,271 @@
+"""Iteration cost of one serving iteration: the roofline of the whole forward pass.
+
+One iteration of a serving engine runs every scheduled position through the model
+once.  The weights are read once for the whole iteration and each scheduled sequence
+reads its own cached keys and values, so the time is the larger of the memory time
+and the compute time of the *whole* iteration (Module 10: Inference and serving,
+"A joining prompt can stall everybody" and Lab 3's cost model)::
+
+    positions = Σ 1 (one per decode)      + Σ k            (new tokens per chunk)
+    attention = Σ c (decode contexts)     + Σ (k·c + k(k+1)/2)
+    cached    = Σ c (decode contexts)     + Σ c            (cached tokens per chunk)
+    bytes     = W + kv · cached
+    flops     = 2·N_matmul · positions + 4 · layers · d_q · attention
+    time      = max(bytes / bandwidth, flops / compute) + overhead
+
+A chunk ``(k, c)`` is ``k`` new prompt positions whose queries attend to the ``c``
+cached positions and, causally, to each other (hence ``k(k+1)/2``).
+
+Every term is an integer count multiplied by a constant, so the vectorised form
+:meth:`CostModel.iteration_times` gives bit-for-bit the same floats as the scalar
+:meth:`CostModel.iteration_time` as long as the counts stay below 2**53.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, Sequence
+
+import attrs
+import numpy as np
+
+from .errors import SimulationError
+
+__all__ = ["CostModel", "QUANTITY_NAMES"]
+
+#: Scenario quantity names read by :meth:`CostModel.from_quantities`.
+QUANTITY_NAMES = (
+    "weight_bytes",
+    "kv_bytes_per_token",
+    "params_matmul",
+    "layers",
+    "query_width",
+    "bandwidth",
+    "flops_effective_prefill",
+    "flops_peak",
+    "prefill_mfu",
+    "kv_budget_bytes",
+    "memory_bytes",
+    "reserve_bytes",
+    "t0",
+)
+
+
+def _positive(name: str):
+    def check(instance, attribute, value):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise SimulationError(f"cost model: {name} must be a number, got {value!r}")
+        if not math.isfinite(value) or value <= 0:
+            raise SimulationError(f"cost model: {name} must be a positive finite number, got {value!r}")
+
+    return check
+
+
+def _non_negative(instance, attribute, value):
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise SimulationError(f"cost model: {attribute.name} must be a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise SimulationError(
+            f"cost model: {attribute.name} must be a non-negative finite number, got {value!r}"
+        )
+
+
+@attrs.frozen
+class CostModel:
+    """The cost of one serving iteration on one device (Module 10, Lab 3).
+
+    :param weight_bytes: W, bytes of weights read once per iteration.
+    :param kv_bytes_per_token: bytes of keys and values stored per cached position.
+    :param params_matmul: N_matmul, parameters that take part in matrix products.
+    :param layers: transformer layers.
+    :param query_width: d_q = heads · head_dim (Lab 3 uses d_model).
+    :param bandwidth: memory bandwidth in bytes/s.
+    :param compute: effective FLOP/s (peak already multiplied by the MFU).
+    :param cache_memory: bytes available to the KV cache (after weights and reserve).
+    :param overhead: a fixed time added to every iteration (t0); 0 in Lab 3.
+
+    Example, Lab 3's 24 GB card (16 GB left for the cache)::
+
+        >>> lab = CostModel.lab3()
+        >>> round(lab.iteration_time([], [(4000, 0)]), 3)      # prefill of 4,000 tokens
+        0.923
+        >>> round(1000 * lab.iteration_time([5000] * 18, []), 2)  # 18 decodes at 5,000
+        18.77
+    """
+
+    weight_bytes: float = attrs.field(validator=_positive("weight_bytes"))
+    kv_bytes_per_token: float = attrs.field(validator=_positive("kv_bytes_per_token"))
+    params_matmul: float = attrs.field(validator=_positive("params_matmul"))
+    layers: float = attrs.field(validator=_positive("layers"))
+    query_width: float = attrs.field(validator=_positive("query_width"))
+    bandwidth: float = attrs.field(validator=_positive("bandwidth"))
+    compute: float = attrs.field(validator=_positive("compute"))
+    cache_memory: float = attrs.field(validator=_positive("cache_memory"))
+    overhead: float = attrs.field(default=0.0, validator=_non_negative)
+
+    # Products computed once so the scalar and vectorised paths do the same float
+    # operations in the same order.
+    @property
+    def flops_per_position(self) -> float:
+        """2 · N_matmul: FLOPs of the matrix products for one position."""
+        return 2.0 * self.params_matmul
+
+    @property
+    def flops_per_attention_pair(self) -> float:
+        """4 · layers · d_q: FLOPs of one query attending to one key (scores and mix)."""
+        return 4.0 * self.layers * self.query_width
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def lab3(cls, **changes: float) -> "CostModel":
+        """Module 10 Lab 3's reference device: W = 5.5 GB, kv 147,456 B/token, 16 GB
+        of cache, 1 TB/s, 50 % of 165 TFLOP/s, the case model's N_matmul
+        8,927,875,072, 36 layers and d = 4,096.  Keyword arguments replace fields
+        (Lab 3's capacity profiles: ``kv_bytes_per_token=73728`` for the 8-bit cache,
+        ``cache_memory=72e9, bandwidth=3.35e12, compute=0.5 * 989e12`` for an H100,
+        ``bandwidth=0.30e12, compute=0.5 * 121e12`` for an L4).
+
+        >>> CostModel.lab3(kv_bytes_per_token=73728).kv_bytes_per_token
+        73728
+        """
+        values = dict(
+            weight_bytes=5.5e9,
+            kv_bytes_per_token=147456,
+            params_matmul=8927875072,
+            layers=36,
+            query_width=4096,
+            bandwidth=1e12,
+            compute=0.5 * 165e12,
+            cache_memory=16e9,
+        )
+        values.update(changes)
+        return cls(**values)
+
+    @classmethod
+    def from_quantities(
+        cls, values: Mapping[str, float], cache_memory: float | None = None
+    ) -> "CostModel":
+        """Build the cost model from evaluated scenario quantities (base units).
+
+        Names read (see :data:`QUANTITY_NAMES`):
+
+        * ``weight_bytes``, ``kv_bytes_per_token``, ``params_matmul``, ``layers``,
+          ``query_width``, ``bandwidth`` — required;
+        * compute: ``flops_effective_prefill`` if present, otherwise
+          ``flops_peak`` × ``prefill_mfu`` (``prefill_mfu`` defaults to 1);
+        * cache memory: the ``cache_memory`` argument if given, else
+          ``kv_budget_bytes``, else ``memory_bytes − weight_bytes − reserve_bytes``
+          (``reserve_bytes`` defaults to 0);
+        * ``t0`` (optional, default 0): a fixed time added to every iteration.
+
+        >>> q = dict(weight_bytes=5.5e9, kv_bytes_per_token=147456, params_matmul=8927875072,
+        ...          layers=36, query_width=4096, bandwidth=1e12, flops_peak=165e12,
+        ...          prefill_mfu=0.5, memory_bytes=24e9, reserve_bytes=2.5e9)
+        >>> CostModel.from_quantities(q).cache_memory
+        16000000000.0
+        """
+        required = ("weight_bytes", "kv_bytes_per_token", "params_matmul", "layers",
+                    "query_width", "bandwidth")
+        missing = [name for name in required if name not in values]
+        if "flops_effective_prefill" not in values and "flops_peak" not in values:
+            missing.append("flops_effective_prefill (or flops_peak)")
+        if cache_memory is None and "kv_budget_bytes" not in values and "memory_bytes" not in values:
+            missing.append("kv_budget_bytes (or memory_bytes)")
+        if missing:
+            raise SimulationError(
+                "cannot build the simulator's cost model: missing quantities "
+                + ", ".join(missing)
+            )
+
+        def number(name: str) -> float:
+            value = values[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+                raise SimulationError(f"quantity {name} must be a number, got {value!r}")
+            return float(value)
+
+        if "flops_effective_prefill" in values:
+            compute = number("flops_effective_prefill")
+        else:
+            compute = number("flops_peak") * (number("prefill_mfu") if "prefill_mfu" in values else 1.0)
+        if cache_memory is None:
+            if "kv_budget_bytes" in values:
+                cache_memory = number("kv_budget_bytes")
+            else:
+                reserve = number("reserve_bytes") if "reserve_bytes" in values else 0.0
+                cache_memory = number("memory_bytes") - number("weight_bytes") - reserve
+                if cache_memory <= 0:
+                    raise SimulationError(
+                        f"no memory left for the KV cache: memory_bytes {number('memory_bytes'):.4g} − "
+                        f"weight_bytes {number('weight_bytes'):.4g} − reserve_bytes {reserve:.4g} "
+                        f"= {cache_memory:.4g} bytes"
+                    )
+        return cls(
+            weight_bytes=number("weight_bytes"),
+            kv_bytes_per_token=number("kv_bytes_per_token"),
+            params_matmul=number("params_matmul"),
+            layers=number("layers"),
+            query_width=number("query_width"),
+            bandwidth=number("bandwidth"),
+            compute=compute,
+            cache_memory=float(cache_memory),
+            overhead=number("t0") if "t0" in values else 0.0,
+        )
+
+    # ------------------------------------------------------------------ costs
+    def time_from_counts(self, positions: float, attention: float, cached: float) -> float:
+        """Iteration time from the three integer counts (see the module docstring)."""
+        memory_time = (self.weight_bytes + self.kv_bytes_per_token * cached) / self.bandwidth
+        compute_time = (
+            self.flops_per_position * positions + self.flops_per_attention_pair * attention
+        ) / self.compute
+        return max(memory_time, compute_time) + self.overhead
+
+    def iteration_time(
+        self,
+        decode_contexts: Sequence[int] | Iterable[int],
+        chunks: Sequence[tuple[int, int]] | Iterable[tuple[int, int]] = (),
+    ) -> float:
+        """Time of one iteration with decodes at ``decode_contexts`` cached positions
+        and prefill ``chunks`` of ``(new_tokens, cached_tokens)``.
+
+        >>> lab = CostModel.lab3()
+        >>> round(1000 * lab.iteration_time([5000] * 17, [(512, 0)]), 2)
+        116.04
+        >>> round(1000 * lab.iteration_time([5000] * 17, [(512, 2000)]), 2)
+        123.36
+        """
+        contexts = [int(c) for c in decode_contexts]
+        positions = len(contexts)
+        attention = sum(contexts)
+        cached = attention
+        for new, old in chunks:
+            new, old = int(new), int(old)
+            if new < 0 or old < 0:
+                raise SimulationError(f"a chunk needs non-negative token counts, got ({new}, {old})")
+            positions += new
+            attention += new * old + new * (new + 1) // 2
+            cached += old
+        return self.time_from_counts(positions, attention, cached)
+
+    def iteration_times(self, positions, attention, cached) -> np.ndarray:
+        """Vectorised :meth:`time_from_counts` over arrays of counts (float64 of
+        integers); the fast engine computes whole runs of iterations with it.
+
+        >>> lab = CostModel.lab3()
+        >>> t = lab.iteration_times(np.array([18.0, 18.0]), np.array([90000.0, 90018.0]),
+        ...                         np.array([90000.0, 90018.0]))
+        >>> [round(1000 * x, 4) for x in t]
+        [18.7717, 18.7743]
+        """
+        positions = np.asarray(positions, dtype=np.float64)
+        attention = np.asarray(attention, dtype=np.float64)
+        cached = np.asarray(cached, dtype=np.float64)
+        memory_time = (self.weight_bytes + self.kv_bytes_per_token * cached) / self.bandwidth
+        compute_time = (
+            self.flops_per_position * positions + self.flops_per_attention_pair * attention
+        ) / self.compute
+        return np.maximum(memory_time, compute_time) + self.overhead
+
+    def cache_tokens(self) -> float:
+        """How many cached positions fit in :attr:`cache_memory`."""
+        return self.cache_memory / self.kv_bytes_per_token

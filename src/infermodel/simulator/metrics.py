@@ -1,0 +1,215 @@
+"""What one simulated run records, and the metrics computed from it.
+
+Both engines fill a :class:`RunRecord`; :func:`compute_metrics` turns it into the
+metrics dictionary (base units: seconds, tokens/s, requests/s).  Percentiles use
+numpy's default ("linear") quantile, as Module 10's Lab 3 does; the fast engine keeps
+inter-token gaps as (value, multiplicity) pairs and :func:`weighted_quantile` repeats
+numpy's arithmetic on them so both engines give the same numbers.
+
+Metric names (all floats; counts are whole numbers stored as floats):
+
+* ``requests``, ``realised_rate`` (count / last arrival), ``duration`` (time of the
+  last token), ``mean_prompt_tokens``, ``mean_output_tokens``;
+* ``ttft_p50/p90/p99/max`` (first token − arrival), ``itl_p50/p90/p99/max`` (every
+  gap between consecutive tokens of a request, pooled over requests),
+  ``tpot_p50/p90/p99`` ((last − first)/(n_out − 1), requests with n_out > 1 only),
+  ``e2e_p50/p90/p99/max`` (last token − arrival);
+* ``throughput_tokens_per_s`` (all output tokens / duration), ``requests_per_s``
+  (requests / duration), ``goodput`` (requests with TTFT ≤ ``slo_ttft`` and every gap
+  ≤ ``slo_itl``, per second of duration), ``goodput_fraction``, ``slo_ttft``,
+  ``slo_itl``;
+* ``preemptions``, ``recomputed_tokens`` (cached positions discarded by preemption),
+  ``iterations`` (model iterations run);
+* ``slot_use`` = busy slot-steps / (slots × decode steps) (Inference lab, "Many
+  requests, one pass"): a busy slot-step is a token after a request's first, a decode
+  step an iteration that emits one; slots are the static batch size, or
+  ``max_running`` for continuous policies; ``mean_batch`` = busy slot-steps / decode
+  steps;
+* Little's law over the arrival window [0, A] (A = last arrival):
+  ``little_l`` = (1/A)∫₀^A n(t) dt from arrivals and departures, ``little_lambda_w`` =
+  realised rate × mean E2E, ``little_ratio`` = their ratio (near 1 when the system is
+  stable; the gap is time spent in the system after A);
+* ``in_system_growth_per_s``: least-squares slope of the number in the system, sampled
+  at each arrival in the second half of the window (≈ 0 when stable, ≈ λ − μ past
+  capacity);
+* ``n_ttft_samples``, ``n_itl_samples``, ``n_tpot_samples``: sample counts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import attrs
+import numpy as np
+
+from .policies import SLO
+
+__all__ = ["RunRecord", "compute_metrics", "weighted_quantile", "METRIC_NAMES", "QUANTILES"]
+
+QUANTILES = (0.5, 0.9, 0.99)
+
+METRIC_NAMES = (
+    "requests", "realised_rate", "duration", "mean_prompt_tokens", "mean_output_tokens",
+    "ttft_p50", "ttft_p90", "ttft_p99", "ttft_max",
+    "itl_p50", "itl_p90", "itl_p99", "itl_max",
+    "tpot_p50", "tpot_p90", "tpot_p99",
+    "e2e_p50", "e2e_p90", "e2e_p99", "e2e_max",
+    "throughput_tokens_per_s", "requests_per_s", "goodput", "goodput_fraction",
+    "slo_ttft", "slo_itl",
+    "preemptions", "recomputed_tokens", "iterations", "slot_use", "mean_batch",
+    "little_l", "little_lambda_w", "little_ratio", "in_system_growth_per_s",
+    "n_ttft_samples", "n_itl_samples", "n_tpot_samples",
+)
+
+
+@attrs.define(eq=False)
+class RunRecord:
+    """Raw results of one run, per request and pooled.
+
+    ``gap_values``/``gap_weights`` hold the pooled inter-token gaps: each value occurs
+    ``weight`` times (``gap_weights`` None means every weight is 1).
+    """
+
+    arrivals: np.ndarray
+    outputs: np.ndarray
+    prompts: np.ndarray
+    first_token: np.ndarray
+    last_token: np.ndarray
+    max_gap: np.ndarray  # 0 for a request with a single token
+    gap_values: np.ndarray
+    gap_weights: np.ndarray | None
+    end_time: float
+    preemptions: int
+    recomputed_tokens: int
+    iterations: int
+    busy_slot_steps: int
+    decode_steps: int
+    slots: int
+
+
+def weighted_quantile(values: np.ndarray, weights: np.ndarray | None, quantiles: Sequence[float]) -> list[float]:
+    """Quantiles of the sample in which ``values[i]`` occurs ``weights[i]`` times,
+    with the same arithmetic as ``numpy.quantile(..., method="linear")`` on the
+    expanded sample.
+
+    >>> weighted_quantile(np.array([3.0, 1.0]), np.array([1, 3]), [0.5, 1.0])
+    [1.0, 3.0]
+    >>> [float(x) for x in np.quantile([1.0, 1.0, 1.0, 3.0], [0.5, 1.0])]
+    [1.0, 3.0]
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if weights is None:
+        return [float(x) for x in np.quantile(values, list(quantiles))]
+    weights = np.asarray(weights, dtype=np.int64)
+    keep = weights > 0
+    values, weights = values[keep], weights[keep]
+    order = np.argsort(values, kind="stable")
+    values = values[order]
+    cumulative = np.cumsum(weights[order])
+    total = int(cumulative[-1])
+    results = []
+    for q in quantiles:
+        index = (total - 1) * np.float64(q)
+        if index >= total - 1:
+            lower = upper = total - 1
+        else:
+            lower = int(np.floor(index))
+            upper = lower + 1
+        # sample position p lies in the first run whose cumulative count exceeds p
+        a, b = values[np.searchsorted(cumulative, [lower, upper], side="right")]
+        gamma = index - np.floor(index) if index < total - 1 else index - np.float64(total - 1)
+        difference = b - a
+        value = b - difference * (1 - gamma) if gamma >= 0.5 else a + difference * gamma
+        results.append(float(value))
+    return results
+
+
+def _quantiles(sample: np.ndarray) -> list[float]:
+    if sample.size == 0:
+        return [math.nan] * len(QUANTILES)
+    return [float(x) for x in np.quantile(sample, list(QUANTILES))]
+
+
+def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
+    """The metrics of one run (see the module docstring for every name)."""
+    arrivals, outputs = record.arrivals, record.outputs
+    count = arrivals.size
+    end = record.end_time
+    ttft = record.first_token - arrivals
+    e2e = record.last_token - arrivals
+    several = outputs > 1
+    tpot = (record.last_token[several] - record.first_token[several]) / (outputs[several] - 1)
+    gap_count = int(record.gap_values.size if record.gap_weights is None else record.gap_weights.sum())
+    if gap_count:
+        itl = weighted_quantile(record.gap_values, record.gap_weights, QUANTILES)
+        itl_max = float(record.gap_values.max()) if record.gap_weights is None else float(
+            record.gap_values[record.gap_weights > 0].max()
+        )
+    else:
+        itl, itl_max = [math.nan] * len(QUANTILES), math.nan
+    good = int(np.count_nonzero((ttft <= slo.ttft) & (record.max_gap <= slo.itl)))
+    last_arrival = float(arrivals[-1])
+    realised = count / last_arrival if last_arrival > 0 else math.inf
+
+    metrics: dict[str, float] = {}
+    metrics["requests"] = float(count)
+    metrics["realised_rate"] = realised
+    metrics["duration"] = end
+    metrics["mean_prompt_tokens"] = float(np.mean(record.prompts))
+    metrics["mean_output_tokens"] = float(np.mean(outputs))
+    for name, sample in (("ttft", ttft),):
+        p50, p90, p99 = _quantiles(sample)
+        metrics.update({f"{name}_p50": p50, f"{name}_p90": p90, f"{name}_p99": p99,
+                        f"{name}_max": float(sample.max())})
+    metrics["itl_p50"], metrics["itl_p90"], metrics["itl_p99"] = itl
+    metrics["itl_max"] = itl_max
+    metrics["tpot_p50"], metrics["tpot_p90"], metrics["tpot_p99"] = _quantiles(tpot)
+    p50, p90, p99 = _quantiles(e2e)
+    metrics.update({"e2e_p50": p50, "e2e_p90": p90, "e2e_p99": p99, "e2e_max": float(e2e.max())})
+    metrics["throughput_tokens_per_s"] = float(outputs.sum()) / end if end > 0 else math.inf
+    metrics["requests_per_s"] = count / end if end > 0 else math.inf
+    metrics["goodput"] = good / end if end > 0 else math.inf
+    metrics["goodput_fraction"] = good / count
+    metrics["slo_ttft"] = float(slo.ttft)
+    metrics["slo_itl"] = float(slo.itl)
+    metrics["preemptions"] = float(record.preemptions)
+    metrics["recomputed_tokens"] = float(record.recomputed_tokens)
+    metrics["iterations"] = float(record.iterations)
+    if record.decode_steps:
+        metrics["slot_use"] = record.busy_slot_steps / (record.slots * record.decode_steps)
+        metrics["mean_batch"] = record.busy_slot_steps / record.decode_steps
+    else:
+        metrics["slot_use"] = metrics["mean_batch"] = math.nan
+    # Little's law over the arrival window [0, A].
+    departures = record.last_token
+    if last_arrival > 0:
+        inside = float(np.sum(np.minimum(departures, last_arrival) - arrivals))
+        metrics["little_l"] = inside / last_arrival
+        metrics["little_lambda_w"] = realised * float(np.mean(e2e))
+        metrics["little_ratio"] = (
+            metrics["little_l"] / metrics["little_lambda_w"] if metrics["little_lambda_w"] > 0 else math.nan
+        )
+    else:
+        metrics["little_l"] = metrics["little_lambda_w"] = metrics["little_ratio"] = math.nan
+    metrics["in_system_growth_per_s"] = _growth(arrivals, departures)
+    metrics["n_ttft_samples"] = float(count)
+    metrics["n_itl_samples"] = float(gap_count)
+    metrics["n_tpot_samples"] = float(tpot.size)
+    return metrics
+
+
+def _growth(arrivals: np.ndarray, departures: np.ndarray) -> float:
+    """Slope of the number in the system at each arrival in the window's second half."""
+    last = float(arrivals[-1])
+    late = np.flatnonzero(arrivals >= last / 2)
+    if late.size < 3 or last <= 0:
+        return math.nan
+    times = arrivals[late]
+    left = np.searchsorted(np.sort(departures), times, side="right")
+    in_system = (late + 1) - left
+    centred = times - times.mean()
+    spread = float(np.dot(centred, centred))
+    if spread == 0:
+        return math.nan
+    return float(np.dot(centred, in_system - in_system.mean()) / spread)

@@ -1,0 +1,580 @@
+"""Seeded request streams: Poisson arrivals and prompt/output length laws.
+
+A :class:`WorkloadSpec` names the number of requests and the two length laws; its
+:meth:`~WorkloadSpec.generate` draws one :class:`Workload` for a nominal arrival rate and
+a seed.  The same seed gives the same lengths at every rate and for every policy, so a
+policy comparison isolates scheduling (Module 10: Inference and serving, Lab 3).
+
+Two samplers are available:
+
+``"lab"`` (the default, *lab-compatible*)
+    Python's :class:`random.Random` seeded with ``seed``; for each request in turn it
+    draws the gap ``expovariate(rate)``, then the prompt length, then the output length.
+    A uniform law draws ``randint(low, high)``, a clipped log-normal
+    ``min(max, max(min, int(lognormvariate(mu, sigma))))``, an empirical law
+    ``values[randrange(len(values))]`` and a fixed law draws nothing.  With
+    :meth:`WorkloadSpec.lab3` and seed 0 this is exactly the sequence of Module 10's
+    Lab 3, so its printed table can be matched cell by cell.
+``"numpy"``
+    :func:`numpy.random.default_rng` with independent child streams for gaps, prompts
+    and outputs, drawn in bulk (faster for very long workloads).
+
+The realised rate of a finite sample is ``count / last arrival``; at nominal 0.2/s
+Lab 3's 300 requests realise about 0.224/s.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import random
+from typing import Any, Mapping, Protocol, Sequence, Union
+
+import attrs
+import numpy as np
+
+from .errors import SimulationError
+
+__all__ = [
+    "LengthLaw",
+    "FixedLength",
+    "UniformLength",
+    "LogNormalLength",
+    "EmpiricalLength",
+    "length_law",
+    "WorkloadSpec",
+    "Workload",
+    "expected_max",
+    "static_slot_use",
+    "SAMPLERS",
+]
+
+SAMPLERS = ("lab", "numpy")
+_MAX_LENGTH = 10**8  # far above any context window; keeps counts exact in float64
+
+
+def _check_int(value: Any, what: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise SimulationError(f"{what} must be a whole number, got {value!r}")
+    value = int(value)
+    if value < minimum or value > _MAX_LENGTH:
+        raise SimulationError(f"{what} must be between {minimum} and {_MAX_LENGTH}, got {value}")
+    return value
+
+
+def _check_float(value: Any, what: str, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise SimulationError(f"{what} must be a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise SimulationError(
+            f"{what} must be a {'positive ' if positive else ''}finite number, got {value!r}"
+        )
+    return value
+
+
+class LengthLaw(Protocol):
+    """A law of token counts (positive integers)."""
+
+    minimum: int
+    maximum: int
+
+    def sample_python(self, rng: random.Random) -> int: ...
+
+    def sample_numpy(self, generator: np.random.Generator, count: int) -> np.ndarray: ...
+
+    def pmf(self) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def mean(self) -> float: ...
+
+
+def _pmf_mean(law) -> float:
+    values, probabilities = law.pmf()
+    return float(np.dot(values.astype(np.float64), probabilities))
+
+
+@attrs.frozen
+class FixedLength:
+    """Every request has ``value`` tokens.
+
+    >>> FixedLength(128).mean()
+    128.0
+    """
+
+    value: int = attrs.field(converter=lambda v: _check_int(v, "fixed length"))
+
+    @property
+    def minimum(self) -> int:
+        return self.value
+
+    @property
+    def maximum(self) -> int:
+        return self.value
+
+    def sample_python(self, rng: random.Random) -> int:
+        return self.value
+
+    def sample_numpy(self, generator: np.random.Generator, count: int) -> np.ndarray:
+        return np.full(count, self.value, dtype=np.int64)
+
+    def pmf(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.array([self.value], dtype=np.int64), np.array([1.0])
+
+    def mean(self) -> float:
+        return float(self.value)
+
+
+@attrs.frozen
+class UniformLength:
+    """Uniform integer law on ``low..high`` inclusive (Lab 3's prompts: 2,000–6,000).
+
+    >>> UniformLength(2000, 6000).mean()
+    4000.0
+    """
+
+    low: int = attrs.field(converter=lambda v: _check_int(v, "uniform law: low"))
+    high: int = attrs.field(converter=lambda v: _check_int(v, "uniform law: high"))
+
+    def __attrs_post_init__(self):
+        if self.high < self.low:
+            raise SimulationError(f"uniform law: high ({self.high}) is below low ({self.low})")
+
+    @property
+    def minimum(self) -> int:
+        return self.low
+
+    @property
+    def maximum(self) -> int:
+        return self.high
+
+    def sample_python(self, rng: random.Random) -> int:
+        return rng.randint(self.low, self.high)
+
+    def sample_numpy(self, generator: np.random.Generator, count: int) -> np.ndarray:
+        return generator.integers(self.low, self.high + 1, size=count, dtype=np.int64)
+
+    def pmf(self) -> tuple[np.ndarray, np.ndarray]:
+        values = np.arange(self.low, self.high + 1, dtype=np.int64)
+        return values, np.full(values.size, 1.0 / values.size)
+
+    def mean(self) -> float:
+        return (self.low + self.high) / 2.0
+
+
+@attrs.frozen
+class LogNormalLength:
+    """Clipped, truncated log-normal: ``min(maximum, max(minimum, floor(exp(N(mu, sigma)))))``.
+
+    Lab 3's outputs are ``LogNormalLength.from_median(1500, 0.6, 16, 4000)``.
+
+    >>> law = LogNormalLength.from_median(1500, 0.6, 16, 4000)
+    >>> round(law.mean(), 1)
+    1747.3
+    """
+
+    mu: float = attrs.field(converter=lambda v: _check_float(v, "log-normal law: mu"))
+    sigma: float = attrs.field(converter=lambda v: _check_float(v, "log-normal law: sigma", True))
+    minimum: int = attrs.field(converter=lambda v: _check_int(v, "log-normal law: min"))
+    maximum: int = attrs.field(converter=lambda v: _check_int(v, "log-normal law: max"))
+
+    def __attrs_post_init__(self):
+        if self.maximum < self.minimum:
+            raise SimulationError(
+                f"log-normal law: max ({self.maximum}) is below min ({self.minimum})"
+            )
+
+    @classmethod
+    def from_median(cls, median: float, sigma: float, minimum: int, maximum: int) -> "LogNormalLength":
+        """The law whose unclipped median is ``median`` (mu = log(median))."""
+        median = _check_float(median, "log-normal law: median", positive=True)
+        return cls(math.log(median), sigma, minimum, maximum)
+
+    def sample_python(self, rng: random.Random) -> int:
+        return min(self.maximum, max(self.minimum, int(rng.lognormvariate(self.mu, self.sigma))))
+
+    def sample_numpy(self, generator: np.random.Generator, count: int) -> np.ndarray:
+        draws = generator.lognormal(self.mu, self.sigma, size=count)
+        return np.clip(np.floor(np.minimum(draws, self.maximum)), self.minimum, self.maximum).astype(
+            np.int64
+        )
+
+    def cdf(self, k: np.ndarray) -> np.ndarray:
+        """P(length ≤ k) for integer ``k``: P(exp(N) < k + 1) between the clips."""
+        k = np.asarray(k, dtype=np.float64)
+        z = (np.log(np.maximum(k + 1.0, 1e-300)) - self.mu) / (self.sigma * math.sqrt(2.0))
+        inner = 0.5 * (1.0 + _erf(z))
+        return np.where(k < self.minimum, 0.0, np.where(k >= self.maximum, 1.0, inner))
+
+    def pmf(self) -> tuple[np.ndarray, np.ndarray]:
+        values = np.arange(self.minimum, self.maximum + 1, dtype=np.int64)
+        cumulative = self.cdf(values)
+        return values, np.diff(cumulative, prepend=0.0)
+
+    def mean(self) -> float:
+        return _pmf_mean(self)
+
+
+_erf_vector = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.asarray(_erf_vector(x), dtype=np.float64)
+
+
+@attrs.frozen
+class EmpiricalLength:
+    """Lengths drawn uniformly from a list of observed values (e.g. a CSV column).
+
+    >>> EmpiricalLength((10, 20, 30)).mean()
+    20.0
+    """
+
+    values: tuple[int, ...] = attrs.field(
+        converter=lambda vs: tuple(_check_int(v, "empirical law: value") for v in vs)
+    )
+
+    def __attrs_post_init__(self):
+        if not self.values:
+            raise SimulationError("empirical law: needs at least one length")
+
+    @classmethod
+    def from_csv(cls, path: str | os.PathLike, column: str | int | None = None) -> "EmpiricalLength":
+        """Read lengths from a CSV file: one integer per row in ``column`` (a header
+        name or a 0-based index; default the first column).  A first row that is not
+        a number is taken as the header."""
+        try:
+            with open(path, newline="", encoding="utf-8") as handle:
+                rows = [row for row in csv.reader(handle) if row and any(cell.strip() for cell in row)]
+        except OSError as error:
+            raise SimulationError(f"empirical law: cannot read {os.fspath(path)!r}: {error.strerror}") from None
+        if not rows:
+            raise SimulationError(f"empirical law: {os.fspath(path)!r} holds no lengths")
+        header = None
+        try:
+            float(rows[0][0 if not isinstance(column, int) else column])
+        except (ValueError, IndexError):
+            header, rows = [cell.strip() for cell in rows[0]], rows[1:]
+        if isinstance(column, str):
+            if header is None or column not in header:
+                raise SimulationError(
+                    f"empirical law: {os.fspath(path)!r} has no column {column!r}"
+                    + (f" (columns: {', '.join(header)})" if header else "")
+                )
+            index = header.index(column)
+        else:
+            index = 0 if column is None else column
+        values = []
+        for number, row in enumerate(rows, start=2 if header else 1):
+            try:
+                cell = row[index].strip()
+                value = float(cell)
+            except (IndexError, ValueError):
+                raise SimulationError(
+                    f"empirical law: {os.fspath(path)!r} row {number}: expected a length, got {row!r}"
+                ) from None
+            if not value.is_integer() or value < 1:
+                raise SimulationError(
+                    f"empirical law: {os.fspath(path)!r} row {number}: a length must be a positive "
+                    f"whole number, got {cell!r}"
+                )
+            values.append(int(value))
+        return cls(tuple(values))
+
+    @property
+    def minimum(self) -> int:
+        return min(self.values)
+
+    @property
+    def maximum(self) -> int:
+        return max(self.values)
+
+    def sample_python(self, rng: random.Random) -> int:
+        return self.values[rng.randrange(len(self.values))]
+
+    def sample_numpy(self, generator: np.random.Generator, count: int) -> np.ndarray:
+        table = np.asarray(self.values, dtype=np.int64)
+        return table[generator.integers(0, table.size, size=count)]
+
+    def pmf(self) -> tuple[np.ndarray, np.ndarray]:
+        values, counts = np.unique(np.asarray(self.values, dtype=np.int64), return_counts=True)
+        return values, counts / counts.sum()
+
+    def mean(self) -> float:
+        return float(np.mean(self.values))
+
+
+AnyLaw = Union[FixedLength, UniformLength, LogNormalLength, EmpiricalLength]
+_LAW_KEYS = {
+    "fixed": {"value"},
+    "uniform": {"low", "high"},
+    "lognormal": {"median", "mu", "sigma", "min", "max"},
+    "empirical": {"values", "file", "column"},
+}
+
+
+def length_law(spec: AnyLaw | Mapping[str, Any] | int, *, what: str = "length law",
+               base_dir: str | os.PathLike | None = None) -> AnyLaw:
+    """A length law from a mapping (as written in a scenario's ``[simulation]`` table),
+    an integer (a fixed length) or an existing law.
+
+    Mappings: ``{"law": "fixed", "value": 128}``, ``{"law": "uniform", "low": 2000,
+    "high": 6000}``, ``{"law": "lognormal", "median": 1500 (or "mu"), "sigma": 0.6,
+    "min": 16, "max": 4000}``, ``{"law": "empirical", "values": [...]}`` or
+    ``{"law": "empirical", "file": "lengths.csv", "column": "output"}`` (a relative
+    file is read from ``base_dir``).
+
+    >>> length_law({"law": "uniform", "low": 2000, "high": 6000})
+    UniformLength(low=2000, high=6000)
+    >>> length_law({"law": "lognormal", "median": 1500, "sigma": 0})
+    Traceback (most recent call last):
+    ...
+    infermodel.simulator.errors.SimulationError: output law: log-normal law: sigma must be a positive finite number, got 0.0
+    """
+    if isinstance(spec, (FixedLength, UniformLength, LogNormalLength, EmpiricalLength)):
+        return spec
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        return FixedLength(spec)
+    if not isinstance(spec, Mapping):
+        raise SimulationError(f"{what}: expected a table with a 'law' key, got {spec!r}")
+    kind = spec.get("law")
+    if kind not in _LAW_KEYS:
+        raise SimulationError(
+            f"{what}: 'law' must be one of {', '.join(sorted(_LAW_KEYS))}, got {kind!r}"
+        )
+    extra = sorted(set(spec) - _LAW_KEYS[kind] - {"law"})
+    if extra:
+        raise SimulationError(f"{what}: unknown keys for a {kind} law: {', '.join(extra)}")
+
+    def need(key: str):
+        if key not in spec:
+            raise SimulationError(f"{what}: a {kind} law needs '{key}'")
+        return spec[key]
+
+    try:
+        if kind == "fixed":
+            return FixedLength(need("value"))
+        if kind == "uniform":
+            return UniformLength(need("low"), need("high"))
+        if kind == "lognormal":
+            if ("median" in spec) == ("mu" in spec):
+                raise SimulationError(f"{what}: a lognormal law needs exactly one of 'median' or 'mu'")
+            sigma, low, high = need("sigma"), need("min"), need("max")
+            if "median" in spec:
+                return LogNormalLength.from_median(spec["median"], sigma, low, high)
+            return LogNormalLength(spec["mu"], sigma, low, high)
+        if ("values" in spec) == ("file" in spec):
+            raise SimulationError(f"{what}: an empirical law needs exactly one of 'values' or 'file'")
+        if "values" in spec:
+            values = spec["values"]
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+                raise SimulationError(f"{what}: 'values' must be a list of lengths")
+            return EmpiricalLength(values)
+        path = os.fspath(spec["file"])
+        if base_dir is not None and not os.path.isabs(path):
+            path = os.path.join(base_dir, path)
+        return EmpiricalLength.from_csv(path, spec.get("column"))
+    except SimulationError as error:
+        if str(error).startswith(what):
+            raise
+        raise SimulationError(f"{what}: {error}") from None
+
+
+def expected_max(law: AnyLaw | tuple[Sequence[int], Sequence[float]], batch: int) -> float:
+    """E[max of ``batch`` independent draws] = Σ_{k≥0} (1 − F(k)^B) for a law of
+    non-negative integers (Inference lab, "Many requests, one pass").
+
+    ``law`` is a length law or a ``(values, probabilities)`` pair.  With one draw it
+    is the mean:
+
+    >>> expected_max(([1, 2, 3], [0.25, 0.5, 0.25]), 1)
+    2.0
+    >>> expected_max(([1, 2, 3], [0.25, 0.5, 0.25]), 2)
+    2.375
+    """
+    batch = _check_int(batch, "batch size")
+    if isinstance(law, tuple):
+        values = np.asarray(law[0], dtype=np.int64)
+        probabilities = np.asarray(law[1], dtype=np.float64)
+        if values.shape != probabilities.shape or values.size == 0:
+            raise SimulationError("expected_max: values and probabilities must be equal, non-empty lists")
+        if np.any(values < 0) or np.any(probabilities < 0):
+            raise SimulationError("expected_max: values and probabilities must be non-negative")
+        total = probabilities.sum()
+        if not math.isclose(total, 1.0, rel_tol=1e-9, abs_tol=1e-12):
+            raise SimulationError(f"expected_max: probabilities must sum to 1, got {total!r}")
+        order = np.argsort(values, kind="stable")
+        values, probabilities = values[order], probabilities[order]
+        values, start = np.unique(values, return_index=True)
+        probabilities = np.add.reduceat(probabilities, start)
+    else:
+        values, probabilities = law.pmf()
+    cumulative = np.minimum(np.cumsum(probabilities), 1.0)
+    cumulative[-1] = 1.0
+    # F is a step function: 0 below the first value, then cumulative[i] on
+    # [values[i], values[i+1]); each integer k contributes 1 − F(k)^B.
+    widths = np.diff(values).astype(np.float64)
+    return float(values[0]) + float(np.dot(widths, 1.0 - cumulative[:-1] ** batch))
+
+
+def static_slot_use(law: AnyLaw, batch: int) -> float:
+    """Expected share of useful decode slot-steps in full static batches:
+    (E[o] − 1) / (E[max of B] − 1) (Inference lab, "Many requests, one pass").
+
+    >>> round(static_slot_use(FixedLength(100), 16), 6)
+    1.0
+    """
+    maximum = expected_max(law, batch)
+    values, probabilities = law.pmf() if not isinstance(law, tuple) else law
+    mean = float(np.dot(np.asarray(values, dtype=np.float64), probabilities))
+    if maximum <= 1.0:
+        return 1.0
+    return (mean - 1.0) / (maximum - 1.0)
+
+
+@attrs.frozen(eq=False)
+class Workload:
+    """One drawn request stream: arrival times (s, non-decreasing), prompt and output
+    lengths (tokens), the nominal rate and seed it came from, and the longest output
+    the length law allows (used by full-length reservations)."""
+
+    arrivals: np.ndarray
+    prompts: np.ndarray
+    outputs: np.ndarray
+    rate: float
+    seed: int | None
+    max_output: int
+
+    @classmethod
+    def from_arrays(cls, arrivals, prompts, outputs, *, rate: float | None = None,
+                    seed: int | None = None, max_output: int | None = None) -> "Workload":
+        """A workload from explicit arrays (a recorded trace, or a test's hand-made stream).
+
+        >>> w = Workload.from_arrays([0.0, 1.0], [10, 20], [3, 4])
+        >>> w.count, w.max_output
+        (2, 4)
+        """
+        arrivals = np.array(arrivals, dtype=np.float64).reshape(-1)
+        prompts = np.array(prompts).reshape(-1)
+        outputs = np.array(outputs).reshape(-1)
+        if arrivals.size == 0:
+            raise SimulationError("the workload is empty: at least one request is needed")
+        if not (arrivals.size == prompts.size == outputs.size):
+            raise SimulationError("arrivals, prompts and outputs must have the same length")
+        if not np.all(np.isfinite(arrivals)) or np.any(arrivals < 0) or np.any(np.diff(arrivals) < 0):
+            raise SimulationError("arrival times must be finite, non-negative and non-decreasing")
+        for name, lengths in (("prompt", prompts), ("output", outputs)):
+            if lengths.dtype.kind not in "iu" and not (
+                lengths.dtype.kind == "f" and np.all(np.isfinite(lengths)) and np.all(lengths == np.floor(lengths))
+            ):
+                raise SimulationError(f"{name} lengths must be whole numbers")
+            if np.any(lengths < 1) or np.any(lengths > _MAX_LENGTH):
+                raise SimulationError(f"{name} lengths must be between 1 and {_MAX_LENGTH}")
+        prompts = prompts.astype(np.int64)
+        outputs = outputs.astype(np.int64)
+        if max_output is None:
+            max_output = int(outputs.max())
+        if rate is None:
+            rate = arrivals.size / arrivals[-1] if arrivals[-1] > 0 else math.inf
+        return cls(arrivals, prompts, outputs, float(rate), seed, int(max_output))
+
+    @property
+    def count(self) -> int:
+        return int(self.arrivals.size)
+
+    @property
+    def realised_rate(self) -> float:
+        """count / last arrival time (requests/s); infinite when all arrive at 0."""
+        last = float(self.arrivals[-1])
+        return self.count / last if last > 0 else math.inf
+
+    @property
+    def mean_output(self) -> float:
+        return float(np.mean(self.outputs))
+
+    @property
+    def mean_prompt(self) -> float:
+        return float(np.mean(self.prompts))
+
+
+def _check_rate(rate: Any) -> float:
+    if isinstance(rate, bool) or not isinstance(rate, (int, float, np.number)):
+        raise SimulationError(f"arrival rate must be a number of requests/s, got {rate!r}")
+    rate = float(rate)
+    if not math.isfinite(rate) or rate <= 0:
+        raise SimulationError(f"arrival rate must be a positive finite number of requests/s, got {rate!r}")
+    return rate
+
+
+@attrs.frozen
+class WorkloadSpec:
+    """How to draw a workload: request count, prompt and output length laws, sampler.
+
+    The defaults are Module 10 Lab 3's workload: 300 requests, prompts uniform on
+    2,000–6,000 tokens, outputs a log-normal of median 1,500 and sigma 0.6 clipped to
+    16–4,000, drawn by the lab-compatible sampler.
+
+    >>> w = WorkloadSpec.lab3().generate(0.2, seed=0)
+    >>> round(w.mean_output, 1), round(w.realised_rate, 3)
+    (1737.4, 0.224)
+    """
+
+    prompt: AnyLaw = attrs.field(
+        default=UniformLength(2000, 6000), converter=lambda v: length_law(v, what="prompt law")
+    )
+    output: AnyLaw = attrs.field(
+        default=LogNormalLength(math.log(1500), 0.6, 16, 4000),
+        converter=lambda v: length_law(v, what="output law"),
+    )
+    count: int = attrs.field(default=300)
+    sampler: str = attrs.field(default="lab")
+
+    @count.validator
+    def _count(self, attribute, value):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise SimulationError(f"request count must be a whole number, got {value!r}")
+        if value < 1:
+            raise SimulationError(f"the workload is empty: request count must be at least 1, got {value}")
+
+    @sampler.validator
+    def _sampler(self, attribute, value):
+        if value not in SAMPLERS:
+            raise SimulationError(f"sampler must be one of {', '.join(SAMPLERS)}, got {value!r}")
+
+    @classmethod
+    def lab3(cls, count: int = 300) -> "WorkloadSpec":
+        """Module 10 Lab 3's workload (see the class docstring)."""
+        return cls(UniformLength(2000, 6000), LogNormalLength.from_median(1500, 0.6, 16, 4000), count, "lab")
+
+    def generate(self, rate: float, seed: int = 0) -> Workload:
+        """Draw the workload at nominal ``rate`` requests/s with ``seed``."""
+        rate = _check_rate(rate)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise SimulationError(f"seed must be a whole number, got {seed!r}")
+        seed = int(seed)
+        count = int(self.count)
+        if self.sampler == "lab":
+            rng = random.Random(seed)
+            arrivals = np.empty(count, dtype=np.float64)
+            prompts = np.empty(count, dtype=np.int64)
+            outputs = np.empty(count, dtype=np.int64)
+            now = 0.0
+            draw_prompt, draw_output = self.prompt.sample_python, self.output.sample_python
+            for index in range(count):
+                now += rng.expovariate(rate)
+                arrivals[index] = now
+                prompts[index] = draw_prompt(rng)
+                outputs[index] = draw_output(rng)
+        else:
+            if seed < 0:
+                raise SimulationError(f"the numpy sampler needs a non-negative seed, got {seed}")
+            gaps, prompt_stream, output_stream = (
+                np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(3)
+            )
+            arrivals = np.cumsum(gaps.standard_exponential(count) / rate)
+            prompts = self.prompt.sample_numpy(prompt_stream, count)
+            outputs = self.output.sample_numpy(output_stream, count)
+        return Workload(arrivals, prompts, outputs, rate, seed, int(self.output.maximum))
