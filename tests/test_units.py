@@ -338,7 +338,7 @@ def test_parse_never_fails_unexpectedly(text, unit):
 
 def test_module_itself_imports_no_heavy_libraries():
     # Load units.py by path so that the package __init__ (owned elsewhere) is not involved.
-    import infermodel.units as units
+    from infermodel import units
 
     code = (
         "import importlib.util, sys\n"

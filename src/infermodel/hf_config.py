@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HFConfigError", "HFConfigWarning", "MAX_CONFIG_BYTES", "map_hf_config", "read_hf_config"]
+__all__ = ["MAX_CONFIG_BYTES", "HFConfigError", "HFConfigWarning", "map_hf_config", "read_hf_config"]
 
 #: Largest config.json accepted, in bytes (real ones are a few kilobytes).
 MAX_CONFIG_BYTES = 1_000_000
@@ -172,7 +172,10 @@ def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
                             path=file, expected="a JSON config.json") from None
     except (ValueError, RecursionError) as exc:
         raise HFConfigError(f"invalid JSON: {exc}", path=file, expected="a JSON config.json") from None
-    return map_hf_config(config, path=file)
+    shape, notes = _map(config, file)
+    for note in notes:
+        warnings.warn(note, HFConfigWarning, stacklevel=2)
+    return shape
 
 
 def _reject_constant(name: str):
@@ -184,6 +187,15 @@ def map_hf_config(config: Mapping[str, Any], *, path: str | os.PathLike | None =
 
     ``path`` only labels error messages.  See :func:`read_hf_config`.
     """
+    shape, notes = _map(config, path)
+    for note in notes:
+        warnings.warn(note, HFConfigWarning, stacklevel=2)
+    return shape
+
+
+def _map(config: Mapping[str, Any], path) -> tuple[dict[str, Any], list[str]]:
+    """The shape and the notes on what it cannot express."""
+    notes: list[str] = []
     if not isinstance(config, Mapping):
         raise HFConfigError(f"the top level is a JSON {type(config).__name__}, not an object",
                             path=path, expected="a JSON object of configuration keys")
@@ -216,7 +228,7 @@ def map_hf_config(config: Mapping[str, Any], *, path: str | os.PathLike | None =
     else:
         out["head_dim"] = _positive_int(head_dim, "head_dim", "head_dim", path)
 
-    moe_width_key, moe_width = _first(config, ("moe_intermediate_size",), "expert_d_ff", path)
+    _, moe_width = _first(config, ("moe_intermediate_size",), "expert_d_ff", path)
     ff_key, d_ff = _optional(config, "d_ff", path)
     if d_ff is None:
         if ff_key == "n_inner" or model_type in ("gpt2", "gpt_neo", "gpt_bigcode", "codegen", "falcon"):
@@ -237,9 +249,9 @@ def map_hf_config(config: Mapping[str, Any], *, path: str | os.PathLike | None =
         raise HFConfigError(f"got {tied!r}", path=path, key="tie_word_embeddings", expected="true or false")
     out["tied_embeddings"] = tied
 
-    _experts(config, out, moe_width, path)
-    _warn_unmodelled(config, model_type, out, path)
-    return out
+    _experts(config, out, moe_width, path, notes)
+    _unmodelled(config, out, path, notes)
+    return out, notes
 
 
 # ------------------------------------------------------------------------- helpers
@@ -318,7 +330,8 @@ def _ffn_kind(config: Mapping[str, Any], model_type: str | None, path) -> str:
                  'otherwise give model.ffn in the scenario and the other fields by hand')
 
 
-def _experts(config: Mapping[str, Any], out: dict[str, Any], moe_width: int | None, path) -> None:
+def _experts(config: Mapping[str, Any], out: dict[str, Any], moe_width: int | None, path,
+             notes: list[str]) -> None:
     experts_key = next((k for k in _ALIASES["experts"] if config.get(k) not in (None, 0)), None)
     if experts_key is None:
         return
@@ -347,30 +360,28 @@ def _experts(config: Mapping[str, Any], out: dict[str, Any], moe_width: int | No
             # One shared FFN of width k x expert width equals k shared experts.
             shared = max(1, round(shared_width / width))
             if shared * width != shared_width:
-                warnings.warn(
+                notes.append(
                     f"{path or 'config'}: shared_expert_intermediate_size {shared_width} is not a "
-                    f"multiple of the expert width {width}; using {shared} shared experts",
-                    HFConfigWarning, stacklevel=3)
+                    f"multiple of the expert width {width}; using {shared} shared experts")
     if shared:
         out["shared_experts"] = shared
 
 
-def _warn_unmodelled(config: Mapping[str, Any], model_type: str | None, out: dict[str, Any], path) -> None:
-    notes = []
+def _unmodelled(config: Mapping[str, Any], out: dict[str, Any], path, notes: list[str]) -> None:
+    found = []
     dense_first = config.get("first_k_dense_replace")
     if "experts" in out and isinstance(dense_first, int) and not isinstance(dense_first, bool) and dense_first > 0:
-        notes.append(f"the first {dense_first} layer(s) are dense, but every layer is modelled as a "
+        found.append(f"the first {dense_first} layer(s) are dense, but every layer is modelled as a "
                      "mixture of experts")
     step = config.get("decoder_sparse_step")
     if "experts" in out and isinstance(step, int) and not isinstance(step, bool) and step > 1:
-        notes.append(f"only every {step}th layer is a mixture of experts, but every layer is modelled as one")
+        found.append(f"only every {step}th layer is a mixture of experts, but every layer is modelled as one")
     if "experts" in out and config.get("mlp_only_layers"):
-        notes.append("some layers are dense (mlp_only_layers), but every layer is modelled as a mixture of experts")
+        found.append("some layers are dense (mlp_only_layers), but every layer is modelled as a mixture of experts")
     if config.get("kv_lora_rank"):
-        notes.append("multi-head latent attention (kv_lora_rank) is modelled as ordinary attention")
+        found.append("multi-head latent attention (kv_lora_rank) is modelled as ordinary attention")
     window = config.get("sliding_window")
     if window and config.get("use_sliding_window", True) is not False:
-        notes.append(f"sliding-window attention over {window} tokens is not modelled; KV sizes for "
+        found.append(f"sliding-window attention over {window} tokens is not modelled; KV sizes for "
                      "longer contexts are upper bounds")
-    for note in notes:
-        warnings.warn(f"{path or 'config'}: {note}", HFConfigWarning, stacklevel=3)
+    notes.extend(f"{path or 'config'}: {note}" for note in found)
