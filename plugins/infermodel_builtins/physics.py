@@ -87,7 +87,7 @@ def infermodel_register_fields(register):
              default=None, quantity="card_power")
     hardware("reserve", "size_or_fraction",
              "memory kept back for the runtime: a size (\"2.5 GB\") or a fraction of memory (0.1)",
-             default=0.0)
+             default=("fraction", 0.0))
 
     def workload(name, kind, description, **kw):
         register("workload", name, kind=kind, description=description, **kw)

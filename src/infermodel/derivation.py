@@ -80,7 +80,7 @@ def _source(result, step_name: str, history) -> str | None:
 
 
 def derive(result, name: str, *, depth: int | None = None) -> Derivation:
-    """Build the derivation of ``name`` from an evaluated :class:`~infermodel.evaluate.Result`.
+    """Build the derivation of ``name`` from an evaluated :class:`~infermodel.evaluation.Result`.
 
     ``depth`` limits how many levels of dependencies are included (None: all).
     """

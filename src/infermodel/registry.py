@@ -59,8 +59,8 @@ class FieldSpec:
         elif self.kind == "quantity":
             from .units import EXAMPLES
 
-            text = f"a number in {self.unit} or a string with a unit" + (
-                f" such as {EXAMPLES[self.unit]!r}" if self.unit in EXAMPLES else "")
+            example = f" such as {EXAMPLES[self.unit]!r}" if self.unit in EXAMPLES else ""
+            text = f"a string with a unit{example}, or a number in {UNIT_WORDS.get(self.unit, self.unit)}"
         elif self.kind == "bool":
             text = "true or false"
         elif self.kind == "choice":
@@ -75,8 +75,12 @@ class FieldSpec:
         if self.maximum is not None:
             bounds.append(f"<= {_num(self.maximum)}")
         if bounds and self.kind in ("int", "float", "quantity"):
-            text += " " + " and ".join(bounds)
+            text += ", " + " and ".join(bounds)
         return text
+
+
+UNIT_WORDS = {"B": "bytes", "s": "seconds", "B/s": "bytes per second", "FLOP/s": "FLOP per second",
+              "USD": "US dollars", "USD/h": "US dollars per hour", "W": "watts", "J": "joules"}
 
 
 def _num(x: float) -> str:

@@ -379,6 +379,8 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
 
     sections: dict[str, Any] = {}
     presets: dict[str, str] = {}
+    # A failed preset or a misspelt section name explains missing fields: don't list them.
+    quiet = {close_match(k, FIELD_SECTIONS) for k in data if k not in TOP_LEVEL} - {None}
     resolved_raw = {}
     for section in FIELD_SECTIONS:
         table = data.get(section, {})
@@ -392,6 +394,8 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
             preset_table, preset_origins = _load_preset(section, preset_name, registries,
                                                         f"{section}.preset", origins, default_file, problems)
             merged.update(preset_table)
+            if not preset_table:
+                quiet.add(section)
             for k, v in preset_origins.items():
                 origins.setdefault(k, v)
             if isinstance(preset_name, str):
@@ -417,7 +421,7 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
         try:
             sections[section] = CONVERTER.structure(merged, cls)
         except Exception as exc:  # cattrs groups every field's failure
-            _report_structure(exc, section, merged, specs.keys(), add)
+            _report_structure(exc, section, merged, specs.keys(), add, quiet=section in quiet)
 
     levers: dict[str, Any] = {}
     lever_tables = data.get("levers", {})
@@ -473,9 +477,17 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
     return scenario
 
 
-def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: Iterable[str], add) -> None:
+def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: Iterable[str], add,
+                      quiet: bool = False) -> None:
     known = list(known)
     for relative, message in structure_errors(exc):
+        if quiet and message == "required field missing":
+            continue
+        if not relative:
+            # A schema validator's message names its field first: point at that key.
+            first = re.match(r"'?([A-Za-z_][A-Za-z0-9_]*)", message)
+            if first and first.group(1) in known:
+                relative = first.group(1)
         key = f"{prefix}.{relative}" if relative else prefix
         if message.startswith("unknown key(s) "):
             for extra in message.removeprefix("unknown key(s) ").split(", "):

@@ -64,6 +64,18 @@ class Fraction(float):
     """A number in (0, 1]."""
 
 
+def _suggest(text: str | None) -> str | None:
+    if text and " " not in text.strip():
+        return f"did you mean {text.strip()!r}?"
+    return text
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
 def _type_name(value: Any) -> str:
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
             dict: "a table", list: "an array"}.get(type(value), type(value).__name__)
@@ -73,13 +85,13 @@ def _strict_int(value, _type=int):
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             raise FieldValueError(f"got {value!r}", expected="an integer (write it without a decimal point)")
-        raise FieldValueError(f"got {_type_name(value)} {value!r}", expected="an integer")
+        raise FieldValueError(f"got {_type_name(value)} {_show(value)}", expected="an integer")
     return value
 
 
 def _strict_float(value, _type=float):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise FieldValueError(f"got {_type_name(value)} {value!r}", expected="a number")
+        raise FieldValueError(f"got {_type_name(value)} {_show(value)}", expected="a number")
     value = float(value)
     if not math.isfinite(value):
         raise FieldValueError(f"got {value!r}", expected="a finite number")
@@ -88,13 +100,13 @@ def _strict_float(value, _type=float):
 
 def _strict_str(value, _type=str):
     if not isinstance(value, str):
-        raise FieldValueError(f"got {_type_name(value)} {value!r}", expected="a string")
+        raise FieldValueError(f"got {_type_name(value)} {_show(value)}", expected="a string")
     return value
 
 
 def _strict_bool(value, _type=bool):
     if not isinstance(value, bool):
-        raise FieldValueError(f"got {_type_name(value)} {value!r}", expected="true or false")
+        raise FieldValueError(f"got {_type_name(value)} {_show(value)}", expected="true or false")
     return value
 
 
@@ -102,11 +114,11 @@ def _unit_value(value, type_):
     from .units import UnitError, parse_quantity
 
     if isinstance(value, bool):
-        raise FieldValueError(f"got a boolean {value!r}", expected=f"a quantity in {type_.unit}")
+        raise FieldValueError(f"got a boolean {_show(value)}", expected=f"a quantity in {type_.unit}")
     try:
         return float(parse_quantity(value, type_.unit))
     except UnitError as exc:
-        raise FieldValueError(exc.message, expected=exc.expected, suggestion=exc.suggestion) from None
+        raise FieldValueError(exc.message, expected=exc.expected, suggestion=_suggest(exc.suggestion)) from None
 
 
 def _fraction(value, _type):
@@ -129,12 +141,12 @@ def parse_field(spec: FieldSpec, value: Any) -> Any:
         out = _strict_float(value)
     elif kind == "quantity":
         if isinstance(value, bool):
-            raise FieldValueError(f"got a boolean {value!r}", expected=spec.expected())
+            raise FieldValueError(f"got a boolean {_show(value)}", expected=spec.expected())
         try:
             out = float(parse_quantity(value, spec.unit))
         except UnitError as exc:
             raise FieldValueError(exc.message, expected=exc.expected or spec.expected(),
-                                  suggestion=exc.suggestion) from None
+                                  suggestion=_suggest(exc.suggestion)) from None
     elif kind == "bool":
         out = _strict_bool(value)
     elif kind == "str":
@@ -153,7 +165,7 @@ def parse_field(spec: FieldSpec, value: Any) -> Any:
             try:
                 size = float(parse_quantity(value, "B"))
             except UnitError as exc:
-                raise FieldValueError(exc.message, expected=spec.expected(), suggestion=exc.suggestion) from None
+                raise FieldValueError(exc.message, expected=spec.expected(), suggestion=_suggest(exc.suggestion)) from None
             if size < 0:
                 raise FieldValueError(f"got {value!r}", expected="a size >= 0")
             return ("bytes", size)

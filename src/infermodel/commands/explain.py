@@ -26,7 +26,7 @@ def handle(args) -> int:
     import json
 
     from ..derivation import derive
-    from ..evaluate import evaluate
+    from ..evaluation import evaluate
     from ..output import emit
 
     result = evaluate(load(args))

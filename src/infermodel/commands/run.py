@@ -21,7 +21,7 @@ def add_parser(subparsers) -> None:
 def handle(args) -> int:
     import json
 
-    from ..evaluate import evaluate
+    from ..evaluation import evaluate
     from ..output import emit
     from .. import printing
 
