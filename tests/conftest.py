@@ -69,3 +69,17 @@ def write_scenario(tmp_path):
 def rootdir():
     """Sphinx test roots live in tests/roots."""
     return Path(__file__).resolve().parent / "roots"
+
+
+@pytest.fixture
+def autoload_host(monkeypatch):
+    """A host that also loads installed third-party plugins (the worked examples)."""
+    from infermodel.host import PluginHost, set_host
+
+    monkeypatch.delenv("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    fresh = PluginHost()
+    set_host(fresh)
+    try:
+        yield fresh
+    finally:
+        set_host(None)

@@ -107,5 +107,4 @@ def derive(result, name: str, *, depth: int | None = None) -> Derivation:
         steps.append(Step(name=n, unit=q.unit, description=q.description, plugin=q.plugin,
                           value=result.values[n], expression=q.expression, history=q.history,
                           reference=q.reference, source=_source(result, n, q.history), latex=q.latex))
-    values = {n: result.values[n] for n in chain}
-    return Derivation(name, tuple(steps), values)
+    return Derivation(name, tuple(steps), dict(result.values))

@@ -213,10 +213,12 @@ def _history_lines(step) -> list[str]:
         lines.append(f"  input from:  {step.source or 'plugin ' + repr(first.plugin)}{ref}")
     else:
         lines.append(f"  defined by:  {first.plugin}{ref}")
-    for change in step.history[1:]:
+    last = len(step.history) - 1
+    for index, change in enumerate(step.history[1:], start=1):
         ref = f"  [{change.reference}]" if change.reference else ""
-        lines.append(f"  {change.kind + 'd by:':<12} {change.plugin}: {change.reason}{ref}")
-        if change.kind in ("replace", "wrap") and not isinstance(change.expression, float):
+        verb = {"replace": "replaced by:", "wrap": "wrapped by:"}.get(change.kind, change.kind + ":")
+        lines.append(f"  {verb:<12} {change.plugin}: {change.reason}{ref}")
+        if index < last and not isinstance(change.expression, float):
             lines.append(f"               → {step.name} = {formula_text(change.expression)}")
     return lines
 

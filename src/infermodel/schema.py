@@ -35,8 +35,11 @@ class FieldValueError(ValueError):
         self.suggestion = suggestion
 
 
-class UnitValue(float):
-    """Base of the unit types; a subclass's ``unit`` says which base unit it holds."""
+class UnitValue:
+    """Base of the unit types; a subclass's ``unit`` says which base unit it holds.
+
+    Used only as an annotation: the structured value is a plain ``float`` in base units.
+    (Not a ``float`` subclass, so the strict ``float`` hook never claims it.)"""
 
     unit = "1"
 
@@ -60,8 +63,8 @@ DollarsPerHour = unit_type("USD/h")
 Watts = unit_type("W")
 
 
-class Fraction(float):
-    """A number in (0, 1]."""
+class Fraction:
+    """Annotation for a number in (0, 1]; the structured value is a plain ``float``."""
 
 
 def _suggest(text: str | None) -> str | None:
@@ -192,7 +195,7 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook(float, _strict_float)
     converter.register_structure_hook(str, _strict_str)
     converter.register_structure_hook(bool, _strict_bool)
-    converter.register_structure_hook(Fraction, _fraction)
+    converter.register_structure_hook_func(lambda t: t is Fraction, _fraction)
     converter.register_structure_hook_func(
         lambda t: isinstance(t, type) and issubclass(t, UnitValue), _unit_value)
     return converter

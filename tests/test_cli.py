@@ -1,0 +1,95 @@
+"""The command line: formats, overrides, validation, listings, graph output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from infermodel.cli import main
+from conftest import SCENARIOS
+
+CASE = str(SCENARIOS / "case-study-24gb.toml")
+
+
+def test_run_table_has_name_value_meaning(capsys):
+    assert main(["run", CASE]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("case-study-24gb — Module 10 case study")
+    row = next(line for line in out.splitlines() if line.startswith("max_sequences "))
+    assert "18 seq" in row and "most full-length sequences" in row
+    assert next(line for line in out.splitlines() if line.startswith("ttft ")).split()[1:3] == ["922.9", "ms"]
+
+
+def test_run_json_shape(capsys):
+    assert main(["run", CASE, "--format", "json", "--set", "workload.batch=18"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    q = data["quantities"]
+    assert q["tokens_per_s_total"]["unit"] == "token/s"
+    assert q["tokens_per_s_total"]["value"] == pytest.approx(958.9, abs=0.05)
+    assert q["fits"]["value"] is True
+    assert q["critical_batch"]["value"] == "inf"
+    assert q["kv_bytes_per_token"]["value"] == 147456
+    assert q["batch"]["value"] == 18
+
+
+@pytest.mark.parametrize("fmt,marker", [("markdown", "| `tpot` |"), ("latex", r"\begin{aligned}"),
+                                         ("table", "quantity")])
+def test_run_formats(fmt, marker, capsys):
+    assert main(["run", CASE, "--format", fmt, "--quantities", "tpot,ttft"]) == 0
+    assert marker in capsys.readouterr().out
+
+
+def test_set_is_typed_by_the_schema(capsys):
+    assert main(["run", CASE, "--set", "hardware.memory=48 GB", "--set", "efficiency.t0=0.3 ms",
+                 "--quantities", "card_memory,t0", "--format", "json"]) == 0
+    q = json.loads(capsys.readouterr().out)["quantities"]
+    assert q["card_memory"]["value"] == 48e9 and q["t0"]["value"] == pytest.approx(3e-4)
+    assert main(["run", CASE, "--set", "workload.batch=2.5"]) == 2
+    assert "expected an integer" in capsys.readouterr().err
+
+
+def test_output_file_is_written(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["run", CASE, "--format", "json", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["quantities"]["tpot"]["value"] == 0.00623728
+    assert list(tmp_path.iterdir()) == [out]  # no temporary left behind
+
+
+def test_check(capsys):
+    assert main(["check", CASE]) == 0
+    assert capsys.readouterr().out.startswith(f"ok: {CASE} is valid")
+
+
+def test_presets_list_sources(capsys):
+    assert main(["presets", "models"]) == 0
+    out = capsys.readouterr().out
+    assert "module10-case" in out and "llama-3.1-8b" in out and "source:" in out
+    assert main(["presets", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {"model", "hardware"} == {r["kind"] for r in rows}
+    assert all(r["source"] for r in rows)
+
+
+def test_graph_formats(capsys):
+    assert main(["graph", CASE, "--format", "dot"]) == 0
+    dot = capsys.readouterr().out
+    assert dot.startswith("digraph infermodel {") and '"decode_step_time" -> "tpot";' in dot
+    assert main(["graph", CASE, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert ["decode_step_time", "tpot"] in data["edges"]
+    assert main(["graph", CASE]) == 0
+    assert "tpot [s] <- decode_step_time" in capsys.readouterr().out
+
+
+def test_usage_errors_exit_2():
+    done = subprocess.run([sys.executable, "-m", "infermodel.cli", "run"], capture_output=True, text=True)
+    assert done.returncode == 2 and "usage:" in done.stderr
+
+
+def test_console_script_runs_the_shipped_scenario():
+    done = subprocess.run([sys.executable, "-m", "infermodel.cli", "run", CASE, "--quantities", "tpot"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "6.237 ms" in done.stdout

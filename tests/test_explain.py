@@ -1,0 +1,65 @@
+"""``infermodel explain`` prints the derivation chain down to the inputs."""
+
+from __future__ import annotations
+
+import json
+
+import infermodel
+from infermodel.cli import main
+from conftest import SCENARIOS
+
+CASE = SCENARIOS / "case-study-24gb.toml"
+
+
+def test_explain_tpot_on_the_case_study(capsys):
+    assert main(["explain", str(CASE), "tpot"]) == 0
+    text = capsys.readouterr().out
+    blocks = text.strip().split("\n\n")
+    # The asked quantity comes first, with formula, numbers, value and provenance.
+    assert blocks[0].splitlines() == [
+        "tpot = 6.237 ms    (time per output token after the first)",
+        "  formula:     tpot = decode_step_time",
+        "  with values: tpot = 0.00623728",
+        "  defined by:  physics  [Module 10: Inference and serving, §1 'Estimate the two times']",
+    ]
+    assert ("  with values: decode_step_time = 0 + Max(0.00012609, 0.00623728)" in text)
+    assert "  with values: decode_bytes = 5.5e9 + 1*5000*147456" in text
+    assert "  with values: kv_bytes_per_token = 2*128*8*2*36" in text
+    # ... down to the inputs, each with where it was written.
+    assert "layers = 36    (number of decoder blocks)" in text
+    assert "model.layers (" in text and "module10-case.toml:" in text
+    assert "weight_bytes = 5.5 GB" in text and "case-study-24gb.toml:10" in text
+    assert "workload.batch (" in text and "module10-case-base.toml:17" in text
+    # Every quantity tpot depends on appears exactly once.
+    result = infermodel.evaluate(CASE)
+    names = [b.split(" = ")[0] for b in blocks]
+    assert sorted(names) == sorted(("tpot",) + result.graph.ancestors("tpot"))
+
+
+def test_explain_shows_a_lever_change_after_the_base_definition(capsys):
+    assert main(["explain", str(SCENARIOS / "module10-case-artifact.toml"), "weight_bytes",
+                 "--depth", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "  base:        weight_bytes = params_total*weight_value_bytes" in text
+    assert "replaced by: number_formats: each parameter class stored at its own number of bits" in text
+    assert "with values: weight_bytes = 8.30472e9*4.125/8 + 299008*16/8 + 8*(6.22854e8 + 6.22854e8)/8" in text
+
+
+def test_explain_formats(capsys):
+    assert main(["explain", str(CASE), "tpot", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["quantity"] == "tpot" and data["steps"][0]["value"] == 0.00623728
+    assert data["steps"][0]["history"][0]["plugin"] == "physics"
+    assert main(["explain", str(CASE), "ttft", "--format", "latex", "--depth", "1"]) == 0
+    latex = capsys.readouterr().out
+    assert latex.startswith(r"\begin{aligned}") and r"\mathrm{TTFT}" in latex
+    assert main(["explain", str(CASE), "ttft", "--format", "markdown"]) == 0
+    assert capsys.readouterr().out.startswith("### Derivation of `ttft`")
+
+
+def test_python_api_explain_mirrors_cli():
+    result = infermodel.evaluate(CASE)
+    derivation = infermodel.explain(result, "max_sequences")
+    assert derivation.steps[0].value == 18
+    assert "max_sequences = 18 seq" in str(derivation)
+    assert derivation._repr_markdown_().startswith("### Derivation")

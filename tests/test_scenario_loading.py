@@ -1,0 +1,119 @@
+"""Scenario loading: units, presets and overrides, extends, --set, Hugging Face configs."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import infermodel
+from infermodel.errors import ScenarioError
+from infermodel.scenario import line_index, load_scenario, parse_assignment
+from conftest import DATA, SCENARIOS
+
+BASE = """
+[model]
+preset = "module10-case"
+[hardware]
+memory = "24 GiB"
+bandwidth = "1.0 TB/s"
+flops = "165 TFLOP/s"
+[workload]
+prompt_tokens = 100
+output_tokens = 10
+"""
+
+
+def test_unit_strings_and_binary_prefixes(write_scenario):
+    s = load_scenario(write_scenario(BASE))
+    assert s.value("hardware.memory") == 24 * 2**30
+    assert s.value("hardware.bandwidth") == 1e12 and s.value("hardware.flops") == 165e12
+
+
+def test_numbers_in_base_units(write_scenario):
+    s = load_scenario(write_scenario(BASE.replace('"24 GiB"', "24000000000")))
+    assert s.value("hardware.memory") == 24e9
+
+
+def test_fields_beside_a_preset_override_it(write_scenario):
+    s = load_scenario(write_scenario(BASE.replace('preset = "module10-case"',
+                                                  'preset = "module10-case"\nlayers = 2')))
+    assert s.value("model.layers") == 2 and s.value("model.d_model") == 4096
+    assert s.presets["model"] == "module10-case"
+
+
+def test_extends_inherits_and_overrides(write_scenario):
+    base = write_scenario(BASE, "base.toml")
+    child = write_scenario('extends = "base.toml"\n[workload]\nbatch = 7\n', "child.toml")
+    s = load_scenario(child)
+    assert s.value("workload.batch") == 7 and s.value("workload.prompt_tokens") == 100
+    assert s.where("workload.batch").file == str(child)
+    assert s.where("workload.prompt_tokens").file == str(base)
+
+
+def test_set_overrides_are_typed():
+    s = load_scenario(SCENARIOS / "case-study-24gb.toml",
+                      ["workload.batch=64", "hardware.preset=h100-sxm", "efficiency.mbu=0.8"])
+    assert s.value("workload.batch") == 64 and s.value("hardware.memory") == 80e9
+    assert s.value("efficiency.mbu") == 0.8 and s.where("workload.batch").file == "--set"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("workload.batch=64", ("workload.batch", 64)),
+    ("hardware.memory=80 GB", ("hardware.memory", "80 GB")),
+    ('hardware.memory="80 GB"', ("hardware.memory", "80 GB")),
+    ("model.tied_embeddings=true", ("model.tied_embeddings", True)),
+    ("efficiency.mbu = 0.8", ("efficiency.mbu", 0.8)),
+])
+def test_parse_assignment(text, expected):
+    assert parse_assignment(text) == expected
+
+
+def test_scenario_files_are_never_modified(autoload_host):
+    paths = sorted(SCENARIOS.glob("*.toml"))
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+    for p in paths:
+        infermodel.evaluate(p, {"workload.batch": 3})
+    assert before == {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def test_every_shipped_scenario_evaluates_without_warnings(autoload_host):
+    for path in sorted(SCENARIOS.glob("*.toml")):
+        result = infermodel.evaluate(path)
+        assert result.warnings == [], path
+
+
+def test_hf_config_model(write_scenario):
+    config = DATA / "hf" / "llama-3.1-8b.json"
+    if not config.exists():
+        pytest.skip("no HF config fixture")
+    s = load_scenario(write_scenario(BASE.replace('preset = "module10-case"', f'hf_config = "{config}"')))
+    assert s.value("model.layers") == 32 and s.value("model.kv_heads") == 8
+    r = infermodel.evaluate(s)
+    assert r["params_total"] == pytest.approx(8.03e9, rel=1e-3)
+
+
+def test_preset_and_hf_config_together_is_an_error(write_scenario):
+    config = DATA / "hf" / "llama-3.1-8b.json"
+    text = BASE.replace('preset = "module10-case"', f'preset = "module10-case"\nhf_config = "{config}"')
+    with pytest.raises(ScenarioError, match="either model.preset or model.hf_config"):
+        load_scenario(write_scenario(text))
+
+
+def test_line_index_finds_keys_in_tables_and_dotted_keys():
+    text = '[a]\nx = 1\n[b.c]\n"q.r" = 2\ny.z = 3\n'
+    index = line_index(text)
+    assert index["a.x"] == 2 and index["b.c.q.r"] == 4 and index["b.c.y.z"] == 5 and index["b.c"] == 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=st.integers(1, 10_000), prompt=st.integers(1, 100_000), output=st.integers(1, 100_000))
+def test_default_contexts_follow_the_workload(batch, prompt, output):
+    r = infermodel.evaluate(SCENARIOS / "case-study-24gb.toml", {
+        "workload.batch": batch, "workload.prompt_tokens": prompt, "workload.output_tokens": output})
+    assert r["context"] == prompt + output / 2
+    assert r["sequence_length"] == prompt + output
+    assert r["kv_bytes_total"] == r["kv_bytes_per_token"] * (prompt + output) * batch
+    assert r["fits"] == (r["memory_required"] <= r["memory_bytes"])
