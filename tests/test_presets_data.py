@@ -30,6 +30,8 @@ HARDWARE_UNITS = {
     "price_per_hour": "USD/h", "count": "1",
 }
 HARDWARE_REQUIRED = {"memory", "bandwidth", "flops"}
+#: Booleans declaring native 8-bit arithmetic (fields registered by the quantization lever).
+HARDWARE_FLAGS = {"native_int8", "native_fp8"}
 
 REQUIRED_MODELS = {
     "module10-case", "llama-2-7b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3.1-8b",
@@ -126,9 +128,12 @@ def test_model_shape_is_consistent(path):
 @pytest.mark.parametrize("path", HARDWARE_FILES, ids=lambda p: p.stem)
 def test_hardware_values_parse(path):
     h = load(path)["hardware"]
-    assert HARDWARE_REQUIRED <= set(h) <= set(HARDWARE_UNITS) | {"reserve"}
+    assert HARDWARE_REQUIRED <= set(h) <= set(HARDWARE_UNITS) | {"reserve"} | HARDWARE_FLAGS
     for key, value in h.items():
         if key == "reserve":
+            continue
+        if key in HARDWARE_FLAGS:
+            assert isinstance(value, bool), key
             continue
         assert parse_quantity(value, HARDWARE_UNITS[key]) > 0, key
     if "reserve" in h:

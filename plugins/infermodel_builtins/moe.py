@@ -1,0 +1,141 @@
+"""Mixture of experts: weight traffic that grows with the batch.
+
+The base physics already counts every expert in ``params_total`` (all must be stored,
+so ``weight_bytes`` and the memory budget use them) and only the active ones in
+``params_active`` (compute per token). At batch 1 a decode step reads the active
+experts only. At batch B different tokens pick different experts: under uniform
+routing, where each token picks k distinct experts of E at random, one expert is
+missed by one token with probability 1 − k/E, so the expected number of distinct
+experts read per layer is
+
+    E·(1 − (1 − k/E)^B)
+
+which is k at B = 1 and tends to E as B grows. This plugin, active for every model
+with ``experts > 1``, defines that count and the total, active and expected-read
+weight bytes, and replaces ``weight_bytes_per_step`` (order 200) with the expected
+read, so decode traffic grows towards all experts with the batch. The step time at
+capacity (``capacity_step_time``) uses the expected read at ``max_sequences``.
+
+``[levers.moe]`` is optional: ``routing = "uniform"`` (default), ``"active"`` (every
+token of the batch picks the same experts: the batch-1 share, a best case) or
+``"all"`` (every expert is read each step, a worst case).
+
+Bytes per routed-expert parameter: the block linears' effective bytes per weight when
+a format lever sets them, otherwise the artifact's mean bytes per parameter.
+
+``critical_batch`` keeps the base formula with the weight bytes read at the
+scenario's batch; with MoE the weight read itself grows with the batch, so read it
+as the batch at which decode turns compute-bound *if* the weight read stayed at the
+scenario's level.
+
+Reference: Module 10: Inference and serving, mixture-of-experts paragraph ("Other
+proposals and smaller models").
+"""
+
+from __future__ import annotations
+
+import attrs
+from sympy import Max
+
+from infermodel import S, hookimpl
+
+from . import M10
+from .formats import choice_type
+
+MOE = f"{M10}, mixture-of-experts paragraph ('Other proposals and smaller models')"
+
+Routing = choice_type("Routing", ("uniform", "active", "all"),
+                      "How a batch's tokens spread over experts: 'uniform', 'active' or 'all'.")
+
+
+@attrs.frozen
+class Moe:
+    """Routing assumption for the expected experts read per decode step."""
+
+    routing: Routing = "uniform"
+
+
+@hookimpl
+def infermodel_register_levers(register):
+    register("moe", Moe,
+             description="mixture of experts: expected distinct experts (and bytes) read per decode "
+                         "step at the batch, under a routing assumption",
+             reference=MOE)
+
+
+@hookimpl
+def infermodel_validate_scenario(scenario, report):
+    if scenario.lever("moe") is not None and scenario.value("model.experts") <= 1:
+        report("levers.moe", "[levers.moe] needs a mixture-of-experts model, but model.experts = 1",
+               expected="model.experts > 1, or no [levers.moe] table")
+
+
+def _bytes_per_expert_param(scenario):
+    """(expression, explanation) for the bytes one routed-expert parameter takes."""
+    if scenario.value("model.weight_bytes") is not None:
+        return S.weight_bytes / S.params_total, "mean bytes per parameter of the given artifact"
+    if scenario.lever("quantization") is not None:
+        return S.weight_bytes_linear / S.params_block_linear, \
+            "effective bytes per block-linear weight (quantization lever)"
+    if scenario.lever("number_formats") is not None:
+        return S.weight_bits_linear / 8, "block-linear bits / 8 (number_formats lever)"
+    return S.weight_value_bytes, "bytes per weight value"
+
+
+def _experts_read(routing: str, batch):
+    if routing == "all":
+        return S.experts
+    if routing == "active":
+        return S.active_experts
+    return S.experts * (1 - (1 - S.active_experts / S.experts) ** batch)
+
+
+@hookimpl
+def infermodel_define_quantities(scenario, define):
+    if scenario.value("model.experts") <= 1:
+        return
+    lever = scenario.lever("moe")
+    routing = lever.routing if lever is not None else "uniform"
+    how = {"uniform": "E·(1 − (1 − k/E)^B) under uniform routing",
+           "active": "the active experts only (routing = \"active\")",
+           "all": "every expert (routing = \"all\")"}[routing]
+    per_param, why = _bytes_per_expert_param(scenario)
+    define("expert_params", S.ffn_matrices * S.d_model * S.expert_d_ff, unit="param",
+           description="weights of one routed expert in one layer", reference=MOE)
+    define("expert_bytes_per_param", per_param, unit="B",
+           description=f"bytes per routed-expert weight ({why})", reference=MOE)
+    define("experts_read_per_layer", _experts_read(routing, S.batch), unit="1",
+           description=f"expected distinct routed experts read per layer in one decode step: {how}",
+           reference=MOE)
+    define("weight_bytes_total", S.weight_bytes, unit="B",
+           description="bytes of every expert and shared weight: all must be stored", reference=MOE)
+    missed = S.layers * S.expert_params * S.expert_bytes_per_param
+    define("weight_bytes_active", S.weight_bytes - missed * (S.experts - S.active_experts), unit="B",
+           description="weight bytes one token reads (active and shared experts, attention, embeddings)",
+           reference=MOE)
+    define("weight_bytes_expected_read", S.weight_bytes - missed * (S.experts - S.experts_read_per_layer),
+           unit="B", description="expected weight bytes read per decode step at the batch",
+           reference=MOE)
+    define("experts_read_at_capacity", _experts_read(routing, Max(1, S.max_sequences)), unit="1",
+           description=f"expected distinct experts read per layer with the cache full: {how}",
+           reference=MOE)
+    define("weight_bytes_read_at_capacity",
+           S.weight_bytes - missed * (S.experts - S.experts_read_at_capacity), unit="B",
+           description="expected weight bytes read per decode step with the cache full",
+           reference=MOE)
+
+
+@hookimpl
+def infermodel_transform_quantities(scenario, transform):
+    if scenario.value("model.experts") <= 1:
+        return
+    transform.replace("weight_bytes_per_step", S.weight_bytes_expected_read,
+                      reason="a batch's tokens read more distinct experts than one token does",
+                      reference=MOE, order=200)
+    transform.wrap("capacity_step_time",
+                   lambda old: old.xreplace({S.weight_bytes_per_step: S.weight_bytes_read_at_capacity}),
+                   reason="with the cache full, max_sequences tokens choose experts, not the scenario's batch",
+                   reference=MOE, order=200)
+
+
+__all__ = ["Moe"]

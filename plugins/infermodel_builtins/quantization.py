@@ -1,0 +1,432 @@
+"""The quantisation lever: weight formats by parameter class, KV-cache formats,
+activation quantisation and the predicted signal-to-quantisation-noise ratio.
+
+``[levers.quantization]`` gives a format (a name from :data:`formats.NAMED_FORMATS` or a
+table) for each parameter class and for the KV cache::
+
+    [levers.quantization]
+    linear = "int4-g128"                          # block linears (attention, feed-forward)
+    embedding = { bits = 8, granularity = "none" } # embedding table and output head
+    norm = "bf16"                                 # normalisation weights
+    kv_cache = "int8-b32"                         # cached keys and values
+    activations = "int8"                          # W8A8: only where the card says so
+
+What it changes (a derivation shows each step):
+
+* ``weight_bytes`` (order 100) becomes the sum of the classes' byte counts,
+  ``weight_bytes_linear + weight_bytes_embedding + weight_bytes_norm``, each
+  ⌈b·n/8⌉ + ⌈scales·(scale_bits + zero_point_bits)/8⌉. These three quantities are
+  the lever's ``weight_bytes_by_class``; :func:`weight_bytes_by_class` returns them as
+  a dict from a result. Unset classes stay bf16.
+* ``kv_value_bytes`` (order 100) becomes ``kv_bits_effective/8``, metadata included, so
+  ``kv_bytes_per_token`` and everything downstream (capacity, decode traffic) follow.
+* ``flops_effective_prefill`` and ``flops_effective_decode`` (order 100) are multiplied
+  by ``activation_speedup``: the 8-bit-to-16-bit peak ratio where the hardware declares
+  native arithmetic in the activation format (``hardware.native_int8`` /
+  ``hardware.native_fp8``), otherwise 1, and the derivation says why.
+* SQNR quantities ``sqnr_db`` (exact under the uniform-noise model),
+  ``sqnr_db_approx`` and ``sqnr_correction_db``, for the block linears' integer grid or
+  the ``[levers.quantization.sqnr]`` table.
+
+References: Module 10: Inference and serving, "Granularity costs metadata", §11
+"Account for the whole weight artifact", "Quantise the cache and evaluate the final
+artifact", "Activation range can be much harder than weight range"; Inference lab,
+"Fewer bits per weight".
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import sympy
+from sympy import Rational, ceiling, log
+
+from infermodel import S, hookimpl
+
+from . import LAB, M10
+from .formats import (CACHE, GRANULARITY, NAMED_FORMATS, ActivationFormat, Distribution, Format,
+                      FormatSpec, SqnrBits)
+from .sqnr import DB_PER_BIT, OFFSET_DB, max_over_sigma_for
+
+ARTIFACT = f"{M10}, §11 'Account for the whole weight artifact'; {GRANULARITY}"
+ACTIVATIONS = (f"{M10}, 'Activation range can be much harder than weight range' (W8A16 vs W8A8) "
+               "and 'Range and resolution answer different questions' (hardware support)")
+SQNR = f"{LAB}, 'Fewer bits per weight'; {M10}, 'Symmetric round-to-nearest'"
+
+BF16 = NAMED_FORMATS["bf16"]
+#: Weight classes: (key in the lever table, quantity suffix, what it holds).
+CLASSES = (("linear", "linear", "block linear weights (attention and feed-forward)"),
+           ("embedding", "embedding", "embedding table and output head"),
+           ("norm", "norm", "normalisation weights"))
+#: Hardware field that declares native arithmetic in each activation format.
+NATIVE_FIELD = {"int8": "native_int8", "fp8": "native_fp8"}
+
+
+def _ratio_at_least_one(instance, attribute, value):
+    if value is not None and not (math.isfinite(value) and value >= 1):
+        raise ValueError(f"{attribute.name} = {value!r} must be at least 1 (max|w| ≥ RMS)")
+
+
+def _speedup(instance, attribute, value):
+    if not (math.isfinite(value) and value >= 1):
+        raise ValueError(f"{attribute.name} = {value!r} must be a ratio of at least 1")
+
+
+@attrs.frozen
+class Sqnr:
+    """What the SQNR prediction is for: a grid of ``bits`` and a max/σ ratio, given or
+    from a named distribution of ``weights_per_scale`` weights."""
+
+    bits: SqnrBits | None = None
+    max_over_sigma: float | None = attrs.field(default=None, validator=_ratio_at_least_one)
+    distribution: Distribution | None = None
+    weights_per_scale: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1)))
+
+
+@attrs.frozen
+class Quantization:
+    """Formats by parameter class and for the KV cache; activation format; SQNR inputs.
+
+    Each format is a name (``"int4-g128"``, ``"int8"``, ``"fp8-e4m3"``, ``"mxfp4"``,
+    ``"bf16"``, ...) or a table ``{ bits, kind, symmetric, granularity, group_size,
+    scale_bits, zero_point_bits }``, optionally with ``format`` naming a base to
+    override. Unset weight classes stay bf16; an unset KV cache stays 16-bit.
+    """
+
+    linear: FormatSpec | None = None
+    embedding: FormatSpec | None = None
+    norm: FormatSpec | None = None
+    kv_cache: FormatSpec | None = None
+    activations: ActivationFormat | None = None
+    activation_peak_ratio: float = attrs.field(default=2.0, validator=_speedup)
+    sqnr: Sqnr | None = None
+
+
+# ---------------------------------------------------------------------------------
+# Registration and validation
+# ---------------------------------------------------------------------------------
+
+
+@hookimpl
+def infermodel_register_levers(register):
+    register("quantization", Quantization,
+             description="weight formats by parameter class (with scale and zero-point metadata), "
+                         "KV-cache format, activation quantisation and predicted SQNR",
+             reference=ARTIFACT)
+
+
+@hookimpl
+def infermodel_register_fields(register):
+    register("hardware", "native_int8", kind="bool", default=False,
+             description="the card multiplies int8 operands natively (int8 tensor cores), so W8A8 "
+                         "raises its compute peak")
+    register("hardware", "native_fp8", kind="bool", default=False,
+             description="the card multiplies FP8 operands natively (FP8 tensor cores), so FP8 "
+                         "activations raise its compute peak")
+
+
+def _weight_formats(lever) -> dict[str, Format]:
+    return {key: getattr(lever, key) or BF16 for key, _, _ in CLASSES}
+
+
+def _row_lengths(scenario, key: str) -> list[tuple[str, int]]:
+    """Lengths of the rows (input dimension) that groups of a class must tile."""
+    value = scenario.value
+    d_model = value("model.d_model")
+    if key == "kv_cache":
+        head_dim = value("model.head_dim")
+        if head_dim is None:
+            heads = value("model.heads")
+            if d_model % heads:
+                return []
+            head_dim = d_model // heads
+        return [("head_dim", head_dim)]
+    lengths = [("d_model", d_model)]
+    if key == "linear":
+        heads = value("model.heads")
+        head_dim = value("model.head_dim")
+        if head_dim is None and d_model % heads == 0:
+            head_dim = d_model // heads
+        if head_dim is not None:
+            lengths.append(("query width heads·head_dim (attention output projection)", heads * head_dim))
+        expert = value("model.expert_d_ff") or value("model.d_ff")
+        lengths.append(("expert_d_ff (feed-forward down projection)" if value("model.expert_d_ff")
+                        else "d_ff (feed-forward down projection)", expert))
+    return lengths
+
+
+@hookimpl
+def infermodel_validate_scenario(scenario, report):
+    lever = scenario.lever("quantization")
+    if lever is None:
+        return
+    if scenario.lever("number_formats") is not None:
+        report("levers.quantization",
+               "[levers.number_formats] and [levers.quantization] both set number formats; "
+               "use one of them",
+               suggestion="[levers.quantization] covers number_formats: write effective bits as "
+                          "{ bits = 4.125, granularity = \"none\" }")
+    weights_given = [key for key, _, _ in CLASSES if getattr(lever, key) is not None]
+    if scenario.value("model.weight_bytes") is not None and weights_given:
+        report("model.weight_bytes",
+               "model.weight_bytes fixes the artifact size, so the weight formats of "
+               f"[levers.quantization] ({', '.join(weights_given)}) would be ignored",
+               suggestion="remove model.weight_bytes or the weight formats")
+    for key in ("linear", "embedding", "norm", "kv_cache"):
+        fmt = getattr(lever, key)
+        if fmt is None or fmt.granularity != "group":
+            continue
+        for what, length in _row_lengths(scenario, key):
+            if length % fmt.group_size:
+                divisors = [g for g in (16, 32, 64, 128, 256) if length % g == 0]
+                report(f"levers.quantization.{key}",
+                       f"group size {fmt.group_size} does not divide the row length {what} = {length}",
+                       expected=f"a group size dividing {length}"
+                                + (f" (e.g. {', '.join(map(str, divisors))})" if divisors else ""))
+                break
+    if lever.activations is not None:
+        linear = lever.linear
+        if linear is None and scenario.value("model.weight_bytes") is None:
+            linear = BF16
+        if linear is not None and linear.bits > 8:
+            report("levers.quantization.activations",
+                   f"activations = {lever.activations!r} multiplies 8-bit operands, but the block "
+                   f"linears are stored at {linear.bits:g} bits",
+                   expected="a linear format of 8 bits or fewer (for example \"int8\" or \"fp8-e4m3\")")
+    sqnr = lever.sqnr
+    if sqnr is not None:
+        if sqnr.max_over_sigma is not None and (sqnr.distribution is not None
+                                                or sqnr.weights_per_scale is not None):
+            report("levers.quantization.sqnr",
+                   "give either max_over_sigma or a distribution (with weights_per_scale), not both")
+        if sqnr.bits is None and _default_sqnr_bits(lever) is None:
+            report("levers.quantization.sqnr.bits",
+                   "the SQNR prediction needs the bits of a symmetric integer grid, and the block "
+                   "linears' format is not one",
+                   expected="bits = 4 (an integer from 2 to 32)")
+
+
+def _default_sqnr_bits(lever) -> int | None:
+    fmt = lever.linear
+    if (fmt is None or fmt.kind != "int" or not fmt.symmetric or fmt.granularity == "none"
+            or not float(fmt.bits).is_integer() or fmt.bits < 2):
+        return None
+    return int(fmt.bits)
+
+
+# ---------------------------------------------------------------------------------
+# Quantities
+# ---------------------------------------------------------------------------------
+
+
+def _class_params(key):
+    if key == "linear":
+        return S.params_block_linear
+    if key == "embedding":
+        return S.params_embedding + S.params_head
+    return S.params_norm
+
+
+def _class_tensors(scenario, key):
+    value = scenario.value
+    if key == "linear":
+        moe = value("model.experts") > 1
+        return S.layers * (4 + (S.experts + S.shared_experts) * S.ffn_matrices + (1 if moe else 0))
+    if key == "embedding":
+        return sympy.Integer(1 if value("model.tied_embeddings") else 2)
+    return 2 * S.layers + 1
+
+
+def _class_rows(scenario, key):
+    if key == "linear":
+        moe = scenario.value("model.experts") > 1
+        per_expert = (S.ffn_matrices - 1) * S.expert_d_ff + S.d_model
+        return S.layers * (S.query_width + 2 * S.kv_heads * S.head_dim + S.d_model
+                           + (S.experts + S.shared_experts) * per_expert + (S.experts if moe else 0))
+    if key == "embedding":
+        return (S.params_embedding + S.params_head) / S.d_model
+    return 2 * S.layers + 1
+
+
+def _scale_count(scenario, key, fmt: Format):
+    if fmt.granularity == "group":
+        return _class_params(key) / fmt.group_size, f"one per group of {fmt.group_size} values"
+    if fmt.granularity == "channel":
+        return _class_rows(scenario, key), "one per row (output channel)"
+    return _class_tensors(scenario, key), "one per tensor"
+
+
+def _define_weights(scenario, define, lever):
+    formats = _weight_formats(lever)
+    for key, suffix, what in CLASSES:
+        fmt = formats[key]
+        given = getattr(lever, key) is not None
+        label = fmt.label() + ("" if given else "; unset, so bf16")
+        params = _class_params(key)
+        define(f"weight_code_bits_{suffix}", fmt.bits, unit="bit",
+               description=f"bits per stored code of the {what}: {label}", reference=ARTIFACT)
+        code_bytes = ceiling(S[f"weight_code_bits_{suffix}"] * params / 8)
+        if fmt.granularity == "none":
+            total = code_bytes
+        else:
+            count, how = _scale_count(scenario, key, fmt)
+            if isinstance(count, sympy.Integer):
+                count = int(count)
+            define(f"weight_scales_{suffix}", count, unit="1",
+                   description=f"scale entries of the {what} ({how})", reference=GRANULARITY)
+            define(f"weight_scale_bits_{suffix}", fmt.metadata_bits, unit="bit",
+                   description=f"bits per scale entry of the {what} (scale "
+                               f"{fmt.scale_bits:g} + zero point {fmt.zero_point_bits:g})",
+                   reference=GRANULARITY)
+            total = code_bytes + ceiling(S[f"weight_scales_{suffix}"] * S[f"weight_scale_bits_{suffix}"] / 8)
+        define(f"weight_bytes_{suffix}", total, unit="B",
+               description=f"bytes of the {what}: ⌈codes·bits/8⌉ + scale bytes", reference=ARTIFACT)
+        define(f"bits_per_weight_{suffix}", 8 * S[f"weight_bytes_{suffix}"] / params, unit="bit",
+               description=f"effective bits per weight of the {what}, metadata included",
+               reference=GRANULARITY)
+    define("bits_per_weight_effective", 8 * S.weight_bytes / S.params_total, unit="bit",
+           description="effective bits per parameter of the whole artifact, metadata included",
+           reference=ARTIFACT)
+
+
+def _define_cache(define, fmt: Format):
+    define("kv_code_bits", fmt.bits, unit="bit",
+           description=f"bits per cached key or value code: {fmt.label()}", reference=CACHE)
+    if fmt.granularity in ("group", "channel"):
+        if fmt.granularity == "group":
+            per = sympy.Integer(fmt.group_size)
+            how = f"one scale entry per {fmt.group_size} cached values"
+        else:
+            per = S.head_dim
+            how = "one scale entry per head vector (head_dim values) of each token"
+        define("kv_scale_bits", fmt.metadata_bits, unit="bit",
+               description=f"bits per scale entry of the cache ({how})", reference=CACHE)
+        define("kv_bits_effective", S.kv_code_bits + S.kv_scale_bits / per, unit="bit",
+               description="bits per cached value, scale metadata included", reference=CACHE)
+    else:
+        why = ("no scale metadata" if fmt.granularity == "none"
+               else "one scale per cache tensor: a few bytes, not counted per token")
+        define("kv_bits_effective", S.kv_code_bits, unit="bit",
+               description=f"bits per cached value ({why})", reference=CACHE)
+
+
+def _activation(scenario, lever):
+    """(speed-up, explanation) for the activation format on this hardware."""
+    fmt = lever.activations
+    field = NATIVE_FIELD[fmt]
+    name = scenario.presets.get("hardware")
+    card = f"hardware preset {name!r}" if name else "the hardware"
+    if scenario.value(f"hardware.{field}"):
+        return lever.activation_peak_ratio, (
+            f"{fmt} activations and weights: {card} declares native {fmt} arithmetic "
+            f"(hardware.{field}), so its peak is {lever.activation_peak_ratio:g}× the 16-bit peak")
+    return 1.0, (
+        f"{fmt} activations give no speed-up: {card} does not declare native {fmt} arithmetic "
+        f"(hardware.{field} = false), so kernels compute in 16-bit and prefill does not speed up")
+
+
+def _sqnr_inputs(scenario, lever):
+    """(bits, max/σ, how max/σ was chosen) or None when no SQNR is defined."""
+    table = lever.sqnr
+    bits = table.bits if table and table.bits is not None else _default_sqnr_bits(lever)
+    if bits is None:
+        return None
+    if table is not None and table.max_over_sigma is not None:
+        return bits, table.max_over_sigma, "given"
+    distribution = (table.distribution if table and table.distribution else "gaussian")
+    n = table.weights_per_scale if table and table.weights_per_scale else None
+    if n is None:
+        fmt = lever.linear
+        d_model = scenario.value("model.d_model")
+        if fmt is not None and fmt.granularity == "group":
+            n = fmt.group_size
+        elif fmt is not None and fmt.granularity == "channel":
+            n = d_model
+        else:
+            n = d_model * d_model
+    ratio = max_over_sigma_for(distribution, n)
+    if distribution == "uniform":
+        how = "uniform weights: max/σ = √3"
+    else:
+        how = f"Gaussian weights, {n:,} sharing one scale: sqrt(E[max²])/σ"
+    return bits, ratio, how
+
+
+def _define_sqnr(scenario, define, lever):
+    found = _sqnr_inputs(scenario, lever)
+    if found is None:
+        return
+    bits, ratio, how = found
+    define("sqnr_bits", bits, unit="bit", description="bits of the symmetric integer grid",
+           reference=SQNR)
+    define("sqnr_max_over_sigma", ratio, unit="1",
+           description=f"largest |w| over the RMS σ of the weights sharing a scale ({how})",
+           reference=SQNR)
+    define("sqnr_levels", 2 ** (S.sqnr_bits - 1) - 1, unit="1",
+           description="non-zero levels each side of zero, q = 2^(b−1) − 1", reference=SQNR)
+    define("sqnr_db", 10 * log(12 * S.sqnr_levels**2 / S.sqnr_max_over_sigma**2, 10), unit="dB",
+           description="predicted SQNR in dB, 10·log10(12·q²·σ²/max²) (uniform rounding noise)",
+           reference=SQNR)
+    define("sqnr_db_per_bit", DB_PER_BIT, unit="dB",
+           description="dB per bit, 20·log10(2) (printed as 6.02)", reference=SQNR)
+    define("sqnr_offset_db", OFFSET_DB, unit="dB",
+           description="10·log10(12) − 20·log10(2) in dB (printed as 4.77)", reference=SQNR)
+    define("sqnr_db_approx",
+           S.sqnr_db_per_bit * S.sqnr_bits + S.sqnr_offset_db - 20 * log(S.sqnr_max_over_sigma, 10),
+           unit="dB", description="approximate SQNR in dB, 6.02·b + 4.77 − 20·log10(max/σ)",
+           reference=SQNR)
+    define("sqnr_correction_db", 20 * log(2 ** (S.sqnr_bits - 1) / S.sqnr_levels, 10), unit="dB",
+           description="dB the approximation overstates by dropping the −1: 20·log10(2^(b−1)/q)",
+           reference=SQNR)
+
+
+@hookimpl
+def infermodel_define_quantities(scenario, define):
+    lever = scenario.lever("quantization")
+    if lever is None:
+        return
+    if scenario.value("model.weight_bytes") is None:
+        _define_weights(scenario, define, lever)
+    if lever.kv_cache is not None:
+        _define_cache(define, lever.kv_cache)
+    if lever.activations is not None:
+        speedup, why = _activation(scenario, lever)
+        define("activation_speedup", speedup, unit="1",
+               description=f"compute peak multiplier from quantised activations: {why}",
+               reference=ACTIVATIONS)
+    _define_sqnr(scenario, define, lever)
+
+
+@hookimpl
+def infermodel_transform_quantities(scenario, transform):
+    lever = scenario.lever("quantization")
+    if lever is None:
+        return
+    if scenario.value("model.weight_bytes") is None:
+        transform.replace(
+            "weight_bytes", S.weight_bytes_linear + S.weight_bytes_embedding + S.weight_bytes_norm,
+            reason="sum of the parameter classes, each stored in its own format with its scale "
+                   "metadata", reference=ARTIFACT, order=100)
+    if lever.kv_cache is not None:
+        transform.replace("kv_value_bytes", S.kv_bits_effective * Rational(1, 8),
+                          reason=f"cache stored as {lever.kv_cache.label()}", reference=CACHE,
+                          order=100)
+    if lever.activations is not None:
+        _, why = _activation(scenario, lever)
+        for name in ("flops_effective_prefill", "flops_effective_decode"):
+            transform.wrap(name, lambda old: old * S.activation_speedup, reason=why,
+                           reference=ACTIVATIONS, order=100)
+
+
+def weight_bytes_by_class(result) -> dict[str, float]:
+    """The artifact split by parameter class, from an evaluated result.
+
+    >>> weight_bytes_by_class(evaluate("scenarios/quant-int4.toml"))  # doctest: +SKIP
+    {'linear': ..., 'embedding': ..., 'norm': ...}
+    """
+    return {suffix: result[f"weight_bytes_{suffix}"] for _, suffix, _ in CLASSES}
+
+
+__all__ = ["Quantization", "Sqnr", "weight_bytes_by_class"]
