@@ -11,7 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import sympy
-from sympy import Max, Piecewise, floor, oo
+from sympy import Piecewise, floor, oo
+from sympy import Max as _Max
+
+
+def Max(*args):
+    # Unevaluated: the plain maximum of its arguments, shown as written, and no
+    # assumption queries (they dominate graph-building time).
+    return _Max(*args, evaluate=False)
 
 from infermodel import REQUIRED, S, hookimpl
 

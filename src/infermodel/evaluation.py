@@ -58,13 +58,36 @@ def compile_graph(graph: QuantityGraph) -> CompiledGraph:
         # Our own "common subexpressions": one assignment per quantity, in order.
         return assignments, output_symbols
 
+    from sympy.printing.numpy import NumPyPrinter
+
+    printer = NumPyPrinter({"fully_qualified_modules": False, "inline": True,
+                            "allow_unknown_functions": True, "user_functions": {}})
     function = sympy.lambdify([graph.quantities[n].symbol for n in inputs], output_symbols,
-                              modules="numpy", cse=sequential, docstring_limit=0)
+                              modules=[_numpy_namespace()], printer=printer, cse=sequential,
+                              docstring_limit=0)
     compiled = CompiledGraph(inputs, outputs, function)
     _COMPILED[key] = compiled
     if len(_COMPILED) > _CACHE_SIZE:
         _COMPILED.popitem(last=False)
     return compiled
+
+
+_NUMPY_NAMES = (
+    "select", "where", "maximum", "minimum", "amax", "amin", "floor", "ceil", "sqrt", "log",
+    "log10", "log2", "exp", "absolute", "sign", "inf", "nan", "pi", "e", "less", "less_equal",
+    "greater", "greater_equal", "equal", "not_equal", "logical_and", "logical_or",
+    "logical_not", "logical_xor", "power", "isnan", "isinf", "array", "asarray", "square",
+    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh",
+    "mod", "fmod", "floor_divide", "heaviside", "round", "clip", "log1p", "expm1", "hypot",
+)
+
+
+def _numpy_namespace() -> dict:
+    # lambdify's default numpy namespace runs ``from numpy import *``, which touches every
+    # lazily loaded numpy submodule; the printer only needs these names.
+    namespace = {name: getattr(np, name) for name in _NUMPY_NAMES if hasattr(np, name)}
+    namespace["numpy"] = np
+    return namespace
 
 
 def _plain(value: Any) -> Any:
