@@ -38,8 +38,7 @@ __all__ = ["run_fast"]
 
 # Runs shorter than this are stepped with Python floats: numpy's call overhead is
 # larger than the work for a handful of iterations.
-_SCALAR_RUN = 6
-_DEBUG_NO_RUNS = False
+_SCALAR_RUN = 12
 
 
 def run_fast(
@@ -63,6 +62,78 @@ def _too_many(limit: int, completed: int, count: int, preemptions: int) -> Simul
     )
 
 
+class _RunTimes:
+    """End times of a run of iterations whose counts grow linearly.
+
+    Iteration ``j`` has ``positions`` positions, ``attention + j·step_attention``
+    attention pairs and ``cached + j·step_cached`` cached positions.  The arithmetic is
+    :meth:`CostModel.iteration_times` operation for operation (so every time is the
+    same float), done in place in one buffer, and the end times are accumulated from
+    ``now`` in iteration order as the reference's ``now += dt`` does.
+    """
+
+    def __init__(self, cost: CostModel):
+        self.weight_bytes = cost.weight_bytes
+        self.kv = cost.kv_bytes_per_token
+        self.bandwidth = cost.bandwidth
+        self.compute = cost.compute
+        self.per_position = cost.flops_per_position
+        self.per_pair = cost.flops_per_attention_pair
+        self.overhead = cost.overhead
+        self.steps = np.arange(4096, dtype=np.float64)
+
+    def _memory_time(self, cached: float) -> float:
+        return (self.weight_bytes + self.kv * cached) / self.bandwidth
+
+    def _compute_time(self, positions: float, attention: float) -> float:
+        return (self.per_position * positions + self.per_pair * attention) / self.compute
+
+    def __call__(self, now, length, positions, attention, step_attention, cached, step_cached):
+        if length > self.steps.size:
+            self.steps = np.arange(max(length, 2 * self.steps.size), dtype=np.float64)
+        steps = self.steps[:length]
+        times = np.empty(length + 1)
+        times[0] = now
+        body = times[1:]
+        # Both times are affine in j.  When one exceeds the other at both ends by far
+        # more than rounding can move them, it is the maximum throughout, and the other
+        # need not be computed (the values are the same floats either way).
+        last = length - 1
+        memory_first = self._memory_time(cached)
+        memory_last = self._memory_time(cached + last * step_cached)
+        compute_first = self._compute_time(positions, attention)
+        compute_last = self._compute_time(positions, attention + last * step_attention)
+        margin = 1e-9
+        if memory_first > compute_first * (1 + margin) and memory_last > compute_last * (1 + margin):
+            np.multiply(steps, float(step_cached), out=body)
+            body += cached
+            body *= self.kv
+            body += self.weight_bytes
+            body /= self.bandwidth
+        elif compute_first > memory_first * (1 + margin) and compute_last > memory_last * (1 + margin):
+            np.multiply(steps, float(step_attention), out=body)
+            body += attention
+            body *= self.per_pair
+            body += np.float64(self.per_position) * np.float64(positions)
+            body /= self.compute
+        else:
+            memory_time = steps * float(step_cached)
+            memory_time += cached
+            memory_time *= self.kv
+            memory_time += self.weight_bytes
+            memory_time /= self.bandwidth
+            np.multiply(steps, float(step_attention), out=body)
+            body += attention
+            body *= self.per_pair
+            body += np.float64(self.per_position) * np.float64(positions)
+            body /= self.compute
+            np.maximum(memory_time, body, out=body)
+        if self.overhead:
+            body += self.overhead
+        np.cumsum(times, out=times)
+        return body
+
+
 # ---------------------------------------------------------------------------- static
 def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int):
     arrivals = workload.arrivals.tolist()
@@ -73,6 +144,7 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int):
     admit_limit = cost.cache_memory * policy.admit_fraction
     reserve_out = reservation_tokens(workload, policy)
     batch_size = policy.batch_size
+    run_ends = _RunTimes(cost)
 
     times: list[np.ndarray] = []
     seg_request: list[np.ndarray] = []
@@ -114,9 +186,8 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int):
             # Every slot decodes until the longest output is done; finished slots keep
             # their cache and keep growing.
             steps = longest - 1
-            context = int(batch_prompts.sum()) + np.arange(steps, dtype=np.float64) * size
-            dts = cost.iteration_times(float(size), context, context)
-            ends = np.cumsum(np.concatenate(([now], dts)))[1:]
+            context = int(batch_prompts.sum())
+            ends = run_ends(now, steps, size, context, size, context, size)
             times.append(np.array([now]))
             times.append(ends)
             now = float(ends[-1])
@@ -155,7 +226,7 @@ def _continuous(workload: Workload, cost: CostModel, policy: Policy, limit: int)
     chunk_tokens = policy.chunk_tokens
     max_running = policy.max_running
     time_from_counts = cost.time_from_counts
-    iteration_times = cost.iteration_times
+    run_ends = _RunTimes(cost)
 
     # Per request.  For a decoding request, gen/fil hold its values at iteration
     # base[r]; it gains one of each per iteration since then.  For any other request
@@ -289,7 +360,7 @@ def _continuous(workload: Workload, cost: CostModel, policy: Policy, limit: int)
         stalled_preemptions = 0
 
         partial = len(takes) == 1 and takes[0] < remainders[0]
-        steady = taking_decoders == n_dec and (not takes or partial) and not _DEBUG_NO_RUNS
+        steady = taking_decoders == n_dec and (not takes or partial)
         if steady:
             # ---- a run of identical-composition iterations
             length = limit - iterations
@@ -350,14 +421,7 @@ def _continuous(workload: Workload, cost: CostModel, policy: Policy, limit: int)
                     times_pending.append(now)
                     done += 1
             else:
-                steps = np.arange(length, dtype=np.float64)
-                dts = iteration_times(
-                    float(positions), attention + steps * step_attention, cached + steps * step_cached
-                )
-                dts_with_start = np.empty(length + 1)
-                dts_with_start[0] = now
-                dts_with_start[1:] = dts
-                ends = np.cumsum(dts_with_start)[1:]
+                ends = run_ends(now, length, positions, attention, step_attention, cached, step_cached)
                 if watch:
                     done = 1 + int(np.searchsorted(ends[: length - 1], arrival, side="left"))
                     ends = ends[:done]
@@ -478,27 +542,41 @@ def _record(workload: Workload, policy: Policy, timeline: np.ndarray, segments, 
     last_token[request[ends]] = timeline[last[ends]]
 
     total = timeline.size
-    differences = np.diff(timeline)
-    # multiplicity of T[i] − T[i−1]: segments holding both iterations i−1 and i
-    spans = last > first
-    coverage = np.cumsum(
-        np.bincount(first[spans] + 1, minlength=total + 1)
-        - np.bincount(last[spans] + 1, minlength=total + 1)
-    )
-    weights = coverage[1:total]
-    used = weights > 0
     same = request[1:] == request[:-1]
     between = timeline[first[1:][same]] - timeline[last[:-1][same]]
-    gap_values = np.concatenate((differences[used], between))
-    gap_weights = np.concatenate((weights[used], np.ones(between.size, dtype=np.int64)))
+    gap_values = np.empty(max(total - 1, 0) + between.size)
+    differences = gap_values[: max(total - 1, 0)]
+    np.subtract(timeline[1:], timeline[:-1], out=differences)
+    gap_values[differences.size :] = between
+    # Multiplicity of T[i] − T[i−1] (i = 1 … total−1): the segments holding both
+    # iterations i−1 and i, i.e. with first + 1 ≤ i ≤ last.  It is piecewise constant
+    # between the segments' ends, so it is built with one repeat; the gaps between
+    # segments follow with multiplicity 1.
+    spans = last > first
+    events = np.concatenate((first[spans] + 1, last[spans] + 1))
+    change = np.concatenate((np.ones(int(spans.sum()), np.int32), -np.ones(int(spans.sum()), np.int32)))
+    order = np.argsort(events, kind="stable")
+    events = events[order]
+    level = np.cumsum(change[order], dtype=np.int32)
+    final_at_position = np.r_[events[1:] != events[:-1], True] if events.size else np.empty(0, bool)
+    boundaries = np.clip(np.r_[0, events[final_at_position], total], 1, max(total, 1))
+    levels = np.r_[np.int32(0), level[final_at_position], np.int32(1)]
+    lengths = np.r_[np.diff(boundaries), between.size]
+    gap_weights = np.repeat(levels, lengths)
 
     max_gap = np.zeros(count)
     if spans.any():
-        padded = np.append(differences, 0.0)
-        bounds = np.empty(2 * int(spans.sum()), dtype=np.int64)
-        bounds[0::2] = first[spans]
-        bounds[1::2] = last[spans]
-        within = np.maximum.reduceat(padded, bounds)[0::2]
+        # max of differences[s:e] for each segment, with e = last; reduceat needs every
+        # bound inside the array, so a segment ending at the very last iteration takes
+        # its final difference separately.
+        final = differences.size
+        starts_, stops_ = first[spans], last[spans]
+        at_end = stops_ == final
+        bounds = np.empty(2 * starts_.size, dtype=np.int64)
+        bounds[0::2] = starts_
+        bounds[1::2] = np.minimum(stops_, final - 1)
+        within = np.maximum.reduceat(differences, bounds)[0::2]
+        within[at_end] = np.maximum(within[at_end], differences[final - 1])
         np.maximum.at(max_gap, request[spans], within)
     if between.size:
         np.maximum.at(max_gap, request[1:][same], between)

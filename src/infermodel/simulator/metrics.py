@@ -89,11 +89,11 @@ class RunRecord:
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray | None, quantiles: Sequence[float]) -> list[float]:
-    """Quantiles of the sample in which ``values[i]`` occurs ``weights[i]`` times,
-    with the same arithmetic as ``numpy.quantile(..., method="linear")`` on the
-    expanded sample.
+    """Quantiles of the sample in which ``values[i]`` occurs ``weights[i]`` times
+    (weights may be 0), with the same arithmetic as ``numpy.quantile(...,
+    method="linear")`` on the expanded sample.
 
-    >>> weighted_quantile(np.array([3.0, 1.0]), np.array([1, 3]), [0.5, 1.0])
+    >>> weighted_quantile(np.array([3.0, 1.0, 7.0]), np.array([1, 3, 0]), [0.5, 1.0])
     [1.0, 3.0]
     >>> [float(x) for x in np.quantile([1.0, 1.0, 1.0, 3.0], [0.5, 1.0])]
     [1.0, 3.0]
@@ -101,14 +101,11 @@ def weighted_quantile(values: np.ndarray, weights: np.ndarray | None, quantiles:
     values = np.asarray(values, dtype=np.float64)
     if weights is None:
         return [float(x) for x in np.quantile(values, list(quantiles))]
-    weights = np.asarray(weights, dtype=np.int64)
-    keep = weights > 0
-    values, weights = values[keep], weights[keep]
-    order = np.argsort(values, kind="stable")
-    values = values[order]
-    cumulative = np.cumsum(weights[order])
-    total = int(cumulative[-1])
-    results = []
+    weights = np.asarray(weights)
+    total = int(weights.sum(dtype=np.int64))
+    if total <= 0:
+        return [math.nan] * len(quantiles)
+    plan = []
     for q in quantiles:
         index = (total - 1) * np.float64(q)
         if index >= total - 1:
@@ -116,12 +113,59 @@ def weighted_quantile(values: np.ndarray, weights: np.ndarray | None, quantiles:
         else:
             lower = int(np.floor(index))
             upper = lower + 1
-        # sample position p lies in the first run whose cumulative count exceeds p
-        a, b = values[np.searchsorted(cumulative, [lower, upper], side="right")]
-        gamma = index - np.floor(index) if index < total - 1 else index - np.float64(total - 1)
+        plan.append((index, lower, upper))
+    ranks = sorted({rank for _, lower, upper in plan for rank in (lower, upper)})
+    found = dict(zip(ranks, _select(values, weights, ranks)))
+    results = []
+    for index, lower, upper in plan:
+        a, b = found[lower], found[upper]
+        gamma = index - np.floor(index)
         difference = b - a
         value = b - difference * (1 - gamma) if gamma >= 0.5 else a + difference * gamma
         results.append(float(value))
+    return results
+
+
+_SORT_AT_MOST = 1 << 15
+_BIN_BITS = 16
+
+
+def _sorted_pick(values: np.ndarray, weights: np.ndarray, ranks: list[int]) -> list[float]:
+    order = np.argsort(values)  # ties need no order: equal values are interchangeable
+    cumulative = np.cumsum(weights[order], dtype=np.int64)
+    return [float(v) for v in values[order][np.searchsorted(cumulative, ranks, side="right")]]
+
+
+def _select(values: np.ndarray, weights: np.ndarray, ranks: list[int]) -> list[float]:
+    """The values at 0-based ``ranks`` (sorted) of the weighted sample, without sorting
+    it all.  Non-negative floats order like their bit patterns read as integers, so the
+    top bits of ``bits − min(bits)`` are monotone bins that are roughly logarithmic in
+    the value (tight clusters of gaps still spread over many bins).  Count the weight
+    per bin and look for each rank inside its own bin only; each level narrows the bit
+    spread by 2**16, so the recursion ends within four levels."""
+    if values.size <= _SORT_AT_MOST or values.min() < 0:
+        return _sorted_pick(values, weights, ranks)
+    bits = values.view(np.int64)
+    low = int(bits.min())
+    spread = int(bits.max()) - low
+    if spread == 0:
+        return [float(values[0])] * len(ranks)
+    shift = max(spread.bit_length() - _BIN_BITS, 0)
+    bins = bits - low
+    bins >>= shift
+    cumulative = np.cumsum(np.bincount(bins, weights=weights))
+    where = np.searchsorted(cumulative, ranks, side="right")
+    wanted = np.zeros(cumulative.size, dtype=bool)
+    wanted[where] = True
+    keep = wanted[bins]
+    kept_values, kept_weights, kept_bins = values[keep], weights[keep], bins[keep]
+    del bins, keep
+    results: list[float] = []
+    for chosen in np.unique(where):
+        inside = kept_bins == chosen
+        before = int(cumulative[chosen - 1]) if chosen else 0
+        local = [rank - before for rank, b in zip(ranks, where) if b == chosen]
+        results.extend(_select(kept_values[inside], kept_weights[inside], local))
     return results
 
 
@@ -140,12 +184,11 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
     e2e = record.last_token - arrivals
     several = outputs > 1
     tpot = (record.last_token[several] - record.first_token[several]) / (outputs[several] - 1)
-    gap_count = int(record.gap_values.size if record.gap_weights is None else record.gap_weights.sum())
+    gap_count = int(
+        record.gap_values.size if record.gap_weights is None else record.gap_weights.sum(dtype=np.int64)
+    )
     if gap_count:
-        itl = weighted_quantile(record.gap_values, record.gap_weights, QUANTILES)
-        itl_max = float(record.gap_values.max()) if record.gap_weights is None else float(
-            record.gap_values[record.gap_weights > 0].max()
-        )
+        *itl, itl_max = weighted_quantile(record.gap_values, record.gap_weights, QUANTILES + (1.0,))
     else:
         itl, itl_max = [math.nan] * len(QUANTILES), math.nan
     good = int(np.count_nonzero((ttft <= slo.ttft) & (record.max_gap <= slo.itl)))
