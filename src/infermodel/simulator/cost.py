@@ -254,8 +254,8 @@ class CostModel:
         >>> lab = CostModel.lab3()
         >>> t = lab.iteration_times(np.array([18.0, 18.0]), np.array([90000.0, 90018.0]),
         ...                         np.array([90000.0, 90018.0]))
-        >>> [round(1000 * x, 4) for x in t]
-        [18.7717, 18.7743]
+        >>> [round(1000 * float(x), 4) for x in t]
+        [18.771, 18.7737]
         """
         positions = np.asarray(positions, dtype=np.float64)
         attention = np.asarray(attention, dtype=np.float64)

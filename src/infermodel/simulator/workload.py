@@ -173,7 +173,7 @@ class LogNormalLength:
 
     >>> law = LogNormalLength.from_median(1500, 0.6, 16, 4000)
     >>> round(law.mean(), 1)
-    1747.3
+    1729.5
     """
 
     mu: float = attrs.field(converter=lambda v: _check_float(v, "log-normal law: mu"))
@@ -329,10 +329,10 @@ def length_law(spec: AnyLaw | Mapping[str, Any] | int, *, what: str = "length la
 
     >>> length_law({"law": "uniform", "low": 2000, "high": 6000})
     UniformLength(low=2000, high=6000)
-    >>> length_law({"law": "lognormal", "median": 1500, "sigma": 0})
+    >>> length_law({"law": "lognormal", "median": 1500, "sigma": 0, "min": 16, "max": 4000})
     Traceback (most recent call last):
     ...
-    infermodel.simulator.errors.SimulationError: output law: log-normal law: sigma must be a positive finite number, got 0.0
+    infermodel.simulator.errors.SimulationError: length law: log-normal law: sigma must be a positive finite number, got 0.0
     """
     if isinstance(spec, (FixedLength, UniformLength, LogNormalLength, EmpiricalLength)):
         return spec

@@ -1,0 +1,379 @@
+"""Public entry points: :func:`simulate`, :func:`run_policy` and :func:`capacity_search`."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import attrs
+
+from .cost import CostModel
+from .errors import SimulationError
+from .fast import run_fast
+from .metrics import compute_metrics
+from .policies import POLICY_KINDS, SLO, Policy, policy as as_policy
+from .reference import run_reference
+from .workload import Workload, WorkloadSpec, _check_rate
+
+__all__ = [
+    "ENGINES",
+    "Run",
+    "SimulationResult",
+    "CapacityResult",
+    "simulate",
+    "run_policy",
+    "capacity_search",
+]
+
+ENGINES = ("fast", "reference")
+Progress = Callable[[int, int], None]
+
+
+def _json_number(value: Any) -> Any:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+    return value
+
+
+def _metrics_json(metrics: Mapping[str, float]) -> dict[str, Any]:
+    return {name: _json_number(value) for name, value in metrics.items()}
+
+
+def _check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise SimulationError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    return engine
+
+
+def _check_cost(cost_model: Any) -> CostModel:
+    if not isinstance(cost_model, CostModel):
+        raise SimulationError(
+            f"cost_model must be a CostModel (see CostModel.from_quantities), got {type(cost_model).__name__}"
+        )
+    return cost_model
+
+
+def run_policy(
+    cost_model: CostModel,
+    workload: Workload,
+    policy: Policy | str = "chunked",
+    slo: SLO | None = None,
+    engine: str = "fast",
+    max_iterations: int | None = None,
+) -> dict[str, float]:
+    """Simulate one drawn workload under one policy and return its metrics.
+
+    >>> w = WorkloadSpec.lab3().generate(0.2, seed=0)
+    >>> m = run_policy(CostModel.lab3(), w, "chunked")
+    >>> round(m["ttft_p50"], 2), round(m["ttft_p99"], 2), round(m["throughput_tokens_per_s"], 1)
+    (1.09, 2.89, 384.3)
+    """
+    _check_cost(cost_model)
+    policy = as_policy(policy)
+    slo = SLO() if slo is None else slo
+    if _check_engine(engine) == "fast":
+        record = run_fast(workload, cost_model, policy, max_iterations)
+    else:
+        record, _ = run_reference(workload, cost_model, policy, max_iterations)
+    return compute_metrics(record, slo)
+
+
+@attrs.frozen
+class Run:
+    """One simulated run: the policy, the nominal arrival rate and its metrics."""
+
+    policy: str
+    rate: float
+    metrics: dict[str, float] = attrs.field(eq=False)
+    settings: Policy = attrs.field(eq=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "rate": self.rate, "metrics": _metrics_json(self.metrics)}
+
+
+_TABLE_COLUMNS = (
+    ("policy", "{:<8}", None),
+    ("nominal", "{:>7.2f}", None),
+    ("real", "{:>6.3f}", "realised_rate"),
+    ("TTFT p50 s", "{:>10.2f}", "ttft_p50"),
+    ("p99 s", "{:>8.2f}", "ttft_p99"),
+    ("ITL p50 ms", "{:>10.1f}", "itl_p50"),
+    ("p99 ms", "{:>7.1f}", "itl_p99"),
+    ("max ms", "{:>9.1f}", "itl_max"),
+    ("tok/s", "{:>7.1f}", "throughput_tokens_per_s"),
+    ("preempt", "{:>7.0f}", "preemptions"),
+)
+
+
+@attrs.frozen
+class SimulationResult:
+    """The runs of :func:`simulate`, in policy-major order, with what produced them."""
+
+    runs: tuple[Run, ...]
+    seed: int
+    slo: SLO
+    engine: str
+    cost_model: CostModel = attrs.field(repr=False)
+    workload: WorkloadSpec | Workload = attrs.field(repr=False)
+
+    def run(self, policy: str, rate: float) -> Run:
+        """The run of ``policy`` at nominal ``rate``."""
+        for run in self.runs:
+            if run.policy == policy and math.isclose(run.rate, rate, rel_tol=1e-12, abs_tol=1e-15):
+                return run
+        raise KeyError((policy, rate))
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"runs": [{"policy", "rate", "metrics": {...}}], "seed", "engine", "slo"}``;
+        metrics in base units (s, tokens/s, requests/s); NaN → null, ∞ → "inf"."""
+        return {
+            "runs": [run.to_dict() for run in self.runs],
+            "seed": self.seed,
+            "engine": self.engine,
+            "slo": {
+                "ttft": self.slo.ttft,
+                "itl": self.slo.itl,
+                "goodput_rule": "TTFT <= ttft and every inter-token gap <= itl, per request",
+            },
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        """:meth:`to_dict` as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def table(self) -> str:
+        """A plain-text table laid out like Module 10 Lab 3's policy table."""
+        header = " ".join(
+            f"{title:>{len(fmt.format(0) if key else fmt.format('x' if title == 'policy' else 0.0))}}"
+            if title != "policy" else f"{title:<8}"
+            for title, fmt, key in _TABLE_COLUMNS
+        )
+        lines = [header]
+        for run in self.runs:
+            cells = []
+            for title, fmt, key in _TABLE_COLUMNS:
+                if title == "policy":
+                    cells.append(fmt.format(run.policy))
+                elif title == "nominal":
+                    cells.append(fmt.format(run.rate))
+                else:
+                    value = run.metrics[key]
+                    if key.startswith("itl"):
+                        value *= 1000
+                    cells.append(fmt.format(value))
+            lines.append(" ".join(cells))
+        return "\n".join(lines)
+
+
+def _policies(policies: Iterable[Policy | str | Mapping[str, Any]] | Policy | str) -> list[Policy]:
+    if isinstance(policies, (str, Policy, Mapping)):
+        policies = [policies]
+    chosen = [as_policy(p) for p in policies]
+    if not chosen:
+        raise SimulationError("choose at least one policy")
+    return chosen
+
+
+def _rates(rates: Iterable[float] | float) -> list[float]:
+    if isinstance(rates, (int, float)) and not isinstance(rates, bool):
+        rates = [rates]
+    chosen = [_check_rate(rate) for rate in rates]
+    if not chosen:
+        raise SimulationError("choose at least one arrival rate")
+    return chosen
+
+
+def simulate(
+    cost_model: CostModel,
+    workload_spec: WorkloadSpec | Workload | None = None,
+    policies: Sequence[Policy | str] | Policy | str = POLICY_KINDS,
+    rates: Sequence[float] | float = (0.2,),
+    seed: int = 0,
+    slo: SLO | None = None,
+    engine: str = "fast",
+    progress: Progress | None = None,
+    max_iterations: int | None = None,
+) -> SimulationResult:
+    """Simulate every policy at every nominal arrival rate on one seeded workload.
+
+    :param cost_model: the iteration cost (e.g. :meth:`CostModel.from_quantities`).
+    :param workload_spec: a :class:`WorkloadSpec` (default: Lab 3's), drawn once per
+        rate with ``seed`` and shared by all policies; or a drawn :class:`Workload`,
+        in which case ``rates`` is ignored and its own rate is reported.
+    :param policies: policy names (``static``, ``reserve``, ``paged``, ``chunked``)
+        or :class:`Policy` objects.
+    :param rates: nominal arrival rates in requests/s.
+    :param seed: the workload seed.
+    :param slo: objectives for goodput (default 3 s TTFT, 0.1 s per gap).
+    :param engine: ``"fast"`` (event-skipping) or ``"reference"`` (one loop turn per
+        iteration); both give the same metrics.
+    :param progress: called as ``progress(done, total)`` after each run.
+    :param max_iterations: bound on model iterations per run (default: generous).
+
+    Reproducing a row of Module 10 Lab 3's table::
+
+        >>> result = simulate(CostModel.lab3(), WorkloadSpec.lab3(), ["static"], [0.10])
+        >>> m = result.runs[0].metrics
+        >>> round(m["ttft_p50"], 2), round(m["ttft_p99"], 2), round(m["throughput_tokens_per_s"], 1)
+        (13.04, 52.59, 193.3)
+        >>> sorted(result.to_dict()["runs"][0])
+        ['metrics', 'policy', 'rate']
+    """
+    _check_cost(cost_model)
+    _check_engine(engine)
+    chosen = _policies(policies)
+    slo = SLO() if slo is None else slo
+    spec = WorkloadSpec.lab3() if workload_spec is None else workload_spec
+    if isinstance(spec, Workload):
+        drawn = {spec.rate: spec}
+    elif isinstance(spec, WorkloadSpec):
+        drawn = {rate: spec.generate(rate, seed) for rate in _rates(rates)}
+    else:
+        raise SimulationError(
+            f"workload_spec must be a WorkloadSpec or a Workload, got {type(spec).__name__}"
+        )
+    total = len(chosen) * len(drawn)
+    runs = []
+    for policy in chosen:
+        for rate, workload in drawn.items():
+            metrics = run_policy(cost_model, workload, policy, slo, engine, max_iterations)
+            runs.append(Run(policy.name, float(rate), metrics, policy))
+            if progress is not None:
+                progress(len(runs), total)
+    return SimulationResult(tuple(runs), int(seed), slo, engine, cost_model, spec)
+
+
+@attrs.frozen
+class CapacityResult:
+    """The outcome of :func:`capacity_search`.
+
+    ``rate`` is the highest nominal rate found to pass (the search's lower bracket),
+    ``metrics`` its run, ``passes`` whether that run meets the objectives (false only
+    when nothing passed and ``rate`` is the search's starting low end),
+    ``neighbours`` the ``(rate, passes, metrics)`` checks at ``rate ± step``, and
+    ``history`` every ``(rate, passes)`` the bisection tried.
+    """
+
+    policy: str
+    rate: float
+    metrics: dict[str, float] = attrs.field(eq=False)
+    passes: bool
+    neighbours: tuple[tuple[float, bool, dict[str, float]], ...] = attrs.field(eq=False)
+    history: tuple[tuple[float, bool], ...]
+    slo: SLO
+
+    @property
+    def neighbour_passes(self) -> list[bool]:
+        """Pass/fail of the neighbouring rates, lower first (Lab 3 prints [True, False])."""
+        return [passed for _, passed, _ in self.neighbours]
+
+    @property
+    def monotone(self) -> bool:
+        """Whether the neighbours agree with a monotone pass/fail boundary at ``rate``."""
+        return self.neighbour_passes == [True, False]
+
+    def usd_per_million_output_tokens(self, price_per_hour: float) -> float:
+        """Price of a million output tokens at the measured throughput.
+
+        >>> r = CapacityResult("chunked", 0.244, {"throughput_tokens_per_s": 466.3}, True, (), (), SLO())
+        >>> round(r.usd_per_million_output_tokens(1.0), 3)
+        0.596
+        """
+        throughput = self.metrics["throughput_tokens_per_s"]
+        return price_per_hour * 1e6 / (3600 * throughput) if throughput > 0 else math.inf
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "rate": self.rate,
+            "passes": self.passes,
+            "metrics": _metrics_json(self.metrics),
+            "neighbours": [
+                {"rate": rate, "passes": passed, "metrics": _metrics_json(metrics)}
+                for rate, passed, metrics in self.neighbours
+            ],
+            "history": [{"rate": rate, "passes": passed} for rate, passed in self.history],
+            "slo": {"ttft_p99": self.slo.ttft, "itl_p99": self.slo.itl},
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+
+def capacity_search(
+    cost_model: CostModel,
+    workload_spec: WorkloadSpec | None = None,
+    policy: Policy | str = "chunked",
+    slo: SLO | None = None,
+    low: float = 0.01,
+    high: float = 4.0,
+    steps: int = 10,
+    neighbour: float = 0.005,
+    seed: int = 0,
+    engine: str = "fast",
+    progress: Progress | None = None,
+    max_iterations: int | None = None,
+) -> CapacityResult:
+    """Highest nominal arrival rate whose run meets p99 TTFT ≤ ``slo.ttft`` and pooled
+    p99 ITL ≤ ``slo.itl``, by ``steps`` bisections of [``low``, ``high``], then the
+    neighbouring rates ``rate ± neighbour`` re-checked (Module 10 Lab 3's search).
+
+    Bisection assumes pass/fail is monotone in the rate; the neighbour checks show
+    where a finite sample breaks that assumption.
+
+    >>> r = capacity_search(CostModel.lab3())              # Lab 3's 24 GB bf16 profile
+    >>> round(r.rate, 3), round(r.metrics["throughput_tokens_per_s"], 1), r.neighbour_passes
+    (0.244, 466.3, [True, False])
+    """
+    _check_cost(cost_model)
+    _check_engine(engine)
+    chosen = as_policy(policy)
+    slo = SLO() if slo is None else slo
+    spec = WorkloadSpec.lab3() if workload_spec is None else workload_spec
+    if not isinstance(spec, WorkloadSpec):
+        raise SimulationError("capacity_search needs a WorkloadSpec (it draws one workload per rate)")
+    low, high = _check_rate(low), _check_rate(high)
+    if high <= low:
+        raise SimulationError(f"capacity search needs low < high, got low={low} and high={high}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 60:
+        raise SimulationError(f"capacity search steps must be a whole number in 1..60, got {steps!r}")
+    if not (isinstance(neighbour, (int, float)) and math.isfinite(neighbour) and 0 < neighbour < low + high):
+        raise SimulationError(f"neighbour step must be a small positive rate, got {neighbour!r}")
+
+    total = steps + 3
+    done = 0
+    cache: dict[float, dict[str, float]] = {}
+
+    def measure(rate: float) -> dict[str, float]:
+        nonlocal done
+        if rate not in cache:
+            workload = spec.generate(rate, seed)
+            cache[rate] = run_policy(cost_model, workload, chosen, slo, engine, max_iterations)
+        done += 1
+        if progress is not None:
+            progress(min(done, total), total)
+        return cache[rate]
+
+    history = []
+    for _ in range(steps):
+        middle = (low + high) / 2
+        passed = slo.passes(measure(middle))
+        history.append((middle, passed))
+        if passed:
+            low = middle
+        else:
+            high = middle
+    metrics = measure(low)
+    neighbours = []
+    for rate in (low - neighbour, low + neighbour):
+        if rate <= 0:
+            neighbours.append((rate, False, {}))
+            continue
+        nearby = measure(rate)
+        neighbours.append((rate, slo.passes(nearby), nearby))
+    return CapacityResult(chosen.name, low, metrics, slo.passes(metrics), tuple(neighbours),
+                          tuple(history), slo)
