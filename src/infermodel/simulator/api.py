@@ -92,7 +92,7 @@ class Run:
     settings: Policy = attrs.field(eq=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"policy": self.policy, "rate": self.rate, "metrics": _metrics_json(self.metrics)}
+        return {"policy": self.policy, "rate": _json_number(self.rate), "metrics": _metrics_json(self.metrics)}
 
 
 _TABLE_COLUMNS = (

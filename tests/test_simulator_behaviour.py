@@ -1,0 +1,301 @@
+"""The serving simulator's behaviour: analytic cross-checks, determinism, the two
+engines' agreement on arbitrary small workloads, the result format and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from infermodel.errors import InfermodelError
+from infermodel.simulator import (
+    METRIC_NAMES,
+    SLO,
+    CostModel,
+    FixedLength,
+    LogNormalLength,
+    Policy,
+    SimulationError,
+    UniformLength,
+    Workload,
+    WorkloadSpec,
+    capacity_search,
+    run_policy,
+    simulate,
+    static_slot_use,
+)
+from infermodel.simulator.fast import run_fast
+from infermodel.simulator.reference import run_reference
+
+LAB = CostModel.lab3()
+
+
+# ---------------------------------------------------------------------------- analytic checks
+def test_static_slot_use_matches_the_expected_maximum():
+    # Inference lab, "Many requests, one pass": in full static batches a slot does
+    # o − 1 useful decode steps out of max − 1, so slot use ≈ (E[o] − 1)/(E[max of B] − 1).
+    law = LogNormalLength.from_median(1500, 0.6, 16, 4000)
+    spec = WorkloadSpec(FixedLength(500), law, 4000, "numpy")
+    metrics = run_policy(LAB, spec.generate(50.0, seed=1), Policy("static", batch_size=16))
+    assert metrics["slot_use"] == pytest.approx(static_slot_use(law, 16), rel=0.02)
+    assert metrics["mean_batch"] == pytest.approx(16 * metrics["slot_use"])
+
+
+def test_continuous_slot_use_counts_against_the_running_limit():
+    workload = WorkloadSpec.lab3().generate(0.2)
+    metrics = run_policy(LAB, workload, "reserve")
+    assert metrics["slot_use"] * 256 == pytest.approx(metrics["mean_batch"])
+    # busy slot-steps are exactly the tokens after each request's first
+    record = run_fast(workload, LAB, Policy("reserve"))
+    assert record.busy_slot_steps == int((workload.outputs - 1).sum())
+    assert metrics["mean_batch"] == pytest.approx(record.busy_slot_steps / record.decode_steps)
+
+
+@pytest.mark.parametrize("policy, rate", [("chunked", 0.10), ("chunked", 0.20), ("reserve", 0.10), ("paged", 0.20)])
+def test_littles_law_holds_for_stable_runs(policy, rate):
+    workload = WorkloadSpec.lab3().generate(rate)
+    metrics = run_policy(LAB, workload, policy)
+    assert metrics["little_ratio"] == pytest.approx(1.0, abs=0.03)
+    # the time integral itself, sampled independently on a fine grid
+    arrivals = workload.arrivals
+    departures = arrivals + _e2e(workload, policy)
+    grid = np.linspace(0, arrivals[-1], 200_001)[:-1] + arrivals[-1] / 400_000
+    in_system = np.searchsorted(arrivals, grid, side="right") - np.searchsorted(np.sort(departures), grid, side="right")
+    assert in_system.mean() == pytest.approx(metrics["little_l"], rel=0.01)
+    assert metrics["in_system_growth_per_s"] == pytest.approx(0.0, abs=0.02)
+
+
+def _e2e(workload: Workload, policy: str) -> np.ndarray:
+    record = run_fast(workload, LAB, Policy(policy))
+    return record.last_token - record.arrivals
+
+
+def test_littles_law_check_fails_past_capacity():
+    metrics = run_policy(LAB, WorkloadSpec.lab3().generate(0.40), "static")
+    assert metrics["little_ratio"] < 0.7
+
+
+def test_queue_grows_at_lambda_minus_mu_past_capacity():
+    # Inference lab: "queue grows at about (λ − μ) per second when λ > μ".  μ is the
+    # completion rate of a saturated server (every request waiting from the start).
+    spec = WorkloadSpec(UniformLength(2000, 6000), LogNormalLength.from_median(1500, 0.6, 16, 4000), 3000, "numpy")
+    saturated = run_policy(LAB, spec.generate(100.0, seed=2), "reserve")
+    service_rate = saturated["requests_per_s"]
+    overloaded = run_policy(LAB, spec.generate(0.6, seed=2), "reserve")
+    growth = overloaded["in_system_growth_per_s"]
+    assert growth == pytest.approx(overloaded["realised_rate"] - service_rate, rel=0.1)
+    assert growth > 0.2
+
+
+def test_goodput_counts_requests_meeting_both_objectives():
+    workload = WorkloadSpec.lab3().generate(0.2)
+    record = run_fast(workload, LAB, Policy("chunked"))
+    strict, loose = SLO(ttft=1.0, itl=0.05), SLO(ttft=100.0, itl=100.0)
+    good = np.count_nonzero((record.first_token - record.arrivals <= 1.0) & (record.max_gap <= 0.05))
+    assert run_policy(LAB, workload, "chunked", strict)["goodput"] == pytest.approx(good / record.end_time)
+    assert run_policy(LAB, workload, "chunked", loose)["goodput_fraction"] == 1.0
+
+
+def test_preempted_requests_keep_their_first_token_time():
+    workload = WorkloadSpec.lab3().generate(0.30)
+    record, stamps = run_reference(workload, LAB, Policy("paged"))
+    assert record.preemptions == 46
+    counts = np.array([len(s) for s in stamps])
+    assert np.array_equal(counts, workload.outputs)  # one timestamp per output token
+    assert all(np.all(np.diff(s) > 0) for s in stamps)
+    assert record.recomputed_tokens > 0
+    # the longest gap is an eviction: the evicted request waited seconds between tokens
+    assert record.max_gap.max() > 10
+
+
+# ---------------------------------------------------------------------------- determinism
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_same_seed_gives_bit_identical_metrics(engine):
+    spec = WorkloadSpec.lab3(80)
+    first = simulate(LAB, spec, ["paged", "chunked"], [0.3], seed=4, engine=engine)
+    again = simulate(LAB, spec, ["paged", "chunked"], [0.3], seed=4, engine=engine)
+    other = simulate(LAB, spec, ["paged", "chunked"], [0.3], seed=5, engine=engine)
+    assert first.to_json() == again.to_json()
+    for a, b in zip(first.runs, other.runs):
+        assert a.metrics["ttft_p50"] != b.metrics["ttft_p50"]
+
+
+# ---------------------------------------------------------------------------- engines agree
+@st.composite
+def small_cases(draw):
+    count = draw(st.integers(1, 18))
+    gaps = draw(st.lists(st.floats(0.0, 0.4), min_size=count, max_size=count))
+    prompts = draw(st.lists(st.integers(1, 120), min_size=count, max_size=count))
+    outputs = draw(st.lists(st.integers(1, 60), min_size=count, max_size=count))
+    workload = Workload.from_arrays(np.cumsum(gaps), prompts, outputs, rate=1.0)
+    kv = draw(st.sampled_from([1.0, 3.0, 1000.0]))
+    tokens = draw(st.integers(max(prompts) + max(outputs), 2000))
+    cost = CostModel(
+        weight_bytes=draw(st.sampled_from([1e3, 5e5])),
+        kv_bytes_per_token=kv,
+        params_matmul=draw(st.sampled_from([1e3, 1e5])),
+        layers=2,
+        query_width=draw(st.sampled_from([8, 64])),
+        bandwidth=1e7,
+        compute=draw(st.sampled_from([1e7, 1e9])),
+        cache_memory=tokens * kv,
+        overhead=draw(st.sampled_from([0.0, 1e-4])),
+    )
+    policy = Policy(
+        draw(st.sampled_from(["static", "reserve", "paged", "chunked"])),
+        batch_size=draw(st.integers(1, 6)),
+        timeout=draw(st.sampled_from([0.0, 0.05, 2.0])),
+        max_running=draw(st.integers(1, 12)),
+        chunk_tokens=draw(st.integers(1, 40)),
+        admit_fraction=draw(st.sampled_from([0.99, 1.0, 0.8])),
+        static_memory_check=draw(st.booleans()),
+    )
+    return workload, cost, policy
+
+
+@given(small_cases())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_fast_engine_equals_reference_engine_on_small_workloads(case):
+    workload, cost, policy = case
+    try:
+        expected, stamps = run_reference(workload, cost, policy, max_iterations=200_000)
+    except SimulationError as error:
+        with pytest.raises(SimulationError) as caught:
+            run_fast(workload, cost, policy, max_iterations=200_000)
+        assert str(caught.value).split(":")[0] == str(error).split(":")[0]
+        return
+    actual = run_fast(workload, cost, policy, max_iterations=200_000)
+    assert actual.iterations == expected.iterations
+    assert actual.preemptions == expected.preemptions
+    assert actual.recomputed_tokens == expected.recomputed_tokens
+    assert (actual.busy_slot_steps, actual.decode_steps) == (expected.busy_slot_steps, expected.decode_steps)
+    assert actual.end_time == expected.end_time
+    assert np.array_equal(actual.first_token, expected.first_token)
+    assert np.array_equal(actual.last_token, expected.last_token)
+    assert np.array_equal(actual.max_gap, expected.max_gap)
+    pooled = np.repeat(actual.gap_values, actual.gap_weights)
+    assert np.array_equal(np.sort(pooled), np.sort(expected.gap_values))
+
+
+# ---------------------------------------------------------------------------- results
+def test_json_result_shape_and_units():
+    result = simulate(LAB, WorkloadSpec.lab3(60), ["static", "chunked"], [0.2, 0.3], seed=1)
+    document = json.loads(result.to_json())
+    assert [(run["policy"], run["rate"]) for run in document["runs"]] == [
+        ("static", 0.2), ("static", 0.3), ("chunked", 0.2), ("chunked", 0.3)
+    ]
+    metrics = document["runs"][0]["metrics"]
+    assert list(metrics) == list(METRIC_NAMES)
+    for name in ("realised_rate", "ttft_p50", "ttft_p90", "ttft_p99", "ttft_max", "itl_p50", "itl_p90",
+                 "itl_p99", "itl_max", "tpot_p50", "e2e_p50", "e2e_p99", "throughput_tokens_per_s",
+                 "requests_per_s", "goodput", "preemptions", "slot_use", "little_l", "little_lambda_w",
+                 "n_itl_samples"):
+        assert isinstance(metrics[name], (int, float)), name
+    assert metrics["ttft_p50"] < 100  # seconds, not milliseconds
+    assert metrics["n_ttft_samples"] == 60
+    assert document["slo"]["ttft"] == 3.0 and document["slo"]["itl"] == 0.1
+
+
+def test_undefined_metrics_become_null_in_json():
+    workload = Workload.from_arrays([0.0, 0.0], [10, 20], [1, 1])  # one token each, no gaps
+    result = simulate(LAB, workload, ["paged"])
+    metrics = json.loads(result.to_json())["runs"][0]["metrics"]
+    assert metrics["itl_p50"] is None and metrics["tpot_p50"] is None
+    assert metrics["realised_rate"] == "inf"
+    assert metrics["n_itl_samples"] == 0
+
+
+def test_progress_reports_every_run():
+    seen = []
+    simulate(LAB, WorkloadSpec.lab3(20), ["static", "paged"], [0.1, 0.2, 0.3], progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(i, 6) for i in range(1, 7)]
+    calls = []
+    capacity_search(LAB, WorkloadSpec.lab3(30), steps=4, progress=lambda d, t: calls.append((d, t)))
+    assert calls[-1] == (7, 7) and len(calls) == 7
+
+
+def test_policies_accept_names_tables_and_objects():
+    result = simulate(LAB, WorkloadSpec.lab3(20), [{"kind": "chunked", "chunk_tokens": 512}, Policy("static")], 0.2)
+    assert [run.policy for run in result.runs] == ["chunked", "static"]
+    assert result.runs[0].settings.chunk_tokens == 512
+
+
+def test_chunk_budget_trades_stalls_for_ttft():
+    workload = WorkloadSpec.lab3().generate(0.2)
+    small = run_policy(LAB, workload, Policy("chunked", chunk_tokens=64))
+    large = run_policy(LAB, workload, Policy("chunked", chunk_tokens=2048))
+    assert small["itl_p99"] < large["itl_p99"]
+    assert small["ttft_p50"] > large["ttft_p50"]
+
+
+def test_memory_aware_static_batches_fit_the_cache():
+    workload = WorkloadSpec.lab3().generate(0.4)
+    checked = run_policy(LAB, workload, Policy("static", static_memory_check=True))
+    unchecked = run_policy(LAB, workload, Policy("static"))
+    # 16 full-length reservations of up to 10,000 tokens cannot fit 16 GB: smaller
+    # batches, less throughput than Lab 3's unchecked (favourable) static batches
+    assert checked["mean_batch"] < unchecked["mean_batch"]
+    assert checked["throughput_tokens_per_s"] < unchecked["throughput_tokens_per_s"]
+
+
+# ---------------------------------------------------------------------------- bad input
+def test_request_that_can_never_fit_names_its_size_and_the_budget():
+    small = CostModel.lab3(cache_memory=5e8)
+    workload = WorkloadSpec.lab3(20).generate(0.2)
+    with pytest.raises(SimulationError) as caught:
+        run_policy(small, workload, "paged")
+    message = str(caught.value)
+    assert "request 0" in message and f"{int(workload.prompts[0]):,} tokens" in message
+    assert "500,000,000" in message and isinstance(caught.value, InfermodelError)
+    with pytest.raises(SimulationError, match="can never fit the cache"):
+        run_policy(CostModel.lab3(cache_memory=1.2e9), workload, "reserve")
+    # Lab 3's static batches are not memory-checked unless asked
+    run_policy(small, workload, "static")
+    with pytest.raises(SimulationError, match="can never fit"):
+        run_policy(small, workload, Policy("static", static_memory_check=True))
+
+
+def test_every_loop_is_bounded():
+    workload = WorkloadSpec.lab3(30).generate(0.2)
+    for engine in ("fast", "reference"):
+        with pytest.raises(SimulationError, match="stopped after 100 iterations"):
+            run_policy(LAB, workload, "chunked", engine=engine, max_iterations=100)
+
+
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_preemption_livelock_is_an_error_not_a_hang(engine):
+    # 30 short requests admitted together into a 1,000-token cache: when it fills, the
+    # evicted request fits admission (99 %) again at once but its re-prefill overflows
+    # the cache again, forever.  The simulator stops and says so.
+    workload = Workload.from_arrays(np.zeros(30), np.full(30, 20), np.full(30, 100))
+    tiny = CostModel(1e3, 1.0, 1e3, 2, 8, 1e7, 1e9, 1000.0)
+    with pytest.raises(SimulationError, match="livelock"):
+        run_policy(tiny, workload, "paged", engine=engine)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: simulate(LAB, WorkloadSpec.lab3(10), ["fifo"]), "policy must be one of"),
+        (lambda: simulate(LAB, WorkloadSpec.lab3(10), [], [0.2]), "at least one policy"),
+        (lambda: simulate(LAB, WorkloadSpec.lab3(10), "static", []), "at least one arrival rate"),
+        (lambda: simulate(LAB, WorkloadSpec.lab3(10), "static", [0.0]), "arrival rate"),
+        (lambda: simulate(LAB, WorkloadSpec.lab3(10), "static", [-1]), "arrival rate"),
+        (lambda: simulate(LAB, WorkloadSpec.lab3(10), engine="turbo"), "engine must be"),
+        (lambda: simulate({"bandwidth": 1}, WorkloadSpec.lab3(10)), "CostModel"),
+        (lambda: simulate(LAB, "lab3"), "WorkloadSpec"),
+        (lambda: Policy("chunked", chunk_tokens=0), "chunk_tokens"),
+        (lambda: Policy("static", timeout=-1), "timeout"),
+        (lambda: Policy("paged", admit_fraction=1.5), "admit_fraction"),
+        (lambda: SLO(ttft=0), "ttft"),
+        (lambda: capacity_search(LAB, low=1.0, high=0.5), "low < high"),
+        (lambda: capacity_search(LAB, steps=0), "steps"),
+    ],
+)
+def test_bad_arguments_are_clear_errors(call, message):
+    with pytest.raises(SimulationError, match=message):
+        call()
