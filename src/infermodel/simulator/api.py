@@ -95,17 +95,16 @@ class Run:
         return {"policy": self.policy, "rate": _json_number(self.rate), "metrics": _metrics_json(self.metrics)}
 
 
+# title, width, decimals, metric, scale (ITL in ms as Lab 3 prints it)
 _TABLE_COLUMNS = (
-    ("policy", "{:<8}", None),
-    ("nominal", "{:>7.2f}", None),
-    ("real", "{:>6.3f}", "realised_rate"),
-    ("TTFT p50 s", "{:>10.2f}", "ttft_p50"),
-    ("p99 s", "{:>8.2f}", "ttft_p99"),
-    ("ITL p50 ms", "{:>10.1f}", "itl_p50"),
-    ("p99 ms", "{:>7.1f}", "itl_p99"),
-    ("max ms", "{:>9.1f}", "itl_max"),
-    ("tok/s", "{:>7.1f}", "throughput_tokens_per_s"),
-    ("preempt", "{:>7.0f}", "preemptions"),
+    ("real", 6, 3, "realised_rate", 1),
+    ("TTFT p50 s", 10, 2, "ttft_p50", 1),
+    ("p99 s", 8, 2, "ttft_p99", 1),
+    ("ITL p50 ms", 10, 1, "itl_p50", 1000),
+    ("p99 ms", 7, 1, "itl_p99", 1000),
+    ("max ms", 9, 1, "itl_max", 1000),
+    ("tok/s", 7, 1, "throughput_tokens_per_s", 1),
+    ("preempt", 7, 0, "preemptions", 1),
 )
 
 
@@ -147,24 +146,11 @@ class SimulationResult:
 
     def table(self) -> str:
         """A plain-text table laid out like Module 10 Lab 3's policy table."""
-        header = " ".join(
-            f"{title:>{len(fmt.format(0) if key else fmt.format('x' if title == 'policy' else 0.0))}}"
-            if title != "policy" else f"{title:<8}"
-            for title, fmt, key in _TABLE_COLUMNS
-        )
-        lines = [header]
+        lines = [" ".join(["policy  ", "nominal"] + [f"{title:>{width}}" for title, width, *_ in _TABLE_COLUMNS])]
         for run in self.runs:
-            cells = []
-            for title, fmt, key in _TABLE_COLUMNS:
-                if title == "policy":
-                    cells.append(fmt.format(run.policy))
-                elif title == "nominal":
-                    cells.append(fmt.format(run.rate))
-                else:
-                    value = run.metrics[key]
-                    if key.startswith("itl"):
-                        value *= 1000
-                    cells.append(fmt.format(value))
+            cells = [f"{run.policy:<8}", f"{run.rate:>7.2f}"]
+            for _, width, decimals, key, scale in _TABLE_COLUMNS:
+                cells.append(f"{run.metrics[key] * scale:>{width}.{decimals}f}")
             lines.append(" ".join(cells))
         return "\n".join(lines)
 
