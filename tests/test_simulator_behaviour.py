@@ -4,7 +4,6 @@ engines' agreement on arbitrary small workloads, the result format and bad input
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -162,7 +161,7 @@ def small_cases(draw):
 def test_fast_engine_equals_reference_engine_on_small_workloads(case):
     workload, cost, policy = case
     try:
-        expected, stamps = run_reference(workload, cost, policy, max_iterations=200_000)
+        expected, _ = run_reference(workload, cost, policy, max_iterations=200_000)
     except SimulationError as error:
         with pytest.raises(SimulationError) as caught:
             run_fast(workload, cost, policy, max_iterations=200_000)

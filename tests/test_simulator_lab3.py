@@ -13,8 +13,8 @@ import math
 import pytest
 
 from infermodel.simulator import (
-    CostModel,
     SLO,
+    CostModel,
     WorkloadSpec,
     capacity_search,
     run_policy,
@@ -162,8 +162,8 @@ SUBSET = [("static", 0.10), ("reserve", 0.25), ("paged", 0.30), ("chunked", 0.30
 
 def _assert_same_metrics(fast: dict[str, float], reference: dict[str, float]) -> None:
     assert fast.keys() == reference.keys()
-    for name in fast:
-        a, b = fast[name], reference[name]
+    for name, a in fast.items():
+        b = reference[name]
         if math.isnan(b):
             assert math.isnan(a), name
         else:

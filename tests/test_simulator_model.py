@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import infermodel.simulator as simulator
+from infermodel import simulator
 from infermodel.errors import InfermodelError
 from infermodel.simulator import (
     CostModel,
@@ -69,11 +69,11 @@ def test_vectorised_times_equal_scalar_times(contexts, chunks):
 
 
 def test_cost_model_from_scenario_quantities():
-    quantities = dict(
-        weight_bytes=5.5e9, kv_bytes_per_token=147456, params_matmul=8927875072, layers=36,
-        query_width=4096, bandwidth=1e12, flops_peak=165e12, prefill_mfu=0.5,
-        memory_bytes=24e9, reserve_bytes=2.5e9,
-    )
+    quantities = {
+        "weight_bytes": 5.5e9, "kv_bytes_per_token": 147456, "params_matmul": 8927875072,
+        "layers": 36, "query_width": 4096, "bandwidth": 1e12, "flops_peak": 165e12,
+        "prefill_mfu": 0.5, "memory_bytes": 24e9, "reserve_bytes": 2.5e9,
+    }
     built = CostModel.from_quantities(quantities)
     assert built == CostModel.lab3(
         weight_bytes=5.5e9, kv_bytes_per_token=147456.0, params_matmul=8927875072.0,
@@ -146,7 +146,7 @@ def test_numpy_sampler_follows_the_laws():
 
 def test_log_normal_pmf_matches_its_sampler():
     law = LogNormalLength.from_median(300, 0.8, 16, 2000)
-    values, probabilities = law.pmf()
+    _, probabilities = law.pmf()
     assert probabilities.sum() == pytest.approx(1.0)
     draws = law.sample_numpy(np.random.default_rng(5), 200_000)
     assert draws.mean() == pytest.approx(law.mean(), rel=0.01)

@@ -74,18 +74,18 @@ from .workload import (
 )
 
 __all__ = [
+    "ENGINES",
+    "METRIC_NAMES",
+    "POLICY_KINDS",
+    "QUANTITY_NAMES",
+    "SLO",
     "CapacityResult",
     "CostModel",
-    "ENGINES",
     "EmpiricalLength",
     "FixedLength",
     "LogNormalLength",
-    "METRIC_NAMES",
-    "POLICY_KINDS",
     "Policy",
-    "QUANTITY_NAMES",
     "Run",
-    "SLO",
     "SimulationError",
     "SimulationResult",
     "UniformLength",

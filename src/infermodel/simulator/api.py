@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -12,18 +13,19 @@ from .cost import CostModel
 from .errors import SimulationError
 from .fast import run_fast
 from .metrics import compute_metrics
-from .policies import POLICY_KINDS, SLO, Policy, policy as as_policy
+from .policies import POLICY_KINDS, SLO, Policy
+from .policies import policy as as_policy
 from .reference import run_reference
 from .workload import Workload, WorkloadSpec, _check_rate
 
 __all__ = [
     "ENGINES",
+    "CapacityResult",
     "Run",
     "SimulationResult",
-    "CapacityResult",
-    "simulate",
-    "run_policy",
     "capacity_search",
+    "run_policy",
+    "simulate",
 ]
 
 ENGINES = ("fast", "reference")

@@ -24,14 +24,14 @@ Every term is an integer count multiplied by a constant, so the vectorised form
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 import numpy as np
 
 from .errors import SimulationError
 
-__all__ = ["CostModel", "QUANTITY_NAMES"]
+__all__ = ["QUANTITY_NAMES", "CostModel"]
 
 #: Scenario quantity names read by :meth:`CostModel.from_quantities`.
 QUANTITY_NAMES = (
@@ -117,7 +117,7 @@ class CostModel:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def lab3(cls, **changes: float) -> "CostModel":
+    def lab3(cls, **changes: float) -> CostModel:
         """Module 10 Lab 3's reference device: W = 5.5 GB, kv 147,456 B/token, 16 GB
         of cache, 1 TB/s, 50 % of 165 TFLOP/s, the case model's N_matmul
         8,927,875,072, 36 layers and d = 4,096.  Keyword arguments replace fields
@@ -128,23 +128,23 @@ class CostModel:
         >>> CostModel.lab3(kv_bytes_per_token=73728).kv_bytes_per_token
         73728
         """
-        values = dict(
-            weight_bytes=5.5e9,
-            kv_bytes_per_token=147456,
-            params_matmul=8927875072,
-            layers=36,
-            query_width=4096,
-            bandwidth=1e12,
-            compute=0.5 * 165e12,
-            cache_memory=16e9,
-        )
+        values = {
+            "weight_bytes": 5.5e9,
+            "kv_bytes_per_token": 147456,
+            "params_matmul": 8927875072,
+            "layers": 36,
+            "query_width": 4096,
+            "bandwidth": 1e12,
+            "compute": 0.5 * 165e12,
+            "cache_memory": 16e9,
+        }
         values.update(changes)
         return cls(**values)
 
     @classmethod
     def from_quantities(
         cls, values: Mapping[str, float], cache_memory: float | None = None
-    ) -> "CostModel":
+    ) -> CostModel:
         """Build the cost model from evaluated scenario quantities (base units).
 
         Names read (see :data:`QUANTITY_NAMES`):

@@ -206,8 +206,8 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int):
         np.concatenate(seg_first),
         np.concatenate(seg_last),
     )
-    counters = dict(end=now, preemptions=0, recomputed=0, iterations=iterations, busy=busy,
-                    decode_steps=decode_steps)
+    counters = {"end": now, "preemptions": 0, "recomputed": 0, "iterations": iterations,
+                "busy": busy, "decode_steps": decode_steps}
     return np.concatenate(times), segments, counters
 
 
@@ -314,7 +314,7 @@ def _continuous(workload: Workload, cost: CostModel, policy: Policy, limit: int)
         # Share the iteration's token budget in running order: decoders first.
         n_dec = len(decoders)
         if chunked:
-            taking_decoders = n_dec if n_dec <= chunk_tokens else chunk_tokens
+            taking_decoders = min(n_dec, chunk_tokens)
             left = chunk_tokens - taking_decoders
         else:
             taking_decoders = n_dec
@@ -515,8 +515,8 @@ def _continuous(workload: Workload, cost: CostModel, policy: Policy, limit: int)
         np.array(seg_first, dtype=np.int64),
         np.array(seg_last, dtype=np.int64),
     )
-    counters = dict(end=now, preemptions=preemptions, recomputed=recomputed, iterations=iterations,
-                    busy=busy, decode_steps=decode_steps)
+    counters = {"end": now, "preemptions": preemptions, "recomputed": recomputed,
+                "iterations": iterations, "busy": busy, "decode_steps": decode_steps}
     return timeline, segments, counters
 
 

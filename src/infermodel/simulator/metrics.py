@@ -38,14 +38,14 @@ Metric names (all floats; counts are whole numbers stored as floats):
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import attrs
 import numpy as np
 
 from .policies import SLO
 
-__all__ = ["RunRecord", "compute_metrics", "weighted_quantile", "METRIC_NAMES", "QUANTILES"]
+__all__ = ["METRIC_NAMES", "QUANTILES", "RunRecord", "compute_metrics", "weighted_quantile"]
 
 QUANTILES = (0.5, 0.9, 0.99)
 

@@ -33,13 +33,14 @@ its iteration.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
 from .errors import SimulationError
 
-__all__ = ["Policy", "SLO", "POLICY_KINDS", "policy"]
+__all__ = ["POLICY_KINDS", "SLO", "Policy", "policy"]
 
 POLICY_KINDS = ("static", "reserve", "paged", "chunked")
 
@@ -110,7 +111,7 @@ class Policy:
         return self.kind != "static"
 
 
-def policy(value: "Policy | str | Mapping[str, Any]") -> Policy:
+def policy(value: Policy | str | Mapping[str, Any]) -> Policy:
     """A :class:`Policy` from a name, a mapping of its fields, or a policy.
 
     >>> policy("paged").kind

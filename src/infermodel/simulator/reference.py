@@ -20,7 +20,7 @@ from .metrics import RunRecord
 from .policies import Policy
 from .workload import Workload
 
-__all__ = ["run_reference", "check_fits", "default_iteration_limit"]
+__all__ = ["check_fits", "default_iteration_limit", "run_reference"]
 
 
 def default_iteration_limit(workload: Workload) -> int:

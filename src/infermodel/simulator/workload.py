@@ -29,7 +29,8 @@ import csv
 import math
 import os
 import random
-from typing import Any, Mapping, Protocol, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
@@ -37,17 +38,17 @@ import numpy as np
 from .errors import SimulationError
 
 __all__ = [
-    "LengthLaw",
-    "FixedLength",
-    "UniformLength",
-    "LogNormalLength",
-    "EmpiricalLength",
-    "length_law",
-    "WorkloadSpec",
-    "Workload",
-    "expected_max",
-    "static_slot_use",
     "SAMPLERS",
+    "EmpiricalLength",
+    "FixedLength",
+    "LengthLaw",
+    "LogNormalLength",
+    "UniformLength",
+    "Workload",
+    "WorkloadSpec",
+    "expected_max",
+    "length_law",
+    "static_slot_use",
 ]
 
 SAMPLERS = ("lab", "numpy")
@@ -188,7 +189,7 @@ class LogNormalLength:
             )
 
     @classmethod
-    def from_median(cls, median: float, sigma: float, minimum: int, maximum: int) -> "LogNormalLength":
+    def from_median(cls, median: float, sigma: float, minimum: int, maximum: int) -> LogNormalLength:
         """The law whose unclipped median is ``median`` (mu = log(median))."""
         median = _check_float(median, "log-normal law: median", positive=True)
         return cls(math.log(median), sigma, minimum, maximum)
@@ -242,7 +243,7 @@ class EmpiricalLength:
             raise SimulationError("empirical law: needs at least one length")
 
     @classmethod
-    def from_csv(cls, path: str | os.PathLike, column: str | int | None = None) -> "EmpiricalLength":
+    def from_csv(cls, path: str | os.PathLike, column: str | int | None = None) -> EmpiricalLength:
         """Read lengths from a CSV file: one integer per row in ``column`` (a header
         name or a 0-based index; default the first column).  A first row that is not
         a number is taken as the header."""
@@ -307,7 +308,7 @@ class EmpiricalLength:
         return float(np.mean(self.values))
 
 
-AnyLaw = Union[FixedLength, UniformLength, LogNormalLength, EmpiricalLength]
+AnyLaw = FixedLength | UniformLength | LogNormalLength | EmpiricalLength
 _LAW_KEYS = {
     "fixed": {"value"},
     "uniform": {"low", "high"},
@@ -450,7 +451,7 @@ class Workload:
 
     @classmethod
     def from_arrays(cls, arrivals, prompts, outputs, *, rate: float | None = None,
-                    seed: int | None = None, max_output: int | None = None) -> "Workload":
+                    seed: int | None = None, max_output: int | None = None) -> Workload:
         """A workload from explicit arrays (a recorded trace, or a test's hand-made stream).
 
         >>> w = Workload.from_arrays([0.0, 1.0], [10, 20], [3, 4])
@@ -545,7 +546,7 @@ class WorkloadSpec:
             raise SimulationError(f"sampler must be one of {', '.join(SAMPLERS)}, got {value!r}")
 
     @classmethod
-    def lab3(cls, count: int = 300) -> "WorkloadSpec":
+    def lab3(cls, count: int = 300) -> WorkloadSpec:
         """Module 10 Lab 3's workload (see the class docstring)."""
         return cls(UniformLength(2000, 6000), LogNormalLength.from_median(1500, 0.6, 16, 4000), count, "lab")
 
