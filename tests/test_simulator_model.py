@@ -276,3 +276,16 @@ def test_module_docstring_examples_run():
     for module in modules:
         failures, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert failures == 0, module.__name__
+
+
+def test_workload_spec_from_a_scenario_table():
+    spec = WorkloadSpec.from_mapping(
+        {"count": 40, "prompt": 512, "output": {"law": "empirical", "file": "sim_lengths.csv"}},
+        base_dir=DATA,
+    )
+    assert spec.prompt == FixedLength(512) and spec.output.values[0] == 120 and spec.count == 40
+    assert WorkloadSpec.from_mapping({}) == WorkloadSpec.lab3()
+    with pytest.raises(SimulationError, match="unknown keys promt.*did you mean 'prompt'"):
+        WorkloadSpec.from_mapping({"promt": 512})
+    with pytest.raises(SimulationError, match="output law: a fixed law needs 'value'"):
+        WorkloadSpec.from_mapping({"output": {"law": "fixed"}})

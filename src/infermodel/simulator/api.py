@@ -360,6 +360,9 @@ def capacity_search(
     for rate in (low - neighbour, low + neighbour):
         if rate <= 0:
             neighbours.append((rate, False, {}))
+            done += 1
+            if progress is not None:
+                progress(min(done, total), total)
             continue
         nearby = measure(rate)
         neighbours.append((rate, slo.passes(nearby), nearby))

@@ -179,9 +179,12 @@ class CostModel:
 
         def number(name: str) -> float:
             value = values[name]
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+            if isinstance(value, (bool, str, bytes)):
                 raise SimulationError(f"quantity {name} must be a number, got {value!r}")
-            return float(value)
+            try:
+                return float(value)  # plain, numpy or sympy numbers
+            except (TypeError, ValueError):
+                raise SimulationError(f"quantity {name} must be a number, got {value!r}") from None
 
         if "flops_effective_prefill" in values:
             compute = number("flops_effective_prefill")

@@ -35,6 +35,8 @@ from typing import Any, Protocol
 import attrs
 import numpy as np
 
+from infermodel.errors import close_match
+
 from .errors import SimulationError
 
 __all__ = [
@@ -549,6 +551,35 @@ class WorkloadSpec:
     def lab3(cls, count: int = 300) -> WorkloadSpec:
         """Module 10 Lab 3's workload (see the class docstring)."""
         return cls(UniformLength(2000, 6000), LogNormalLength.from_median(1500, 0.6, 16, 4000), count, "lab")
+
+    @classmethod
+    def from_mapping(
+        cls, table: Mapping[str, Any], base_dir: str | os.PathLike | None = None
+    ) -> WorkloadSpec:
+        """A spec from a table such as a scenario's ``[simulation.workload]``: keys
+        ``count``, ``prompt`` and ``output`` (length laws, see :func:`length_law`) and
+        ``sampler``; missing keys keep Lab 3's values.
+
+        >>> WorkloadSpec.from_mapping({"count": 50, "output": {"law": "fixed", "value": 64}}).output
+        FixedLength(value=64)
+        """
+        if not isinstance(table, Mapping):
+            raise SimulationError(f"workload: expected a table, got {table!r}")
+        known = ("count", "prompt", "output", "sampler")
+        extra = sorted(set(table) - set(known))
+        if extra:
+            guess = close_match(extra[0], known)
+            raise SimulationError(
+                f"workload: unknown keys {', '.join(extra)} (expected {', '.join(known)})"
+                + (f"; did you mean {guess!r}?" if guess else "")
+            )
+        lab = cls.lab3()
+        return cls(
+            length_law(table.get("prompt", lab.prompt), what="prompt law", base_dir=base_dir),
+            length_law(table.get("output", lab.output), what="output law", base_dir=base_dir),
+            table.get("count", lab.count),
+            table.get("sampler", lab.sampler),
+        )
 
     def generate(self, rate: float, seed: int = 0) -> Workload:
         """Draw the workload at nominal ``rate`` requests/s with ``seed``."""
