@@ -333,6 +333,13 @@ def _format_hook(value: Any, _type) -> Format:
             raise unknown_format(value)
         return found
     if isinstance(value, dict):
+        keys = [a.name for a in attrs.fields(FormatTable)]
+        for key in value:
+            if key not in keys:
+                near = close_match(str(key), keys)
+                raise FieldValueError(f"unknown key {key!r} in a format table",
+                                      expected="keys among " + ", ".join(keys),
+                                      suggestion=f"did you mean {near!r}?" if near else None)
         return resolve_table(CONVERTER.structure(value, FormatTable))
     raise FieldValueError(f"got {value!r}",
                           expected='a format name such as "int4-g128", or a table such as { bits = 4, group_size = 128 }')

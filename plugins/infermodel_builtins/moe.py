@@ -52,7 +52,9 @@ Routing = choice_type("Routing", ("uniform", "active", "all"),
 class Moe:
     """Routing assumption for the expected experts read per decode step."""
 
-    routing: Routing = "uniform"
+    routing: Routing = attrs.field(default="uniform", metadata={
+        "description": '"uniform": E·(1 − (1 − k/E)^B) experts read per layer; "active": only k '
+                       '(best case); "all": all E (worst case)'})
 
 
 @hookimpl

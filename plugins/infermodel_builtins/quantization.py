@@ -78,11 +78,16 @@ class Sqnr:
     """What the SQNR prediction is for: a grid of ``bits`` and a max/σ ratio, given or
     from a named distribution of ``weights_per_scale`` weights."""
 
-    bits: SqnrBits | None = None
-    max_over_sigma: float | None = attrs.field(default=None, validator=_ratio_at_least_one)
-    distribution: Distribution | None = None
+    bits: SqnrBits | None = attrs.field(default=None, metadata={
+        "description": "bits of the symmetric integer grid (default: the block linears' format)"})
+    max_over_sigma: float | None = attrs.field(default=None, validator=_ratio_at_least_one, metadata={
+        "description": "largest |w| over the RMS of the weights sharing a scale"})
+    distribution: Distribution | None = attrs.field(default=None, metadata={
+        "description": '"gaussian" (default) or "uniform": max/σ from a weight distribution'})
     weights_per_scale: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.ge(1)))
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1)), metadata={
+            "description": "weights sharing one scale, for the gaussian max/σ (default: the "
+                           "group size, d_model per channel, d_model² per tensor)"})
 
 
 @attrs.frozen
@@ -95,13 +100,21 @@ class Quantization:
     override. Unset weight classes stay bf16; an unset KV cache stays 16-bit.
     """
 
-    linear: FormatSpec | None = None
-    embedding: FormatSpec | None = None
-    norm: FormatSpec | None = None
-    kv_cache: FormatSpec | None = None
-    activations: ActivationFormat | None = None
-    activation_peak_ratio: float = attrs.field(default=2.0, validator=_speedup)
-    sqnr: Sqnr | None = None
+    linear: FormatSpec | None = attrs.field(default=None, metadata={
+        "description": "format of the block linears (attention and feed-forward); unset: bf16"})
+    embedding: FormatSpec | None = attrs.field(default=None, metadata={
+        "description": "format of the embedding table and output head; unset: bf16"})
+    norm: FormatSpec | None = attrs.field(default=None, metadata={
+        "description": "format of the normalisation weights; unset: bf16"})
+    kv_cache: FormatSpec | None = attrs.field(default=None, metadata={
+        "description": "format of cached keys and values; unset: 16-bit"})
+    activations: ActivationFormat | None = attrs.field(default=None, metadata={
+        "description": '"int8" or "fp8": 8-bit activations (W8A8), faster only where the hardware '
+                       "declares native support"})
+    activation_peak_ratio: float = attrs.field(default=2.0, validator=_speedup, metadata={
+        "description": "8-bit over 16-bit compute peak where the support is native"})
+    sqnr: Sqnr | None = attrs.field(default=None, metadata={
+        "description": "[levers.quantization.sqnr]: bits and max/σ of the SQNR prediction"})
 
 
 # ---------------------------------------------------------------------------------
