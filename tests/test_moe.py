@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import infermodel
+from conftest import SCENARIOS
 from infermodel.cli import main
 
-from conftest import SCENARIOS
 
 def mixtral(write_scenario, body: str = "", hardware: str = "h100-sxm", name: str = "m.toml"):
     text = f"""

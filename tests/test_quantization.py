@@ -10,11 +10,10 @@ from __future__ import annotations
 import pytest
 
 import infermodel
+from conftest import SCENARIOS
 from infermodel.cli import main
 from infermodel_builtins.formats import NAMED_FORMATS, FormatTable, resolve_table
 from infermodel_builtins.quantization import weight_bytes_by_class
-
-from conftest import SCENARIOS
 
 BASE = (SCENARIOS / "module10-case-base.toml").as_posix()
 CASE_24GB = (SCENARIOS / "case-study-24gb.toml").as_posix()

@@ -11,9 +11,8 @@ from __future__ import annotations
 import pytest
 
 import infermodel
-from infermodel_builtins.quantization import weight_bytes_by_class
-
 from conftest import SCENARIOS
+from infermodel_builtins.quantization import weight_bytes_by_class
 
 NAMES = ("bf16", "int4", "int4-kv8")
 KV_BATCH = 32
@@ -66,7 +65,8 @@ def test_quantising_the_cache_adds_most_at_the_large_batch(results):
     assert results["int4-kv8", 1]["kv_bytes_per_token"] == 131_072 * 8.5 / 16
     add_1 = speedup(results, "int4-kv8", 1) / speedup(results, "int4", 1)
     add_kv = speedup(results, "int4-kv8", KV_BATCH) / speedup(results, "int4", KV_BATCH)
-    assert add_1 < 1.1 < 1.5 < add_kv
+    assert add_1 < 1.1
+    assert add_kv > 1.5
     assert speedup(results, "int4-kv8", KV_BATCH) > 2
     # ... and it nearly doubles the full-length sequences the memory holds.
     assert results["int4-kv8", 1]["max_sequences"] > 1.8 * results["int4", 1]["max_sequences"]

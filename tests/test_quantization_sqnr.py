@@ -18,10 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import infermodel
-from infermodel_builtins.sqnr import (approximate_sqnr, gaussian_max_over_sigma, measured_sqnr,
-                                      predicted_sqnr, sqnr_correction, sqnr_experiment)
-
 from conftest import SCENARIOS
+from infermodel_builtins.sqnr import (
+    approximate_sqnr,
+    gaussian_max_over_sigma,
+    measured_sqnr,
+    predicted_sqnr,
+    sqnr_correction,
+    sqnr_experiment,
+)
 
 BASE = (SCENARIOS / "module10-case-base.toml").as_posix()
 TOLERANCE_DB = 0.25

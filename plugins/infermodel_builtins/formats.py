@@ -352,6 +352,23 @@ def format_reference() -> str:
     return f"{GRANULARITY}; {RANGE}; {LAB}, 'Fewer bits per weight'"
 
 
-__all__ = ["Format", "NAMED_FORMATS", "FormatSpec", "FormatTable", "Bits", "MetadataBits",
-           "SqnrBits", "GroupSize", "Kind", "Granularity", "ActivationFormat", "Distribution",
-           "resolve_table", "unknown_format", "choice_type", "CACHE", "GRANULARITY", "RANGE"]
+__all__ = [
+    "CACHE",
+    "GRANULARITY",
+    "NAMED_FORMATS",
+    "RANGE",
+    "ActivationFormat",
+    "Bits",
+    "Distribution",
+    "Format",
+    "FormatSpec",
+    "FormatTable",
+    "Granularity",
+    "GroupSize",
+    "Kind",
+    "MetadataBits",
+    "SqnrBits",
+    "choice_type",
+    "resolve_table",
+    "unknown_format",
+]

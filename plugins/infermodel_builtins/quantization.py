@@ -45,8 +45,16 @@ from sympy import Rational, ceiling, log
 from infermodel import S, hookimpl
 
 from . import LAB, M10
-from .formats import (CACHE, GRANULARITY, NAMED_FORMATS, ActivationFormat, Distribution, Format,
-                      FormatSpec, SqnrBits)
+from .formats import (
+    CACHE,
+    GRANULARITY,
+    NAMED_FORMATS,
+    ActivationFormat,
+    Distribution,
+    Format,
+    FormatSpec,
+    SqnrBits,
+)
 from .sqnr import DB_PER_BIT, OFFSET_DB, max_over_sigma_for
 
 ARTIFACT = f"{M10}, §11 'Account for the whole weight artifact'; {GRANULARITY}"

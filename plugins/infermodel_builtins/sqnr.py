@@ -152,6 +152,17 @@ def measured_sqnr(bits: int, n: int, seed: int = 0, outlier: float | None = None
     return sqnr_experiment(bits, n, seed, outlier, group_size).measured_db
 
 
-__all__ = ["levels", "predicted_sqnr", "approximate_sqnr", "sqnr_correction",
-           "gaussian_max_over_sigma", "max_over_sigma_for", "sqnr_experiment", "measured_sqnr",
-           "SqnrExperiment", "quantise", "DB_PER_BIT", "OFFSET_DB"]
+__all__ = [
+    "DB_PER_BIT",
+    "OFFSET_DB",
+    "SqnrExperiment",
+    "approximate_sqnr",
+    "gaussian_max_over_sigma",
+    "levels",
+    "max_over_sigma_for",
+    "measured_sqnr",
+    "predicted_sqnr",
+    "quantise",
+    "sqnr_correction",
+    "sqnr_experiment",
+]
