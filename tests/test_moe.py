@@ -170,3 +170,30 @@ def test_bad_routing_name(write_scenario, capsys):
     assert main(["check", str(path)]) == 2
     err = capsys.readouterr().err
     assert "levers.moe.routing" in err and "did you mean 'uniform'?" in err
+
+
+def test_per_channel_and_per_tensor_scales_count_experts_and_routers(write_scenario):
+    # Per row: q (4096) + k, v (2·1024) + o (4096) + 8 experts · (gate, up 2·14336 + down
+    # 4096) + the router's 8 rows, in each of 32 layers; per tensor: 4 + 8·3 + 1 per layer.
+    per_row = infermodel.evaluate(mixtral(write_scenario, '[levers.quantization]\nlinear = "int8"\n'))
+    assert per_row["weight_scales_linear"] == 32 * (4096 + 2048 + 4096 + 8 * (2 * 14336 + 4096) + 8)
+    per_tensor = infermodel.evaluate(
+        mixtral(write_scenario, '[levers.quantization]\nlinear = { bits = 8 }\n', name="t.toml"))
+    assert per_tensor["weight_scales_linear"] == 32 * (4 + 8 * 3 + 1)
+
+
+def test_number_formats_lever_sets_the_expert_bytes(write_scenario):
+    path = mixtral(write_scenario, "[levers.number_formats]\nweight_bits_linear = 4\n")
+    r = infermodel.evaluate(path, {"workload.batch": 4})
+    assert r["expert_bytes_per_param"] == 0.5
+    missed = 32 * (8 - r["experts_read_per_layer"]) * r["expert_params"] * 0.5
+    assert r["weight_bytes_per_step"] == pytest.approx(r["weight_bytes"] - missed)
+
+
+def test_given_artifact_size_spreads_evenly(write_scenario):
+    path = mixtral(write_scenario, "")
+    path.write_text(path.read_text().replace('preset = "mixtral-8x7b"',
+                                             'preset = "mixtral-8x7b"\nweight_bytes = "26 GB"'))
+    r = infermodel.evaluate(path)
+    assert r["expert_bytes_per_param"] == pytest.approx(26e9 / r["params_total"])
+    assert r["weight_bytes_active"] == pytest.approx(26e9 * r["params_active"] / r["params_total"])
