@@ -54,7 +54,10 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         try:
-            module = importlib.import_module(f".{name}" if name != "simulate" else ".simulator", __name__)
+            # Modules are named apart from their functions (sweeping.sweep, searching.search)
+            # so that importing the module never shadows the function on the package.
+            modules = {"sweep": ".sweeping", "search": ".searching", "simulate": ".simulator"}
+            module = importlib.import_module(modules[name], __name__)
         except ImportError as exc:
             raise AttributeError(f"infermodel.{name} is not available: {exc}") from None
         value = getattr(module, name)
