@@ -28,6 +28,8 @@ MODEL_REQUIRED = {"layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", 
 HARDWARE_UNITS = {
     "memory": "B", "bandwidth": "B/s", "flops": "FLOP/s", "power": "W",
     "price_per_hour": "USD/h", "count": "1",
+    # card-to-card link (fields registered by the parallelism lever)
+    "interconnect_bandwidth": "B/s", "interconnect_latency": "s",
 }
 HARDWARE_REQUIRED = {"memory", "bandwidth", "flops"}
 #: Booleans declaring native 8-bit arithmetic (fields registered by the quantization lever).

@@ -1,0 +1,164 @@
+"""The prefix-caching lever: a stable prompt prefix computed once and reused.
+
+``[levers.prefix_cache]`` gives the shared prefix length, the share of requests that
+find it cached (hit rate) and the cache block size. Two separate effects follow, as
+Module 10 insists ("keep storage sharing and traffic reuse separate"):
+
+* **Work.** A hit skips the prefix's projections and its causal attention; the new
+  tokens still attend to the whole prompt. The expected prefill time (hence ``ttft``)
+  falls by the hit rate times the saving; ``prefix_ttft_cold`` and ``prefix_ttft_warm``
+  show both ends.
+* **Memory.** Sequences that share the prefix hold its whole blocks once (a partly
+  filled block is private: copy-on-write), so ``kv_bytes_total`` shrinks and
+  ``max_sequences`` grows. Decode traffic is unchanged: each sequence's queries still
+  read the shared keys and values.
+
+Only whole blocks are reused, for work as for memory; ``block_tokens = 1`` is the
+ideal, token-granular model. At least the last prompt token is always computed, since
+its logits give the first output token. ``prefix_cached_input_tokens`` feeds the
+hosted-API cached-input price of the pricing plugin.
+"""
+
+from __future__ import annotations
+
+import attrs
+import sympy
+from sympy import Max, Min, Piecewise, floor
+
+from infermodel import S, hookimpl
+
+from . import M10
+
+REUSE = f"{M10}, 'Reuse a stable prefix across separate requests'"
+SHARE = f"{M10}, 'Share only states with the same identity' and 'Map logical positions to physical blocks'"
+CASE = f"{M10}, §11 'Budget memory at the accepted maximum length' and 'Separate quiet-request latency from loaded throughput'"
+
+
+def _non_negative(instance, attribute, value):
+    if value < 0:
+        raise ValueError(f"{attribute.name} = {value!r} must not be negative")
+
+
+def _probability(instance, attribute, value):
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{attribute.name} = {value!r} is not a share in [0, 1]")
+
+
+def _block(instance, attribute, value):
+    if value < 1:
+        raise ValueError(f"{attribute.name} = {value!r} must be at least 1 token")
+
+
+@attrs.frozen
+class PrefixCache:
+    """A shared prompt prefix: its length, how often it is found cached, the block size."""
+
+    prefix_tokens: int = attrs.field(validator=_non_negative)
+    hit_rate: float = attrs.field(default=1.0, validator=_probability)
+    block_tokens: int = attrs.field(default=16, validator=_block)
+    share_memory: bool = True
+
+
+@hookimpl
+def infermodel_register_levers(register):
+    register("prefix_cache", PrefixCache,
+             description="prefix caching: a shared prompt prefix is computed once, its whole "
+                         "cache blocks are shared in memory, and hits skip its prefill",
+             reference=f"{REUSE}; {SHARE}")
+
+
+@hookimpl
+def infermodel_validate_scenario(scenario, report):
+    lever = scenario.lever("prefix_cache")
+    if lever is None:
+        return
+    prompt = scenario.value("workload.prompt_tokens")
+    if lever.prefix_tokens > prompt:
+        report("levers.prefix_cache.prefix_tokens",
+               f"the shared prefix of {lever.prefix_tokens:,} tokens is longer than the "
+               f"prompt of {prompt:,} tokens (workload.prompt_tokens)",
+               expected=f"at most {prompt:,} tokens, the prefix being part of the prompt",
+               suggestion="lower prefix_tokens or raise workload.prompt_tokens")
+
+
+@hookimpl
+def infermodel_define_quantities(scenario, define):
+    lever = scenario.lever("prefix_cache")
+    if lever is None:
+        return
+    define("prefix_tokens", lever.prefix_tokens, unit="token",
+           description="tokens of the stable prefix shared by requests", reference=REUSE)
+    define("prefix_hit_rate", lever.hit_rate, unit="1", latex="h",
+           description="share of requests that find the prefix cached", reference=REUSE)
+    define("prefix_block_tokens", lever.block_tokens, unit="token",
+           description="tokens per cache block (1: the ideal, token-granular cache)",
+           reference=SHARE)
+    define("prefix_block_aligned_tokens",
+           floor(S.prefix_tokens / S.prefix_block_tokens) * S.prefix_block_tokens, unit="token",
+           description="prefix tokens in whole cache blocks (a partly filled block is not shared)",
+           reference=SHARE)
+    define("prefix_reused_tokens", Min(S.prefix_block_aligned_tokens, S.prompt_tokens - 1),
+           unit="token",
+           description="prompt tokens a hit skips (whole blocks; the last prompt token is always computed)",
+           reference=REUSE)
+    define("prefix_effective_prefill_tokens",
+           S.prompt_tokens - S.prefix_hit_rate * S.prefix_reused_tokens, unit="token",
+           description="prompt tokens computed per request on average", reference=REUSE)
+    r = S.prefix_reused_tokens
+    define("prefix_saved_prefill_flops",
+           S.batch * (2 * S.params_matmul * r + 2 * S.layers * S.query_width * r**2), unit="FLOP",
+           description="prefill FLOPs a hit skips: the prefix's projections and its causal attention",
+           reference=f"{REUSE}; {CASE}")
+    define("prefix_saved_prefill_bytes", S.batch * r * 4 * S.d_model * S.layers, unit="B",
+           description="prefill bytes a hit skips: the prefix's activations (reading its cached "
+                       "keys and values replaces writing them)", reference=REUSE)
+    define("prefix_ttft_cold",
+           Max(S.prefill_flops / S.flops_effective_prefill, S.prefill_bytes / S.bandwidth) + S.t0,
+           unit="s", description="time to first token when the prefix is not cached (whole prompt)",
+           reference=CASE)
+    define("prefix_ttft_warm",
+           Max((S.prefill_flops - S.prefix_saved_prefill_flops) / S.flops_effective_prefill,
+               (S.prefill_bytes - S.prefix_saved_prefill_bytes) / S.bandwidth) + S.t0,
+           unit="s", description="time to first token when the prefix is cached (new tokens only, "
+                                 "attending to the whole prompt)", reference=CASE)
+    define("prefix_prefill_time_saved", S.prefix_ttft_cold - S.prefix_ttft_warm, unit="s",
+           description="prefill time a hit saves", reference=REUSE)
+    define("prefix_cached_input_tokens", S.prefix_hit_rate * S.prefix_tokens, unit="token",
+           description="input tokens per request a hosted API would bill at its cached-input price",
+           reference=f"{M10}, §11 'Price output at the utilisation actually purchased'")
+    if lever.share_memory:
+        shared = S.prefix_block_aligned_tokens
+        description = "prefix tokens held once for all sequences (whole blocks)"
+    else:
+        shared = sympy.Integer(0)
+        description = "prefix tokens held once for all sequences (sharing switched off)"
+    define("prefix_shared_tokens", shared, unit="token", description=description, reference=SHARE)
+    define("prefix_shared_bytes",
+           Piecewise((S.kv_bytes_per_token * S.prefix_shared_tokens, S.prefix_hit_rate > 0), (0, True)),
+           unit="B", description="cache bytes of the shared prefix blocks, stored once",
+           reference=SHARE)
+    define("prefix_private_tokens_per_sequence",
+           S.sequence_length - S.prefix_hit_rate * S.prefix_shared_tokens, unit="token",
+           description="cache positions one sequence holds privately on average at full length",
+           reference=SHARE)
+
+
+@hookimpl
+def infermodel_transform_quantities(scenario, transform):
+    lever = scenario.lever("prefix_cache")
+    if lever is None:
+        return
+    transform.wrap("prefill_time", lambda old: old - S.prefix_hit_rate * S.prefix_prefill_time_saved,
+                   reason="a cached prefix is not computed again: prefill falls by the hit rate "
+                          "times the saving", reference=REUSE, order=400)
+    per_sequence = S.kv_bytes_per_token * S.prefix_private_tokens_per_sequence
+    transform.replace("kv_bytes_total", S.prefix_shared_bytes + S.batch * per_sequence,
+                      reason="the prefix's whole blocks are stored once and shared",
+                      reference=SHARE, order=400)
+    transform.replace("max_sequences",
+                      Max(0, floor((S.kv_budget_bytes - S.prefix_shared_bytes) / per_sequence)),
+                      reason="shared prefix blocks are stored once, so each sequence needs only "
+                             "its private positions", reference=f"{SHARE}; {CASE}", order=400)
+
+
+__all__ = ["PrefixCache"]

@@ -1,0 +1,411 @@
+"""The speculative-decoding lever: a cheap draft proposes k tokens, the target checks
+them in one pass.
+
+``[levers.speculative]`` takes the draft length ``k``; the acceptance rate α, given
+or computed as 1 − TV(p, q) from two probability vectors; the draft cost c in target
+decode steps, given or derived from a draft model (a preset, or a parameter count)
+run on the same hardware at the same batch; and the verification cost v in target
+decode steps, given or derived from the roofline as the time to score k + 1
+positions per sequence at the scenario's batch.
+
+With independent acceptances of probability α an iteration emits
+E = (1 − α^(k+1))/(1 − α) tokens (k + 1 at α = 1) and costs (k·c + v) target steps,
+so the speed-up is E/(k·c + v). Because v comes from the roofline, the gain collapses
+as the batch walks decode towards the ridge: spare arithmetic is what verification
+spends. ``tpot`` and the tokens-per-second quantities are transformed at order 400.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from pathlib import Path
+
+import attrs
+import sympy
+from sympy import Eq, Max, Piecewise
+
+from infermodel import S, hookimpl
+
+from . import LAB, M10
+
+GUESS = f"{LAB}, 'Guess ahead, check in one pass'"
+SPEED = f"{M10}, 'Derive the speed-up rather than naming an acceptance rate'"
+OVERLAP = f"{M10}, 'Accept overlap and restore missing mass'; {GUESS}"
+LAB5 = f"{M10}, Lab 5 (speculative decoding)"
+COLLAPSE = f"{SPEED} (verification at high serving load); {GUESS}, 'In practice'"
+
+#: Draft lengths searched for ``spec_best_k``.
+SEARCH_K = range(1, 17)
+MAX_K = 32
+#: How far the sum of a probability vector may stray from 1.
+SUM_TOLERANCE = 1e-6
+
+
+# ---------------------------------------------------------------------------------
+# Schema
+# ---------------------------------------------------------------------------------
+
+
+def _k_range(instance, attribute, value):
+    if not 0 <= value <= MAX_K:
+        raise ValueError(f"k = {value} is outside 0–{MAX_K} draft tokens per iteration")
+
+
+def _closed_fraction(instance, attribute, value):
+    if value is not None and not 0.0 <= value <= 1.0:
+        raise ValueError(f"{attribute.name} = {value!r} is not a probability in [0, 1]")
+
+
+def _positive(instance, attribute, value):
+    if value is not None and not value > 0:
+        raise ValueError(f"{attribute.name} = {value!r} must be greater than 0")
+
+
+def _bits(instance, attribute, value):
+    if not 1 <= value <= 32:
+        raise ValueError(f"{attribute.name} = {value!r} is outside 1–32 bits")
+
+
+def _distribution(instance, attribute, value):
+    if value is None:
+        return
+    if len(value) == 0:
+        raise ValueError(f"{attribute.name} is empty; give one probability per token id")
+    negative = [i for i, p in enumerate(value) if p < 0]
+    if negative:
+        raise ValueError(f"{attribute.name}[{negative[0]}] = {value[negative[0]]!r} is negative")
+    total = math.fsum(value)
+    if abs(total - 1.0) > SUM_TOLERANCE:
+        raise ValueError(f"{attribute.name} sums to {total!r}, not 1 (a probability distribution "
+                         f"over token ids must sum to 1 within {SUM_TOLERANCE:g})")
+
+
+@attrs.frozen
+class Speculative:
+    """Draft length, acceptance, draft cost and verification cost.
+
+    Give ``acceptance`` or both ``target_probs`` and ``draft_probs``; give one of
+    ``draft_cost``, ``draft_model`` (a model preset) or ``draft_params``. Without
+    ``verify_cost`` the verification cost comes from the roofline.
+    """
+
+    k: int = attrs.field(default=4, validator=_k_range)
+    acceptance: float | None = attrs.field(default=None, validator=_closed_fraction)
+    target_probs: tuple[float, ...] | None = attrs.field(default=None, validator=_distribution)
+    draft_probs: tuple[float, ...] | None = attrs.field(default=None, validator=_distribution)
+    draft_cost: float | None = attrs.field(default=None, validator=_positive)
+    draft_model: str | None = None
+    draft_params: float | None = attrs.field(default=None, validator=_positive)
+    draft_weight_bits: float = attrs.field(default=16.0, validator=_bits)
+    verify_cost: float | None = attrs.field(default=None, validator=_positive)
+
+
+def acceptance_from(p, q) -> float:
+    """α = Σ min(p(x), q(x)) = 1 − TV(p, q) for two distributions over the same ids."""
+    return min(1.0, math.fsum(min(a, b) for a, b in zip(p, q)))
+
+
+def tokens_per_iteration(alpha, k):
+    """Expected tokens per iteration, (1 − α^(k+1))/(1 − α), exactly k + 1 at α = 1.
+
+    Works on sympy expressions and numbers alike.
+
+    >>> tokens_per_iteration(sympy.Integer(1), 4)
+    5
+    """
+    return Piecewise((k + 1, Eq(alpha, 1)), ((1 - alpha ** (k + 1)) / (1 - alpha), True))
+
+
+# ---------------------------------------------------------------------------------
+# Draft model presets
+# ---------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=64)
+def _read_model_table(path: str) -> dict:
+    import tomli
+
+    with open(path, "rb") as handle:
+        data = tomli.load(handle)
+    table = data.get("model")
+    return dict(table) if isinstance(table, dict) else {}
+
+
+def _preset_path(name: str) -> Path | None:
+    from infermodel import get_host
+
+    info = get_host().registries.presets["model"].get(name)
+    return None if info is None else Path(info.path)
+
+
+def draft_shape(name: str) -> dict:
+    """The shape fields of draft model preset ``name`` with the physics defaults applied."""
+    path = _preset_path(name)
+    if path is None:
+        raise KeyError(name)
+    table = _read_model_table(str(path))
+    heads = table["heads"]
+    head_dim = table.get("head_dim", table["d_model"] / heads)
+    return {
+        "layers": table["layers"],
+        "d_model": table["d_model"],
+        "query_width": heads * head_dim,
+        "kv_width": table.get("kv_heads", heads) * head_dim,
+        "d_ff": table["d_ff"],
+        "ffn_matrices": 3 if table.get("ffn", "swiglu") == "swiglu" else 2,
+        "vocab": table["vocab"],
+        "tied": bool(table.get("tied_embeddings", False)),
+        "experts": table.get("experts", 1),
+    }
+
+
+# ---------------------------------------------------------------------------------
+# Hooks
+# ---------------------------------------------------------------------------------
+
+
+@hookimpl
+def infermodel_register_levers(register):
+    register("speculative", Speculative,
+             description="speculative decoding: a draft proposes k tokens and the target "
+                         "verifies them in one pass (acceptance, draft and verification cost)",
+             reference=f"{GUESS}; {SPEED}")
+
+
+@hookimpl
+def infermodel_validate_scenario(scenario, report):
+    lever = scenario.lever("speculative")
+    if lever is None:
+        return
+    key = "levers.speculative"
+    has_probs = lever.target_probs is not None or lever.draft_probs is not None
+    if lever.acceptance is not None and has_probs:
+        report(f"{key}.acceptance", "give either acceptance or target_probs and draft_probs, not both")
+    elif lever.acceptance is None and not has_probs:
+        report(f"{key}.acceptance", "the acceptance rate is missing",
+               expected="acceptance = α in [0, 1], or target_probs and draft_probs",
+               suggestion="for example acceptance = 0.8")
+    elif has_probs:
+        if lever.target_probs is None or lever.draft_probs is None:
+            missing = "target_probs" if lever.target_probs is None else "draft_probs"
+            report(f"{key}.{missing}", f"{missing} is missing",
+                   expected="two distributions over the same token ids")
+        elif len(lever.target_probs) != len(lever.draft_probs):
+            report(f"{key}.draft_probs",
+                   f"draft_probs has {len(lever.draft_probs)} entries but target_probs has "
+                   f"{len(lever.target_probs)}",
+                   expected="one probability per token id in both, in the same order")
+    given = [n for n in ("draft_cost", "draft_model", "draft_params") if getattr(lever, n) is not None]
+    if len(given) > 1:
+        report(f"{key}.{given[1]}", f"give one of draft_cost, draft_model or draft_params, not "
+               + " and ".join(given))
+    elif not given:
+        report(f"{key}.draft_cost", "the draft cost is missing",
+               expected="draft_cost (in target decode steps), draft_model (a model preset) "
+                        "or draft_params (a parameter count)")
+    if lever.draft_cost is not None and lever.draft_weight_bits != 16.0:
+        report(f"{key}.draft_weight_bits",
+               "draft_weight_bits applies only to a draft_model or draft_params")
+    if lever.draft_model is not None:
+        from infermodel.errors import close_match
+
+        path = _preset_path(lever.draft_model)
+        if path is None:
+            from infermodel import get_host
+
+            known = get_host().registries.presets["model"]
+            near = close_match(lever.draft_model, known)
+            report(f"{key}.draft_model", f"no model preset named {lever.draft_model!r}",
+                   expected="a model preset (`infermodel presets models` lists them)",
+                   suggestion=f"did you mean {near!r}?" if near else None)
+        else:
+            try:
+                shape = draft_shape(lever.draft_model)
+            except (KeyError, TypeError, ZeroDivisionError) as exc:
+                report(f"{key}.draft_model",
+                       f"model preset {lever.draft_model!r} lacks a shape field ({exc})")
+            else:
+                if shape["experts"] > 1:
+                    report(f"{key}.draft_model",
+                           f"model preset {lever.draft_model!r} is a mixture of experts",
+                           expected="a dense draft model",
+                           suggestion="give its cost as draft_cost instead")
+
+
+@hookimpl
+def infermodel_define_quantities(scenario, define):
+    lever = scenario.lever("speculative")
+    if lever is None:
+        return
+    define("spec_k", lever.k, unit="1", latex="k",
+           description="draft tokens proposed per iteration", reference=SPEED)
+    _acceptance(lever, define)
+    _draft(lever, define)
+    _verification(lever, define)
+    alpha, k, c, v = S.spec_acceptance, S.spec_k, S.spec_draft_cost, S.spec_verify_cost
+    define("spec_tokens_per_iteration", tokens_per_iteration(alpha, k), unit="token", latex="E",
+           description="expected tokens one iteration emits, (1 − α^(k+1))/(1 − α); k + 1 at α = 1",
+           reference=SPEED)
+    define("spec_iteration_time", (k * c + v) * S.decode_step_time, unit="s",
+           description="time of one iteration: k draft steps and one verification pass",
+           reference=SPEED)
+    define("spec_speedup", S.spec_tokens_per_iteration / (k * c + v), unit="1",
+           description="decode speed-up E/(k·c + v) over plain decoding", reference=SPEED)
+    _best_k(lever, define)
+
+
+def _acceptance(lever, define):
+    if lever.acceptance is not None:
+        define("spec_acceptance", lever.acceptance, unit="1", latex=r"\alpha",
+               description="probability that a draft token is accepted", reference=SPEED)
+        return
+    p, q = lever.target_probs, lever.draft_probs
+    tv = 0.5 * math.fsum(abs(a - b) for a, b in zip(p, q))
+    define("spec_total_variation", tv, unit="1", latex=r"\mathrm{TV}(p, q)",
+           description="total variation distance between target and draft distributions "
+                       f"(½·Σ|p − q| over the {len(p)} token ids given)", reference=OVERLAP)
+    define("spec_acceptance", 1 - S.spec_total_variation, unit="1", latex=r"\alpha",
+           description="probability that a draft token is accepted, Σ min(p, q) = 1 − TV(p, q)",
+           reference=OVERLAP)
+
+
+def _draft(lever, define):
+    if lever.draft_cost is not None:
+        define("spec_draft_cost", lever.draft_cost, unit="1", latex="c",
+               description="cost of one draft step, in target decode steps", reference=SPEED)
+        return
+    define("spec_draft_weight_bits", lever.draft_weight_bits, unit="bit",
+           description="bits per stored draft-model weight", reference=SPEED)
+    batch_ctx = S.batch * S.context
+    if lever.draft_model is not None:
+        shape = draft_shape(lever.draft_model)
+        source = f"draft model preset {lever.draft_model!r}"
+        for name, unit, what in (("layers", "1", "decoder blocks"), ("d_model", "1", "width"),
+                                 ("query_width", "1", "query width heads·head_dim"),
+                                 ("kv_width", "1", "key/value width kv_heads·head_dim"),
+                                 ("d_ff", "1", "feed-forward width"),
+                                 ("ffn_matrices", "1", "matrices per feed-forward block"),
+                                 ("vocab", "1", "vocabulary size")):
+            define(f"spec_draft_{name}", shape[name], unit=unit,
+                   description=f"draft model {what} ({source})")
+        L, d, dq = S.spec_draft_layers, S.spec_draft_d_model, S.spec_draft_query_width
+        kvw, dff, m, V = S.spec_draft_kv_width, S.spec_draft_d_ff, S.spec_draft_ffn_matrices, S.spec_draft_vocab
+        tables = 1 if shape["tied"] else 2
+        define("spec_draft_params",
+               L * (2 * d * dq + 2 * d * kvw + m * d * dff + 2 * d) + d + tables * V * d,
+               unit="param", description="draft model parameters (same shape formula as the target)",
+               reference=f"{M10}, §11 'Account for the whole weight artifact'")
+        lookup = 0 if shape["tied"] else V * d
+        define("spec_draft_params_matmul", S.spec_draft_params - lookup, unit="param",
+               description="draft weights multiplied per token (an untied input table is a lookup)",
+               reference=f"{M10}, §1 'Count operations and traffic separately'")
+        define("spec_draft_kv_bytes_per_token", 2 * L * kvw * S.kv_value_bytes, unit="B",
+               description="draft KV-cache bytes per token (same cache format as the target)",
+               reference=f"{LAB}, 'Memory that grows with every token'")
+        memory = (S.spec_draft_weight_bytes + batch_ctx * S.spec_draft_kv_bytes_per_token) / S.bandwidth
+        compute = S.batch * (2 * S.spec_draft_params_matmul + 4 * L * dq * S.context) / S.flops_effective_decode
+        what = "weights and every sequence's draft cache, or its compute"
+    else:
+        define("spec_draft_params", lever.draft_params, unit="param",
+               description="draft model parameters (given; its cache traffic is not counted)",
+               reference=SPEED)
+        memory = S.spec_draft_weight_bytes / S.bandwidth
+        compute = S.batch * 2 * S.spec_draft_params / S.flops_effective_decode
+        what = "weights, or its compute"
+    define("spec_draft_weight_bytes", S.spec_draft_params * S.spec_draft_weight_bits / 8, unit="B",
+           description="size of the draft model's weights", reference=SPEED)
+    define("spec_draft_step_time", Max(memory, compute) + S.t0, unit="s",
+           description=f"one draft decode step on the same hardware and batch ({what}, plus t0)",
+           reference=f"{LAB}, 'Two costs for one answer'; {SPEED}")
+    define("spec_draft_cost", S.spec_draft_step_time / S.decode_step_time, unit="1", latex="c",
+           description="cost of one draft step, in target decode steps", reference=SPEED)
+
+
+def _verify_time(j):
+    """Roofline time to score j + 1 positions per sequence: same traffic, (j + 1)× the FLOPs."""
+    mem, cmp_ = S.decode_time_memory, S.decode_time_compute
+    return S.decode_step_time + Max(mem, (j + 1) * cmp_) - Max(mem, cmp_)
+
+
+def _verification(lever, define):
+    if lever.verify_cost is not None:
+        define("spec_verify_cost_given", lever.verify_cost, unit="1",
+               description="measured cost of one verification pass, in target decode steps",
+               reference=SPEED)
+        # With k = 0 nothing is verified: the iteration is a plain decode step.
+        define("spec_verify_cost", Piecewise((1, Eq(S.spec_k, 0)), (S.spec_verify_cost_given, True)),
+               unit="1", latex="v_k",
+               description="cost of one verification pass, in target decode steps (1 at k = 0)",
+               reference=SPEED)
+        return
+    define("spec_verify_time", _verify_time(S.spec_k), unit="s",
+           description="roofline time to score k + 1 positions per sequence at the batch "
+                       "(the step's traffic, k + 1 times its FLOPs)", reference=COLLAPSE)
+    define("spec_verify_cost", S.spec_verify_time / S.decode_step_time, unit="1", latex="v_k",
+           description="cost of one verification pass, in target decode steps", reference=COLLAPSE)
+
+
+def _speedup_at(j, lever):
+    alpha, c = S.spec_acceptance, S.spec_draft_cost
+    expected = sympy.Add(*[alpha ** i for i in range(j + 1)])  # exact at α = 1
+    if lever.verify_cost is not None:
+        v = S.spec_verify_cost_given
+    else:
+        v = _verify_time(j) / S.decode_step_time
+    return expected / (j * c + v)
+
+
+def _best_k(lever, define):
+    names = []
+    for j in SEARCH_K:
+        name = f"spec_speedup_k{j}"
+        define(name, _speedup_at(j, lever), unit="1",
+               description=f"speed-up with k = {j} draft tokens (one point of the search curve)",
+               reference=GUESS)
+        names.append(getattr(S, name))
+    define("spec_best_speedup", Max(*names, evaluate=False), unit="1",
+           description=f"largest speed-up over draft lengths k = {SEARCH_K[0]}..{SEARCH_K[-1]}",
+           reference=GUESS)
+    # The maximum is one of the curve's values exactly, so equality picks the argmax;
+    # the smallest k wins a tie.
+    pieces = [(j, Eq(point, S.spec_best_speedup)) for j, point in zip(SEARCH_K, names)]
+    pieces[-1] = (SEARCH_K[-1], True)
+    define("spec_best_k", Piecewise(*pieces), unit="1",
+           description=f"draft length with the largest speed-up, searched over "
+                       f"k = {SEARCH_K[0]}..{SEARCH_K[-1]}", reference=GUESS)
+
+
+@hookimpl
+def infermodel_transform_quantities(scenario, transform):
+    lever = scenario.lever("speculative")
+    if lever is None:
+        return
+    why = "speculative decoding emits E tokens per iteration of k draft steps and one verification"
+    transform.wrap("tpot", lambda old: old / S.spec_speedup, reason=why, reference=SPEED, order=400)
+    transform.wrap("tokens_per_s_per_user", lambda old: old * S.spec_speedup, reason=why,
+                   reference=SPEED, order=400)
+    transform.wrap("tokens_per_s_total", lambda old: old * S.spec_speedup, reason=why,
+                   reference=SPEED, order=400)
+    if lever.draft_cost is None:
+        draft = S.spec_draft_weight_bytes
+        if lever.draft_model is not None:
+            cache = S.batch * S.sequence_length * S.spec_draft_kv_bytes_per_token
+            transform.wrap("memory_required", lambda old: old + draft + cache,
+                           reason="the draft model's weights and cache share the cards",
+                           reference=SPEED, order=400)
+            share = S.kv_bytes_per_token / (S.kv_bytes_per_token + S.spec_draft_kv_bytes_per_token)
+            transform.wrap("kv_budget_bytes", lambda old: (old - draft) * share,
+                           reason="the draft's weights leave the cache budget, and each token's "
+                                  "draft cache takes its share of what is left",
+                           reference=SPEED, order=400)
+        else:
+            transform.wrap("memory_required", lambda old: old + draft,
+                           reason="the draft model's weights share the cards", reference=SPEED,
+                           order=400)
+            transform.wrap("kv_budget_bytes", lambda old: old - draft,
+                           reason="the draft model's weights leave the cache budget",
+                           reference=SPEED, order=400)
+
+
+__all__ = ["Speculative", "acceptance_from", "tokens_per_iteration", "draft_shape", "LAB5"]
