@@ -66,6 +66,8 @@ class Formula:
     expression: Any = attrs.field(repr=False)
     kind: str
     names: tuple[str, ...]
+    #: The names that are condition quantities (evaluated as booleans).
+    conditions: tuple[str, ...] = ()
 
     def evaluate(self, values: Mapping[str, Any], size: int | None = None):
         """Evaluate on numpy arrays (or scalars) of the quantities it names."""
@@ -129,7 +131,8 @@ def parse_formula(text: Any, names: Mapping[str, str] | Collection[str], *,
                      expected="a quantity or an arithmetic expression to minimise or maximise")
     if found == CONDITION and isinstance(expression, bool):
         expression = sympy.true if expression else sympy.false
-    return Formula(text=text.strip(), expression=expression, kind=found, names=tuple(builder.used))
+    return Formula(text=text.strip(), expression=expression, kind=found, names=tuple(builder.used),
+                   conditions=tuple(n for n in builder.used if units[n] == "bool"))
 
 
 class _Builder:
@@ -341,7 +344,7 @@ def evaluate_formula(formula: Formula, values: Mapping[str, Any], size: int | No
     arguments = []
     for name in formula.names:
         array = np.asarray(values[name])
-        arguments.append(array)
+        arguments.append(array.astype(bool) if name in formula.conditions else array)
     with np.errstate(all="ignore"):
         result = np.asarray(function(*arguments))
     if formula.kind == CONDITION:

@@ -75,23 +75,39 @@ class Axis:
     """One dimension of the grid: labelled choices, each setting some fields.
 
     ``labels`` are what the CSV column shows (field values in base units, preset
-    names, choice names); ``settings[i]`` maps field paths to the raw values the
-    i-th choice writes into the scenario.
+    names, choice names); ``setting(i)`` maps field paths to the raw values the
+    i-th choice writes into the scenario. A field axis keeps its raw values in
+    ``raw`` (one field, ``field``); a choice axis keeps a mapping per label.
     """
 
     name: str
     labels: tuple[Any, ...]
-    settings: tuple[Mapping[str, Any], ...] = attrs.field(repr=False)
+    settings: tuple[Mapping[str, Any], ...] | None = attrs.field(default=None, repr=False)
     key: str | None = attrs.field(default=None, repr=False)
     origin: str | None = attrs.field(default=None, repr=False)
+    field: str | None = attrs.field(default=None, repr=False)
+    raw: tuple[Any, ...] | None = attrs.field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.labels)
 
+    def setting(self, index: int) -> Mapping[str, Any]:
+        """The fields choice ``index`` sets: ``{path: raw value}``."""
+        if self.field is not None:
+            return {self.field: self.raw[index]}
+        return self.settings[index]
+
+    def everywhere(self, path: str) -> bool:
+        """Whether every choice sets ``path``."""
+        return path == self.field or (self.settings is not None
+                                      and all(path in s for s in self.settings))
+
     @cached_property
     def paths(self) -> tuple[str, ...]:
+        if self.field is not None:
+            return (self.field,)
         seen: dict[str, None] = {}
-        for setting in self.settings:
+        for setting in self.settings or ():
             for path in setting:
                 seen.setdefault(path, None)
         return tuple(seen)
@@ -283,8 +299,8 @@ class _Grid:
                                          suggestion=f"did you mean {near!r}?" if near else
                                          "`infermodel check` and the docs list the fields"))
 
-    def values(self, path: str, raw: Any, key: str | None, origin: str | None) -> list:
-        """The list of values a field axis takes, ranges expanded and each checked."""
+    def values(self, path: str, raw: Any, key: str | None, origin: str | None) -> tuple[list, list]:
+        """The raw and typed values a field axis takes, ranges expanded and each checked."""
         spec = self.registries.field(path)
         lever_table = path.startswith("levers.") and path.count(".") == 1
         numeric = spec is None and path.startswith("levers.") or (spec is not None and spec.numeric)
@@ -326,19 +342,34 @@ class _Grid:
         if len(out) > MAX_AXIS_VALUES:
             raise ScenarioError(self.problem(key, origin, f"{len(out):,} values, more than "
                                              f"{MAX_AXIS_VALUES:,}"))
-        if spec is not None:
-            from .schema import FieldValueError, parse_field
+        if spec is None:
+            return out, out
+        from .schema import FieldValueError, parse_field
 
-            typed = []
-            for item in out:
-                try:
-                    typed.append(parse_field(spec, item))
-                except FieldValueError as exc:
-                    raise ScenarioError(self.problem(key, origin, f"value {item!r}: {exc.message}",
-                                                     expected=exc.expected or spec.expected(),
-                                                     suggestion=exc.suggestion)) from None
-            return list(zip(out, typed))
-        return [(item, item) for item in out]
+        def check(item):
+            try:
+                return parse_field(spec, item)
+            except FieldValueError as exc:
+                raise ScenarioError(self.problem(key, origin, f"value {item!r}: {exc.message}",
+                                                 expected=exc.expected or spec.expected(),
+                                                 suggestion=exc.suggestion)) from None
+
+        plain = spec.kind in ("int", "float", "quantity") and all(
+            type(v) is (int if spec.kind == "int" else float) or
+            (spec.kind != "int" and type(v) is int) for v in out)
+        if plain and len(out) > 64:
+            # Long numeric lists (ranges): check the bounds on an array, then type once.
+            values = np.asarray(out, dtype=np.float64)
+            bad = ~np.isfinite(values)
+            if spec.minimum is not None:
+                bad |= values <= spec.minimum if spec.exclusive_minimum else values < spec.minimum
+            if spec.maximum is not None:
+                bad |= values > spec.maximum
+            if bad.any():
+                check(out[int(np.flatnonzero(bad)[0])])
+            typed = out if spec.kind == "int" else values.tolist()
+            return out, typed
+        return out, [check(item) for item in out]
 
     def field_axis(self, path: str, raw: Any, key: str | None, origin: str | None) -> Axis:
         self.check_path(path, key, origin)
@@ -346,7 +377,7 @@ class _Grid:
         section, _, name = path.partition(".")
         if name == "preset" and section in self.registries.presets:
             known = self.registries.presets[section]
-            for value, _ in pairs:
+            for value in pairs[0]:
                 if not isinstance(value, str) or value not in known:
                     near = close_match(str(value), known)
                     listing = "models" if section == "model" else "hardware"
@@ -356,18 +387,14 @@ class _Grid:
                                  "lists them)",
                         suggestion=f"did you mean {near!r}?" if near else None))
         spec = self.registries.field(path)
-        labels = []
-        settings = []
-        for raw_value, typed in pairs:
-            if spec is not None and spec.kind == "size_or_fraction":
-                label = raw_value
-            elif spec is not None:
-                label = typed
-            else:
-                label = _label(raw_value)
-            labels.append(label)
-            settings.append(MappingProxyType({path: raw_value}))
-        return Axis(path, tuple(labels), tuple(settings), key, origin)
+        raws, typed = pairs
+        if spec is not None and spec.kind == "size_or_fraction":
+            labels = raws
+        elif spec is not None:
+            labels = typed
+        else:
+            labels = [_label(v) for v in raws]
+        return Axis(path, tuple(labels), None, key, origin, field=path, raw=tuple(raws))
 
     def choice_axis(self, name: Any, table: Any, key: str, origin: str | None) -> Axis:
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_\-]*", name):
@@ -408,7 +435,7 @@ class _Grid:
                 flat[path] = value
             labels.append(str(label))
             settings.append(MappingProxyType(flat))
-        return Axis(name, tuple(labels), tuple(settings), key, origin)
+        return Axis(name, tuple(labels), tuple(settings), key, origin)  # a choice axis
 
 
 def _flatten(table: Mapping, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -706,6 +733,7 @@ class SweepPlan:
         self.total = int(np.prod(self.shape, dtype=object)) if self.axes else 1
         self._progress = progress
         self._cache: dict[tuple, tuple] = {}
+        self._label_arrays = None
         self._where = {}
         from .scenario import Origin
 
@@ -747,7 +775,7 @@ class SweepPlan:
 
         overrides: dict[str, Any] = {}
         for axis_index, label_index in combination:
-            overrides.update(self.axes[axis_index].settings[label_index])
+            overrides.update(self.axes[axis_index].setting(label_index))
         try:
             scenario = scenario_with(self.scenario, overrides, host=self.host, where=self._where)
             graph = build_graph(scenario, host=self.host)
@@ -786,8 +814,8 @@ class SweepPlan:
                             simple = (q is not None and q.is_input and len(q.history) == 1
                                       and q.history[0].kind == "input"
                                       and q.history[0].plugin == spec.plugin)
-                            if not simple or any(path not in s and scenario.value(path) is None
-                                                 for s in self.axes[i].settings):
+                            if not simple or (not self.axes[i].everywhere(path)
+                                              and scenario.value(path) is None):
                                 promote.add(i)
                     graphs.append((combination, scenario, graph, reads))
                     bar.update(1)
@@ -879,7 +907,7 @@ class SweepPlan:
                 sections = dict(scenario.sections)
                 changes: dict[str, dict[str, Any]] = {}
                 for i, j in zip(checked, labels):
-                    for path, raw in self.axes[i].settings[j].items():
+                    for path, raw in self.axes[i].setting(j).items():
                         section, _, name = path.partition(".")
                         changes.setdefault(section, {})[name] = parse_field(registries.field(path), raw)
                 for section, values in changes.items():
@@ -905,6 +933,8 @@ class SweepPlan:
     def _vector_values(axis: Axis, path: str, spec, scenario) -> np.ndarray:
         from .schema import parse_field
 
+        if axis.field == path:
+            return np.asarray(axis.labels, dtype=np.float64)  # labels hold the typed values
         values = np.empty(len(axis), dtype=np.float64)
         for j, setting in enumerate(axis.settings):
             raw = setting.get(path, _MISSING)
@@ -972,11 +1002,11 @@ class SweepPlan:
 
     def label_columns(self, index: list[np.ndarray]) -> dict[str, np.ndarray]:
         """The axes' label columns for a chunk's indices."""
-        out = {}
-        for axis, positions in zip(self.axes, index):
-            labels = np.asarray(axis.labels, dtype=np.float64 if axis.numeric else object)
-            out[axis.name] = labels[positions]
-        return out
+        if self._label_arrays is None:
+            self._label_arrays = [np.asarray(a.labels, dtype=np.float64 if a.numeric else object)
+                                  for a in self.axes]
+        return {axis.name: labels[positions]
+                for axis, labels, positions in zip(self.axes, self._label_arrays, index)}
 
     def chunks(self, chunk_size: int | None = None) -> Iterator["Chunk"]:
         """Evaluate the grid chunk by chunk, in grid order, showing progress if asked."""
@@ -1047,7 +1077,7 @@ class SweepPlan:
         """The field settings of point ``index`` (``REMOVE`` removes a lever table)."""
         out: dict[str, Any] = {}
         for axis, j in zip(self.axes, self.point_indices(index)):
-            out.update(axis.settings[j])
+            out.update(axis.setting(j))
         return out
 
     def scenario_at(self, index: int):
@@ -1378,6 +1408,13 @@ class atomic_stream:
         directory = self.path.parent if str(self.path.parent) else Path(".")
         fd, self.temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp",
                                               dir=directory)
+        # mkstemp makes the file private; give it the permissions a plain open would.
+        mask = os.umask(0)
+        os.umask(mask)
+        try:
+            os.fchmod(fd, 0o666 & ~mask)
+        except OSError:
+            pass
         self.handle = os.fdopen(fd, "w", encoding="utf-8", newline="")
         return self.handle
 

@@ -79,17 +79,20 @@ def handle(args) -> int:
                      '[sweep] table such as "workload.batch" = [1, 2, 4, 8]'))
     if args.chunk_size is not None and args.chunk_size < 1:
         raise InfermodelError(Problem(f"--chunk-size {args.chunk_size} must be at least 1"))
+    total = 1
+    for axis in axes:
+        total *= len(axis)
+    if fmt == "table" and total > MAX_TABLE_ROWS:
+        raise InfermodelError(Problem(
+            f"a table of {total:,} rows is not readable",
+            expected=f"at most {MAX_TABLE_ROWS:,} points for a table",
+            suggestion="use --format csv or json with --output FILE"))
     plan = plan_sweep(scenario, args.over, use_table=args.use_table, select=False,
                       progress=args.progress)
     if names is None and table_quantities is None and fmt == "table":
         names = [q for q in TABLE_QUANTITIES if q in plan.all_quantities]
     plan.select(names if names is not None else table_quantities)
     if fmt == "table":
-        if plan.total > MAX_TABLE_ROWS:
-            raise InfermodelError(Problem(
-                f"a table of {plan.total:,} rows is not readable",
-                expected=f"at most {MAX_TABLE_ROWS:,} points for a table",
-                suggestion="use --format csv or json with --output FILE"))
         result = plan.run(args.chunk_size)
         emit(result.table(), args.output)
         return 0
