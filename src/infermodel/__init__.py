@@ -28,6 +28,11 @@ _LAZY = {
     "REQUIRED": ("registry", "REQUIRED"),
     "InfermodelError": ("errors", "InfermodelError"),
     "get_host": ("host", "get_host"),
+    # Modules are named apart from their functions (sweeping.sweep, ...) so that
+    # importing a module never shadows the function on the package.
+    "sweep": ("sweeping", "sweep"),
+    "search": ("searching", "search"),
+    "simulate": ("simulation", "simulate"),
 }
 
 
@@ -50,21 +55,9 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(f".{module}", __name__), attribute)
         globals()[name] = value
         return value
-    if name in ("sweep", "simulate", "search"):
-        import importlib
-
-        try:
-            # Modules are named apart from their functions (sweeping.sweep, searching.search)
-            # so that importing the module never shadows the function on the package.
-            modules = {"sweep": ".sweeping", "search": ".searching", "simulate": ".simulator"}
-            module = importlib.import_module(modules[name], __name__)
-        except ImportError as exc:
-            raise AttributeError(f"infermodel.{name} is not available: {exc}") from None
-        value = getattr(module, name)
-        globals()[name] = value
-        return value
     raise AttributeError(f"module 'infermodel' has no attribute {name!r}")
 
 
 __all__ = ["hookimpl", "S", "symbol", "load_scenario", "evaluate", "explain", "build_graph",
-           "Scenario", "Result", "Quantity", "REQUIRED", "InfermodelError", "get_host"]
+           "Scenario", "Result", "Quantity", "REQUIRED", "InfermodelError", "get_host", "sweep",
+           "search", "simulate"]
