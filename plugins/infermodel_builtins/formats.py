@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 
 from infermodel.errors import close_match
-from infermodel.schema import CONVERTER, FieldValueError
+from infermodel.schema import FieldValueError, structure
 
 from . import LAB, M10
 
@@ -209,6 +209,11 @@ def _group_size(value, _type):
     return value
 
 
+#: (type, structuring function) pairs; the quantization plugin registers them through
+#: the ``infermodel_register_value_types`` hook.
+VALUE_TYPES: list[tuple[type, object]] = []
+
+
 def choice_type(name: str, choices: tuple[str, ...], doc: str) -> type:
     """A string type accepting only ``choices`` (with a close-match suggestion otherwise)."""
     cls = type(name, (str,), {"__doc__": doc, "choices": choices})
@@ -222,7 +227,7 @@ def choice_type(name: str, choices: tuple[str, ...], doc: str) -> type:
                                   suggestion=f"did you mean {near!r}?" if near else None)
         return value
 
-    CONVERTER.register_structure_hook(cls, hook)
+    VALUE_TYPES.append((cls, hook))
     return cls
 
 
@@ -234,10 +239,8 @@ ActivationFormat = choice_type("ActivationFormat", ACTIVATION_FORMATS,
 Distribution = choice_type("Distribution", DISTRIBUTIONS,
                        "Weight distribution giving max/σ: 'gaussian' or 'uniform'.")
 
-CONVERTER.register_structure_hook(Bits, _bits)
-CONVERTER.register_structure_hook(MetadataBits, _metadata_bits)
-CONVERTER.register_structure_hook(SqnrBits, _sqnr_bits)
-CONVERTER.register_structure_hook(GroupSize, _group_size)
+VALUE_TYPES.extend([(Bits, _bits), (MetadataBits, _metadata_bits), (SqnrBits, _sqnr_bits),
+                    (GroupSize, _group_size)])
 
 
 @attrs.frozen
@@ -340,12 +343,12 @@ def _format_hook(value: Any, _type) -> Format:
                 raise FieldValueError(f"unknown key {key!r} in a format table",
                                       expected="keys among " + ", ".join(keys),
                                       suggestion=f"did you mean {near!r}?" if near else None)
-        return resolve_table(CONVERTER.structure(value, FormatTable))
+        return resolve_table(structure(value, FormatTable))
     raise FieldValueError(f"got {value!r}",
                           expected='a format name such as "int4-g128", or a table such as { bits = 4, group_size = 128 }')
 
 
-CONVERTER.register_structure_hook(FormatSpec, _format_hook)
+VALUE_TYPES.append((FormatSpec, _format_hook))
 
 
 def format_reference() -> str:

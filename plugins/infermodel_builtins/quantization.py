@@ -54,6 +54,7 @@ from .formats import (
     Format,
     FormatSpec,
     SqnrBits,
+    VALUE_TYPES,
 )
 from .sqnr import DB_PER_BIT, OFFSET_DB, max_over_sigma_for
 
@@ -128,6 +129,13 @@ class Quantization:
 # ---------------------------------------------------------------------------------
 # Registration and validation
 # ---------------------------------------------------------------------------------
+
+
+@hookimpl
+def infermodel_register_value_types(register):
+    # Format fields take a name or a table; bit counts and group sizes have their own checks.
+    for type_, function in VALUE_TYPES:
+        register(type_, function)
 
 
 @hookimpl

@@ -59,6 +59,23 @@ def infermodel_register_levers(register):
 
 
 @hookspec
+def infermodel_register_value_types(register):
+    """Teach the scenario reader a value type used in a lever schema.
+
+    Called once per session, before any scenario is read. Use it for a lever field
+    that accepts something the standard types do not (a format given either by name or
+    as a table, say). The reader stays strict: the function decides what is accepted.
+
+    :param register: ``register(type_, function)``. ``function(value, type_)`` receives
+        the raw TOML value and returns the typed value, or raises
+        :class:`infermodel.schema.FieldValueError` (or ``ValueError``) saying what was
+        expected. Inside it, :func:`infermodel.schema.structure` types nested tables.
+        A type registered by two plugins is an error naming both.
+    :return: ignored.
+    """
+
+
+@hookspec
 def infermodel_register_presets(register):
     """Contribute directories of preset files.
 

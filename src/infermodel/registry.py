@@ -186,6 +186,25 @@ def build_registries(host) -> Registries:
                 presets[kind][name] = PresetInfo(kind, name, path, plugin)
         return register
 
+    value_types: dict[type, str] = {}
+
+    def type_registrar(plugin: str):
+        def register(type_, function):
+            from .schema import CONVERTER
+
+            if not isinstance(type_, type) or not callable(function):
+                raise PluginError(f"plugin {plugin!r}: register(type_, function) needs a type "
+                                  "and a callable")
+            if value_types.get(type_, plugin) != plugin:
+                problems.append(Problem(f"value type {type_.__name__} is registered by both "
+                                        f"{value_types[type_]!r} and {plugin!r}"))
+                return
+            value_types[type_] = plugin
+            CONVERTER.register_structure_hook(type_, function)
+        return register
+
+    host.call_each("infermodel_register_value_types", lambda p: {"register": type_registrar(p)},
+                   "registration")
     host.call_each("infermodel_register_fields", lambda p: {"register": field_registrar(p)}, "registration")
     host.call_each("infermodel_register_levers", lambda p: {"register": lever_registrar(p)}, "registration")
     host.call_each("infermodel_register_presets", lambda p: {"register": preset_registrar(p)}, "registration")

@@ -204,6 +204,15 @@ def make_converter() -> cattrs.Converter:
 CONVERTER = make_converter()
 
 
+def structure(value: Any, type_: type) -> Any:
+    """Type ``value`` as ``type_`` with the strict converter (for nested lever tables).
+
+    >>> structure(4, int)
+    4
+    """
+    return CONVERTER.structure(value, type_)
+
+
 def describe_error(exc: BaseException, type_: Any) -> str:
     """Format one structuring failure; used with :func:`cattrs.transform_error`."""
     if isinstance(exc, FieldValueError):
@@ -251,6 +260,6 @@ def lever_field_expected(schema: type, key: str) -> str | None:
 __all__ = [
     "Bytes", "Seconds", "BytesPerSecond", "FlopsPerSecond", "Dollars", "DollarsPerHour",
     "Watts", "Fraction", "UnitValue", "unit_type", "CONVERTER", "FieldValueError",
-    "parse_field", "structure_errors", "REQUIRED", "ClassValidationError",
+    "parse_field", "structure_errors", "structure", "REQUIRED", "ClassValidationError",
     "IterableValidationError", "typing",
 ]
