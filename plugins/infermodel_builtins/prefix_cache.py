@@ -112,13 +112,14 @@ def infermodel_define_quantities(scenario, define):
     define("prefix_saved_prefill_bytes", S.batch * r * 4 * S.d_model * S.layers, unit="B",
            description="prefill bytes a hit skips: the prefix's activations (reading its cached "
                        "keys and values replaces writing them)", reference=REUSE)
-    define("prefix_ttft_cold",
-           Max(S.prefill_flops / S.flops_effective_prefill, S.prefill_bytes / S.bandwidth) + S.t0,
+    # Written over the base prefill times, so that any lever which scales them (MFU,
+    # 8-bit activations, pipeline stages) applies to the warm prefill too.
+    define("prefix_ttft_cold", Max(S.prefill_time_compute, S.prefill_time_memory) + S.t0,
            unit="s", description="time to first token when the prefix is not cached (whole prompt)",
            reference=CASE)
     define("prefix_ttft_warm",
-           Max((S.prefill_flops - S.prefix_saved_prefill_flops) / S.flops_effective_prefill,
-               (S.prefill_bytes - S.prefix_saved_prefill_bytes) / S.bandwidth) + S.t0,
+           Max(S.prefill_time_compute * (1 - S.prefix_saved_prefill_flops / S.prefill_flops),
+               S.prefill_time_memory - S.prefix_saved_prefill_bytes / S.bandwidth) + S.t0,
            unit="s", description="time to first token when the prefix is cached (new tokens only, "
                                  "attending to the whole prompt)", reference=CASE)
     define("prefix_prefill_time_saved", S.prefix_ttft_cold - S.prefix_ttft_warm, unit="s",
