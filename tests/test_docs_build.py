@@ -26,6 +26,7 @@ def built(tmp_path_factory):
     """Build docs/ once into a temporary folder; yield (app, warnings, host)."""
     from sphinx.application import Sphinx
     from sphinx.util.console import strip_colors
+    from sphinx.util.docutils import docutils_namespace
 
     from infermodel.host import set_host
 
@@ -36,13 +37,16 @@ def built(tmp_path_factory):
     patch.setenv("INFERMODEL_LOAD_PLUGINS", "")
     out = tmp_path_factory.mktemp("docs")
     warnings = io.StringIO()
+    # docutils keeps directives in a global registry: restore it afterwards, as
+    # sphinx.testing's apps do, so later Sphinx tests start clean.
     try:
-        app = Sphinx(srcdir=DOCS, confdir=DOCS, outdir=out / "html", doctreedir=out / "doctrees",
-                     buildername="html", status=io.StringIO(), warning=warnings,
-                     freshenv=True, warningiserror=True)
-        app.build()
-        host = infermodel.get_host()
-        yield app, strip_colors(warnings.getvalue()), host
+        with docutils_namespace():
+            app = Sphinx(srcdir=DOCS, confdir=DOCS, outdir=out / "html",
+                         doctreedir=out / "doctrees", buildername="html", status=io.StringIO(),
+                         warning=warnings, freshenv=True, warningiserror=True)
+            app.build()
+            host = infermodel.get_host()
+            yield app, strip_colors(warnings.getvalue()), host
     finally:
         set_host(None)
         patch.undo()

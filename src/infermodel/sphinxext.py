@@ -33,7 +33,8 @@ Directives
     scenarios (``:scenarios: glob``, default ``infermodel_catalogue_scenarios``), with
     symbol, unit, definition, the plugin that defines it, the levers that change it and
     the reference. A registered lever that none of the scenarios uses is evaluated once
-    on the first scenario with its default settings, so its quantities are listed too.
+    with its default settings on the first scenario where they evaluate, so its quantities
+    are listed too.
 
 ``.. infermodel-fields::``
     The scenario fields the loaded plugins declare (``:sections: model, hardware``).
@@ -517,7 +518,7 @@ def collect_catalogue(paths: Iterable[Path], *, host=None
     quantity name to its unit, description, LaTeX symbol, the distinct definitions
     (plugin and formula, or input and where from), the changes levers made, the
     references and the scenarios that define it. A registered lever no scenario uses is
-    evaluated on the first scenario with its default settings.
+    evaluated with its default settings on the first scenario where they evaluate.
 
     >>> paths = Path("scenarios").glob("*.toml")
     >>> catalogue, failures, unused = collect_catalogue(paths)  # doctest: +SKIP
@@ -539,20 +540,22 @@ def collect_catalogue(paths: Iterable[Path], *, host=None
             continue
         results.append((path.stem, result))
     used = {lever for _, r in results for lever in r.scenario.levers}
+    bases = [r.scenario for _, r in results]
     unexercised = []
     for lever in sorted(host.registries.levers) if not host.load_errors else []:
         if lever in used:
             continue
-        if not results:
+        # The first scenario on which the lever's defaults evaluate (a lever may need,
+        # say, a mixture-of-experts model).
+        for base in bases:
+            try:
+                result = evaluate(base.with_overrides({f"levers.{lever}": {}}, host=host), host=host)
+            except Exception:  # noqa: BLE001, S112 — try the next scenario
+                continue
+            results.append((f"{base.name} with [levers.{lever}] at its defaults", result))
+            break
+        else:
             unexercised.append(lever)
-            continue
-        base = results[0][1].scenario
-        try:
-            result = evaluate(base.with_overrides({f"levers.{lever}": {}}, host=host), host=host)
-        except Exception:  # noqa: BLE001
-            unexercised.append(lever)
-            continue
-        results.append((f"{base.name} with [levers.{lever}] at its defaults", result))
     for label, result in results:
         for name in result.graph.order:
             q = result.graph[name]
@@ -656,7 +659,8 @@ class CatalogueDirective(SphinxDirective):
                 provenance.append(_para(f"{_changed(kind)} {plugin}: {reason}"))
             references = sorted({*entry["references"],
                                  *(c[3] for c in entry["changes"] if c[3])})
-            rows.append([described, _inline_math(latex_name(name, entry["latex"])), entry["unit"],
+            symbol = _inline_math(entry["latex"]) if entry["latex"] else ""
+            rows.append([described, symbol, entry["unit"],
                          definitions, provenance, [_para(r) for r in references] or ""])
         return _table(["Quantity", "Symbol", "Unit", "Definition", "Provenance", "Reference"],
                       rows, [22, 8, 6, 30, 18, 20], classes=["infermodel-catalogue"])
@@ -872,8 +876,6 @@ class CliDirective(SphinxDirective):
             _fixed_width(sub)
             section = nodes.section(ids=[nodes.make_id(f"cli-{name}")], names=[f"infermodel {name}"])
             section += nodes.title("", "", _code(f"infermodel {name}"))
-            if sub.description:
-                section += _para(sub.description)
             text = sub.format_help()
             section += nodes.literal_block(text, text, language="text")
             out.append(section)
