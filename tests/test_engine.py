@@ -128,3 +128,17 @@ def test_edge_values_are_defined_not_crashes():
     assert r["fits"] is False and r["max_sequences"] == 0 and r["max_context"] == 0
     assert r["kv_budget_bytes"] < 0
     assert math.isfinite(r["tokens_per_s_at_capacity"])
+
+
+class _Redescribe:
+    @hookimpl
+    def infermodel_transform_quantities(self, scenario, transform):
+        transform.wrap("tpot", lambda old: old * 2, reason="twice as slow",
+                       description="time per output token on a halved machine")
+
+
+def test_a_transformation_may_restate_the_meaning(register_plugin):
+    register_plugin(_Redescribe(), "redescribe")
+    result = infermodel.evaluate(CASE)
+    assert result.graph["tpot"].description == "time per output token on a halved machine"
+    assert result.graph["tpot"].history[-1].reason == "twice as slow"

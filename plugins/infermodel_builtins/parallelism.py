@@ -313,8 +313,6 @@ def infermodel_transform_quantities(scenario, transform):
     transform.wrap("flops_peak", lambda old: old * e,
                    reason="the cards reach only a share e of their summed compute",
                    reference=PLANNER, order=300)
-    transform.wrap("memory_reserved", lambda old: old + S.reserve_bytes * (S.card_count - 1),
-                   reason="every card keeps the runtime reserve", reference=BUDGET, order=300)
     transform.wrap("kv_bytes_per_token", lambda old: old * S.parallel_kv_storage_factor,
                    reason="the cache is split by whole KV heads and whole layers: the fullest "
                           "card's share times the cards (replicas counted)",

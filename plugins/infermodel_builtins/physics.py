@@ -255,9 +255,10 @@ def _hardware(scenario, define):
            description="share of memory kept back for the runtime", reference=BUDGET)
     define("reserve_bytes", amount if kind == "bytes" else 0.0, unit="B",
            description="memory kept back for the runtime, as a size", reference=BUDGET)
-    define("memory_reserved", S.reserve_bytes + S.reserve_fraction * S.memory_bytes, unit="B",
-           description="memory kept back for engine context, workspaces and the allocator",
-           reference=BUDGET)
+    # Every card keeps its own runtime reserve (engine context and workspaces live on each).
+    define("memory_reserved", (S.reserve_bytes + S.reserve_fraction * S.card_memory) * S.card_count,
+           unit="B", description="memory kept back on every card for engine context, workspaces "
+                                 "and the allocator", reference=BUDGET)
 
 
 def _workload(scenario, define):

@@ -297,7 +297,9 @@ def infermodel_transform_quantities(scenario, transform):
     if value("hardware.power") is not None:
         transform.replace("energy_per_token", S.power_total / S.busy_tokens_per_s,
                           reason="power over the busy output rate that prices use",
-                          reference=PRICE, order=900)
+                          reference=PRICE, order=900,
+                          description="energy per output token at the busy throughput that "
+                                      "prices use")
 
 
 __all__ = ["HOURS_PER_YEAR", "DAYS_PER_MONTH"]

@@ -51,6 +51,7 @@ class _Request:
     payload: Any
     reason: str
     reference: str | None
+    description: str | None = None
 
 
 class Transformer:
@@ -60,26 +61,30 @@ class Transformer:
         self._plugin = plugin
         self._requests = requests
 
-    def _add(self, kind, name, payload, reason, reference, order):
+    def _add(self, kind, name, payload, reason, reference, order, description=None):
         if not isinstance(reason, str) or not reason:
             raise PluginError(f"plugin {self._plugin!r}: {kind} of {name!r} needs a reason")
+        if description is not None and (not isinstance(description, str) or not description):
+            raise PluginError(f"plugin {self._plugin!r}: {kind} of {name!r}: description must be "
+                              "a non-empty string")
         if not isinstance(order, int) or isinstance(order, bool):
             raise PluginError(f"plugin {self._plugin!r}: order of {kind} of {name!r} must be an int")
         self._requests.append(_Request(order, self._plugin, len(self._requests), kind, name,
-                                       payload, reason, reference))
+                                       payload, reason, reference, description))
 
     def replace(self, name: str, expression: Any, *, reason: str, reference: str | None = None,
-                order: int = DEFAULT_ORDER) -> None:
-        """Give ``name`` a new definition."""
+                order: int = DEFAULT_ORDER, description: str | None = None) -> None:
+        """Give ``name`` a new definition (and, optionally, a new one-line description)."""
         expression = _check_definition(self._plugin, name, expression, "replaced")
-        self._add(REPLACE, name, expression, reason, reference, order)
+        self._add(REPLACE, name, expression, reason, reference, order, description)
 
     def wrap(self, name: str, function: Callable[[Any], Any], *, reason: str,
-             reference: str | None = None, order: int = DEFAULT_ORDER) -> None:
+             reference: str | None = None, order: int = DEFAULT_ORDER,
+             description: str | None = None) -> None:
         """Define ``name`` anew in terms of its current definition: ``function(old)``."""
         if not callable(function):
             raise PluginError(f"plugin {self._plugin!r}: wrap of {name!r} needs a callable")
-        self._add(WRAP, name, function, reason, reference, order)
+        self._add(WRAP, name, function, reason, reference, order, description)
 
 
 @attrs.frozen
@@ -248,12 +253,15 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
                                   f"(transform): {type(exc).__name__}: {exc}") from exc
             new = _check_definition(request.plugin, request.name, new, "wrapped")
         change = Change(request.kind, request.plugin, new, request.reason, request.reference, request.order)
+        description = request.description or current.description
         if isinstance(new, float):
             nodes[request.name] = attrs.evolve(current, expression=None, value=new,
-                                               history=current.history + (change,))
+                                               history=current.history + (change,),
+                                               description=description)
         else:
             nodes[request.name] = attrs.evolve(current, expression=new, value=None,
-                                               history=current.history + (change,))
+                                               history=current.history + (change,),
+                                               description=description)
     if problems:
         raise GraphError(problems, heading="transformations refer to unknown quantities")
 

@@ -145,9 +145,11 @@ def infermodel_transform_quantities(scenario, transform):
 
     :param scenario: the :class:`infermodel.scenario.Scenario`.
     :param transform: an object with ``replace(name, expression, *, reason,
-        reference=None, order=500)`` (a new definition) and ``wrap(name, function,
-        *, reason, reference=None, order=500)`` where ``function`` receives the
-        current definition and returns the new one. Each change is recorded in the
-        quantity's history and shown by ``infermodel explain``.
+        reference=None, order=500, description=None)`` (a new definition) and
+        ``wrap(name, function, *, reason, reference=None, order=500,
+        description=None)`` where ``function`` receives the current definition and
+        returns the new one. ``description`` replaces the quantity's one-line meaning
+        when the change alters it. Each change is recorded in the quantity's history
+        and shown by ``infermodel explain``.
     :return: ignored.
     """
