@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
 pytest.importorskip("matplotlib")
 
-from infermodel.cli import main  # noqa: E402
-from infermodel.errors import InfermodelError  # noqa: E402
-from infermodel.plots import plot, save  # noqa: E402
+from infermodel.cli import main
+from infermodel.errors import InfermodelError
+from infermodel.plots import plot, save
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = ROOT / "scenarios" / "case-study-24gb.toml"

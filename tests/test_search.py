@@ -184,7 +184,8 @@ def test_cli_search_overrides_and_json(capsys):
      "no winner to explain"),
 ])
 def test_cli_search_errors(capsys, arguments, message):
-    status, out, err = run_cli(capsys, "search", CASE, "--over", "workload.batch=1,2", *arguments)
+    status, _out, err = run_cli(capsys, "search", CASE, "--over", "workload.batch=1,2",
+                               *arguments)
     assert status == 2
     assert message in err
     assert "Traceback" not in err

@@ -12,14 +12,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import infermodel
 from infermodel import hookimpl
 from infermodel.cli import main
-from infermodel.errors import InfermodelError, ScenarioError, UnknownQuantityError
+from infermodel.errors import ScenarioError, UnknownQuantityError
 from infermodel.evaluation import evaluate
 from infermodel.scenario import load_scenario
-from infermodel.sweeping import (REMOVE, expand_range, grid_axes, parse_over, plan_sweep,
-                                 plugin_reads, sweep)
+from infermodel.sweeping import (
+    REMOVE,
+    expand_range,
+    parse_over,
+    plan_sweep,
+    plugin_reads,
+    sweep,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "scenarios" / "module10-case-base.toml"
@@ -196,7 +201,7 @@ def test_sweep_of_nothing_is_the_scenario():
 
 
 def test_package_attribute_is_the_function():
-    import infermodel.sweeping  # noqa: F401 - importing the module must not shadow it
+    import infermodel.sweeping
 
     assert callable(infermodel.sweep) and infermodel.sweep is sweep
     assert callable(infermodel.search)
@@ -326,7 +331,7 @@ def test_csv_and_json_outputs(tmp_path):
     plan = plan_sweep(CASE, {"workload.batch": [1, 18, 64]},
                       quantities=["tokens_per_s_total", "fits", "critical_batch"])
     plan.write(tmp_path / "out.csv", "csv")
-    rows = list(csv.reader(open(tmp_path / "out.csv", encoding="utf-8")))
+    rows = list(csv.reader((tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()))
     assert rows[0] == ["workload.batch", "tokens_per_s_total", "fits", "critical_batch"]
     assert [r[0] for r in rows[1:]] == ["1", "18", "64"]
     assert [r[2] for r in rows[1:]] == ["true", "true", "false"]
@@ -394,11 +399,11 @@ def run_cli(capsys, *argv):
 
 def test_cli_sweep_csv(tmp_path, capsys):
     target = tmp_path / "grid.csv"
-    status, out, err = run_cli(capsys, "sweep", CASE, "--over", "workload.batch=1..4 log2",
+    status, _out, err = run_cli(capsys, "sweep", CASE, "--over", "workload.batch=1..4 log2",
                                "--over", "hardware.memory=24 GB,48 GB",
                                "--quantities", "fits,max_sequences", "-o", target)
     assert status == 0, err
-    rows = list(csv.reader(open(target, encoding="utf-8")))
+    rows = list(csv.reader(target.read_text(encoding="utf-8").splitlines()))
     assert rows[0] == ["workload.batch", "hardware.memory", "fits", "max_sequences"]
     assert rows[1:3] == [["1", "24000000000", "true", "18"], ["1", "48000000000", "true", "45"]]  # Module 10 Lab 1: 18 and 45
     assert len(rows) == 1 + 3 * 2
@@ -426,7 +431,7 @@ def test_cli_sweep_table_and_json(capsys):
     (["--over", "levers.speculatve.k=1,2"], "lever named 'speculatve'"),
 ])
 def test_cli_sweep_errors(capsys, arguments, message):
-    status, out, err = run_cli(capsys, "sweep", CASE, *arguments)
+    status, _out, err = run_cli(capsys, "sweep", CASE, *arguments)
     assert status == 2
     assert message in err
     assert "Traceback" not in err

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import ast
 import math
-from typing import Any, Collection, Mapping
+from collections.abc import Collection, Mapping
+from typing import Any
 
 import attrs
 
@@ -356,4 +357,4 @@ def evaluate_formula(formula: Formula, values: Mapping[str, Any], size: int | No
     return result
 
 
-__all__ = ["Formula", "parse_formula", "evaluate_formula", "FUNCTIONS", "NUMBER", "CONDITION"]
+__all__ = ["CONDITION", "FUNCTIONS", "NUMBER", "Formula", "evaluate_formula", "parse_formula"]

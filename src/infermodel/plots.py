@@ -27,8 +27,9 @@ Points where the batch does not fit in memory are drawn hollow.
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -177,7 +178,7 @@ def _x_values(result, x: str, rows: np.ndarray):
 
 def _plot_lines(ax, result, x: str, y: str, lines, *, colours=None, label_prefix: str = ""):
     """One line per series; points that do not fit drawn hollow."""
-    fits = result["fits"] if "fits" in result else None
+    fits = result.columns.get("fits")
     categories = None
     for label, rows, colour_index, style_index in lines:
         palette = colours or _COLOURS
@@ -478,5 +479,13 @@ def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None 
     return figure
 
 
-__all__ = ["plot", "save", "KINDS", "plot_roofline", "plot_throughput", "plot_memory",
-           "plot_cost", "plot_sweep"]
+__all__ = [
+    "KINDS",
+    "plot",
+    "plot_cost",
+    "plot_memory",
+    "plot_roofline",
+    "plot_sweep",
+    "plot_throughput",
+    "save",
+]

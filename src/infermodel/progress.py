@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TextIO
+from typing import Self, TextIO
 
 _PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -31,7 +31,7 @@ def _count(value: float) -> str:
 
 
 def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds < 60:
         return f"{seconds}s"
     minutes, seconds = divmod(seconds, 60)
@@ -67,7 +67,7 @@ class Progress:
         self._last = 0.0
         self._drawn = False
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -90,7 +90,7 @@ class Progress:
         elapsed = max(now - self.start, 1e-9)
         fraction = self.done / self.total if self.total else 1.0
         fraction = min(max(fraction, 0.0), 1.0)
-        filled = int(round(fraction * self.width))
+        filled = round(fraction * self.width)
         bar = "#" * filled + "-" * (self.width - filled)
         rate = self.done / elapsed
         text = (f"{self.description} [{bar}] {fraction * 100:5.1f}% "

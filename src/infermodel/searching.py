@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -66,7 +67,7 @@ def search_spec(scenario, *, minimise: str | None = None, maximise: str | None =
     table_show = None
     quantities: list[str] = []
     if table is not None:
-        for key, value in table.items():
+        for key in table:
             if key not in SEARCH_KEYS:
                 near = close_match(key, SEARCH_KEYS)
                 raise ScenarioError(scenario.problem(
@@ -295,8 +296,9 @@ class SearchResult:
         show = self.spec.show if show is None else show
         names = self._shown()
         total = len(self.sweep)
-        lines = [f"search over {total:,} choice{'s' if total != 1 else ''} of "
-                 f"{self.sweep.scenario.name}: {self.sense} {self.objective.text}"]
+        plural = "s" if total != 1 else ""
+        lines = [(f"search over {total:,} choice{plural} of {self.sweep.scenario.name}: "
+                  f"{self.sense} {self.objective.text}")]
         if self.constraints:
             lines.append("subject to: " + "; ".join(c.text for c in self.constraints))
         lines.append("")
@@ -376,7 +378,7 @@ class SearchResult:
             "objective": {"sense": self.sense, "formula": self.objective.text},
             "constraints": [c.text for c in self.constraints],
             "count": len(self.sweep),
-            "feasible": int(len(self.ranking)),
+            "feasible": len(self.ranking),
             "best": None if best is None else {**self._point_dict(best),
                                                "set": self.set_arguments(best)},
             "runners_up": [self._point_dict(int(i)) for i in self.ranking[1:1 + show]],
@@ -488,4 +490,4 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     return found
 
 
-__all__ = ["search", "search_spec", "SearchSpec", "SearchResult"]
+__all__ = ["SearchResult", "SearchSpec", "search", "search_spec"]

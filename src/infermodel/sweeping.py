@@ -37,10 +37,11 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -195,7 +196,7 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False) -
             raise ValueError(f"a geometric range must start above 0, got {text!r}")
         if stop < start:
             raise ValueError(f"range {text!r} is empty (its end is below its start)")
-        count = int(math.floor(math.log(stop / start) / math.log(factor) + 1e-9)) + 1
+        count = math.floor(math.log(stop / start) / math.log(factor) + 1e-9) + 1
         if count > MAX_AXIS_VALUES:
             raise ValueError(f"range {text!r} has more than {MAX_AXIS_VALUES:,} values")
         if all(isinstance(v, int) for v in (start, factor)):
@@ -212,7 +213,7 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False) -
             raise ValueError(f"the step of range {text!r} must be positive")
         if stop < start:
             raise ValueError(f"range {text!r} is empty (its end is below its start)")
-        count = int(math.floor((stop - start) / step + 1e-9)) + 1
+        count = math.floor((stop - start) / step + 1e-9) + 1
         if count > MAX_AXIS_VALUES:
             raise ValueError(f"range {text!r} has {count:,} values, more than {MAX_AXIS_VALUES:,}")
         if all(isinstance(v, int) for v in (start, stop, step)):
@@ -789,7 +790,6 @@ class SweepPlan:
         return found
 
     def _plan(self, quantities: list[str] | None, select: bool = True) -> None:
-        from .evaluation import compile_graph
         from .progress import Progress
 
         while True:
@@ -915,12 +915,14 @@ class SweepPlan:
                 point = attrs.evolve(scenario, sections=MappingProxyType(sections))
                 problems: list[Problem] = []
 
-                def report(key, message, *, expected=None, suggestion=None):
+                def report(key, message, *, expected=None, suggestion=None, point=point,
+                           problems=problems):
                     problems.append(point.problem(key, message, expected=expected,
                                                   suggestion=suggestion))
 
                 self.host.call_each("infermodel_validate_scenario",
-                                    lambda p: {"scenario": point, "report": report}, "validation")
+                                    lambda p, point=point, report=report:
+                                    {"scenario": point, "report": report}, "validation")
                 if problems:
                     shown = ", ".join(
                         [f"{self.axes[a].name} = {self.axes[a].labels[l]!r}" for a, l in combination]
@@ -1008,7 +1010,7 @@ class SweepPlan:
         return {axis.name: labels[positions]
                 for axis, labels, positions in zip(self.axes, self._label_arrays, index)}
 
-    def chunks(self, chunk_size: int | None = None) -> Iterator["Chunk"]:
+    def chunks(self, chunk_size: int | None = None) -> Iterator[Chunk]:
         """Evaluate the grid chunk by chunk, in grid order, showing progress if asked."""
         from .progress import Progress
 
@@ -1023,7 +1025,7 @@ class SweepPlan:
                 yield Chunk(start, stop, labels, columns, defined)
                 bar.update(stop - start)
 
-    def run(self, chunk_size: int | None = None) -> "SweepResult":
+    def run(self, chunk_size: int | None = None) -> SweepResult:
         """Evaluate every point and keep the columns in memory."""
         columns = {a.name: np.empty(self.total, dtype=np.float64 if a.numeric else object)
                    for a in self.axes}
@@ -1492,6 +1494,20 @@ def sweep(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     return plan.run(chunk_size)
 
 
-__all__ = ["sweep", "plan_sweep", "SweepPlan", "SweepResult", "Axis", "Chunk", "REMOVE",
-           "expand_range", "is_range", "parse_over", "grid_axes", "plugin_reads",
-           "scenario_with", "atomic_stream", "render_table"]
+__all__ = [
+    "REMOVE",
+    "Axis",
+    "Chunk",
+    "SweepPlan",
+    "SweepResult",
+    "atomic_stream",
+    "expand_range",
+    "grid_axes",
+    "is_range",
+    "parse_over",
+    "plan_sweep",
+    "plugin_reads",
+    "render_table",
+    "scenario_with",
+    "sweep",
+]
