@@ -117,3 +117,22 @@ def test_default_contexts_follow_the_workload(batch, prompt, output):
     assert r["sequence_length"] == prompt + output
     assert r["kv_bytes_total"] == r["kv_bytes_per_token"] * (prompt + output) * batch
     assert r["fits"] == (r["memory_required"] <= r["memory_bytes"])
+
+
+def test_changing_a_preset_by_override_updates_value_sources():
+    r = infermodel.evaluate(SCENARIOS / "case-study-24gb.toml", {"hardware.preset": "h100-sxm"})
+    step = next(s for s in infermodel.explain(r, "card_memory").steps if s.name == "card_memory")
+    assert "h100-sxm.toml" in step.source
+
+
+def test_output_files_get_ordinary_permissions(tmp_path):
+    import os
+    import stat
+
+    from infermodel.output import atomic_write
+
+    target = tmp_path / "out.txt"
+    atomic_write(target, "x")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~mask

@@ -8,6 +8,12 @@ import tempfile
 from pathlib import Path
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | Path, data: str | bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename.
 
@@ -20,6 +26,8 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
     try:
         with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as handle:
             handle.write(data)
+        # mkstemp creates the file private (0600); give it the permissions of a new file.
+        os.chmod(temporary, 0o666 & ~_umask())
         os.replace(temporary, path)
     except BaseException:
         try:

@@ -402,7 +402,8 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
             if not preset_table:
                 quiet.add(section)
             for k, v in preset_origins.items():
-                origins.setdefault(k, v)
+                if k.partition(".")[2] not in table:  # (a changed preset replaces old sources)
+                    origins[k] = v
             if isinstance(preset_name, str):
                 presets[section] = preset_name
         if section == "model" and "hf_config" in table:
@@ -412,7 +413,8 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
                                             origins, default_file, problems)
             merged.update(hf_table)
             for k, v in hf_origins.items():
-                origins.setdefault(k, v)
+                if k.partition(".")[2] not in table:
+                    origins[k] = v
         # Values written in the scenario override the preset's.
         for k in table:
             if k in merged:
