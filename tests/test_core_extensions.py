@@ -7,12 +7,12 @@ import attrs
 import pytest
 
 import infermodel
+from conftest import SCENARIOS
 from infermodel import hookimpl
 from infermodel.errors import PluginError, ScenarioError
 from infermodel.host import PluginHost, set_host
 from infermodel.scenario import load_scenario
 from infermodel.schema import FieldValueError, structure
-from conftest import SCENARIOS
 
 CASE = SCENARIOS / "case-study-24gb.toml"
 
@@ -73,7 +73,7 @@ def test_value_type_registered_twice_names_both_plugins(host):
     host.register(_PaintPlugin(), "paint")
     host.register(Other(), "other")
     with pytest.raises(PluginError, match="registered by both 'other' and 'paint'|registered by both 'paint' and 'other'"):
-        host.registries
+        _ = host.registries
 
 
 def test_unknown_key_in_a_nested_lever_table_is_named_at_its_path(register_plugin, write_scenario):

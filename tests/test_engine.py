@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
-import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import infermodel
+from conftest import ROOT, SCENARIOS
 from infermodel import S, hookimpl
 from infermodel.evaluation import compile_graph
 from infermodel.graph import build_graph
 from infermodel.quantity import check_name, symbol
-from conftest import ROOT, SCENARIOS
 
 CASE = SCENARIOS / "case-study-24gb.toml"
 

@@ -9,12 +9,12 @@ import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import DATA, SCENARIOS
 from infermodel import S, hookimpl
 from infermodel.cli import main
 from infermodel.errors import GraphError, PluginError, ScenarioError
 from infermodel.host import PluginHost, set_host
 from infermodel.scenario import load_scenario
-from conftest import DATA, SCENARIOS
 
 BAD = DATA / "bad"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import infermodel
-from infermodel.cli import main
 from conftest import SCENARIOS
+from infermodel.cli import main
 
 CASE = SCENARIOS / "case-study-24gb.toml"
 

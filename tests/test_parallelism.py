@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import infermodel
-from infermodel.cli import main
 from conftest import SCENARIOS
+from infermodel.cli import main
 
 PLANNER = SCENARIOS / "planner-70b-32-users.toml"
 ALLREDUCE = SCENARIOS / "parallel-70b-allreduce.toml"

@@ -13,9 +13,9 @@ from importlib import metadata
 import pytest
 
 import infermodel
+from conftest import SCENARIOS
 from infermodel.cli import main
 from infermodel.host import PluginHost
-from conftest import SCENARIOS
 
 
 def test_the_test_plugin_is_an_installed_distribution():

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import infermodel
-from infermodel.cli import main
 from conftest import SCENARIOS
+from infermodel.cli import main
 
 IDEAL = SCENARIOS / "prefix-module10-case.toml"
 PAGED = SCENARIOS / "prefix-module10-paged.toml"

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import infermodel
-from infermodel.cli import main
 from conftest import SCENARIOS
+from infermodel.cli import main
 
 COST = SCENARIOS / "cost-module10-case.toml"
 BASE = SCENARIOS / "case-study-24gb.toml"

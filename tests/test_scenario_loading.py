@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import infermodel
+from conftest import DATA, SCENARIOS
 from infermodel.errors import ScenarioError
 from infermodel.scenario import line_index, load_scenario, parse_assignment
-from conftest import DATA, SCENARIOS
 
 BASE = """
 [model]

@@ -11,8 +11,8 @@ import json
 import pytest
 
 import infermodel
-from infermodel.cli import main
 from conftest import SCENARIOS
+from infermodel.cli import main
 
 LAB3 = SCENARIOS / "module10-lab3-policies.toml"
 

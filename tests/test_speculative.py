@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import infermodel
+from conftest import SCENARIOS
 from infermodel.cli import main
 from infermodel.evaluation import compile_graph
 from infermodel.graph import build_graph
-from conftest import SCENARIOS
 
 LAB5 = SCENARIOS / "spec-lab5.toml"
 COLLAPSE = SCENARIOS / "spec-batch-collapse.toml"
@@ -112,8 +112,9 @@ def test_alpha_array_through_compiled_graph_has_no_nan(host):
 @settings(max_examples=200, deadline=None)
 @given(alpha=st.floats(0.0, 1.0 - 1e-6), k=st.integers(0, 16))
 def test_closed_form_equals_the_geometric_sum(alpha, k):
-    from infermodel_builtins.speculative import tokens_per_iteration
     import sympy
+
+    from infermodel_builtins.speculative import tokens_per_iteration
 
     value = float(tokens_per_iteration(sympy.Float(alpha), k))
     assert value == pytest.approx(expected_tokens(alpha, k), rel=1e-8)

@@ -27,7 +27,6 @@ back what the ideal sum promised:
 
 from __future__ import annotations
 
-
 import attrs
 import sympy
 from sympy import Min, ceiling

@@ -11,8 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import sympy
-from sympy import Piecewise, floor, oo
 from sympy import Max as _Max
+from sympy import Piecewise, floor, oo
+
+from infermodel import S, hookimpl
+
+from . import LAB, M10
 
 
 def Max(*args):
@@ -20,9 +24,6 @@ def Max(*args):
     # assumption queries (they dominate graph-building time).
     return _Max(*args, evaluate=False)
 
-from infermodel import REQUIRED, S, hookimpl
-
-from . import LAB, M10
 
 COUNT_OPS = f"{M10}, §1 'Count operations and traffic separately'; {LAB}, 'Two costs for one answer'"
 TWO_TIMES = f"{M10}, §1 'Estimate the two times'"

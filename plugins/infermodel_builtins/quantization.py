@@ -49,12 +49,12 @@ from .formats import (
     CACHE,
     GRANULARITY,
     NAMED_FORMATS,
+    VALUE_TYPES,
     ActivationFormat,
     Distribution,
     Format,
     FormatSpec,
     SqnrBits,
-    VALUE_TYPES,
 )
 from .sqnr import DB_PER_BIT, OFFSET_DB, max_over_sigma_for
 

@@ -198,7 +198,7 @@ def infermodel_validate_scenario(scenario, report):
                    expected="one probability per token id in both, in the same order")
     given = [n for n in ("draft_cost", "draft_model", "draft_params") if getattr(lever, n) is not None]
     if len(given) > 1:
-        report(f"{key}.{given[1]}", f"give one of draft_cost, draft_model or draft_params, not "
+        report(f"{key}.{given[1]}", "give one of draft_cost, draft_model or draft_params, not "
                + " and ".join(given))
     elif not given:
         report(f"{key}.draft_cost", "the draft cost is missing",

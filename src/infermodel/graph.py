@@ -18,7 +18,7 @@ import attrs
 import sympy
 
 from .errors import GraphError, PluginError, Problem, UnknownQuantityError, close_match
-from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, check_name, symbol
+from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, check_name
 
 DEFAULT_ORDER = 500
 

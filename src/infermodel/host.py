@@ -18,14 +18,13 @@ import os
 import sys
 import traceback
 from importlib import metadata
-from pathlib import Path
 from typing import Any, Callable
 
 import attrs
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError, Problem, close_match
+from .errors import PluginError, Problem
 
 ENTRY_POINT_GROUP = "infermodel"
 OWN_DISTRIBUTION = "infermodel"

@@ -15,7 +15,6 @@ from sympy.printing.str import StrPrinter
 
 from .units import format_value
 
-
 # ---------------------------------------------------------------------------------
 # Numbers
 # ---------------------------------------------------------------------------------
@@ -194,7 +193,7 @@ def result_html(result, names=None) -> str:
 def result_latex(result, names=None) -> str:
     rows = []
     display = {n: q.latex for n, q in result.graph.quantities.items() if q.latex}
-    for name, value, _description, q in _rows(result, names):
+    for name, value, _description, _q in _rows(result, names):
         unit_value = value.replace("%", r"\%")
         rows.append(f"{latex_name(name, display.get(name))} &= \\text{{{unit_value}}}")
     return r"\begin{aligned}" + r" \\ ".join(rows) + r"\end{aligned}"

@@ -14,11 +14,10 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 import attrs
-import cattrs
 
 from .errors import Problem, ScenarioError, close_match
 from .registry import FIELD_SECTIONS, REQUIRED, FieldSpec, Registries
-from .schema import CONVERTER, FieldValueError, parse_field, structure_errors
+from .schema import CONVERTER, parse_field, structure_errors
 
 #: Scenario files larger than this are refused (TOML parsing of hostile input can be slow).
 MAX_FILE_BYTES = 1_000_000

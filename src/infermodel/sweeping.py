@@ -781,8 +781,8 @@ class SweepPlan:
             scenario = scenario_with(self.scenario, overrides, host=self.host, where=self._where)
             graph = build_graph(scenario, host=self.host)
         except InfermodelError as exc:
-            shown = ", ".join(f"{self.axes[a].name} = {self.axes[a].labels[l]!r}"
-                              for a, l in combination)
+            shown = ", ".join(f"{self.axes[a].name} = {self.axes[a].labels[k]!r}"
+                              for a, k in combination)
             raise type(exc)(exc.problems, heading=f"at the sweep point {shown}") from None
         reads = plugin_reads(scenario, host=self.host) if combination else self._base_reads
         found = (scenario, graph, reads)
@@ -832,7 +832,7 @@ class SweepPlan:
         if clash:
             raise ScenarioError(Problem(f"the choice name {clash[0]!r} is also a quantity name",
                                         expected="a choice name that names no quantity"))
-        for combination, scenario, graph, reads in graphs:
+        for combination, scenario, _graph, reads in graphs:
             self._validate_points(combination, scenario, reads, vector)
         self._graphs = graphs
         #: Every quantity some block defines, name -> Quantity (of the first block defining it).
@@ -873,7 +873,7 @@ class SweepPlan:
         self.units = {n: names[n].unit for n in wanted}
         self.descriptions = {n: names[n].description for n in wanted}
         self.blocks: list[_Block] = []
-        for combination, scenario, graph, reads in self._graphs:
+        for _combination, scenario, graph, _reads in self._graphs:
             sub = _subgraph(graph, wanted)
             compiled = compile_graph(sub)
             base = {n: sub.quantities[n].value for n in compiled.inputs}
@@ -925,7 +925,7 @@ class SweepPlan:
                                     {"scenario": point, "report": report}, "validation")
                 if problems:
                     shown = ", ".join(
-                        [f"{self.axes[a].name} = {self.axes[a].labels[l]!r}" for a, l in combination]
+                        [f"{self.axes[a].name} = {self.axes[a].labels[k]!r}" for a, k in combination]
                         + [f"{self.axes[i].name} = {self.axes[i].labels[j]!r}"
                            for i, j in zip(checked, labels)])
                     raise ScenarioError(problems, heading=f"at the sweep point {shown}")

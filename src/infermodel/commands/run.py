@@ -21,9 +21,9 @@ def add_parser(subparsers) -> None:
 def handle(args) -> int:
     import json
 
+    from .. import printing
     from ..evaluation import evaluate
     from ..output import emit
-    from .. import printing
 
     result = evaluate(load(args))
     names = split_names(args.quantities)

@@ -155,12 +155,16 @@ def infermodel_transform_quantities(scenario, transform):
         reason="the cache budget on the cards holds the resident share, host memory the rest",
         reference=TRADE_OFF, order=ORDER)
     if lever.overlap:
-        step = lambda old: Max(old, S.kv_offload_time + S.t0)
-        capacity = lambda old: Max(old, S.kv_offload_capacity_time + S.t0)
+        def step(old):
+            return Max(old, S.kv_offload_time + S.t0)
+        def capacity(old):
+            return Max(old, S.kv_offload_capacity_time + S.t0)
         how = "the copy overlaps the step, which takes the longer of the two"
     else:
-        step = lambda old: old + S.kv_offload_time
-        capacity = lambda old: old + S.kv_offload_capacity_time
+        def step(old):
+            return old + S.kv_offload_time
+        def capacity(old):
+            return old + S.kv_offload_capacity_time
         how = "the copy of the offloaded cache share adds to every step"
     transform.wrap("decode_step_time", step, reason=how, reference=TRADE_OFF, order=ORDER)
     transform.wrap("capacity_step_time", capacity, reason=how, reference=TRADE_OFF, order=ORDER)
