@@ -58,3 +58,17 @@ def test_restricting_plugins_by_environment(monkeypatch):
     monkeypatch.delenv("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD", raising=False)
     host = PluginHost()
     assert sorted(host.records) == ["physics"]
+
+
+def test_tracing_hook_calls_for_plugin_authors():
+    import subprocess
+    import sys
+
+    from conftest import SCENARIOS as scenarios
+
+    done = subprocess.run(
+        [sys.executable, "-m", "infermodel.cli", "check", str(scenarios / "case-study-24gb.toml")],
+        capture_output=True, text=True,
+        env={**__import__("os").environ, "INFERMODEL_TRACE_PLUGINS": "1"})
+    assert done.returncode == 0
+    assert "infermodel_define_quantities" in done.stderr

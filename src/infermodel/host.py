@@ -51,9 +51,7 @@ class PluginHost:
         self.pm.add_hookspecs(hookspecs)
         self.records: dict[str, PluginRecord] = {}
         self._registries = None
-        if os.environ.get("INFERMODEL_TRACE_PLUGINS"):
-            self.pm.trace.root.setwriter(sys.stderr.write)
-            self.pm.enable_tracing()
+        self.trace = bool(os.environ.get("INFERMODEL_TRACE_PLUGINS"))
         if autoload:
             self.load_entry_points()
 
@@ -129,6 +127,9 @@ class PluginHost:
         hook = getattr(self.pm.hook, hook_name)
         impls = sorted(hook.get_hookimpls(), key=lambda i: i.plugin_name)
         for impl in impls:
+            if self.trace:
+                print(f"[infermodel] {stage}: {hook_name} -> plugin {impl.plugin_name!r}",
+                      file=sys.stderr)
             kwargs = make_kwargs(impl.plugin_name)
             try:
                 impl.function(*[kwargs[a] for a in impl.argnames])
