@@ -141,9 +141,11 @@ class QuantityGraph:
 
     @cached_property
     def structure_key(self) -> tuple:
-        """Identifies the graph's formulas (not input values), for compile caching."""
-        return tuple((n, None if q.is_input else sympy.srepr(q.expression))
-                     for n, q in self.quantities.items())
+        """Identifies the graph's formulas (not input values), for compile caching.
+
+        sympy expressions hash and compare structurally, so they serve as keys directly
+        (no printing to text needed)."""
+        return tuple((n, q.expression) for n, q in self.quantities.items())
 
     def to_dot(self) -> str:
         """Graphviz DOT text of the graph (inputs as boxes, coloured by plugin)."""
