@@ -36,7 +36,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -47,6 +46,7 @@ import attrs
 import numpy as np
 
 from .errors import InfermodelError, Problem, ScenarioError, UnknownQuantityError, close_match
+from .output import atomic_stream
 
 #: Points evaluated per chunk: small enough that the working set stays in cache.
 DEFAULT_CHUNK = 16384
@@ -1396,44 +1396,6 @@ def _label_text(axis: Axis, value: Any) -> str:
     return str(value)
 
 
-class atomic_stream:
-    """Open a temporary file beside ``path``; rename it into place on success only.
-
-    An exception (a KeyboardInterrupt included) removes the temporary file, so an
-    interrupted sweep never leaves a partial output behind.
-    """
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-
-    def __enter__(self):
-        directory = self.path.parent if str(self.path.parent) else Path(".")
-        fd, self.temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp",
-                                              dir=directory)
-        # mkstemp makes the file private; give it the permissions a plain open would.
-        mask = os.umask(0)
-        os.umask(mask)
-        try:
-            os.fchmod(fd, 0o666 & ~mask)
-        except OSError:
-            pass
-        self.handle = os.fdopen(fd, "w", encoding="utf-8", newline="")
-        return self.handle
-
-    def __exit__(self, kind, value, traceback):
-        try:
-            self.handle.close()
-        finally:
-            if kind is None:
-                os.replace(self.temporary, self.path)
-            else:
-                try:
-                    os.unlink(self.temporary)
-                except FileNotFoundError:
-                    pass
-        return False
-
-
 # ---------------------------------------------------------------------------------
 # Public entry points
 # ---------------------------------------------------------------------------------
@@ -1500,7 +1462,6 @@ __all__ = [
     "Chunk",
     "SweepPlan",
     "SweepResult",
-    "atomic_stream",
     "expand_range",
     "grid_axes",
     "is_range",

@@ -14,9 +14,22 @@ def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load(args):
     """Load the scenario named by ``args`` with its ``--set`` overrides."""
+    from ..output import check_target, protect_scenario
     from ..scenario import load_scenario
 
-    return load_scenario(args.scenario, args.overrides)
+    scenario = load_scenario(args.scenario, args.overrides)
+    protect_scenario(scenario)
+    # Fail on an unwritable target before the work, not after it.
+    for target in (getattr(args, "output", None), getattr(args, "plot", None)):
+        if target:
+            check_target(target)
+    plot = getattr(args, "plot", None)
+    if plot and not str(plot).lower().endswith((".png", ".svg")):
+        from ..errors import InfermodelError, Problem
+
+        raise InfermodelError(Problem(f"cannot write a plot to {plot!r}",
+                                      expected="a file name ending in .png or .svg"))
+    return scenario
 
 
 def split_names(text: str | None) -> list[str] | None:
