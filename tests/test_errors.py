@@ -233,3 +233,28 @@ def test_arbitrary_text_files_never_crash(text, tmp_path_factory):
         load_scenario(path)
     except ScenarioError:
         pass
+
+
+def test_unknown_plugin_name_in_the_environment_is_named(monkeypatch, capsys):
+    monkeypatch.setenv("INFERMODEL_LOAD_PLUGINS", "physics,physic")
+    monkeypatch.delenv("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    set_host(PluginHost())
+    try:
+        status, err = _run(capsys)
+        assert status == 2 and "INFERMODEL_LOAD_PLUGINS names 'physic'" in err
+        assert "did you mean 'physics'?" in err
+    finally:
+        set_host(None)
+
+
+def test_a_reserve_as_large_as_memory_is_refused(capsys):
+    status = main(["run", str(CASE), "--set", "hardware.reserve=24 GB"])
+    err = capsys.readouterr().err
+    assert status == 2 and "hardware.reserve" in err and "smaller than one card's memory" in err
+
+
+def test_capacity_throughput_is_zero_when_nothing_fits():
+    import infermodel
+
+    r = infermodel.evaluate(CASE, {"hardware.memory": "8 GB"})
+    assert r["max_sequences"] == 0 and r["tokens_per_s_at_capacity"] == 0

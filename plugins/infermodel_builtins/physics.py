@@ -137,6 +137,11 @@ def infermodel_validate_scenario(scenario, report):
     if kv_heads is not None and heads % kv_heads:
         report("model.kv_heads", f"kv_heads = {kv_heads} does not divide heads = {heads}",
                expected="a divisor of heads (grouped-query attention shares whole groups)")
+    kind, amount = scenario.value("hardware.reserve")
+    if kind == "bytes" and amount >= scenario.value("hardware.memory"):
+        report("hardware.reserve", f"the reserve ({amount / 1e9:g} GB) is not smaller than the "
+               f"card's memory ({scenario.value('hardware.memory') / 1e9:g} GB)",
+               expected="a reserve smaller than one card's memory")
     experts = scenario.value("model.experts")
     active = scenario.value("model.active_experts")
     if active > experts:
@@ -356,8 +361,10 @@ def _memory(scenario, define):
                / S.flops_effective_decode) + S.t0,
            unit="s", description="decode step time with the cache full (max_sequences, at least 1)",
            reference=LAB1)
-    define("tokens_per_s_at_capacity", full / S.capacity_step_time, unit="token/s",
-           description="decode tokens per second with the cache full", reference=LAB1)
+    # Zero when not even one full-length sequence fits (Lab 1 divides B by the step at
+    # max(1, B)).
+    define("tokens_per_s_at_capacity", Max(0, S.max_sequences) / S.capacity_step_time,
+           unit="token/s", description="decode tokens per second with the cache full", reference=LAB1)
 
 
 def _cost(scenario, define):

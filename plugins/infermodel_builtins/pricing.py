@@ -293,7 +293,9 @@ def infermodel_transform_quantities(scenario, transform):
         transform.replace("cost_per_million_output_tokens",
                           S.cost_per_million_output_tokens_busy / S.utilisation,
                           reason="busy price divided by the share of paid hours in use",
-                          reference=PRICE, order=900)
+                          reference=PRICE, order=900,
+                          description="price of a million output tokens at the busy throughput "
+                                      "(pricing.throughput) and utilisation")
     if value("hardware.power") is not None:
         transform.replace("energy_per_token", S.power_total / S.busy_tokens_per_s,
                           reason="power over the busy output rate that prices use",

@@ -72,20 +72,12 @@ def compile_graph(graph: QuantityGraph) -> CompiledGraph:
     return compiled
 
 
-_NUMPY_NAMES = (
-    "select", "where", "maximum", "minimum", "amax", "amin", "floor", "ceil", "sqrt", "log",
-    "log10", "log2", "exp", "absolute", "sign", "inf", "nan", "pi", "e", "less", "less_equal",
-    "greater", "greater_equal", "equal", "not_equal", "logical_and", "logical_or",
-    "logical_not", "logical_xor", "power", "isnan", "isinf", "array", "asarray", "square",
-    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh",
-    "mod", "fmod", "floor_divide", "heaviside", "round", "clip", "log1p", "expm1", "hypot",
-)
-
-
 def _numpy_namespace() -> dict:
     # lambdify's default numpy namespace runs ``from numpy import *``, which touches every
     # lazily loaded numpy submodule; the printer only needs these names.
-    namespace = {name: getattr(np, name) for name in _NUMPY_NAMES if hasattr(np, name)}
+    from .quantity import NUMERIC_NAMES
+
+    namespace = {name: getattr(np, name) for name in NUMERIC_NAMES if hasattr(np, name)}
     namespace["numpy"] = np
     return namespace
 

@@ -283,8 +283,10 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
         raise GraphError(problems, heading="undefined quantities")
     order = _stable_order(nodes)
     if order is None:
-        raise GraphError([Problem("dependency cycle: " + " -> ".join(c) + " (defined by "
-                                  + ", ".join(sorted({nodes[n].plugin for n in c[:-1]})) + ")")
+        raise GraphError([Problem("dependency cycle: " + " -> ".join(c) + " (formulas from "
+                                  + ", ".join(sorted({p for n in c[:-1] for p in
+                                                      (nodes[n].plugin, *nodes[n].changed_by)}))
+                                  + ")")
                           for c in _cycles(nodes)], heading="the quantity graph has cycles")
     ordered = {n: nodes[n] for n in order}
     return QuantityGraph(MappingProxyType(ordered), order)

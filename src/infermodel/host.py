@@ -24,7 +24,7 @@ import attrs
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError, Problem
+from .errors import PluginError, Problem, close_match
 
 ENTRY_POINT_GROUP = "infermodel"
 OWN_DISTRIBUTION = "infermodel"
@@ -62,7 +62,14 @@ class PluginHost:
         only = os.environ.get("INFERMODEL_LOAD_PLUGINS")
         wanted = None if only is None else {n.strip() for n in only.split(",") if n.strip()}
         builtins_only = bool(os.environ.get("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD"))
-        for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        found = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+        for name in sorted((wanted or set()) - {ep.name for ep in found}):
+            near = close_match(name, [ep.name for ep in found])
+            self.records[name] = PluginRecord(name, "", None, None, False, error=(
+                f"INFERMODEL_LOAD_PLUGINS names {name!r}, which no installed distribution "
+                f"provides in the {ENTRY_POINT_GROUP!r} entry-point group"
+                + (f" (did you mean {near!r}?)" if near else "")))
+        for ep in found:
             dist = getattr(ep, "dist", None)
             dist_name = dist.metadata["Name"] if dist is not None else None
             version = dist.version if dist is not None else None

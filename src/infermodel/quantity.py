@@ -23,8 +23,19 @@ import sympy
 NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 MAX_NAME_LENGTH = 64
 
+#: numpy names the generated numeric code may call (its whole namespace).
+NUMERIC_NAMES = (
+    "select", "where", "maximum", "minimum", "amax", "amin", "floor", "ceil", "sqrt", "log",
+    "log10", "log2", "exp", "absolute", "sign", "inf", "nan", "pi", "e", "less", "less_equal",
+    "greater", "greater_equal", "equal", "not_equal", "logical_and", "logical_or",
+    "logical_not", "logical_xor", "power", "isnan", "isinf", "array", "asarray", "square",
+    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh",
+    "mod", "fmod", "floor_divide", "heaviside", "round", "clip", "log1p", "expm1", "hypot",
+    "reduce",
+)
+
 # Names the generated numeric code needs for itself.
-_RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | {
+_RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | frozenset(NUMERIC_NAMES) | {
     "numpy", "np", "math", "mpmath", "sympy", "select", "where", "maximum", "minimum",
     "amax", "amin", "floor", "ceil", "sqrt", "log", "log10", "log2", "exp", "absolute",
     "inf", "nan", "pi", "e", "errstate", "less", "less_equal", "greater", "greater_equal",
