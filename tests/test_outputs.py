@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from infermodel.cli import main
 from conftest import SCENARIOS
+from infermodel.cli import main
 
 CASE = str(SCENARIOS / "case-study-24gb.toml")
 
