@@ -140,3 +140,24 @@ def test_a_transformation_may_restate_the_meaning(register_plugin):
     result = infermodel.evaluate(CASE)
     assert result.graph["tpot"].description == "time per output token on a halved machine"
     assert result.graph["tpot"].history[-1].reason == "twice as slow"
+
+
+class _ReplaceAfterWrap:
+    @hookimpl
+    def infermodel_transform_quantities(self, scenario, transform):
+        transform.wrap("tpot", lambda old: old * 2, reason="first", order=100)
+
+
+class _Replacer:
+    @hookimpl
+    def infermodel_transform_quantities(self, scenario, transform):
+        transform.replace("tpot", S.decode_step_time * 3, reason="second", order=200)
+
+
+def test_a_replacement_that_discards_another_levers_change_is_reported(register_plugin):
+    register_plugin(_ReplaceAfterWrap(), "wrapper")
+    register_plugin(_Replacer(), "replacer")
+    result = infermodel.evaluate(CASE)
+    assert result["tpot"] == pytest.approx(3 * result["decode_step_time"], rel=1e-12)
+    assert any("'replacer' replaced 'tpot', discarding the change(s) by 'wrapper'" in w
+               for w in result.warnings)

@@ -107,3 +107,15 @@ def test_a_request_that_cannot_fit_is_named(write_scenario, capsys):
     assert main(["simulate", str(path), "--policy", "chunked", "--rate", "0.2"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "cache" in err
+
+
+def test_lever_changes_the_simulation_leaves_out_are_reported(capsys):
+    # Mixtral's expert routing changes the per-step weight read, which the iteration cost
+    # (one weight read per iteration) does not follow: the run says so.
+    assert main(["simulate", str(SCENARIOS / "moe-mixtral-int4.toml"), "--policy", "chunked",
+                 "--rate", "0.5"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: weight_bytes_per_step is changed by plugin 'moe'" in err
+    # The Lab 3 scenario has nothing of the kind.
+    assert main(["simulate", str(LAB3), "--policy", "chunked", "--rate", "0.2"]) == 0
+    assert "warning" not in capsys.readouterr().err

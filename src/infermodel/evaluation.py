@@ -125,8 +125,9 @@ class Result:
 
     @property
     def warnings(self) -> list[str]:
-        """Quantities that evaluated to NaN, with the plugin responsible."""
-        out = []
+        """Quantities that evaluated to NaN (with the plugin responsible) and notes from
+        building the graph (a lever's replacement that discarded another's change)."""
+        out = list(self.graph.notes)
         for name, value in self.values.items():
             if isinstance(value, float) and math.isnan(value):
                 q = self.graph[name]

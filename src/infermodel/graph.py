@@ -93,6 +93,9 @@ class QuantityGraph:
 
     quantities: Mapping[str, Quantity]
     order: tuple[str, ...]
+    #: Things a reader should know about how the graph was built (a replacement that
+    #: discarded another lever's change, ...); results show them as warnings.
+    notes: tuple[str, ...] = ()
 
     def __getitem__(self, name: str) -> Quantity:
         try:
@@ -228,6 +231,7 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
 
     # Stage 3: transformations, applied in (order, plugin, call) order.
     requests: list[_Request] = []
+    notes: list[str] = []
     transformers: dict[str, Transformer] = {}
 
     def transformer_for(plugin):
@@ -246,6 +250,11 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
             continue
         if request.kind == REPLACE:
             new = request.payload
+            discarded = sorted({c.plugin for c in current.history[1:] if c.plugin != request.plugin})
+            if discarded:
+                notes.append(f"plugin {request.plugin!r} replaced {request.name!r}, discarding the "
+                             f"change(s) by {', '.join(repr(p) for p in discarded)}; compose with "
+                             "wrap to keep them")
         else:
             old = current.expression if current.expression is not None else sympy.Float(current.value)
             try:
@@ -289,7 +298,7 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
                                   + ")")
                           for c in _cycles(nodes)], heading="the quantity graph has cycles")
     ordered = {n: nodes[n] for n in order}
-    return QuantityGraph(MappingProxyType(ordered), order)
+    return QuantityGraph(MappingProxyType(ordered), order, tuple(notes))
 
 
 def _stable_order(nodes: Mapping[str, Quantity]) -> tuple[str, ...] | None:

@@ -3,7 +3,11 @@
 The simulator (:mod:`infermodel.simulator`) prices each iteration from the scenario's
 own quantities — ``weight_bytes``, ``kv_bytes_per_token``, ``params_matmul``,
 ``layers``, ``query_width``, ``bandwidth``, the prefill compute and the KV-cache
-budget — so every lever that changes them changes the simulation too.
+budget — so a lever that changes those (number formats, a quantised cache, card
+counts) changes the simulation too. A lever that changes the step time some other way
+(speculative decoding, all-reduce time, expert routing, offload copies) is not part of
+the iteration cost: :func:`plan` lists each such change in ``warnings`` and the command
+line prints them, so a simulated figure is never silently missing a lever.
 
 A scenario's ``[simulation]`` table (every key optional)::
 
@@ -34,6 +38,7 @@ A scenario's ``[simulation]`` table (every key optional)::
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -44,6 +49,10 @@ from .errors import Problem, ScenarioError
 KEYS = ("policies", "rates", "seed", "engine", "cache_memory", "workload", "slo", "capacity")
 CAPACITY_KEYS = ("policy", "low", "high", "steps", "neighbour")
 SLO_KEYS = ("ttft", "itl")
+
+
+class SimulationWarning(UserWarning):
+    """A lever's change that the simulation does not include."""
 
 
 @attrs.frozen
@@ -59,6 +68,7 @@ class SimulationPlan:
     slo: Any
     capacity: Mapping[str, Any]
     price_per_hour: float | None
+    warnings: tuple[str, ...] = ()
 
 
 def _fail(scenario, key: str, message: str, expected: str | None = None, suggestion=None):
@@ -137,7 +147,25 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
         _fail(scenario, "simulation.engine", f"got {engine_!r}", '"fast" or "reference"')
     price = result.values.get("cost_per_hour")
     return SimulationPlan(cost, workload, chosen, tuple(float(r) for r in rates_), int(seed_),
-                          engine_, slo, capacity, price)
+                          engine_, slo, capacity, price, tuple(unmodelled_changes(result)))
+
+
+#: Quantities whose changes by levers the iteration cost does not follow. (Every
+#: iteration is priced at the prefill compute rate, as Module 10 Lab 3 does, so
+#: ``decode_mfu`` plays no part.)
+STEP_QUANTITIES = ("decode_step_time", "prefill_time", "tpot", "weight_bytes_per_step")
+
+
+def unmodelled_changes(result) -> list[str]:
+    """Lever changes to the step time that the simulator's iteration cost leaves out."""
+    notes = []
+    for name in STEP_QUANTITIES:
+        if name not in result.graph:
+            continue
+        for change in result.graph[name].history[1:]:
+            notes.append(f"{name} is changed by plugin {change.plugin!r} ({change.reason}); "
+                         "the simulator's iteration cost does not include that change")
+    return notes
 
 
 def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, capacity=False,
@@ -160,6 +188,8 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
     elif overrides:
         scenario = scenario.with_overrides(overrides)
     chosen = plan(scenario, policies=policies, rates=rates, seed=seed, engine=engine)
+    for note in chosen.warnings:
+        warnings.warn(note, SimulationWarning, stacklevel=2)
     try:
         if capacity:
             settings = dict(chosen.capacity)

@@ -57,10 +57,19 @@ def handle(args) -> int:
         bar.total = total
         bar.update(done - bar.done)
 
-    with bar:
+    import sys
+    import warnings
+
+    from ..simulation import SimulationWarning
+
+    with bar, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SimulationWarning)
         outcome = simulate(scenario, policies=args.policy or None, rates=args.rate or None,
                            seed=args.seed, engine=args.engine, capacity=args.capacity,
                            progress=progress)
+    for warning in caught:
+        if issubclass(warning.category, SimulationWarning):
+            print(f"warning: {warning.message}", file=sys.stderr)
     if args.capacity:
         text = json.dumps(outcome.to_dict(), indent=2) if args.format == "json" else outcome.text()
         emit(text, args.output)
