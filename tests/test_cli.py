@@ -93,3 +93,18 @@ def test_console_script_runs_the_shipped_scenario():
     done = subprocess.run([sys.executable, "-m", "infermodel.cli", "run", CASE, "--quantities", "tpot"],
                           capture_output=True, text=True)
     assert done.returncode == 0 and "6.237 ms" in done.stdout
+
+
+def test_every_shipped_scenario_passes_check_tables_included(autoload_host, capsys):
+    for path in sorted(SCENARIOS.glob("*.toml")):
+        assert main(["check", str(path)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+
+
+def test_check_reports_every_broken_table_at_once(write_scenario, capsys):
+    path = write_scenario(f'extends = "{CASE}"\n[sweep]\n"workload.bacth" = [1, 2]\n'
+                          '[simulation]\nratez = [0.1]\n')
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "2 errors encountered" in err
+    assert "did you mean 'workload.batch'?" in err and "did you mean 'rates'?" in err
