@@ -102,3 +102,29 @@ def test_unknown_keys_in_a_users_own_table_stay_errors(write_scenario):
     path = write_scenario(f'extends = "{CASE}"\n[hardware]\nnative_fp9 = true\n')
     with pytest.raises(ScenarioError, match="hardware.native_fp9"):
         load_scenario(path)
+
+
+def test_given_tells_written_keys_from_defaults():
+    s = load_scenario(CASE, ["pricing.utilisation=0.5"])
+    assert s.given("model.weight_bytes") and s.given("pricing") and s.given("pricing.utilisation")
+    assert not s.given("efficiency.missing") and not s.given("levers")
+    assert not load_scenario(CASE).given("pricing")
+
+
+def test_a_sweep_over_a_table_a_plugin_switches_on_matches_scalar_evaluation():
+    result = infermodel.sweep(CASE, {"pricing.utilisation": [0.5, 1.0]},
+                              quantities=["busy_tokens_per_s", "cost_per_million_output_tokens"])
+    for i, utilisation in enumerate([0.5, 1.0]):
+        scalar = infermodel.evaluate(CASE, {"pricing.utilisation": utilisation})
+        assert result.columns["cost_per_million_output_tokens"][i] == pytest.approx(
+            scalar["cost_per_million_output_tokens"], rel=1e-12)
+        assert result.columns["busy_tokens_per_s"][i] == pytest.approx(scalar["busy_tokens_per_s"], rel=1e-12)
+
+
+def test_levers_switch_off_and_on_with_booleans():
+    artifact = SCENARIOS / "module10-case-artifact.toml"
+    off = load_scenario(artifact, ["levers.number_formats=false"])
+    assert off.lever("number_formats") is None
+    assert infermodel.evaluate(off)["weight_bytes"] == 2 * 9_550_729_216
+    on = load_scenario(CASE, ["levers.number_formats=true"])
+    assert on.lever("number_formats") is not None

@@ -42,7 +42,7 @@ MILLION = 10**6
 
 
 def _active(scenario) -> bool:
-    return "pricing" in scenario.raw
+    return scenario.given("pricing")
 
 
 @hookimpl

@@ -252,6 +252,21 @@ class Scenario:
         """The lever's structured table, or None when the scenario does not use it."""
         return self.levers.get(name)
 
+    def given(self, path: str) -> bool:
+        """Whether the scenario itself (its file, what it extends, ``--set``) writes
+        ``path``, a table (``"pricing"``) or a key (``"pricing.utilisation"``), rather
+        than leaving it to defaults or presets.
+
+        >>> s.given("workload.batch")  # doctest: +SKIP
+        True
+        """
+        node: Any = self.raw
+        for part in path.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return False
+            node = node[part]
+        return True
+
     def where(self, key: str) -> Origin | None:
         """Where a key path was written (file and line), walking up to its table."""
         parts = key.split(".")
@@ -443,8 +458,13 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
                 expected="one of " + (", ".join(sorted(registries.levers)) or "(no levers loaded)"),
                 suggestion=f"did you mean {near!r}?" if near else "`infermodel plugins` lists loaded plugins")
             continue
+        if table is False:
+            continue  # switched off (handy with --set and extends)
+        if table is True:
+            table = {}  # switched on with its defaults
         if not isinstance(table, Mapping):
-            add(key, f"got {table!r}", expected=f"a [levers.{lever_name}] table")
+            add(key, f"got {table!r}", expected=f"a [levers.{lever_name}] table, or true/false "
+                                                "to switch it on with defaults or off")
             continue
         try:
             levers[lever_name] = CONVERTER.structure(dict(table), info.schema)

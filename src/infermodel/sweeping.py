@@ -582,6 +582,12 @@ def _recording_scenario(scenario, reads: set):
             reads.add(f"levers.{name}")
             return Scenario.lever(scenario, name)
 
+        def given(self, path: str):
+            # Whether anything under ``path`` is written: every field below it counts.
+            reads.add(path)
+            reads.add(f"{path}.*")
+            return Scenario.given(scenario, path)
+
     class Sections(Mapping):
         def __init__(self, data, prefix):
             self._data = data
