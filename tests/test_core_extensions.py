@@ -128,3 +128,13 @@ def test_levers_switch_off_and_on_with_booleans():
     assert infermodel.evaluate(off)["weight_bytes"] == 2 * 9_550_729_216
     on = load_scenario(CASE, ["levers.number_formats=true"])
     assert on.lever("number_formats") is not None
+
+
+def test_scenario_preset_gives_typed_fields_with_defaults():
+    s = load_scenario(CASE)
+    draft = s.preset("model", "llama-3.2-3b")
+    assert draft["layers"] == 28 and draft["ffn"] == "swiglu" and draft["experts"] == 1
+    card = s.preset("hardware", "h100-sxm")
+    assert card["memory"] == 80e9 and card["bandwidth"] == 3.35e12
+    with pytest.raises(ScenarioError, match="did you mean 'llama-3.2-3b'"):
+        s.preset("model", "llama-3.2-3bb")

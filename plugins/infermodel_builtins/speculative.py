@@ -18,8 +18,6 @@ spends. ``tpot`` and the tokens-per-second quantities are transformed at order 4
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-from pathlib import Path
 
 import attrs
 import sympy
@@ -122,41 +120,22 @@ def tokens_per_iteration(alpha, k):
 # ---------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=64)
-def _read_model_table(path: str) -> dict:
-    import tomli
-
-    with open(path, "rb") as handle:
-        data = tomli.load(handle)
-    table = data.get("model")
-    return dict(table) if isinstance(table, dict) else {}
-
-
-def _preset_path(name: str) -> Path | None:
-    from infermodel import get_host
-
-    info = get_host().registries.presets["model"].get(name)
-    return None if info is None else Path(info.path)
-
-
-def draft_shape(name: str) -> dict:
-    """The shape fields of draft model preset ``name`` with the physics defaults applied."""
-    path = _preset_path(name)
-    if path is None:
-        raise KeyError(name)
-    table = _read_model_table(str(path))
+def draft_shape(scenario, name: str) -> dict:
+    """The shape of draft model preset ``name``, typed and with the physics defaults."""
+    table = scenario.preset("model", name)
     heads = table["heads"]
-    head_dim = table.get("head_dim", table["d_model"] / heads)
+    head_dim = table["head_dim"] if table["head_dim"] is not None else table["d_model"] / heads
+    kv_heads = table["kv_heads"] if table["kv_heads"] is not None else heads
     return {
         "layers": table["layers"],
         "d_model": table["d_model"],
         "query_width": heads * head_dim,
-        "kv_width": table.get("kv_heads", heads) * head_dim,
+        "kv_width": kv_heads * head_dim,
         "d_ff": table["d_ff"],
-        "ffn_matrices": 3 if table.get("ffn", "swiglu") == "swiglu" else 2,
+        "ffn_matrices": 3 if table["ffn"] == "swiglu" else 2,
         "vocab": table["vocab"],
-        "tied": bool(table.get("tied_embeddings", False)),
-        "experts": table.get("experts", 1),
+        "tied": bool(table["tied_embeddings"]),
+        "experts": table["experts"],
     }
 
 
@@ -208,29 +187,21 @@ def infermodel_validate_scenario(scenario, report):
         report(f"{key}.draft_weight_bits",
                "draft_weight_bits applies only to a draft_model or draft_params")
     if lever.draft_model is not None:
-        from infermodel.errors import close_match
+        from infermodel.errors import InfermodelError
 
-        path = _preset_path(lever.draft_model)
-        if path is None:
-            from infermodel import get_host
-
-            known = get_host().registries.presets["model"]
-            near = close_match(lever.draft_model, known)
-            report(f"{key}.draft_model", f"no model preset named {lever.draft_model!r}",
+        try:
+            shape = draft_shape(scenario, lever.draft_model)
+        except InfermodelError as exc:
+            problem = exc.problems[0]
+            report(f"{key}.draft_model", problem.message,
                    expected="a model preset (`infermodel presets models` lists them)",
-                   suggestion=f"did you mean {near!r}?" if near else None)
+                   suggestion=problem.suggestion)
         else:
-            try:
-                shape = draft_shape(lever.draft_model)
-            except (KeyError, TypeError, ZeroDivisionError) as exc:
+            if shape["experts"] > 1:
                 report(f"{key}.draft_model",
-                       f"model preset {lever.draft_model!r} lacks a shape field ({exc})")
-            else:
-                if shape["experts"] > 1:
-                    report(f"{key}.draft_model",
-                           f"model preset {lever.draft_model!r} is a mixture of experts",
-                           expected="a dense draft model",
-                           suggestion="give its cost as draft_cost instead")
+                       f"model preset {lever.draft_model!r} is a mixture of experts",
+                       expected="a dense draft model",
+                       suggestion="give its cost as draft_cost instead")
 
 
 @hookimpl
@@ -241,7 +212,7 @@ def infermodel_define_quantities(scenario, define):
     define("spec_k", lever.k, unit="1", latex="k",
            description="draft tokens proposed per iteration", reference=SPEED)
     _acceptance(lever, define)
-    _draft(lever, define)
+    _draft(scenario, lever, define)
     _verification(lever, define)
     alpha, k, c, v = S.spec_acceptance, S.spec_k, S.spec_draft_cost, S.spec_verify_cost
     define("spec_tokens_per_iteration", tokens_per_iteration(alpha, k), unit="token", latex="E",
@@ -270,7 +241,7 @@ def _acceptance(lever, define):
            reference=OVERLAP)
 
 
-def _draft(lever, define):
+def _draft(scenario, lever, define):
     if lever.draft_cost is not None:
         define("spec_draft_cost", lever.draft_cost, unit="1", latex="c",
                description="cost of one draft step, in target decode steps", reference=SPEED)
@@ -279,7 +250,7 @@ def _draft(lever, define):
            description="bits per stored draft-model weight", reference=SPEED)
     batch_ctx = S.batch * S.context
     if lever.draft_model is not None:
-        shape = draft_shape(lever.draft_model)
+        shape = draft_shape(scenario, lever.draft_model)
         source = f"draft model preset {lever.draft_model!r}"
         for name, unit, what in (("layers", "1", "decoder blocks"), ("d_model", "1", "width"),
                                  ("query_width", "1", "query width heads·head_dim"),

@@ -17,7 +17,7 @@ import attrs
 
 from .errors import Problem, ScenarioError, close_match
 from .registry import FIELD_SECTIONS, REQUIRED, FieldSpec, Registries
-from .schema import CONVERTER, parse_field, structure_errors
+from .schema import CONVERTER, FieldValueError, parse_field, structure_errors
 
 #: Scenario files larger than this are refused (TOML parsing of hostile input can be slow).
 MAX_FILE_BYTES = 1_000_000
@@ -242,6 +242,7 @@ class Scenario:
     presets: Mapping[str, str]
     origins: Mapping[str, Origin] = attrs.field(repr=False)
     raw: Mapping = attrs.field(repr=False)
+    host: Any = attrs.field(default=None, repr=False, eq=False)
 
     def value(self, path: str) -> Any:
         """The typed value of a field, e.g. ``scenario.value("workload.batch")``."""
@@ -267,6 +268,46 @@ class Scenario:
             node = node[part]
         return True
 
+    def preset(self, kind: str, name: str) -> Mapping[str, Any]:
+        """The typed fields of a preset, defaults applied, for a lever that refers to a
+        second model or card (a speculative draft, say) by preset name.
+
+        Raises :class:`ScenarioError` for an unknown name, with a close match.
+
+        >>> s.preset("model", "llama-3.2-3b")["layers"]  # doctest: +SKIP
+        28
+        """
+        from .host import get_host
+
+        registries = (self.host or get_host()).registries
+        known = registries.presets.get(kind, {})
+        info = known.get(name)
+        if info is None:
+            near = close_match(str(name), known)
+            raise ScenarioError(Problem(f"no {kind} preset named {name!r}",
+                                        expected=f"a {kind} preset",
+                                        suggestion=f"did you mean {near!r}?" if near else None))
+        data, lines = read_toml(info.path)
+        table = data.get(kind, {})
+        specs = registries.fields[kind]
+        typed: dict[str, Any] = {}
+        problems = []
+        for key, spec in specs.items():
+            if key in table:
+                try:
+                    typed[key] = parse_field(spec, table[key])
+                except FieldValueError as exc:
+                    problems.append(Problem(exc.message, file=str(info.path), key=f"{kind}.{key}",
+                                            line=lines.get(f"{kind}.{key}"), expected=exc.expected))
+            elif spec.default is REQUIRED:
+                problems.append(Problem("required field missing", file=str(info.path),
+                                        key=f"{kind}.{key}"))
+            else:
+                typed[key] = spec.default
+        if problems:
+            raise ScenarioError(problems)
+        return MappingProxyType(typed)
+
     def where(self, key: str) -> Origin | None:
         """Where a key path was written (file and line), walking up to its table."""
         parts = key.split(".")
@@ -290,7 +331,7 @@ class Scenario:
         """
         origins = dict(self.origins)
         data = apply_overrides(dict(self.raw), origins, overrides)
-        return resolve(data, origins, self.path, host=host)
+        return resolve(data, origins, self.path, host=host or self.host)
 
 
 def _problem(origins: Mapping[str, Origin], default_file: str | None, key: str, message: str,
@@ -489,7 +530,7 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
     scenario = Scenario(name=name, description=description, path=path,
                         sections=MappingProxyType(sections), levers=MappingProxyType(levers),
                         tables=MappingProxyType(tables), presets=MappingProxyType(presets),
-                        origins=MappingProxyType(origins), raw=MappingProxyType(raw))
+                        origins=MappingProxyType(origins), raw=MappingProxyType(raw), host=host)
 
     def report_maker(plugin):
         def report(key, message, *, expected=None, suggestion=None):
