@@ -108,3 +108,13 @@ def test_check_reports_every_broken_table_at_once(write_scenario, capsys):
     err = capsys.readouterr().err
     assert "2 errors encountered" in err
     assert "did you mean 'workload.batch'?" in err and "did you mean 'rates'?" in err
+
+
+def test_graph_draws_png_and_svg(tmp_path, capsys):
+    png, svg = tmp_path / "g.png", tmp_path / "g.svg"
+    assert main(["graph", CASE, "--format", "png", "--output", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["graph", CASE, "--format", "svg", "--output", str(svg)]) == 0
+    assert b"<svg" in svg.read_bytes()[:2000]
+    assert main(["graph", CASE, "--format", "png"]) == 2
+    assert "--output FILE.png" in capsys.readouterr().err
