@@ -33,6 +33,7 @@ _LAZY = {
     "sweep": ("sweeping", "sweep"),
     "search": ("searching", "search"),
     "simulate": ("simulation", "simulate"),
+    "run_witness": ("witnessing", "run_witness"),
 }
 
 
@@ -60,4 +61,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["hookimpl", "S", "symbol", "load_scenario", "evaluate", "explain", "build_graph",
            "Scenario", "Result", "Quantity", "REQUIRED", "InfermodelError", "get_host", "sweep",
-           "search", "simulate"]
+           "search", "simulate", "run_witness"]

@@ -90,6 +90,26 @@ def infermodel_register_presets(register):
     """
 
 
+@hookspec
+def infermodel_register_witnesses(register):
+    """Contribute witness experiments: small seeded runs that check a formula against
+    what actually happens and report both.
+
+    Called once per session. A witness runs only when asked for, by ``infermodel witness
+    SCENARIO NAME`` or a scenario's ``[witness]`` table, never during evaluation.
+
+    :param register: ``register(name, function, *, description, reference=None,
+        options=None)`` where ``function(scenario, options)`` returns a
+        :class:`infermodel.witnessing.Witness` and must give the same result for the
+        same options (seed every random number). ``options`` maps each option's name to
+        an :class:`infermodel.witnessing.Option` (default, description, bounds); the
+        core checks what a user writes against them, fills in the defaults and passes
+        ``function`` a dict of typed values. A name registered twice is an error naming
+        both plugins.
+    :return: ignored.
+    """
+
+
 # ---------------------------------------------------------------------------------
 # Validation: is this scenario consistent?
 # ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Registries filled by the registration hooks: scenario fields, levers, presets."""
+"""Registries filled by the registration hooks: scenario fields, levers, presets, witnesses."""
 
 from __future__ import annotations
 
@@ -97,6 +97,18 @@ class LeverInfo:
 
 
 @attrs.frozen
+class WitnessInfo:
+    """A witness experiment: its function, its options and who registered it."""
+
+    name: str
+    function: Any
+    description: str
+    plugin: str
+    reference: str | None = None
+    options: Any = attrs.field(factory=dict)   # name -> infermodel.witnessing.Option
+
+
+@attrs.frozen
 class PresetInfo:
     kind: str
     name: str
@@ -109,6 +121,7 @@ class Registries:
     fields: dict[str, dict[str, FieldSpec]]
     levers: dict[str, LeverInfo]
     presets: dict[str, dict[str, PresetInfo]]
+    witnesses: dict[str, WitnessInfo] = attrs.field(factory=dict)
     _section_classes: dict[str, type] = attrs.field(factory=dict)
 
     def field(self, path: str) -> FieldSpec | None:
@@ -186,6 +199,35 @@ def build_registries(host) -> Registries:
                 presets[kind][name] = PresetInfo(kind, name, path, plugin)
         return register
 
+    witnesses: dict[str, WitnessInfo] = {}
+
+    def witness_registrar(plugin: str):
+        def register(name, function, *, description, reference=None, options=None):
+            from types import MappingProxyType
+
+            from .witnessing import Option
+
+            if check_name(name):
+                raise PluginError(f"plugin {plugin!r}: witness name {name!r}: {check_name(name)}")
+            if not callable(function):
+                raise PluginError(f"plugin {plugin!r}: witness {name!r} needs a callable "
+                                  "function(scenario, options)")
+            options = dict(options or {})
+            for key, option in options.items():
+                if not isinstance(key, str) or not NAME_PATTERN.match(key):
+                    raise PluginError(f"plugin {plugin!r}: witness {name!r}: option name {key!r} "
+                                      "is not a valid key")
+                if not isinstance(option, Option):
+                    raise PluginError(f"plugin {plugin!r}: witness {name!r}: option {key!r} must "
+                                      "be an infermodel.witnessing.Option")
+            if name in witnesses:
+                problems.append(Problem(
+                    f"witness {name!r} is registered by both {witnesses[name].plugin!r} and {plugin!r}"))
+                return
+            witnesses[name] = WitnessInfo(name, function, description, plugin, reference,
+                                          MappingProxyType(options))
+        return register
+
     value_types: dict[type, str] = {}
 
     def type_registrar(plugin: str):
@@ -208,6 +250,8 @@ def build_registries(host) -> Registries:
     host.call_each("infermodel_register_fields", lambda p: {"register": field_registrar(p)}, "registration")
     host.call_each("infermodel_register_levers", lambda p: {"register": lever_registrar(p)}, "registration")
     host.call_each("infermodel_register_presets", lambda p: {"register": preset_registrar(p)}, "registration")
+    host.call_each("infermodel_register_witnesses", lambda p: {"register": witness_registrar(p)},
+                   "registration")
     if problems:
         raise PluginError(problems, heading="plugins declare conflicting names")
     for section in FIELD_SECTIONS:
@@ -215,4 +259,4 @@ def build_registries(host) -> Registries:
             if spec.default is not REQUIRED and spec.default is not None and spec.numeric:
                 if isinstance(spec.default, float) and not math.isfinite(spec.default):
                     raise PluginError(f"plugin {spec.plugin!r}: field {spec.path} has a non-finite default")
-    return Registries(fields, levers, presets)
+    return Registries(fields, levers, presets, witnesses)

@@ -23,7 +23,8 @@ from .schema import CONVERTER, FieldValueError, parse_field, structure_errors
 MAX_FILE_BYTES = 1_000_000
 MAX_EXTENDS_DEPTH = 16
 
-TOP_LEVEL = ("extends", "scenario", *FIELD_SECTIONS, "levers", "simulation", "sweep", "search")
+TOP_LEVEL = ("extends", "scenario", *FIELD_SECTIONS, "levers", "simulation", "sweep", "search",
+             "witness")
 SCENARIO_KEYS = ("name", "description")
 #: Keys read by the loader itself rather than declared as fields.
 LOADER_KEYS = {"model": ("preset", "hf_config"), "hardware": ("preset",)}
@@ -514,7 +515,7 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
             _report_structure(exc, key, table, keys, add, schema=info.schema)
 
     tables = {}
-    for section in ("simulation", "sweep", "search"):
+    for section in ("simulation", "sweep", "search", "witness"):
         table = data.get(section)
         if table is None:
             continue

@@ -8,8 +8,9 @@ from . import add_scenario_arguments, load
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("check", help="validate a scenario",
                                    description="Read, type and validate a scenario, build its "
-                                               "quantity graph, and check its [sweep], [search] "
-                                               "and [simulation] tables; print only a summary.")
+                                               "quantity graph, and check its [sweep], [search], "
+                                               "[simulation] and [witness] tables; print only a "
+                                               "summary.")
     add_scenario_arguments(parser)
     parser.set_defaults(handler=handle)
 
@@ -45,6 +46,14 @@ def handle(args) -> int:
 
             plan(scenario)
             checked.append("simulation")
+        except InfermodelError as exc:
+            problems.extend(exc.problems)
+    if "witness" in scenario.tables:
+        try:
+            from ..witnessing import scenario_witnesses
+
+            scenario_witnesses(scenario)
+            checked.append("witness")
         except InfermodelError as exc:
             problems.extend(exc.problems)
     if problems:
