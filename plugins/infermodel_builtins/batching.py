@@ -48,9 +48,16 @@ from sympy import Max, Piecewise, ceiling, floor
 from infermodel import S, hookimpl
 from infermodel.errors import close_match
 from infermodel.schema import FieldValueError
-from infermodel.simulator import SimulationError, expected_max, length_law
 
 from . import LAB, M10
+
+
+def _simulator():
+    # The simulator package is imported only when a law is read: loading this plugin
+    # stays cheap for every command that does not use the lever.
+    from infermodel import simulator
+
+    return simulator
 
 SLOTS = f"{LAB}, 'Many requests, one pass'"
 RESERVE = f"{M10}, 'A joining prompt can stall everybody' (contiguous reservation to the maximum length)"
@@ -108,7 +115,7 @@ class OutputLaw:
         return {key: list(value) if isinstance(value, tuple) else value for key, value in self.items}
 
     def resolve(self, base_dir: str | os.PathLike | None = None):
-        return length_law(self.mapping(), what="output law", base_dir=base_dir)
+        return _simulator().length_law(self.mapping(), what="output law", base_dir=base_dir)
 
 
 def _law_hook(value, _type):
@@ -127,7 +134,7 @@ def _law_hook(value, _type):
     if "file" not in value:  # a file is read at validation, from the scenario's directory
         try:
             law.resolve()
-        except SimulationError as exc:
+        except _simulator().SimulationError as exc:
             raise FieldValueError(str(exc), expected=expected) from None
     return law
 
@@ -196,7 +203,7 @@ def infermodel_validate_scenario(scenario, report):
         return
     try:
         _law(scenario, lever)
-    except SimulationError as exc:
+    except _simulator().SimulationError as exc:
         report("levers.batching.output", str(exc),
                expected=f"a length-law table such as {LAW_EXAMPLE}")
 
@@ -249,7 +256,7 @@ def infermodel_define_quantities(scenario, define):
                            "probabilities (computed when the scenario is read)", reference=SLOTS)
         define("batching_output_longest", law.maximum, unit="token", latex=r"o_{\max}",
                description="longest output the law allows", reference=RESERVE)
-        define("batching_expected_max_output", expected_max(law, batch), unit="token",
+        define("batching_expected_max_output", _simulator().expected_max(law, batch), unit="token",
                latex=r"\mathrm{E}[o_{\max,B}]",
                description=f"expected longest output of a batch of {batch} (workload.batch), "
                            "Σ_k (1 − F(k)^B) over the output law (computed when the scenario "

@@ -67,5 +67,23 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def run() -> None:
+    """The console script: :func:`main`, then a quick exit.
+
+    Tearing down the interpreter (thousands of sympy objects and modules) takes longer
+    than many a command's work, and a finished command needs none of it: every output
+    file is already written and closed, so flush the standard streams and leave.
+    """
+    import os
+
+    status = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()
