@@ -128,3 +128,18 @@ def test_missing_host_fields_are_reported_at_the_lever_table(kv_host, write_scen
     assert all(p.line == 3 and p.key == "levers.kv_offload" for p in problems)
     with pytest.raises(ScenarioError, match="fraction in \\(0, 1\\]"):
         infermodel.load_scenario(EXAMPLE, {"levers.kv_offload.fraction": 1.5})
+
+
+def test_offload_and_prefix_sharing_compose(autoload_host):
+    # Offloading half the private cache and sharing the 3,000-token prefix each raise the
+    # number of full-length requests; together they compound instead of one discarding
+    # the other (Module 10 §11: 18 bf16 requests, 35 with the shared prefix).
+    import infermodel
+    from conftest import SCENARIOS
+
+    path = SCENARIOS / "kv-offload-example.toml"
+    offload = infermodel.evaluate(path)
+    both = infermodel.evaluate(path, {"levers.prefix_cache.prefix_tokens": 3000,
+                                      "levers.prefix_cache.block_tokens": 1})
+    assert both.warnings == []
+    assert both["max_sequences"] > offload["max_sequences"] >= 36

@@ -132,6 +132,8 @@ def test_derivation_shows_the_lever(host):
     r = infermodel.evaluate(IDEAL)
     history = r.graph["prefill_time"].history
     assert history[-1].plugin == "prefix_cache" and history[-1].order == 400
-    assert r.graph["max_sequences"].history[-1].plugin == "prefix_cache"
+    # Sharing reaches max_sequences through the base physics' shared and per-sequence parts.
+    assert r.graph["kv_bytes_shared"].history[-1].plugin == "prefix_cache"
+    assert r.graph["kv_bytes_per_sequence"].history[-1].plugin == "prefix_cache"
     text = str(infermodel.explain(r, "max_sequences"))
-    assert "prefix_shared_bytes" in text
+    assert "prefix_shared_bytes" in text and "replaced by: prefix_cache" in text

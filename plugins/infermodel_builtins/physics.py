@@ -342,14 +342,22 @@ def _memory(scenario, define):
            description="memory left for weights and cache after the reserve", reference=BUDGET)
     define("kv_budget_bytes", S.memory_usable - S.weight_bytes, unit="B",
            description="memory left for the KV cache", reference=BUDGET)
-    define("kv_bytes_total", S.kv_bytes_per_token * S.sequence_length * S.batch, unit="B",
+    # Per-sequence and shared parts are separate quantities so that levers compose:
+    # prefix sharing moves bytes into the shared part, offload moves the per-sequence part.
+    define("kv_bytes_per_sequence", S.kv_bytes_per_token * S.sequence_length, unit="B",
+           description="KV-cache bytes one sequence holds on its own at full length",
+           reference=CACHE)
+    define("kv_bytes_shared", 0, unit="B",
+           description="KV-cache bytes stored once and shared by every sequence (none unless "
+                       "a lever shares them)", reference=CACHE)
+    define("kv_bytes_total", S.kv_bytes_shared + S.kv_bytes_per_sequence * S.batch, unit="B",
            description="KV cache of the whole batch at full length", reference=CACHE)
     define("memory_required", S.weight_bytes + S.kv_bytes_total + S.memory_reserved, unit="B",
            description="weights, full-length cache and reserve", reference=BUDGET)
     define("fits", sympy.Le(S.memory_required, S.memory_bytes), unit="bool",
            description="the batch fits in memory at full length", reference=BUDGET)
     define("max_sequences",
-           Max(0, floor(S.kv_budget_bytes / (S.kv_bytes_per_token * S.sequence_length))), unit="seq",
+           Max(0, floor((S.kv_budget_bytes - S.kv_bytes_shared) / S.kv_bytes_per_sequence)), unit="seq",
            description="most full-length sequences the cache budget holds", reference=BUDGET)
     define("max_context", Max(0, floor(S.kv_budget_bytes / (S.kv_bytes_per_token * S.batch))),
            unit="token", description="longest context each of the batch's sequences can reach",

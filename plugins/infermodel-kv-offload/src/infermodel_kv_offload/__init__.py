@@ -114,9 +114,10 @@ def infermodel_define_quantities(scenario, define):
            reference=TRADE_OFF, description="time to copy one decode step's offloaded cache")
     define("kv_offload_host_bytes", f * S.kv_bytes_total, unit="B", reference=SWAP,
            description="host memory the batch's offloaded cache takes at full length")
-    per_sequence = S.kv_bytes_per_token * S.sequence_length
+    per_sequence = S.kv_bytes_per_sequence  # (shared bytes, if any, stay on the cards)
     define("kv_offload_device_sequences",
-           Piecewise((floor(S.kv_budget_bytes / ((1 - f) * per_sequence)), f < 1), (oo, True)),
+           Piecewise((floor((S.kv_budget_bytes - S.kv_bytes_shared) / ((1 - f) * per_sequence)),
+                      f < 1), (oo, True)),
            unit="seq", reference=TRADE_OFF,
            description="full-length sequences whose resident cache share fits on the cards "
                        "(∞ when everything is offloaded)")
