@@ -15,6 +15,39 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(handler=handle)
 
 
+def _sweep(scenario):
+    from ..sweeping import plan_sweep
+
+    plan_sweep(scenario, select=False)
+
+
+def _search(scenario):
+    from ..searching import search_spec
+
+    search_spec(scenario)
+
+
+def _simulation(scenario):
+    from ..simulation import plan
+
+    plan(scenario)
+
+
+def _witness(scenario):
+    from ..witnessing import scenario_witnesses
+
+    scenario_witnesses(scenario)
+
+
+# table name, the tables that call for the check, the feature's own reader
+TABLE_CHECKS = (
+    ("sweep", ("sweep", "search"), _sweep),
+    ("search", ("search",), _search),
+    ("simulation", ("simulation",), _simulation),
+    ("witness", ("witness",), _witness),
+)
+
+
 def handle(args) -> int:
     from ..errors import InfermodelError
     from ..graph import build_graph
@@ -24,36 +57,12 @@ def handle(args) -> int:
     problems = []
     checked = []
     # Each table is read by its own feature; report what all of them find at once.
-    if "sweep" in scenario.tables or "search" in scenario.tables:
+    for name, triggers, read in TABLE_CHECKS:
+        if not any(t in scenario.tables for t in triggers):
+            continue
         try:
-            from ..sweeping import plan_sweep
-
-            plan_sweep(scenario, select=False)
-            checked.append("sweep")
-        except InfermodelError as exc:
-            problems.extend(exc.problems)
-    if "search" in scenario.tables:
-        try:
-            from ..searching import search_spec
-
-            search_spec(scenario)
-            checked.append("search")
-        except InfermodelError as exc:
-            problems.extend(exc.problems)
-    if "simulation" in scenario.tables:
-        try:
-            from ..simulation import plan
-
-            plan(scenario)
-            checked.append("simulation")
-        except InfermodelError as exc:
-            problems.extend(exc.problems)
-    if "witness" in scenario.tables:
-        try:
-            from ..witnessing import scenario_witnesses
-
-            scenario_witnesses(scenario)
-            checked.append("witness")
+            read(scenario)
+            checked.append(name)
         except InfermodelError as exc:
             problems.extend(exc.problems)
     if problems:
