@@ -23,7 +23,7 @@ _builtin = sorted(ep.name for ep in metadata.entry_points(group="infermodel")
                   if ep.dist is not None and ep.dist.metadata["Name"] == "infermodel")
 os.environ["INFERMODEL_LOAD_PLUGINS"] = ",".join([*_builtin, WORKED_PLUGIN])
 os.environ.pop("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD", None)
-from infermodel.host import PluginHost, set_host
+from infermodel.host import PluginHost, set_host  # noqa: E402 (after the environment is set)
 
 set_host(PluginHost())
 
