@@ -258,3 +258,12 @@ def test_capacity_throughput_is_zero_when_nothing_fits():
 
     r = infermodel.evaluate(CASE, {"hardware.memory": "8 GB"})
     assert r["max_sequences"] == 0 and r["tokens_per_s_at_capacity"] == 0
+
+
+def test_a_cross_field_error_points_at_the_value_the_scenario_wrote(write_scenario, capsys):
+    # heads = 7 beside the preset's kv_heads = 8: the user's line is named, not the preset's.
+    path = write_scenario('[model]\npreset = "llama-3-8b"\nheads = 7\n[hardware]\npreset = "h100-sxm"\n'
+                          '[workload]\nprompt_tokens = 10\noutput_tokens = 10\n')
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:3: model.heads: kv_heads = 8 does not divide heads = 7" in err

@@ -135,7 +135,10 @@ def infermodel_validate_scenario(scenario, report):
     heads = scenario.value("model.heads")
     kv_heads = scenario.value("model.kv_heads")
     if kv_heads is not None and heads % kv_heads:
-        report("model.kv_heads", f"kv_heads = {kv_heads} does not divide heads = {heads}",
+        # Point at the value the scenario wrote, not at the preset line it overrides.
+        key = ("model.heads" if scenario.given("model.heads") and not scenario.given("model.kv_heads")
+               else "model.kv_heads")
+        report(key, f"kv_heads = {kv_heads} does not divide heads = {heads}",
                expected="a divisor of heads (grouped-query attention shares whole groups)")
     kind, amount = scenario.value("hardware.reserve")
     if kind == "bytes" and amount >= scenario.value("hardware.memory"):
