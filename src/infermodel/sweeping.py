@@ -1204,25 +1204,22 @@ class SweepResult:
         parts.append(writer.footer())
         return "".join(parts)
 
-    def to_csv(self, path: str | os.PathLike | None = None) -> str | None:
-        """CSV text (or write it atomically to ``path``): a column per axis, then per quantity."""
-        text = self._render("csv")
+    def _text_or_file(self, format: str, path: str | os.PathLike | None) -> str | None:
+        text = self._render(format)
         if path is None:
             return text
         from .output import atomic_write
 
         atomic_write(path, text)
         return None
+
+    def to_csv(self, path: str | os.PathLike | None = None) -> str | None:
+        """CSV text (or write it atomically to ``path``): a column per axis, then per quantity."""
+        return self._text_or_file("csv", path)
 
     def to_json(self, path: str | os.PathLike | None = None) -> str | None:
         """JSON text (or write it to ``path``): axes, quantity units, and one object per point."""
-        text = self._render("json")
-        if path is None:
-            return text
-        from .output import atomic_write
-
-        atomic_write(path, text)
-        return None
+        return self._text_or_file("json", path)
 
     def table(self, names: Sequence[str] | None = None) -> str:
         """An aligned text table with units in readable prefixes."""
