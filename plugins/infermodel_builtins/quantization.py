@@ -438,6 +438,11 @@ def infermodel_transform_quantities(scenario, transform):
             "weight_bytes", S.weight_bytes_linear + S.weight_bytes_embedding + S.weight_bytes_norm,
             reason="sum of the parameter classes, each stored in its own format with its scale "
                    "metadata", reference=ARTIFACT, order=100)
+        transform.replace(
+            "embedding_table_bytes",
+            S.weight_bytes_embedding * S.params_embedding / (S.params_embedding + S.params_head),
+            reason="the input table's share of the embedding-and-head class, in that class's format",
+            reference=ARTIFACT, order=100)
     if lever.kv_cache is not None:
         transform.replace("kv_value_bytes", S.kv_bits_effective * Rational(1, 8),
                           reason=f"cache stored as {lever.kv_cache.label()}", reference=CACHE,

@@ -57,9 +57,10 @@ class _Request:
 class Transformer:
     """What a plugin's ``infermodel_transform_quantities`` receives."""
 
-    def __init__(self, plugin: str, requests: list[_Request]):
+    def __init__(self, plugin: str, requests: list[_Request], notes: list[str] | None = None):
         self._plugin = plugin
         self._requests = requests
+        self._notes = notes if notes is not None else []
 
     def _add(self, kind, name, payload, reason, reference, order, description=None):
         if not isinstance(reason, str) or not reason:
@@ -85,6 +86,13 @@ class Transformer:
         if not callable(function):
             raise PluginError(f"plugin {self._plugin!r}: wrap of {name!r} needs a callable")
         self._add(WRAP, name, function, reason, reference, order, description)
+
+    def warn(self, message: str) -> None:
+        """Attach a warning to every result of this scenario: something the model leaves
+        out or assumes, with how large its effect is (``result.warnings`` shows it)."""
+        if not isinstance(message, str) or not message:
+            raise PluginError(f"plugin {self._plugin!r}: a warning must be a non-empty string")
+        self._notes.append(f"{message} (plugin {self._plugin!r})")
 
 
 @attrs.frozen
@@ -235,7 +243,7 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
     transformers: dict[str, Transformer] = {}
 
     def transformer_for(plugin):
-        transformers.setdefault(plugin, Transformer(plugin, requests))
+        transformers.setdefault(plugin, Transformer(plugin, requests, notes))
         return transformers[plugin]
 
     host.call_each("infermodel_transform_quantities",
