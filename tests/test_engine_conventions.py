@@ -172,3 +172,13 @@ def test_rows_never_read_more_than_the_table(batch, prompt):
     assert 0 <= r["embedding_bytes_unread"] <= r["embedding_table_bytes"]
     assert 0 <= r["embedding_bytes_unread_prefill"] <= r["embedding_table_bytes"]
     assert r["weight_bytes_per_step"] <= r["weight_bytes"]
+
+
+def test_a_chunk_scores_at_most_its_last_position():
+    # Module 10 Lab 3's hybrid iteration (512-token chunk beside 17 decodes) counts the head
+    # for every position; engines score the decodes and at most the chunk's last position.
+    chunked = SCENARIOS / "module10-chunked-prefill.toml"
+    documents = infermodel.evaluate(chunked)
+    engine = infermodel.evaluate(chunked, {"efficiency.prefill_logits": "last"})
+    assert documents["hybrid_iteration_time"] == pytest.approx(116.04e-3, abs=5e-6)
+    assert documents["hybrid_flops"] - engine["hybrid_flops"] == 2 * 152064 * 4096 * (512 - 1)

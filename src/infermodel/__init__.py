@@ -34,6 +34,8 @@ _LAZY = {
     "search": ("searching", "search"),
     "simulate": ("simulation", "simulate"),
     "run_witness": ("witnessing", "run_witness"),
+    "collect_operators": ("operators", "collect_operators"),
+    "operator_table": ("operators", "operator_table"),
 }
 
 
@@ -61,4 +63,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["hookimpl", "S", "symbol", "load_scenario", "evaluate", "explain", "build_graph",
            "Scenario", "Result", "Quantity", "REQUIRED", "InfermodelError", "get_host", "sweep",
-           "search", "simulate", "run_witness"]
+           "search", "simulate", "run_witness", "collect_operators", "operator_table"]

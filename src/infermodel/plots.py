@@ -35,7 +35,7 @@ import numpy as np
 
 from .errors import InfermodelError, Problem, ScenarioError
 
-KINDS = ("roofline", "throughput", "memory", "cost", "sweep")
+KINDS = ("roofline", "operators", "throughput", "memory", "cost", "sweep")
 FORMATS = (".png", ".svg")
 #: At most this many lines in one panel.
 MAX_LINES = 24
@@ -442,6 +442,77 @@ def plot_roofline(scenario, over=None, *, title: str | None = None, host=None):
     return figure
 
 
+def plot_operators(scenario, over=None, *, title: str | None = None, host=None):
+    """Every operator of one prefill pass and one decode step on the roofline: its
+    intensity across, the compute it attains (FLOPs over its own time) up; marker area
+    grows with its share of the phase's time. Operators timed by a link (an all-reduce)
+    have no place on the card's roofline and are listed in the legend only."""
+    from .evaluation import evaluate
+    from .operators import PHASE_RATE, operator_table
+
+    if over:
+        raise InfermodelError(Problem("the operators plot shows one scenario",
+                                      expected="no --over (use --set to change a field)"))
+    result = evaluate(scenario, host=host)
+    peak = float(result["flops_peak"])
+    bandwidth = float(result["bandwidth"])
+    phases = [("decode", "#1f77b4", "o"), ("prefill", "#d62728", "s")]
+    tables = {phase: operator_table(result, phase, host=host) for phase, _, _ in phases}
+    placed = [r for rows in tables.values() for r in rows
+              if r.bound != "own" and r.flops > 0 and r.bytes > 0]
+    intensities = [r.intensity for r in placed] + [peak / bandwidth]
+    low = max(min(min(intensities) / 4, 1.0), 1e-3)
+    high = max(intensities) * 4
+    grid = np.geomspace(low, high, 400)
+    figure, panels = _figure(1, height=5.4)
+    ax = panels[0]
+    ax.plot(grid, np.minimum(peak, grid * bandwidth), color="black", linewidth=2,
+            label="roof: min(peak, intensity × bandwidth)")
+    ridge = peak / bandwidth
+    ax.axvline(ridge, color="#777777", linestyle=":", linewidth=1)
+    ax.text(ridge * 1.1, peak / 12, f"ridge {ridge:,.0f} FLOP/B", rotation=90, va="top",
+            fontsize=8, color="#555555")
+    for phase, colour, marker in phases:
+        level = float(result[PHASE_RATE[phase]])
+        if level < peak * (1 - 1e-9):
+            ax.plot(grid, np.minimum(level, grid * bandwidth), "--", color=colour, linewidth=1,
+                    label=f"{phase} compute reached ({level / peak:.0%} of peak)")
+        rows = [r for r in tables[phase] if r.bound != "own" and r.flops > 0 and r.bytes > 0]
+        xs = np.asarray([r.intensity for r in rows])
+        ys = np.asarray([r.flops / r.time for r in rows])
+        sizes = np.asarray([20 + 400 * r.share for r in rows])
+        ax.scatter(xs, ys, s=sizes, marker=marker, color=colour, alpha=0.7, edgecolors="white",
+                   label=f"{phase} operators (area: share of time)")
+        # Operators at the same point (the projections of a step share one intensity)
+        # get one label listing them all.
+        groups: dict[tuple[float, float], list[str]] = {}
+        for r, x, y in zip(rows, xs, ys):
+            groups.setdefault((round(float(np.log10(x)), 1), round(float(np.log10(y)), 1)),
+                              []).append(r.name)
+        offset = (6, 4) if phase == "decode" else (6, -11)
+        for k, ((lx, ly), names) in enumerate(groups.items()):
+            ax.annotate(", ".join(names), (10**lx, 10**ly), textcoords="offset points",
+                        xytext=(offset[0] if lx < 3 else -offset[0],
+                                offset[1] - (10 * (k % 2) if phase == "prefill" else 0)),
+                        fontsize=7, color=colour, ha="left" if lx < 3 else "right")
+        for r in tables[phase]:
+            if r.bound == "own":
+                ax.plot([], [], " ", label=f"{phase} {r.name}: {r.time * 1e3:.3g} ms over the link")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(low, high * 3)
+    ax.set_ylim(min(peak, low * bandwidth) / 3, peak * 2.5)
+    from matplotlib.ticker import EngFormatter
+
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.yaxis.set_major_formatter(_unit_formatter("FLOP/s"))
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel("attained compute (FLOPs / operator time)")
+    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    figure.suptitle(title or f"{scenario.name}: operators on the roofline", fontsize=11)
+    return figure
+
+
 def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None = None,
          x: str | None = None, y: Sequence[str] | None = None, output: str | Path | None = None,
          title: str | None = None, host=None):
@@ -472,6 +543,8 @@ def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None 
         figure = plot_throughput(scenario, over, title=title, host=host)
     elif kind == "cost":
         figure = plot_cost(scenario, over, title=title, host=host)
+    elif kind == "operators":
+        figure = plot_operators(scenario, over, title=title, host=host)
     else:
         figure = plot_roofline(scenario, over, title=title, host=host)
     if output is not None:
@@ -484,6 +557,7 @@ __all__ = [
     "plot",
     "plot_cost",
     "plot_memory",
+    "plot_operators",
     "plot_roofline",
     "plot_sweep",
     "plot_throughput",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from . import add_scenario_arguments, load, split_names
 
-KINDS = ("roofline", "throughput", "memory", "cost", "sweep")
+KINDS = ("roofline", "operators", "throughput", "memory", "cost", "sweep")
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "plot", help="draw a plot of a scenario (PNG or SVG)",
-        description="Draw a plot: roofline (prefill and decode operating points), throughput "
+        description="Draw a plot: roofline (prefill and decode operating points), operators "
+                    "(every operator of a prefill pass and a decode step on the roofline), throughput "
                     "(tokens/s per user and in total vs batch), memory (weights, KV cache and "
                     "reserve vs batch, or vs context with --x context), cost (per million "
                     "output tokens vs users), sweep (any quantities vs a swept field, one line "
