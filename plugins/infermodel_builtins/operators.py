@@ -49,7 +49,8 @@ reads many weights for little work" and "A matrix-matrix product reuses the weig
 from __future__ import annotations
 
 import sympy
-from sympy import Max, Min
+from sympy import Max as _Max
+from sympy import Min as _Min
 
 import infermodel
 from infermodel import S, hookimpl
@@ -69,6 +70,16 @@ ACTIVATION_BYTES = 2
 #: Bytes per output logit (engines keep logits in fp32 for sampling).
 LOGIT_BYTES = 4
 PHASES = ("prefill", "decode")
+
+
+def Max(*args):
+    # Unevaluated, as the base physics writes them: shown as written, and no assumption
+    # queries (they would dominate graph-building time).
+    return _Max(*args, evaluate=False)
+
+
+def Min(*args):
+    return _Min(*args, evaluate=False)
 
 
 # ---------------------------------------------------------------------------------

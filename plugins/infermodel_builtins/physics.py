@@ -13,6 +13,7 @@ from pathlib import Path
 import attrs
 import sympy
 from sympy import Max as _Max
+from sympy import Min as _Min
 from sympy import Piecewise, floor, oo
 
 from infermodel import S, hookimpl
@@ -24,6 +25,10 @@ def Max(*args):
     # Unevaluated: the plain maximum of its arguments, shown as written, and no
     # assumption queries (they dominate graph-building time).
     return _Max(*args, evaluate=False)
+
+
+def Min(*args):
+    return _Min(*args, evaluate=False)
 
 
 COUNT_OPS = f"{M10}, §1 'Count operations and traffic separately'; {LAB}, 'Two costs for one answer'"
@@ -514,11 +519,11 @@ def _embedding_reads(scenario, define):
            reference=ROWS)
     if _reads_rows(scenario):
         define("embedding_bytes_unread",
-               (S.vocab - sympy.Min(S.batch, S.vocab)) * S.embedding_row_bytes, unit="B",
+               (S.vocab - Min(S.batch, S.vocab)) * S.embedding_row_bytes, unit="B",
                description="input-table bytes a decode step does not read (all but the batch's rows)",
                reference=ROWS)
         define("embedding_bytes_unread_prefill",
-               (S.vocab - sympy.Min(S.batch * S.prompt_tokens, S.vocab)) * S.embedding_row_bytes,
+               (S.vocab - Min(S.batch * S.prompt_tokens, S.vocab)) * S.embedding_row_bytes,
                unit="B", description="input-table bytes prefill does not read (all but one row per "
                                      "prompt token)", reference=ROWS)
     else:
@@ -575,7 +580,7 @@ def _engine_reserve(scenario, define):
            description="activation bytes one token holds at once in a block (residual, normalised "
                        "input, Q/K/V, feed-forward intermediates; 16-bit)", reference=source)
     logit_rows = (S.prefill_chunk_tokens if scenario.value("efficiency.prefill_logits") == "all"
-                  else sympy.Min(S.batch, S.prefill_chunk_tokens))
+                  else Min(S.batch, S.prefill_chunk_tokens))
     define("activation_workspace_bytes",
            S.prefill_chunk_tokens * S.activation_bytes_per_token + logit_rows * S.vocab * 4, unit="B",
            description="activation workspace of one forward pass at the prefill chunk (plus fp32 "
