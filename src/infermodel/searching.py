@@ -282,7 +282,7 @@ class SearchResult:
 
     def set_arguments(self, index: int) -> list[str]:
         """``--set`` arguments that reproduce point ``index`` with ``infermodel run``."""
-        from .sweeping import REMOVE
+        from .scenario import REMOVE
 
         out = []
         for path, value in self.sweep.overrides(index).items():
