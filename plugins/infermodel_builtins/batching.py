@@ -107,7 +107,8 @@ def _frozen(value: Any) -> Any:
 class OutputLaw:
     """An output-length law as written in the scenario: a table in the serving
     simulator's format (see :func:`infermodel.simulator.length_law`), kept as written so
-    that a relative ``file`` is read from the scenario's directory."""
+    that a relative ``file`` is read from the scenario's directory.
+    """
 
     items: tuple[tuple[str, Any], ...]
 
@@ -183,7 +184,8 @@ def infermodel_register_levers(register):
 
 def _law_dir(scenario) -> str | None:
     """Where a relative ``file`` is read from: the directory of the scenario file that
-    writes the law; the current directory for ``--set``."""
+    writes the law; the current directory for ``--set``.
+    """
     origin = scenario.where("levers.batching.output")
     if origin is not None and origin.file == "--set":
         return None

@@ -247,7 +247,8 @@ VALUE_TYPES.extend([(Bits, _bits), (MetadataBits, _metadata_bits), (SqnrBits, _s
 class FormatTable:
     """An explicit format: start from ``format`` (a name) or give ``bits``; other keys
     override. Unset: an integer grid, symmetric, per tensor (per group when
-    ``group_size`` is given), fp16 scales, an fp16 zero point when not symmetric."""
+    ``group_size`` is given), fp16 scales, an fp16 zero point when not symmetric.
+    """
 
     format: str | None = None
     bits: Bits | None = None

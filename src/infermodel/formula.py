@@ -373,10 +373,7 @@ def evaluate_formula(formula: Formula, values: Mapping[str, Any], size: int | No
         arguments.append(array.astype(bool) if name in formula.conditions else array)
     with np.errstate(all="ignore"):
         result = np.asarray(function(*arguments))
-    if formula.kind == CONDITION:
-        result = result.astype(bool)
-    else:
-        result = result.astype(float)
+    result = result.astype(bool) if formula.kind == CONDITION else result.astype(float)
     if size is not None and result.shape != (size,):
         result = np.broadcast_to(result, (size,)).copy()
     return result

@@ -9,6 +9,7 @@ command that needs them, so start-up stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 import traceback
@@ -81,9 +82,7 @@ def run() -> None:
     import os
 
     status = main()
-    try:
+    with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()
-    except BrokenPipeError:
-        pass
     sys.stderr.flush()
     os._exit(status)

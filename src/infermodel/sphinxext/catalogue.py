@@ -46,7 +46,7 @@ def collect_catalogue(paths: Iterable[Path], *, host=None
     for path in paths:
         try:
             result = _evaluate(path, host=host)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             failures.append((path, _problem_text(exc)))
             continue
         results.append((path.stem, result))
@@ -61,7 +61,7 @@ def collect_catalogue(paths: Iterable[Path], *, host=None
         for base in bases:
             try:
                 result = evaluate(base.with_overrides({f"levers.{lever}": {}}, host=host), host=host)
-            except Exception:  # noqa: BLE001, S112 — try the next scenario
+            except Exception:
                 continue
             results.append((f"{base.name} with [levers.{lever}] at its defaults", result))
             break
@@ -123,7 +123,7 @@ class CatalogueDirective(SphinxDirective):
             _note_dependencies(self.env, _scenario_files(path))
         try:
             catalogue, failures, unexercised = collect_catalogue(paths)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             logger.warning(f"cannot build the quantity catalogue: {_problem_text(exc)}",
                            location=self.get_location(), type=WARNING_TYPE, subtype="scenario")
             return []

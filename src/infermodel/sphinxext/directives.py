@@ -1,5 +1,6 @@
 """The ``infermodel``, ``infermodel-fields``, ``infermodel-levers``, ``infermodel-cli`` and
-``infermodel-command`` directives."""
+``infermodel-command`` directives.
+"""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ class ScenarioDirective(SphinxDirective):
             return self._warn(f"scenario file {rel} not found", "file")
         try:
             result = _evaluate(path, overrides)
-        except Exception as exc:  # noqa: BLE001 — a warning, never a crash
+        except Exception as exc:
             problem = re.sub(r"(^|\n|- )--set: ", r"\1:set: ", _problem_text(exc))
             return self._warn(f"cannot render scenario {rel}: {problem}", "scenario")
         _note_dependencies(self.env, (o.file for o in result.scenario.origins.values()))
@@ -219,7 +220,7 @@ def _host_registries(directive) -> Any | None:
         host = get_host()
         host.check_loaded()
         return host.registries
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         logger.warning(f"cannot read the plugins' registrations: {_problem_text(exc)}",
                        location=directive.get_location(), type=WARNING_TYPE, subtype="plugin")
         return None
@@ -377,7 +378,7 @@ class CliDirective(SphinxDirective):
 
         try:
             parser = build_parser()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             logger.warning(f"cannot build the command-line parser: {_problem_text(exc)}",
                            location=self.get_location(), type=WARNING_TYPE, subtype="cli")
             return []

@@ -37,7 +37,7 @@ def _scenario_files(path: Path) -> set[str]:
         from ..scenario import load_raw
 
         _data, origins = load_raw(path)
-    except Exception:  # noqa: BLE001 — a broken file still depends on itself
+    except Exception:
         return files
     files.update(o.file for o in origins.values() if o.file and o.file != "--set")
     return files
@@ -70,7 +70,8 @@ def _fingerprint(files: Iterable[str]) -> tuple:
 
 def _evaluate(path: Path, overrides: list[str] | None = None, *, host=None):
     """Load and evaluate a scenario, reusing this process's earlier result when no file
-    it read has changed since."""
+    it read has changed since.
+    """
     from .. import evaluate, load_scenario
     from ..host import get_host
 

@@ -24,7 +24,7 @@ def _scenario_meta(path: Path) -> tuple[str, str]:
         data = tomli.loads(path.read_text(encoding="utf-8"))
         meta = data.get("scenario", {})
         return str(meta.get("name") or path.stem), str(meta.get("description") or "")
-    except Exception:  # noqa: BLE001
+    except Exception:
         return path.stem, ""
 
 
@@ -39,7 +39,7 @@ def scenario_page(path: Path, page_dir: Path, headline: list[str], shower=None) 
         changed = [n for n in result.graph.order if result.graph[n].changed_by]
         levers = sorted(result.scenario.levers)
         extends = sorted({o.file for o in result.scenario.origins.values()} - {str(path)})
-    except Exception:  # noqa: BLE001 — the directive below reports the problem with its location
+    except Exception:
         levers, extends = [], []
     shown = shower.path(str(path)) if shower else path.name
     lines = [f"{GENERATED_MARKER} {shown}; edit the scenario, not this page.", "",

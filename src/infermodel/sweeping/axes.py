@@ -127,7 +127,7 @@ class _Grid:
                     expected="one of " + (", ".join(sorted(self.registries.levers)) or "(none)"),
                     suggestion=f"did you mean 'levers.{near_lever}'?" if near_lever else None))
         expected = ("a field such as workload.batch, hardware.preset or levers.LEVER.SETTING"
-                    if section not in FIELD_SECTIONS + ("levers",) else f"a field of [{section}]")
+                    if section not in (*FIELD_SECTIONS, "levers") else f"a field of [{section}]")
         raise ScenarioError(self.problem(key, origin, f"unknown field {path!r}", expected=expected,
                                          suggestion=f"did you mean {near!r}?" if near else
                                          "`infermodel check` and the docs list the fields"))
@@ -136,7 +136,7 @@ class _Grid:
         """The raw and typed values a field axis takes, ranges expanded and each checked."""
         spec = self.registries.field(path)
         lever_table = path.startswith("levers.") and path.count(".") == 1
-        numeric = spec is None and path.startswith("levers.") or (spec is not None and spec.numeric)
+        numeric = (spec is None and path.startswith("levers.")) or (spec is not None and spec.numeric)
         if isinstance(raw, list):
             items = list(raw)
         elif isinstance(raw, Mapping) and not lever_table:

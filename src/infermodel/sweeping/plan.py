@@ -81,7 +81,7 @@ class SweepPlan:
     def _vector_capable(self, axis: Axis) -> bool:
         for path in axis.paths:
             spec = self.host.registries.field(path)
-            if spec is None or spec.quantity is None or not spec.numeric and spec.kind != "bool":
+            if spec is None or spec.quantity is None or (not spec.numeric and spec.kind != "bool"):
                 return False
         return True
 

@@ -81,7 +81,7 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False) -
             values = [float(v) for v in np.linspace(start, stop, count)]
         values = [_tidy(v) for v in values]
     elif match.group("log") or match.group("kind") == "times":
-        factor = {"log2": 2, "log10": 10}.get(match.group("log") or "", None)
+        factor = {"log2": 2, "log10": 10}.get(match.group("log") or "")
         if factor is None:
             factor = number(match.group("by"), "factor")
         if factor <= 1:
