@@ -84,6 +84,7 @@ class Format:
         if self.granularity == "none":
             return float(self.bits)
         if self.granularity == "group":
+            assert self.group_size is not None  # checked when the format is made
             return self.bits + self.metadata_bits / self.group_size
         if self.granularity == "channel":
             if row_length is None:
@@ -274,7 +275,8 @@ def resolve_table(table: FormatTable) -> Format:
     elif table.bits is None:
         raise FieldValueError("a format table needs bits (or a named base format)",
                               expected='bits = 4, or format = "int4-g128"')
-    bits = table.bits if table.bits is not None else base.bits
+    # base is set whenever bits is not (checked above).
+    bits = table.bits if table.bits is not None else base.bits  # type: ignore[union-attr]
     kind = table.kind or (base.kind if base else "int")
     granularity = table.granularity
     group_size = table.group_size

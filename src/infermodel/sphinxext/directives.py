@@ -122,6 +122,7 @@ class ScenarioDirective(SphinxDirective):
                     inputs.append(step)
                     continue
                 formula, substituted = step_latex(step, derivation.values, display)
+                assert substituted is not None  # a derived step (not an input) has one
                 step_box = nodes.container(classes=["infermodel-step"])
                 step_box += _para(nodes.strong("", "", _code(step.name)), " = ",
                                   show(step.value, step.unit), f" — {step.description}")
@@ -357,7 +358,7 @@ HELP_WIDTH = 88
 def _fixed_width(parser: argparse.ArgumentParser) -> None:
     # The terminal's width must not change the documentation.
     formatter = parser.formatter_class
-    parser.formatter_class = lambda prog: formatter(prog, width=HELP_WIDTH)
+    parser.formatter_class = lambda prog: formatter(prog, width=HELP_WIDTH)  # type: ignore[call-arg]
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

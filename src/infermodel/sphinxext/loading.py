@@ -58,7 +58,7 @@ _RESULTS_LIMIT = 256
 
 
 def _fingerprint(files: Iterable[str]) -> tuple:
-    out = []
+    out: list[tuple[str, int | None, int | None]] = []
     for file in sorted(set(files)):
         try:
             stat = os.stat(file)

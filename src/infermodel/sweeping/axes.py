@@ -43,7 +43,9 @@ class Axis:
     def setting(self, index: int) -> Mapping[str, Any]:
         """The fields choice ``index`` sets: ``{path: raw value}``."""
         if self.field is not None:
+            assert self.raw is not None
             return {self.field: self.raw[index]}
+        assert self.settings is not None
         return self.settings[index]
 
     def everywhere(self, path: str) -> bool:

@@ -61,7 +61,7 @@ class SweepPlan:
         self.total = int(np.prod(self.shape, dtype=object)) if self.axes else 1
         self._progress = progress
         self._cache: dict[tuple, tuple] = {}
-        self._label_arrays = None
+        self._label_arrays: list[np.ndarray] | None = None
         self._where = {}
         from ..scenario import Origin
 
@@ -166,12 +166,12 @@ class SweepPlan:
         self.all_quantities = MappingProxyType(names)
         if select:
             self.select(quantities)
-        self._structural_strides = []
+        self._structural_strides: list[tuple[int, int]] = []
         stride = 1
         for i in reversed(structural):
             self._structural_strides.insert(0, (i, stride))
             stride *= len(self.axes[i])
-        strides = []
+        strides: list[int] = []
         stride = 1
         for length in reversed(self.shape):
             strides.insert(0, stride)
@@ -247,9 +247,10 @@ class SweepPlan:
                     problems.append(point.problem(key, message, expected=expected,
                                                   suggestion=suggestion))
 
-                self.host.call_each("infermodel_validate_scenario",
-                                    lambda p, point=point, report=report:
-                                    {"scenario": point, "report": report}, "validation")
+                def arguments(plugin, point=point, report=report) -> dict:
+                    return {"scenario": point, "report": report}
+
+                self.host.call_each("infermodel_validate_scenario", arguments, "validation")
                 if problems:
                     shown = ", ".join(
                         [f"{self.axes[a].name} = {self.axes[a].labels[k]!r}" for a, k in combination]
@@ -265,7 +266,7 @@ class SweepPlan:
         if axis.field == path:
             return np.asarray(axis.labels, dtype=np.float64)  # labels hold the typed values
         values = np.empty(len(axis), dtype=np.float64)
-        for j, setting in enumerate(axis.settings):
+        for j, setting in enumerate(axis.settings or ()):
             raw = setting.get(path, _MISSING)
             typed = scenario.value(path) if raw is _MISSING else parse_field(spec, raw)
             values[j] = float(typed)
@@ -286,10 +287,10 @@ class SweepPlan:
         n = stop - start
         index = self.indices(start, stop)
         if self._structural_strides:
-            block_id = sum(index[i] * s for i, s in self._structural_strides)
+            block_id: np.ndarray = np.add.reduce([index[i] * s for i, s in self._structural_strides])
             first = int(block_id[0])
             if n and (block_id == first).all():
-                groups = [(self.blocks[first], None)]
+                groups: list[tuple[_Block, np.ndarray | None]] = [(self.blocks[first], None)]
             else:
                 order = np.argsort(block_id, kind="stable")
                 ordered = block_id[order]

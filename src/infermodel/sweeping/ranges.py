@@ -44,10 +44,10 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False) -
     def number(part: str, what: str) -> float | int:
         part = part.strip()
         try:
-            value = int(part)
-            return value
+            return int(part)
         except ValueError:
             pass
+        value: float
         try:
             value = float(part)
         except ValueError:
@@ -81,7 +81,7 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False) -
             values = [float(v) for v in np.linspace(start, stop, count)]
         values = [_tidy(v) for v in values]
     elif match.group("log") or match.group("kind") == "times":
-        factor = {"log2": 2, "log10": 10}.get(match.group("log") or "")
+        factor: float | None = {"log2": 2, "log10": 10}.get(match.group("log") or "")
         if factor is None:
             factor = number(match.group("by"), "factor")
         if factor <= 1:
@@ -110,7 +110,7 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False) -
         count = math.floor((stop - start) / step + 1e-9) + 1
         if count > MAX_AXIS_VALUES:
             raise ValueError(f"range {text!r} has {count:,} values, more than {MAX_AXIS_VALUES:,}")
-        if all(isinstance(v, int) for v in (start, stop, step)):
+        if isinstance(start, int) and isinstance(stop, int) and isinstance(step, int):
             values = list(range(start, stop + 1, step))
         else:
             values = [_tidy(start + i * step) for i in range(count)]

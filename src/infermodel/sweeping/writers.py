@@ -136,4 +136,4 @@ class _JsonWriter:
         return "\n ]" + self._tail + "\n"
 
 
-WRITERS = {"csv": _CsvWriter, "json": _JsonWriter}
+WRITERS: dict[str, type[_CsvWriter] | type[_JsonWriter]] = {"csv": _CsvWriter, "json": _JsonWriter}
