@@ -36,7 +36,7 @@ import attrs
 from infermodel.errors import close_match
 from infermodel.schema import FieldValueError, structure
 
-from . import LAB, M10
+from . import M10
 
 GRANULARITY = f"{M10}, 'Granularity costs metadata'"
 RANGE = f"{M10}, 'Range and resolution answer different questions'"
@@ -352,10 +352,6 @@ def _format_hook(value: Any, _type) -> Format:
 
 
 VALUE_TYPES.append((FormatSpec, _format_hook))
-
-
-def format_reference() -> str:
-    return f"{GRANULARITY}; {RANGE}; {LAB}, 'Fewer bits per weight'"
 
 
 __all__ = [
