@@ -14,7 +14,7 @@ from .loading import _split_names
 logger = logging.getLogger(__package__)
 
 # A documentation build reports a broken scenario, plugin or command; it does not crash.
-# That is why the directives below catch any exception (``noqa: BLE001``) and turn it
+# That is why the directives catch any exception (``noqa: BLE001``) and turn it
 # into a warning located at the directive, which ``sphinx-build -W`` makes fatal.
 
 WARNING_TYPE = "infermodel"

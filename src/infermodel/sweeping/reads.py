@@ -1,4 +1,8 @@
-"""Which scenario fields plugins read while validating and building (so a sweep may vary the rest in arrays)."""
+"""Which scenario fields plugins read while validating and building.
+
+A field no plugin reads while building reaches the formulas only as an input
+quantity's value, so a sweep may vary it in arrays.
+"""
 
 from __future__ import annotations
 
