@@ -90,8 +90,8 @@ def active_count(m: dict) -> int:
 
 
 def test_required_presets_exist():
-    assert {p.stem for p in MODEL_FILES} >= REQUIRED_MODELS
-    assert {p.stem for p in HARDWARE_FILES} >= REQUIRED_HARDWARE
+    assert REQUIRED_MODELS <= {p.stem for p in MODEL_FILES}
+    assert REQUIRED_HARDWARE <= {p.stem for p in HARDWARE_FILES}
     # at least one mixture of experts with shared experts
     assert any(model(p.stem).get("shared_experts", 0) > 0 for p in MODEL_FILES)
 
