@@ -135,7 +135,8 @@ def _weights(scenario, phase):
 
 def operators(scenario, phase):
     """The built-in operators of ``phase``: ``{name: (flops, bytes, description)}``, in the
-    order they run."""
+    order they run.
+    """
     a = ACTIVATION_BYTES
     L, d, dq = S.layers, S.d_model, S.query_width
     dkv = S.kv_heads * S.head_dim

@@ -563,7 +563,8 @@ def _prefill_flops(scenario, define):
 def activation_bytes_per_token(value_bytes=2):
     """Activation bytes one token holds at the widest point of a block (16-bit values):
     residual and normalised input (2·d), the Q, K, V outputs, the feed-forward
-    intermediates of the experts it uses."""
+    intermediates of the experts it uses.
+    """
     return value_bytes * (2 * S.d_model + S.query_width + 2 * S.kv_heads * S.head_dim
                           + (S.ffn_matrices - 1) * (S.active_experts + S.shared_experts) * S.expert_d_ff)
 

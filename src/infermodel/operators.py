@@ -179,7 +179,8 @@ def operator_table(result, phase: str, *, host=None) -> list[OperatorRow]:
 def operator_summary(result, phase: str, rows: list[OperatorRow]) -> dict[str, float]:
     """Totals of an operator table beside the whole-step figures: FLOPs (equal by
     construction for the built-in operators), bytes, the sum of the operators' times, the
-    whole-step roofline time and the phase's time as the scenario computes it."""
+    whole-step roofline time and the phase's time as the scenario computes it.
+    """
     step = "decode" if phase == "decode" else "prefill"
     rate = float(result[PHASE_RATE[phase]])
     step_flops, step_bytes = float(result[f"{step}_flops"]), float(result[f"{step}_bytes"])
@@ -250,7 +251,8 @@ def format_csv(rows: list[OperatorRow]) -> str:
 
 def format_json(result, phase: str, rows: list[OperatorRow]) -> str:
     """The operator table as one JSON object: ``operators`` (rows in base units),
-    ``units`` and ``totals``."""
+    ``units`` and ``totals``.
+    """
     import json
 
     def plain(value):

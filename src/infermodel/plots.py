@@ -323,7 +323,8 @@ def plot_cost(scenario, over=None, *, title: str | None = None, host=None):
 def plot_memory(scenario, over=None, *, x: str | None = None, title: str | None = None, host=None):
     """Weights, cache and reserve stacked against the batch (or, with ``x="context"``,
     the context: ``workload.sequence_length``, and ``workload.context`` with it when the
-    scenario sets one)."""
+    scenario sets one).
+    """
     x = x or "workload.batch"
     context = x in ("context", CONTEXT_AXIS, "workload.context", "workload.sequence_length")
     over = dict(over or {})
@@ -446,7 +447,8 @@ def plot_operators(scenario, over=None, *, title: str | None = None, host=None):
     """Every operator of one prefill pass and one decode step on the roofline: its
     intensity across, the compute it attains (FLOPs over its own time) up; marker area
     grows with its share of the phase's time. Operators timed by a link (an all-reduce)
-    have no place on the card's roofline and are listed in the legend only."""
+    have no place on the card's roofline and are listed in the legend only.
+    """
     from .evaluation import evaluate
     from .operators import PHASE_RATE, operator_table
 
