@@ -35,6 +35,10 @@ Counting, for T tokens in the pass (B in decode, B·n in prefill), 16-bit activa
     head                2·P·V·d                    (P scored positions: B in decode; B or
                                                     B·n in prefill, efficiency.prefill_logits)
 
+Attention is anchored to the whole step (the step's FLOPs less the weight multiplies,
+the step's bytes less the weights), so an attention family that changes the step's
+formulas changes the attention operators with it.
+
 Weight bytes of a step are shared among the operators in proportion to the weights each
 multiplies (routed experts as the batch reads them), the embedding taking the bytes of the
 rows it reads; operators that a plugin times itself (an all-reduce over a link) appear in
@@ -104,54 +108,59 @@ def _moe(scenario) -> bool:
     return scenario.value("model.experts") > 1
 
 
-def _shapes(scenario, phase):
-    """Tokens of the pass, scored positions and the attention pairs' FLOP factor."""
+def _shapes(phase):
+    """Tokens of the pass and positions the head scores."""
     if phase == "decode":
         return S.batch, S.batch
     return S.batch * S.prompt_tokens, S.batch * S.prefill_logit_positions
 
 
+def _router(scenario):
+    return S.layers * S.d_model * S.experts if _moe(scenario) else sympy.Integer(0)
+
+
 def _weights(scenario, phase):
     """Weights each operator multiplies (for its share of the step's weight bytes)."""
-    L, d = S.layers, S.d_model
-    moe = _moe(scenario)
-    if phase == "decode" and moe:
-        experts = S.experts_read_per_layer + S.shared_experts
-    elif moe:
-        experts = S.experts + S.shared_experts  # a prompt's tokens reach every expert
+    output = S.layers * S.query_width * S.d_model
+    router = _router(scenario)
+    if phase == "decode" and _moe(scenario):
+        # Routed experts as the batch's tokens read them (the MoE lever's expectation).
+        ffn = S.layers * (S.experts_read_per_layer + S.shared_experts) * S.ffn_matrices \
+            * S.d_model * S.expert_d_ff
+    elif _moe(scenario):
+        ffn = S.params_ffn - router  # a prompt's tokens reach every expert
     else:
-        experts = S.active_experts + S.shared_experts
-    weights = {
-        "norms": S.params_norm,
-        "qkv_projection": L * d * (S.query_width + 2 * S.kv_heads * S.head_dim),
-        "output_projection": L * S.query_width * d,
-        "ffn": L * experts * S.ffn_matrices * d * S.expert_d_ff,
-        "head": S.params_head_matmul,
-    }
-    if moe:
-        weights["router"] = L * d * S.experts
+        ffn = S.params_ffn_active
+    weights = {"norms": S.params_norm, "qkv_projection": S.params_attention - output,
+               "output_projection": output, "ffn": ffn, "head": S.params_head_matmul}
+    if _moe(scenario):
+        weights["router"] = router
     return weights
 
 
 def operators(scenario, phase):
     """The built-in operators of ``phase``: ``{name: (flops, bytes, description)}``, in the
     order they run.
+
+    Attention is anchored to the whole step (its FLOPs are the step's FLOPs less the weight
+    multiplies, its cache bytes the step's bytes less the weights), so an attention family
+    that changes the step's formulas changes these operators with it.
     """
     a = ACTIVATION_BYTES
     L, d, dq = S.layers, S.d_model, S.query_width
     dkv = S.kv_heads * S.head_dim
-    tokens, scored = _shapes(scenario, phase)
+    tokens, scored = _shapes(phase)
     tied = scenario.value("model.tied_embeddings")
     if phase == "decode":
         weight_bytes = S.weight_bytes_per_step
         table = S.embedding_table_bytes - S.embedding_bytes_unread
-        cache_read = S.batch * S.context * S.kv_bytes_per_token
-        pairs_flops = 2 * S.batch * L * dq * S.context
+        cache_read = S.decode_cache_read_bytes
+        attention = S.decode_flops_attention
     else:
         weight_bytes = S.weight_bytes - S.embedding_bytes_unread_prefill
         table = S.embedding_table_bytes - S.embedding_bytes_unread_prefill
         cache_read = S.batch * S.prompt_tokens * S.kv_bytes_per_token
-        pairs_flops = S.batch * L * dq * S.prompt_tokens**2
+        attention = S.prefill_flops_attention
     embedding = sympy.Integer(0) if tied else table
     weights = _weights(scenario, phase)
     rate = (weight_bytes - embedding) / sum(weights.values())
@@ -159,30 +168,30 @@ def operators(scenario, phase):
     def w(name):
         return weights[name] * rate
 
-    k = S.active_experts + S.shared_experts
+    output = L * dq * d
     ops = {
         "embedding": (sympy.Integer(0), embedding + tokens * d * a,
                       "look up each token's row of the input table (the head's table when tied)"),
         "norms": (2 * tokens * S.params_norm, w("norms") + 2 * tokens * (2 * L + 1) * d * a,
                   "RMS/layer normalisations: two per block and a final one"),
-        "qkv_projection": (2 * tokens * L * d * (dq + 2 * dkv),
+        "qkv_projection": (2 * tokens * (S.params_attention - output),
                            w("qkv_projection") + tokens * L * (d + dq + 2 * dkv) * a
                            + tokens * S.kv_bytes_per_token,
                            "query, key and value projections; the new keys and values are "
                            "written to the cache"),
-        "attention_score": (pairs_flops, cache_read / 2 + tokens * L * dq * a,
+        "attention_score": (attention / 2, cache_read / 2 + tokens * L * dq * a,
                             "query–key scores over the cached keys"),
-        "attention_value": (pairs_flops, cache_read / 2 + tokens * L * dq * a,
+        "attention_value": (attention / 2, cache_read / 2 + tokens * L * dq * a,
                             "weighted sum of the cached values"),
-        "output_projection": (2 * tokens * L * dq * d,
-                              w("output_projection") + tokens * L * (dq + d) * a,
+        "output_projection": (2 * tokens * output, w("output_projection") + tokens * L * (dq + d) * a,
                               "attention output projection back to the model width"),
     }
+    k = S.active_experts + S.shared_experts
     if _moe(scenario):
-        ops["router"] = (2 * tokens * L * d * S.experts,
+        ops["router"] = (2 * tokens * _router(scenario),
                          w("router") + tokens * L * (d + S.experts) * a,
                          "expert router: one score per expert per token")
-    ops["ffn"] = (2 * tokens * L * k * S.ffn_matrices * d * S.expert_d_ff,
+    ops["ffn"] = (2 * tokens * (S.params_ffn_active - _router(scenario)),
                   w("ffn") + tokens * L * (2 * d + 2 * (S.ffn_matrices - 1) * k * S.expert_d_ff) * a,
                   "feed-forward block" + (" (routed and shared experts)" if _moe(scenario) else ""))
     ops["head"] = (2 * scored * S.params_head_matmul,
@@ -218,20 +227,21 @@ def _intermediates(define):
     define("decode_flops_projections", S.batch * 2 * S.params_matmul, unit="FLOP",
            description="decode FLOPs of the weight multiplies (projections, FFN, head, norms)",
            reference=COUNT_OPS)
-    define("decode_flops_attention", S.batch * 4 * S.layers * S.query_width * S.context, unit="FLOP",
-           description="decode FLOPs of attention over the context (scores and values)",
+    define("decode_flops_attention", S.decode_flops - S.decode_flops_projections, unit="FLOP",
+           description="decode FLOPs of attention over the context (the step's FLOPs less the "
+                       "weight multiplies: 4·B·layers·d_q·context for standard attention)",
            reference=COUNT_OPS)
     define("prefill_flops_projections",
            S.batch * (2 * (S.params_matmul - S.params_head_matmul) * n
                       + 2 * S.params_head_matmul * S.prefill_logit_positions), unit="FLOP",
            description="prefill FLOPs of the weight multiplies (the head at the scored positions)",
            reference=COUNT_OPS)
-    define("prefill_flops_attention", S.batch * 2 * S.layers * S.query_width * n**2, unit="FLOP",
-           description="prefill FLOPs of causal attention (half of 4·layers·d_q·n² per sequence)",
-           reference=COUNT_OPS)
-    define("decode_cache_read_bytes", S.batch * S.context * S.kv_bytes_per_token, unit="B",
-           description="KV-cache bytes one decode step reads (every sequence's context)",
-           reference=ATTENTION)
+    define("prefill_flops_attention", S.prefill_flops - S.prefill_flops_projections, unit="FLOP",
+           description="prefill FLOPs of causal attention (the pass's FLOPs less the weight "
+                       "multiplies: 2·B·layers·d_q·n² for standard attention)", reference=COUNT_OPS)
+    define("decode_cache_read_bytes", S.decode_bytes - S.weight_bytes_per_step, unit="B",
+           description="KV-cache bytes one decode step reads (every sequence's context: "
+                       "B·context·kv for standard attention)", reference=ATTENTION)
     for phase in PHASES:
         define(f"{phase}_attainable_flops",
                Min(S[f"flops_effective_{phase}"], S[f"{phase}_intensity"] * S.bandwidth),
