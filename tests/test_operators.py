@@ -9,7 +9,7 @@ import math
 
 import pytest
 import sympy
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import infermodel
@@ -211,3 +211,29 @@ def test_ops_command_user_mistakes_exit_2(capsys, tmp_path):
     missing = tmp_path / "missing.toml"
     assert main(["ops", str(missing)]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+_VALUES = st.one_of(st.integers(-3, 10**7), st.floats(allow_nan=True, allow_infinity=True),
+                    st.sampled_from(["last", "all", "rows", "table", "step", "operator", "vllm",
+                                     "sglang", "tensorrt-llm", "none", "", "LAST", "1e9", "x y"]))
+_FIELDS = st.sampled_from(["efficiency.prefill_logits", "efficiency.embedding_reads",
+                           "efficiency.roofline", "efficiency.engine", "efficiency.prefill_chunk",
+                           "hardware.reserve"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sets=st.lists(st.tuples(_FIELDS, _VALUES), max_size=3),
+       phase=st.sampled_from(["decode", "prefill"]), fmt=st.sampled_from(["table", "csv", "json"]))
+def test_ops_fuzz_gives_a_table_or_a_user_error(capsys, sets, phase, fmt):
+    argv = ["ops", str(CASE), "--phase", phase, "--format", fmt]
+    for key, value in sets:
+        argv += ["--set", f"{key}={value}"]
+    capsys.readouterr()  # drop what an earlier example printed
+    status = main(argv)
+    out, err = capsys.readouterr()
+    assert status in (0, 2)
+    assert "Traceback" not in err and "internal error" not in err
+    if status == 0:
+        assert "qkv_projection" in out
+    else:
+        assert err.startswith("error:")
