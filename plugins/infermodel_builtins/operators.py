@@ -300,10 +300,13 @@ def infermodel_transform_quantities(scenario, transform):
         return
     transform.replace("decode_step_time", S.decode_time_operators + S.t0, order=250,
                       reason="operator roofline: the sum of each operator's own limit",
-                      reference=PER_OPERATOR)
+                      reference=PER_OPERATOR,
+                      description="time of one decode step (the operators' times summed, plus t0)")
     transform.replace("prefill_time", S.prefill_time_operators + S.t0, order=250,
                       reason="operator roofline: the sum of each operator's own limit",
-                      reference=PER_OPERATOR)
+                      reference=PER_OPERATOR,
+                      description="time to prefill the batch's prompts in one pass (the operators' "
+                                  "times summed, plus t0)")
     lever = scenario.lever("parallelism")
     if lever is not None and getattr(lever, "pipeline", 1) not in (None, 1):
         transform.warn("efficiency.roofline = \"operator\" sums the operators of the whole model; "
