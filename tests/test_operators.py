@@ -155,6 +155,12 @@ def test_single_matrix_vector_and_matrix_matrix_intensity(write_scenario):
     # "A matrix-matrix product reuses the weights": 2mnB / b(mn + nB + mB) ≈ 2B/b early on.
     assert r["matmul_intensity"] == pytest.approx(2 * d * d * 64 / (2 * (d * d + 2 * d * 64)))
     assert 0.95 * 64 < r["matmul_intensity"] < 64
+    # Any other shape through the plugin's helper (the quantities are its d×d case).
+    from infermodel_builtins.operators import product_intensity
+
+    assert product_intensity(d, d, 64, 2) == pytest.approx(r["matmul_intensity"], rel=1e-12)
+    assert product_intensity(d, d) == pytest.approx(r["matvec_intensity"], rel=1e-12)
+    assert product_intensity(14336, 4096, 1, 0.5) == pytest.approx(4, rel=1e-3)  # int4: about 4
 
 
 # ---------------------------------------------------------------- extending the table

@@ -252,6 +252,21 @@ def _intermediates(define):
                reference=ROOFLINE)
 
 
+def product_intensity(m: int, n: int, columns: int = 1, value_bytes: float = 2) -> float:
+    """Intensity of one product of an m×n matrix with ``columns`` vectors, all tensors at
+    ``value_bytes`` per element: 2·m·n·B / (b·(m·n + n·B + m·B)) (Module 10, "A
+    matrix-vector product reads many weights for little work"; "A matrix-matrix product
+    reuses the weights"). The ``matvec_*`` and ``matmul_*`` quantities are this for the
+    model's d×d shape.
+
+    >>> round(product_intensity(4096, 4096), 4)          # bf16 matrix-vector: about 1
+    0.9995
+    >>> round(product_intensity(4096, 4096, 64), 2)      # 64 columns: about 2B/b
+    62.06
+    """
+    return 2 * m * n * columns / (value_bytes * (m * n + n * columns + m * columns))
+
+
 def _single_products(define):
     d, b = S.d_model, S.weight_value_bytes
     define("matvec_flops", 2 * d * d, unit="FLOP",
@@ -313,4 +328,4 @@ def infermodel_transform_quantities(scenario, transform):
                        "the pipeline's micro-batch and bubble factors are not applied to that sum")
 
 
-__all__ = ["ACTIVATION_BYTES", "LOGIT_BYTES", "operators"]
+__all__ = ["ACTIVATION_BYTES", "LOGIT_BYTES", "operators", "product_intensity"]
