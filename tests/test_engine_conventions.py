@@ -182,3 +182,15 @@ def test_a_chunk_scores_at_most_its_last_position():
     engine = infermodel.evaluate(chunked, {"efficiency.prefill_logits": "last"})
     assert documents["hybrid_iteration_time"] == pytest.approx(116.04e-3, abs=5e-6)
     assert documents["hybrid_flops"] - engine["hybrid_flops"] == 2 * 152064 * 4096 * (512 - 1)
+
+
+def test_a_cached_prefix_saves_no_head_it_never_scored():
+    # Module 10's case with a 3,000-token shared prefix: under the documents' convention the
+    # prefix's positions were scored by the head too; engines score only the last position.
+    prefix = SCENARIOS / "prefix-module10-case.toml"
+    documents = infermodel.evaluate(prefix)
+    engine = infermodel.evaluate(prefix, {"efficiency.prefill_logits": "last"})
+    r = documents["prefix_reused_tokens"]
+    assert documents["prefix_saved_prefill_flops"] - engine["prefix_saved_prefill_flops"] == (
+        2 * 152064 * 4096 * r)
+    assert engine["prefix_ttft_warm"] < engine["prefix_ttft_cold"] < documents["prefix_ttft_cold"]
