@@ -243,13 +243,11 @@ def _intermediates(define):
            description="KV-cache bytes one decode step reads (every sequence's context: "
                        "B·context·kv for standard attention)", reference=ATTENTION)
     for phase in PHASES:
-        define(f"{phase}_attainable_flops",
-               Min(S[f"flops_effective_{phase}"], S[f"{phase}_intensity"] * S.bandwidth),
-               unit="FLOP/s", description=f"compute the {phase} step can attain on the roofline: "
-                                          "min(F, intensity · BW)", reference=ROOFLINE)
-        define(f"{phase}_attainable_fraction", S[f"{phase}_attainable_flops"] / S.flops_peak,
-               unit="1", description=f"share of peak compute the {phase} step can attain",
-               reference=ROOFLINE)
+        define(f"{phase}_attainable_fraction",
+               Min(S[f"flops_effective_{phase}"], S[f"{phase}_intensity"] * S.bandwidth)
+               / S.flops_peak, unit="1",
+               description=f"share of peak compute the {phase} step can attain on the roofline: "
+                           "min(F, intensity · BW) / peak", reference=ROOFLINE)
 
 
 def product_intensity(m: int, n: int, columns: int = 1, value_bytes: float = 2) -> float:
@@ -268,26 +266,20 @@ def product_intensity(m: int, n: int, columns: int = 1, value_bytes: float = 2) 
 
 
 def _single_products(define):
+    # Each intensity is one quantity (FLOPs over bytes written out), so that a sweep keeps
+    # two columns here rather than six.
     d, b = S.d_model, S.weight_value_bytes
-    define("matvec_flops", 2 * d * d, unit="FLOP",
-           description="FLOPs of one d×d matrix times a vector: 2·m·n", reference=MATVEC)
-    define("matvec_bytes", b * (d * d + 2 * d), unit="B",
-           description="ideal traffic of that product: b·(m·n + n + m)", reference=MATVEC)
-    define("matvec_intensity", S.matvec_flops / S.matvec_bytes, unit="FLOP/B",
-           description="intensity of a d×d matrix–vector product (≈ 2/b: about 1 in bf16)",
-           reference=MATVEC)
+    define("matvec_intensity", 2 * d * d / (b * (d * d + 2 * d)), unit="FLOP/B",
+           description="intensity of a d×d matrix–vector product: 2·m·n / (b·(m·n + n + m)), "
+                       "about 1 in bf16", reference=MATVEC)
     define("matvec_attainable_fraction", Min(1, S.matvec_intensity / S.ridge_intensity), unit="1",
            description="share of peak compute a d×d matrix–vector product can attain",
            reference=MATVEC)
     cols = S.batch
-    define("matmul_flops", 2 * d * d * cols, unit="FLOP",
-           description="FLOPs of a d×d matrix times the batch's B token vectors: 2·m·n·B",
+    define("matmul_intensity", 2 * d * d * cols / (b * (d * d + 2 * d * cols)), unit="FLOP/B",
+           description="intensity of a d×d matrix times the batch's B token vectors: "
+                       "2·m·n·B / (b·(m·n + n·B + m·B)), about 2B/b while the weights dominate",
            reference=MATMUL)
-    define("matmul_bytes", b * (d * d + 2 * d * cols), unit="B",
-           description="ideal traffic of that product: b·(m·n + n·B + m·B)", reference=MATMUL)
-    define("matmul_intensity", S.matmul_flops / S.matmul_bytes, unit="FLOP/B",
-           description="intensity of a d×d matrix–matrix product over the batch (≈ 2B/b while "
-                       "the weights dominate)", reference=MATMUL)
     define("matmul_attainable_fraction", Min(1, S.matmul_intensity / S.ridge_intensity), unit="1",
            description="share of peak compute a d×d matrix–matrix product over the batch can attain",
            reference=MATMUL)
