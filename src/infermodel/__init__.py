@@ -25,7 +25,7 @@ _LAZY = {
     "evaluate": ("evaluation", "evaluate"),
     "Result": ("evaluation", "Result"),
     "build_graph": ("graph", "build_graph"),
-    "REQUIRED": ("registry", "REQUIRED"),
+    "REQUIRED": ("declarations", "REQUIRED"),
     "InfermodelError": ("errors", "InfermodelError"),
     "get_host": ("host", "get_host"),
     # Modules are named apart from their functions (sweeping.sweep, ...) so that

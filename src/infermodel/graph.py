@@ -18,7 +18,7 @@ import attrs
 import sympy
 
 from .errors import GraphError, PluginError, Problem, UnknownQuantityError, close_match
-from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, check_name
+from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, ResultWarning, check_name
 
 DEFAULT_ORDER = 500
 
@@ -95,7 +95,7 @@ class QuantityGraph:
     order: tuple[str, ...]
     #: Things a reader should know about how the graph was built (a replacement that
     #: discarded another lever's change, ...); results show them as warnings.
-    notes: tuple[str, ...] = ()
+    notes: tuple[ResultWarning, ...] = ()
 
     def __getitem__(self, name: str) -> Quantity:
         try:
@@ -180,9 +180,7 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
     >>> graph["tpot"].plugin  # doctest: +SKIP
     'physics'
     """
-    from .host import get_host
-
-    host = host or get_host()
+    host = host or scenario.host
     registries = host.registries
     nodes: dict[str, Quantity] = {}
     problems: list[Problem] = []
@@ -198,7 +196,8 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
             value = float(value)
         nodes[spec.quantity] = Quantity(
             name=spec.quantity, unit=spec.unit, description=spec.description, plugin=spec.plugin,
-            value=float(value), history=(Change(INPUT, spec.plugin, float(value), f"from {spec.path}"),))
+            value=float(value), history=(Change(INPUT, spec.plugin, float(value), f"from {spec.path}",
+                            field=spec.path),))
 
     # Stage 2: every plugin's definitions.
     def definer(plugin: str):
@@ -231,7 +230,7 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
 
     # Stage 3: transformations, applied in (order, plugin, call) order.
     requests: list[_Request] = []
-    notes: list[str] = []
+    notes: list[ResultWarning] = []
     transformers: dict[str, Transformer] = {}
 
     def transformer_for(plugin):
@@ -252,9 +251,10 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
             new = request.payload
             discarded = sorted({c.plugin for c in current.history[1:] if c.plugin != request.plugin})
             if discarded:
-                notes.append(f"plugin {request.plugin!r} replaced {request.name!r}, discarding the "
-                             f"change(s) by {', '.join(repr(p) for p in discarded)}; compose with "
-                             "wrap to keep them")
+                notes.append(ResultWarning(request.name, (
+                    f"plugin {request.plugin!r} replaced {request.name!r}, discarding the "
+                    f"change(s) by {', '.join(repr(p) for p in discarded)}; compose with "
+                    "wrap to keep them")))
         else:
             old = current.expression if current.expression is not None else sympy.Float(current.value)
             try:

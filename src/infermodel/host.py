@@ -17,14 +17,16 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError, Problem, close_match
+from .errors import InfermodelError, PluginError, Problem, close_match
+from .registry import Registries, build_registries
 
 ENTRY_POINT_GROUP = "infermodel"
 OWN_DISTRIBUTION = "infermodel"
@@ -50,7 +52,7 @@ class PluginHost:
         self.pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
         self.pm.add_hookspecs(hookspecs)
         self.records: dict[str, PluginRecord] = {}
-        self._registries = None
+        self._registries: Registries | None = None
         self.trace = bool(os.environ.get("INFERMODEL_TRACE_PLUGINS"))
         if autoload:
             self.load_entry_points()
@@ -129,8 +131,6 @@ class PluginHost:
         ``make_kwargs(plugin_name)`` builds the arguments, so that callbacks such as
         ``define`` know which plugin is calling them.
         """
-        from .errors import InfermodelError
-
         hook = getattr(self.pm.hook, hook_name)
         impls = sorted(hook.get_hookimpls(), key=lambda i: i.plugin_name)
         for impl in impls:
@@ -151,11 +151,9 @@ class PluginHost:
     # -- registries ----------------------------------------------------------------
 
     @property
-    def registries(self):
+    def registries(self) -> Registries:
         """Fields, levers and presets declared by the loaded plugins (built once)."""
         if self._registries is None:
-            from .registry import build_registries
-
             self._registries = build_registries(self)
         return self._registries
 

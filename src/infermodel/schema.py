@@ -1,9 +1,11 @@
-"""Typing scenario values: the private strict converter and the unit types.
+"""Typing scenario values: the strict converters and the unit types.
 
-One :class:`cattrs.Converter` is built here with ``forbid_extra_keys`` and strict
-hooks for ``int``, ``float``, ``str`` and ``bool`` (the default converter would turn
-``"80"`` into ``80.0`` and ``True`` into ``1.0``). Lever plugins describe their
-tables with attrs classes; fields that take unit strings use the types below::
+:func:`make_converter` builds a :class:`cattrs.Converter` with ``forbid_extra_keys``
+and strict hooks for ``int``, ``float``, ``str`` and ``bool`` (the default converter
+would turn ``"80"`` into ``80.0`` and ``True`` into ``1.0``). Each set of registries
+owns one, copied from it (:class:`infermodel.registry.Registries`), so that the value
+types one plugin host registers never leak into another. Lever plugins describe
+their tables with attrs classes; fields that take unit strings use the types below::
 
     @attrs.frozen
     class Offload:
@@ -13,8 +15,11 @@ tables with attrs classes; fields that take unit strings use the types below::
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import typing
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -22,17 +27,18 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
-from .registry import REQUIRED, FieldSpec
+from .declarations import REQUIRED, FieldSpec
+from .errors import CarriesProblem, Problem, close_match
+from .units import UnitError, parse_quantity
 
 
-class FieldValueError(ValueError):
-    """A value that does not fit its field; carries what was expected."""
+class FieldValueError(CarriesProblem, ValueError):
+    """A value that does not fit its field; its :class:`~infermodel.errors.Problem`
+    (``.problem``) says what was expected."""
 
     def __init__(self, message: str, expected: str | None = None, suggestion: str | None = None):
         super().__init__(message)
-        self.message = message
-        self.expected = expected
-        self.suggestion = suggestion
+        self.problem = Problem(message, expected=expected, suggestion=suggestion)
 
 
 class UnitValue:
@@ -113,15 +119,21 @@ def _strict_bool(value, _type=bool):
     return value
 
 
-def _unit_value(value, type_):
-    from .units import UnitError, parse_quantity
+def _field_error(exc: UnitError, expected: str | None = None, *,
+                 prefer_field: bool = False) -> FieldValueError:
+    """A unit error as the field's error: its problem, with the field's expectation."""
+    problem = Problem.of(exc)
+    said = expected if prefer_field else (problem.expected or expected)
+    return FieldValueError(problem.message, expected=said, suggestion=_suggest(problem.suggestion))
 
+
+def _unit_value(value, type_):
     if isinstance(value, bool):
         raise FieldValueError(f"got a boolean {_show(value)}", expected=f"a quantity in {type_.unit}")
     try:
         return float(parse_quantity(value, type_.unit))
     except UnitError as exc:
-        raise FieldValueError(exc.message, expected=exc.expected, suggestion=_suggest(exc.suggestion)) from None
+        raise _field_error(exc) from None
 
 
 def _fraction(value, _type):
@@ -133,8 +145,6 @@ def _fraction(value, _type):
 
 def parse_field(spec: FieldSpec, value: Any) -> Any:
     """Type and range-check one scenario value for ``spec``; raise FieldValueError."""
-    from .units import UnitError, parse_quantity
-
     if value is None:
         raise FieldValueError("got an empty value", expected=spec.expected())
     kind = spec.kind
@@ -148,8 +158,7 @@ def parse_field(spec: FieldSpec, value: Any) -> Any:
         try:
             out = float(parse_quantity(value, spec.unit))
         except UnitError as exc:
-            raise FieldValueError(exc.message, expected=exc.expected or spec.expected(),
-                                  suggestion=_suggest(exc.suggestion)) from None
+            raise _field_error(exc, spec.expected()) from None
     elif kind == "bool":
         out = _strict_bool(value)
     elif kind == "str":
@@ -157,8 +166,6 @@ def parse_field(spec: FieldSpec, value: Any) -> Any:
     elif kind == "choice":
         out = _strict_str(value)
         if out not in (spec.choices or ()):
-            from .errors import close_match
-
             near = close_match(out, spec.choices or ())
             raise FieldValueError(f"got {out!r}", expected=spec.expected(),
                                   suggestion=f"did you mean {near!r}?" if near else None)
@@ -168,7 +175,7 @@ def parse_field(spec: FieldSpec, value: Any) -> Any:
             try:
                 size = float(parse_quantity(value, "B"))
             except UnitError as exc:
-                raise FieldValueError(exc.message, expected=spec.expected(), suggestion=_suggest(exc.suggestion)) from None
+                raise _field_error(exc, spec.expected(), prefer_field=True) from None
             if size < 0:
                 raise FieldValueError(f"got {value!r}", expected="a size >= 0")
             return ("bytes", size)
@@ -188,8 +195,32 @@ def parse_field(spec: FieldSpec, value: Any) -> Any:
     return out
 
 
+class _FieldMarker:
+    """Annotation of one attribute of a section class: the field it was built from."""
+
+    spec: FieldSpec
+
+
+def _field_hook(value: Any, type_: type[_FieldMarker]) -> Any:
+    return parse_field(type_.spec, value)
+
+
+def section_class(section: str, specs: typing.Mapping[str, FieldSpec]) -> type:
+    """A frozen attrs class for one section, built from the registered fields."""
+    attributes = {}
+    # attrs needs defaulted fields after mandatory ones.
+    ordered = sorted(specs.values(), key=lambda s: s.default is not REQUIRED)
+    for spec in ordered:
+        marker = type(f"Field[{spec.path}]", (_FieldMarker,), {"spec": spec})
+        if spec.default is REQUIRED:
+            attributes[spec.name] = attrs.field(type=marker)
+        else:
+            attributes[spec.name] = attrs.field(type=marker, default=spec.default)
+    return attrs.make_class(section.capitalize() + "Section", attributes, frozen=True)
+
+
 def make_converter() -> cattrs.Converter:
-    """The private converter: extra keys forbidden, no silent coercion."""
+    """A fresh strict converter: extra keys forbidden, no silent coercion."""
     converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     converter.register_structure_hook(int, _strict_int)
     converter.register_structure_hook(float, _strict_float)
@@ -198,30 +229,46 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_func(lambda t: t is Fraction, _fraction)
     converter.register_structure_hook_func(
         lambda t: isinstance(t, type) and issubclass(t, UnitValue), _unit_value)
+    converter.register_structure_hook_func(
+        lambda t: isinstance(t, type) and issubclass(t, _FieldMarker), _field_hook)
     return converter
 
 
-CONVERTER = make_converter()
+#: The converter with only the standard strict hooks; registries start from a copy.
+BASE_CONVERTER = make_converter()
+
+# The converter structuring the scenario now, so that a plugin's value-type hook that
+# calls :func:`structure` on a nested table uses the same registries' hooks.
+_ACTIVE: contextvars.ContextVar[cattrs.Converter] = contextvars.ContextVar(
+    "infermodel_converter", default=BASE_CONVERTER)
 
 
-def structure(value: Any, type_: type) -> Any:
+@contextlib.contextmanager
+def converting_with(converter: cattrs.Converter) -> Iterator[cattrs.Converter]:
+    """Make ``converter`` the one :func:`structure` uses inside the ``with`` block."""
+    token = _ACTIVE.set(converter)
+    try:
+        yield converter
+    finally:
+        _ACTIVE.reset(token)
+
+
+def structure(value: Any, type_: Any) -> Any:
     """Type ``value`` as ``type_`` with the strict converter (for nested lever tables).
+
+    Inside a value-type hook this is the converter of the registries reading the
+    scenario, with every plugin's value types.
 
     >>> structure(4, int)
     4
     """
-    return CONVERTER.structure(value, type_)
+    return _ACTIVE.get().structure(value, type_)
 
 
 def describe_error(exc: BaseException, type_: Any) -> str:
     """Format one structuring failure; used with :func:`cattrs.transform_error`."""
     if isinstance(exc, FieldValueError):
-        text = exc.message
-        if exc.expected:
-            text += f" (expected {exc.expected})"
-        if exc.suggestion:
-            text += f"; {exc.suggestion}"
-        return text
+        return exc.problem.render()
     if isinstance(exc, KeyError):
         return "required field missing"
     if isinstance(exc, ForbiddenExtraKeysError):
@@ -259,7 +306,8 @@ def lever_field_expected(schema: type, key: str) -> str | None:
 
 __all__ = [
     "Bytes", "Seconds", "BytesPerSecond", "FlopsPerSecond", "Dollars", "DollarsPerHour",
-    "Watts", "Fraction", "UnitValue", "unit_type", "CONVERTER", "FieldValueError",
-    "parse_field", "structure_errors", "structure", "REQUIRED", "ClassValidationError",
+    "Watts", "Fraction", "UnitValue", "unit_type", "BASE_CONVERTER", "FieldValueError",
+    "parse_field", "section_class", "structure_errors", "structure", "converting_with", "REQUIRED",
+    "ClassValidationError",
     "IterableValidationError", "typing",
 ]

@@ -61,6 +61,10 @@ __all__ = [
 class UnitError(ValueError):
     """A quantity could not be read in the unit a field expects.
 
+    It has the three fields of :class:`infermodel.errors.Problem` that a value's error
+    can know (this module imports nothing, not even the package's errors, so that it
+    loads alone); :meth:`infermodel.errors.Problem.of` turns it into one.
+
     Attributes:
         message: what went wrong, naming the offending text.
         expected: what the field accepts, e.g. ``'a size such as "24 GB" ...'``.
