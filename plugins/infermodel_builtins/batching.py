@@ -45,9 +45,7 @@ import numpy as np
 import sympy
 from sympy import Max, Piecewise, ceiling, floor
 
-from infermodel import S, hookimpl
-from infermodel.errors import close_match
-from infermodel.schema import FieldValueError
+from infermodel.plugin import FieldValueError, S, Stage, close_match, hookimpl
 
 from . import LAB, M10
 
@@ -55,7 +53,7 @@ from . import LAB, M10
 def _simulator():
     # The simulator package is imported only when a law is read: loading this plugin
     # stays cheap for every command that does not use the lever.
-    from infermodel import simulator
+    from infermodel.plugin import simulator
 
     return simulator
 
@@ -351,7 +349,7 @@ def infermodel_transform_quantities(scenario, transform):
                    reason="static batching keeps a finished request's slot until the batch's "
                           "longest output ends, so only the static slot-use share of the "
                           "batch's slot-steps emits tokens",
-                   reference=SLOTS, order=500,
+                   reference=SLOTS, order=Stage.DEFAULT,
                    description="useful decode tokens per second across a static batch (idle "
                                "finished slots excluded)")
 

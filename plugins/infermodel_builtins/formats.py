@@ -33,8 +33,7 @@ from typing import Any
 
 import attrs
 
-from infermodel.errors import close_match
-from infermodel.schema import FieldValueError, structure
+from infermodel.plugin import FieldValueError, close_match, structure
 
 from . import LAB, M10
 

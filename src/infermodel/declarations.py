@@ -10,6 +10,7 @@ each other. It imports nothing of :mod:`infermodel` (a test checks it).
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -101,6 +102,31 @@ class FieldSpec:
         if bounds and self.kind in ("int", "float", "quantity"):
             text += ", " + " and ".join(bounds)
         return text
+
+
+class Stage(enum.IntEnum):
+    """When a transformation runs: ``transform.wrap(..., order=Stage.PARALLELISM)``.
+
+    Transformations apply in ascending order (then plugin name, then call order), so
+    that a lever changing a quantity sees the changes of the stages before it. A
+    plugin may use any integer in between (``Stage.PARALLELISM + 10``).
+
+    >>> sorted([Stage.COST, Stage.NUMBER_FORMATS]) == [100, 900]
+    True
+    """
+
+    #: Number formats and quantization: bytes per weight and per cached value.
+    NUMBER_FORMATS = 100
+    #: Model structure: mixture of experts, what a token reads.
+    MODEL_STRUCTURE = 200
+    #: Hardware and parallelism: several cards, links, offload.
+    PARALLELISM = 300
+    #: Serving algorithms: speculative decoding, prefix caching.
+    ALGORITHMS = 400
+    #: Everything else (batching policies); the default.
+    DEFAULT = 500
+    #: Prices and costs, computed from everything above.
+    COST = 900
 
 
 @attrs.frozen
@@ -214,5 +240,6 @@ class PresetInfo:
     plugin: str
 
 
-__all__ = ["REQUIRED", "FIELD_SECTIONS", "FIELD_KINDS", "PRESET_KINDS", "UNIT_WORDS", "FieldSpec",
+__all__ = ["REQUIRED", "FIELD_SECTIONS", "FIELD_KINDS", "PRESET_KINDS", "UNIT_WORDS", "Stage",
+           "FieldSpec",
            "LeverInfo", "OPTION_KINDS", "Option", "WitnessInfo", "PresetInfo"]

@@ -17,10 +17,11 @@ from typing import Any, Callable, Mapping
 import attrs
 import sympy
 
+from .declarations import Stage
 from .errors import GraphError, PluginError, Problem, UnknownQuantityError, close_match
 from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, ResultWarning, check_name
 
-DEFAULT_ORDER = 500
+DEFAULT_ORDER = Stage.DEFAULT
 
 
 def _check_definition(plugin: str, name: str, definition: Any, what: str) -> Any:
@@ -69,7 +70,7 @@ class Transformer:
                               "a non-empty string")
         if not isinstance(order, int) or isinstance(order, bool):
             raise PluginError(f"plugin {self._plugin!r}: order of {kind} of {name!r} must be an int")
-        self._requests.append(_Request(order, self._plugin, len(self._requests), kind, name,
+        self._requests.append(_Request(int(order), self._plugin, len(self._requests), kind, name,
                                        payload, reason, reference, description))
 
     def replace(self, name: str, expression: Any, *, reason: str, reference: str | None = None,

@@ -91,6 +91,11 @@ class PluginHost:
                 who = f"{dist_name} {version}" if dist_name else "unknown distribution"
                 record.error = f"Error importing plugin {ep.name!r} ({who}): {type(exc).__name__}: {exc}"
                 record.traceback = traceback.format_exc()
+                continue
+            refused = self._unsupported_options(ep.name)
+            if refused:
+                self.pm.unregister(name=ep.name)
+                record.error = refused
 
     def register(self, plugin: Any, name: str, *, builtin: bool = False) -> None:
         """Register a plugin object directly (tests and embedding applications)."""
@@ -100,9 +105,34 @@ class PluginHost:
             self.pm.register(plugin, name=name)
         except pluggy.PluginValidationError as exc:
             raise PluginError(f"plugin {name!r} does not match the hook specifications: {exc}") from None
+        refused = self._unsupported_options(name)
+        if refused:
+            self.pm.unregister(name=name)
+            raise PluginError(refused)
         module = getattr(plugin, "__module__", None) or getattr(plugin, "__name__", repr(plugin))
         self.records[name] = PluginRecord(name, str(module), None, None, builtin)
         self._registries = None
+
+    def _unsupported_options(self, name: str) -> str | None:
+        """Why plugin ``name``'s hook implementations cannot be honoured, or None.
+
+        Hooks run in plugin-name order, so pluggy's ordering and wrapping options
+        would be silently ignored: refuse them instead."""
+        plugin = self.pm.get_plugin(name)
+        found = []
+        for caller in self.pm.get_hookcallers(plugin) or []:
+            for impl in caller.get_hookimpls():
+                if impl.plugin_name != name:
+                    continue
+                options = [o for o in hookspecs.UNSUPPORTED_HOOKIMPL_OPTIONS if getattr(impl, o)]
+                if options:
+                    found.append(f"{caller.name} ({', '.join(options)})")
+        if not found:
+            return None
+        return (f"plugin {name!r} marks hook implementations with options infermodel does not "
+                f"honour: {'; '.join(sorted(found))}. Hooks run one plugin at a time in "
+                "plugin-name order; use @hookimpl without tryfirst, trylast, wrapper or "
+                "hookwrapper (transformations take order=Stage....)")
 
     def unregister(self, name: str) -> None:
         self.pm.unregister(name=name)
