@@ -148,7 +148,7 @@ class PluginHost:
         failed = self.load_errors
         if failed:
             raise PluginError(
-                [Problem(r.error, suggestion=(
+                [Problem(r.error or "", suggestion=(
                     "fix or uninstall it, or set INFERMODEL_LOAD_PLUGINS to the plugins you want"))
                  for r in failed]
             )

@@ -204,8 +204,10 @@ def build_registries(host: PluginHost) -> Registries:
     """Call the registration hooks of every plugin and check what they declared."""
     collected = _Collector()
     for hook_name, registrar in _REGISTRATION_HOOKS:
-        host.call_each(hook_name, lambda p, r=registrar: {"register": r(collected, p)},
-                       "registration")
+        def arguments(plugin: str, registrar=registrar) -> dict[str, Any]:
+            return {"register": registrar(collected, plugin)}
+
+        host.call_each(hook_name, arguments, "registration")
     if collected.problems:
         raise PluginError(collected.problems, heading="plugins declare conflicting names")
     _check_defaults(collected.fields)

@@ -459,7 +459,8 @@ def _read_sections(data: Mapping, registries: Registries,
     sections: dict[str, Any] = {}
     presets: dict[str, str] = {}
     # A failed preset or a misspelt section name explains missing fields: don't list them.
-    quiet = {close_match(k, FIELD_SECTIONS) for k in data if k not in TOP_LEVEL} - {None}
+    quiet = {near for k in data if k not in TOP_LEVEL
+             if (near := close_match(k, FIELD_SECTIONS)) is not None}
     for section in FIELD_SECTIONS:
         table = data.get(section, {})
         if not isinstance(table, Mapping):
@@ -511,7 +512,7 @@ def _read_levers(data: Mapping, registries: Registries, reading: _Reading) -> di
 
 def _read_tables(data: Mapping, reading: _Reading) -> dict[str, Mapping]:
     """The tables other commands read (``[simulation]``, ``[sweep]``, ...), kept as written."""
-    tables = {}
+    tables: dict[str, Mapping] = {}
     for section in ("simulation", "sweep", "search", "witness"):
         table = data.get(section)
         if table is None:

@@ -20,7 +20,6 @@ import contextvars
 import math
 import typing
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import Any
 
 import attrs
@@ -50,23 +49,62 @@ class UnitValue:
     unit = "1"
 
 
-@lru_cache(maxsize=None)
-def unit_type(unit: str) -> type:
+class Bytes(UnitValue):
+    """A size: ``"24 GB"``, ``"24 GiB"`` or a number of bytes."""
+
+    unit = "B"
+
+
+class Seconds(UnitValue):
+    """A duration: ``"0.3 ms"`` or a number of seconds."""
+
+    unit = "s"
+
+
+class BytesPerSecond(UnitValue):
+    """A bandwidth: ``"3.35 TB/s"`` or a number of bytes per second."""
+
+    unit = "B/s"
+
+
+class FlopsPerSecond(UnitValue):
+    """A compute rate: ``"989 TFLOP/s"`` or a number of FLOP per second."""
+
+    unit = "FLOP/s"
+
+
+class Dollars(UnitValue):
+    """An amount: ``"USD 2.50"`` or a number of US dollars."""
+
+    unit = "USD"
+
+
+class DollarsPerHour(UnitValue):
+    """An hourly price: ``"2.5 USD/h"`` or a number of US dollars per hour."""
+
+    unit = "USD/h"
+
+
+class Watts(UnitValue):
+    """A power: ``"700 W"`` or a number of watts."""
+
+    unit = "W"
+
+
+_UNIT_TYPES: dict[str, type[UnitValue]] = {
+    t.unit: t for t in (Bytes, Seconds, BytesPerSecond, FlopsPerSecond, Dollars, DollarsPerHour, Watts)}
+
+
+def unit_type(unit: str) -> type[UnitValue]:
     """The type for a lever field holding a quantity in ``unit`` (``"B"``, ``"s"`` ...).
 
     >>> unit_type("B") is Bytes
     True
     """
-    return type(f"UnitValue[{unit}]", (UnitValue,), {"unit": unit})
-
-
-Bytes = unit_type("B")
-Seconds = unit_type("s")
-BytesPerSecond = unit_type("B/s")
-FlopsPerSecond = unit_type("FLOP/s")
-Dollars = unit_type("USD")
-DollarsPerHour = unit_type("USD/h")
-Watts = unit_type("W")
+    found = _UNIT_TYPES.get(unit)
+    if found is None:
+        found = _UNIT_TYPES[unit] = type(f"UnitValue[{unit}]", (UnitValue,), {"unit": unit})
+    return found
 
 
 class Fraction:

@@ -17,7 +17,7 @@ witness: ``kv_cache = true`` (default options) or a table of options
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -87,6 +87,10 @@ def _rows(rows) -> tuple[Row, ...]:
     return tuple(out)
 
 
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
 @attrs.frozen
 class Witness:
     """The outcome of one witness experiment.
@@ -98,7 +102,7 @@ class Witness:
 
     rows: tuple[Row, ...] = attrs.field(converter=_rows)
     parameters: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
-    notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    notes: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     name: str | None = None
     description: str | None = None
     reference: str | None = None
