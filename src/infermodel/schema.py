@@ -18,13 +18,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
 import cattrs
-from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+from cattrs.errors import ForbiddenExtraKeysError
 
 from .declarations import REQUIRED, FieldSpec
 from .errors import CarriesProblem, Problem, close_match
@@ -243,7 +242,7 @@ def _field_hook(value: Any, type_: type[_FieldMarker]) -> Any:
     return parse_field(type_.spec, value)
 
 
-def section_class(section: str, specs: typing.Mapping[str, FieldSpec]) -> type:
+def section_class(section: str, specs: Mapping[str, FieldSpec]) -> type:
     """A frozen attrs class for one section, built from the registered fields."""
     attributes = {}
     # attrs needs defaulted fields after mandatory ones.
@@ -327,25 +326,8 @@ def structure_errors(exc: BaseException) -> list[tuple[str, str]]:
     return out
 
 
-def schema_keys(schema: type) -> list[str]:
-    return [a.name for a in attrs.fields(schema)]
-
-
-def lever_field_expected(schema: type, key: str) -> str | None:
-    """What a lever schema's field accepts, for suggestions."""
-    for a in attrs.fields(schema):
-        if a.name == key:
-            t = a.type
-            if isinstance(t, str):
-                return t
-            return getattr(t, "__name__", str(t))
-    return None
-
-
 __all__ = [
     "Bytes", "Seconds", "BytesPerSecond", "FlopsPerSecond", "Dollars", "DollarsPerHour",
     "Watts", "Fraction", "UnitValue", "unit_type", "BASE_CONVERTER", "FieldValueError",
-    "parse_field", "section_class", "structure_errors", "structure", "converting_with", "REQUIRED",
-    "ClassValidationError",
-    "IterableValidationError", "typing",
+    "parse_field", "section_class", "structure_errors", "structure", "converting_with",
 ]
