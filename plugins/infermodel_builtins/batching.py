@@ -223,7 +223,15 @@ def infermodel_define_quantities(scenario, define):
     lever = scenario.lever("batching")
     if lever is None:
         return
-    static = lever.policy == "static"
+    _define_output_law(scenario, lever, define)
+    _define_slot_use(lever, define)
+    _define_static_cycle(define)
+    _define_reservation(lever, define)
+
+
+def _define_output_law(scenario, lever, define):
+    """The output law's mean, maximum and expected batch maximum, and the last block's
+    unused positions: formulas for equal lengths, numbers for a law."""
     block = lever.block_tokens
     define("paged_block_tokens", block, unit="token",
            description="tokens per cache block (page)", reference=PAGES)
@@ -264,7 +272,10 @@ def infermodel_define_quantities(scenario, define):
                            f"length, prompt ({prompt}) + o averaged over the output law "
                            "(computed when the scenario is read)", reference=PAGES)
 
-    # --- slot use -----------------------------------------------------------------
+
+def _define_slot_use(lever, define):
+    """Which share of a static batch's decode slot-steps emit a token."""
+    static = lever.policy == "static"
     mean, maximum = S.batching_output_mean, S.batching_expected_max_output
     define("static_slot_use",
            Piecewise(((mean - 1) / (maximum - 1), maximum > 1), (1, True)), unit="1",
@@ -277,7 +288,9 @@ def infermodel_define_quantities(scenario, define):
     define("batching_busy_slots", S.batch * S.batching_slot_use, unit="seq",
            description="sequences that emit a token in an average decode step", reference=SLOTS)
 
-    # --- a static batch from prefill to its longest output --------------------------
+
+def _define_static_cycle(define):
+    """A static batch from prefill to its longest output."""
     # Lab 3's static rule: the batch prefills its prompts in one pass, then every slot
     # decodes (its cache growing and read each step) until the longest output ends.
     context = S.static_decode_context
@@ -300,7 +313,9 @@ def infermodel_define_quantities(scenario, define):
            description="output tokens per second of back-to-back full static batches, prefill "
                        "stalls included", reference=f"{LAB3}; {SLOTS}")
 
-    # --- reservation ----------------------------------------------------------------
+
+def _define_reservation(lever, define):
+    """Cache reserved per sequence, contiguous or paged, and how many sequences fit."""
     define("paged_max_unused_positions", S.paged_block_tokens - 1, unit="token",
            description="most unused positions per sequence under paging (block − 1)",
            reference=PAGES)
