@@ -142,3 +142,22 @@ def test_protocols_are_protocols():
 
 def test_symbols_through_the_door_build_formulas():
     assert str(S.layers * S.d_model) == "d_model*layers"
+
+
+def test_a_scenario_carries_its_host_into_evaluation_and_witnesses():
+    # A host the process-wide one knows nothing of: reading with it is enough.
+    from infermodel.host import PluginHost, get_host
+
+    class Extra:
+        @hookimpl
+        def infermodel_define_quantities(self, scenario, define):
+            define("only_on_my_host", 5.0, unit="1", description="defined by one host's plugin")
+
+    mine = PluginHost()
+    mine.register(Extra(), "extra")
+    scenario = infermodel.load_scenario(CASE, host=mine)
+    assert scenario.host is mine and get_host() is not mine
+    assert infermodel.evaluate(scenario)["only_on_my_host"] == 5.0
+    assert infermodel.evaluate(scenario.with_overrides({"workload.batch": 2}))["only_on_my_host"] == 5.0
+    assert "only_on_my_host" not in infermodel.evaluate(CASE)
+    assert infermodel.run_witness(scenario, "kv_cache").plugin == "witness_kv_cache"

@@ -5,7 +5,8 @@ if you change X, with every number's derivation.
 >>> result = infermodel.evaluate("scenarios/case-study-24gb.toml")  # doctest: +SKIP
 >>> print(infermodel.explain(result, "tpot"))  # doctest: +SKIP
 
-Plugins write ``from infermodel import hookimpl, S``.
+Plugins import from :mod:`infermodel.plugin` (``from infermodel.plugin import S,
+hookimpl``), the interface that stays stable; ``hookimpl`` and ``S`` are here too.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ The records themselves live in :mod:`infermodel.declarations`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,13 @@ from .declarations import (
     WitnessInfo,
 )
 from .errors import PluginError, Problem
+from .hookspecs import (
+    FieldRegistrar,
+    LeverRegistrar,
+    PresetRegistrar,
+    ValueTypeRegistrar,
+    WitnessRegistrar,
+)
 from .quantity import NAME_PATTERN, check_name
 from .schema import BASE_CONVERTER, section_class
 from .units import EXAMPLES
@@ -75,7 +82,7 @@ class _Collector:
 
     # Each ``*_registrar(plugin)`` is the ``register`` callback handed to that plugin.
 
-    def field_registrar(self, plugin: str) -> Callable[..., None]:
+    def field_registrar(self, plugin: str) -> FieldRegistrar:
         def register(section, name, *, kind, description, unit="1", default=REQUIRED,
                      minimum=None, maximum=None, exclusive_minimum=False, choices=None,
                      quantity=None):
@@ -93,7 +100,7 @@ class _Collector:
                 example=EXAMPLES.get(unit) if kind == "quantity" else None)
         return register
 
-    def lever_registrar(self, plugin: str) -> Callable[..., None]:
+    def lever_registrar(self, plugin: str) -> LeverRegistrar:
         def register(name, schema, *, description, reference=None):
             if check_name(name):
                 raise PluginError(f"plugin {plugin!r}: lever name {name!r}: {check_name(name)}")
@@ -106,7 +113,7 @@ class _Collector:
             self.levers[name] = LeverInfo(name, schema, description, plugin, reference)
         return register
 
-    def preset_registrar(self, plugin: str) -> Callable[..., None]:
+    def preset_registrar(self, plugin: str) -> PresetRegistrar:
         def register(kind, directory):
             if kind not in self.presets:
                 raise PluginError(f"plugin {plugin!r}: preset kind {kind!r} is not 'model' or 'hardware'")
@@ -124,7 +131,7 @@ class _Collector:
                 self.presets[kind][name] = PresetInfo(kind, name, path, plugin)
         return register
 
-    def witness_registrar(self, plugin: str) -> Callable[..., None]:
+    def witness_registrar(self, plugin: str) -> WitnessRegistrar:
         def register(name, function, *, description, reference=None, options=None):
             options = _check_witness(plugin, name, function, options)
             if name in self.witnesses:
@@ -135,7 +142,7 @@ class _Collector:
                                                MappingProxyType(options))
         return register
 
-    def type_registrar(self, plugin: str) -> Callable[..., None]:
+    def type_registrar(self, plugin: str) -> ValueTypeRegistrar:
         def register(type_, function):
             if not isinstance(type_, type) or not callable(function):
                 raise PluginError(f"plugin {plugin!r}: register(type_, function) needs a type "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -18,6 +18,7 @@ import attrs
 
 from .declarations import FIELD_SECTIONS, PRESET_KINDS, REQUIRED
 from .errors import Problem, ScenarioError, close_match, suggest
+from .hookspecs import Report
 from .host import PluginHost, get_host
 from .registry import Registries
 from .schema import FieldValueError, converting_with, parse_field, structure_errors
@@ -526,7 +527,7 @@ def _read_tables(data: Mapping, reading: _Reading) -> dict[str, Mapping]:
 
 def _validate(scenario: Scenario, host: PluginHost, reading: _Reading) -> None:
     """Every plugin's cross-field rules (``infermodel_validate_scenario``)."""
-    def report_maker(plugin: str) -> Callable[..., None]:
+    def report_maker(plugin: str) -> Report:
         def report(key, message, *, expected=None, suggestion=None):
             reading.problems.append(scenario.problem(key, message, expected=expected,
                                                      suggestion=suggestion))
