@@ -56,7 +56,8 @@ def _runtime_nodes(tree: ast.AST):
 def imports(path: Path, module: str | None = None) -> list[tuple[str, int]]:
     """(imported module, line) for every runtime import in ``path``, relative ones
     resolved; ``from package import name`` also counts ``package.name`` when that is
-    a module of the package."""
+    a module of the package.
+    """
     is_package = path.name == "__init__.py"
     found = []
     for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):

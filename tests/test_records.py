@@ -1,5 +1,6 @@
 """Data, not strings: converters owned by their registries, structured origins and
-warnings, one JSON number convention, one error carrier."""
+warnings, one JSON number convention, one error carrier.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The speculative-decoding lever: golden Lab 5 figures, edge cases, the collapse with
-batch, the best-k search and the draft model derived from a preset."""
+batch, the best-k search and the draft model derived from a preset.
+"""
 
 from __future__ import annotations
 

@@ -105,7 +105,8 @@ def _frozen(value: Any) -> Any:
 class OutputLaw:
     """An output-length law as written in the scenario: a table in the serving
     simulator's format (see :func:`infermodel.simulator.length_law`), kept as written so
-    that a relative ``file`` is read from the scenario's directory."""
+    that a relative ``file`` is read from the scenario's directory.
+    """
 
     items: tuple[tuple[str, Any], ...]
 
@@ -181,7 +182,8 @@ def infermodel_register_levers(register):
 
 def _law_dir(scenario) -> str | None:
     """Where a relative ``file`` is read from: the directory of the scenario file that
-    writes the law; the current directory for ``--set``."""
+    writes the law; the current directory for ``--set``.
+    """
     origin = scenario.where("levers.batching.output")
     if origin is not None and origin.file == "--set":
         return None
@@ -223,19 +225,18 @@ def infermodel_define_quantities(scenario, define):
     lever = scenario.lever("batching")
     if lever is None:
         return
-    _define_output_law(scenario, lever, define)
-    _define_slot_use(lever, define)
-    _define_static_cycle(define)
-    _define_reservation(lever, define)
-
-
-def _define_output_law(scenario, lever, define):
-    """The output law's mean, maximum and expected batch maximum, and the last block's
-    unused positions: formulas for equal lengths, numbers for a law."""
+    static = lever.policy == "static"
     block = lever.block_tokens
     define("paged_block_tokens", block, unit="token",
            description="tokens per cache block (page)", reference=PAGES)
 
+    _define_lengths(scenario, lever, define, block)
+    _define_slots(lever, define, static)
+    _define_reservation(lever, define)
+
+
+def _define_lengths(scenario, lever, define, block: int) -> None:
+    """Output lengths (mean, longest, expected batch longest), last block's unused positions."""
     if lever.output is None:
         # Every output is output_tokens long: the maximum of B equal lengths is that length.
         define("batching_output_mean", S.output_tokens, unit="token", latex=r"\mathrm{E}[o]",
@@ -273,9 +274,9 @@ def _define_output_law(scenario, lever, define):
                            "(computed when the scenario is read)", reference=PAGES)
 
 
-def _define_slot_use(lever, define):
-    """Which share of a static batch's decode slot-steps emit a token."""
-    static = lever.policy == "static"
+def _define_slots(lever, define, static: bool) -> None:
+    """Slot use, and a static batch from its prefill to its longest output."""
+    # --- slot use -----------------------------------------------------------------
     mean, maximum = S.batching_output_mean, S.batching_expected_max_output
     define("static_slot_use",
            Piecewise(((mean - 1) / (maximum - 1), maximum > 1), (1, True)), unit="1",
@@ -288,9 +289,7 @@ def _define_slot_use(lever, define):
     define("batching_busy_slots", S.batch * S.batching_slot_use, unit="seq",
            description="sequences that emit a token in an average decode step", reference=SLOTS)
 
-
-def _define_static_cycle(define):
-    """A static batch from prefill to its longest output."""
+    # --- a static batch from prefill to its longest output --------------------------
     # Lab 3's static rule: the batch prefills its prompts in one pass, then every slot
     # decodes (its cache growing and read each step) until the longest output ends.
     context = S.static_decode_context
@@ -314,8 +313,9 @@ def _define_static_cycle(define):
                        "stalls included", reference=f"{LAB3}; {SLOTS}")
 
 
-def _define_reservation(lever, define):
+def _define_reservation(lever, define) -> None:
     """Cache reserved per sequence, contiguous or paged, and how many sequences fit."""
+    # --- reservation ----------------------------------------------------------------
     define("paged_max_unused_positions", S.paged_block_tokens - 1, unit="token",
            description="most unused positions per sequence under paging (block − 1)",
            reference=PAGES)

@@ -92,4 +92,4 @@ def infermodel_transform_quantities(scenario, transform):
                           order=Stage.NUMBER_FORMATS)
 
 
-__all__ = ["NumberFormats", "LAB"]
+__all__ = ["LAB", "NumberFormats"]

@@ -377,4 +377,4 @@ def infermodel_transform_quantities(scenario, transform):
                            reference=SPEED, order=Stage.ALGORITHMS)
 
 
-__all__ = ["Speculative", "acceptance_from", "tokens_per_iteration", "draft_shape", "LAB5"]
+__all__ = ["LAB5", "Speculative", "acceptance_from", "draft_shape", "tokens_per_iteration"]

@@ -240,6 +240,17 @@ class PresetInfo:
     plugin: str
 
 
-__all__ = ["REQUIRED", "FIELD_SECTIONS", "FIELD_KINDS", "PRESET_KINDS", "UNIT_WORDS", "Stage",
-           "FieldSpec",
-           "LeverInfo", "OPTION_KINDS", "Option", "WitnessInfo", "PresetInfo"]
+__all__ = [
+    "FIELD_KINDS",
+    "FIELD_SECTIONS",
+    "OPTION_KINDS",
+    "PRESET_KINDS",
+    "REQUIRED",
+    "UNIT_WORDS",
+    "FieldSpec",
+    "LeverInfo",
+    "Option",
+    "PresetInfo",
+    "Stage",
+    "WitnessInfo",
+]

@@ -97,5 +97,15 @@ def plain_number(value: Any) -> str:
     return text
 
 
-__all__ = ["NAN_JSON", "INF_JSON", "NEG_INF_JSON", "NAN_TEXT", "INF_TEXT", "NEG_INF_TEXT",
-           "non_finite_json", "json_value", "json_number", "plain_number"]
+__all__ = [
+    "INF_JSON",
+    "INF_TEXT",
+    "NAN_JSON",
+    "NAN_TEXT",
+    "NEG_INF_JSON",
+    "NEG_INF_TEXT",
+    "json_number",
+    "json_value",
+    "non_finite_json",
+    "plain_number",
+]
