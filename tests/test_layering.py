@@ -18,8 +18,9 @@ PACKAGE = SOURCE / "infermodel"
 PLUGIN_FILES = sorted([*(ROOT / "plugins").rglob("*.py"), *(ROOT / "tests" / "plugins").rglob("*.py")])
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
-#: Feature packages built on the engine; the engine never imports them.
-FEATURES = ("infermodel.sweeping", "infermodel.cli", "infermodel.commands", "infermodel.sphinxext")
+#: Feature packages built on the engine (and ``python -m infermodel``, which runs the
+#: command line); the engine never imports them.
+FEATURES = ("infermodel.sweeping", "infermodel.cli", "infermodel.sphinxext", "infermodel.__main__")
 #: Analyses built on sweeps and the simulator (searching, plotting, simulating a scenario).
 ANALYSES = ("infermodel.searching", "infermodel.plots", "infermodel.simulation",
             "infermodel.simulator")
@@ -208,3 +209,41 @@ def test_the_core_knows_no_lever():
     registries = PluginHost(autoload=False).registries
     assert registries.all_fields() == [] and registries.levers == {}
     assert registries.presets == {"model": {}, "hardware": {}} and registries.witnesses == {}
+
+
+#: Where get_host() may be called: the entry points (the command line, the Sphinx
+#: extension, load_scenario) and the host module that defines it.
+GET_HOST_ALLOWED = ("infermodel.cli", "infermodel.sphinxext", "infermodel.host",
+                    "infermodel.scenario:load_scenario")
+
+
+class _GetHostCalls(ast.NodeVisitor):
+    def __init__(self, module: str) -> None:
+        self.module, self.functions, self.found = module, [], set()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self.functions.append(node.name)
+        self.generic_visit(node)
+        self.functions.pop()
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id == "get_host":
+            self.found.add(f"{self.module}:{self.functions[0]}" if self.functions else self.module)
+        self.generic_visit(node)
+
+
+def _get_host_calls() -> list[str]:
+    found = set()
+    for module, path in MODULES.items():
+        visitor = _GetHostCalls(module)
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+        found |= visitor.found
+    return sorted(found)
+
+
+def test_get_host_is_called_only_at_the_entry_points():
+    calls = _get_host_calls()
+    assert "infermodel.scenario:load_scenario" in calls
+    outside = [c for c in calls if not any(c == a or c.startswith((a + ".", a + ":"))
+                                           for a in GET_HOST_ALLOWED)]
+    assert outside == []

@@ -60,6 +60,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'infermodel' has no attribute {name!r}")
 
 
-__all__ = ["hookimpl", "S", "symbol", "load_scenario", "evaluate", "explain", "build_graph",
-           "Scenario", "Result", "Quantity", "REQUIRED", "InfermodelError", "get_host", "sweep",
-           "search", "simulate", "run_witness"]
+__all__ = [
+    "REQUIRED",
+    "InfermodelError",
+    "Quantity",
+    "Result",
+    "S",
+    "Scenario",
+    "build_graph",
+    "evaluate",
+    "explain",
+    "get_host",
+    "hookimpl",
+    "load_scenario",
+    "run_witness",
+    "search",
+    "simulate",
+    "sweep",
+    "symbol",
+]

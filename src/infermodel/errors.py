@@ -77,7 +77,8 @@ class Problem:
     @classmethod
     def of(cls, error: BaseException) -> Problem:
         """The problem an error carries (:class:`CarriesProblem`), or one made of its
-        ``message``, ``expected`` and ``suggestion`` (a unit error), or of its text."""
+        ``message``, ``expected`` and ``suggestion`` (a unit error), or of its text.
+        """
         carried = getattr(error, "problem", None)
         if isinstance(carried, Problem):
             return carried
@@ -94,7 +95,8 @@ class Problem:
 class CarriesProblem:
     """Mixin for an exception raised while reading one value: its :class:`Problem`
     (message, what was expected, a suggestion) is in ``.problem``, and the reader that
-    catches it adds where the value was written."""
+    catches it adds where the value was written.
+    """
 
     problem: Problem
 

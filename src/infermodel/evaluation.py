@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 import numpy as np
@@ -21,7 +22,7 @@ from .graph import QuantityGraph, build_graph, unknown_quantity
 from .quantity import ResultWarning
 
 _CACHE_SIZE = 64
-_COMPILED: "OrderedDict[tuple, CompiledGraph]" = OrderedDict()
+_COMPILED: OrderedDict[tuple, CompiledGraph] = OrderedDict()
 
 
 @attrs.frozen
@@ -128,7 +129,8 @@ class Result:
     def warnings(self) -> list[ResultWarning]:
         """Quantities that evaluated to NaN (with the plugin responsible) and notes from
         building the graph (a lever's replacement that discarded another's change), as
-        (quantity, message) records."""
+        (quantity, message) records.
+        """
         out = list(self.graph.notes)
         for name, value in self.values.items():
             if isinstance(value, float) and math.isnan(value):

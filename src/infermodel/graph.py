@@ -155,7 +155,8 @@ class QuantityGraph:
         """Identifies the graph's formulas (not input values), for compile caching.
 
         sympy expressions hash and compare structurally, so they serve as keys directly
-        (no printing to text needed)."""
+        (no printing to text needed).
+        """
         return tuple((n, q.expression) for n, q in self.quantities.items())
 
     def to_dot(self) -> str:
@@ -218,7 +219,8 @@ def _field_inputs(scenario: Scenario, registries: Registries) -> dict[str, Quant
 
 def _define(scenario: Scenario, host: PluginHost, nodes: dict[str, Quantity]) -> None:
     """Stage 2: every plugin's ``infermodel_define_quantities``; a name defined twice is
-    an error naming both plugins."""
+    an error naming both plugins.
+    """
     problems: list[Problem] = []
 
     def definer(plugin: str) -> Define:
@@ -253,7 +255,8 @@ def _define(scenario: Scenario, host: PluginHost, nodes: dict[str, Quantity]) ->
 def _transform(scenario: Scenario, host: PluginHost,
                nodes: dict[str, Quantity]) -> list[ResultWarning]:
     """Stage 3: every plugin's requests, applied in (order, plugin, call) order; returns
-    notes for the result (a replacement that discarded another plugin's change)."""
+    notes for the result (a replacement that discarded another plugin's change).
+    """
     requests: list[_Request] = []
     notes: list[ResultWarning] = []
     problems: list[Problem] = []
@@ -301,9 +304,9 @@ def _apply(request: _Request, current: Quantity, notes: list[ResultWarning]) -> 
     description = request.description or current.description
     if isinstance(new, float):
         return attrs.evolve(current, expression=None, value=new,
-                            history=current.history + (change,), description=description)
+                            history=(*current.history, change), description=description)
     return attrs.evolve(current, expression=new, value=None,
-                        history=current.history + (change,), description=description)
+                        history=(*current.history, change), description=description)
 
 
 def _wire(nodes: Mapping[str, Quantity]) -> tuple[str, ...]:
@@ -368,5 +371,5 @@ def _cycles(nodes: Mapping[str, Quantity]) -> list[list[str]]:
     for cycle in sorted(networkx.simple_cycles(g), key=lambda c: (len(c), sorted(c)))[:10]:
         start = cycle.index(min(cycle))
         cycle = cycle[start:] + cycle[:start]
-        cycles.append(cycle + [cycle[0]])
+        cycles.append([*cycle, cycle[0]])
     return cycles

@@ -117,7 +117,8 @@ class PluginHost:
         """Why plugin ``name``'s hook implementations cannot be honoured, or None.
 
         Hooks run in plugin-name order, so pluggy's ordering and wrapping options
-        would be silently ignored: refuse them instead."""
+        would be silently ignored: refuse them instead.
+        """
         plugin = self.pm.get_plugin(name)
         found = []
         for caller in self.pm.get_hookcallers(plugin) or []:

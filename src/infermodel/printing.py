@@ -7,7 +7,8 @@ Objects delegate ``__str__``, ``_repr_markdown_``, ``_repr_latex_`` and
 from __future__ import annotations
 
 import html
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.str import StrPrinter

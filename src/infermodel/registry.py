@@ -192,9 +192,10 @@ def _check_witness(plugin: str, name: Any, function: Any, options: Any) -> dict[
 def _check_defaults(fields: Mapping[str, Mapping[str, FieldSpec]]) -> None:
     for section in FIELD_SECTIONS:
         for spec in fields[section].values():
-            if spec.default is not REQUIRED and spec.default is not None and spec.numeric:
-                if isinstance(spec.default, float) and not math.isfinite(spec.default):
-                    raise PluginError(f"plugin {spec.plugin!r}: field {spec.path} has a non-finite default")
+            # (REQUIRED and None are not floats: only a given number is checked.)
+            if (spec.numeric and isinstance(spec.default, float)
+                    and not math.isfinite(spec.default)):
+                raise PluginError(f"plugin {spec.plugin!r}: field {spec.path} has a non-finite default")
 
 
 #: Registration hooks in the order they are called, with the registrar each receives.
@@ -224,5 +225,15 @@ def build_registries(host: PluginHost) -> Registries:
                       converter=collected.converter, section_classes=MappingProxyType(classes))
 
 
-__all__ = ["REQUIRED", "FIELD_SECTIONS", "FIELD_KINDS", "UNIT_WORDS", "FieldSpec", "LeverInfo",
-           "WitnessInfo", "PresetInfo", "Registries", "build_registries"]
+__all__ = [
+    "FIELD_KINDS",
+    "FIELD_SECTIONS",
+    "REQUIRED",
+    "UNIT_WORDS",
+    "FieldSpec",
+    "LeverInfo",
+    "PresetInfo",
+    "Registries",
+    "WitnessInfo",
+    "build_registries",
+]

@@ -32,7 +32,8 @@ from .units import UnitError, parse_quantity
 
 class FieldValueError(CarriesProblem, ValueError):
     """A value that does not fit its field; its :class:`~infermodel.errors.Problem`
-    (``.problem``) says what was expected."""
+    (``.problem``) says what was expected.
+    """
 
     def __init__(self, message: str, expected: str | None = None, suggestion: str | None = None):
         super().__init__(message)
@@ -43,7 +44,8 @@ class UnitValue:
     """Base of the unit types; a subclass's ``unit`` says which base unit it holds.
 
     Used only as an annotation: the structured value is a plain ``float`` in base units.
-    (Not a ``float`` subclass, so the strict ``float`` hook never claims it.)"""
+    (Not a ``float`` subclass, so the strict ``float`` hook never claims it.)
+    """
 
     unit = "1"
 
@@ -327,7 +329,21 @@ def structure_errors(exc: BaseException) -> list[tuple[str, str]]:
 
 
 __all__ = [
-    "Bytes", "Seconds", "BytesPerSecond", "FlopsPerSecond", "Dollars", "DollarsPerHour",
-    "Watts", "Fraction", "UnitValue", "unit_type", "BASE_CONVERTER", "FieldValueError",
-    "parse_field", "section_class", "structure_errors", "structure", "converting_with",
+    "BASE_CONVERTER",
+    "Bytes",
+    "BytesPerSecond",
+    "Dollars",
+    "DollarsPerHour",
+    "FieldValueError",
+    "FlopsPerSecond",
+    "Fraction",
+    "Seconds",
+    "UnitValue",
+    "Watts",
+    "converting_with",
+    "parse_field",
+    "section_class",
+    "structure",
+    "structure_errors",
+    "unit_type",
 ]

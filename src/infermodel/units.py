@@ -583,10 +583,7 @@ def format_plain(value: float, unit: str, digits: int = 4, *, binary: bool = Fal
         return _sig(value * 1e9, digits), "ns"
     if unit in ("USD", "USD/h"):
         magnitude = abs(value)
-        if magnitude >= 1:
-            text = _sig(value, digits, min_decimals=2)
-        else:
-            text = _sig(value, digits)
+        text = _sig(value, digits, min_decimals=2) if magnitude >= 1 else _sig(value, digits)
         return text, unit
     if unit in ("1", "token", "param", "token/s"):
         if value == int(value) and abs(value) < 1e21 and unit != "token/s":
