@@ -149,3 +149,27 @@ def test_one_error_carrier_for_unit_field_and_config_errors(tmp_path):
         infermodel.hf_config.read_hf_config(missing)
     assert Problem.of(config.value).file == str(missing)
     assert config.value.path == str(missing) and str(config.value) == config.value.problem.render()
+
+
+@attrs.frozen
+class Inner:
+    a: int
+
+
+@attrs.frozen
+class Outer:
+    inner: Inner
+    size: int
+
+
+def test_structure_errors_carry_unknown_keys_and_missing_fields_as_data():
+    from infermodel.schema import structure_errors
+
+    problems = []
+    try:
+        BASE_CONVERTER.structure({"inner": {"a": 1, "b @ c": 2, "z": 3}}, Outer)
+    except Exception as exc:
+        problems = structure_errors(exc)
+    by_path = {p.path: p for p in problems}
+    assert by_path["inner"].unknown_keys == ("b @ c", "z")   # a key the message format uses
+    assert by_path["size"].missing and by_path["size"].message == "required field missing"

@@ -255,8 +255,8 @@ def infermodel_transform_quantities(scenario: Scenario, transform: Transform) ->
 
     :param scenario: the :class:`infermodel.scenario.Scenario`.
     :param transform: an object with ``replace(name, expression, *, reason,
-        reference=None, order=500, description=None)`` (a new definition) and
-        ``wrap(name, function, *, reason, reference=None, order=500,
+        reference=None, order=Stage.DEFAULT, description=None)`` (a new definition) and
+        ``wrap(name, function, *, reason, reference=None, order=Stage.DEFAULT,
         description=None)`` where ``function`` receives the current definition and
         returns the new one. ``description`` replaces the quantity's one-line meaning
         when the change alters it. Each change is recorded in the quantity's history

@@ -641,16 +641,24 @@ def _nested_keys(schema: type | None, relative: str) -> list[str] | None:
 def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: Iterable[str], add,
                       quiet: bool = False, schema: type | None = None) -> None:
     known = list(known)
-    for relative, message in structure_errors(exc):
-        if quiet and message == "required field missing":
+    for problem in structure_errors(exc):
+        relative, message = problem.path, problem.message
+        if quiet and problem.missing:
             continue
-        if relative and message.startswith("unknown key(s) "):
+        if relative and problem.unknown_keys:
             # An unknown key inside a nested table: name it at its own path.
             nested = _nested_keys(schema, relative) or []
-            for extra in message.removeprefix("unknown key(s) ").split(", "):
+            for extra in problem.unknown_keys:
                 near = close_match(extra, nested) if nested else None
                 add(f"{prefix}.{relative}.{extra}", f"unknown key {extra!r}",
                     expected="one of " + ", ".join(sorted(nested)) if nested else None,
+                    suggestion=f"did you mean {near!r}?" if near else None)
+            continue
+        if problem.unknown_keys:
+            for extra in problem.unknown_keys:
+                near = close_match(extra, known)
+                add(f"{prefix}.{extra}", f"unknown key {extra!r}",
+                    expected="one of " + ", ".join(sorted(known)),
                     suggestion=f"did you mean {near!r}?" if near else None)
             continue
         if not relative:
@@ -658,15 +666,7 @@ def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: It
             first = re.match(r"'?([A-Za-z_][A-Za-z0-9_]*)", message)
             if first and first.group(1) in known:
                 relative = first.group(1)
-        key = f"{prefix}.{relative}" if relative else prefix
-        if message.startswith("unknown key(s) "):
-            for extra in message.removeprefix("unknown key(s) ").split(", "):
-                near = close_match(extra, known)
-                add(f"{prefix}.{extra}", f"unknown key {extra!r}",
-                    expected="one of " + ", ".join(sorted(known)),
-                    suggestion=f"did you mean {near!r}?" if near else None)
-            continue
-        add(key, message)
+        add(f"{prefix}.{relative}" if relative else prefix, message)
 
 
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | Iterable[str] | None = None,

@@ -319,12 +319,42 @@ def describe_error(exc: BaseException, type_: Any) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def structure_errors(exc: BaseException) -> list[tuple[str, str]]:
-    """(path relative to the table, message) pairs from a cattrs failure."""
+@attrs.frozen
+class StructureProblem:
+    """One failure inside a structured table: where (a path relative to the table, ""
+    for the table itself), the message, and the facts a reader acts on as data.
+    """
+
+    path: str
+    message: str
+    #: Keys the table has that its class does not (``ForbiddenExtraKeysError``).
+    unknown_keys: tuple[str, ...] = ()
+    #: A required key is absent.
+    missing: bool = False
+
+
+def structure_errors(exc: BaseException) -> list[StructureProblem]:
+    """One :class:`StructureProblem` per failure in a cattrs error, in cattrs' order.
+
+    :func:`cattrs.transform_error` writes each failure as ``"<message> @ <path>"``,
+    calling the formatter once per failure in the same order; the formatter keeps
+    each failure, so nothing is read back from the text but the path cattrs wrote.
+    """
+    failures: list[tuple[BaseException, str]] = []
+
+    def describe(error: BaseException, type_: Any) -> str:
+        message = describe_error(error, type_)
+        failures.append((error, message))
+        return message
+
     out = []
-    for line in cattrs.transform_error(exc, path="$", format_exception=describe_error):
-        message, _, path = line.rpartition(" @ ")
-        out.append((path.removeprefix("$").lstrip("."), message))
+    lines = cattrs.transform_error(exc, path="$", format_exception=describe)
+    for line, (failure, message) in zip(lines, failures, strict=True):
+        path = line[len(message) + len(" @ "):]
+        unknown = (tuple(sorted(failure.extra_fields))
+                   if isinstance(failure, ForbiddenExtraKeysError) else ())
+        out.append(StructureProblem(path.removeprefix("$").lstrip("."), message, unknown,
+                                    missing=isinstance(failure, KeyError)))
     return out
 
 
@@ -338,6 +368,7 @@ __all__ = [
     "FlopsPerSecond",
     "Fraction",
     "Seconds",
+    "StructureProblem",
     "UnitValue",
     "Watts",
     "converting_with",
