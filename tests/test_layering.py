@@ -247,3 +247,30 @@ def test_get_host_is_called_only_at_the_entry_points():
     outside = [c for c in calls if not any(c == a or c.startswith((a + ".", a + ":"))
                                            for a in GET_HOST_ALLOWED)]
     assert outside == []
+
+
+def _private_writes(tree: ast.AST, where: str) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for target in targets:
+            while isinstance(target, ast.Subscript):
+                target = target.value
+            if (isinstance(target, ast.Attribute) and target.attr.startswith("_")
+                    and not target.attr.startswith("__")
+                    and not (isinstance(target.value, ast.Name) and target.value.id in ("self", "cls"))):
+                found.append(f"{where}:{node.lineno} writes .{target.attr}")
+    return found
+
+
+def test_nothing_writes_a_private_attribute_of_another_object():
+    found = []
+    for path in [*MODULES.values(), *PLUGIN_FILES]:
+        found += _private_writes(ast.parse(path.read_text(encoding="utf-8")), path.name)
+    assert found == []
+
+
+def test_the_private_write_check_can_fail():
+    tree = ast.parse("registries._section_classes['model'] = cls\nself._ok = 1\n")
+    assert _private_writes(tree, "x.py") == ["x.py:1 writes ._section_classes"]
