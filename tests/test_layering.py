@@ -7,6 +7,7 @@ never run: they name types for annotations).
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -274,3 +275,48 @@ def test_nothing_writes_a_private_attribute_of_another_object():
 def test_the_private_write_check_can_fail():
     tree = ast.parse("registries._section_classes['model'] = cls\nself._ok = 1\n")
     assert _private_writes(tree, "x.py") == ["x.py:1 writes ._section_classes"]
+
+
+def _diagram_rows() -> dict[str, int]:
+    """Row of each module in docs/internals.rst's layer diagram (0 = the bottom row)."""
+    text = (ROOT / "docs" / "internals.rst").read_text(encoding="utf-8")
+    block = text.split("the rows are the longest import chain below each module)::\n\n", 1)[1]
+    lines = block.split("\n\n", 1)[0].splitlines()
+    rows = {}
+    for row, line in enumerate(reversed(lines)):
+        names = re.split(r"\s{2,}", line.strip())[0]     # a label may follow the names
+        for name in names.split(" · "):
+            rows["infermodel." + name.split(" (")[0].strip()] = row
+    return rows
+
+
+def _package_of(module: str) -> str:
+    parts = module.split(".")
+    packages = ("sweeping", "sphinxext", "cli", "simulator")
+    return ".".join(parts[:2]) if len(parts) > 2 and parts[1] in packages else module
+
+
+def _upward_imports(rows: dict[str, int]) -> list[str]:
+    wrong = []
+    for module, imported in GRAPH.items():
+        if module == "infermodel":
+            continue
+        here = _package_of(module)
+        assert here in rows, f"{here} is missing from the layer diagram in docs/internals.rst"
+        for target in imported:
+            there = _package_of(target)
+            if there != here and rows[there] >= rows[here]:
+                wrong.append(f"{module} imports {target}, on the same row or above")
+    return wrong
+
+
+def test_the_layer_diagram_in_the_docs_is_the_import_graph():
+    rows = _diagram_rows()
+    assert rows["infermodel.declarations"] == 0 and rows["infermodel.sphinxext"] > rows["infermodel.cli"]
+    assert _upward_imports(rows) == []
+
+
+def test_the_diagram_check_sees_an_upward_import(monkeypatch):
+    monkeypatch.setitem(GRAPH, "infermodel.schema", GRAPH["infermodel.schema"] | {"infermodel.host"})
+    assert _upward_imports(_diagram_rows()) == [
+        "infermodel.schema imports infermodel.host, on the same row or above"]
