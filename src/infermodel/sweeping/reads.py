@@ -74,6 +74,7 @@ def plugin_reads(scenario, *, host=None) -> PluginReads:
     formulas as an input quantity's value, so a sweep may vary it in arrays.
     """
     from ..graph import Transformer
+
     host = host or scenario.host
 
     def ignore(*args, **kwargs):

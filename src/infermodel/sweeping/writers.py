@@ -65,8 +65,6 @@ class _CsvWriter:
         return ""
 
 
-
-
 def _json_text(values: np.ndarray) -> list[str]:
     """JSON text of a column: numbers, true/false, and "inf"/"-inf"/"nan" as strings."""
     text = _number_text(values)
