@@ -69,8 +69,9 @@ def _json_text(values: np.ndarray) -> list[str]:
     """JSON text of a column: numbers, true/false, and "inf"/"-inf"/"nan" as strings."""
     text = _number_text(values)
     if values.dtype != bool and not np.isfinite(values).all():
-        special = {text: json.dumps(non_finite_json(float(text)))
-                   for text in ("inf", "-inf", "nan")}
+        # The float text of a NaN or an infinity becomes the shared JSON convention's.
+        special = {word: json.dumps(non_finite_json(float(word)))
+                   for word in ("inf", "-inf", "nan")}
         text = [special.get(t, t) for t in text]
     return text
 
