@@ -222,7 +222,7 @@ class Scenario:
     origins: Mapping[str, Origin] = attrs.field(repr=False)
     raw: Mapping = attrs.field(repr=False)
     #: The plugin host that read this scenario; analyses use its plugins and registries.
-    host: PluginHost = attrs.field(default=None, repr=False, eq=False)
+    host: PluginHost = attrs.field(repr=False, eq=False)
 
     def value(self, path: str) -> Any:
         """The typed value of a field, e.g. ``scenario.value("workload.batch")``."""
