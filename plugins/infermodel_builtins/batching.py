@@ -147,7 +147,7 @@ def _block(instance, attribute, value):
 class Batching:
     """Batching policy, output-length law, cache block size and reservation rule."""
 
-    policy: BatchPolicy = attrs.field(default="continuous", metadata={
+    policy: BatchPolicy = attrs.field(default=BatchPolicy("continuous"), metadata={
         "description": '"static" (the batch runs until its longest output ends) or "continuous" '
                        "(finished requests leave and waiting ones join at every step)"})
     output: OutputLaw | None = attrs.field(default=None, metadata={
@@ -155,7 +155,7 @@ class Batching:
                        "unset: every output is workload.output_tokens long"})
     block_tokens: int = attrs.field(default=16, validator=_block, metadata={
         "description": "cache block (page) size in tokens"})
-    reservation: Reservation = attrs.field(default="paged", metadata={
+    reservation: Reservation = attrs.field(default=Reservation("paged"), metadata={
         "description": '"full_length" (a contiguous region for prompt + longest output) or '
                        '"paged" (whole blocks as the sequence grows)'})
 

@@ -30,7 +30,7 @@ What is here, by what a plugin does with it:
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .declarations import REQUIRED, Option, Stage
 from .errors import InfermodelError, Problem, close_match, suggest
@@ -46,20 +46,31 @@ from .hookspecs import (
     hookimpl,
 )
 from .quantity import S
-from .schema import (
-    Bytes,
-    BytesPerSecond,
-    Dollars,
-    DollarsPerHour,
-    FieldValueError,
-    FlopsPerSecond,
-    Fraction,
-    Seconds,
-    Watts,
-    structure,
-    unit_type,
-)
+from .schema import FieldValueError, structure, unit_type
 from .witnessing import Row, Witness
+
+if TYPE_CHECKING:
+    # To a type checker a unit or fraction field holds what the scenario reader hands
+    # the plugin: a plain float in base units (``fraction: Fraction = 0.5``).
+    Bytes = float
+    Seconds = float
+    BytesPerSecond = float
+    FlopsPerSecond = float
+    Dollars = float
+    DollarsPerHour = float
+    Watts = float
+    Fraction = float
+else:
+    from .schema import (
+        Bytes,
+        BytesPerSecond,
+        Dollars,
+        DollarsPerHour,
+        FlopsPerSecond,
+        Fraction,
+        Seconds,
+        Watts,
+    )
 
 
 def __getattr__(name: str) -> Any:
