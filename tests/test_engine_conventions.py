@@ -143,7 +143,8 @@ def test_a_prefill_chunk_sizes_the_workspace(write_scenario):
 def test_no_reserve_is_never_silent(write_scenario):
     none = infermodel.evaluate(llama(write_scenario, 'engine = "none"'))
     assert none["memory_reserved"] == 0
-    assert any("no memory is kept back" in w for w in none.warnings)
+    assert any("no memory is kept back" in w and w.quantity == "memory_reserved"
+               for w in none.warnings)
     zero = infermodel.evaluate(write_scenario(
         '[model]\npreset = "llama-3-8b"\n[hardware]\npreset = "h100-sxm"\nreserve = 0\n'
         "[workload]\nprompt_tokens = 1024\noutput_tokens = 256\n"))

@@ -260,7 +260,8 @@ def test_infermodel_transform_quantities_wraps_and_replaces_with_recorded_histor
 class _Warner:
     @hookimpl
     def infermodel_transform_quantities(self, scenario, transform):
-        transform.warn("host overhead is not modelled: about 0.2 ms per step")
+        transform.warn("host overhead is not modelled: about 0.2 ms per step",
+                       quantity="decode_step_time")
 
 
 def test_infermodel_transform_quantities_warn_becomes_a_result_warning(register_plugin,
@@ -269,9 +270,10 @@ def test_infermodel_transform_quantities_warn_becomes_a_result_warning(register_
     assert infermodel.evaluate(path).warnings == []
     register_plugin(_Warner(), "warner")
     result = infermodel.evaluate(path)
-    assert result.warnings == ["host overhead is not modelled: about 0.2 ms per step "
-                               "(plugin 'warner')"]
-    assert result.to_dict()["warnings"] == result.warnings
+    [warning] = result.warnings
+    assert warning.quantity == "decode_step_time"
+    assert str(warning) == "host overhead is not modelled: about 0.2 ms per step (plugin 'warner')"
+    assert "0.2 ms" in str(result.to_dict()["warnings"])
 
 
 def test_infermodel_transform_quantities_warn_needs_text(register_plugin, write_scenario):

@@ -56,8 +56,7 @@ import sympy
 from sympy import Max as _Max
 from sympy import Min as _Min
 
-import infermodel
-from infermodel import S, hookimpl
+from infermodel.plugin import S, Stage, collect_operators, hookimpl
 
 from . import LAB, M10
 
@@ -288,7 +287,7 @@ def _single_products(define):
 def _operator_sum(scenario, phase, define):
     rate = S[f"flops_effective_{phase}"]
     terms = []
-    for op in infermodel.collect_operators(scenario, phase):
+    for op in collect_operators(scenario, phase):
         if op.time is not None:
             continue  # timed and added to the step by the plugin that defines it
         name = f"{phase}_op_{op.name}_time"
@@ -305,11 +304,13 @@ def _operator_sum(scenario, phase, define):
 def infermodel_transform_quantities(scenario, transform):
     if scenario.value("efficiency.roofline") != "operator":
         return
-    transform.replace("decode_step_time", S.decode_time_operators + S.t0, order=250,
+    transform.replace("decode_step_time", S.decode_time_operators + S.t0,
+                      order=Stage.MODEL_STRUCTURE + 50,
                       reason="operator roofline: the sum of each operator's own limit",
                       reference=PER_OPERATOR,
                       description="time of one decode step (the operators' times summed, plus t0)")
-    transform.replace("prefill_time", S.prefill_time_operators + S.t0, order=250,
+    transform.replace("prefill_time", S.prefill_time_operators + S.t0,
+                      order=Stage.MODEL_STRUCTURE + 50,
                       reason="operator roofline: the sum of each operator's own limit",
                       reference=PER_OPERATOR,
                       description="time to prefill the batch's prompts in one pass (the operators' "
@@ -317,7 +318,8 @@ def infermodel_transform_quantities(scenario, transform):
     lever = scenario.lever("parallelism")
     if lever is not None and getattr(lever, "pipeline", 1) not in (None, 1):
         transform.warn("efficiency.roofline = \"operator\" sums the operators of the whole model; "
-                       "the pipeline's micro-batch and bubble factors are not applied to that sum")
+                       "the pipeline's micro-batch and bubble factors are not applied to that sum",
+                       quantity="decode_step_time")
 
 
 __all__ = ["ACTIVATION_BYTES", "LOGIT_BYTES", "operators", "product_intensity"]

@@ -16,7 +16,7 @@ from sympy import Max as _Max
 from sympy import Min as _Min
 from sympy import Piecewise, floor, oo
 
-from infermodel import S, hookimpl
+from infermodel.plugin import S, hookimpl
 
 from . import LAB, M10
 
@@ -610,8 +610,9 @@ def infermodel_transform_quantities(scenario, transform):
     if reserve is not None and reserve[1] == 0:
         transform.warn("hardware.reserve = 0: no memory is kept back for the engine's CUDA graphs, "
                        "NCCL buffers, allocator and activations; a vLLM engine keeps 10 % of each "
-                       "card plus the activation workspace, so capacity is overstated by about that")
+                       "card plus the activation workspace, so capacity is overstated by about that",
+                       quantity="memory_reserved")
     elif reserve is None and scenario.value("efficiency.engine") == "none":
         transform.warn('efficiency.engine = "none": no memory is kept back for the runtime or '
                        "activations; a vLLM engine keeps 10 % of each card plus the activation "
-                       "workspace, so capacity is overstated by about that")
+                       "workspace, so capacity is overstated by about that", quantity="memory_reserved")

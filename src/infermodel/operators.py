@@ -92,20 +92,20 @@ def collect_operators(scenario, phase: str, *, host=None) -> tuple[Operator, ...
     import sympy
 
     from .graph import _check_definition
-    from .host import get_host
 
     if phase not in PHASES:
         raise ScenarioError(Problem(f"no phase named {phase!r}", expected=" or ".join(PHASES)))
-    host = host or scenario.host or get_host()
+    host = host or scenario.host
     found: dict[str, Operator] = {}
     replacements: list[Operator] = []
+    wanted = phase
 
     def definer(plugin: str):
-        def define(phase_, name, *, flops, bytes, description, reference=None, time=None,
+        def define(phase, name, *, flops, bytes, description, reference=None, time=None,
                    replace=False):
-            if phase_ not in PHASES:
+            if phase not in PHASES:
                 raise PluginError(f"plugin {plugin!r} defined operator {name!r} for phase "
-                                  f"{phase_!r}; phases are {', '.join(PHASES)}")
+                                  f"{phase!r}; phases are {', '.join(PHASES)}")
             if not isinstance(description, str) or not description:
                 raise PluginError(f"plugin {plugin!r} defined operator {name!r} without a "
                                   "one-line description")
@@ -113,14 +113,14 @@ def collect_operators(scenario, phase: str, *, host=None) -> tuple[Operator, ...
             checked = {key: _check_definition(plugin, f"{name}.{key}", value, "defined operator")
                        for key, value in parts.items()}
             checked = {key: sympy.Float(v) if isinstance(v, float) else v for key, v in checked.items()}
-            op = Operator(phase_, name, checked["flops"], checked["bytes"], description, plugin,
+            op = Operator(phase, name, checked["flops"], checked["bytes"], description, plugin,
                           reference, checked.get("time"))
-            if phase_ != phase:
+            if phase != wanted:
                 return
             if replace:
                 replacements.append(op)
             elif name in found:
-                raise PluginError(f"operator {name!r} ({phase}) is defined by both "
+                raise PluginError(f"operator {name!r} ({wanted}) is defined by both "
                                   f"{found[name].plugin!r} and {plugin!r}; pass replace=True "
                                   "to take its place")
             else:
