@@ -69,9 +69,9 @@ def test_config_matches_shipped_preset(config, preset_name):
     assert read(config) == preset(preset_name)
 
 
-def test_mistral_sliding_window_is_reported():
-    with pytest.warns(HFConfigWarning, match="sliding-window attention over 4096"):
-        shape = read_hf_config(DATA / "mistral-7b-v0.1.json")
+def test_mistral_sliding_window_is_read_as_every_layer_sliding():
+    shape = read("mistral-7b-v0.1")
+    assert shape.pop("layer_pattern") == "sliding" and shape.pop("sliding_window") == 4096
     assert shape == preset("mistral-7b")
 
 
@@ -88,12 +88,11 @@ def test_qwen_moe_shared_expert_becomes_four_expert_widths():
     assert shape["expert_d_ff"] == 1408 and shape["shared_experts"] == 4
 
 
-def test_deepseek_moe_shared_experts_and_dense_first_layer_warning():
-    with pytest.warns(HFConfigWarning, match="first 1 layer"):
-        shape = read_hf_config(DATA / "deepseek-moe-16b.json")
+def test_deepseek_moe_shared_experts_and_dense_first_layer():
+    shape = read("deepseek-moe-16b")
     assert shape["experts"] == 64 and shape["active_experts"] == 6
     assert shape["shared_experts"] == 2 and shape["expert_d_ff"] == 1408
-    assert shape["d_ff"] == 10944
+    assert shape["d_ff"] == 10944 and shape["dense_layers"] == 1
 
 
 def test_gpt2_names_plain_mlp_and_default_tying():
@@ -118,7 +117,8 @@ def test_directory_path_reads_config_json(tmp_path):
 def test_text_config_of_multimodal_model():
     inner = json.loads((DATA / "llama-3.1-8b.json").read_text())
     outer = {"model_type": "llava", "text_config": inner, "vision_config": {"hidden_size": 1024}}
-    assert map_hf_config(outer) == read("llama-3.1-8b")
+    with pytest.warns(HFConfigWarning, match="vision encoder"):
+        assert map_hf_config(outer) == read("llama-3.1-8b")
 
 
 def test_activation_decides_for_unknown_families():

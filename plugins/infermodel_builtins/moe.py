@@ -40,6 +40,7 @@ from sympy import Max
 from infermodel import S, hookimpl
 
 from . import M10
+from .architecture import moe_layer_count
 from .formats import choice_type
 
 MOE = f"{M10}, mixture-of-experts paragraph ('Other proposals and smaller models')"
@@ -76,7 +77,13 @@ def _bytes_per_expert_param(scenario):
     """(expression, explanation) for the bytes one routed-expert parameter takes."""
     if scenario.value("model.weight_bytes") is not None:
         return S.weight_bytes / S.params_total, "mean bytes per parameter of the given artifact"
-    if scenario.lever("quantization") is not None:
+    from .quantization import _weight_formats, effective_lever
+
+    lever = effective_lever(scenario)
+    if lever is not None and "experts" in _weight_formats(scenario, lever):
+        return S.weight_bytes_experts / S.params_routed_experts, \
+            "effective bytes per routed-expert weight (the experts' own format)"
+    if lever is not None:
         return S.weight_bytes_linear / S.params_block_linear, \
             "effective bytes per block-linear weight (quantization lever)"
     if scenario.lever("number_formats") is not None:
@@ -111,7 +118,7 @@ def infermodel_define_quantities(scenario, define):
            reference=MOE)
     define("weight_bytes_total", S.weight_bytes, unit="B",
            description="bytes of every expert and shared weight: all must be stored", reference=MOE)
-    missed = S.layers * S.expert_params * S.expert_bytes_per_param
+    missed = moe_layer_count(scenario) * S.expert_params * S.expert_bytes_per_param
     define("weight_bytes_active", S.weight_bytes - missed * (S.experts - S.active_experts), unit="B",
            description="weight bytes one token reads (active and shared experts, attention, embeddings)",
            reference=MOE)

@@ -127,7 +127,7 @@ class Result:
     def warnings(self) -> list[str]:
         """Quantities that evaluated to NaN (with the plugin responsible) and notes from
         building the graph (a lever's replacement that discarded another's change)."""
-        out = list(self.graph.notes)
+        out = list(getattr(self.scenario, "notes", ())) + list(self.graph.notes)
         for name, value in self.values.items():
             if isinstance(value, float) and math.isnan(value):
                 q = self.graph[name]
