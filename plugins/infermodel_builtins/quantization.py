@@ -177,6 +177,13 @@ def infermodel_register_fields(register):
     register("hardware", "native_fp8", kind="bool", default=False,
              description="the card multiplies FP8 operands natively (FP8 tensor cores), so FP8 "
                          "activations raise its compute peak")
+    register("hardware", "flops_fp8", kind="quantity", unit="FLOP/s", minimum=0,
+             exclusive_minimum=True, default=None,
+             description="dense FP8 tensor peak of one card (datasheet, no sparsity); with FP8 "
+                         "activations it sets the speed-up instead of activation_peak_ratio")
+    register("hardware", "flops_fp4", kind="quantity", unit="FLOP/s", minimum=0,
+             exclusive_minimum=True, default=None,
+             description="dense FP4 (MXFP4/NVFP4) tensor peak of one card (datasheet, no sparsity)")
 
 
 def _checkpoint(scenario, key: str) -> Format | None:
@@ -454,6 +461,11 @@ def _activation(scenario, lever):
     name = scenario.presets.get("hardware")
     card = f"hardware preset {name!r}" if name else "the hardware"
     if scenario.value(f"hardware.{field}"):
+        fp8 = scenario.value("hardware.flops_fp8")
+        if fmt == "fp8" and fp8 is not None:
+            ratio = fp8 / scenario.value("hardware.flops")
+            return ratio, (f"fp8 activations and weights: {card} gives a dense FP8 peak of "
+                           f"{fp8 / 1e12:g} TFLOP/s (hardware.flops_fp8), {ratio:g}× its 16-bit peak")
         return lever.activation_peak_ratio, (
             f"{fmt} activations and weights: {card} declares native {fmt} arithmetic "
             f"(hardware.{field}), so its peak is {lever.activation_peak_ratio:g}× the 16-bit peak")
