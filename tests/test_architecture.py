@@ -387,3 +387,44 @@ def test_every_shipped_preset_config_reads_without_errors():
             warnings.simplefilter("ignore")
             infermodel.hf_config.read_hf_config(path)
 
+
+
+# ------------------------------------------------------------------------ levers see the windows
+
+def test_prefix_sharing_keeps_only_full_layers_prefix(write_scenario):
+    extra = "[levers.prefix_cache]\nprefix_tokens = 4096\nblock_tokens = 16\n"
+    r = evaluate(write_scenario, hf("gemma-3-27b-it"), prompt=32768, extra="batch = 2\n" + extra)
+    per_layer_token = 2 * 16 * 128 * 2
+    shared = 10 * per_layer_token * 4096       # only the 10 global layers keep the prefix
+    assert r["prefix_shared_bytes"] == shared
+    held = per_layer_token * (10 * 32768 + 52 * 1024)
+    assert r["kv_bytes_per_sequence"] == held - shared
+    assert r["kv_bytes_total"] == shared + 2 * (held - shared)
+
+
+def test_tensor_parallel_replicates_the_latent_cache(write_scenario):
+    path = write_scenario("""
+[model]
+preset = "deepseek-v3"
+[hardware]
+preset = "h200"
+count = 8
+[workload]
+prompt_tokens = 32768
+output_tokens = 1
+sequence_length = 32768
+[levers.parallelism]
+tensor = 8
+""")
+    r = infermodel.evaluate(path)
+    assert r["parallel_kv_storage_factor"] == 8   # one latent per token on each of 8 ranks
+    assert r["kv_bytes_per_token"] == 8 * 70_272
+
+
+def test_batching_reservations_follow_the_windows(write_scenario):
+    r = evaluate(write_scenario, hf("gpt-oss-120b"), prompt=4096, output=1024,
+                 extra="[levers.batching]\npolicy = \"static\"\n")
+    per_layer_token = 2 * 8 * 64 * 2
+    tokens = r["contiguous_reserved_tokens"]
+    assert r["contiguous_reserved_bytes_per_sequence"] == pytest.approx(
+        per_layer_token * (18 * tokens + 18 * 128))

@@ -286,7 +286,15 @@ class Terms:
         """Attention FLOPs to prefill ``n`` tokens of one sequence (causal)."""
         if self.plain:
             return 2 * S.layers * S.query_width * n**2
-        return S.attention_flops_prefill
+        if n is S.prompt_tokens:
+            return S.attention_flops_prefill
+        return self._attention_prefill(n)
+
+    def attention_pairs(self, pairs):
+        """Attention FLOPs of ``pairs`` query-key pairs on every cache layer (no window cut)."""
+        if self.plain:
+            return 4 * S.layers * S.query_width * pairs
+        return S.attention_flops_per_pair_prefill * S.kv_layers * pairs
 
     def _attention_prefill(self, n):
         per_pair = S.attention_flops_per_pair_prefill

@@ -50,6 +50,7 @@ from infermodel.errors import close_match
 from infermodel.schema import FieldValueError
 
 from . import LAB, M10
+from .architecture import terms as architecture_terms
 
 
 def _simulator():
@@ -287,9 +288,10 @@ def infermodel_define_quantities(scenario, define):
            unit="token", description="mean context of a static batch's slots while it decodes "
                                      "(every slot grows until the longest output ends)",
            reference=f"{LAB3}; {SLOTS}")
+    arch = architecture_terms(scenario)
     define("static_decode_step_time",
-           Max((S.weight_bytes_per_step + S.batch * context * S.kv_bytes_per_token) / S.bandwidth,
-               S.batch * (2 * S.params_matmul + 4 * S.layers * S.query_width * context)
+           Max((S.weight_bytes_per_step + S.batch * arch.cache_read(context)) / S.bandwidth,
+               S.batch * (2 * S.params_matmul + arch.attention_decode(context))
                / S.flops_effective_decode) + S.t0,
            unit="s", description="mean decode step time of a static batch (the decode roofline at "
                                  "static_decode_context)", reference=f"{LAB3}; {SLOTS}")
@@ -316,10 +318,10 @@ def infermodel_define_quantities(scenario, define):
            unit="token", description="positions a paged sequence holds at its final length, on "
                                      "average (whole blocks)", reference=PAGES)
     define("contiguous_reserved_bytes_per_sequence",
-           S.kv_bytes_per_token * S.contiguous_reserved_tokens, unit="B",
+           arch.cache_held(S.contiguous_reserved_tokens), unit="B",
            description="cache bytes reserved per sequence, contiguous to the longest output",
            reference=RESERVE)
-    define("paged_reserved_bytes_per_sequence", S.kv_bytes_per_token * S.paged_reserved_tokens,
+    define("paged_reserved_bytes_per_sequence", arch.cache_held(S.paged_reserved_tokens),
            unit="B", description="cache bytes a paged sequence holds at its final length, on average",
            reference=PAGES)
     define("contiguous_real_token_share", S.batching_final_tokens / S.contiguous_reserved_tokens,

@@ -232,16 +232,24 @@ def infermodel_define_quantities(scenario, define):
            reference=DEPLOY)
     define("parallel_stage_layers", ceiling(S.layers / S.parallel_pipeline_degree), unit="1",
            description="layers on the largest pipeline stage", reference=DEPLOY)
-    define("parallel_kv_heads_per_card", ceiling(S.kv_heads / S.parallel_tensor_degree), unit="1",
-           description="KV heads each tensor rank holds (whole heads; replicated when fewer "
-                       "than ranks)", reference=DEPLOY)
+    latent = getattr(scenario.sections["model"], "kv_lora_rank", None) is not None
+    if latent:
+        # One latent per token serves every head: each tensor rank keeps the whole of it.
+        define("parallel_kv_heads_per_card", 1, unit="1",
+               description="latent caches each tensor rank holds (latent attention: the one "
+                           "latent is replicated on every rank)", reference=DEPLOY)
+    else:
+        define("parallel_kv_heads_per_card", ceiling(S.kv_heads / S.parallel_tensor_degree),
+               unit="1", description="KV heads each tensor rank holds (whole heads; replicated "
+                                     "when fewer than ranks)", reference=DEPLOY)
     define("parallel_weight_stage_factor",
            S.parallel_pipeline_degree * S.parallel_stage_layers / S.layers, unit="1",
            description="largest stage's share of the layers times the stages (1 when even)",
            reference=DEPLOY)
     define("parallel_kv_storage_factor",
            S.parallel_weight_stage_factor
-           * S.parallel_tensor_degree * S.parallel_kv_heads_per_card / S.kv_heads, unit="1",
+           * S.parallel_tensor_degree * S.parallel_kv_heads_per_card / (1 if latent else S.kv_heads),
+           unit="1",
            description="cache stored across the cards relative to one copy (fullest card × cards)",
            reference=DEPLOY)
     define("parallel_weight_bytes_per_card",

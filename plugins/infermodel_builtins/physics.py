@@ -292,6 +292,11 @@ def _workload(scenario, define):
 
 
 def _decode(define, terms):
+    if terms.plain or not (terms.st.windows or terms.st.linear):
+        # (with windowed or fixed-state layers the architecture plugin defines it)
+        define("kv_bytes_read_per_sequence", S.context * S.kv_bytes_per_token, unit="B",
+               description="cache bytes one sequence's decode step reads at the mean context",
+               reference=ROOFLINE)
     define("decode_bytes", S.weight_bytes_per_step + S.batch * terms.cache_read(S.context),
            unit="B", description="bytes read per decode step: weights plus every sequence's cache",
            reference=ROOFLINE)
