@@ -8,6 +8,7 @@ source cited; published totals come from the model's technical report or model c
 from __future__ import annotations
 
 import json
+import math
 import warnings
 
 import pytest
@@ -15,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import infermodel
-from conftest import DATA
+from conftest import DATA, ROOT
 from infermodel.cli import main
 from infermodel.errors import ScenarioError
 from infermodel.hf_config import HFConfigError, map_hf_config
@@ -428,3 +429,28 @@ def test_batching_reservations_follow_the_windows(write_scenario):
     tokens = r["contiguous_reserved_tokens"]
     assert r["contiguous_reserved_bytes_per_sequence"] == pytest.approx(
         per_layer_token * (18 * tokens + 18 * 128))
+
+
+# ------------------------------------------------------------------------ shipped scenarios
+
+def test_deepseek_v3_sessions_on_8_h200_in_fp8():
+    r = infermodel.evaluate(ROOT / "scenarios" / "deepseek-v3-8xh200-fp8.toml")
+    linear = DS_TOTAL - DS_NORMS - 2 * DS_EMBED
+    weights = linear * (8 + 32 / (128 * 128)) / 8 + (DS_NORMS + 2 * DS_EMBED) * 2
+    usable = 8 * r["card_memory"] * 0.9
+    per_session = 8 * 70_272 * 32768          # the latent replicated on 8 tensor ranks
+    assert r["max_sequences"] == math.floor((usable - weights) / per_session)
+    assert r["max_sequences"] == 18           # with H200's 141 GB per card
+
+
+def test_gemma_3_27b_scenario_local_layers_save_83_percent():
+    r = infermodel.evaluate(ROOT / "scenarios" / "gemma-3-27b-128k-local-layers.toml")
+    full = 62 * 8192 * 131072
+    assert r["kv_bytes_per_sequence"] == 8192 * (10 * 131072 + 52 * 1024)
+    assert 1 - r["kv_bytes_per_sequence"] / full == pytest.approx(0.832, abs=0.001)
+
+
+def test_gpt_oss_120b_fits_one_h100():
+    r = infermodel.evaluate(ROOT / "scenarios" / "gpt-oss-120b-one-h100.toml")
+    assert r["fits"] and r["weight_bytes"] / GB == pytest.approx(65.25, abs=0.01)
+    assert r["kv_bytes_per_sequence"] == 2048 * (18 * 9216 + 18 * 128)
