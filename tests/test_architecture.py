@@ -454,3 +454,62 @@ def test_gpt_oss_120b_fits_one_h100():
     r = infermodel.evaluate(ROOT / "scenarios" / "gpt-oss-120b-one-h100.toml")
     assert r["fits"] and r["weight_bytes"] / GB == pytest.approx(65.25, abs=0.01)
     assert r["kv_bytes_per_sequence"] == 2048 * (18 * 9216 + 18 * 128)
+
+
+def test_expert_parallel_split_per_card_weight_bytes(write_scenario):
+    r = evaluate(write_scenario, 'preset = "deepseek-v3"', prompt=1024,
+                 extra="[levers.moe]\nexpert_parallel = 64\n")
+    bits = 8 + 32 / (128 * 128)
+    routed = (LAYERS - DENSE) * EXPERTS * EXPERT * bits / 8
+    mine = (LAYERS - DENSE) * 4 * EXPERT * bits / 8     # 256 / 64 = 4 experts per layer
+    assert r["moe_experts_per_card"] == 4
+    assert r["weight_bytes_per_card_expert_parallel"] == pytest.approx(
+        r["weight_bytes"] - routed + mine, rel=1e-12)
+
+
+def test_fp4_activations_use_the_cards_fp4_rate(write_scenario):
+    r = evaluate(write_scenario, 'preset = "llama-3.3-70b"', prompt=1024, hardware="b200",
+                 extra='[levers.quantization]\nlinear = "nvfp4"\nactivations = "fp4"\n')
+    assert r["activation_speedup"] == pytest.approx(9000 / 2250)
+    slow = evaluate(write_scenario, 'preset = "llama-3.3-70b"', prompt=1024, hardware="h200",
+                    extra='[levers.quantization]\nlinear = "nvfp4"\nactivations = "fp4"\n',
+                    name="h200.toml")
+    assert slow["activation_speedup"] == 1
+
+
+def test_a_sweep_over_context_and_layers_matches_scalar_evaluation_with_windows():
+    path = ROOT / "scenarios" / "gemma-3-27b-128k-local-layers.toml"
+    grid = {"workload.prompt_tokens": [1000, 30000], "model.layers": [62, 48]}
+    swept = infermodel.sweep(path, grid, quantities=["kv_bytes_per_sequence", "max_context"])
+    i = 0
+    for prompt in grid["workload.prompt_tokens"]:
+        for layers in grid["model.layers"]:
+            one = infermodel.evaluate(path, {"workload.prompt_tokens": prompt, "model.layers": layers})
+            assert swept.columns["kv_bytes_per_sequence"][i] == one["kv_bytes_per_sequence"]
+            assert swept.columns["max_context"][i] == one["max_context"]
+            i += 1
+
+
+_BASE = json.loads((HF / "qwen3-next-80b-a3b.json").read_text())
+_KEYS = ["full_attention_interval", "linear_num_key_heads", "linear_conv_kernel_dim", "layer_types",
+         "sliding_window", "kv_lora_rank", "first_k_dense_replace", "quantization_config",
+         "shared_expert_intermediate_size", "num_hidden_layers", "decoder_sparse_step"]
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 100), st.floats(allow_nan=True),
+                    st.text(max_size=5), st.lists(st.sampled_from(["full_attention", "linear_attention",
+                                                                   "bogus"]), max_size=60),
+                    st.dictionaries(st.sampled_from(["quant_method", "bits", "group_size",
+                                                     "weight_block_size"]),
+                                    st.one_of(st.integers(0, 200), st.text(max_size=4)), max_size=3))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=4))
+def test_config_reader_fuzz_new_keys_give_a_shape_or_a_config_error(changes):
+    config = dict(_BASE, **changes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            shape = map_hf_config(config)
+        except HFConfigError:
+            return
+    assert shape["layers"] >= 1

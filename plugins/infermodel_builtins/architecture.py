@@ -464,6 +464,10 @@ def infermodel_validate_scenario(scenario, report):
             if scenario.given(f"model.{name}") and value(f"model.{name}") not in (None, 0):
                 report(f"model.{name}", f"{name} describes a mixture of experts, but model.experts = 1",
                        expected="model.experts > 1, or no such key")
+    if value("model.moe_layer_period") > value("model.layers"):
+        report("model.moe_layer_period", f"a period of {value('model.moe_layer_period')} layers is "
+               f"longer than the model's {value('model.layers')}",
+               expected=f"at most {value('model.layers')}")
     if value("model.dense_layers") >= value("model.layers") and experts > 1:
         report("model.dense_layers", f"dense_layers = {value('model.dense_layers')} leaves no "
                f"mixture-of-experts layer among {value('model.layers')}",

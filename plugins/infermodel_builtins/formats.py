@@ -51,7 +51,7 @@ CACHE = f"{M10}, 'Quantise the cache and evaluate the final artifact'"
 
 KINDS = ("int", "float")
 GRANULARITIES = ("none", "tensor", "channel", "group")
-ACTIVATION_FORMATS = ("int8", "fp8")
+ACTIVATION_FORMATS = ("int8", "fp8", "fp4")
 DISTRIBUTIONS = ("gaussian", "uniform")
 
 
@@ -268,7 +268,7 @@ Kind = choice_type("Kind", KINDS, "How codes map to numbers: 'int' (a uniform gr
 Granularity = choice_type("Granularity", GRANULARITIES,
                       "How many values share a scale: 'none', 'tensor', 'channel' or 'group'.")
 ActivationFormat = choice_type("ActivationFormat", ACTIVATION_FORMATS,
-                           "Arithmetic format of quantised activations: 'int8' or 'fp8'.")
+                           "Arithmetic format of quantised activations: 'int8', 'fp8' or 'fp4'.")
 Distribution = choice_type("Distribution", DISTRIBUTIONS,
                        "Weight distribution giving max/σ: 'gaussian' or 'uniform'.")
 

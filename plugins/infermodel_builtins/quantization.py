@@ -82,7 +82,9 @@ SPLIT_LINEAR = "block linear weights other than the routed experts (attention, d
                "feed-forward, router)"
 CHECKPOINT_FIELD = {"linear": "weight_format", "experts": "expert_weight_format"}
 #: Hardware field that declares native arithmetic in each activation format.
-NATIVE_FIELD = {"int8": "native_int8", "fp8": "native_fp8"}
+NATIVE_FIELD = {"int8": "native_int8", "fp8": "native_fp8", "fp4": "flops_fp4"}
+#: Largest stored bits of the block linears each activation format can multiply with.
+OPERAND_BITS = {"int8": 8, "fp8": 8, "fp4": 4.5}
 
 
 def _ratio_at_least_one(instance, attribute, value):
@@ -136,7 +138,9 @@ class Quantization:
         "description": "format of cached keys and values; unset: 16-bit"})
     activations: ActivationFormat | None = attrs.field(default=None, metadata={
         "description": '"int8" or "fp8": 8-bit activations (W8A8), faster only where the hardware '
-                       "declares native support"})
+                       'declares native support (the FP8 speed-up from hardware.flops_fp8 where '
+                       'given); "fp4": 4-bit activations (W4A4, NVFP4/MXFP4), faster only where '
+                       'the hardware gives hardware.flops_fp4'})
     activation_peak_ratio: float = attrs.field(default=2.0, validator=_speedup, metadata={
         "description": "8-bit over 16-bit compute peak where the support is native"})
     sqnr: Sqnr | None = attrs.field(default=None, metadata={
@@ -204,7 +208,7 @@ def effective_lever(scenario):
     return None
 
 
-def _weight_formats(scenario, lever) -> dict[str, tuple[Format, str]]:
+def weight_formats(scenario, lever) -> dict[str, tuple[Format, str]]:
     """(format, where it came from) for every weight class, experts included when split."""
     out = {}
     for key in ("linear", "embedding", "norm"):
@@ -307,11 +311,14 @@ def infermodel_validate_scenario(scenario, report):
         linear = lever.linear
         if linear is None and scenario.value("model.weight_bytes") is None:
             linear = BF16
-        if linear is not None and linear.bits > 8:
+        limit = OPERAND_BITS[lever.activations]
+        if linear is not None and linear.bits > limit:
             report("levers.quantization.activations",
-                   f"activations = {lever.activations!r} multiplies 8-bit operands, but the block "
-                   f"linears are stored at {linear.bits:g} bits",
-                   expected="a linear format of 8 bits or fewer (for example \"int8\" or \"fp8-e4m3\")")
+                   f"activations = {lever.activations!r} multiplies {limit:g}-bit operands, but "
+                   f"the block linears are stored at {linear.bits:g} bits",
+                   expected=(f"a linear format of {limit:g} bits or fewer (for example "
+                             + ('"nvfp4" or "mxfp4")' if lever.activations == "fp4"
+                                else '"int8" or "fp8-e4m3")')))
     sqnr = lever.sqnr
     if sqnr is not None:
         if sqnr.max_over_sigma is not None and (sqnr.distribution is not None
@@ -392,7 +399,7 @@ def _scale_count(scenario, key, fmt: Format, split=False):
 
 
 def _define_weights(scenario, define, lever):
-    formats = _weight_formats(scenario, lever)
+    formats = weight_formats(scenario, lever)
     split = "experts" in formats
     if split:
         from .architecture import moe_layer_count
@@ -460,6 +467,14 @@ def _activation(scenario, lever):
     field = NATIVE_FIELD[fmt]
     name = scenario.presets.get("hardware")
     card = f"hardware preset {name!r}" if name else "the hardware"
+    if fmt == "fp4":
+        fp4 = scenario.value("hardware.flops_fp4")
+        if fp4 is None:
+            return 1.0, (f"fp4 activations give no speed-up: {card} declares no dense FP4 rate "
+                         "(hardware.flops_fp4), so kernels compute at a wider format's rate")
+        ratio = fp4 / scenario.value("hardware.flops")
+        return ratio, (f"fp4 activations and weights: {card} gives a dense FP4 peak of "
+                       f"{fp4 / 1e12:g} TFLOP/s (hardware.flops_fp4), {ratio:g}× its 16-bit peak")
     if scenario.value(f"hardware.{field}"):
         fp8 = scenario.value("hardware.flops_fp8")
         if fmt == "fp8" and fp8 is not None:
@@ -553,7 +568,7 @@ def infermodel_transform_quantities(scenario, transform):
         return
     if scenario.value("model.weight_bytes") is None:
         total = S.weight_bytes_linear + S.weight_bytes_embedding + S.weight_bytes_norm
-        if "experts" in _weight_formats(scenario, lever):
+        if "experts" in weight_formats(scenario, lever):
             total += S.weight_bytes_experts
         transform.replace(
             "weight_bytes", total,
@@ -580,4 +595,4 @@ def weight_bytes_by_class(result) -> dict[str, float]:
             if f"weight_bytes_{suffix}" in result}
 
 
-__all__ = ["Quantization", "Sqnr", "effective_lever", "weight_bytes_by_class"]
+__all__ = ["Quantization", "Sqnr", "effective_lever", "weight_bytes_by_class", "weight_formats"]

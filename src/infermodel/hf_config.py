@@ -443,9 +443,13 @@ def _experts(config: Mapping[str, Any], out: dict[str, Any], moe_width: int | No
         out["shared_experts"] = shared
 
 
-def _int_key(config: Mapping[str, Any], key: str, field: str, path) -> int | None:
-    value = config.get(key)
-    return None if value is None else _positive_int(value, key, field, path)
+def _period(config: Mapping[str, Any], key: str, layers: int, path) -> int:
+    """A layer period (every Nth layer global, ...): at most the layer count."""
+    value = _positive_int(config.get(key), key, "layers", path)
+    if value > layers:
+        raise HFConfigError(f"a period of {value} layers is longer than num_hidden_layers "
+                            f"({layers})", path=path, key=key, expected=f"at most {layers}")
+    return value
 
 
 def _pattern_from_list(kinds: list[Any], key: str, layers: int, path) -> list[str]:
@@ -490,7 +494,7 @@ def _layer_pattern(config: Mapping[str, Any], model_type: str | None, out: dict[
                                 key="layer_types", expected=", ".join(sorted(_LAYER_TYPES)))
         kinds = [_LAYER_TYPES[t] for t in _pattern_from_list(types, "layer_types", layers, path)]
     elif model_type == "qwen3_next":
-        interval = _int_key(config, "full_attention_interval", "layers", path)
+        interval = _period(config, "full_attention_interval", layers, path)
         kinds = ["linear"] * (interval - 1) + ["full"]
     elif model_type == "llama4_text":
         flags = config.get("no_rope_layers")
@@ -499,10 +503,10 @@ def _layer_pattern(config: Mapping[str, Any], model_type: str | None, out: dict[
             kinds = ["chunked" if f else "full" for f in _pattern_from_list(flags, "no_rope_layers",
                                                                              layers, path)]
         else:
-            interval = _int_key(config, "no_rope_layer_interval", "layers", path)
+            interval = _period(config, "no_rope_layer_interval", layers, path)
             kinds = ["chunked"] * (interval - 1) + ["full"]
     elif model_type == "gemma3_text":
-        period = _int_key(config, "sliding_window_pattern", "layers", path)
+        period = _period(config, "sliding_window_pattern", layers, path)
         kinds = ["sliding"] * (period - 1) + ["full"]
     elif model_type == "gemma2":
         kinds = ["sliding", "full"]
@@ -558,7 +562,7 @@ def _moe_shape(config: Mapping[str, Any], model_type: str | None, out: dict[str,
         out["dense_layers"] = _positive_int(dense, "first_k_dense_replace", "layers", path)
     for key in ("moe_layer_freq", "interleave_moe_layer_step", "decoder_sparse_step"):
         if config.get(key) not in (None, 0, 1):
-            out["moe_layer_period"] = _positive_int(config[key], key, "layers", path)
+            out["moe_layer_period"] = _period(config, key, out["layers"], path)
             break
     if out.get("dense_layers", 0) >= out["layers"]:
         raise HFConfigError(f"first_k_dense_replace = {out['dense_layers']} leaves no mixture-of-"
