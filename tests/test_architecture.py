@@ -513,3 +513,17 @@ def test_config_reader_fuzz_new_keys_give_a_shape_or_a_config_error(changes):
         except HFConfigError:
             return
     assert shape["layers"] >= 1
+
+
+def test_awq_checkpoint_bytes_from_quantization_config(write_scenario):
+    r = evaluate(write_scenario, hf("qwen3-8b-awq"), prompt=1024)
+    # Qwen3-8B: 36 layers, d 4096, 32 heads of 128, 8 KV heads, SwiGLU 12288, vocab 151936.
+    linear = 36 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 12288)
+    rest = r["params_total"] - linear
+    # int4 codes, an fp16 scale and a 4-bit zero point per 128 weights: 4.15625 bits.
+    assert r["weight_bytes"] == pytest.approx(linear * (4 + 20 / 128) / 8 + rest * 2, rel=1e-9)
+
+
+def test_gemma_2_cache_alternates(write_scenario):
+    r = evaluate(write_scenario, hf("gemma-2-9b"), prompt=8192)
+    assert r["kv_bytes_per_sequence"] == 2 * 8 * 256 * 2 * (21 * 8192 + 21 * 4096)

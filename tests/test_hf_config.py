@@ -234,3 +234,36 @@ def test_error_pickles():
     error = HFConfigError("missing key", path="a/config.json", key="vocab_size", expected="an int")
     again = pickle.loads(pickle.dumps(error))
     assert str(again) == str(error)
+
+
+# ------------------------------------------------------------------------ more families
+
+def test_gemma_2_alternates_local_and_global_layers():
+    shape = read("gemma-2-9b")
+    assert (shape["layer_pattern"], shape["sliding_window"]) == ("sliding,full", 4096)
+    assert shape["tied_embeddings"] is True and shape["ffn"] == "swiglu"
+
+
+def test_phi_3_every_layer_slides():
+    shape = read("phi-3-mini-4k-instruct")
+    assert (shape["layer_pattern"], shape["sliding_window"]) == ("sliding", 2047)
+
+
+def test_olmoe_and_granite_moe_experts():
+    olmoe = read("olmoe-1b-7b-0924")
+    assert (olmoe["experts"], olmoe["active_experts"], olmoe["d_ff"]) == (64, 8, 1024)
+    granite = read("granite-3.0-1b-a400m")
+    assert (granite["experts"], granite["active_experts"], granite["tied_embeddings"]) == (32, 8, True)
+
+
+def test_awq_and_nvfp4_checkpoints_name_their_formats():
+    assert read("qwen3-8b-awq")["weight_format"] == "int4-g128-zp4"
+    assert read("qwen3-8b-nvfp4")["weight_format"] == "nvfp4"
+
+
+def test_unknown_quantization_method_is_a_note_not_an_error():
+    config = json.loads((DATA / "qwen3-8b.json").read_text())
+    config["quantization_config"] = {"quant_method": "bitsandbytes", "load_in_4bit": True}
+    with pytest.warns(HFConfigWarning, match="not one this reader knows"):
+        shape = map_hf_config(config)
+    assert "weight_format" not in shape

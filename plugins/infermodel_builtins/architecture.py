@@ -542,7 +542,7 @@ def _define_attention(scenario, define, st: Structure):
                unit="1", description="layers that keep a key/value cache", reference=WINDOWS)
     else:
         define("kv_layers", S.layers, unit="1", description="layers that keep a key/value cache (all)",
-               reference=WINDOWS)
+               reference=MLA if st.mla else SINKS)
     norms = 0
     if st.mla:
         if value("model.q_lora_rank") is not None:

@@ -320,9 +320,12 @@ def infermodel_transform_quantities(scenario, transform):
     transform.wrap("flops_peak", lambda old: old * e,
                    reason="the cards reach only a share e of their summed compute",
                    reference=PLANNER, order=300)
+    latent = getattr(scenario.sections["model"], "kv_lora_rank", None) is not None
     transform.wrap("kv_bytes_per_token", lambda old: old * S.parallel_kv_storage_factor,
-                   reason="the cache is split by whole KV heads and whole layers: the fullest "
-                          "card's share times the cards (replicas counted)",
+                   reason=("a latent cache is not split by heads: every tensor rank keeps the whole "
+                           "latent of its layers (replicas counted)" if latent else
+                           "the cache is split by whole KV heads and whole layers: the fullest "
+                           "card's share times the cards (replicas counted)"),
                    reference=DEPLOY, order=300)
     excess = S.weight_bytes * (S.parallel_weight_stage_factor - 1)
     transform.wrap("memory_required", lambda old: old + excess,
