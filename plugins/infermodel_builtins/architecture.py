@@ -526,9 +526,7 @@ def _define_moe_shape(scenario, define):
                reference=MOE_SHAPE)
 
 
-def _define_attention(scenario, define, st: Structure):
-    value = scenario.value
-    h, d = S.heads, S.d_model
+def _define_layer_counts(define, st: Structure):
     counts = st.counts
     if counts is not None:
         for kind, name, what in (("full", "layers_full_attention", "attention over the whole context"),
@@ -543,6 +541,12 @@ def _define_attention(scenario, define, st: Structure):
     else:
         define("kv_layers", S.layers, unit="1", description="layers that keep a key/value cache (all)",
                reference=MLA if st.mla else SINKS)
+
+
+def _define_attention_layer(scenario, define, st: Structure):
+    """One attention layer: weights, cached values, FLOPs per position; returns its norms."""
+    value = scenario.value
+    h, d = S.heads, S.d_model
     norms = 0
     if st.mla:
         if value("model.q_lora_rank") is not None:
@@ -592,29 +596,42 @@ def _define_attention(scenario, define, st: Structure):
            reference=MLA if st.mla else WINDOWS)
     define("attention_flops_per_pair_prefill", prefill_pair, unit="FLOP",
            description="prefill attention FLOPs per query-key pair and layer", reference=MLA if st.mla else WINDOWS)
-    linear_norms = 0
-    if st.linear:
-        kh, vh, kd, vd = (S.linear_key_heads, S.linear_value_heads, S.linear_key_head_dim,
-                          S.linear_value_head_dim)
-        conv = 2 * kh * kd + vh * vd
-        define("params_linear_layer",
-               d * (2 * kh * kd + 2 * vh * vd) + d * 2 * vh + conv * S.linear_conv_kernel + 2 * vh
-               + vh * vd * d, unit="param",
-               description="weights of one fixed-state layer: in-projection (q, k, v, gate), "
-                           "per-head gates, short convolution, decay constants, out-projection",
-               reference=LINEAR)
-        define("linear_state_values_per_layer", vh * kd * vd + (S.linear_conv_kernel - 1) * conv,
-               unit="1", description="state values one sequence keeps per fixed-state layer: the "
-                                     "recurrent state and the convolution's last tokens",
-               reference=LINEAR)
-        define("linear_state_bytes_per_sequence",
-               S.layers_linear_attention * S.linear_state_values_per_layer * S.linear_state_bits / 8,
-               unit="B", description="fixed state of one sequence in all fixed-state layers, "
-                                     "the same at every context length", reference=LINEAR)
-        define("linear_flops_per_token", 8 * vh * kd * vd, unit="FLOP",
-               description="recurrence FLOPs per token and fixed-state layer (about four "
-                           "multiply-adds per state value)", reference=LINEAR)
-        linear_norms = S.layers_linear_attention * vd
+    return norms
+
+
+def _define_linear_layer(define, st: Structure):
+    """One fixed-state layer: weights, state and recurrence FLOPs; returns the norms of all."""
+    if not st.linear:
+        return 0
+    d = S.d_model
+    kh, vh, kd, vd = (S.linear_key_heads, S.linear_value_heads, S.linear_key_head_dim,
+                      S.linear_value_head_dim)
+    conv = 2 * kh * kd + vh * vd
+    define("params_linear_layer",
+           d * (2 * kh * kd + 2 * vh * vd) + d * 2 * vh + conv * S.linear_conv_kernel + 2 * vh
+           + vh * vd * d, unit="param",
+           description="weights of one fixed-state layer: in-projection (q, k, v, gate), "
+                       "per-head gates, short convolution, decay constants, out-projection",
+           reference=LINEAR)
+    define("linear_state_values_per_layer", vh * kd * vd + (S.linear_conv_kernel - 1) * conv,
+           unit="1", description="state values one sequence keeps per fixed-state layer: the "
+                                 "recurrent state and the convolution's last tokens",
+           reference=LINEAR)
+    define("linear_state_bytes_per_sequence",
+           S.layers_linear_attention * S.linear_state_values_per_layer * S.linear_state_bits / 8,
+           unit="B", description="fixed state of one sequence in all fixed-state layers, "
+                                 "the same at every context length", reference=LINEAR)
+    define("linear_flops_per_token", 8 * vh * kd * vd, unit="FLOP",
+           description="recurrence FLOPs per token and fixed-state layer (about four "
+                       "multiply-adds per state value)", reference=LINEAR)
+    return S.layers_linear_attention * vd
+
+
+def _define_attention(scenario, define, st: Structure):
+    counts = st.counts
+    _define_layer_counts(define, st)
+    norms = _define_attention_layer(scenario, define, st)
+    linear_norms = _define_linear_layer(define, st)
     kv_layers_count = S.kv_layers
     params = kv_layers_count * S.params_attention_layer
     if st.linear:

@@ -234,8 +234,9 @@ def infermodel_define_quantities(scenario, define):
            description="tokens per cache block (page)", reference=PAGES)
 
     _define_lengths(scenario, lever, define, block)
-    _define_slots(lever, define, static)
-    _define_reservation(lever, define)
+    arch = architecture_terms(scenario)
+    _define_slots(lever, define, static, arch)
+    _define_reservation(lever, define, arch)
 
 
 def _define_lengths(scenario, lever, define, block: int) -> None:
@@ -277,7 +278,7 @@ def _define_lengths(scenario, lever, define, block: int) -> None:
                            "(computed when the scenario is read)", reference=PAGES)
 
 
-def _define_slots(lever, define, static: bool) -> None:
+def _define_slots(lever, define, static: bool, arch) -> None:
     """Slot use, and a static batch from its prefill to its longest output."""
     # --- slot use -----------------------------------------------------------------
     mean, maximum = S.batching_output_mean, S.batching_expected_max_output
@@ -300,7 +301,6 @@ def _define_slots(lever, define, static: bool) -> None:
            unit="token", description="mean context of a static batch's slots while it decodes "
                                      "(every slot grows until the longest output ends)",
            reference=f"{LAB3}; {SLOTS}")
-    arch = architecture_terms(scenario)
     define("static_decode_step_time",
            Max((S.weight_bytes_per_step + S.batch * arch.cache_read(context)) / S.bandwidth,
                S.batch * (2 * S.params_matmul + arch.attention_decode(context))
@@ -317,7 +317,7 @@ def _define_slots(lever, define, static: bool) -> None:
                        "stalls included", reference=f"{LAB3}; {SLOTS}")
 
 
-def _define_reservation(lever, define) -> None:
+def _define_reservation(lever, define, arch) -> None:
     """Cache reserved per sequence, contiguous or paged, and how many sequences fit."""
     # --- reservation ----------------------------------------------------------------
     define("paged_max_unused_positions", S.paged_block_tokens - 1, unit="token",

@@ -197,8 +197,10 @@ def _checkpoint(scenario, key: str) -> Format | None:
 
 
 def effective_lever(scenario):
-    """The lever's table, or an empty one when only the checkpoint's formats apply; None
-    when neither applies (or a number_formats lever or a fixed weight_bytes decides)."""
+    """The lever's table, or an empty one when only the checkpoint's formats apply.
+
+    None when neither applies (or a number_formats lever or a fixed weight_bytes decides).
+    """
     lever = scenario.lever("quantization")
     if lever is not None:
         return lever
@@ -286,7 +288,7 @@ def infermodel_validate_scenario(scenario, report):
                "use one of them",
                suggestion="[levers.quantization] covers number_formats: write effective bits as "
                           "{ bits = 4.125, granularity = \"none\" }")
-    weights_given = [key for key, _, _ in CLASSES + (EXPERTS,) if getattr(lever, key) is not None]
+    weights_given = [key for key, _, _ in (*CLASSES, EXPERTS) if getattr(lever, key) is not None]
     if scenario.value("model.weight_bytes") is not None and weights_given:
         report("model.weight_bytes",
                "model.weight_bytes fixes the artifact size, so the weight formats of "
@@ -592,7 +594,7 @@ def weight_bytes_by_class(result) -> dict[str, float]:
     >>> weight_bytes_by_class(evaluate("scenarios/quant-int4.toml"))  # doctest: +SKIP
     {'linear': ..., 'embedding': ..., 'norm': ...}
     """
-    return {suffix: result[f"weight_bytes_{suffix}"] for _, suffix, _ in CLASSES + (EXPERTS,)
+    return {suffix: result[f"weight_bytes_{suffix}"] for _, suffix, _ in (*CLASSES, EXPERTS)
             if f"weight_bytes_{suffix}" in result}
 
 

@@ -473,7 +473,7 @@ def _compact_pattern(kinds: list[str]) -> str:
                   if all(kinds[i] == kinds[i % p] for i in range(n)))
     items: list[str] = []
     run_kind, run = kinds[0], 0
-    for kind in kinds[:period] + [None]:  # type: ignore[list-item]
+    for kind in [*kinds[:period], None]:
         if kind == run_kind:
             run += 1
             continue
