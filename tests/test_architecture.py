@@ -527,3 +527,10 @@ def test_awq_checkpoint_bytes_from_quantization_config(write_scenario):
 def test_gemma_2_cache_alternates(write_scenario):
     r = evaluate(write_scenario, hf("gemma-2-9b"), prompt=8192)
     assert r["kv_bytes_per_sequence"] == 2 * 8 * 256 * 2 * (21 * 8192 + 21 * 4096)
+
+
+def test_mistral_7b_cache_stops_growing_at_its_window(write_scenario):
+    short = evaluate(write_scenario, 'preset = "mistral-7b"', prompt=4096, name="a.toml")
+    long = evaluate(write_scenario, 'preset = "mistral-7b"', prompt=32768, name="b.toml")
+    assert short["kv_bytes_per_sequence"] == long["kv_bytes_per_sequence"] == 32 * 2 * 8 * 128 * 2 * 4096
+    assert long["max_context"] == math.inf or long["max_context"] > 10**9

@@ -255,7 +255,7 @@ class Terms:
         """Bytes of cache (and fixed state) one sequence reads in a decode step at ``context``."""
         if not self.st.windows and not self.st.linear:
             return context * S.kv_bytes_per_token
-        if context is S.context:
+        if context == S.context:
             return S.kv_bytes_read_per_sequence
         return S.kv_bytes_per_token * kv_positions(self.st, context) + 2 * self._state()
 
@@ -272,7 +272,7 @@ class Terms:
         """Attention FLOPs of one sequence's decode step at ``context``."""
         if self.plain:
             return 4 * S.layers * S.query_width * context
-        if context is S.context:
+        if context == S.context:
             return S.attention_flops_decode
         return self._attention_decode(context)
 
@@ -286,7 +286,7 @@ class Terms:
         """Attention FLOPs to prefill ``n`` tokens of one sequence (causal)."""
         if self.plain:
             return 2 * S.layers * S.query_width * n**2
-        if n is S.prompt_tokens:
+        if n == S.prompt_tokens:
             return S.attention_flops_prefill
         return self._attention_prefill(n)
 
