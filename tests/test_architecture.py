@@ -534,3 +534,51 @@ def test_mistral_7b_cache_stops_growing_at_its_window(write_scenario):
     long = evaluate(write_scenario, 'preset = "mistral-7b"', prompt=32768, name="b.toml")
     assert short["kv_bytes_per_sequence"] == long["kv_bytes_per_sequence"] == 32 * 2 * 8 * 128 * 2 * 4096
     assert long["max_context"] == math.inf or long["max_context"] > 10**9
+
+
+# ------------------------------------------------------------------------ new cards and formats
+
+GIB = 2**30
+# (preset, memory as the runtime reports it, bandwidth, dense BF16, dense FP8, dense FP4), each
+# from the datasheet cited in the preset file (dense = half the "with sparsity" figure).
+CARDS = [
+    ("b200", 180 * GIB, 8e12, 2250e12, 4500e12, 9000e12),
+    ("gb200", 186 * GIB, 8e12, 2500e12, 5000e12, 10000e12),
+    ("b300", 288 * GIB, 8e12, 2250e12, 4500e12, 13125e12),
+    ("h20", 96 * GIB, 4.0e12, 148e12, 296e12, None),
+    ("mi325x", 256 * GIB, 6e12, 1307e12, 2615e12, None),
+    ("mi355x", 288 * GIB, 8e12, 2500e12, 5000e12, 10000e12),
+    ("tpu-v5e", 16 * GIB, 819e9, 197e12, None, None),
+    ("tpu-v6e", 32 * GIB, 1640e9, 918e12, None, None),
+    ("gaudi3", 128 * GIB, 3.7e12, 1835e12, 1835e12, None),
+]
+
+
+@pytest.mark.parametrize(("card", "memory", "bandwidth", "bf16", "fp8", "fp4"), CARDS,
+                         ids=[c[0] for c in CARDS])
+def test_new_hardware_presets(write_scenario, card, memory, bandwidth, bf16, fp8, fp4):
+    path = write_scenario(f"""
+[model]
+preset = "qwen3-8b"
+[hardware]
+preset = "{card}"
+[workload]
+prompt_tokens = 100
+output_tokens = 10
+""")
+    scenario = infermodel.load_scenario(path)
+    assert scenario.value("hardware.memory") == memory
+    assert scenario.value("hardware.bandwidth") == pytest.approx(bandwidth)
+    assert scenario.value("hardware.flops") == pytest.approx(bf16)
+    assert scenario.value("hardware.flops_fp8") == (None if fp8 is None else pytest.approx(fp8))
+    assert scenario.value("hardware.flops_fp4") == (None if fp4 is None else pytest.approx(fp4))
+    assert scenario.value("hardware.interconnect_bandwidth") > 0
+
+
+def test_checkpoint_number_formats_bits():
+    from infermodel_builtins.formats import NAMED_FORMATS
+
+    assert NAMED_FORMATS["nvfp4"].effective_bits() == 4 + 8 / 16          # FP8 scale per 16
+    assert NAMED_FORMATS["fp8-b128"].effective_bits() == 8 + 32 / (128 * 128)
+    assert NAMED_FORMATS["int4-g128-zp4"].effective_bits() == 4 + (16 + 4) / 128
+    assert "128×128 block" in NAMED_FORMATS["fp8-b128"].label()
