@@ -267,3 +267,10 @@ def test_unknown_quantization_method_is_a_note_not_an_error():
     with pytest.warns(HFConfigWarning, match="not one this reader knows"):
         shape = map_hf_config(config)
     assert "weight_format" not in shape
+
+
+def test_dense_layers_listed_one_by_one_are_reported_with_their_count():
+    config = json.loads((DATA / "qwen3-235b-a22b.json").read_text())
+    config["mlp_only_layers"] = [0, 1]
+    with pytest.warns(HFConfigWarning, match="2 of 94 layers are dense"):
+        map_hf_config(config)

@@ -637,8 +637,11 @@ def _unmodelled(outer: Mapping[str, Any], config: Mapping[str, Any], out: dict[s
                 notes: list[str]) -> None:
     found = []
     if "experts" in out and config.get("mlp_only_layers"):
-        found.append(f"layers {config['mlp_only_layers']} are dense (mlp_only_layers), but every "
-                     "layer after dense_layers is modelled as a mixture of experts")
+        dense = config["mlp_only_layers"]
+        count = len(dense) if isinstance(dense, list) else "some"
+        found.append(f"{count} of {out['layers']} layers are dense (mlp_only_layers = {dense!r}), "
+                     "but every layer after dense_layers is modelled as a mixture of experts: "
+                     "their feed-forward weights are counted as experts")
     mtp = config.get("num_nextn_predict_layers")
     if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0:
         found.append(f"{mtp} multi-token-prediction layer(s) (num_nextn_predict_layers) are in the "
