@@ -582,3 +582,11 @@ def test_checkpoint_number_formats_bits():
     assert NAMED_FORMATS["fp8-b128"].effective_bits() == 8 + 32 / (128 * 128)
     assert NAMED_FORMATS["int4-g128-zp4"].effective_bits() == 4 + (16 + 4) / 128
     assert "128×128 block" in NAMED_FORMATS["fp8-b128"].label()
+
+
+def test_llama_4_scout_longest_context_on_one_h100():
+    r = infermodel.evaluate(ROOT / "scenarios" / "llama-4-scout-int4-one-h100.toml")
+    per_layer_token = 2 * 8 * 128 * 2
+    assert r["kv_bytes_per_sequence"] == per_layer_token * (12 * 131072 + 36 * 8192)
+    free = r["card_memory"] * 0.9 - r["weight_bytes"]
+    assert r["max_context"] == math.floor((free / per_layer_token - 36 * 8192) / 12)
