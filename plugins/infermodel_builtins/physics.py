@@ -292,7 +292,7 @@ def _workload(scenario, define):
 
 
 def _decode(define, terms):
-    if terms.plain or not (terms.st.windows or terms.st.linear):
+    if not (terms.st.windows or terms.st.linear):
         # (with windowed or fixed-state layers the architecture plugin defines it)
         define("kv_bytes_read_per_sequence", S.context * S.kv_bytes_per_token, unit="B",
                description="cache bytes one sequence's decode step reads at the mean context",
