@@ -210,7 +210,7 @@ def structure(scenario) -> Structure:
 
 def kv_positions(st: Structure, length):
     """Layer-averaged cached positions at ``length`` tokens (``length`` itself for full attention)."""
-    if not st.windows:
+    if not st.windows or st.counts is None:
         return length
     terms = S.layers_full_attention * length
     if st.counts["sliding"]:

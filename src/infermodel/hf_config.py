@@ -257,7 +257,8 @@ def _map(config: Mapping[str, Any], path) -> tuple[dict[str, Any], list[str]]:
     model_type = model_type if isinstance(model_type, str) else None
     if model_type is None and isinstance(outer.get("model_type"), str):
         model_type = _TEXT_TYPES.get(outer["model_type"], outer["model_type"])
-    model_type = _TEXT_TYPES.get(model_type, model_type) if model_type != "gemma3" else "gemma3_text"
+    if model_type is not None:
+        model_type = "gemma3_text" if model_type == "gemma3" else _TEXT_TYPES.get(model_type, model_type)
     defaults = MODEL_TYPE_DEFAULTS.get(model_type or "", {})
     config = {**defaults, **{k: v for k, v in config.items() if v is not None or k not in defaults}}
 
@@ -472,13 +473,12 @@ def _compact_pattern(kinds: list[str]) -> str:
     period = next(p for p in range(1, n + 1)
                   if all(kinds[i] == kinds[i % p] for i in range(n)))
     items: list[str] = []
-    run_kind, run = kinds[0], 0
-    for kind in [*kinds[:period], None]:
-        if kind == run_kind:
-            run += 1
-            continue
-        items.append(run_kind if run == 1 else f"{run}*{run_kind}")
-        run_kind, run = kind, 1
+    start = 0
+    for end in range(1, period + 1):
+        if end == period or kinds[end] != kinds[start]:
+            run = end - start
+            items.append(kinds[start] if run == 1 else f"{run}*{kinds[start]}")
+            start = end
     return ",".join(items)
 
 
@@ -596,7 +596,7 @@ def _format_for(qc: Mapping[str, Any], path, notes: list[str]) -> tuple[str | No
         return f"int{bits}-g{group}" + (f"-zp{bits}" if zero else ""), None
     if method == "compressed-tensors":
         groups = qc.get("config_groups") or {}
-        first = next(iter(groups.values()), {}) if isinstance(groups, Mapping) else {}
+        first: Any = next(iter(groups.values()), {}) if isinstance(groups, Mapping) else {}
         weights = first.get("weights") or {} if isinstance(first, Mapping) else {}
         bits, kind = weights.get("num_bits"), weights.get("type")
         strategy, group = weights.get("strategy"), weights.get("group_size")
