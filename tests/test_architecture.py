@@ -590,3 +590,32 @@ def test_llama_4_scout_longest_context_on_one_h100():
     assert r["kv_bytes_per_sequence"] == per_layer_token * (12 * 131072 + 36 * 8192)
     free = r["card_memory"] * 0.9 - r["weight_bytes"]
     assert r["max_context"] == math.floor((free / per_layer_token - 36 * 8192) / 12)
+
+
+@settings(max_examples=12, deadline=None)
+@given(window=st.integers(1, 50_000), chunk=st.integers(1, 50_000), batch=st.integers(1, 8),
+       full=st.booleans())
+def test_max_context_inverse_with_two_window_sizes_and_a_state(window, chunk, batch, full):
+    # A made-up model with every kind of layer: both windows saturate at different lengths.
+    pattern = "sliding,chunked,full,linear" if full else "sliding,chunked,linear"
+    base = dict({"model.layer_pattern": pattern, "model.sliding_window": window,
+                 "model.attention_chunk": chunk, "model.linear_key_heads": 4,
+                 "model.linear_value_heads": 8, "model.linear_key_head_dim": 64,
+                 "model.linear_value_head_dim": 64, "workload.batch": batch})
+    path = ROOT / "scenarios" / "gemma-3-27b-128k-local-layers.toml"
+    r = infermodel.evaluate(path, base)
+    budget, n = r["kv_budget_bytes"], r["max_context"]
+    if n == math.inf:
+        # Without full layers the cache stops growing: every window fits.
+        at_cap = infermodel.evaluate(path, dict(base, **{"workload.prompt_tokens": 10**6,
+                                                          "workload.output_tokens": 1}))
+        assert not full and batch * at_cap["kv_bytes_per_sequence"] <= budget
+        return
+    def held(length):
+        return infermodel.evaluate(path, dict(base, **{"workload.prompt_tokens": length,
+                                                        "workload.output_tokens": 1,
+                                                        "workload.sequence_length": length}))[
+            "kv_bytes_per_sequence"]
+    if n >= 1:
+        assert batch * held(int(n)) <= budget * (1 + 1e-12)
+    assert batch * held(int(n) + 1) > budget
