@@ -619,3 +619,14 @@ def test_max_context_inverse_with_two_window_sizes_and_a_state(window, chunk, ba
     if n >= 1:
         assert batch * held(int(n)) <= budget * (1 + 1e-12)
     assert batch * held(int(n) + 1) > budget
+
+
+def test_chunked_prefill_iteration_cuts_the_chunks_pairs_at_the_window(write_scenario):
+    r = evaluate(write_scenario, hf("gpt-oss-120b"), prompt=4096,
+                 extra="[levers.chunked_prefill]\nchunk_tokens = 512\ncached_tokens = 2000\n"
+                       "decode_sequences = 0\n")
+    k, p, w = 512, 2000, 128
+    full = k * p + k * (k + 1) / 2
+    windowed = k * w          # every query of the chunk is past the window: w keys each
+    attention = 4 * 64 * 64 * (18 * full + 18 * windowed)
+    assert r["hybrid_flops"] == pytest.approx(2 * r["params_matmul"] * k + attention)

@@ -290,11 +290,38 @@ class Terms:
             return S.attention_flops_prefill
         return self._attention_prefill(n)
 
-    def attention_pairs(self, pairs):
-        """Attention FLOPs of ``pairs`` query-key pairs on every cache layer (no window cut)."""
+    def attention_chunk(self, cached, chunk):
+        """Attention FLOPs of ``chunk`` new prompt tokens after ``cached`` ones (causal).
+
+        Query i (1-based) attends to min(i, window) keys; the chunk's queries are
+        ``cached + 1`` to ``cached + chunk``, so a layer of window w does
+        P(cached + chunk, w) − P(cached, w) pairs with P(n, w) = Σ_{i ≤ n} min(i, w) =
+        (n(n + 1) − m(m + 1))/2, m = max(0, n − w). Without a window that is
+        chunk·cached + chunk(chunk + 1)/2.
+        """
+        full = chunk * cached + chunk * (chunk + 1) / 2
         if self.plain:
-            return 4 * S.layers * S.query_width * pairs
-        return S.attention_flops_per_pair_prefill * S.kv_layers * pairs
+            return 4 * S.layers * S.query_width * full
+        per_pair = S.attention_flops_per_pair_prefill
+        if self.st.counts is None:
+            return per_pair * S.layers * full
+
+        def window_pairs(window):
+            def upto(n):
+                m = Max(0, n - window)
+                return (n * (n + 1) - m * (m + 1)) / 2
+            return upto(cached + chunk) - upto(cached)
+
+        pairs = S.layers_full_attention * full
+        if self.st.counts["sliding"]:
+            pairs += S.layers_sliding_window * window_pairs(S.sliding_window)
+        if self.st.counts["chunked"]:
+            # At most a whole chunk of keys per query: an upper bound for chunked layers.
+            pairs += S.layers_chunked_local * window_pairs(S.attention_chunk)
+        flops = per_pair * pairs
+        if self.st.linear:
+            flops += S.layers_linear_attention * S.linear_flops_per_token * chunk
+        return flops
 
     def _attention_prefill(self, n):
         per_pair = S.attention_flops_per_pair_prefill

@@ -128,13 +128,12 @@ def infermodel_define_quantities(scenario, define):
     define("hybrid_bytes", S.weight_bytes + d * arch.cache_read(c) + arch.cache_held(p), unit="B",
            description="bytes read by the iteration: weights once, every decode's cache and the "
                        "chunk's cached prompt", reference=BOTH)
-    chunk_pairs = k * p + k * (k + 1) / 2
     define("hybrid_flops", 2 * S.params_matmul * S.hybrid_positions
            + (4 * S.layers * S.query_width * S.hybrid_attention_pairs if arch.plain
-              else d * arch.attention_decode(c) + arch.attention_pairs(chunk_pairs)), unit="FLOP",
+              else d * arch.attention_decode(c) + arch.attention_chunk(p, k)), unit="FLOP",
            description="FLOPs of the iteration: projections for every position plus attention"
-                       + ("" if arch.plain else " (the chunk's pairs on every cache layer, windows "
-                                                "not cut: an upper bound for windowed layers)"),
+                       + ("" if arch.plain else " (the chunk's queries each see at most a window "
+                                                "of keys in windowed layers)"),
            reference=BOTH)
     define("hybrid_time_memory", S.hybrid_bytes / S.bandwidth, unit="s",
            description="iteration time if bandwidth were the only limit", reference=BOTH)
