@@ -81,7 +81,7 @@ import sympy
 from sympy import Max as _Max
 from sympy import Min, Piecewise, floor, oo
 
-from infermodel import S, hookimpl
+from infermodel.plugin import S, hookimpl
 
 MLA = "DeepSeek-V2 (arXiv:2405.04434) §2.1 'Multi-Head Latent Attention'; DeepSeek-V3 (arXiv:2412.19437) §2.1"
 WINDOWS = ("Gemma 2 (arXiv:2408.00118) §2 'local sliding window and global attention'; Gemma 3 "
