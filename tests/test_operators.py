@@ -20,7 +20,10 @@ from infermodel.errors import PluginError
 from infermodel.operators import COLUMNS, collect_operators, operator_table
 
 CASE = SCENARIOS / "case-study-24gb.toml"
-SHAPES = ["case-study-24gb", "quant-bf16", "moe-mixtral-int4", "parallel-70b-allreduce"]
+SHAPES = ["case-study-24gb", "quant-bf16", "moe-mixtral-int4", "parallel-70b-allreduce",
+          # latent attention, sliding windows, local and global layers, fixed-state layers
+          "deepseek-v3-8xh200-fp8", "gpt-oss-120b-one-h100", "gemma-3-27b-128k-local-layers",
+          "qwen3-next-80b-hybrid-state"]
 NAMES = ["embedding", "norms", "qkv_projection", "attention_score", "attention_value",
          "output_projection", "ffn", "head"]
 
@@ -242,3 +245,16 @@ def test_ops_fuzz_gives_a_table_or_a_user_error(capsys, sets, phase, fmt):
         assert "qkv_projection" in out
     else:
         assert err.startswith("error:")
+
+
+def test_latent_attention_ops_add_up_to_the_step():
+    # DeepSeek-V3 (multi-head latent attention, 256 routed experts) on 8x H200: the
+    # attention operators carry the latent cache's reads and the absorbed attention FLOPs
+    # of the step, so the table adds up to the step exactly.
+    r = infermodel.evaluate(SCENARIOS / "deepseek-v3-8xh200-fp8.toml")
+    rows = {x.name: x for x in operator_table(r, "decode")}
+    assert "router" in rows
+    assert rows["attention_score"].bytes + rows["attention_value"].bytes == pytest.approx(
+        r["decode_bytes"] - r["weight_bytes_per_step"] + 2 * 16 * 61 * r["query_width"] * 2,
+        rel=1e-12)
+    assert sum(x.flops for x in rows.values()) == pytest.approx(r["decode_flops"], rel=1e-12)
