@@ -47,6 +47,7 @@ PRESETS = Path(__file__).parent / "presets"
 def infermodel_register_presets(register):
     register("model", PRESETS / "models")
     register("hardware", PRESETS / "hardware")
+    register("efficiency", PRESETS / "efficiency")
 
 
 @hookimpl

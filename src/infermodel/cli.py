@@ -14,7 +14,7 @@ import sys
 import traceback
 
 COMMANDS = ("run", "explain", "check", "graph", "sweep", "search", "plot", "simulate",
-            "witness", "presets", "plugins")
+            "witness", "validate", "calibrate", "presets", "plugins")
 
 
 def build_parser() -> argparse.ArgumentParser:

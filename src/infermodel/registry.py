@@ -22,6 +22,8 @@ REQUIRED: Any = _Required()
 
 #: Sections whose fields are declared by plugins through ``infermodel_register_fields``.
 FIELD_SECTIONS = ("model", "hardware", "workload", "efficiency", "pricing")
+#: Kinds of preset a plugin may register: each names the scenario table it fills.
+PRESET_KINDS = ("model", "hardware", "efficiency")
 FIELD_KINDS = ("int", "float", "quantity", "bool", "str", "choice", "size_or_fraction")
 
 
@@ -136,7 +138,7 @@ def build_registries(host) -> Registries:
     """Call the registration hooks of every plugin and check what they declared."""
     fields: dict[str, dict[str, FieldSpec]] = {s: {} for s in FIELD_SECTIONS}
     levers: dict[str, LeverInfo] = {}
-    presets: dict[str, dict[str, PresetInfo]] = {"model": {}, "hardware": {}}
+    presets: dict[str, dict[str, PresetInfo]] = {kind: {} for kind in PRESET_KINDS}
     problems: list[Problem] = []
 
     def field_registrar(plugin: str):
@@ -184,7 +186,8 @@ def build_registries(host) -> Registries:
     def preset_registrar(plugin: str):
         def register(kind, directory):
             if kind not in presets:
-                raise PluginError(f"plugin {plugin!r}: preset kind {kind!r} is not 'model' or 'hardware'")
+                raise PluginError(f"plugin {plugin!r}: preset kind {kind!r} is not one of "
+                                  + ", ".join(repr(k) for k in PRESET_KINDS))
             directory = Path(directory)
             if not directory.is_dir():
                 raise PluginError(f"plugin {plugin!r}: preset directory {directory} does not exist")

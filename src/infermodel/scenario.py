@@ -27,7 +27,10 @@ TOP_LEVEL = ("extends", "scenario", *FIELD_SECTIONS, "levers", "simulation", "sw
              "witness")
 SCENARIO_KEYS = ("name", "description")
 #: Keys read by the loader itself rather than declared as fields.
-LOADER_KEYS = {"model": ("preset", "hf_config"), "hardware": ("preset",)}
+LOADER_KEYS = {"model": ("preset", "hf_config"), "hardware": ("preset",), "efficiency": ("preset",)}
+#: Tables an efficiency preset may carry besides [efficiency], and the keys allowed in
+#: each: an engine family's default runtime reserve belongs to the [hardware] table.
+EFFICIENCY_PRESET_EXTRAS = {"hardware": ("reserve",)}
 
 
 @attrs.frozen
@@ -358,7 +361,7 @@ def _load_preset(kind: str, name: Any, registries: Registries, key: str, origins
     if info is None:
         near = close_match(name, known)
         hint = f"did you mean {near!r}?" if near else None
-        listing = f"`infermodel presets {kind if kind == 'hardware' else 'models'}` lists them"
+        listing = f"`infermodel presets {'models' if kind == 'model' else kind}` lists them"
         problems.append(_problem(origins, default_file, key, f"no {kind} preset named {name!r}",
                                  expected=f"a known {kind} preset ({listing})", suggestion=hint))
         return {}, {}
@@ -367,11 +370,37 @@ def _load_preset(kind: str, name: Any, registries: Registries, key: str, origins
     if not isinstance(table, dict):
         problems.append(Problem(f"preset file has no [{kind}] table", file=str(info.path)))
         return {}, {}
-    extra = set(data) - {"preset", kind}
+    allowed = {"preset", kind, *(EFFICIENCY_PRESET_EXTRAS if kind == "efficiency" else ())}
+    extra = set(data) - allowed
     if extra:
         problems.append(Problem(f"preset file has unexpected tables {sorted(extra)}", file=str(info.path)))
     origins_out = {f"{kind}.{k}": Origin(str(info.path), lines.get(f"{kind}.{k}")) for k in table}
     return table, origins_out
+
+
+def _efficiency_preset_defaults(data: Mapping, registries: Registries, origins) -> tuple[dict, dict]:
+    """The [hardware] defaults (the runtime reserve) an efficiency preset carries.
+
+    They sit between the hardware preset and the scenario's own [hardware] values: an
+    engine family's reserve replaces the card's default, and a scenario that writes
+    ``reserve`` keeps its own.
+    """
+    table = data.get("efficiency")
+    name = table.get("preset") if isinstance(table, Mapping) else None
+    info = registries.presets.get("efficiency", {}).get(name) if isinstance(name, str) else None
+    if info is None:
+        return {}, {}
+    raw, lines = read_toml(info.path)
+    defaults, where = {}, {}
+    for section, keys in EFFICIENCY_PRESET_EXTRAS.items():
+        extra = raw.get(section)
+        if not isinstance(extra, Mapping):
+            continue
+        for key in keys:
+            if key in extra:
+                defaults.setdefault(section, {})[key] = extra[key]
+                where[f"{section}.{key}"] = Origin(str(info.path), lines.get(f"{section}.{key}"))
+    return defaults, where
 
 
 def _load_hf(path_text: Any, scenario_path: Path | None, key: str, origins, default_file,
@@ -438,6 +467,7 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
     # A failed preset or a misspelt section name explains missing fields: don't list them.
     quiet = {close_match(k, FIELD_SECTIONS) for k in data if k not in TOP_LEVEL} - {None}
     resolved_raw = {}
+    engine_defaults, engine_origins = _efficiency_preset_defaults(data, registries, origins)
     for section in FIELD_SECTIONS:
         table = data.get(section, {})
         if not isinstance(table, Mapping):
@@ -445,7 +475,7 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
             continue
         table = dict(table)
         merged: dict = {}
-        if section in ("model", "hardware") and "preset" in table:
+        if section in ("model", "hardware", "efficiency") and "preset" in table:
             preset_name = table.pop("preset")
             preset_table, preset_origins = _load_preset(section, preset_name, registries,
                                                         f"{section}.preset", origins, default_file, problems)
@@ -462,6 +492,10 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
                     origins[k] = v
             if isinstance(preset_name, str):
                 presets[section] = preset_name
+        for k, v in engine_defaults.get(section, {}).items():
+            if k not in table:
+                merged[k] = v
+                origins[f"{section}.{k}"] = engine_origins[f"{section}.{k}"]
         if section == "model" and "hf_config" in table:
             if "model" in presets:
                 add("model.hf_config", "give either model.preset or model.hf_config, not both")
