@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 import attrs
 
 from .errors import Problem, ScenarioError, close_match
-from .registry import FIELD_SECTIONS, REQUIRED, FieldSpec, Registries
+from .registry import FIELD_SECTIONS, REQUIRED, FieldSpec, PresetInfo, Registries
 from .schema import CONVERTER, FieldValueError, parse_field, structure_errors
 
 #: Scenario files larger than this are refused (TOML parsing of hostile input can be slow).
@@ -358,6 +358,18 @@ def _load_preset(kind: str, name: Any, registries: Registries, key: str, origins
                                  expected=f"a {kind} preset name"))
         return {}, {}
     info = known.get(name)
+    if info is None and name.endswith(".toml"):
+        # A preset file of one's own (``infermodel calibrate --output`` writes one),
+        # relative to the scenario that names it.
+        base = Path(default_file).parent if default_file else Path.cwd()
+        candidate = base / name
+        if not candidate.is_file():
+            problems.append(_problem(origins, default_file, key,
+                                     f"preset file {str(candidate)!r} does not exist",
+                                     expected=f"a {kind} preset name or a .toml file relative "
+                                              "to the scenario"))
+            return {}, {}
+        info = PresetInfo(kind, name, candidate, "(file)")
     if info is None:
         near = close_match(name, known)
         hint = f"did you mean {near!r}?" if near else None
