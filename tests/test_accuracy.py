@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import re
 from pathlib import Path
 from urllib.parse import urlparse

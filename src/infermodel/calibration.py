@@ -178,7 +178,7 @@ def measure(*, width: int = LAB1_WIDTH, batches: Sequence[int] = LAB1_BATCHES,
         block = rng.standard_normal((width, batch), dtype=np.float32)
         if batch == 1:
             block = block[:, 0]  # the matrix-vector kernel, as Lab 1's B = 1 selects it
-        products.append(Product(width, batch, _median_time(lambda: matrix @ block, repeats)))
+        products.append(Product(width, batch, _median_time(lambda b=block: matrix @ b, repeats)))
         if progress is not None:
             progress.update()
     t0_products = []
@@ -187,7 +187,7 @@ def measure(*, width: int = LAB1_WIDTH, batches: Sequence[int] = LAB1_BATCHES,
         v = rng.standard_normal(small, dtype=np.float32)
         # These calls take microseconds, so one descheduling dwarfs them: take the fastest
         # of many (the overhead a call cannot avoid), not the median.
-        t0_products.append(Product(small, 1, min(_times(lambda: m @ v, 200))))
+        t0_products.append(Product(small, 1, min(_times(lambda m=m, v=v: m @ v, 200))))
         if progress is not None:
             progress.update()
     return Calibration(tuple(products), tuple(t0_products), repeats, quick, _memory_bytes(),

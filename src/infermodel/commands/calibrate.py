@@ -28,8 +28,14 @@ def handle(args) -> int:
     import json
     from pathlib import Path
 
-    from ..calibration import (LAB1_BATCHES, QUICK_BATCHES, T0_WIDTHS, measure,
-                               plot_calibration, preset_toml)
+    from ..calibration import (
+        LAB1_BATCHES,
+        QUICK_BATCHES,
+        T0_WIDTHS,
+        measure,
+        plot_calibration,
+        preset_toml,
+    )
     from ..errors import InfermodelError, Problem
     from ..output import atomic_write, check_target
     from ..progress import Progress
