@@ -11,8 +11,15 @@ import tomllib
 
 import pytest
 
-from infermodel.calibration import (LAB1_BATCHES, LAB1_WIDTH, Calibration, Product, intensity,
-                                    measure, preset_toml)
+from infermodel.calibration import (
+    LAB1_BATCHES,
+    LAB1_WIDTH,
+    Calibration,
+    Product,
+    intensity,
+    measure,
+    preset_toml,
+)
 from infermodel.cli import main
 
 #: Module 10: Inference and serving, Lab 1 "Measure the CPU, rather than guessing from its
