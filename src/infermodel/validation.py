@@ -636,3 +636,43 @@ def fit_table(result: Fit) -> str:
 
 __all__ += ["ENGINE_RESERVES", "fit_table", "held_out_intervals", "preset_toml",
             "summary_table", "validation_table"]
+
+
+def plot_validation(panels: Sequence[tuple[str, Validation]]):
+    """Measured against predicted, one panel per prediction (log-log, one colour per
+    metric), with the diagonal and a ±25 % band; returns a matplotlib figure."""
+    from .plots import _COLOURS, _matplotlib
+
+    _, Figure = _matplotlib()
+    figure = Figure(figsize=(5.0 * len(panels), 4.8), dpi=110, layout="constrained")
+    axes = figure.subplots(1, len(panels), squeeze=False)[0]
+    colours = dict(zip(METRICS, _COLOURS))
+    for ax, (title, validation) in zip(axes, panels):
+        points = validation.predicted
+        low = min(min(p.row.value, p.predicted) for p in points) / 2
+        high = max(max(p.row.value, p.predicted) for p in points) * 2
+        line = np.array([low, high])
+        ax.fill_between(line, line * 0.75, line * 1.25, color="#999999", alpha=0.2,
+                        label="±25 %")
+        ax.plot(line, line, color="#555555", linewidth=1)
+        for metric in METRICS:
+            chosen = [p for p in points if p.row.metric == metric]
+            if not chosen:
+                continue
+            summary = summarise(chosen)[metric]
+            ax.scatter([p.row.value for p in chosen], [p.predicted for p in chosen], s=16,
+                       color=colours[metric], alpha=0.85,
+                       label=f"{metric} (median |error| {summary['median_abs_error']:.0%})")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(low, high)
+        ax.set_ylim(low, high)
+        ax.set_xlabel("measured (published)")
+        ax.set_ylabel("predicted")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="major", alpha=0.35)
+        ax.legend(fontsize=7, loc="upper left")
+    return figure
+
+
+__all__ += ["plot_validation"]

@@ -45,6 +45,9 @@ def add_parser(subparsers) -> None:
                              "for the time predictions")
     parser.add_argument("--quick", action="store_true",
                         help="scenario: fewer and smaller timing points")
+    parser.add_argument("--plot", metavar="FILE",
+                        help="ledger: draw measured against predicted, the ideal roofline and "
+                             "the engine presets side by side (FILE.png or FILE.svg)")
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE (atomically)")
     parser.set_defaults(handler=handle)
@@ -88,8 +91,15 @@ def _ledger(args) -> int:
         raise InfermodelError(Problem(f"--folds {args.folds}", expected="at least 2"))
     path = DEFAULT_LEDGER if args.ledger == "builtin" else Path(args.ledger)
     protect([path])
-    if args.output:
-        check_target(args.output)
+    for target in (args.output, args.plot):
+        if target:
+            check_target(target)
+    if args.plot and not str(args.plot).lower().endswith((".png", ".svg")):
+        raise InfermodelError(Problem(f"cannot write a plot to {args.plot!r}",
+                                      expected="a file name ending in .png or .svg"))
+    if args.plot and args.fit:
+        raise InfermodelError(Problem("--plot draws predictions; --fit prints a fit",
+                                      suggestion="run them separately"))
     directory = None
     if args.presets_dir:
         directory = Path(args.presets_dir)
@@ -110,6 +120,17 @@ def _ledger(args) -> int:
                 else fit_table(result))
         emit(text, args.output)
         return 0
+    if args.plot:
+        from ..plots import save
+        from ..validation import plot_validation
+
+        other = predict_rows(rows, calibrated=not args.calibrated)
+        ideal, presets = (other, validation) if args.calibrated else (validation, other)
+        held_out = fit(rows, folds=args.folds).held_out
+        save(plot_validation([("ideal roofline (peak rates, t0 = 0)", ideal),
+                              ("engine presets, in-sample (--calibrated)", presets),
+                              (f"engine presets, held out ({args.folds}-fold, by table)",
+                               held_out)]), args.plot)
     if args.format == "json":
         data = validation.to_dict()
         data["efficiency"] = "engine presets" if args.calibrated else "ideal roofline"
