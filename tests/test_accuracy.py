@@ -307,6 +307,12 @@ preset = "{family}"
     # A scenario's own values win over the preset's.
     mine = evaluate(path, {"efficiency.mbu": 0.5, "hardware.reserve": 0.2})
     assert mine["mbu"] == 0.5 and mine["reserve_fraction"] == 0.2
+    # On several cards the engine's all-reduce step latency replaces the card's.
+    from infermodel.units import parse_quantity
+
+    tp = evaluate(path, {"hardware.count": 2, "levers.parallelism.communication": "all_reduce"})
+    assert tp["parallel_link_latency"] == pytest.approx(
+        parse_quantity(data["hardware"]["interconnect_latency"], "s"))
 
 
 def test_unknown_efficiency_preset_is_a_clear_error(write_scenario, capsys):

@@ -28,9 +28,10 @@ TOP_LEVEL = ("extends", "scenario", *FIELD_SECTIONS, "levers", "simulation", "sw
 SCENARIO_KEYS = ("name", "description")
 #: Keys read by the loader itself rather than declared as fields.
 LOADER_KEYS = {"model": ("preset", "hf_config"), "hardware": ("preset",), "efficiency": ("preset",)}
-#: Tables an efficiency preset may carry besides [efficiency], and the keys allowed in
-#: each: an engine family's default runtime reserve belongs to the [hardware] table.
-EFFICIENCY_PRESET_EXTRAS = {"hardware": ("reserve",)}
+#: Tables an efficiency preset may carry besides [efficiency], and the keys taken from
+#: each: an engine's default runtime reserve and its collectives' per-step latency
+#: belong to the [hardware] table.
+EFFICIENCY_PRESET_EXTRAS = {"hardware": ("reserve", "interconnect_latency")}
 
 
 @attrs.frozen
@@ -505,7 +506,8 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
             if isinstance(preset_name, str):
                 presets[section] = preset_name
         for k, v in engine_defaults.get(section, {}).items():
-            if k not in table:
+            # Like a hardware preset's keys: a field no loaded plugin declares is left out.
+            if k not in table and k in registries.fields[section]:
                 merged[k] = v
                 origins[f"{section}.{k}"] = engine_origins[f"{section}.{k}"]
         if section == "model" and "hf_config" in table:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -461,13 +460,7 @@ def fit(rows: Sequence[LedgerRow], *, folds: int = 5, host=None, progress=None,
     return Fit(efficiencies, Validation(tuple(in_sample)), Validation(tuple(held)), folds, used)
 
 
-def default_ledger() -> Path:
-    from .ledger import DEFAULT_LEDGER
-
-    return DEFAULT_LEDGER
-
-
-__all__ += ["METRICS", "default_ledger", "preset_efficiency", "scenario_data"]
+__all__ += ["preset_efficiency", "scenario_data"]
 
 
 # ---------------------------------------------------------------------------------

@@ -61,10 +61,16 @@ def handle(args) -> int:
                                       expected="infermodel validate --ledger FILE, or "
                                                "infermodel validate SCENARIO"))
     if args.ledger:
+        given = [flag for flag, value in (("--set", args.overrides),
+                                          ("--hardware-preset", args.hardware_preset),
+                                          ("--quick", args.quick)) if value]
+        if given:
+            raise InfermodelError(Problem(f"{', '.join(given)} applies to SCENARIO, not --ledger",
+                                          suggestion="remove it, or validate a scenario"))
         return _ledger(args)
     if args.scenario:
-        if args.fit or args.presets_dir:
-            raise InfermodelError(Problem("--fit and --presets-dir apply to --ledger",
+        if args.fit or args.presets_dir or args.plot:
+            raise InfermodelError(Problem("--fit, --presets-dir and --plot apply to --ledger",
                                           suggestion="add --ledger FILE"))
         return _scenario(args)
     raise InfermodelError(Problem("nothing to validate",
