@@ -331,3 +331,16 @@ preset = "vlm"
     err = capsys.readouterr().err
     assert "no efficiency preset named 'vlm'" in err and "did you mean 'vllm'" in err
     assert "infermodel presets efficiency" in err
+
+
+def test_engine_preset_scenarios_report_the_held_out_range():
+    """measured ≈ predicted / (1 + e): the range from the preset's 10th/90th percentiles."""
+    from infermodel.evaluation import evaluate
+
+    result = evaluate(ROOT / "scenarios" / "engine-trtllm-llama-3.1-8b.toml")
+    low, high = _preset("trtllm")["preset"]["held_out_error"]["ttft_ms"]
+    assert result["ttft_expected_low"] == pytest.approx(result["ttft"] / (1 + high))
+    assert result["ttft_expected_high"] == pytest.approx(result["ttft"] / (1 + low))
+    low, high = _preset("trtllm")["preset"]["held_out_error"]["itl_ms"]
+    assert result["tpot_expected_low"] <= result["tpot"] / (1 + high) * (1 + 1e-12)
+    assert "ttft_expected_low" not in evaluate(ROOT / "scenarios" / "quant-bf16.toml")
