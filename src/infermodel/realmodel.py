@@ -200,7 +200,9 @@ def TinyDecoder(shape: Shape, *, cache_dtype=None, seed: int = 0):  # noqa: N802
             logits = x @ self.embed.weight.T if self.head is None else self.head(x)
             return logits, new_cache
 
-    return Decoder().eval()
+    decoder = Decoder()
+    decoder.train(False)  # inference behaviour (no dropout or norm updates to switch off)
+    return decoder
 
 
 def cache_bytes(cache) -> int:
