@@ -112,6 +112,16 @@ class Validation:
                                   for p in self.unpredictable]}
 
 
+def errors_by_metric(points: Iterable[Prediction]) -> dict[str, list[float]]:
+    """The relative errors of the predicted points, per metric."""
+    out: dict[str, list[float]] = {}
+    for p in points:
+        error = p.error
+        if error is not None:
+            out.setdefault(p.row.metric, []).append(error)
+    return out
+
+
 def summarise(points: Iterable[Prediction]) -> dict[str, dict[str, float]]:
     """Median and 90th-percentile |error| per metric.
 
@@ -121,10 +131,7 @@ def summarise(points: Iterable[Prediction]) -> dict[str, dict[str, float]]:
     >>> summarise([Prediction(row, 12.0), Prediction(row, 9.0)])["ttft_ms"]["median_abs_error"]
     0.15
     """
-    by_metric: dict[str, list[float]] = {}
-    for p in points:
-        if p.error is not None:
-            by_metric.setdefault(p.row.metric, []).append(abs(p.error))
+    by_metric = {m: [abs(e) for e in errors] for m, errors in errors_by_metric(points).items()}
     return {metric: {"n": len(errors),
                      "median_abs_error": round(float(np.median(errors)), 6),
                      "p90_abs_error": round(float(np.percentile(errors, 90)), 6)}
@@ -360,9 +367,7 @@ class Fit:
 
     def intervals(self) -> dict[str, tuple[float, float]]:
         """Per metric, the 10th and 90th percentiles of held-out relative errors."""
-        errors: dict[str, list[float]] = {}
-        for p in self.held_out.predicted:
-            errors.setdefault(p.row.metric, []).append(p.error)
+        errors = errors_by_metric(self.held_out.predicted)
         return {m: (float(np.percentile(e, 10)), float(np.percentile(e, 90)))
                 for m, e in sorted(errors.items())}
 
@@ -436,6 +441,7 @@ def fit(rows: Sequence[LedgerRow], *, folds: int = 5, host=None, progress=None,
     for family in families:
         members = [r for r in predictable if r.family == family]
         best = choose(members)
+        assert best is not None  # every family here has members
         efficiencies[family] = efficiency_at(best)
         used[family] = tuple(r.id for r in members)
         in_sample.extend(predicted(r, best) for r in members)
@@ -486,10 +492,7 @@ def preset_toml(family: str, result: Fit, ledger: str) -> str:
     ids = result.used[family]
     held = summarise(p for p in result.held_out.predicted if p.row.family == family)
     inside = summarise(p for p in result.in_sample.predicted if p.row.family == family)
-    errors: dict[str, list[float]] = {}
-    for p in result.held_out.predicted:
-        if p.row.family == family:
-            errors.setdefault(p.row.metric, []).append(p.error)
+    errors = errors_by_metric(p for p in result.held_out.predicted if p.row.family == family)
     reserve, reserve_source = ENGINE_RESERVES[family]
     lines = [
         f'# Efficiency preset "{family}": the [efficiency] table of a scenario served by '
@@ -606,14 +609,15 @@ def fit_table(result: Fit) -> str:
         link = f"{eff.link_latency * 1e6:g} us" if eff.link_latency is not None else "—"
         lines.append(f"{family:<8} {len(result.used[family]):>5} {eff.prefill_mfu:>12.3g} "
                      f"{eff.decode_mfu:>11.3g} {eff.mbu:>6.3g} {eff.t0 * 1e3:>6.3g} ms {link:>13}")
-    groups = [("all", None), *[(f, f) for f in sorted(result.efficiencies)]]
+    groups: list[tuple[str, str | None]] = [("all", None),
+                                            *[(f, f) for f in sorted(result.efficiencies)]]
     lines += ["", f"{'family':<8} {'metric':<20} {'n':>4} {'in-sample median':>17} {'p90':>7} "
                   f"{'held-out median':>16} {'p90':>7}"]
-    for label, family in groups:
+    for label, only in groups:
         inside = summarise(p for p in result.in_sample.predicted
-                           if family is None or p.row.family == family)
+                           if only is None or p.row.family == only)
         held = summarise(p for p in result.held_out.predicted
-                         if family is None or p.row.family == family)
+                         if only is None or p.row.family == only)
         for metric, a in inside.items():
             b = held.get(metric)
             lines.append(f"{label:<8} {metric:<20} {a['n']:>4} {a['median_abs_error']:>17.1%} "
@@ -627,7 +631,7 @@ def fit_table(result: Fit) -> str:
     return "\n".join(lines)
 
 
-__all__ += ["ENGINE_RESERVES", "fit_table", "held_out_intervals", "preset_toml",
+__all__ += ["ENGINE_RESERVES", "errors_by_metric", "fit_table", "held_out_intervals", "preset_toml",
             "summary_table", "validation_table"]
 
 
@@ -642,8 +646,8 @@ def plot_validation(panels: Sequence[tuple[str, Validation]]):
     colours = dict(zip(METRICS, _COLOURS))
     for ax, (title, validation) in zip(axes, panels):
         points = validation.predicted
-        low = min(min(p.row.value, p.predicted) for p in points) / 2
-        high = max(max(p.row.value, p.predicted) for p in points) * 2
+        values = [v for p in points for v in (p.row.value, p.predicted) if v is not None]
+        low, high = min(values) / 2, max(values) * 2
         line = np.array([low, high])
         ax.fill_between(line, line * 0.75, line * 1.25, color="#999999", alpha=0.2,
                         label="±25 %")
