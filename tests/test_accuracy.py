@@ -199,7 +199,8 @@ def test_unpredictable_rows_are_listed_with_reasons(tmp_path, capsys):
 
 def test_concurrency_one_prediction_is_the_scenarios_roofline(tmp_path, write_scenario):
     """At concurrency 1 a calibrated prediction is exactly the quantities `run` prints
-    for the same deployment with the engine's efficiency preset."""
+    for the same deployment with the engine's efficiency preset.
+    """
     from infermodel.evaluation import evaluate
     from infermodel.validation import predict_rows
 

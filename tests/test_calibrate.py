@@ -37,7 +37,8 @@ def test_flop_per_byte_column_equals_module10_lab1():
 
 def test_machine_model_follows_lab1_definitions():
     """Bandwidth from the B = 1 row, peak the largest rate, ridge their ratio (Lab 1's
-    recorded run: 48.24 GB/s, 621.6 GFLOP/s, ridge 12.88 FLOP/byte)."""
+    recorded run: 48.24 GB/s, 621.6 GFLOP/s, ridge 12.88 FLOP/byte).
+    """
     d = 8192
     # Times that reproduce Lab 1's recorded B = 1 and B = 512 rows.
     one = 4 * (d * d + 2 * d) / 48.24e9

@@ -27,6 +27,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import attrs
 import numpy as np
@@ -117,7 +118,7 @@ class Calibration:
         """Intercept of matrix-vector time against bytes (least squares, at least 0)."""
         x = np.array([moved_bytes(p.width, 1) for p in self.t0_products], dtype=float)
         y = np.array([p.seconds for p in self.t0_products])
-        slope, intercept = np.polyfit(x, y, 1)
+        _slope, intercept = np.polyfit(x, y, 1)
         return max(float(intercept), 0.0)
 
     def table(self) -> str:
@@ -178,7 +179,7 @@ def measure(*, width: int = LAB1_WIDTH, batches: Sequence[int] = LAB1_BATCHES,
         block = rng.standard_normal((width, batch), dtype=np.float32)
         if batch == 1:
             block = block[:, 0]  # the matrix-vector kernel, as Lab 1's B = 1 selects it
-        products.append(Product(width, batch, _median_time(lambda b=block: matrix @ b, repeats)))
+        products.append(Product(width, batch, _median_time(partial(np.matmul, matrix, block), repeats)))
         if progress is not None:
             progress.update()
     t0_products = []
@@ -187,11 +188,11 @@ def measure(*, width: int = LAB1_WIDTH, batches: Sequence[int] = LAB1_BATCHES,
         v = rng.standard_normal(small, dtype=np.float32)
         # These calls take microseconds, so one descheduling dwarfs them: take the fastest
         # of many (the overhead a call cannot avoid), not the median.
-        t0_products.append(Product(small, 1, min(_times(lambda m=m, v=v: m @ v, 200))))
+        t0_products.append(Product(small, 1, min(_times(partial(np.matmul, m, v), 200))))
         if progress is not None:
             progress.update()
     return Calibration(tuple(products), tuple(t0_products), repeats, quick, _memory_bytes(),
-                       datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+                       datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 
 def preset_toml(result: Calibration, name: str) -> str:
@@ -229,7 +230,8 @@ def preset_toml(result: Calibration, name: str) -> str:
 
 def plot_calibration(result: Calibration):
     """The measured products on the machine's roofline (log-log, FLOP/byte against
-    GFLOP/s), as Lab 1 draws them; returns a matplotlib figure."""
+    GFLOP/s), as Lab 1 draws them; returns a matplotlib figure.
+    """
     from .plots import _figure
 
     figure, (ax,) = _figure()

@@ -95,7 +95,8 @@ class LedgerRow:
     @property
     def table(self) -> tuple:
         """The published table (source and conditions but not the concurrency) a row
-        belongs to: the unit held out together in cross-validation."""
+        belongs to: the unit held out together in cross-validation.
+        """
         return (self.source, self.engine, self.hardware, self.gpus, self.model,
                 str(self.hf_config), self.weights, self.kv_cache, self.tensor, self.isl, self.osl)
 

@@ -88,7 +88,7 @@ def small_shape(shape: Shape, *, max_layers: int = 4, max_width: int = 256,
     kv_heads = max(1, heads // group)
     heads = kv_heads * min(group, max(heads, 1))
     d_model = heads * head_dim
-    d_ff = max(8, int(round(d_model * shape.d_ff / shape.d_model / 8)) * 8)
+    d_ff = max(8, round(d_model * shape.d_ff / shape.d_model / 8) * 8)
     return Shape(min(shape.layers, max_layers), d_model, heads, kv_heads, head_dim, d_ff,
                  min(shape.vocab, max_vocab), shape.gated, shape.tied)
 
@@ -109,12 +109,12 @@ def scenario_shape(scenario) -> Shape:
 # ---------------------------------------------------------------------------------
 
 
-def TinyDecoder(shape: Shape, *, cache_dtype=None, seed: int = 0):  # noqa: N802 - a factory
+def TinyDecoder(shape: Shape, *, cache_dtype=None, seed: int = 0):
     """A randomly initialised decoder of ``shape`` (see the module docstring)."""
     torch = _torch()
     nn = torch.nn
 
-    class RMSNorm(nn.Module):
+    class RMSNorm(nn.Module):  # type: ignore[name-defined]  # torch is imported lazily
         def __init__(self, width):
             super().__init__()
             self.weight = nn.Parameter(torch.ones(width))
@@ -122,7 +122,7 @@ def TinyDecoder(shape: Shape, *, cache_dtype=None, seed: int = 0):  # noqa: N802
         def forward(self, x):
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
 
-    class Block(nn.Module):
+    class Block(nn.Module):  # type: ignore[name-defined]  # torch is imported lazily
         def __init__(self):
             super().__init__()
             s = shape
@@ -136,7 +136,7 @@ def TinyDecoder(shape: Shape, *, cache_dtype=None, seed: int = 0):  # noqa: N802
             self.gate = nn.Linear(s.d_model, s.d_ff, bias=False) if s.gated else None
             self.down = nn.Linear(s.d_ff, s.d_model, bias=False)
 
-    class Decoder(nn.Module):
+    class Decoder(nn.Module):  # type: ignore[name-defined]  # torch is imported lazily
         def __init__(self):
             super().__init__()
             self.shape = shape
@@ -165,7 +165,8 @@ def TinyDecoder(shape: Shape, *, cache_dtype=None, seed: int = 0):  # noqa: N802
         def forward(self, tokens, positions, cache=None, *, all_logits=False):
             """Logits for ``tokens`` at ``positions`` ([B, S] each), attending to the
             ``cache`` (a list of per-layer (keys, values) or None); returns the logits
-            and the cache extended by these positions."""
+            and the cache extended by these positions.
+            """
             s = shape
             batch, length = tokens.shape
             x = self.embed(tokens)
@@ -212,7 +213,8 @@ def cache_bytes(cache) -> int:
 
 def generate(model, prompt, steps: int, *, position_offset: int = 0):
     """Greedy generation with the cache; returns tokens [B, steps], per-step logits
-    [B, steps, V] and the cache. ``position_offset`` shifts decode positions (a bug)."""
+    [B, steps, V] and the cache. ``position_offset`` shifts decode positions (a bug).
+    """
     torch = _torch()
     batch, length = prompt.shape
     positions = torch.arange(length).expand(batch, length)
@@ -489,7 +491,8 @@ def validate_scenario(scenario, *, hardware_preset: str | None = None, calibrate
 
 def _float32_weights(scenario, cache_name: str) -> dict[str, Any]:
     """Overrides that store the weights as the decoder does (float32) and the cache in
-    its format, through whichever format lever the scenario already uses."""
+    its format, through whichever format lever the scenario already uses.
+    """
     if scenario.lever("quantization") is not None:
         return {"levers.quantization.linear": "fp32", "levers.quantization.embedding": "fp32",
                 "levers.quantization.norm": "fp32",

@@ -575,7 +575,8 @@ def _num(value: float | None) -> str:
 
 def validation_table(result: Validation, *, heading: str) -> str:
     """Every row's measured and predicted figure, the per-metric summary, and the rows
-    that could not be predicted with their reasons."""
+    that could not be predicted with their reasons.
+    """
     lines = [heading, ""]
     width = max([len(p.row.id) for p in result.points] + [2])
     lines.append(f"{'id'.ljust(width)}  {'metric':<20} {'measured':>10} {'predicted':>10} "
@@ -637,7 +638,8 @@ __all__ += ["ENGINE_RESERVES", "errors_by_metric", "fit_table", "held_out_interv
 
 def plot_validation(panels: Sequence[tuple[str, Validation]]):
     """Measured against predicted, one panel per prediction (log-log, one colour per
-    metric), with the diagonal and a ±25 % band; returns a matplotlib figure."""
+    metric), with the diagonal and a ±25 % band; returns a matplotlib figure.
+    """
     from .plots import _COLOURS, _matplotlib
 
     _, Figure = _matplotlib()
