@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 from pathlib import Path
 from urllib.parse import urlparse
@@ -345,3 +346,31 @@ def test_engine_preset_scenarios_report_the_held_out_range():
     low, high = _preset("trtllm")["preset"]["held_out_error"]["itl_ms"]
     assert result["tpot_expected_low"] <= result["tpot"] / (1 + high) * (1 + 1e-12)
     assert "ttft_expected_low" not in evaluate(ROOT / "scenarios" / "quant-bf16.toml")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(engine=st.sampled_from(["vllm 1", "sglang 0.4", "trtllm 1.0", "tgi 3", "VLLM"]),
+       hardware=st.sampled_from(["h100-sxm", "a100-80gb", "l4", "nope"]),
+       gpus=st.sampled_from([1, 2, 4, 8]), tensor=st.sampled_from([None, 1, 3]),
+       model=st.sampled_from(["llama-3.1-8b", "mixtral-8x7b", "smollm2-135m", "missing"]),
+       weights=st.sampled_from(["", "fp8-e4m3", "int4-g128", "int3-bogus"]),
+       kv=st.sampled_from(["", "fp8-e4m3", "int8-b32"]),
+       isl=st.integers(1, 200_000), osl=st.integers(1, 50_000),
+       concurrency=st.integers(1, 5000),
+       metric=st.sampled_from(sorted(METRICS)))
+def test_fuzz_predict_rows_answers_or_gives_a_reason(tmp_path, engine, hardware, gpus, tensor,
+                                                    model, weights, kv, isl, osl, concurrency,
+                                                    metric):
+    """Any well-formed row is predicted (a positive finite figure) or listed with a reason."""
+    from infermodel.validation import predict_rows
+
+    tensor = gpus if tensor is None else tensor  # mostly pure tensor parallelism
+    row = (f"fuzz,https://example.org,{engine},{hardware},{gpus},{model},,{weights},{kv},"
+           f"{tensor},1,{isl},{osl},{concurrency},{metric},mean,10")
+    path = _write(tmp_path, HEADER + "\n" + row + "\n")
+    for calibrated in (False, True):
+        (point,) = predict_rows(read_ledger(path), calibrated=calibrated).points
+        if point.predicted is None:
+            assert point.reason
+        else:
+            assert math.isfinite(point.predicted) and point.predicted > 0
