@@ -254,7 +254,11 @@ def test_shipped_presets_are_the_fit_of_the_shipped_ledger(tmp_path):
                  "--output", str(tmp_path / "fit.txt")]) == 0
     for family in ("vllm", "sglang", "trtllm"):
         assert (tmp_path / f"{family}.toml").read_text() == \
-            (EFFICIENCY_PRESETS / f"{family}.toml").read_text()
+            (EFFICIENCY_PRESETS / f"{family}.toml").read_text(), (
+            "the physics or the ledger changed: refit with `infermodel validate --ledger builtin "
+            "--fit --presets-dir plugins/infermodel_builtins/presets/efficiency`, then update "
+            "docs/accuracy.rst and its plot (`validate --ledger builtin --calibrated --plot "
+            "docs/images/accuracy-errors.png`)")
 
 
 @pytest.mark.slow
@@ -271,7 +275,9 @@ def test_accuracy_page_states_the_fitted_errors(tmp_path):
                    rf"{inside[metric]['p90_abs_error'] * 100:.1f} %\s*\|\s*"
                    rf"{held[metric]['median_abs_error'] * 100:.1f} %\s*\|\s*"
                    rf"{held[metric]['p90_abs_error'] * 100:.1f} %")
-        assert re.search(pattern, page), metric
+        assert re.search(pattern, page), (
+            f"{metric}: docs/accuracy.rst's summary table is not what "
+            "`infermodel validate --ledger builtin --fit` prints now; update it and the plot")
 
 
 # ---------------------------------------------------------------------------------
