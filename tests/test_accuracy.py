@@ -153,9 +153,10 @@ def test_closed_loop_identities(tp, td, clients, capacity, osl):
 
 @pytest.fixture(scope="module")
 def calibrated_json():
+    from infermodel.host import PluginHost
     from infermodel.validation import predict_rows
 
-    return predict_rows(read_ledger(DEFAULT_LEDGER), calibrated=True).to_dict()
+    return predict_rows(read_ledger(DEFAULT_LEDGER), calibrated=True, host=PluginHost()).to_dict()
 
 
 def test_validate_json_shape_and_summary_by_hand(tmp_path, capsys):
@@ -198,7 +199,7 @@ def test_unpredictable_rows_are_listed_with_reasons(tmp_path, capsys):
     assert "3 rows could not be predicted" in text and "r2 (ttft_ms)" in text
 
 
-def test_concurrency_one_prediction_is_the_scenarios_roofline(tmp_path, write_scenario):
+def test_concurrency_one_prediction_is_the_scenarios_roofline(tmp_path, write_scenario, host):
     """At concurrency 1 a calibrated prediction is exactly the quantities `run` prints
     for the same deployment with the engine's efficiency preset.
     """
@@ -208,7 +209,7 @@ def test_concurrency_one_prediction_is_the_scenarios_roofline(tmp_path, write_sc
     lines = [HEADER] + [GOOD.replace("r1,", f"{m}-row,").replace("ttft_ms", m)
                         for m in ("ttft_ms", "itl_ms")]
     path = _write(tmp_path, "\n".join(lines) + "\n")
-    points = {p.row.metric: p.predicted for p in predict_rows(read_ledger(path)).points}
+    points = {p.row.metric: p.predicted for p in predict_rows(read_ledger(path), host=host).points}
     scenario = write_scenario("""
 [model]
 preset = "llama-3.1-8b"
@@ -225,19 +226,19 @@ preset = "vllm"
     assert points["itl_ms"] == pytest.approx(result["tpot"] * 1e3, rel=1e-12)
 
 
-def test_calibrated_presets_beat_the_ideal_roofline(calibrated_json):
+def test_calibrated_presets_beat_the_ideal_roofline(calibrated_json, host):
     from infermodel.validation import predict_rows
 
-    ideal = predict_rows(read_ledger(DEFAULT_LEDGER), calibrated=False).summary()
+    ideal = predict_rows(read_ledger(DEFAULT_LEDGER), calibrated=False, host=host).summary()
     for metric, summary in calibrated_json["summary"].items():
         assert summary["median_abs_error"] < ideal[metric]["median_abs_error"]
 
 
-def test_fit_picks_the_grid_minimum_and_holds_out_whole_tables():
+def test_fit_picks_the_grid_minimum_and_holds_out_whole_tables(host):
     from infermodel.validation import fit
 
     rows = [r for r in read_ledger(DEFAULT_LEDGER) if r.id.startswith(("nim180", "trtllm05-l40s"))]
-    result = fit(rows, folds=2)
+    result = fit(rows, folds=2, host=host)
     assert set(result.efficiencies) == {"trtllm"}
     # Tables are held out whole: the NIM 5000/500 table's rows share one fold's prediction,
     # so no held-out row was predicted by a fit that saw its own table.
@@ -262,11 +263,11 @@ def test_shipped_presets_are_the_fit_of_the_shipped_ledger(tmp_path):
 
 
 @pytest.mark.slow
-def test_accuracy_page_states_the_fitted_errors(tmp_path):
+def test_accuracy_page_states_the_fitted_errors(tmp_path, host):
     """docs/accuracy.rst quotes the in-sample and held-out errors a fit gives."""
     from infermodel.validation import fit
 
-    result = fit(read_ledger(DEFAULT_LEDGER))
+    result = fit(read_ledger(DEFAULT_LEDGER), host=host)
     page = (ROOT / "docs" / "accuracy.rst").read_text()
     inside, held = result.in_sample.summary(), result.held_out.summary()
     for metric in inside:
@@ -354,6 +355,15 @@ def test_engine_preset_scenarios_report_the_held_out_range():
     assert "ttft_expected_low" not in evaluate(ROOT / "scenarios" / "quant-bf16.toml")
 
 
+_FUZZ_HOST: dict = {}
+
+
+def _plain_host():
+    from infermodel.host import PluginHost
+
+    return PluginHost()
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(engine=st.sampled_from(["vllm 1", "sglang 0.4", "trtllm 1.0", "tgi 3", "VLLM"]),
        hardware=st.sampled_from(["h100-sxm", "a100-80gb", "l4", "nope"]),
@@ -370,12 +380,13 @@ def test_fuzz_predict_rows_answers_or_gives_a_reason(tmp_path, engine, hardware,
     """Any well-formed row is predicted (a positive finite figure) or listed with a reason."""
     from infermodel.validation import predict_rows
 
+    fuzz_host = _FUZZ_HOST.setdefault("host", _plain_host())
     tensor = gpus if tensor is None else tensor  # mostly pure tensor parallelism
     row = (f"fuzz,https://example.org,{engine},{hardware},{gpus},{model},,{weights},{kv},"
            f"{tensor},1,{isl},{osl},{concurrency},{metric},mean,10")
     path = _write(tmp_path, HEADER + "\n" + row + "\n")
     for calibrated in (False, True):
-        (point,) = predict_rows(read_ledger(path), calibrated=calibrated).points
+        (point,) = predict_rows(read_ledger(path), calibrated=calibrated, host=fuzz_host).points
         if point.predicted is None:
             assert point.reason
         else:

@@ -195,6 +195,13 @@ def measure(*, width: int = LAB1_WIDTH, batches: Sequence[int] = LAB1_BATCHES,
                        datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 
+def hardware_overrides(result: Calibration) -> dict[str, str]:
+    """The ``[hardware]`` values a calibration measured, as scenario overrides."""
+    return {"hardware.memory": f"{(result.memory_bytes or 16e9) / 1e9:g} GB",
+            "hardware.bandwidth": f"{result.bandwidth / 1e9:g} GB/s",
+            "hardware.flops": f"{result.flops / 1e9:g} GFLOP/s"}
+
+
 def preset_toml(result: Calibration, name: str) -> str:
     """A hardware preset (the ``[hardware]`` table of one card) from a calibration.
 
@@ -254,4 +261,4 @@ def plot_calibration(result: Calibration):
     return figure
 
 
-__all__ += ["plot_calibration"]
+__all__ += ["hardware_overrides", "plot_calibration"]

@@ -33,8 +33,8 @@ from typing import Any
 
 import attrs
 
-__all__ = ["RealModelReport", "RealModelUnavailable", "TinyDecoder", "small_shape",
-           "validate_scenario"]
+__all__ = ["MachineModel", "RealModelReport", "RealModelUnavailable", "TinyDecoder",
+           "read_machine", "small_shape", "validate_scenario"]
 
 #: Logit agreement expected between two float32 paths computing the same function.
 LOGIT_TOLERANCE = 1e-3
@@ -433,13 +433,24 @@ def measure_times(model, predict, *, quick: bool) -> list[Timing]:
 # ---------------------------------------------------------------------------------
 
 
-def validate_scenario(scenario, *, hardware_preset: str | None = None, calibrated: bool = False,
+@attrs.frozen
+class MachineModel:
+    """The hardware the time predictions use: ``[hardware]`` overrides, the measured
+    per-call ``t0`` (seconds) and a name for reports.
+    """
+
+    overrides: dict
+    t0: float
+    name: str
+
+
+def validate_scenario(scenario, machine: MachineModel, *, calibrated: bool = False,
                       quick: bool = False, full_size: bool = False) -> RealModelReport:
     """Build the decoder of ``scenario``'s shape and run every check and timing.
 
-    Time predictions use ``hardware_preset`` (a preset file from ``infermodel
-    calibrate``), or, without one, a quick calibration of this machine made now; with
-    ``calibrated`` the preset's measured per-call ``t0`` is the efficiency ``t0``.
+    Time predictions use ``machine`` (:func:`read_machine` reads a preset file from
+    ``infermodel calibrate``; the command measures one when none is given); with
+    ``calibrated`` its measured per-call ``t0`` is the efficiency ``t0``.
     """
     torch = _torch()
     from .evaluation import evaluate
@@ -464,8 +475,8 @@ def validate_scenario(scenario, *, hardware_preset: str | None = None, calibrate
             "decoder stores 2 (bfloat16) or 4 (float32)")
     cache_dtype, cache_name = formats[kv_value_bytes]
     model = TinyDecoder(shape, cache_dtype=cache_dtype)
-    hardware, t0, preset_name = _hardware(hardware_preset)
-    report = RealModelReport(shape, cache_name, preset_name)
+    hardware, t0 = machine.overrides, machine.t0
+    report = RealModelReport(shape, cache_name, machine.name)
     full = scenario_shape(scenario)
     if not full_size and full != shape:
         report.notes.append(
@@ -521,20 +532,13 @@ def _float32_weights(scenario, cache_name: str) -> dict[str, Any]:
             "levers.number_formats.kv_bits": 16 if cache_name == "bfloat16" else 32}
 
 
-def _hardware(preset_path: str | None) -> tuple[dict, float, str]:
-    """The hardware overrides, per-call t0 and a name for the preset used."""
-    from .calibration import measure
+def read_machine(preset_path: str) -> MachineModel:
+    """The machine model in a hardware preset file (as ``infermodel calibrate -o`` writes)."""
+    from pathlib import Path
+
     from .errors import InfermodelError, Problem
     from .scenario import read_toml
     from .units import parse_quantity
-
-    if preset_path is None:
-        result = measure(quick=True)
-        return ({"hardware.memory": f"{(result.memory_bytes or 16e9) / 1e9:g} GB",
-                 "hardware.bandwidth": f"{result.bandwidth / 1e9:g} GB/s",
-                 "hardware.flops": f"{result.flops / 1e9:g} GFLOP/s"},
-                result.t0, "this machine (a quick calibration made now)")
-    from pathlib import Path
 
     data, _ = read_toml(Path(preset_path))
     table = data.get("hardware")
@@ -548,5 +552,5 @@ def _hardware(preset_path: str | None) -> tuple[dict, float, str]:
     except Exception:
         raise InfermodelError(Problem(f"[preset] t0 = {t0_text!r}", file=str(preset_path),
                                       expected="a time such as \"12 us\"")) from None
-    return ({f"hardware.{k}": table[k] for k in ("memory", "bandwidth", "flops")}, t0,
-            str(preset_path))
+    return MachineModel({f"hardware.{k}": table[k] for k in ("memory", "bandwidth", "flops")},
+                        t0, str(preset_path))

@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
 from .closed_loop import closed_loop
 from .ledger import ENGINE_FAMILIES, METRICS, LedgerRow
+
+if TYPE_CHECKING:
+    from .host import PluginHost
 
 __all__ = ["Efficiency", "Fit", "Prediction", "Validation", "efficiency_grid", "fit",
            "predict_rows", "summarise"]
@@ -198,7 +201,7 @@ class _RowModel:
     capacity: float
 
 
-def _row_model(row: LedgerRow, *, engine_preset: bool = True, host=None) -> _RowModel | str:
+def _row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost) -> _RowModel | str:
     """Compile the row's scenario once; a string is the reason it cannot be predicted.
 
     With ``engine_preset`` the engine family's preset supplies what is not fitted (the
@@ -257,13 +260,11 @@ def _predict_arrays(model: _RowModel, row: LedgerRow,
     return state.output_tokens_per_s
 
 
-def preset_efficiency(family: str, host=None) -> Efficiency:
+def preset_efficiency(family: str, *, host: PluginHost) -> Efficiency:
     """The efficiency values an engine family's ``[efficiency] preset`` sets."""
-    from .host import get_host
     from .scenario import read_toml
     from .schema import parse_field
 
-    host = host or get_host()
     host.check_loaded()
     registries = host.registries
     info = registries.presets["efficiency"][family]
@@ -274,9 +275,9 @@ def preset_efficiency(family: str, host=None) -> Efficiency:
         spec = registries.fields["efficiency"][name]
         values[name] = parse_field(spec, table[name]) if name in table else spec.default
     latency = data.get("hardware", {}).get("interconnect_latency")
-    spec = registries.fields["hardware"].get("interconnect_latency")
-    if latency is not None and spec is not None:
-        values["link_latency"] = parse_field(spec, latency)
+    latency_spec = registries.fields["hardware"].get("interconnect_latency")
+    if latency is not None and latency_spec is not None:
+        values["link_latency"] = parse_field(latency_spec, latency)
     return Efficiency(**values)
 
 
@@ -286,7 +287,7 @@ IDEAL = Efficiency(prefill_mfu=1.0, decode_mfu=1.0, mbu=1.0, t0=0.0)
 
 def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
                  efficiencies: Mapping[str, Efficiency] | None = None,
-                 host=None, progress=None) -> Validation:
+                 host: PluginHost, progress=None) -> Validation:
     """Predict every row: with its engine family's efficiency preset (``calibrated``),
     or with the ideal roofline and no runtime reserve (today's defaults).
 
@@ -390,7 +391,7 @@ def _loss(log_errors: np.ndarray, metrics: Sequence[str]) -> np.ndarray:
     return total / len(names)
 
 
-def fit(rows: Sequence[LedgerRow], *, folds: int = 5, host=None, progress=None,
+def fit(rows: Sequence[LedgerRow], *, host: PluginHost, folds: int = 5, progress=None,
         fine: bool = False) -> Fit:
     """Fit each engine family's efficiency on the ledger, and cross-validate the fit.
 
@@ -543,12 +544,10 @@ def preset_toml(family: str, result: Fit, ledger: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def held_out_intervals(family: str, host=None) -> dict[str, tuple[float, float]]:
+def held_out_intervals(family: str, *, host: PluginHost) -> dict[str, tuple[float, float]]:
     """The held-out error percentiles an efficiency preset records (empty if none)."""
-    from .host import get_host
     from .scenario import read_toml
 
-    host = host or get_host()
     info = host.registries.presets["efficiency"].get(family)
     if info is None:
         return {}

@@ -83,6 +83,7 @@ def _ledger(args) -> int:
     from pathlib import Path
 
     from ..errors import InfermodelError, Problem
+    from ..host import get_host
     from ..ledger import DEFAULT_LEDGER, read_ledger
     from ..output import atomic_write, check_target, emit, protect
     from ..progress import Progress
@@ -113,11 +114,13 @@ def _ledger(args) -> int:
             raise InfermodelError(Problem(f"--presets-dir {directory} is not a directory",
                                           expected="an existing directory"))
     rows = read_ledger(path)
+    host = get_host()
     with Progress(len(rows), "ledger", unit="rows") as bar:
         if args.fit:
-            result = fit(rows, folds=args.folds, progress=bar)
+            result = fit(rows, folds=args.folds, progress=bar, host=host)
         else:
-            validation = predict_rows(rows, calibrated=args.calibrated, progress=bar)
+            validation = predict_rows(rows, calibrated=args.calibrated, progress=bar,
+                                      host=host)
     if args.fit:
         if directory is not None:
             for family in result.efficiencies:
@@ -130,9 +133,9 @@ def _ledger(args) -> int:
         from ..plots import save
         from ..validation import plot_validation
 
-        other = predict_rows(rows, calibrated=not args.calibrated)
+        other = predict_rows(rows, calibrated=not args.calibrated, host=host)
         ideal, presets = (other, validation) if args.calibrated else (validation, other)
-        held_out = fit(rows, folds=args.folds).held_out
+        held_out = fit(rows, folds=args.folds, host=host).held_out
         save(plot_validation([("ideal roofline (peak rates, t0 = 0)", ideal),
                               ("engine presets, in-sample (--calibrated)", presets),
                               (f"engine presets, held out ({args.folds}-fold, by table)",
@@ -159,13 +162,19 @@ def _scenario(args) -> int:
     protect_scenario(scenario)
     if args.output:
         check_target(args.output)
+    from ..realmodel import MachineModel, RealModelUnavailable, read_machine, validate_scenario
+
+    if args.hardware_preset:
+        machine = read_machine(args.hardware_preset)
+    else:
+        from ..calibration import hardware_overrides, measure
+
+        measured = measure(quick=True)
+        machine = MachineModel(hardware_overrides(measured), measured.t0,
+                               "this machine (a quick calibration made now)")
     try:
-        from ..realmodel import RealModelUnavailable, validate_scenario
-    except ImportError as exc:  # pragma: no cover - the module itself imports lazily
-        raise InfermodelError(Problem(f"cannot load the real-model checks: {exc}")) from None
-    try:
-        report = validate_scenario(scenario, hardware_preset=args.hardware_preset,
-                                   calibrated=args.calibrated, quick=args.quick)
+        report = validate_scenario(scenario, machine, calibrated=args.calibrated,
+                                   quick=args.quick)
     except RealModelUnavailable as exc:
         raise InfermodelError(Problem(str(exc), suggestion="pip install 'infermodel[validate]'")) from None
     import json
