@@ -173,3 +173,14 @@ def test_structure_errors_carry_unknown_keys_and_missing_fields_as_data():
     by_path = {p.path: p for p in problems}
     assert by_path["inner"].unknown_keys == ("b @ c", "z")   # a key the message format uses
     assert by_path["size"].missing and by_path["size"].message == "required field missing"
+
+
+def test_a_capacity_report_with_no_throughput_writes_strict_json():
+    from infermodel.simulation import CapacityReport
+    from infermodel.simulator import SLO, CapacityResult
+
+    stalled = CapacityResult("chunked", 0.1, {"throughput_tokens_per_s": 0.0}, False, (), (), SLO())
+    data = CapacityReport(stalled, 2.0).to_dict()
+    assert data["usd_per_million_output_tokens"] == "inf"
+    assert json.loads(json.dumps(data, allow_nan=False))["price_per_hour"] == 2.0
+    assert CapacityReport(stalled, None).to_dict()["usd_per_million_output_tokens"] is None
