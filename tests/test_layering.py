@@ -359,3 +359,35 @@ def test_the_diagram_check_sees_an_upward_import(monkeypatch):
     monkeypatch.setitem(GRAPH, "infermodel.schema", GRAPH["infermodel.schema"] | {"infermodel.host"})
     assert _upward_imports(_diagram_rows()) == [
         "infermodel.schema imports infermodel.host, on the same row or above"]
+
+
+def test_every_module_in_the_layer_diagram_exists():
+    names = set(_diagram_rows())
+    assert names - set(MODULES) == set()
+
+
+def test_the_bottom_modules_import_nothing_of_the_package():
+    # docs/internals.rst: declarations, errors, units and formatting import nothing of it.
+    for module in ("infermodel.declarations", "infermodel.errors", "infermodel.units",
+                   "infermodel.formatting"):
+        assert GRAPH[module] == set(), module
+
+
+def _described_modules(package: str) -> set[str]:
+    """The module names (````name```` written alone) in the page's entry for ``package``."""
+    text = (ROOT / "docs" / "internals.rst").read_text(encoding="utf-8")
+    entry = text.split(f"``infermodel.{package}``\n", 1)[1].split("\n``", 1)[0]
+    entry = entry.split("\n\n", 1)[0]
+    return set(re.findall(r"``([a-z_]+)``", entry))
+
+
+@pytest.mark.parametrize("package", ["sweeping", "sphinxext", "cli"])
+def test_the_page_names_each_feature_packages_modules(package):
+    modules = {m.rpartition(".")[2] for m in MODULES
+               if m.startswith(f"infermodel.{package}.")} - {"__main__"}
+    described = _described_modules(package)
+    if package == "cli":
+        # "app and one module per command": app is named, the commands are not.
+        assert described <= modules and "app" in described
+    else:
+        assert described == modules
