@@ -24,6 +24,7 @@ _LAZY = {
     "Scenario": ("scenario", "Scenario"),
     "evaluate": ("evaluation", "evaluate"),
     "Result": ("evaluation", "Result"),
+    "Model": ("model", "Model"),
     "build_graph": ("graph", "build_graph"),
     "REQUIRED": ("registry", "REQUIRED"),
     "InfermodelError": ("errors", "InfermodelError"),
@@ -60,5 +61,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["hookimpl", "S", "symbol", "load_scenario", "evaluate", "explain", "build_graph",
-           "Scenario", "Result", "Quantity", "REQUIRED", "InfermodelError", "get_host", "sweep",
+           "Scenario", "Result", "Model", "Quantity", "REQUIRED", "InfermodelError", "get_host", "sweep",
            "search", "simulate", "run_witness"]

@@ -177,10 +177,21 @@ class Result:
 def evaluate(scenario, overrides: Mapping[str, Any] | None = None, *, host=None) -> Result:
     """Evaluate every quantity of a scenario (a :class:`Scenario` or a path).
 
+    The scenario's structure (graph and compiled function) is kept, so evaluating it
+    again with only values changed (``workload.batch``, ``hardware.bandwidth``, ...)
+    skips loading and building; see :class:`infermodel.Model`.
+
     >>> r = evaluate("scenarios/case-study-24gb.toml", {"workload.batch": 18})  # doctest: +SKIP
     >>> round(r["tokens_per_s_total"], 1)  # doctest: +SKIP
     958.9
     """
+    from .model import model_for
+
+    return model_for(scenario, host=host).evaluate(overrides)
+
+
+def evaluate_fresh(scenario, overrides: Mapping[str, Any] | None = None, *, host=None) -> Result:
+    """:func:`evaluate` without kept structures: load, build, compile (cached), evaluate."""
     from .scenario import Scenario, load_scenario
 
     if not isinstance(scenario, Scenario):
