@@ -112,6 +112,7 @@ class Structure:
         self._reads = None
         self._value_fields: Mapping[str, _ValueField] | None = None
         self._result: tuple | None = None
+        self._subsets: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
 
     @property
     def reads(self):
@@ -147,6 +148,23 @@ class Structure:
             if simple and not is_read(spec.path, self.reads.build):
                 fields[spec.path] = _ValueField(spec.path, spec, position[name])
         return MappingProxyType(fields)
+
+    def subset(self, wanted: Sequence[str], cut) -> tuple[Any, Any]:
+        """The part of the graph ``wanted`` needs (``cut(graph, wanted)``) and its
+        compiled function, kept per list of names.
+        """
+        from .evaluation import compile_graph
+
+        key = tuple(wanted)
+        found = self._subsets.get(key)
+        if found is not None:
+            self._subsets.move_to_end(key)
+            return found
+        sub = cut(self.graph, wanted)
+        found = self._subsets[key] = (sub, compile_graph(sub))
+        if len(self._subsets) > STRUCTURES_KEPT:
+            self._subsets.popitem(last=False)
+        return found
 
     def result(self):
         """The result of the structure's own scenario."""
