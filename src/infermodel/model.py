@@ -42,6 +42,7 @@ STRUCTURES_KEPT = 32
 MODELS_KEPT = 16
 
 _NOT_FILES = frozenset({"--set", "sweep", ""})
+_FLOAT = np.dtype(np.float64)
 
 
 def _freeze(value: Any) -> Any:
@@ -177,7 +178,14 @@ class Structure:
     def _values(self, arguments: Sequence[Any]) -> dict[str, Any]:
         with np.errstate(all="ignore"):
             raw = self.compiled.function(*arguments)
-        return {name: _plain(value) for name, value in zip(self.compiled.outputs, raw)}
+        out = {}
+        for name, value in zip(self.compiled.outputs, raw):
+            kind = type(value)
+            if kind is np.float64 or (kind is np.ndarray and value.dtype == _FLOAT):
+                out[name] = float(value)
+            else:
+                out[name] = _plain(value)
+        return out
 
     def with_values(self, typed: Mapping[str, Any], raw: Mapping[str, Any]):
         """The result with value fields set: ``typed`` as loading types them, ``raw`` as
