@@ -272,3 +272,25 @@ def test_keywords_and_set_strings_name_fields():
     assert_identical(by_keyword, by_strings)
     assert_identical(by_keyword, evaluate_fresh(CASE, ["workload.batch=18",
                                                        "hardware.bandwidth=2 TB/s"]))
+
+
+def test_a_sweep_of_a_path_reads_a_changed_file_again(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(f'extends = "{CASE}"\n[workload]\nprompt_tokens = 1000\n', encoding="utf-8")
+    over = {"workload.batch": [1, 2]}
+    first = infermodel.sweep(path, over, quantities=["prompt_tokens"], use_table=False)
+    assert list(first["prompt_tokens"]) == [1000, 1000]
+    path.write_text(f'extends = "{CASE}"\n[workload]\nprompt_tokens = 2000\n', encoding="utf-8")
+    stat = os.stat(path)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    again = infermodel.sweep(path, over, quantities=["prompt_tokens"], use_table=False)
+    assert list(again["prompt_tokens"]) == [2000, 2000]
+
+
+def test_sweep_columns_are_separate_arrays():
+    # One chunk's columns become the result: none may be shared with another column.
+    result = infermodel.sweep(CASE, {"workload.batch": [1, 2, 3]}, use_table=False)
+    columns = [result[name] for name in result.quantities]
+    assert len({id(c) for c in columns}) == len(columns)
+    assert all(c.flags.writeable and c.shape == (3,) for c in columns)
+    assert result["tpot"] is not result["decode_step_time"]
