@@ -3,7 +3,7 @@
 * **Per-point evaluation.** A value change (``workload.batch``) on a kept structure
   (``infermodel.Model.evaluate``, and ``infermodel.evaluate(path, overrides)`` in a loop)
   against the first evaluation of a structure (read, build, compile, evaluate), against
-  the path that rebuilds every time (``evaluation.evaluate_fresh``: what ``evaluate``
+  the path that rebuilds every time (``evaluation.evaluate``: what ``evaluate``
   did before structures were kept) and against one point of a 10,000-point sweep.
 * **Sweep overhead.** ``infermodel.sweep`` of the case study over 10, 1,000 and 10,000
   batch values (every quantity): time per call, the fixed cost (intercept of a
@@ -53,8 +53,8 @@ def _timed(function, repeat: int = 1) -> float:
 def per_point(path: str, rounds: int) -> dict[str, float]:
     import infermodel
     from infermodel import evaluation
-    from infermodel.evaluation import evaluate_fresh
-    from infermodel.model import Model, clear_models
+    from infermodel.evaluation import evaluate as evaluate_fresh
+    from infermodel.sweeping import Model, clear_models
 
     model = Model(path)
     model.evaluate({"workload.batch": 2})
@@ -91,7 +91,7 @@ def sweep_overhead(path: str, rounds: int) -> dict[str, object]:
     import numpy as np
 
     import infermodel
-    from infermodel.model import clear_models
+    from infermodel.sweeping import clear_models
 
     for n in SIZES:
         infermodel.sweep(path, {"workload.batch": f"1..{n}"}, use_table=False)

@@ -2,8 +2,8 @@
 
 Every comparison is exact: the same values to the bit (and of the same type), the same
 scenario (sections, raw data, origins) and the same graph (formulas, input values,
-history) as :func:`infermodel.evaluation.evaluate_fresh`, which loads, builds and
-evaluates from scratch.
+history) as :func:`infermodel.evaluation.evaluate` (here ``evaluate_fresh``), which
+loads, builds and evaluates from scratch.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import infermodel
 from conftest import SCENARIOS
 from infermodel import hookimpl
 from infermodel.errors import InfermodelError
-from infermodel.evaluation import evaluate_fresh
+from infermodel.evaluation import evaluate as evaluate_fresh
 from infermodel.host import PluginHost, set_host
-from infermodel.model import Model, clear_models, model_for
+from infermodel.sweeping import Model, clear_models
+from infermodel.sweeping.structures import model_for
 
 CASE = SCENARIOS / "case-study-24gb.toml"
 SPEC = SCENARIOS / "spec-lab5.toml"

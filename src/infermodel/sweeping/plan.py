@@ -52,11 +52,9 @@ class SweepPlan:
 
     def __init__(self, scenario, axes: list[Axis], quantities: list[str] | None, *, host=None,
                  progress: bool | None = False, select: bool = True):
-        from ..host import get_host
-
         self.scenario = scenario
         self.axes = list(axes)
-        self.host = host or get_host()
+        self.host = host or scenario.host
         self.shape = tuple(len(a) for a in self.axes)
         self.total = int(np.prod(self.shape, dtype=object)) if self.axes else 1
         self._progress = progress
@@ -86,9 +84,9 @@ class SweepPlan:
         return True
 
     def _classify(self) -> set[int]:
-        # The scenario's own structure is kept (see infermodel.model): its graph, reads
-        # and compiled subsets serve every sweep of it.
-        from ..model import model_for
+        # The scenario's own structure is kept (see .structures): its graph, reads and
+        # compiled subsets serve every sweep of it.
+        from .structures import model_for
 
         self._kept = model_for(self.scenario, host=self.host).structure()
         self._base_reads = self._kept.reads
@@ -442,8 +440,8 @@ class SweepPlan:
 
 
 def _as_scenario(scenario, host):
-    from ..model import model_for
     from ..scenario import Scenario
+    from .structures import model_for
 
     if isinstance(scenario, Scenario):
         return scenario

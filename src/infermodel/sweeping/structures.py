@@ -1,4 +1,4 @@
-"""Evaluating one scenario again and again: the structure is built once, values change fast.
+"""Kept structures: a scenario evaluated again and again builds its structure once.
 
 A scenario's **structure** is what decides its formulas: the loaded plugins, the levers
 and their settings, presets, choice fields, every field a plugin reads while defining
@@ -6,21 +6,23 @@ or transforming quantities. Everything else is a **value**: a numeric (or true/f
 field that feeds an input quantity and that no plugin inspects, such as
 ``workload.batch`` or ``hardware.bandwidth`` in most scenarios.
 
-A :class:`Model` keeps, per structure, the resolved scenario, its quantity graph, its
+A :class:`KeptScenario` (and :class:`~infermodel.sweeping.model.Model`, which adds
+``sweep``) keeps, per structure, the resolved scenario, its quantity graph, its
 compiled numpy function and which fields are values. Evaluating with only values
 changed puts the new numbers into that compiled function (after the same typing,
 range and cross-field checks loading would do); any other change builds the structure
 it names once and keeps it. Results are those of a fresh :func:`infermodel.evaluate`
 to the bit: the same compiled function called on the same float64 inputs, and the
-same scenario, graph and values in the result.
+same scenario, graph and values in the result. Which fields are values is the analysis
+of :mod:`.reads`, the one a sweep uses to choose its vector axes.
 
 >>> import infermodel
 >>> model = infermodel.Model("scenarios/case-study-24gb.toml")  # doctest: +SKIP
 >>> [model.evaluate(workload__batch=b)["tpot"] for b in (1, 8, 18)]  # doctest: +SKIP
 >>> model.sweep({"workload.batch": "1..64"}, quantities=["tpot"])  # doctest: +SKIP
 
-:func:`infermodel.evaluate` and :func:`infermodel.sweep` keep one model per scenario
-file (and per scenario object) they are given, so a loop over ``evaluate(path,
+:func:`evaluate` (``infermodel.evaluate``) and :func:`infermodel.sweep` keep one per
+scenario file (and per scenario object) they are given, so a loop over ``evaluate(path,
 overrides)`` reuses it too. A model made from a path notices when that file, a file it
 ``extends``, a preset or a Hugging Face config it reads changes on disk, and reloads.
 """
@@ -100,8 +102,8 @@ class Structure:
     """One resolved scenario's graph, compiled function and value fields (see module doc)."""
 
     def __init__(self, scenario, host) -> None:
-        from .evaluation import compile_graph
-        from .graph import build_graph
+        from ..evaluation import compile_graph
+        from ..graph import build_graph
 
         self.scenario = scenario
         self.host = host
@@ -118,7 +120,7 @@ class Structure:
     @property
     def reads(self):
         """Which fields the plugins read to validate and build (found on first use)."""
-        from .sweeping.reads import plugin_reads
+        from .reads import plugin_reads
 
         if self._reads is None:
             self._reads = plugin_reads(self.scenario, host=self.host)
@@ -132,7 +134,7 @@ class Structure:
         return self._value_fields
 
     def _find_value_fields(self) -> Mapping[str, _ValueField]:
-        from .sweeping.reads import is_read
+        from .reads import is_read
 
         quantities = self.graph.quantities
         position = {n: i for i, n in enumerate(self.compiled.inputs)}
@@ -154,7 +156,7 @@ class Structure:
         """The part of the graph ``wanted`` needs (``cut(graph, wanted)``) and its
         compiled function, kept per list of names.
         """
-        from .evaluation import compile_graph
+        from ..evaluation import compile_graph
 
         key = tuple(wanted)
         found = self._subsets.get(key)
@@ -169,7 +171,7 @@ class Structure:
 
     def result(self):
         """The result of the structure's own scenario."""
-        from .evaluation import Result
+        from ..evaluation import Result
 
         if self._result is None:
             self._result = (self._values(self.arguments),)
@@ -192,9 +194,9 @@ class Structure:
         written. None when a cross-field check fails (the caller loads the scenario the
         ordinary way to report it).
         """
-        from .evaluation import Result
-        from .quantity import INPUT, Change
-        from .scenario import Origin
+        from ..evaluation import Result
+        from ..quantity import INPUT, Change
+        from ..scenario import Origin
 
         base = self.scenario
         sections = dict(base.sections)
@@ -229,48 +231,46 @@ class Structure:
             number = float(value)
             q = quantities[field.spec.quantity]
             quantities[q.name] = attrs.evolve(q, value=number, history=(
-                Change(INPUT, field.spec.plugin, number, f"from {path}"),))
+                Change(INPUT, field.spec.plugin, number, f"from {path}", field=path),))
             arguments[field.position] = np.asarray(number, dtype=float)
         graph = attrs.evolve(self.graph, quantities=MappingProxyType(quantities))
         return Result(scenario, graph, self._values(arguments))
 
     def _needs_validation(self, typed: Mapping[str, Any]) -> bool:
-        from .sweeping.reads import is_read
+        from .reads import is_read
 
         return any(is_read(path, self.reads.validation) for path in typed)
 
 
-class Model:
+class KeptScenario:
     """A scenario (a path or a :class:`~infermodel.scenario.Scenario`) ready to be
-    evaluated many times with changed fields.
+    evaluated many times with changed fields; its structures are kept.
 
     ``evaluate`` takes overrides as :func:`infermodel.evaluate` does (a mapping of
     dotted field paths, or ``--set`` style ``"key=value"`` strings) and as keywords,
     with ``__`` for the dot: ``model.evaluate(workload__batch=18)``.
 
-    >>> model = Model("scenarios/case-study-24gb.toml")  # doctest: +SKIP
+    >>> model = KeptScenario("scenarios/case-study-24gb.toml")  # doctest: +SKIP
     >>> model.evaluate({"workload.batch": 18})["tokens_per_s_total"]  # doctest: +SKIP
     958.9...
     """
 
     def __init__(self, scenario, *, host=None) -> None:
-        from .host import get_host
-        from .scenario import Scenario, load_raw, resolve
+        from ..scenario import Scenario, load_raw, load_scenario
 
         self._given_host = host
         if isinstance(scenario, Scenario):
-            # As evaluate() does: build with the host given, else the process-wide one.
-            self._host = host or get_host()
+            # As evaluate() does: build with the host given, else the scenario's.
+            self._host = host or scenario.host
             self._base = scenario
             self._raw: tuple[dict, dict] | None = None
             self.path = scenario.path
             self._files: tuple = ()
         else:
-            self._host = host or get_host()
             self.path = Path(scenario)
-            data, origins = load_raw(self.path)
-            self._raw = (data, origins)
-            self._base = resolve(data, origins, self.path, host=self._host)
+            self._base = load_scenario(self.path, host=host)
+            self._host = self._base.host
+            self._raw = load_raw(self.path)
             self._files = _signature(_files_read(self.path, self._base))
         self._structures: OrderedDict[Any, Structure] = OrderedDict()
         self._plans: OrderedDict[Any, tuple[Structure, tuple[str, ...]]] = OrderedDict()
@@ -293,8 +293,8 @@ class Model:
     def evaluate(self, overrides: Mapping[str, Any] | Iterable[str] | None = None, /,
                  **keywords: Any):
         """Every quantity with ``overrides`` applied, as :func:`infermodel.evaluate` gives."""
-        from .errors import InfermodelError
-        from .schema import FieldValueError, parse_field
+        from ..errors import InfermodelError
+        from ..schema import FieldValueError, parse_field
 
         wanted = self._overrides(overrides, keywords)
         try:
@@ -313,19 +313,13 @@ class Model:
         result = structure.with_values(typed, {p: wanted[p] for p in values})
         return result if result is not None else self._fresh(wanted)
 
-    def sweep(self, over=None, **kwargs):
-        """:func:`infermodel.sweep` over this model's scenario (same arguments)."""
-        from .sweeping import sweep
-
-        return sweep(self._base, over, host=self._host, **kwargs)
-
     def structure(self, overrides: Mapping[str, Any] | None = None) -> Structure:
         """The structure of the scenario with ``overrides`` (built once, then kept)."""
         return self._plan(self._overrides(overrides, {}))[0]
 
     @staticmethod
     def _overrides(overrides, keywords) -> dict[str, Any]:
-        from .scenario import parse_assignment
+        from ..scenario import parse_assignment
 
         if overrides is None:
             out: dict[str, Any] = {}
@@ -386,7 +380,7 @@ class Model:
 
     def _resolve(self, overrides: Mapping[str, Any]):
         """The scenario with ``overrides``, exactly as loading it afresh would resolve it."""
-        from .scenario import apply_overrides, resolve
+        from ..scenario import apply_overrides, resolve
 
         if not overrides:
             return self._base
@@ -399,22 +393,21 @@ class Model:
 
     def _fresh(self, wanted: Mapping[str, Any]):
         # The ordinary path: load, build, compile (cached), evaluate; raises its errors.
-        from .evaluation import evaluate_fresh
+        from ..evaluation import evaluate as evaluate_afresh
 
-        scenario = self._resolve(wanted)
-        return evaluate_fresh(scenario, host=self._host)
+        return evaluate_afresh(self._resolve(wanted), host=self._host)
 
 
 # ---------------------------------------------------------------------------------
 # Models kept for infermodel.evaluate and infermodel.sweep
 # ---------------------------------------------------------------------------------
 
-_MODELS: OrderedDict[tuple, tuple[Model, Any]] = OrderedDict()
+_MODELS: OrderedDict[tuple, tuple[KeptScenario, Any]] = OrderedDict()
 
 
 def _files_read(path: Path, scenario) -> tuple[str, ...]:
     """Every file a scenario was read from: its ``extends`` chain, presets, HF config."""
-    from .scenario import read_toml
+    from ..scenario import read_toml
 
     files: list[str] = []
     current: Path | None = path
@@ -443,16 +436,19 @@ def _signature(files: Iterable[str]) -> tuple:
     return tuple(out)
 
 
-def model_for(scenario, *, host=None) -> Model:
+def model_for(scenario, *, host=None) -> KeptScenario:
     """The kept model for a scenario path (reloaded when its files change) or object."""
-    from .host import get_host
-    from .scenario import Scenario
+    from ..host import get_host
+    from ..scenario import Scenario
 
     given = host
-    host = host or get_host()
     if isinstance(scenario, Scenario):
+        host = host or scenario.host
         key: tuple = ("scenario", id(scenario), id(host), given is None)
     else:
+        # An entry point, as load_scenario is: a path without a host reads with the
+        # process-wide one, so its kept model is that host's.
+        host = host or get_host()
         key = ("path", os.path.abspath(scenario), id(host), given is None)
     found = _MODELS.get(key)
     if found is not None:
@@ -463,7 +459,7 @@ def model_for(scenario, *, host=None) -> Model:
             _MODELS.move_to_end(key)
             return model
         del _MODELS[key]
-    model = Model(scenario, host=given)
+    model = KeptScenario(scenario, host=given)
     _MODELS[key] = (model, (scenario, host, host.registries))
     if len(_MODELS) > MODELS_KEPT:
         _MODELS.popitem(last=False)
@@ -473,3 +469,18 @@ def model_for(scenario, *, host=None) -> Model:
 def clear_models() -> None:
     """Forget every kept model (and so every kept structure)."""
     _MODELS.clear()
+
+
+def evaluate(scenario, overrides: Mapping[str, Any] | Iterable[str] | None = None, *,
+             host=None):
+    """Every quantity of a scenario (a path or a :class:`~infermodel.scenario.Scenario`),
+    as :func:`infermodel.evaluation.evaluate` gives them, keeping the structure.
+
+    This is ``infermodel.evaluate``: evaluating the same scenario again with only values
+    changed (``workload.batch``, ``hardware.bandwidth``, ...) skips loading and building.
+
+    >>> r = evaluate("scenarios/case-study-24gb.toml", {"workload.batch": 18})  # doctest: +SKIP
+    >>> round(r["tokens_per_s_total"], 1)  # doctest: +SKIP
+    958.9
+    """
+    return model_for(scenario, host=host).evaluate(overrides)
