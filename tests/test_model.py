@@ -295,3 +295,26 @@ def test_sweep_columns_are_separate_arrays():
     assert len({id(c) for c in columns}) == len(columns)
     assert all(c.flags.writeable and c.shape == (3,) for c in columns)
     assert result["tpot"] is not result["decode_step_time"]
+
+
+def test_constant_columns_are_read_as_arrays_of_their_own():
+    result = infermodel.sweep(CASE, {"workload.batch": [1, 2, 3]}, use_table=False)
+    assert not result.columns["layers"].flags.writeable  # a view of one value
+    column = result["layers"]
+    assert column.flags.writeable and column.tolist() == [36.0, 36.0, 36.0]
+    column[0] = 0.0
+    assert result["layers"] is column and result["d_model"][0] == 4096.0
+
+
+def test_one_chunk_and_many_chunks_give_the_same_columns_to_the_bit():
+    import numpy as np
+
+    from infermodel.sweeping import plan_sweep
+
+    over = {"workload.batch": "1..50", "efficiency.mbu": [0.5, 1.0]}
+    whole = infermodel.sweep(CASE, over, use_table=False)
+    plan = plan_sweep(CASE, over, use_table=False)
+    parts = list(plan.chunks(chunk_size=7))
+    for name in whole.quantities:
+        streamed = np.concatenate([p.columns[name] for p in parts])
+        assert whole[name].tobytes() == streamed.tobytes(), name

@@ -291,8 +291,13 @@ class SweepPlan:
         flat = np.arange(start, stop, dtype=np.int64)
         return [(flat // stride) % length for stride, length in zip(self.strides, self.shape)]
 
-    def evaluate_range(self, start: int, stop: int) -> tuple[dict, dict]:
-        """Quantity columns (and masks of where each is defined) for points ``start``..``stop``."""
+    def evaluate_range(self, start: int, stop: int, *,
+                       shared_constants: bool = False) -> tuple[dict, dict]:
+        """Quantity columns (and masks of where each is defined) for points ``start``..``stop``.
+
+        With ``shared_constants``, a quantity the swept fields do not reach is a read-only
+        view of its one value rather than a filled array.
+        """
         n = stop - start
         index = self.indices(start, stop)
         if self._structural_strides:
@@ -329,7 +334,8 @@ class SweepPlan:
                     dtype = bool if boolean else np.float64
                     if array.shape == ():
                         # A quantity the swept fields do not reach: one value, repeated.
-                        array = np.full(n, array, dtype=dtype)
+                        array = (np.broadcast_to(array.astype(dtype), (n,)) if shared_constants
+                                 else np.full(n, array, dtype=dtype))
                     elif array.shape != (n,) or array.dtype != dtype or not array.flags.writeable:
                         array = np.array(np.broadcast_to(array, (n,)), dtype=dtype)
                     columns[name] = array
@@ -372,16 +378,21 @@ class SweepPlan:
             dtypes[name] = np.dtype(bool if self.units[name] == "bool" else np.float64)
         defined: dict[str, np.ndarray] = {}
         if 0 < self.total <= int(chunk_size or DEFAULT_CHUNK):
-            # One chunk: its columns are the result (each its own array, none shared).
-            for chunk in self.chunks(chunk_size):
-                whole: dict[str, np.ndarray] = {}
-                seen: set[int] = set()
-                for name, values in {**chunk.labels, **chunk.columns}.items():
-                    if id(values) in seen or values.dtype != dtypes[name]:
-                        values = np.array(values, dtype=dtypes[name])
-                    seen.add(id(values))
-                    whole[name] = values
-                defined.update(chunk.defined)
+            # One chunk: its columns are the result (none shared between two names; a
+            # constant one stays a read-only view until read, see SweepResult).
+            from ..progress import Progress
+
+            with Progress(self.total, "sweep", enabled=self._progress) as bar:
+                columns, defined = self.evaluate_range(0, self.total, shared_constants=True)
+                labels = self.label_columns(self.indices(0, self.total))
+                bar.update(self.total)
+            whole: dict[str, np.ndarray] = {}
+            seen: set[int] = set()
+            for name, values in {**labels, **columns}.items():
+                if values.dtype != dtypes[name] or (id(values) in seen and values.flags.writeable):
+                    values = np.array(values, dtype=dtypes[name])
+                seen.add(id(values))
+                whole[name] = values
             return SweepResult(self, {name: whole[name] for name in dtypes}, defined)
         columns = {name: np.empty(self.total, dtype=dtype) for name, dtype in dtypes.items()}
         for chunk in self.chunks(chunk_size):
