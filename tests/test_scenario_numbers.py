@@ -51,6 +51,25 @@ def test_every_shipped_scenario_matches_its_snapshot_to_the_bit(autoload_host):
         assert not moved, f"{scenario}: (snapshot, now) {moved}"
 
 
+def test_kept_structures_give_the_snapshot_too(autoload_host):
+    # infermodel.evaluate keeps each scenario's structure; a value set to what the file
+    # says goes through the kept path (no rebuild) and must give the same numbers.
+    import infermodel
+    from infermodel.formatting import json_value
+    from infermodel.sweeping import clear_models
+
+    expected = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    clear_models()
+    for path in sorted(SCENARIOS.glob("*.toml")):
+        first = infermodel.evaluate(path)
+        batch = first.scenario.value("workload.batch")
+        again = infermodel.evaluate(path, {"workload.batch": batch})
+        for result in (first, again):
+            got = {name: json_value(value) for name, value in result.values.items()}
+            assert got == expected[path.name], path.name
+    clear_models()
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit("usage: python tests/test_scenario_numbers.py --write")
