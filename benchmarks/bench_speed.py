@@ -15,7 +15,9 @@
 
 Every measurement is repeated in interleaved rounds and the medians are quoted (with
 the best round of the in-process ones): on a busy machine absolute times drift, ratios
-measured side by side much less.
+measured side by side much less. As :mod:`timeit` does, in-process timings run with the
+garbage collector paused (collected before each), so that an occasional full collection
+of the process's sympy objects does not land in one path's figure.
 
 Targets (issue 17): ≤ 0.3 ms per point for a value change; ≤ 2 ms fixed cost per
 sweep call and ≥ 2,000,000 points/s at 10,000 points; start-up ≤ 1.15× the import.
@@ -26,6 +28,7 @@ sweep call and ≥ 2,000,000 points/s at 10,000 points; start-up ≤ 1.15× the 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import statistics
@@ -45,10 +48,17 @@ def _median_ms(samples: list[float]) -> float:
 
 
 def _timed(function, repeat: int = 1) -> float:
-    start = time.perf_counter()
-    for _ in range(repeat):
-        function()
-    return (time.perf_counter() - start) / repeat
+    # As timeit does: no garbage collection while timing (a full collection walks every
+    # sympy object of the process, ~10 ms, whenever enough objects have piled up).
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        for _ in range(repeat):
+            function()
+        return (time.perf_counter() - start) / repeat
+    finally:
+        gc.enable()
 
 
 def per_point(path: str, rounds: int) -> dict[str, float]:
