@@ -116,6 +116,8 @@ class Structure:
         self._value_fields: Mapping[str, _ValueField] | None = None
         self._result: tuple | None = None
         self._subsets: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
+        self._scalar_arguments: tuple | None = None
+        self._scalar_inputs: frozenset[int] = frozenset()
 
     @property
     def reads(self):
@@ -168,6 +170,46 @@ class Structure:
         if len(self._subsets) > STRUCTURES_KEPT:
             self._subsets.popitem(last=False)
         return found
+
+    @property
+    def scalar_arguments(self) -> tuple:
+        """The inputs for a value change: numpy scalars where that is exact, else 0-d
+        arrays (as a fresh evaluation passes them).
+
+        The compiled function computes the same IEEE operations either way, save where
+        numpy treats an array operand differently from a scalar one: ``**`` (an array
+        takes shortcuts for some exponents) and the operators other than ``+ - * /``. An
+        input that is an operand of one of those stays a 0-d array; the others become
+        numpy scalars, whose arithmetic skips the array machinery (about half the cost).
+        """
+        if self._scalar_arguments is None:
+            self._scalar_inputs = self._exact_as_scalars()
+            self._scalar_arguments = tuple(
+                np.float64(a) if i in self._scalar_inputs else a
+                for i, a in enumerate(self.arguments))
+        return self._scalar_arguments
+
+    def _exact_as_scalars(self) -> frozenset[int]:
+        import ast
+        import inspect
+
+        try:
+            tree = ast.parse(inspect.getsource(self.compiled.function))
+        except (OSError, TypeError, SyntaxError):
+            return frozenset()
+        names = set(self.compiled.inputs)
+        exact = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+        held: set[str] = set()
+        for node in ast.walk(tree):
+            operands: list = []
+            if isinstance(node, ast.BinOp) and not isinstance(node.op, exact):
+                operands = [node.left, node.right]
+            elif isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+            elif isinstance(node, ast.AugAssign | ast.BoolOp | ast.Subscript):
+                operands = list(ast.iter_child_nodes(node))
+            held.update(n.id for n in operands if isinstance(n, ast.Name) and n.id in names)
+        return frozenset(i for i, n in enumerate(self.compiled.inputs) if n not in held)
 
     def result(self):
         """The result of the structure's own scenario."""
@@ -225,14 +267,16 @@ class Structure:
             if problems:
                 return None
         quantities = dict(self.graph.quantities)
-        arguments = list(self.arguments)
+        arguments = list(self.scalar_arguments)
+        scalar = self._scalar_inputs
         for path, value in typed.items():
             field = self.value_fields[path]
             number = float(value)
             q = quantities[field.spec.quantity]
             quantities[q.name] = attrs.evolve(q, value=number, history=(
                 Change(INPUT, field.spec.plugin, number, f"from {path}", field=path),))
-            arguments[field.position] = np.asarray(number, dtype=float)
+            arguments[field.position] = (np.float64(number) if field.position in scalar
+                                         else np.asarray(number, dtype=float))
         graph = attrs.evolve(self.graph, quantities=MappingProxyType(quantities))
         return Result(scenario, graph, self._values(arguments))
 
