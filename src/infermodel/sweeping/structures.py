@@ -39,6 +39,8 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .reads import PluginReads
+
 #: Structures kept per model, and models kept for :func:`model_for`.
 STRUCTURES_KEPT = 32
 MODELS_KEPT = 16
@@ -112,7 +114,7 @@ class Structure:
         quantities = self.graph.quantities
         self.arguments = tuple(np.asarray(quantities[n].value, dtype=float)
                                for n in self.compiled.inputs)
-        self._reads = None
+        self._reads: PluginReads | None = None
         self._value_fields: Mapping[str, _ValueField] | None = None
         self._result: tuple | None = None
         self._subsets: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
