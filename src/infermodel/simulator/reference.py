@@ -16,6 +16,7 @@ import numpy as np
 
 from .cost import CostModel
 from .errors import SimulationError
+from .load import source_for
 from .metrics import RunRecord
 from .policies import Policy
 from .workload import Workload
@@ -79,10 +80,10 @@ def run_reference(
     """
     check_fits(workload, cost, policy)
     limit = default_iteration_limit(workload) if max_iterations is None else int(max_iterations)
-    arrivals = workload.arrivals.tolist()
+    source = source_for(workload)
     prompts = workload.prompts.tolist()
     outputs = workload.outputs.tolist()
-    count = len(arrivals)
+    count = workload.count
     kv = cost.kv_bytes_per_token
     memory = cost.cache_memory
     admit_limit = memory * policy.admit_fraction
@@ -93,7 +94,10 @@ def run_reference(
     stamps: list[list[float]] = [[] for _ in range(count)]
     queue: deque[int] = deque()
     running: list[int] = []
-    next_arrival = 0
+    evicted = [0] * count  # per request: preemptions that discarded cached positions
+    undone = [0] * count  # per request: rollbacks of an admission with nothing cached
+    blocked = -1  # the request rolled back in this scheduling turn waits for an iteration
+    rollbacks = 0
     now = 0.0
     completed = 0
     iterations = 0
@@ -114,18 +118,18 @@ def run_reference(
             )
 
     while completed < count:
-        while next_arrival < count and arrivals[next_arrival] <= now:
-            queue.append(next_arrival)
-            next_arrival += 1
+        queue.extend(source.due(now))
         if not running and not queue:
-            now = arrivals[next_arrival]
+            now = source.next_time()
+            if now == math.inf:
+                raise SimulationError("no request left to arrive and none running")
             continue
 
         if policy.kind == "static":
             if not running:
-                dispatch_at = arrivals[queue[0]] + policy.timeout
+                dispatch_at = source.times[queue[0]] + policy.timeout
                 if len(queue) < policy.batch_size and now < dispatch_at:
-                    now = min(dispatch_at, arrivals[next_arrival] if next_arrival < count else math.inf)
+                    now = min(dispatch_at, source.next_time())
                     continue
                 size = min(policy.batch_size, len(queue))
                 if policy.static_memory_check:
@@ -155,6 +159,8 @@ def run_reference(
                         busy += 1
             if all(generated[r] == outputs[r] for r in running):
                 completed += len(running)
+                for r in running:
+                    source.finished(r, now)
                 running = []
             continue
 
@@ -165,6 +171,8 @@ def run_reference(
             used = sum(filled[r] for r in running)
         while queue and len(running) < policy.max_running:
             candidate = queue[0]
+            if candidate == blocked:
+                break
             if policy.kind == "reserve":
                 need = prompts[candidate] + reserve_out
             else:
@@ -194,6 +202,12 @@ def run_reference(
         current = sum(filled[r] for r in running)
         if (current + growth) * kv > memory:
             victim = running.pop()
+            if filled[victim]:
+                evicted[victim] += 1
+            else:
+                undone[victim] += 1
+                rollbacks += 1
+                blocked = victim
             recomputed += filled[victim]
             filled[victim] = 0
             queue.appendleft(victim)
@@ -206,6 +220,7 @@ def run_reference(
                 )
             continue
         stalled_preemptions = 0
+        blocked = -1
         # A decode is a one-token chunk over its cached positions.
         now += cost.iteration_time([], chunks)
         count_iteration()
@@ -221,6 +236,9 @@ def run_reference(
             busy += later
             decode_steps += 1
         still = [r for r in running if generated[r] < outputs[r]]
+        for r in running:
+            if generated[r] == outputs[r]:
+                source.finished(r, now)
         completed += len(running) - len(still)
         running = still
 
@@ -230,7 +248,7 @@ def run_reference(
     max_gap = np.array([d.max() if d.size else 0.0 for d in diffs])
     gaps = np.concatenate(diffs) if diffs else np.empty(0)
     record = RunRecord(
-        arrivals=workload.arrivals,
+        arrivals=source.arrivals(),
         outputs=workload.outputs,
         prompts=workload.prompts,
         first_token=first,
@@ -240,6 +258,9 @@ def run_reference(
         gap_weights=None,
         end_time=now,
         preemptions=preemptions,
+        rollbacks=rollbacks,
+        request_preemptions=np.array(evicted, dtype=np.int64),
+        request_rollbacks=np.array(undone, dtype=np.int64),
         recomputed_tokens=recomputed,
         iterations=iterations,
         busy_slot_steps=busy,

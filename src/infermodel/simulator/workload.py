@@ -450,6 +450,8 @@ class Workload:
     rate: float
     seed: int | None
     max_output: int
+    clients: int | None = None
+    think_time: float = 0.0
 
     @classmethod
     def from_arrays(cls, arrivals, prompts, outputs, *, rate: float | None = None,
