@@ -8,11 +8,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 
 from .cost import CostModel
 from .errors import SimulationError
 from .fast import run_fast
-from .metrics import compute_metrics
+from .metrics import RunRecord, compute_metrics
 from .policies import POLICY_KINDS, SLO, Policy
 from .policies import policy as as_policy
 from .reference import run_reference
@@ -25,6 +26,7 @@ __all__ = [
     "SimulationResult",
     "capacity_search",
     "run_policy",
+    "run_record",
     "simulate",
 ]
 
@@ -74,6 +76,20 @@ def run_policy(
     >>> round(m["ttft_p50"], 2), round(m["ttft_p99"], 2), round(m["throughput_tokens_per_s"], 1)
     (1.09, 2.89, 384.3)
     """
+    return run_record(cost_model, workload, policy, slo, engine, max_iterations)[1]
+
+
+def run_record(
+    cost_model: CostModel,
+    workload: Workload,
+    policy: Policy | str = "chunked",
+    slo: SLO | None = None,
+    engine: str = "fast",
+    max_iterations: int | None = None,
+) -> tuple[RunRecord, dict[str, float]]:
+    """Like :func:`run_policy`, also returning the run's :class:`RunRecord` (every
+    request's arrival, first and last token, evictions; the fast engine's iteration
+    timeline)."""
     _check_cost(cost_model)
     policy = as_policy(policy)
     slo = SLO() if slo is None else slo
@@ -81,7 +97,7 @@ def run_policy(
         record = run_fast(workload, cost_model, policy, max_iterations)
     else:
         record, _ = run_reference(workload, cost_model, policy, max_iterations)
-    return compute_metrics(record, slo)
+    return record, compute_metrics(record, slo)
 
 
 @attrs.frozen
@@ -92,9 +108,20 @@ class Run:
     rate: float
     metrics: dict[str, float] = attrs.field(eq=False)
     settings: Policy = attrs.field(eq=False, repr=False)
+    concurrency: int | None = None
+    record: Any = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def overloaded(self) -> bool:
+        """Past saturation (see :func:`infermodel.simulator.metrics.overloaded`)."""
+        return bool(self.metrics.get("overloaded", 0.0))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"policy": self.policy, "rate": _json_number(self.rate), "metrics": _metrics_json(self.metrics)}
+        data = {"policy": self.policy, "rate": _json_number(self.rate),
+                "overloaded": self.overloaded, "metrics": _metrics_json(self.metrics)}
+        if self.concurrency is not None:
+            data["concurrency"] = self.concurrency
+        return data
 
 
 # title, width, decimals, metric, scale (ITL in ms as Lab 3 prints it)
@@ -107,6 +134,7 @@ _TABLE_COLUMNS = (
     ("max ms", 9, 1, "itl_max", 1000),
     ("tok/s", 7, 1, "throughput_tokens_per_s", 1),
     ("preempt", 7, 0, "preemptions", 1),
+    ("rollback", 8, 0, "rollbacks", 1),
 )
 
 
@@ -127,6 +155,13 @@ class SimulationResult:
             if run.policy == policy and math.isclose(run.rate, rate, rel_tol=1e-12, abs_tol=1e-15):
                 return run
         raise KeyError((policy, rate))
+
+    def closed(self, policy: str, concurrency: int) -> Run:
+        """The closed-loop run of ``policy`` at ``concurrency`` clients."""
+        for run in self.runs:
+            if run.policy == policy and run.concurrency == concurrency:
+                return run
+        raise KeyError((policy, concurrency))
 
     def to_dict(self) -> dict[str, Any]:
         """``{"runs": [{"policy", "rate", "metrics": {...}}], "seed", "engine", "slo"}``;
@@ -150,10 +185,16 @@ class SimulationResult:
         """A plain-text table laid out like Module 10 Lab 3's policy table."""
         lines = [" ".join(["policy  ", "nominal"] + [f"{title:>{width}}" for title, width, *_ in _TABLE_COLUMNS])]
         for run in self.runs:
-            cells = [f"{run.policy:<8}", f"{run.rate:>7.2f}"]
+            load = f"{run.rate:>7.2f}" if run.concurrency is None else f"{'N=' + str(run.concurrency):>7}"
+            cells = [f"{run.policy:<8}", load]
             for _, width, decimals, key, scale in _TABLE_COLUMNS:
                 cells.append(f"{run.metrics[key] * scale:>{width}.{decimals}f}")
+            if run.overloaded:
+                cells.append(" OVERLOADED")
             lines.append(" ".join(cells))
+        if any(run.overloaded for run in self.runs):
+            lines.append("OVERLOADED: past saturation, the queue grows while requests arrive; "
+                         "its percentiles depend on how many requests were simulated")
         return "\n".join(lines)
 
 
@@ -185,6 +226,9 @@ def simulate(
     engine: str = "fast",
     progress: Progress | None = None,
     max_iterations: int | None = None,
+    concurrency: Sequence[int] | int | None = None,
+    think_time: float = 0.0,
+    keep_records: bool = False,
 ) -> SimulationResult:
     """Simulate every policy at every nominal arrival rate on one seeded workload.
 
@@ -201,6 +245,12 @@ def simulate(
         iteration); both give the same metrics.
     :param progress: called as ``progress(done, total)`` after each run.
     :param max_iterations: bound on model iterations per run (default: generous).
+    :param concurrency: closed-loop load instead of rates: for each ``N``, ``N``
+        clients each send a request, then their next one ``think_time`` seconds after
+        the previous one's last token, until the spec's ``count`` requests are sent.
+    :param think_time: seconds between a client's response and its next request.
+    :param keep_records: keep each run's :class:`RunRecord` (``Run.record``) for
+        per-request and time-series outputs.
 
     Reproducing a row of Module 10 Lab 3's table::
 
@@ -216,23 +266,36 @@ def simulate(
     chosen = _policies(policies)
     slo = SLO() if slo is None else slo
     spec = WorkloadSpec.lab3() if workload_spec is None else workload_spec
-    if isinstance(spec, Workload):
-        drawn = {spec.rate: spec}
-    elif isinstance(spec, WorkloadSpec):
-        drawn = {rate: spec.generate(rate, seed) for rate in _rates(rates)}
-    else:
-        raise SimulationError(
-            f"workload_spec must be a WorkloadSpec or a Workload, got {type(spec).__name__}"
-        )
-    total = len(chosen) * len(drawn)
+    loads = drawn_loads(spec, rates, seed, concurrency, think_time)
+    total = len(chosen) * len(loads)
     runs = []
     for policy in chosen:
-        for rate, workload in drawn.items():
-            metrics = run_policy(cost_model, workload, policy, slo, engine, max_iterations)
-            runs.append(Run(policy.name, float(rate), metrics, policy))
+        for rate, clients, workload in loads:
+            record, metrics = run_record(cost_model, workload, policy, slo, engine, max_iterations)
+            runs.append(Run(policy.name, float(rate), metrics, policy, clients,
+                            record if keep_records else None))
             if progress is not None:
                 progress(len(runs), total)
     return SimulationResult(tuple(runs), int(seed), slo, engine, cost_model, spec)
+
+
+def drawn_loads(spec, rates, seed: int, concurrency=None, think_time: float = 0.0):
+    """``(rate, clients, workload)`` for every load of a grid: one drawn workload per
+    nominal rate, or per closed-loop concurrency (rate NaN)."""
+    if isinstance(spec, Workload):
+        return [(spec.rate, spec.clients, spec)]
+    if not isinstance(spec, WorkloadSpec):
+        raise SimulationError(
+            f"workload_spec must be a WorkloadSpec or a Workload, got {type(spec).__name__}"
+        )
+    if concurrency is not None:
+        if isinstance(concurrency, (int, np.integer)) and not isinstance(concurrency, bool):
+            concurrency = [concurrency]
+        counts = list(concurrency)
+        if not counts:
+            raise SimulationError("choose at least one concurrency")
+        return [(math.nan, int(n), spec.closed_loop(n, think_time, seed)) for n in counts]
+    return [(rate, None, spec.generate(rate, seed)) for rate in _rates(rates)]
 
 
 @attrs.frozen
@@ -253,6 +316,8 @@ class CapacityResult:
     neighbours: tuple[tuple[float, bool, dict[str, float]], ...] = attrs.field(eq=False)
     history: tuple[tuple[float, bool], ...]
     slo: SLO
+    widened: bool = False
+    range: tuple[float, float] = (math.nan, math.nan)
 
     @property
     def neighbour_passes(self) -> list[bool]:
@@ -277,8 +342,12 @@ class CapacityResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "policy": self.policy,
-            "rate": self.rate,
+            "rate": self.rate if self.passes else None,
+            "lowest_rate_tried": None if self.passes else self.rate,
             "passes": self.passes,
+            "message": self.message,
+            "range": list(self.range),
+            "widened": self.widened,
             "metrics": _metrics_json(self.metrics),
             "neighbours": [
                 {"rate": rate, "passes": passed, "metrics": _metrics_json(metrics)}
@@ -290,6 +359,24 @@ class CapacityResult:
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @property
+    def message(self) -> str:
+        """One sentence on what the search found."""
+        low, high = self.range
+        if not self.passes:
+            return (f"no rate in [{low:g}, {high:g}] requests/s meets p99 TTFT <= {self.slo.ttft:g} s "
+                    f"and p99 ITL <= {self.slo.itl * 1000:g} ms: even {self.rate:.4g} requests/s "
+                    f"gives p99 TTFT {self.metrics['ttft_p99']:.3g} s and p99 ITL "
+                    f"{self.metrics['itl_p99'] * 1000:.3g} ms")
+        if self.widened:
+            return (f"every rate of the first range passed; the range was widened to "
+                    f"[{low:g}, {high:g}] requests/s")
+        return f"highest passing rate in [{low:g}, {high:g}] requests/s"
+
+
+#: Times the capacity search may multiply its upper end by 4 when every rate passes.
+WIDENINGS = 12
 
 
 def capacity_search(
@@ -346,15 +433,35 @@ def capacity_search(
             progress(min(done, total), total)
         return cache[rate]
 
-    history = []
-    for _ in range(steps):
-        middle = (low + high) / 2
-        passed = slo.passes(measure(middle))
-        history.append((middle, passed))
-        if passed:
-            low = middle
-        else:
-            high = middle
+    history: list[tuple[float, bool]] = []
+    first = (low, high)
+
+    def bisect(low: float, high: float) -> tuple[float, float]:
+        for _ in range(steps):
+            middle = (low + high) / 2
+            passed = slo.passes(measure(middle))
+            history.append((middle, passed))
+            if passed:
+                low = middle
+            else:
+                high = middle
+        return low, high
+
+    low, high = bisect(low, high)
+    widened = False
+    if all(passed for _, passed in history):
+        # Every rate passed: the capacity lies above the range.  Move up by factors
+        # of 4 until a rate fails, then bisect between the last pass and it.
+        for _ in range(WIDENINGS):
+            top = high
+            passed = slo.passes(measure(top))
+            history.append((top, passed))
+            widened = True
+            if not passed:
+                break
+            low, high = top, top * 4
+        total += len(history) + steps
+        low, high = bisect(low, high)
     metrics = measure(low)
     neighbours = []
     for rate in (low - neighbour, low + neighbour):
@@ -366,5 +473,6 @@ def capacity_search(
             continue
         nearby = measure(rate)
         neighbours.append((rate, slo.passes(nearby), nearby))
+    span = (first[0], max(first[1], high)) if widened else first
     return CapacityResult(chosen.name, low, metrics, slo.passes(metrics), tuple(neighbours),
-                          tuple(history), slo)
+                          tuple(history), slo, widened, span)

@@ -91,6 +91,7 @@ class RunRecord:
     request_preemptions: np.ndarray | None = None  # per request: evictions that discarded cache
     request_rollbacks: np.ndarray | None = None  # per request: admissions undone, nothing cached
     timeline: np.ndarray | None = None  # end time of every iteration (fast engine)
+    closed: bool = False  # closed-loop load: the population is bounded, never unstable
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray | None, quantiles: Sequence[float]) -> list[float]:
@@ -244,7 +245,7 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
         metrics["little_l"] = metrics["little_lambda_w"] = metrics["little_ratio"] = math.nan
     metrics["in_system_growth_per_s"] = _growth(arrivals, departures)
     metrics["ttft_trend"] = _slope(arrivals, ttft)
-    metrics["overloaded"] = float(overloaded(metrics))
+    metrics["overloaded"] = float(not record.closed and overloaded(metrics))
     metrics["n_ttft_samples"] = float(count)
     metrics["n_itl_samples"] = float(gap_count)
     metrics["n_tpot_samples"] = float(tpot.size)

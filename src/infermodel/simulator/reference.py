@@ -259,6 +259,7 @@ def run_reference(
         end_time=now,
         preemptions=preemptions,
         rollbacks=rollbacks,
+        closed=source.closed,
         request_preemptions=np.array(evicted, dtype=np.int64),
         request_rollbacks=np.array(undone, dtype=np.int64),
         recomputed_tokens=recomputed,

@@ -54,6 +54,9 @@ __all__ = [
 ]
 
 SAMPLERS = ("lab", "numpy")
+#: Arrival laws: Poisson (exponential gaps) or gamma gaps with coefficient of
+#: variation ``cv`` (cv > 1: bursty; cv = 1: Poisson; cv < 1: smoother).
+ARRIVAL_LAWS = ("poisson", "gamma")
 _MAX_LENGTH = 10**8  # far above any context window; keeps counts exact in float64
 
 
@@ -536,6 +539,19 @@ class WorkloadSpec:
     )
     count: int = attrs.field(default=300)
     sampler: str = attrs.field(default="lab")
+    arrivals: str = attrs.field(default="poisson")
+    cv: float = attrs.field(default=1.0)
+
+    @arrivals.validator
+    def _arrivals(self, attribute, value):
+        if value not in ARRIVAL_LAWS:
+            raise SimulationError(f"arrivals must be one of {', '.join(ARRIVAL_LAWS)}, got {value!r}")
+
+    @cv.validator
+    def _cv(self, attribute, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 100:
+            raise SimulationError(f"arrival cv (coefficient of variation of the gaps) must be "
+                                  f"in (0, 100), got {value!r}")
 
     @count.validator
     def _count(self, attribute, value):
@@ -567,7 +583,7 @@ class WorkloadSpec:
         """
         if not isinstance(table, Mapping):
             raise SimulationError(f"workload: expected a table, got {table!r}")
-        known = ("count", "prompt", "output", "sampler")
+        known = ("count", "prompt", "output", "sampler", "arrivals", "cv")
         extra = sorted(set(table) - set(known))
         if extra:
             guess = close_match(extra[0], known)
@@ -581,7 +597,27 @@ class WorkloadSpec:
             length_law(table.get("output", lab.output), what="output law", base_dir=base_dir),
             table.get("count", lab.count),
             table.get("sampler", lab.sampler),
+            table.get("arrivals", "poisson"),
+            table.get("cv", 1.0),
         )
+
+    def closed_loop(self, clients: int, think_time: float = 0.0, seed: int = 0) -> Workload:
+        """Draw the lengths for a closed loop of ``clients`` users, each sending its next
+        request ``think_time`` seconds after its previous one ends.  The lengths are
+        those an open stream with the same seed draws; arrival times are set during
+        the run.
+
+        >>> w = WorkloadSpec.lab3(10).closed_loop(4, 0.5)
+        >>> w.clients, w.think_time, w.count
+        (4, 0.5, 10)
+        """
+        clients = _check_int(clients, "concurrency (clients)")
+        if isinstance(think_time, bool) or not isinstance(think_time, (int, float)) or not (
+                math.isfinite(think_time) and think_time >= 0):
+            raise SimulationError(f"think time must be a non-negative number of seconds, got {think_time!r}")
+        drawn = attrs.evolve(self, arrivals="poisson").generate(1.0, seed)
+        return attrs.evolve(drawn, arrivals=np.zeros(drawn.count), rate=math.nan,
+                            clients=clients, think_time=float(think_time))
 
     def generate(self, rate: float, seed: int = 0) -> Workload:
         """Draw the workload at nominal ``rate`` requests/s with ``seed``."""
@@ -597,8 +633,14 @@ class WorkloadSpec:
             outputs = np.empty(count, dtype=np.int64)
             now = 0.0
             draw_prompt, draw_output = self.prompt.sample_python, self.output.sample_python
+            gap = rng.expovariate
+            if self.arrivals == "gamma":
+                shape = 1.0 / (self.cv * self.cv)
+
+                def gap(rate, shape=shape):
+                    return rng.gammavariate(shape, 1.0 / (rate * shape))
             for index in range(count):
-                now += rng.expovariate(rate)
+                now += gap(rate)
                 arrivals[index] = now
                 prompts[index] = draw_prompt(rng)
                 outputs[index] = draw_output(rng)
@@ -608,7 +650,11 @@ class WorkloadSpec:
             gaps, prompt_stream, output_stream = (
                 np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(3)
             )
-            arrivals = np.cumsum(gaps.standard_exponential(count) / rate)
+            if self.arrivals == "gamma":
+                shape = 1.0 / (self.cv * self.cv)
+                arrivals = np.cumsum(gaps.gamma(shape, 1.0 / (rate * shape), count))
+            else:
+                arrivals = np.cumsum(gaps.standard_exponential(count) / rate)
             prompts = self.prompt.sample_numpy(prompt_stream, count)
             outputs = self.output.sample_numpy(output_stream, count)
         return Workload(arrivals, prompts, outputs, rate, seed, int(self.output.maximum))
