@@ -126,7 +126,7 @@ def test_pipeline_stages_match_run_tpot_at_batch_one():
     assert gap == pytest.approx(tpot, rel=0.03)
 
 
-def test_offload_widens_the_simulated_cache():
+def test_offload_widens_the_simulated_cache(autoload_host):
     from infermodel.simulation import plan
 
     path = SCENARIOS / "kv-offload-example.toml"
@@ -137,14 +137,21 @@ def test_offload_widens_the_simulated_cache():
     assert with_offload.cache_tokens() > values["kv_budget_bytes"] / values["kv_bytes_per_token"]
 
 
-def test_weights_larger_than_the_card_are_a_user_error(capsys):
+def test_weights_larger_than_the_card_are_a_user_error(capsys, write_scenario):
     path = SCENARIOS / "moe-module10-example.toml"
     assert main(["simulate", str(path), "--rate", "0.1"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "weight" in err and "-7105460532" not in err
-    assert main(["check", str(path)]) == 2
+    assert "moe-module10-example.toml" in err and "hardware" in err
+    # check: the shipped what-if (Module 10's "does not fit" example) stays valid but
+    # says so; with a [simulation] table, which cannot run, it is an error.
+    assert main(["check", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "warning" in captured.err and "no memory for the KV cache" in captured.err
+    simulated = write_scenario(f'extends = "{path}"\n[simulation]\nrates = [0.1]\n')
+    assert main(["check", str(simulated)]) == 2
     err = capsys.readouterr().err
-    assert "Traceback" not in err and "weight" in err
+    assert "Traceback" not in err and "no memory for the KV cache" in err
 
 
 def test_capacity_widens_when_every_rate_passes(capsys):

@@ -38,6 +38,7 @@ A scenario's ``[simulation]`` table (every key optional)::
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -46,7 +47,8 @@ import attrs
 
 from .errors import Problem, ScenarioError
 
-KEYS = ("policies", "rates", "seed", "engine", "cache_memory", "workload", "slo", "capacity")
+KEYS = ("policies", "rates", "concurrency", "think_time", "seed", "engine", "cache_memory",
+        "workload", "slo", "capacity")
 CAPACITY_KEYS = ("policy", "low", "high", "steps", "neighbour")
 SLO_KEYS = ("ttft", "itl")
 
@@ -69,6 +71,9 @@ class SimulationPlan:
     capacity: Mapping[str, Any]
     price_per_hour: float | None
     warnings: tuple[str, ...] = ()
+    concurrency: tuple[int, ...] | None = None
+    think_time: float = 0.0
+    notes: tuple[str, ...] = ()
 
 
 def _fail(scenario, key: str, message: str, expected: str | None = None, suggestion=None):
@@ -76,7 +81,8 @@ def _fail(scenario, key: str, message: str, expected: str | None = None, suggest
 
 
 def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] | None = None,
-         seed: int | None = None, engine: str | None = None, result=None) -> SimulationPlan:
+         seed: int | None = None, engine: str | None = None, result=None,
+         concurrency: Sequence[int] | None = None) -> SimulationPlan:
     """Read the scenario's ``[simulation]`` table into a :class:`SimulationPlan`."""
     from . import simulator
     from .errors import close_match
@@ -99,17 +105,23 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     result = result if result is not None else evaluate(scenario)
     cache = table.get("cache_memory")
     cache_memory = quantity("simulation.cache_memory", cache, "B") if cache is not None else None
+    notes: list[str] = []
+    defaults = lever_defaults(scenario)
     try:
-        cost = simulator.CostModel.from_quantities(result.values, cache_memory=cache_memory)
+        cost = _cost_model(scenario, result.values, cache_memory)
+        notes.extend(cost.describe())
         base = scenario.path.parent if scenario.path else None
-        workload = simulator.WorkloadSpec.from_mapping(table.get("workload", {}), base_dir=base)
+        written = table.get("workload", {})
+        workload_table, law_notes = workload_defaults(written, result.values, defaults)
+        notes.extend(law_notes)
+        workload = simulator.WorkloadSpec.from_mapping(workload_table, base_dir=base)
         # The table is checked even where command-line choices replace it.
-        listed = table.get("policies", list(simulator.POLICY_KINDS))
+        listed = table.get("policies", defaults.get("policies") or list(simulator.POLICY_KINDS))
         if isinstance(listed, (str, Mapping)):
             listed = [listed]
         for p in listed:
-            simulator.policy(p)
-        chosen = tuple(simulator.policy(p) for p in (policies or listed))
+            _policy(p, defaults)
+        chosen = tuple(_policy(p, defaults) for p in (policies or listed))
         if not chosen:
             _fail(scenario, "simulation.policies", "no policy chosen", "at least one policy")
         listed_rates = table.get("rates", [0.2])
@@ -145,9 +157,130 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     engine_ = engine or table.get("engine", "fast")
     if engine_ not in ("fast", "reference"):
         _fail(scenario, "simulation.engine", f"got {engine_!r}", '"fast" or "reference"')
+    clients = _concurrency(scenario, concurrency if concurrency is not None else table.get("concurrency"))
+    think = quantity("simulation.think_time", table.get("think_time", 0), "s")
+    if think < 0:
+        _fail(scenario, "simulation.think_time", f"got {think!r}", "a non-negative time such as \"2 s\"")
     price = result.values.get("cost_per_hour")
     return SimulationPlan(cost, workload, chosen, tuple(float(r) for r in rates_), int(seed_),
-                          engine_, slo, capacity, price, tuple(unmodelled_changes(result)))
+                          engine_, slo, capacity, price, tuple(unmodelled_changes(result, cost)),
+                          clients, float(think), tuple(notes))
+
+
+def _concurrency(scenario, value) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not value or any(
+            isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in value):
+        _fail(scenario, "simulation.concurrency", f"got {value!r}",
+              "closed-loop client counts, whole numbers >= 1 (e.g. [1, 8, 32])")
+    return tuple(int(n) for n in value)
+
+
+def lever_defaults(scenario) -> dict[str, Any]:
+    """What the scenario's levers propose for the simulation.
+
+    A lever's settings object may define ``simulation_defaults(scenario)`` returning a
+    mapping with ``"policy"`` (a policy table: ``kind`` and its limits) and/or
+    ``"output"`` (an output-length law table).  Proposed policies become the default
+    ``policies`` (a chunked proposal replaces a paged one: chunked is paged plus a
+    token budget) and fill the limits of a policy named without them.
+    """
+    proposed: list[dict] = []
+    output = None
+    for name in sorted(scenario.levers):
+        method = getattr(scenario.levers[name], "simulation_defaults", None)
+        if method is None:
+            continue
+        offer = method(scenario) or {}
+        if offer.get("policy"):
+            proposed.append(dict(offer["policy"]))
+        if offer.get("output") is not None and output is None:
+            output = (name, offer["output"])
+    kinds = {p["kind"] for p in proposed}
+    if "chunked" in kinds:
+        proposed = [p for p in proposed if p["kind"] != "paged"]
+    fields: dict[str, dict] = {}
+    for p in proposed:
+        fields.setdefault(p["kind"], {}).update({k: v for k, v in p.items() if k != "kind"})
+    defaults: dict[str, Any] = {"fields": fields}
+    if proposed:
+        defaults["policies"] = [dict(kind=k, **v) for k, v in fields.items()]
+    if output is not None:
+        defaults["output"] = output
+    return defaults
+
+
+def _policy(value, defaults):
+    """A policy, with the limits the levers propose for a kind named without them."""
+    from . import simulator
+
+    if isinstance(value, str):
+        value = {"kind": value}
+    if isinstance(value, Mapping) and "kind" in value:
+        extra = defaults["fields"].get(value["kind"], {})
+        value = {**extra, **value}
+    return simulator.policy(value)
+
+
+#: σ of the default output law (log-normal around the scenario's mean output length).
+DEFAULT_OUTPUT_SIGMA = 0.6
+
+
+def workload_defaults(written: Mapping, values: Mapping, defaults: Mapping) -> tuple[dict, list[str]]:
+    """The ``[simulation.workload]`` table with the scenario's own lengths filled in.
+
+    A law the table does not write comes from a lever (the batching lever's output
+    law) or is the documented default around the scenario's ``prompt_tokens`` and
+    ``output_tokens``: prompts uniform on [m − ⌊m/2⌋, m + ⌊m/2⌋] (mean m), outputs
+    log-normal with σ = 0.6 and median m·e^(−σ²/2) (mean m before clipping), clipped
+    to [1, 4m].
+    """
+    if not isinstance(written, Mapping):
+        return dict(written), []  # the simulator reports the wrong type
+    table = dict(written)
+    notes = []
+    if "trace" in table:
+        return table, notes
+    if "prompt" not in table and "prompt_tokens" in values:
+        m = max(1, int(round(float(values["prompt_tokens"]))))
+        half = m // 2
+        table["prompt"] = {"law": "uniform", "low": m - half, "high": m + half} if half else m
+        notes.append(f"prompt lengths: default law around the scenario's prompt_tokens = {m}: "
+                     f"uniform on [{m - half}, {m + half}]")
+    if "output" not in table and "output" in defaults:
+        lever, law = defaults["output"]
+        table["output"] = law
+        notes.append(f"output lengths: the {lever} lever's output law {law}")
+    elif "output" not in table and "output_tokens" in values:
+        m = max(1, int(round(float(values["output_tokens"]))))
+        sigma = DEFAULT_OUTPUT_SIGMA
+        median = m * math.exp(-sigma * sigma / 2)
+        table["output"] = ({"law": "lognormal", "median": median, "sigma": sigma, "min": 1,
+                            "max": 4 * m} if m > 1 else 1)
+        notes.append(f"output lengths: default law around the scenario's output_tokens = {m}: "
+                     f"log-normal, sigma {sigma}, median {median:.1f}, clipped to [1, {4 * m}]")
+    return table, notes
+
+
+def _cost_model(scenario, values: Mapping, cache_memory):
+    """The simulator's cost model, with a clear message when nothing is left for the cache."""
+    from . import simulator
+
+    budget = values.get("kv_budget_bytes")
+    if cache_memory is None and budget is not None and float(budget) <= 0:
+        weights = float(values.get("weight_bytes", math.nan))
+        memory = float(values.get("memory_bytes", math.nan))
+        raise ScenarioError(scenario.problem(
+            "hardware", f"the weights ({weights / 1e9:.4g} GB) leave no memory for the KV cache on "
+            f"{memory / 1e9:.4g} GB of cards (kv_budget_bytes = {float(budget) / 1e9:.4g} GB): "
+            "nothing can be served",
+            expected="weights and reserve smaller than the cards' memory",
+            suggestion="more or larger cards (hardware.count, hardware.preset), fewer weight "
+                       "bits, or a smaller model"))
+    return simulator.CostModel.from_quantities(values, cache_memory=cache_memory)
 
 
 #: Quantities whose changes by levers the iteration cost does not follow. (Every
@@ -156,21 +289,37 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
 STEP_QUANTITIES = ("decode_step_time", "prefill_time", "tpot", "weight_bytes_per_step")
 
 
-def unmodelled_changes(result) -> list[str]:
-    """Lever changes to the step time that the simulator's iteration cost leaves out."""
+def unmodelled_changes(result, cost=None) -> list[str]:
+    """Lever changes to the step time that the simulator's iteration cost leaves out.
+
+    A plugin that defines one of the simulator's cost terms
+    (:data:`infermodel.simulator.EXTENSION_QUANTITIES`: pipeline stages, communication,
+    a host-resident cache share, expert coverage) has its step-time changes priced by
+    the simulator itself, so they are not reported."""
+    from .simulator import EXTENSION_QUANTITIES
+
+    modelled = {result.graph[name].plugin for name in EXTENSION_QUANTITIES if name in result.graph}
     notes = []
     for name in STEP_QUANTITIES:
         if name not in result.graph:
             continue
         for change in result.graph[name].history[1:]:
+            if change.plugin in modelled:
+                continue
             notes.append(f"{name} is changed by plugin {change.plugin!r} ({change.reason}); "
                          "the simulator's iteration cost does not include that change")
     return notes
 
 
 def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, capacity=False,
-             overrides: Mapping[str, Any] | None = None, progress: Callable | None = None):
+             overrides: Mapping[str, Any] | None = None, progress: Callable | None = None,
+             concurrency: Sequence[int] | int | None = None, think_time: float | None = None,
+             keep_records: bool = False):
     """Simulate a scenario (a path or a :class:`~infermodel.scenario.Scenario`).
+
+    ``concurrency`` (or the table's ``concurrency``) runs a closed loop of that many
+    clients instead of open arrivals, each waiting ``think_time`` seconds (or the
+    table's ``think_time``) between a response and its next request.
 
     Returns a :class:`~infermodel.simulator.SimulationResult`, or with ``capacity=True``
     a :class:`CapacityReport` (the highest nominal rate meeting the objectives, its
@@ -187,7 +336,11 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
         scenario = load_scenario(Path(scenario), overrides)
     elif overrides:
         scenario = scenario.with_overrides(overrides)
-    chosen = plan(scenario, policies=policies, rates=rates, seed=seed, engine=engine)
+    if isinstance(concurrency, int) and not isinstance(concurrency, bool):
+        concurrency = [concurrency]
+    chosen = plan(scenario, policies=policies, rates=rates, seed=seed, engine=engine,
+                  concurrency=concurrency)
+    think = chosen.think_time if think_time is None else think_time
     for note in chosen.warnings:
         warnings.warn(note, SimulationWarning, stacklevel=2)
     try:
@@ -198,9 +351,13 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
                                               seed=chosen.seed, engine=chosen.engine,
                                               progress=progress, **settings)
             return CapacityReport(found, chosen.price_per_hour)
-        return simulator.simulate(chosen.cost_model, chosen.workload, chosen.policies, chosen.rates,
-                                  seed=chosen.seed, slo=chosen.slo, engine=chosen.engine,
-                                  progress=progress)
+        loads = {"concurrency": chosen.concurrency, "think_time": think} if (
+            chosen.concurrency and not rates) else {}
+        result = simulator.simulate(chosen.cost_model, chosen.workload, chosen.policies,
+                                    chosen.rates, seed=chosen.seed, slo=chosen.slo,
+                                    engine=chosen.engine, progress=progress,
+                                    keep_records=keep_records, **loads)
+        return attrs.evolve(result, notes=chosen.notes)
     except simulator.SimulationError as exc:
         raise ScenarioError(Problem(str(exc), file=str(scenario.path) if scenario.path else None,
                                     key="simulation")) from None
@@ -229,8 +386,12 @@ class CapacityReport:
     def text(self) -> str:
         s = self.search
         m = s.metrics
+        head = f"capacity ({s.policy}, p99 TTFT <= {s.slo.ttft:g} s and p99 ITL <= {s.slo.itl * 1000:g} ms):"
+        if not s.passes:
+            return "\n".join([head, f"  {s.message}",
+                               "  try looser objectives, another policy or more hardware"])
         lines = [
-            f"capacity ({s.policy}, p99 TTFT <= {s.slo.ttft:g} s and p99 ITL <= {s.slo.itl * 1000:g} ms):",
+            head,
             f"  nominal rate      {s.rate:.3f} requests/s ({s.rate * 3600:.0f} requests/h)",
             f"  realised rate     {m['realised_rate']:.3f} requests/s",
             f"  output            {m['throughput_tokens_per_s']:.1f} tokens/s",
@@ -243,6 +404,8 @@ class CapacityReport:
             lines.append(f"  neighbour {rate:.3f}/s  {'passes' if passed else 'fails'}")
         if not s.monotone:
             lines.append("  note: the neighbours do not bracket a clean pass/fail boundary here")
+        if s.widened:
+            lines.append(f"  note: {s.message}")
         cost = self.usd_per_million_output_tokens
         if cost is not None:
             lines.append(f"  cost              USD {cost:.3f} per million output tokens "

@@ -79,7 +79,8 @@ def handle(args) -> int:
     elif args.format == "csv":
         text = _csv(outcome)
     else:
-        text = f"{scenario.name}: seed {outcome.seed}, {outcome.engine} engine\n" + outcome.table()
+        notes = "".join(f"note: {note}\n" for note in outcome.notes)
+        text = f"{scenario.name}: seed {outcome.seed}, {outcome.engine} engine\n" + notes + outcome.table()
     emit(text, args.output)
     if args.plot:
         plot_latency(outcome, args.plot)

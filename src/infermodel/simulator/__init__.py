@@ -55,9 +55,10 @@ from .api import (
     SimulationResult,
     capacity_search,
     run_policy,
+    run_record,
     simulate,
 )
-from .cost import QUANTITY_NAMES, CostModel
+from .cost import EXTENSION_QUANTITIES, QUANTITY_NAMES, CostModel
 from .errors import SimulationError
 from .metrics import METRIC_NAMES, weighted_quantile
 from .policies import POLICY_KINDS, SLO, Policy, policy
@@ -75,6 +76,7 @@ from .workload import (
 
 __all__ = [
     "ENGINES",
+    "EXTENSION_QUANTITIES",
     "METRIC_NAMES",
     "POLICY_KINDS",
     "QUANTITY_NAMES",
@@ -96,6 +98,7 @@ __all__ = [
     "length_law",
     "policy",
     "run_policy",
+    "run_record",
     "simulate",
     "static_slot_use",
     "weighted_quantile",

@@ -148,6 +148,7 @@ class SimulationResult:
     engine: str
     cost_model: CostModel = attrs.field(repr=False)
     workload: WorkloadSpec | Workload = attrs.field(repr=False)
+    notes: tuple[str, ...] = ()
 
     def run(self, policy: str, rate: float) -> Run:
         """The run of ``policy`` at nominal ``rate``."""
@@ -168,6 +169,7 @@ class SimulationResult:
         metrics in base units (s, tokens/s, requests/s); NaN → null, ∞ → "inf"."""
         return {
             "runs": [run.to_dict() for run in self.runs],
+            "notes": list(self.notes),
             "seed": self.seed,
             "engine": self.engine,
             "slo": {

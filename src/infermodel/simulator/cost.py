@@ -31,7 +31,20 @@ import numpy as np
 
 from .errors import SimulationError
 
-__all__ = ["QUANTITY_NAMES", "CostModel"]
+__all__ = ["EXTENSION_QUANTITIES", "QUANTITY_NAMES", "CostModel"]
+
+#: Quantities a lever defines so that the simulator prices its effect on every
+#: iteration (read by :meth:`CostModel.from_quantities`; all optional).
+EXTENSION_QUANTITIES = (
+    "pipeline_stages",          # stages a token traverses (the parallelism lever)
+    "comm_time_per_iteration",  # s of communication per iteration (latency terms)
+    "comm_time_per_token",      # s of communication per token of a micro-batch
+    "kv_host_fraction",         # share of each cached position kept in host memory
+    "kv_host_bandwidth",        # B/s of the host link(s)
+    "kv_host_memory",           # B of host memory for the cache
+    "kv_host_overlap",          # 1: the host copy overlaps the step; 0: it adds
+    "routed_expert_bytes",      # B of one routed expert over all layers (uniform routing)
+)
 
 #: Scenario quantity names read by :meth:`CostModel.from_quantities`.
 QUANTITY_NAMES = (
@@ -48,7 +61,9 @@ QUANTITY_NAMES = (
     "memory_bytes",
     "reserve_bytes",
     "t0",
-)
+    "experts",
+    "active_experts",
+) + EXTENSION_QUANTITIES
 
 
 def _positive(name: str):
@@ -253,6 +268,7 @@ class CostModel:
                         f"weight_bytes {number('weight_bytes'):.4g} − reserve_bytes {reserve:.4g} "
                         f"= {cache_memory:.4g} bytes"
                     )
+        extra = cls._extensions(values, number, float(cache_memory))
         return cls(
             weight_bytes=number("weight_bytes"),
             kv_bytes_per_token=number("kv_bytes_per_token"),
@@ -261,9 +277,39 @@ class CostModel:
             query_width=number("query_width"),
             bandwidth=number("bandwidth"),
             compute=compute,
-            cache_memory=float(cache_memory),
+            cache_memory=float(extra.get("cache_memory", cache_memory)),
             overhead=number("t0") if "t0" in values else 0.0,
+            **{k: v for k, v in extra.items() if k != "cache_memory"},
         )
+
+    @staticmethod
+    def _extensions(values: Mapping[str, float], number, cache_memory: float) -> dict:
+        """Fields from :data:`EXTENSION_QUANTITIES` (absent ones keep Lab 3's cost)."""
+        extra: dict = {}
+        if "pipeline_stages" in values:
+            extra["stages"] = int(round(number("pipeline_stages")))
+        for name, field in (("comm_time_per_iteration", "comm_fixed"),
+                            ("comm_time_per_token", "comm_per_token"),
+                            ("routed_expert_bytes", "routed_expert_bytes")):
+            if name in values:
+                extra[field] = number(name)
+        if extra.get("routed_expert_bytes"):
+            extra["experts"] = number("experts")
+            extra["active_experts"] = number("active_experts")
+        if "kv_host_fraction" in values and number("kv_host_fraction") > 0:
+            f = number("kv_host_fraction")
+            if f >= 1:
+                raise SimulationError("the simulator needs part of every cached position on the "
+                                      f"cards: kv_host_fraction must be < 1, got {f}")
+            kv = number("kv_bytes_per_token")
+            # The cards hold the resident share of every position, host memory the rest.
+            tokens = cache_memory / ((1 - f) * kv)
+            if "kv_host_memory" in values:
+                tokens = min(tokens, number("kv_host_memory") / (f * kv))
+            extra.update(host_fraction=f, host_bandwidth=number("kv_host_bandwidth"),
+                         host_overlap=bool(values.get("kv_host_overlap", 0)),
+                         cache_memory=tokens * kv)
+        return extra
 
     # ------------------------------------------------------------------ costs
     def time_from_counts(self, positions: float, attention: float, cached: float,
@@ -308,7 +354,7 @@ class CostModel:
             sequences += 1
         return self.time_from_counts(positions, attention, cached, sequences)
 
-    def iteration_times(self, positions, attention, cached) -> np.ndarray:
+    def iteration_times(self, positions, attention, cached, sequences=None) -> np.ndarray:
         """Vectorised :meth:`time_from_counts` over arrays of counts (float64 of
         integers); the fast engine computes whole runs of iterations with it.
 

@@ -59,7 +59,8 @@ METRIC_NAMES = (
     "slo_ttft", "slo_itl",
     "preemptions", "rollbacks", "recompute_preemptions", "recomputed_tokens", "iterations",
     "slot_use", "mean_batch",
-    "little_l", "little_lambda_w", "little_ratio", "in_system_growth_per_s", "ttft_trend", "overloaded",
+    "little_l", "little_lambda_w", "little_ratio", "in_system_growth_per_s", "ttft_trend", "ttft_trend_t",
+    "overloaded",
     "n_ttft_samples", "n_itl_samples", "n_tpot_samples",
 )
 
@@ -244,7 +245,7 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
     else:
         metrics["little_l"] = metrics["little_lambda_w"] = metrics["little_ratio"] = math.nan
     metrics["in_system_growth_per_s"] = _growth(arrivals, departures)
-    metrics["ttft_trend"] = _slope(arrivals, ttft)
+    metrics["ttft_trend"], metrics["ttft_trend_t"] = _slope(arrivals, ttft)
     metrics["overloaded"] = float(not record.closed and overloaded(metrics))
     metrics["n_ttft_samples"] = float(count)
     metrics["n_itl_samples"] = float(gap_count)
@@ -265,18 +266,35 @@ def overloaded(metrics) -> bool:
     the realised rate).  Percentiles of such a run depend on how many requests were
     simulated, not on a steady state."""
     growth, trend = metrics["in_system_growth_per_s"], metrics["ttft_trend"]
-    rate = metrics["realised_rate"]
-    grows = math.isfinite(growth) and math.isfinite(rate) and growth > OVERLOAD_GROWTH * rate
-    return bool(grows or (math.isfinite(trend) and trend > OVERLOAD_GROWTH))
+    rate, t = metrics["realised_rate"], metrics["ttft_trend_t"]
+    grows = (metrics["requests"] >= OVERLOAD_MIN_REQUESTS and math.isfinite(growth)
+             and math.isfinite(rate) and growth > OVERLOAD_GROWTH * rate)
+    trending = math.isfinite(trend) and trend > OVERLOAD_GROWTH and t > OVERLOAD_T
+    return bool(grows or trending)
 
 
-def _slope(x: np.ndarray, y: np.ndarray) -> float:
-    """Least-squares slope of y on x (NaN with fewer than 3 points or no spread)."""
+#: The growth of the number in the system counts only over at least this many requests.
+OVERLOAD_MIN_REQUESTS = 100
+
+#: The TTFT trend counts only when its t statistic (slope / standard error) exceeds
+#: this: a short run's noise is not a trend.
+OVERLOAD_T = 4.0
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope of y on x and its t statistic (NaN with fewer than 3
+    points or no spread)."""
     if x.size < 3:
-        return math.nan
+        return math.nan, math.nan
     centred = x - x.mean()
     spread = float(np.dot(centred, centred))
-    return float(np.dot(centred, y - y.mean()) / spread) if spread > 0 else math.nan
+    if spread <= 0:
+        return math.nan, math.nan
+    slope = float(np.dot(centred, y - y.mean()) / spread)
+    residual = (y - y.mean()) - slope * centred
+    variance = float(np.dot(residual, residual)) / (x.size - 2)
+    error = math.sqrt(variance / spread)
+    return slope, (slope / error if error > 0 else math.inf)
 
 
 def _growth(arrivals: np.ndarray, departures: np.ndarray) -> float:
