@@ -437,3 +437,72 @@ def plot_latency(result, output: str | Path) -> Path:
     top.legend(fontsize=7, ncol=2)
     top.set_title("Latency percentiles vs offered load (dashed: objective)")
     return save(figure, output)
+
+
+REQUEST_COLUMNS = ("policy", "rate", "concurrency", "request", "arrival", "first_token", "finish",
+                   "prompt_tokens", "output_tokens", "preemptions", "rollbacks")
+
+
+def requests_csv(result) -> str:
+    """One row per request of every run (runs kept with ``keep_records``): times in
+    seconds from the start of the run; ``preemptions`` counts evictions that discarded
+    the request's cached positions, ``rollbacks`` admissions undone with nothing cached."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(REQUEST_COLUMNS)
+    for run in result.runs:
+        r = run.record
+        zeros = [0] * r.arrivals.size
+        evicted = r.request_preemptions if r.request_preemptions is not None else zeros
+        undone = r.request_rollbacks if r.request_rollbacks is not None else zeros
+        rate = "" if math.isnan(run.rate) else repr(run.rate)
+        clients = "" if run.concurrency is None else run.concurrency
+        for i in range(r.arrivals.size):
+            writer.writerow([run.policy, rate, clients, i, repr(float(r.arrivals[i])),
+                             repr(float(r.first_token[i])), repr(float(r.last_token[i])),
+                             int(r.prompts[i]), int(r.outputs[i]), int(evicted[i]), int(undone[i])])
+    return buffer.getvalue()
+
+
+def timeseries_csv(result) -> str:
+    """Every run's time series: at each scheduling decision, the requests waiting, the
+    requests running and the share of the cache in use."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["policy", "rate", "concurrency", "time", "waiting", "running", "cache_use"])
+    for run in result.runs:
+        series = run.record.series
+        rate = "" if math.isnan(run.rate) else repr(run.rate)
+        clients = "" if run.concurrency is None else run.concurrency
+        for t, w, n, c in zip(series["time"], series["waiting"], series["running"],
+                              series["cache_use"]):
+            writer.writerow([run.policy, rate, clients, repr(float(t)), int(w), int(n),
+                             repr(float(c))])
+    return buffer.getvalue()
+
+
+def plot_timeseries(result, output: str | Path) -> Path:
+    """Waiting requests, running batch and cache use over time, one line per run."""
+    from .plots import _figure, save
+
+    figure, axes = _figure(rows=3)
+    for run in result.runs:
+        series = run.record.series
+        label = run.policy + (f" N={run.concurrency}" if run.concurrency is not None
+                              else f" {run.rate:g}/s")
+        line, = axes[0].step(series["time"], series["waiting"], where="post", label=label)
+        axes[1].step(series["time"], series["running"], where="post", color=line.get_color())
+        axes[2].plot(series["time"], series["cache_use"], color=line.get_color())
+    axes[0].set_ylabel("waiting")
+    axes[1].set_ylabel("running")
+    axes[2].set_ylabel("cache use")
+    axes[2].set_xlabel("time (s)")
+    axes[0].legend(fontsize=7, ncol=2)
+    axes[0].set_title("Queue, running batch and cache use over time")
+    return save(figure, output)

@@ -16,6 +16,12 @@ def add_parser(subparsers) -> None:
                         help="policy to run: static, reserve, paged or chunked (repeatable)")
     parser.add_argument("--rate", action="append", default=[], type=float, metavar="R",
                         help="nominal arrival rate in requests/s (repeatable)")
+    parser.add_argument("--concurrency", action="append", default=[], type=int, metavar="N",
+                        help="closed-loop load: N clients, each sending its next request when "
+                             "the last one ends (repeatable; replaces the rates)")
+    parser.add_argument("--think-time", type=float, default=None, metavar="SECONDS",
+                        help="closed loop: seconds between a response and the client's next "
+                             "request (default: the table's think_time, else 0)")
     parser.add_argument("--seed", type=int, default=None, help="workload seed")
     parser.add_argument("--engine", choices=("fast", "reference"), default=None,
                         help="event-skipping (fast) or step-by-step (reference); same metrics")
@@ -26,6 +32,12 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--plot", metavar="FILE", help="also plot latency percentiles vs load "
                                                        "(.png or .svg)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE (atomically)")
+    parser.add_argument("--requests", metavar="FILE.csv",
+                        help="also write one CSV row per request of every run: arrival, first "
+                             "token, finish, tokens, preemptions, rollbacks")
+    parser.add_argument("--timeseries", metavar="FILE",
+                        help="also write the time series of waiting and running requests and "
+                             "cache use at every scheduling decision: .csv, or a plot (.png/.svg)")
     parser.set_defaults(handler=handle)
 
 
@@ -51,6 +63,16 @@ def handle(args) -> int:
     from ..simulation import plot_latency, simulate
 
     scenario = load(args)
+    from ..output import check_target
+
+    for target in (args.requests, args.timeseries):
+        if target:
+            check_target(target)
+    if args.timeseries and not args.timeseries.lower().endswith((".csv", ".png", ".svg")):
+        from ..errors import InfermodelError, Problem
+
+        raise InfermodelError(Problem(f"cannot write a time series to {args.timeseries!r}",
+                                      expected="a file name ending in .csv, .png or .svg"))
     bar = Progress(1, "simulate", unit="runs")
 
     def progress(done, total):
@@ -66,7 +88,9 @@ def handle(args) -> int:
         warnings.simplefilter("always", SimulationWarning)
         outcome = simulate(scenario, policies=args.policy or None, rates=args.rate or None,
                            seed=args.seed, engine=args.engine, capacity=args.capacity,
-                           progress=progress)
+                           progress=progress, concurrency=args.concurrency or None,
+                           think_time=args.think_time,
+                           keep_records=bool(args.requests or args.timeseries))
     for warning in caught:
         if issubclass(warning.category, SimulationWarning):
             print(f"warning: {warning.message}", file=sys.stderr)
@@ -84,4 +108,18 @@ def handle(args) -> int:
     emit(text, args.output)
     if args.plot:
         plot_latency(outcome, args.plot)
+    if args.requests:
+        from ..output import atomic_write
+        from ..simulation import requests_csv
+
+        atomic_write(args.requests, requests_csv(outcome))
+    if args.timeseries:
+        from ..simulation import plot_timeseries, timeseries_csv
+
+        if args.timeseries.lower().endswith(".csv"):
+            from ..output import atomic_write
+
+            atomic_write(args.timeseries, timeseries_csv(outcome))
+        else:
+            plot_timeseries(outcome, args.timeseries)
     return 0

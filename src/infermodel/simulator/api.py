@@ -86,17 +86,19 @@ def run_record(
     slo: SLO | None = None,
     engine: str = "fast",
     max_iterations: int | None = None,
+    series: bool = False,
 ) -> tuple[RunRecord, dict[str, float]]:
     """Like :func:`run_policy`, also returning the run's :class:`RunRecord` (every
     request's arrival, first and last token, evictions; the fast engine's iteration
-    timeline)."""
+    timeline; with ``series``, the time series of waiting and running requests and
+    cache use at every scheduling decision)."""
     _check_cost(cost_model)
     policy = as_policy(policy)
     slo = SLO() if slo is None else slo
     if _check_engine(engine) == "fast":
-        record = run_fast(workload, cost_model, policy, max_iterations)
+        record = run_fast(workload, cost_model, policy, max_iterations, series)
     else:
-        record, _ = run_reference(workload, cost_model, policy, max_iterations)
+        record, _ = run_reference(workload, cost_model, policy, max_iterations, series)
     return record, compute_metrics(record, slo)
 
 
@@ -273,7 +275,8 @@ def simulate(
     runs = []
     for policy in chosen:
         for rate, clients, workload in loads:
-            record, metrics = run_record(cost_model, workload, policy, slo, engine, max_iterations)
+            record, metrics = run_record(cost_model, workload, policy, slo, engine, max_iterations,
+                                         keep_records)
             runs.append(Run(policy.name, float(rate), metrics, policy, clients,
                             record if keep_records else None))
             if progress is not None:

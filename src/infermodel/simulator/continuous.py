@@ -55,7 +55,8 @@ class ContinuousRun:
     current.
     """
 
-    def __init__(self, workload, cost: CostModel, policy: Policy, limit: int, source, run_times):
+    def __init__(self, workload, cost: CostModel, policy: Policy, limit: int, source, run_times,
+                 series: bool = False):
         count = workload.count
         self.source = source
         self.prompts = workload.prompts.tolist()
@@ -102,6 +103,8 @@ class ContinuousRun:
         self.busy = 0
         self.decode_steps = 0
         self.stalled = 0
+        # (time, waiting, running, cached positions) at every scheduling turn, if asked
+        self.series: list[tuple[float, int, int, int]] | None = [] if series else None
 
     # ------------------------------------------------------------------ bookkeeping
     def close(self, request: int, first: int, last: int) -> None:
@@ -139,6 +142,9 @@ class ContinuousRun:
                     raise SimulationError("no request left to arrive and none running")
                 continue
             running = self.admit()
+            if self.series is not None:
+                self.series.append((self.now, len(queue), running,
+                                    self._cached_now()))
             takes, remainders, taking_decoders = self.share()
             growth = taking_decoders + sum(takes)
             if (self.decoder_filled + self.prefiller_filled + growth) * self.kv > self.memory:
@@ -151,6 +157,9 @@ class ContinuousRun:
                 self.steady(takes, remainders, partial, growth, running)
             else:
                 self.single(takes, taking_decoders)
+
+    def _cached_now(self) -> int:
+        return self.decoder_filled + self.prefiller_filled
 
     def admit(self) -> int:
         """FIFO admission; returns how many requests run."""
@@ -426,5 +435,6 @@ class ContinuousRun:
                     "recomputed": self.recomputed, "iterations": self.iterations,
                     "busy": self.busy, "decode_steps": self.decode_steps,
                     "request_preemptions": np.array(self.evicted, dtype=np.int64),
-                    "request_rollbacks": np.array(self.undone, dtype=np.int64)}
+                    "request_rollbacks": np.array(self.undone, dtype=np.int64),
+                    "series": self.series}
         return timeline, segments, counters

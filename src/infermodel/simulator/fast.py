@@ -38,7 +38,8 @@ __all__ = ["run_fast"]
 
 
 def run_fast(
-    workload: Workload, cost: CostModel, policy: Policy, max_iterations: int | None = None
+    workload: Workload, cost: CostModel, policy: Policy, max_iterations: int | None = None,
+    series: bool = False,
 ) -> RunRecord:
     """Simulate ``workload`` under ``policy`` with the event-skipping engine."""
     check_fits(workload, cost, policy)
@@ -48,12 +49,14 @@ def run_fast(
         if source.closed:
             raise SimulationError("closed-loop load needs a continuous policy (reserve, paged or "
                                   "chunked) in the fast engine; use engine=\"reference\" for static")
-        timeline, segments, counters = _static(workload, cost, policy, limit)
+        timeline, segments, counters = _static(workload, cost, policy, limit, series)
     else:
-        state = ContinuousRun(workload, cost, policy, limit, source, _RunTimes(cost))
+        state = ContinuousRun(workload, cost, policy, limit, source, _RunTimes(cost), series)
         state.run()
         timeline, segments, counters = state.result()
-    return _record(workload, policy, timeline, segments, counters, source.arrivals())
+    record = _record(workload, policy, timeline, segments, counters, source.arrivals())
+    record.series = _series(counters.get("series"), cost)
+    return record
 
 
 class _RunTimes:
@@ -140,7 +143,7 @@ class _RunTimes:
 
 
 # ---------------------------------------------------------------------------- static
-def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int):
+def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int, series: bool = False):
     arrivals = workload.arrivals.tolist()
     prompts = workload.prompts
     outputs = workload.outputs
@@ -161,6 +164,7 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int):
     now = 0.0
     head = 0  # first waiting request; requests head..arrived-1 wait in FIFO order
     arrived = 0
+    points: list[tuple[float, int, int, int]] | None = [] if series else None
     while head < count:
         while arrived < count and arrivals[arrived] <= now:
             arrived += 1
@@ -178,6 +182,8 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int):
             size = int(np.count_nonzero(need * kv <= admit_limit))
         batch = slice(head, head + size)
         head += size
+        if points is not None:
+            points.append((now, arrived - head, size, 0))
         batch_prompts = prompts[batch]
         batch_outputs = outputs[batch]
         # Prefill: every prompt is a chunk with nothing cached.
@@ -201,6 +207,9 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int):
             busy += int((batch_outputs - 1).sum())
         else:
             times.append(np.array([now]))
+        if points is not None:
+            final = int(prompts[batch].sum()) + size * (longest - 1)
+            points.append((now, arrived - head, size, final))
         if iterations > limit:
             raise too_many(limit, head - size, count, 0)
         seg_request.append(np.arange(batch.start, batch.stop))
@@ -212,11 +221,22 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int):
         np.concatenate(seg_last),
     )
     counters = {"end": now, "preemptions": 0, "rollbacks": 0, "recomputed": 0,
-                "iterations": iterations, "busy": busy, "decode_steps": decode_steps}
+                "iterations": iterations, "busy": busy, "decode_steps": decode_steps,
+                "series": points}
     return np.concatenate(times), segments, counters
 
 
 # ---------------------------------------------------------------------------- results
+def _series(points, cost: CostModel) -> dict[str, np.ndarray] | None:
+    """The time series of a run: at every scheduling decision, the requests waiting,
+    the requests running and the share of the cache in use."""
+    if points is None:
+        return None
+    data = np.array(points, dtype=np.float64).reshape(-1, 4)
+    return {"time": data[:, 0], "waiting": data[:, 1], "running": data[:, 2],
+            "cache_use": data[:, 3] * cost.kv_bytes_per_token / cost.cache_memory}
+
+
 def _record(workload: Workload, policy: Policy, timeline: np.ndarray, segments, counters,
             arrivals: np.ndarray) -> RunRecord:
     """Per-request timestamps and pooled gaps from the timeline and token segments.

@@ -93,6 +93,7 @@ class RunRecord:
     request_rollbacks: np.ndarray | None = None  # per request: admissions undone, nothing cached
     timeline: np.ndarray | None = None  # end time of every iteration (fast engine)
     closed: bool = False  # closed-loop load: the population is bounded, never unstable
+    series: dict[str, np.ndarray] | None = None  # time, waiting, running, cache_use
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray | None, quantiles: Sequence[float]) -> list[float]:

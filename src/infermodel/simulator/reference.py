@@ -72,7 +72,8 @@ def check_fits(workload: Workload, cost: CostModel, policy: Policy) -> None:
 
 
 def run_reference(
-    workload: Workload, cost: CostModel, policy: Policy, max_iterations: int | None = None
+    workload: Workload, cost: CostModel, policy: Policy, max_iterations: int | None = None,
+    series: bool = False,
 ) -> tuple[RunRecord, list[list[float]]]:
     """Simulate ``workload`` under ``policy`` one iteration at a time.
 
@@ -97,6 +98,7 @@ def run_reference(
     evicted = [0] * count  # per request: preemptions that discarded cached positions
     undone = [0] * count  # per request: rollbacks of an admission with nothing cached
     blocked = -1  # the request rolled back in this scheduling turn waits for an iteration
+    points: list[tuple[float, int, int, int]] | None = [] if series else None
     rollbacks = 0
     now = 0.0
     completed = 0
@@ -188,6 +190,8 @@ def run_reference(
                 f"{(prompts[head] + generated[head]) * kv:,.0f} bytes of cache, budget {admit_limit:,.0f} bytes"
             )
 
+        if points is not None:
+            points.append((now, len(queue), len(running), sum(filled[r] for r in running)))
         budget = policy.chunk_tokens if policy.kind == "chunked" else math.inf
         chunks: list[tuple[int, int]] = []
         scheduled: list[tuple[int, int]] = []
@@ -260,6 +264,10 @@ def run_reference(
         preemptions=preemptions,
         rollbacks=rollbacks,
         closed=source.closed,
+        series=None if points is None else {
+            "time": np.array([p[0] for p in points]), "waiting": np.array([p[1] for p in points]),
+            "running": np.array([p[2] for p in points]),
+            "cache_use": np.array([p[3] for p in points]) * kv / memory},
         request_preemptions=np.array(evicted, dtype=np.int64),
         request_rollbacks=np.array(undone, dtype=np.int64),
         recomputed_tokens=recomputed,
