@@ -171,3 +171,24 @@ def test_capacity_says_when_no_rate_passes(capsys, write_scenario):
     assert main(["simulate", str(path), "--capacity", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["passes"] is False and data["rate"] is None
+
+
+def test_trace_replay_keeps_pairing_and_never_writes_the_trace(tmp_path, write_scenario, capsys):
+    trace = tmp_path / "trace.csv"
+    text = "arrival,prompt,output,prefix\n2.0,2000,100,a\n0.0,3000,200,a\n1.5,4000,300,b\n"
+    trace.write_text(text)
+    path = write_scenario(f'extends = "{LAB3}"\n[simulation]\npolicies = ["chunked"]\n'
+                          f'rates = []\n[simulation.workload]\ntrace = "{trace}"\n'.replace(
+                              "rates = []\n", ""))
+    assert main(["simulate", str(path), "--requests", str(tmp_path / "r.csv")]) == 0
+    rows = (tmp_path / "r.csv").read_text().splitlines()[1:]
+    # sorted by arrival, each prompt with its own output
+    assert [row.split(",")[7:9] for row in rows] == [["3000", "200"], ["4000", "300"], ["2000", "100"]]
+    assert main(["simulate", str(path), "-o", str(trace)]) == 2
+    assert "refusing to write over" in capsys.readouterr().err
+    assert trace.read_text() == text
+    # a trace replayed at another rate keeps its requests, with gaps scaled
+    from infermodel.simulation import plan
+
+    spec = plan(infermodel.load_scenario(path)).workload
+    assert spec.generate(4.0).arrivals.tolist() == pytest.approx([0.0, 0.375, 0.5])

@@ -115,6 +115,14 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
         workload_table, law_notes = workload_defaults(written, result.values, defaults)
         notes.extend(law_notes)
         workload = simulator.WorkloadSpec.from_mapping(workload_table, base_dir=base)
+        if workload.trace is not None:
+            from .output import protect
+
+            trace = Path(workload_table["trace"])
+            protect([trace if trace.is_absolute() or base is None else base / trace])
+            notes.append(f"arrivals, prompts and outputs: the trace {workload_table['trace']} "
+                         f"({workload.trace.count} requests, recorded rate "
+                         f"{workload.trace.rate:.4g}/s; other rates scale its gaps)")
         # The table is checked even where command-line choices replace it.
         listed = table.get("policies", defaults.get("policies") or list(simulator.POLICY_KINDS))
         if isinstance(listed, (str, Mapping)):
@@ -124,7 +132,8 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
         chosen = tuple(_policy(p, defaults) for p in (policies or listed))
         if not chosen:
             _fail(scenario, "simulation.policies", "no policy chosen", "at least one policy")
-        listed_rates = table.get("rates", [0.2])
+        listed_rates = table.get("rates", [workload.trace.rate] if workload.trace is not None
+                                 else [0.2])
         if isinstance(listed_rates, (int, float)):
             listed_rates = [listed_rates]
         rates_ = list(rates or listed_rates)

@@ -455,6 +455,21 @@ class Workload:
     max_output: int
     clients: int | None = None
     think_time: float = 0.0
+    prefixes: tuple[str, ...] | None = None  # shared-prefix id per request ("" for none)
+
+    def with_prefixes(self, prefixes) -> Workload:
+        """The same workload with a shared-prefix identifier per request."""
+        prefixes = tuple(str(p) for p in prefixes)
+        if len(prefixes) != self.count:
+            raise SimulationError("one prefix identifier per request is needed")
+        return attrs.evolve(self, prefixes=prefixes)
+
+    def scaled(self, rate: float) -> Workload:
+        """The same requests with every gap divided by ``rate`` / the recorded rate."""
+        rate = _check_rate(rate)
+        if rate == self.rate:
+            return self
+        return attrs.evolve(self, arrivals=self.arrivals * (self.rate / rate), rate=rate)
 
     @classmethod
     def from_arrays(cls, arrivals, prompts, outputs, *, rate: float | None = None,
@@ -541,6 +556,7 @@ class WorkloadSpec:
     sampler: str = attrs.field(default="lab")
     arrivals: str = attrs.field(default="poisson")
     cv: float = attrs.field(default=1.0)
+    trace: Workload | None = attrs.field(default=None, eq=False)
 
     @arrivals.validator
     def _arrivals(self, attribute, value):
@@ -583,7 +599,7 @@ class WorkloadSpec:
         """
         if not isinstance(table, Mapping):
             raise SimulationError(f"workload: expected a table, got {table!r}")
-        known = ("count", "prompt", "output", "sampler", "arrivals", "cv")
+        known = ("count", "prompt", "output", "sampler", "arrivals", "cv", "trace")
         extra = sorted(set(table) - set(known))
         if extra:
             guess = close_match(extra[0], known)
@@ -592,6 +608,16 @@ class WorkloadSpec:
                 + (f"; did you mean {guess!r}?" if guess else "")
             )
         lab = cls.lab3()
+        if "trace" in table:
+            from .trace import read_trace
+
+            path = os.fspath(table["trace"])
+            if base_dir is not None and not os.path.isabs(path):
+                path = os.path.join(base_dir, path)
+            recorded = read_trace(path)
+            return cls(EmpiricalLength(tuple(recorded.prompts.tolist())),
+                       EmpiricalLength(tuple(recorded.outputs.tolist())), recorded.count,
+                       trace=recorded)
         return cls(
             length_law(table.get("prompt", lab.prompt), what="prompt law", base_dir=base_dir),
             length_law(table.get("output", lab.output), what="output law", base_dir=base_dir),
@@ -622,6 +648,8 @@ class WorkloadSpec:
     def generate(self, rate: float, seed: int = 0) -> Workload:
         """Draw the workload at nominal ``rate`` requests/s with ``seed``."""
         rate = _check_rate(rate)
+        if self.trace is not None:
+            return self.trace.scaled(rate)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise SimulationError(f"seed must be a whole number, got {seed!r}")
         seed = int(seed)
