@@ -177,9 +177,9 @@ def test_trace_replay_keeps_pairing_and_never_writes_the_trace(tmp_path, write_s
     trace = tmp_path / "trace.csv"
     text = "arrival,prompt,output,prefix\n2.0,2000,100,a\n0.0,3000,200,a\n1.5,4000,300,b\n"
     trace.write_text(text)
-    path = write_scenario(f'extends = "{LAB3}"\n[simulation]\npolicies = ["chunked"]\n'
-                          f'rates = []\n[simulation.workload]\ntrace = "{trace}"\n'.replace(
-                              "rates = []\n", ""))
+    case = SCENARIOS / "case-study-24gb.toml"
+    path = write_scenario(f'extends = "{case}"\n[simulation]\npolicies = ["chunked"]\n'
+                          f'[simulation.workload]\ntrace = "{trace}"\n')
     assert main(["simulate", str(path), "--requests", str(tmp_path / "r.csv")]) == 0
     rows = (tmp_path / "r.csv").read_text().splitlines()[1:]
     # sorted by arrival, each prompt with its own output
