@@ -191,4 +191,4 @@ def test_trace_replay_keeps_pairing_and_never_writes_the_trace(tmp_path, write_s
     from infermodel.simulation import plan
 
     spec = plan(infermodel.load_scenario(path)).workload
-    assert spec.generate(4.0).arrivals.tolist() == pytest.approx([0.0, 0.375, 0.5])
+    assert spec.generate(4.0).arrivals.tolist() == pytest.approx([0.0, 0.5625, 0.75])  # 3 requests / 2 s = 1.5/s recorded
