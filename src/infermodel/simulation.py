@@ -48,7 +48,8 @@ import attrs
 from .errors import Problem, ScenarioError
 
 KEYS = ("policies", "rates", "concurrency", "think_time", "seed", "engine", "cache_memory",
-        "workload", "slo", "capacity")
+        "replicas", "router", "disaggregation", "workload", "slo", "capacity")
+DISAGGREGATION_KEYS = ("prefill", "decode", "link_bandwidth", "link_latency")
 CAPACITY_KEYS = ("policy", "low", "high", "steps", "neighbour")
 SLO_KEYS = ("ttft", "itl")
 
@@ -74,6 +75,7 @@ class SimulationPlan:
     concurrency: tuple[int, ...] | None = None
     think_time: float = 0.0
     notes: tuple[str, ...] = ()
+    deployment: Any = None
 
 
 def _fail(scenario, key: str, message: str, expected: str | None = None, suggestion=None):
@@ -82,7 +84,8 @@ def _fail(scenario, key: str, message: str, expected: str | None = None, suggest
 
 def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] | None = None,
          seed: int | None = None, engine: str | None = None, result=None,
-         concurrency: Sequence[int] | None = None) -> SimulationPlan:
+         concurrency: Sequence[int] | None = None,
+         deployment: Mapping[str, Any] | None = None) -> SimulationPlan:
     """Read the scenario's ``[simulation]`` table into a :class:`SimulationPlan`."""
     from . import simulator
     from .errors import close_match
@@ -170,10 +173,62 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     think = quantity("simulation.think_time", table.get("think_time", 0), "s")
     if think < 0:
         _fail(scenario, "simulation.think_time", f"got {think!r}", "a non-negative time such as \"2 s\"")
+    servers = _deployment(scenario, table, deployment or {}, quantity)
+    if not servers.single:
+        notes.append(f"deployment: {servers.label}" + ("" if servers.disaggregated else
+                     f" ({servers.replicas} servers, each with the cost and cache above)"))
+    if servers.disaggregated:
+        mean_prompt = _mean_prompt(workload)
+        transfer = float(servers.transfer_time(mean_prompt, cost.kv_bytes_per_token))
+        notes.append(
+            f"cache transfer prefill -> decode: prompt x kv_bytes_per_token / link + latency = "
+            f"{mean_prompt:.0f} x {cost.kv_bytes_per_token:.6g} B / "
+            f"{servers.link_bandwidth / 1e9:.4g} GB/s + {servers.link_latency * 1e3:.4g} ms = "
+            f"{transfer * 1e3:.4g} ms for the mean prompt")
     price = result.values.get("cost_per_hour")
+    if price is not None and not servers.single:
+        price = float(price) * servers.servers  # every server is priced as the scenario's cards
     return SimulationPlan(cost, workload, chosen, tuple(float(r) for r in rates_), int(seed_),
                           engine_, slo, capacity, price, tuple(unmodelled_changes(result, cost)),
-                          clients, float(think), tuple(notes))
+                          clients, float(think), tuple(notes), servers)
+
+
+def _mean_prompt(workload) -> float:
+    if workload.trace is not None:
+        return float(workload.trace.prompts.mean())
+    return float(workload.prompt.mean())
+
+
+def _deployment(scenario, table: Mapping, chosen: Mapping, quantity):
+    """The :class:`~infermodel.simulator.Deployment` from the table and command-line choices."""
+    from . import simulator
+
+    split = dict(table.get("disaggregation", {}))
+    for key in split:
+        if key not in DISAGGREGATION_KEYS:
+            _fail(scenario, f"simulation.disaggregation.{key}", f"unknown key {key!r}",
+                  "one of " + ", ".join(DISAGGREGATION_KEYS))
+    split.update({k: v for k, v in chosen.items() if k in ("prefill", "decode") and v})
+    replicas = chosen.get("replicas") or table.get("replicas", 1)
+    router = chosen.get("router") or table.get("router", "round_robin")
+    link = split.get("link_bandwidth")
+    latency = split.get("link_latency")
+    bandwidth = (quantity("simulation.disaggregation.link_bandwidth", link, "B/s") if link is not None
+                 else scenario.value("hardware.interconnect_bandwidth"))
+    delay = (quantity("simulation.disaggregation.link_latency", latency, "s") if latency is not None
+             else scenario.value("hardware.interconnect_latency") or 0.0)
+    try:
+        if split.get("prefill") or split.get("decode"):
+            if bandwidth is None:
+                _fail(scenario, "simulation.disaggregation.link_bandwidth",
+                      "a disaggregated deployment moves each prompt's cache over a link, and "
+                      "neither the table nor hardware.interconnect_bandwidth gives its bandwidth",
+                      "a bandwidth such as \"50 GB/s\"")
+            return simulator.Deployment(1, router, split.get("prefill", 0), split.get("decode", 0),
+                                        float(bandwidth), float(delay))
+        return simulator.Deployment(replicas, router)
+    except simulator.SimulationError as exc:
+        _fail(scenario, "simulation", str(exc))
 
 
 def _concurrency(scenario, value) -> tuple[int, ...] | None:
@@ -323,7 +378,8 @@ def unmodelled_changes(result, cost=None) -> list[str]:
 def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, capacity=False,
              overrides: Mapping[str, Any] | None = None, progress: Callable | None = None,
              concurrency: Sequence[int] | int | None = None, think_time: float | None = None,
-             keep_records: bool = False):
+             keep_records: bool = False, replicas: int | None = None, router: str | None = None,
+             prefill: int | None = None, decode: int | None = None):
     """Simulate a scenario (a path or a :class:`~infermodel.scenario.Scenario`).
 
     ``concurrency`` (or the table's ``concurrency``) runs a closed loop of that many
@@ -348,7 +404,8 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
     if isinstance(concurrency, int) and not isinstance(concurrency, bool):
         concurrency = [concurrency]
     chosen = plan(scenario, policies=policies, rates=rates, seed=seed, engine=engine,
-                  concurrency=concurrency)
+                  concurrency=concurrency, deployment={"replicas": replicas, "router": router,
+                                                       "prefill": prefill, "decode": decode})
     think = chosen.think_time if think_time is None else think_time
     for note in chosen.warnings:
         warnings.warn(note, SimulationWarning, stacklevel=2)
@@ -358,14 +415,16 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
             settings.setdefault("policy", chosen.policies[0].name if policies else "chunked")
             found = simulator.capacity_search(chosen.cost_model, chosen.workload, slo=chosen.slo,
                                               seed=chosen.seed, engine=chosen.engine,
-                                              progress=progress, **settings)
+                                              progress=progress, deployment=chosen.deployment,
+                                              **settings)
             return CapacityReport(found, chosen.price_per_hour)
         loads = {"concurrency": chosen.concurrency, "think_time": think} if (
             chosen.concurrency and not rates) else {}
         result = simulator.simulate(chosen.cost_model, chosen.workload, chosen.policies,
                                     chosen.rates, seed=chosen.seed, slo=chosen.slo,
                                     engine=chosen.engine, progress=progress,
-                                    keep_records=keep_records, **loads)
+                                    keep_records=keep_records, deployment=chosen.deployment,
+                                    **loads)
         return attrs.evolve(result, notes=chosen.notes)
     except simulator.SimulationError as exc:
         raise ScenarioError(Problem(str(exc), file=str(scenario.path) if scenario.path else None,

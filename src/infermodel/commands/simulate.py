@@ -22,6 +22,14 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--think-time", type=float, default=None, metavar="SECONDS",
                         help="closed loop: seconds between a response and the client's next "
                              "request (default: the table's think_time, else 0)")
+    parser.add_argument("--replicas", type=int, default=None, metavar="N",
+                        help="N servers behind a router (default: the table's replicas, else 1)")
+    parser.add_argument("--router", choices=("round_robin", "least_outstanding", "prefix_affinity"),
+                        default=None, help="how requests are spread over replicas")
+    parser.add_argument("--prefill", type=int, default=None, metavar="X",
+                        help="disaggregated: X prefill servers (with --decode)")
+    parser.add_argument("--decode", type=int, default=None, metavar="Y",
+                        help="disaggregated: Y decode servers (with --prefill)")
     parser.add_argument("--seed", type=int, default=None, help="workload seed")
     parser.add_argument("--engine", choices=("fast", "reference"), default=None,
                         help="event-skipping (fast) or step-by-step (reference); same metrics")
@@ -89,7 +97,8 @@ def handle(args) -> int:
         outcome = simulate(scenario, policies=args.policy or None, rates=args.rate or None,
                            seed=args.seed, engine=args.engine, capacity=args.capacity,
                            progress=progress, concurrency=args.concurrency or None,
-                           think_time=args.think_time,
+                           think_time=args.think_time, replicas=args.replicas,
+                           router=args.router, prefill=args.prefill, decode=args.decode,
                            keep_records=bool(args.requests or args.timeseries))
     for warning in caught:
         if issubclass(warning.category, SimulationWarning):
@@ -104,7 +113,8 @@ def handle(args) -> int:
         text = _csv(outcome)
     else:
         notes = "".join(f"note: {note}\n" for note in outcome.notes)
-        text = f"{scenario.name}: seed {outcome.seed}, {outcome.engine} engine\n" + notes + outcome.table()
+        text = (f"{scenario.name}: seed {outcome.seed}, {outcome.engine} engine\n" + notes
+                + "\n".join([outcome.table(), *outcome.footnotes]))
     emit(text, args.output)
     if args.plot:
         plot_latency(outcome, args.plot)

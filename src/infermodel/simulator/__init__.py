@@ -58,6 +58,7 @@ from .api import (
     run_record,
     simulate,
 )
+from .cluster import ROUTERS, Deployment
 from .cost import EXTENSION_QUANTITIES, QUANTITY_NAMES, CostModel
 from .errors import SimulationError
 from .metrics import METRIC_NAMES, weighted_quantile
@@ -80,9 +81,11 @@ __all__ = [
     "METRIC_NAMES",
     "POLICY_KINDS",
     "QUANTITY_NAMES",
+    "ROUTERS",
     "SLO",
     "CapacityResult",
     "CostModel",
+    "Deployment",
     "EmpiricalLength",
     "FixedLength",
     "LogNormalLength",

@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .cluster import Deployment, run_deployment
 from .cost import CostModel
 from .errors import SimulationError
 from .fast import run_fast
@@ -87,6 +88,7 @@ def run_record(
     engine: str = "fast",
     max_iterations: int | None = None,
     series: bool = False,
+    deployment: Deployment | None = None,
 ) -> tuple[RunRecord, dict[str, float]]:
     """Like :func:`run_policy`, also returning the run's :class:`RunRecord` (every
     request's arrival, first and last token, evictions; the fast engine's iteration
@@ -95,7 +97,11 @@ def run_record(
     _check_cost(cost_model)
     policy = as_policy(policy)
     slo = SLO() if slo is None else slo
-    if _check_engine(engine) == "fast":
+    if deployment is not None and not deployment.single:
+        if _check_engine(engine) != "fast":
+            raise SimulationError("several servers are simulated by the fast engine only")
+        record = run_deployment(workload, cost_model, policy, deployment, max_iterations)
+    elif _check_engine(engine) == "fast":
         record = run_fast(workload, cost_model, policy, max_iterations, series)
     else:
         record, _ = run_reference(workload, cost_model, policy, max_iterations, series)
@@ -196,10 +202,15 @@ class SimulationResult:
             if run.overloaded:
                 cells.append(" OVERLOADED")
             lines.append(" ".join(cells))
-        if any(run.overloaded for run in self.runs):
-            lines.append("OVERLOADED: past saturation, the queue grows while requests arrive; "
-                         "its percentiles depend on how many requests were simulated")
         return "\n".join(lines)
+
+    @property
+    def footnotes(self) -> list[str]:
+        """Lines explaining the table's flags (printed after it by the command line)."""
+        if any(run.overloaded for run in self.runs):
+            return ["OVERLOADED: past saturation, the queue grows while requests arrive; "
+                    "its percentiles depend on how many requests were simulated"]
+        return []
 
 
 def _policies(policies: Iterable[Policy | str | Mapping[str, Any]] | Policy | str) -> list[Policy]:
@@ -233,6 +244,7 @@ def simulate(
     concurrency: Sequence[int] | int | None = None,
     think_time: float = 0.0,
     keep_records: bool = False,
+    deployment: Deployment | None = None,
 ) -> SimulationResult:
     """Simulate every policy at every nominal arrival rate on one seeded workload.
 
@@ -255,6 +267,8 @@ def simulate(
     :param think_time: seconds between a client's response and its next request.
     :param keep_records: keep each run's :class:`RunRecord` (``Run.record``) for
         per-request and time-series outputs.
+    :param deployment: several servers (:class:`Deployment`: replicas behind a router,
+        or disaggregated prefill and decode pools); one server by default.
 
     Reproducing a row of Module 10 Lab 3's table::
 
@@ -276,7 +290,7 @@ def simulate(
     for policy in chosen:
         for rate, clients, workload in loads:
             record, metrics = run_record(cost_model, workload, policy, slo, engine, max_iterations,
-                                         keep_records)
+                                         keep_records, deployment)
             runs.append(Run(policy.name, float(rate), metrics, policy, clients,
                             record if keep_records else None))
             if progress is not None:
@@ -397,6 +411,7 @@ def capacity_search(
     engine: str = "fast",
     progress: Progress | None = None,
     max_iterations: int | None = None,
+    deployment: Deployment | None = None,
 ) -> CapacityResult:
     """Highest nominal arrival rate whose run meets p99 TTFT ≤ ``slo.ttft`` and pooled
     p99 ITL ≤ ``slo.itl``, by ``steps`` bisections of [``low``, ``high``], then the
@@ -432,7 +447,8 @@ def capacity_search(
         nonlocal done
         if rate not in cache:
             workload = spec.generate(rate, seed)
-            cache[rate] = run_policy(cost_model, workload, chosen, slo, engine, max_iterations)
+            cache[rate] = run_record(cost_model, workload, chosen, slo, engine, max_iterations,
+                                     deployment=deployment)[1]
         done += 1
         if progress is not None:
             progress(min(done, total), total)

@@ -133,30 +133,41 @@ class ContinuousRun:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
-        queue, source = self.queue, self.source
         while self.completed < self.count:
-            queue.extend(source.due(self.now))
-            if not self.decoders and not self.prefillers and not queue:
-                self.now = source.next_time()
-                if self.now == math.inf:
-                    raise SimulationError("no request left to arrive and none running")
-                continue
-            running = self.admit()
-            if self.series is not None:
-                self.series.append((self.now, len(queue), running,
-                                    self._cached_now()))
-            takes, remainders, taking_decoders = self.share()
-            growth = taking_decoders + sum(takes)
-            if (self.decoder_filled + self.prefiller_filled + growth) * self.kv > self.memory:
-                self.evict()
-                continue
-            self.stalled = 0
-            self.blocked = -1
-            partial = len(takes) == 1 and takes[0] < remainders[0]
-            if taking_decoders == len(self.decoders) and (not takes or partial):
-                self.steady(takes, remainders, partial, growth, running)
-            else:
-                self.single(takes, taking_decoders)
+            if not self.turn():
+                raise SimulationError("no request left to arrive and none running")
+
+    def has_work(self) -> bool:
+        """Whether a request is running or waiting (arrived) here."""
+        return bool(self.decoders or self.prefillers or self.queue)
+
+    def turn(self) -> bool:
+        """One scheduling turn: take arrivals, admit, then evict or run iterations.
+        Returns False when nothing runs, waits or is still to arrive."""
+        queue, source = self.queue, self.source
+        queue.extend(source.due(self.now))
+        if not self.decoders and not self.prefillers and not queue:
+            arrival = source.next_time()
+            if arrival == math.inf:
+                return False
+            self.now = max(self.now, arrival)
+            return True
+        running = self.admit()
+        if self.series is not None:
+            self.series.append((self.now, len(queue), running, self._cached_now()))
+        takes, remainders, taking_decoders = self.share()
+        growth = taking_decoders + sum(takes)
+        if (self.decoder_filled + self.prefiller_filled + growth) * self.kv > self.memory:
+            self.evict()
+            return True
+        self.stalled = 0
+        self.blocked = -1
+        partial = len(takes) == 1 and takes[0] < remainders[0]
+        if taking_decoders == len(self.decoders) and (not takes or partial):
+            self.steady(takes, remainders, partial, growth, running)
+        else:
+            self.single(takes, taking_decoders)
+        return True
 
     def _cached_now(self) -> int:
         return self.decoder_filled + self.prefiller_filled
@@ -176,6 +187,7 @@ class ContinuousRun:
                 break
             queue.popleft()
             self.prefillers.append(candidate)
+            self.prefiller_filled += self.fil[candidate]  # 0 unless it arrives with its prompt cached
             used += need
             running += 1
             if reserve:
@@ -425,6 +437,7 @@ class ContinuousRun:
         """(timeline, segments, counters) for :func:`infermodel.simulator.fast.record`."""
         if self.times_pending:
             self.times_done.append(np.array(self.times_pending))
+            self.times_pending = []
         timeline = np.concatenate(self.times_done) if self.times_done else np.empty(0)
         segments = (
             np.array(self.seg_request, dtype=np.int64),

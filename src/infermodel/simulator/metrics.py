@@ -57,7 +57,7 @@ METRIC_NAMES = (
     "e2e_p50", "e2e_p90", "e2e_p99", "e2e_max",
     "throughput_tokens_per_s", "requests_per_s", "goodput", "goodput_fraction",
     "slo_ttft", "slo_itl",
-    "preemptions", "rollbacks", "recompute_preemptions", "recomputed_tokens", "iterations",
+    "transfer_time_mean", "preemptions", "rollbacks", "recompute_preemptions", "recomputed_tokens", "iterations",
     "slot_use", "mean_batch",
     "little_l", "little_lambda_w", "little_ratio", "in_system_growth_per_s", "ttft_trend", "ttft_trend_t",
     "overloaded",
@@ -94,6 +94,7 @@ class RunRecord:
     timeline: np.ndarray | None = None  # end time of every iteration (fast engine)
     closed: bool = False  # closed-loop load: the population is bounded, never unstable
     series: dict[str, np.ndarray] | None = None  # time, waiting, running, cache_use
+    transfer: np.ndarray | None = None  # per request: cache transfer time (disaggregated)
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray | None, quantiles: Sequence[float]) -> list[float]:
@@ -224,6 +225,7 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
     metrics["goodput_fraction"] = good / count
     metrics["slo_ttft"] = float(slo.ttft)
     metrics["slo_itl"] = float(slo.itl)
+    metrics["transfer_time_mean"] = float(np.mean(record.transfer)) if record.transfer is not None else 0.0
     metrics["preemptions"] = float(record.preemptions)
     metrics["rollbacks"] = float(record.rollbacks)
     metrics["recompute_preemptions"] = float(record.preemptions - record.rollbacks)

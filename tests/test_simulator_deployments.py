@@ -1,0 +1,149 @@
+"""Load shapes and deployments of the serving simulator: closed-loop clients on the
+case study, replicas behind a router, disaggregated prefill and decode pools.
+
+The qualitative result checked last is the one reported for disaggregated serving
+(DistServe, Zhong et al., OSDI 2024, §2 and §6): separating prefill from decode wins
+when a tight inter-token objective conflicts with the time-to-first-token objective,
+and colocation is as good or better when traffic is light.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import infermodel
+from conftest import SCENARIOS
+from infermodel.cli import main
+from infermodel.simulator import (
+    SLO,
+    CostModel,
+    Deployment,
+    SimulationError,
+    Workload,
+    WorkloadSpec,
+    run_record,
+    simulate,
+)
+
+LAB3 = SCENARIOS / "module10-lab3-policies.toml"
+COST = CostModel.lab3()
+SPEC = WorkloadSpec.lab3()
+SPLIT = Deployment(prefill=1, decode=1, link_bandwidth=50e9, link_latency=1e-4)
+PAIR = Deployment(2, "least_outstanding")
+
+
+def _queueing(deployment, rate) -> float:
+    """Mean time from arrival to the start of the request's own prefill."""
+    workload = SPEC.generate(rate, seed=0)
+    record, _ = run_record(COST, workload, "chunked", deployment=deployment)
+    prefill = np.array([COST.iteration_time([], [(int(p), 0)]) for p in workload.prompts])
+    return float(np.mean(record.first_token - record.arrivals - prefill))
+
+
+def test_closed_loop_on_the_case_study():
+    result = infermodel.simulate(LAB3, policies=["chunked"], concurrency=[1, 8],
+                                 overrides={"simulation.workload.count": 80})
+    one, eight = result.closed("chunked", 1), result.closed("chunked", 8)
+    # One client: never more than one request in the system, so no queueing at all
+    # and each request's TTFT is its own prefill.
+    assert one.metrics["ttft_p50"] == pytest.approx(1.0, abs=0.2)
+    assert one.metrics["mean_batch"] == pytest.approx(1.0)
+    # Eight clients keep up to eight requests running: more throughput, Little's law
+    # L = X·W holds with L <= 8.
+    m = eight.metrics
+    assert m["throughput_tokens_per_s"] > 3 * one.metrics["throughput_tokens_per_s"]
+    assert m["mean_batch"] <= 8 and m["overloaded"] == 0.0
+    data = result.to_dict()
+    assert data["runs"][1]["concurrency"] == 8 and data["runs"][1]["rate"] is None
+
+
+def test_closed_loop_keeps_at_most_n_in_the_system_and_think_time_spaces_requests():
+    workload = SPEC.generate(1.0, 0)
+    spec = WorkloadSpec.lab3(40)
+    record, _ = run_record(COST, spec.closed_loop(4, think_time=5.0), "paged")
+    events = np.concatenate([np.c_[record.arrivals, np.ones(40)], np.c_[record.last_token, -np.ones(40)]])
+    events = events[np.lexsort((events[:, 1], events[:, 0]))]
+    assert np.cumsum(events[:, 1]).max() == 4
+    # every request after the first four follows some finish by exactly the think time
+    finishes = np.sort(record.last_token)
+    later = np.sort(record.arrivals)[4:]
+    assert np.all(np.isin(np.round(later - 5.0, 9), np.round(finishes, 9)))
+    assert workload.count == 300  # the open stream's lengths are the ones drawn
+
+
+def test_two_replicas_halve_queueing_at_the_same_per_replica_load():
+    single = _queueing(None, 0.2)
+    assert _queueing(Deployment(2, "round_robin"), 0.4) <= single / 2
+    assert _queueing(PAIR, 0.4) <= 0.6 * single
+
+
+def test_one_replica_is_the_single_server():
+    workload = SPEC.generate(0.3, 0)
+    _, alone = run_record(COST, workload, "chunked")
+    _, one = run_record(COST, workload, "chunked", deployment=Deployment(1))
+    assert one == alone or all(
+        (math.isnan(alone[k]) and math.isnan(one[k])) or alone[k] == one[k] for k in alone)
+
+
+def test_disaggregated_run_prices_the_cache_transfer():
+    workload = SPEC.generate(0.2, 0)
+    record, metrics = run_record(COST, workload, "chunked", deployment=SPLIT)
+    expected = workload.prompts * 147456 / 50e9 + 1e-4
+    np.testing.assert_allclose(record.transfer, expected)
+    assert metrics["transfer_time_mean"] == pytest.approx(float(expected.mean()))
+    # every request's tokens: the first from the prefill server, the rest after the transfer
+    assert np.all(record.last_token - record.first_token >= expected * (workload.outputs > 1))
+    assert metrics["requests"] == 300
+
+
+def test_disaggregated_transfer_is_in_the_derivation(write_scenario, capsys):
+    path = write_scenario(f'extends = "{LAB3}"\n[simulation.disaggregation]\nprefill = 1\n'
+                          'decode = 1\nlink_bandwidth = "50 GB/s"\nlink_latency = "0.1 ms"\n')
+    assert main(["simulate", str(path), "--policy", "chunked", "--rate", "0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "cache transfer prefill -> decode" in out and "50 GB/s" in out
+    assert "= 11.9 ms for the mean prompt" in out  # 4,000 × 147,456 B / 50 GB/s + 0.1 ms
+
+
+def test_disaggregation_wins_when_objectives_conflict_and_loses_when_light():
+    tight = SLO(ttft=3.0, itl=0.03)  # the decode objective a joining prompt breaks
+    heavy = {dep.label: simulate(COST, SPEC, ["chunked"], [0.3], slo=tight, deployment=dep)
+             .runs[0].metrics for dep in (PAIR, SPLIT)}
+    assert heavy["1P1D"]["goodput"] > 2 * heavy[PAIR.label]["goodput"]
+    loose = SLO(ttft=1.5, itl=0.1)
+    light = {dep.label: simulate(COST, SPEC, ["chunked"], [0.05], slo=loose, deployment=dep)
+             .runs[0].metrics for dep in (PAIR, SPLIT)}
+    assert light[PAIR.label]["goodput"] > light["1P1D"]["goodput"]
+    assert light[PAIR.label]["ttft_p99"] < light["1P1D"]["ttft_p99"]
+
+
+def test_prefix_affinity_keeps_a_prefix_on_one_server():
+    workload = Workload.from_arrays(np.arange(12) * 0.5, np.full(12, 500), np.full(12, 50))
+    workload = workload.with_prefixes(["a", "b", "a", "c"] * 3)
+    record, metrics = run_record(COST, workload, "paged",
+                                 deployment=Deployment(3, "prefix_affinity"))
+    assert metrics["requests"] == 12
+    from infermodel.simulator.cluster import _serve  # the routing itself
+    from infermodel.simulator.fast import _RunTimes
+
+    states = _serve(workload, COST, __import__("infermodel").simulator.policy("paged"),
+                    workload.arrivals.tolist(), range(12), workload.prefixes, "prefix_affinity",
+                    3, 10**6, _RunTimes(COST))
+    owner = {r: i for i, state in enumerate(states) for r in state.source.requests}
+    for prefix in "abc":
+        assert len({owner[r] for r in range(12) if workload.prefixes[r] == prefix}) == 1
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: Deployment(2, "random"), "router must be one of"),
+    (lambda: Deployment(prefill=1), "both prefill and decode"),
+    (lambda: Deployment(0), "replicas"),
+    (lambda: run_record(COST, SPEC.generate(0.2), "static", deployment=PAIR), "continuous policy"),
+    (lambda: run_record(COST, SPEC.closed_loop(4), "paged", deployment=PAIR), "closed loop"),
+])
+def test_bad_deployments_are_clear_errors(call, message):
+    with pytest.raises(SimulationError, match=message):
+        call()
