@@ -147,3 +147,23 @@ def test_prefix_affinity_keeps_a_prefix_on_one_server():
 def test_bad_deployments_are_clear_errors(call, message):
     with pytest.raises(SimulationError, match=message):
         call()
+
+
+def test_dask_grid_equals_the_serial_grid():
+    pytest.importorskip("distributed")
+    from infermodel.simulator.grid import execute  # noqa: F401  (the scheduler under test)
+
+    spec = WorkloadSpec.lab3(60)
+    kwargs = dict(seeds=[0, 1], deployment=None)
+    serial = simulate(COST, spec, ["paged", "chunked"], [0.2, 0.3], **kwargs)
+    calls = []
+    spread = simulate(COST, spec, ["paged", "chunked"], [0.2, 0.3], scheduler="dask",
+                      progress=lambda done, total: calls.append((done, total)), **kwargs)
+    assert [r.to_dict() for r in spread.runs] == [r.to_dict() for r in serial.runs]
+    assert [run.seed for run in serial.runs] == [0, 0, 1, 1, 0, 0, 1, 1]
+    assert calls[-1] == (8, 8) and len(calls) == 8
+
+
+def test_unknown_scheduler_is_a_clear_error():
+    with pytest.raises(SimulationError, match="scheduler must be one of"):
+        simulate(COST, WorkloadSpec.lab3(10), ["paged"], [0.2], scheduler="spark")

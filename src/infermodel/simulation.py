@@ -379,7 +379,9 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
              overrides: Mapping[str, Any] | None = None, progress: Callable | None = None,
              concurrency: Sequence[int] | int | None = None, think_time: float | None = None,
              keep_records: bool = False, replicas: int | None = None, router: str | None = None,
-             prefill: int | None = None, decode: int | None = None):
+             prefill: int | None = None, decode: int | None = None,
+             seeds: Sequence[int] | None = None, scheduler: str = "serial",
+             address: str | None = None):
     """Simulate a scenario (a path or a :class:`~infermodel.scenario.Scenario`).
 
     ``concurrency`` (or the table's ``concurrency``) runs a closed loop of that many
@@ -424,7 +426,7 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
                                     chosen.rates, seed=chosen.seed, slo=chosen.slo,
                                     engine=chosen.engine, progress=progress,
                                     keep_records=keep_records, deployment=chosen.deployment,
-                                    **loads)
+                                    seeds=seeds, scheduler=scheduler, address=address, **loads)
         return attrs.evolve(result, notes=chosen.notes)
     except simulator.SimulationError as exc:
         raise ScenarioError(Problem(str(exc), file=str(scenario.path) if scenario.path else None,

@@ -30,7 +30,14 @@ def add_parser(subparsers) -> None:
                         help="disaggregated: X prefill servers (with --decode)")
     parser.add_argument("--decode", type=int, default=None, metavar="Y",
                         help="disaggregated: Y decode servers (with --prefill)")
-    parser.add_argument("--seed", type=int, default=None, help="workload seed")
+    parser.add_argument("--seed", type=int, action="append", default=[], metavar="SEED",
+                        help="workload seed (repeatable: a run per seed)")
+    parser.add_argument("--scheduler", choices=("serial", "dask"), default="serial",
+                        help="run the grid here one run at a time (serial) or on Dask: a local "
+                             "cluster, one worker per core, or the cluster at --address "
+                             '(needs pip install "infermodel[dask]")')
+    parser.add_argument("--address", metavar="HOST:PORT",
+                        help="with --scheduler dask: the address of a running Dask scheduler")
     parser.add_argument("--engine", choices=("fast", "reference"), default=None,
                         help="event-skipping (fast) or step-by-step (reference); same metrics")
     parser.add_argument("--capacity", action="store_true",
@@ -95,7 +102,10 @@ def handle(args) -> int:
     with bar, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SimulationWarning)
         outcome = simulate(scenario, policies=args.policy or None, rates=args.rate or None,
-                           seed=args.seed, engine=args.engine, capacity=args.capacity,
+                           seed=args.seed[0] if len(args.seed) == 1 else None,
+                           seeds=args.seed if len(args.seed) > 1 else None,
+                           scheduler=args.scheduler, address=args.address,
+                           engine=args.engine, capacity=args.capacity,
                            progress=progress, concurrency=args.concurrency or None,
                            think_time=args.think_time, replicas=args.replicas,
                            router=args.router, prefill=args.prefill, decode=args.decode,

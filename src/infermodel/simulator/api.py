@@ -118,6 +118,7 @@ class Run:
     settings: Policy = attrs.field(eq=False, repr=False)
     concurrency: int | None = None
     record: Any = attrs.field(default=None, eq=False, repr=False)
+    seed: int | None = None
 
     @property
     def overloaded(self) -> bool:
@@ -129,6 +130,8 @@ class Run:
                 "overloaded": self.overloaded, "metrics": _metrics_json(self.metrics)}
         if self.concurrency is not None:
             data["concurrency"] = self.concurrency
+        if self.seed is not None:
+            data["seed"] = self.seed
         return data
 
 
@@ -245,6 +248,9 @@ def simulate(
     think_time: float = 0.0,
     keep_records: bool = False,
     deployment: Deployment | None = None,
+    seeds: Sequence[int] | None = None,
+    scheduler: str = "serial",
+    address: str | None = None,
 ) -> SimulationResult:
     """Simulate every policy at every nominal arrival rate on one seeded workload.
 
@@ -269,6 +275,10 @@ def simulate(
         per-request and time-series outputs.
     :param deployment: several servers (:class:`Deployment`: replicas behind a router,
         or disaggregated prefill and decode pools); one server by default.
+    :param seeds: several workload seeds (a run per seed, ``Run.seed`` set) instead of
+        ``seed``.
+    :param scheduler: ``"serial"`` (default) or ``"dask"``: the runs on a Dask cluster
+        (a local one, or the scheduler at ``address``), same results in the same order.
 
     Reproducing a row of Module 10 Lab 3's table::
 
@@ -284,18 +294,30 @@ def simulate(
     chosen = _policies(policies)
     slo = SLO() if slo is None else slo
     spec = WorkloadSpec.lab3() if workload_spec is None else workload_spec
-    loads = drawn_loads(spec, rates, seed, concurrency, think_time)
-    total = len(chosen) * len(loads)
-    runs = []
+    from .grid import execute
+
+    several = seeds is not None
+    seed_list = [int(s) for s in seeds] if several else [seed]
+    if several and not seed_list:
+        raise SimulationError("choose at least one seed")
+    keys, tasks = [], []
     for policy in chosen:
-        for rate, clients, workload in loads:
-            record, metrics = run_record(cost_model, workload, policy, slo, engine, max_iterations,
-                                         keep_records, deployment)
-            runs.append(Run(policy.name, float(rate), metrics, policy, clients,
-                            record if keep_records else None))
-            if progress is not None:
-                progress(len(runs), total)
-    return SimulationResult(tuple(runs), int(seed), slo, engine, cost_model, spec)
+        for one_seed in seed_list:
+            for rate, clients, workload in drawn_loads(spec, rates, one_seed, concurrency, think_time):
+                keys.append((policy, rate, clients, one_seed if several else None))
+                tasks.append((cost_model, workload, policy, slo, engine, max_iterations,
+                              keep_records, deployment))
+    outcomes = execute(_one_run, tasks, scheduler, address, progress)
+    runs = [Run(policy.name, float(rate), metrics, policy, clients, record, one_seed)
+            for (policy, rate, clients, one_seed), (record, metrics) in zip(keys, outcomes)]
+    return SimulationResult(tuple(runs), int(seed_list[0]), slo, engine, cost_model, spec)
+
+
+def _one_run(cost_model, workload, policy, slo, engine, max_iterations, keep_records, deployment):
+    """One run of a grid (a module-level function, so a Dask worker can call it)."""
+    record, metrics = run_record(cost_model, workload, policy, slo, engine, max_iterations,
+                                 keep_records, deployment)
+    return (record if keep_records else None), metrics
 
 
 def drawn_loads(spec, rates, seed: int, concurrency=None, think_time: float = 0.0):
