@@ -64,9 +64,12 @@ def _csv(result) -> str:
 
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["policy", "rate", *METRIC_NAMES])
+    writer.writerow(["policy", "rate", "concurrency", "seed", *METRIC_NAMES])
     for run in result.runs:
-        writer.writerow([run.policy, repr(run.rate), *(repr(float(run.metrics[m])) for m in METRIC_NAMES)])
+        writer.writerow([run.policy, "" if run.rate != run.rate else repr(run.rate),
+                         "" if run.concurrency is None else run.concurrency,
+                         result.seed if run.seed is None else run.seed,
+                         *(repr(float(run.metrics[m])) for m in METRIC_NAMES)])
     return buffer.getvalue()
 
 
