@@ -192,3 +192,53 @@ def test_trace_replay_keeps_pairing_and_never_writes_the_trace(tmp_path, write_s
 
     spec = plan(infermodel.load_scenario(path)).workload
     assert spec.generate(4.0).arrivals.tolist() == pytest.approx([0.0, 0.5625, 0.75])  # 3 requests / 2 s = 1.5/s recorded
+
+
+def test_left_out_levers_say_how_big_their_effect_is(capsys):
+    assert main(["simulate", str(SCENARIOS / "spec-lab5.toml"), "--policy", "chunked",
+                 "--rate", "0.1", "--set", "simulation.workload.count=10"]) == 0
+    err = capsys.readouterr().err
+    assert "plugin 'speculative'" in err and "without it" in err and "x;" in err
+
+
+def test_requests_and_timeseries_outputs(tmp_path, capsys):
+    requests, series, plot = tmp_path / "r.csv", tmp_path / "t.csv", tmp_path / "t.svg"
+    args = ["simulate", str(LAB3), "--policy", "paged", "--rate", "0.3",
+            "--set", "simulation.workload.count=40"]
+    assert main([*args, "--requests", str(requests), "--timeseries", str(series)]) == 0
+    rows = requests.read_text().splitlines()
+    assert rows[0] == ("policy,rate,concurrency,request,arrival,first_token,finish,prompt_tokens,"
+                       "output_tokens,preemptions,rollbacks") and len(rows) == 41
+    arrival, first, finish = (float(x) for x in rows[1].split(",")[4:7])
+    assert arrival <= first <= finish
+    lines = series.read_text().splitlines()
+    assert lines[0] == "policy,rate,concurrency,time,waiting,running,cache_use" and len(lines) > 40
+    use = [float(line.split(",")[-1]) for line in lines[1:]]
+    assert 0 <= min(use) and max(use) <= 1
+    assert main([*args, "--timeseries", str(plot)]) == 0 and plot.read_text().startswith("<?xml")
+    assert main([*args, "--timeseries", str(tmp_path / "t.txt")]) == 2
+    assert "time series" in capsys.readouterr().err
+
+
+def test_gamma_arrivals_have_the_asked_mean_and_burstiness():
+    for sampler in ("lab", "numpy"):
+        spec = WorkloadSpec(count=20000, sampler=sampler, arrivals="gamma", cv=3.0)
+        gaps = np.diff(spec.generate(2.0, seed=1).arrivals)
+        assert gaps.mean() == pytest.approx(0.5, rel=0.1)
+        assert gaps.std() / gaps.mean() == pytest.approx(3.0, rel=0.1)
+
+
+def test_new_simulation_keys_are_checked(write_scenario, capsys):
+    for table, fragment in [
+        ("[simulation]\nconcurrency = [0]\n", "simulation.concurrency"),
+        ("[simulation]\nrouter = \"random\"\n", "router must be one of"),
+        ("[simulation.disaggregation]\nprefill = 1\nlink_bandwidth = \"50 GB/s\"\n",
+         "both prefill and decode"),
+        ("[simulation.disaggregation]\nprefil = 1\n", "simulation.disaggregation.prefil"),
+        ("[simulation.workload]\narrivals = \"weibull\"\n", "arrivals must be one of"),
+        ("[simulation.workload]\ntrace = \"missing.csv\"\n", "cannot read"),
+    ]:
+        path = write_scenario(f'extends = "{LAB3}"\n{table}')
+        assert main(["check", str(path)]) == 2, table
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and fragment in err, (table, err)

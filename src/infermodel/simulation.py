@@ -367,12 +367,32 @@ def unmodelled_changes(result, cost=None) -> list[str]:
     for name in STEP_QUANTITIES:
         if name not in result.graph:
             continue
-        for change in result.graph[name].history[1:]:
+        quantity = result.graph[name]
+        for change in quantity.history[1:]:
             if change.plugin in modelled:
                 continue
             notes.append(f"{name} is changed by plugin {change.plugin!r} ({change.reason}); "
-                         "the simulator's iteration cost does not include that change")
+                         "the simulator's iteration cost does not include that change"
+                         + _effect(result, quantity))
     return notes
+
+
+def _effect(result, quantity) -> str:
+    """How big the left-out change is: the quantity with and without the levers."""
+    first = quantity.history[0]
+    expression = first.expression
+    try:
+        if first.kind == "input" or not hasattr(expression, "free_symbols"):
+            before = float(expression)
+        else:
+            before = float(expression.subs({s: result.values[s.name] for s in expression.free_symbols}))
+        after = float(result.values[quantity.name])
+    except (KeyError, TypeError, ValueError):
+        return ""
+    if not (math.isfinite(before) and math.isfinite(after)) or before == 0 or after == before:
+        return ""
+    return (f" (with it {quantity.name} = {after:.4g}, without it {before:.4g}: "
+            f"{after / before:.3g}x; the simulated times follow the value without it)")
 
 
 def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, capacity=False,

@@ -501,7 +501,8 @@ class Workload:
         if max_output is None:
             max_output = int(outputs.max())
         if rate is None:
-            rate = arrivals.size / arrivals[-1] if arrivals[-1] > 0 else math.inf
+            with np.errstate(over="ignore"):
+                rate = arrivals.size / arrivals[-1] if arrivals[-1] > 0 else math.inf
         return cls(arrivals, prompts, outputs, float(rate), seed, int(max_output))
 
     @property
