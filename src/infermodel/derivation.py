@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -87,7 +88,7 @@ def derive(result, name: str, *, depth: int | None = None) -> Derivation:
     graph = result.graph
     graph[name]  # raises a helpful error for unknown names
     if depth is None:
-        chain = [name] + list(reversed(graph.ancestors(name)))
+        chain = [name, *list(reversed(graph.ancestors(name)))]
     else:
         chain, frontier = [name], [name]
         for _ in range(depth):

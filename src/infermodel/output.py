@@ -7,11 +7,12 @@ scenario file it read (the file itself, what it extends, its presets).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from .errors import InfermodelError, Problem
 
@@ -21,10 +22,8 @@ _PROTECTED: set[Path] = set()
 def protect(paths: Iterable[str | os.PathLike]) -> None:
     """Refuse, from now on in this process, to write over any of ``paths``."""
     for path in paths:
-        try:
+        with contextlib.suppress(OSError):
             _PROTECTED.add(Path(path).resolve())
-        except OSError:
-            pass
 
 
 def protect_scenario(scenario) -> None:
@@ -60,12 +59,12 @@ def _umask() -> int:
 
 
 class atomic_stream:
-    """Open a temporary file beside ``path``; rename it into place on success only.
+    r"""Open a temporary file beside ``path``; rename it into place on success only.
 
     An exception (a KeyboardInterrupt included) removes the temporary file.
 
     >>> with atomic_stream("out.csv") as handle:  # doctest: +SKIP
-    ...     handle.write("a,b\\n")
+    ...     handle.write("a,b\n")
     """
 
     def __init__(self, path: str | os.PathLike, *, binary: bool = False):
@@ -80,10 +79,8 @@ class atomic_stream:
         except OSError as exc:
             raise InfermodelError(Problem(f"cannot write {str(self.path)!r}: {exc.strerror}")) from None
         # mkstemp creates the file private (0600); give it the permissions of a new file.
-        try:
+        with contextlib.suppress(OSError):
             os.fchmod(fd, 0o666 & ~_umask())
-        except OSError:
-            pass
         if self.binary:
             self.handle = os.fdopen(fd, "wb")
         else:
@@ -102,10 +99,8 @@ class atomic_stream:
                     raise InfermodelError(Problem(
                         f"cannot write {str(self.path)!r}: {exc.strerror}")) from None
             else:
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.temporary)
-                except FileNotFoundError:
-                    pass
         return False
 
 

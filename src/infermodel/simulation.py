@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
