@@ -123,8 +123,7 @@ def test_disaggregation_wins_when_objectives_conflict_and_loses_when_light():
 def test_prefix_affinity_keeps_a_prefix_on_one_server():
     workload = Workload.from_arrays(np.arange(12) * 0.5, np.full(12, 500), np.full(12, 50))
     workload = workload.with_prefixes(["a", "b", "a", "c"] * 3)
-    record, metrics = run_record(COST, workload, "paged",
-                                 deployment=Deployment(3, "prefix_affinity"))
+    _, metrics = run_record(COST, workload, "paged", deployment=Deployment(3, "prefix_affinity"))
     assert metrics["requests"] == 12
     from infermodel.simulator.cluster import _serve  # the routing itself
     from infermodel.simulator.fast import _RunTimes

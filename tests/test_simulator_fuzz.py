@@ -1,6 +1,7 @@
 """Fuzz tests of the simulator's new input surfaces: trace files, closed-loop and
 deployment settings.  Any input gives a result or a SimulationError, never another
-exception or a hang."""
+exception or a hang.
+"""
 
 from __future__ import annotations
 

@@ -36,7 +36,8 @@ Z = 3.29  # two-sided 99.9 %
 
 def _service_alone(prompt: int, output: int) -> float:
     """Time one request takes alone on the server: its prefill, then output − 1 decodes
-    (a decode is a one-token chunk over the positions cached so far)."""
+    (a decode is a one-token chunk over the positions cached so far).
+    """
     time = COST.iteration_time([], [(prompt, 0)])
     for step in range(1, output):
         time += COST.iteration_time([], [(1, prompt + step - 1)])
@@ -143,7 +144,7 @@ def test_static_slot_use_within_its_interval():
     law = LogNormalLength.from_median(1500, 0.6, 16, 4000)
     spec = WorkloadSpec(FixedLength(100), law, 4000, "numpy")
     workload = spec.generate(100.0, seed=4)  # always a full batch waiting
-    record, metrics = run_record(COST, workload, Policy("static", batch_size=8))
+    _, metrics = run_record(COST, workload, Policy("static", batch_size=8))
     expected = static_slot_use(law, 8)
     # Per batch: busy slot-steps / (8 · decode steps); a ratio estimate over 500 batches.
     outputs = workload.outputs.reshape(-1, 8)

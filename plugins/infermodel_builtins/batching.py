@@ -164,7 +164,8 @@ class Batching:
     def simulation_defaults(self, scenario) -> dict:
         """The serving simulator's default policy and output law: static batches of the
         scenario's batch size, or continuous batching reserving the full length
-        (``reserve``) or on demand (``paged``); the output law as written."""
+        (``reserve``) or on demand (``paged``); the output law as written.
+        """
         if self.policy == "static":
             policy = {"kind": "static", "batch_size": int(scenario.value("workload.batch"))}
         elif self.reservation == "full_length":

@@ -175,6 +175,18 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     if think < 0:
         _fail(scenario, "simulation.think_time", f"got {think!r}", "a non-negative time such as \"2 s\"")
     servers = _deployment(scenario, table, deployment or {}, quantity)
+    notes.extend(_deployment_notes(servers, workload, cost))
+    price = result.values.get("cost_per_hour")
+    if price is not None and not servers.single:
+        price = float(price) * servers.servers  # every server is priced as the scenario's cards
+    return SimulationPlan(cost, workload, chosen, tuple(float(r) for r in rates_), int(seed_),
+                          engine_, slo, capacity, price, tuple(unmodelled_changes(result, cost)),
+                          clients, float(think), tuple(notes), servers)
+
+
+def _deployment_notes(servers, workload, cost) -> list[str]:
+    """Derivation lines of a deployment: its servers and the priced cache transfer."""
+    notes = []
     if not servers.single:
         notes.append(f"deployment: {servers.label}" + ("" if servers.disaggregated else
                      f" ({servers.replicas} servers, each with the cost and cache above)"))
@@ -186,12 +198,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
             f"{mean_prompt:.0f} x {cost.kv_bytes_per_token:.6g} B / "
             f"{servers.link_bandwidth / 1e9:.4g} GB/s + {servers.link_latency * 1e3:.4g} ms = "
             f"{transfer * 1e3:.4g} ms for the mean prompt")
-    price = result.values.get("cost_per_hour")
-    if price is not None and not servers.single:
-        price = float(price) * servers.servers  # every server is priced as the scenario's cards
-    return SimulationPlan(cost, workload, chosen, tuple(float(r) for r in rates_), int(seed_),
-                          engine_, slo, capacity, price, tuple(unmodelled_changes(result, cost)),
-                          clients, float(think), tuple(notes), servers)
+    return notes
 
 
 def _mean_prompt(workload) -> float:
@@ -306,11 +313,11 @@ def workload_defaults(written: Mapping, values: Mapping, defaults: Mapping) -> t
     if not isinstance(written, Mapping):
         return dict(written), []  # the simulator reports the wrong type
     table = dict(written)
-    notes = []
+    notes: list[str] = []
     if "trace" in table:
         return table, notes
     if "prompt" not in table and "prompt_tokens" in values:
-        m = max(1, int(round(float(values["prompt_tokens"]))))
+        m = max(1, round(float(values["prompt_tokens"])))
         half = m // 2
         table["prompt"] = {"law": "uniform", "low": m - half, "high": m + half} if half else m
         notes.append(f"prompt lengths: default law around the scenario's prompt_tokens = {m}: "
@@ -320,7 +327,7 @@ def workload_defaults(written: Mapping, values: Mapping, defaults: Mapping) -> t
         table["output"] = law
         notes.append(f"output lengths: the {lever} lever's output law {law}")
     elif "output" not in table and "output_tokens" in values:
-        m = max(1, int(round(float(values["output_tokens"]))))
+        m = max(1, round(float(values["output_tokens"])))
         sigma = DEFAULT_OUTPUT_SIGMA
         median = m * math.exp(-sigma * sigma / 2)
         table["output"] = ({"law": "lognormal", "median": median, "sigma": sigma, "min": 1,
@@ -360,7 +367,8 @@ def unmodelled_changes(result, cost=None) -> list[str]:
     A plugin that defines one of the simulator's cost terms
     (:data:`infermodel.simulator.EXTENSION_QUANTITIES`: pipeline stages, communication,
     a host-resident cache share, expert coverage) has its step-time changes priced by
-    the simulator itself, so they are not reported."""
+    the simulator itself, so they are not reported.
+    """
     from .simulator import EXTENSION_QUANTITIES
 
     modelled = {result.graph[name].plugin for name in EXTENSION_QUANTITIES if name in result.graph}
@@ -424,10 +432,11 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
         scenario = load_scenario(Path(scenario), overrides)
     elif overrides:
         scenario = scenario.with_overrides(overrides)
-    if isinstance(concurrency, int) and not isinstance(concurrency, bool):
-        concurrency = [concurrency]
+    clients: Sequence[int] | None = (
+        [concurrency] if isinstance(concurrency, int) and not isinstance(concurrency, bool)
+        else concurrency)  # type: ignore[assignment]
     chosen = plan(scenario, policies=policies, rates=rates, seed=seed, engine=engine,
-                  concurrency=concurrency, deployment={"replicas": replicas, "router": router,
+                  concurrency=clients, deployment={"replicas": replicas, "router": router,
                                                        "prefill": prefill, "decode": decode})
     think = chosen.think_time if think_time is None else think_time
     for note in chosen.warnings:
@@ -441,13 +450,14 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
                                               progress=progress, deployment=chosen.deployment,
                                               **settings)
             return CapacityReport(found, chosen.price_per_hour)
-        loads = {"concurrency": chosen.concurrency, "think_time": think} if (
-            chosen.concurrency and not rates) else {}
+        closed = bool(chosen.concurrency) and not rates
         result = simulator.simulate(chosen.cost_model, chosen.workload, chosen.policies,
                                     chosen.rates, seed=chosen.seed, slo=chosen.slo,
                                     engine=chosen.engine, progress=progress,
                                     keep_records=keep_records, deployment=chosen.deployment,
-                                    seeds=seeds, scheduler=scheduler, address=address, **loads)
+                                    seeds=seeds, scheduler=scheduler, address=address,
+                                    concurrency=chosen.concurrency if closed else None,
+                                    think_time=think if closed else 0.0)
         return attrs.evolve(result, notes=chosen.notes)
     except simulator.SimulationError as exc:
         raise ScenarioError(Problem(str(exc), file=str(scenario.path) if scenario.path else None,
@@ -537,7 +547,8 @@ REQUEST_COLUMNS = ("policy", "rate", "concurrency", "request", "arrival", "first
 def requests_csv(result) -> str:
     """One row per request of every run (runs kept with ``keep_records``): times in
     seconds from the start of the run; ``preemptions`` counts evictions that discarded
-    the request's cached positions, ``rollbacks`` admissions undone with nothing cached."""
+    the request's cached positions, ``rollbacks`` admissions undone with nothing cached.
+    """
     import csv
     import io
 
@@ -560,7 +571,8 @@ def requests_csv(result) -> str:
 
 def timeseries_csv(result) -> str:
     """Every run's time series: at each scheduling decision, the requests waiting, the
-    requests running and the share of the cache in use."""
+    requests running and the share of the cache in use.
+    """
     import csv
     import io
 

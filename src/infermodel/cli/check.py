@@ -41,7 +41,8 @@ def _witness(scenario):
 
 def _memory_warning(scenario) -> None:
     """Weights that leave no memory for the KV cache: valid as a what-if (``run``
-    reports fits = false), but nothing can be served; say so."""
+    reports fits = false), but nothing can be served; say so.
+    """
     import sys
 
     from ..evaluation import evaluate
