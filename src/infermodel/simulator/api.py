@@ -287,7 +287,7 @@ def simulate(
         >>> round(m["ttft_p50"], 2), round(m["ttft_p99"], 2), round(m["throughput_tokens_per_s"], 1)
         (13.04, 52.59, 193.3)
         >>> sorted(result.to_dict()["runs"][0])
-        ['metrics', 'policy', 'rate']
+        ['metrics', 'overloaded', 'policy', 'rate']
     """
     _check_cost(cost_model)
     _check_engine(engine)
