@@ -145,7 +145,9 @@ class ContinuousRun:
         """One scheduling turn: take arrivals, admit, then evict or run iterations.
         Returns False when nothing runs, waits or is still to arrive."""
         queue, source = self.queue, self.source
-        queue.extend(source.due(self.now))
+        arrived = source.due(self.now)
+        if arrived:
+            queue.extend(arrived)
         if not self.decoders and not self.prefillers and not queue:
             arrival = source.next_time()
             if arrival == math.inf:

@@ -30,14 +30,16 @@ class OpenArrivals:
         self.count = len(self.times)
         self.next = 0
 
-    def due(self, now: float) -> list[int]:
+    def due(self, now: float) -> range | tuple[()]:
         start = self.next
         times, count = self.times, self.count
+        if start >= count or times[start] > now:
+            return ()
         stop = start
         while stop < count and times[stop] <= now:
             stop += 1
         self.next = stop
-        return list(range(start, stop))
+        return range(start, stop)
 
     def next_time(self) -> float:
         return self.times[self.next] if self.next < self.count else math.inf
