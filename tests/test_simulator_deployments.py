@@ -166,3 +166,26 @@ def test_dask_grid_equals_the_serial_grid():
 def test_unknown_scheduler_is_a_clear_error():
     with pytest.raises(SimulationError, match="scheduler must be one of"):
         simulate(COST, WorkloadSpec.lab3(10), ["paged"], [0.2], scheduler="spark")
+
+
+def test_swap_to_host_preemption_keeps_the_cache_and_engines_agree():
+    workload = WorkloadSpec.lab3(150).generate(0.35, seed=0)
+    swap = {"kind": "paged", "preemption": "swap", "swap_bandwidth": 25e9}
+    _, fast = run_record(COST, workload, swap)
+    _, reference = run_record(COST, workload, swap, engine="reference")
+    assert all((math.isnan(fast[k]) and math.isnan(reference[k])) or fast[k] == reference[k]
+               for k in fast)
+    _, recompute = run_record(COST, workload, "paged")
+    assert recompute["recompute_preemptions"] > 0 and recompute["recomputed_tokens"] > 0
+    assert fast["recomputed_tokens"] == 0 and fast["swapped_tokens"] > 0
+    # a swapped request resumes after a copy, not a re-prefill: its longest gap is shorter
+    assert fast["itl_max"] < recompute["itl_max"]
+
+
+def test_swap_needs_a_bandwidth():
+    from infermodel.simulator import Policy
+
+    with pytest.raises(SimulationError, match="swap_bandwidth"):
+        Policy("paged", preemption="swap")
+    with pytest.raises(SimulationError, match="preemption must be one of"):
+        Policy("paged", preemption="discard")

@@ -193,8 +193,8 @@ def _merge(workload, policy, states, arrivals, outputs_of=None):
 
     timelines, requests, firsts, lasts = [], [], [], []
     offset = 0
-    totals = {"end": 0.0, "preemptions": 0, "rollbacks": 0, "recomputed": 0, "iterations": 0,
-              "busy": 0, "decode_steps": 0}
+    totals = {"end": 0.0, "preemptions": 0, "rollbacks": 0, "recomputed": 0, "swapped": 0,
+              "iterations": 0, "busy": 0, "decode_steps": 0}
     evicted = np.zeros(workload.count, dtype=np.int64)
     undone = np.zeros(workload.count, dtype=np.int64)
     for state in states:
@@ -205,7 +205,8 @@ def _merge(workload, policy, states, arrivals, outputs_of=None):
         lasts.append(last + offset)
         offset += timeline.size
         totals["end"] = max(totals["end"], counters["end"])
-        for key in ("preemptions", "rollbacks", "recomputed", "iterations", "busy", "decode_steps"):
+        for key in ("preemptions", "rollbacks", "recomputed", "swapped", "iterations", "busy",
+                    "decode_steps"):
             totals[key] += counters[key]
         evicted += counters["request_preemptions"]
         undone += counters["request_rollbacks"]

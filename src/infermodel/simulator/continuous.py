@@ -81,6 +81,10 @@ class ContinuousRun:
         self.decoding = [False] * count
         self.evicted = [0] * count  # per request: preemptions (cached positions discarded)
         self.undone = [0] * count  # per request: rollbacks (nothing cached yet)
+        self.swap = policy.preemption == "swap"
+        self.swap_seconds_per_token = (self.kv / policy.swap_bandwidth) if self.swap else 0.0
+        self.swapped = [0] * count  # per request: positions held in host memory
+        self.swapped_tokens = 0
         self.decoders: list[int] = []  # running requests that decode, in running order
         self.prefillers: list[int] = []  # running requests still (re)filling; after decoders
         self.queue: deque[int] = deque()
@@ -188,6 +192,11 @@ class ContinuousRun:
             if (used + need) * kv > self.admit_limit:
                 break
             queue.popleft()
+            if self.swap and self.swapped[candidate]:
+                # Its cache comes back from host memory instead of being recomputed.
+                self.fil[candidate] = self.swapped[candidate]
+                self.now += self.swapped[candidate] * self.swap_seconds_per_token
+                self.swapped[candidate] = 0
             self.prefillers.append(candidate)
             self.prefiller_filled += self.fil[candidate]  # 0 unless it arrives with its prompt cached
             used += need
@@ -246,7 +255,12 @@ class ContinuousRun:
             self.undone[victim] += 1
             self.rollbacks += 1
             self.blocked = victim
-        self.recomputed += fil[victim]
+        if self.swap and fil[victim]:
+            self.swapped[victim] = fil[victim]
+            self.swapped_tokens += fil[victim]
+            self.now += fil[victim] * self.swap_seconds_per_token
+        else:
+            self.recomputed += fil[victim]
         fil[victim] = 0
         if self.reserve:
             self.reserved -= self.prompts[victim] + self.reserve_out
@@ -447,7 +461,8 @@ class ContinuousRun:
             np.array(self.seg_last, dtype=np.int64),
         )
         counters = {"end": self.now, "preemptions": self.preemptions, "rollbacks": self.rollbacks,
-                    "recomputed": self.recomputed, "iterations": self.iterations,
+                    "recomputed": self.recomputed, "swapped": self.swapped_tokens,
+                    "iterations": self.iterations,
                     "busy": self.busy, "decode_steps": self.decode_steps,
                     "request_preemptions": np.array(self.evicted, dtype=np.int64),
                     "request_rollbacks": np.array(self.undone, dtype=np.int64),

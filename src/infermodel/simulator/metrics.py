@@ -57,7 +57,8 @@ METRIC_NAMES = (
     "e2e_p50", "e2e_p90", "e2e_p99", "e2e_max",
     "throughput_tokens_per_s", "requests_per_s", "goodput", "goodput_fraction",
     "slo_ttft", "slo_itl",
-    "transfer_time_mean", "preemptions", "rollbacks", "recompute_preemptions", "recomputed_tokens", "iterations",
+    "transfer_time_mean", "preemptions", "rollbacks", "recompute_preemptions", "recomputed_tokens",
+    "swapped_tokens", "iterations",
     "slot_use", "mean_batch",
     "little_l", "little_lambda_w", "little_ratio", "in_system_growth_per_s", "ttft_trend", "ttft_trend_t",
     "overloaded",
@@ -95,6 +96,7 @@ class RunRecord:
     closed: bool = False  # closed-loop load: the population is bounded, never unstable
     series: dict[str, np.ndarray] | None = None  # time, waiting, running, cache_use
     transfer: np.ndarray | None = None  # per request: cache transfer time (disaggregated)
+    swapped_tokens: int = 0  # cached positions copied to host memory by swap preemption
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray | None, quantiles: Sequence[float]) -> list[float]:
@@ -230,6 +232,7 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
     metrics["rollbacks"] = float(record.rollbacks)
     metrics["recompute_preemptions"] = float(record.preemptions - record.rollbacks)
     metrics["recomputed_tokens"] = float(record.recomputed_tokens)
+    metrics["swapped_tokens"] = float(record.swapped_tokens)
     metrics["iterations"] = float(record.iterations)
     if record.decode_steps:
         metrics["slot_use"] = record.busy_slot_steps / (record.slots * record.decode_steps)

@@ -107,6 +107,9 @@ class _Reference:
         self.evicted = [0] * count  # per request: preemptions that discarded cached positions
         self.undone = [0] * count  # per request: rollbacks of an admission with nothing cached
         self.blocked = -1  # the request rolled back in this scheduling turn waits for an iteration
+        self.swap = policy.preemption == "swap"
+        self.swapped = [0] * count  # per request: positions held in host memory
+        self.swapped_tokens = 0
         self.points: list[tuple[float, int, int, int]] | None = [] if series else None
         self.rollbacks = self.completed = self.iterations = self.preemptions = 0
         self.recomputed = self.busy = self.decode_steps = self.stalled = 0
@@ -198,6 +201,10 @@ class _Reference:
             if (used + need) * self.kv > self.admit_limit:
                 break
             running.append(queue.popleft())
+            if self.swapped[candidate]:
+                self.filled[candidate] = self.swapped[candidate]
+                self.now += self.swapped[candidate] * self.kv / policy.swap_bandwidth
+                self.swapped[candidate] = 0
             used += need
         if not running:
             head = queue[0]
@@ -216,7 +223,12 @@ class _Reference:
             self.undone[victim] += 1
             self.rollbacks += 1
             self.blocked = victim
-        self.recomputed += self.filled[victim]
+        if self.swap and self.filled[victim]:
+            self.swapped[victim] = self.filled[victim]
+            self.swapped_tokens += self.filled[victim]
+            self.now += self.filled[victim] * self.kv / self.policy.swap_bandwidth
+        else:
+            self.recomputed += self.filled[victim]
         self.filled[victim] = 0
         self.queue.appendleft(victim)
         self.preemptions += 1
@@ -292,6 +304,7 @@ class _Reference:
             request_preemptions=np.array(self.evicted, dtype=np.int64),
             request_rollbacks=np.array(self.undone, dtype=np.int64),
             recomputed_tokens=self.recomputed,
+            swapped_tokens=self.swapped_tokens,
             iterations=self.iterations,
             busy_slot_steps=self.busy,
             decode_steps=self.decode_steps,
