@@ -242,3 +242,16 @@ def test_new_simulation_keys_are_checked(write_scenario, capsys):
         assert main(["check", str(path)]) == 2, table
         err = capsys.readouterr().err
         assert "Traceback" not in err and fragment in err, (table, err)
+
+
+def test_seven_b_on_an_a100_is_not_capped_at_the_search_range(write_scenario, capsys):
+    # Reported: "capacity 3.996 requests/s" (the top of [0.01, 4]) for a 7B model on an
+    # A100 that saturates near 12/s.
+    path = write_scenario('[scenario]\nname = "7b-a100"\ndescription = "7B on an A100"\n'
+                          '[model]\npreset = "llama-2-7b"\n[hardware]\npreset = "a100-80gb"\n'
+                          '[workload]\nprompt_tokens = 1000\noutput_tokens = 200\n'
+                          '[simulation.workload]\ncount = 200\n')
+    assert main(["simulate", str(path), "--capacity", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["passes"] and data["widened"] and 8 < data["rate"] < 16
+    assert data["range"] == [0.01, 16.0]

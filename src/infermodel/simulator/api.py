@@ -492,6 +492,7 @@ def capacity_search(
 
     low, high = bisect(low, high)
     widened = False
+    top = first[1]
     if all(passed for _, passed in history):
         # Every rate passed: the capacity lies above the range.  Move up by factors
         # of 4 until a rate fails, then bisect between the last pass and it.
@@ -516,6 +517,6 @@ def capacity_search(
             continue
         nearby = measure(rate)
         neighbours.append((rate, slo.passes(nearby), nearby))
-    span = (first[0], max(first[1], high)) if widened else first
+    span = (first[0], top) if widened else first
     return CapacityResult(chosen.name, low, metrics, slo.passes(metrics), tuple(neighbours),
                           tuple(history), slo, widened, span)
