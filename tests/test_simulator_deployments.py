@@ -9,6 +9,7 @@ and colocation is as good or better when traffic is light.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -189,3 +190,18 @@ def test_swap_needs_a_bandwidth():
         Policy("paged", preemption="swap")
     with pytest.raises(SimulationError, match="preemption must be one of"):
         Policy("paged", preemption="discard")
+
+
+def test_capacity_searches_per_policy_and_seed_on_dask_equal_serial(write_scenario, capsys):
+    pytest.importorskip("distributed")
+    path = write_scenario(f'extends = "{LAB3}"\n[simulation.workload]\ncount = 60\n'
+                          '[simulation.capacity]\nsteps = 4\n')
+    args = ["simulate", str(path), "--capacity", "--policy", "paged", "--policy", "chunked",
+            "--seed", "0", "--seed", "1", "--format", "json"]
+    assert main(args) == 0
+    serial = json.loads(capsys.readouterr().out)
+    assert main([*args, "--scheduler", "dask"]) == 0
+    spread = json.loads(capsys.readouterr().out)
+    assert spread == serial
+    assert [(s["policy"], s["seed"]) for s in serial["searches"]] == [
+        ("paged", 0), ("paged", 1), ("chunked", 0), ("chunked", 1)]

@@ -443,13 +443,7 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
         warnings.warn(note, SimulationWarning, stacklevel=2)
     try:
         if capacity:
-            settings = dict(chosen.capacity)
-            settings.setdefault("policy", chosen.policies[0].name if policies else "chunked")
-            found = simulator.capacity_search(chosen.cost_model, chosen.workload, slo=chosen.slo,
-                                              seed=chosen.seed, engine=chosen.engine,
-                                              progress=progress, deployment=chosen.deployment,
-                                              **settings)
-            return CapacityReport(found, chosen.price_per_hour)
+            return _capacity(scenario, chosen, policies, seeds, scheduler, address, progress)
         closed = bool(chosen.concurrency) and not rates
         result = simulator.simulate(chosen.cost_model, chosen.workload, chosen.policies,
                                     chosen.rates, seed=chosen.seed, slo=chosen.slo,
@@ -462,6 +456,42 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
     except simulator.SimulationError as exc:
         raise ScenarioError(Problem(str(exc), file=str(scenario.path) if scenario.path else None,
                                     key="simulation")) from None
+
+
+def _capacity(scenario, chosen, policies, seeds, scheduler, address, progress):
+    """One capacity search, or one per policy and seed (run by the grid's scheduler)."""
+    from . import simulator
+    from .simulator.grid import execute
+
+    settings = dict(chosen.capacity)
+    named = settings.pop("policy", "chunked")
+    defaults = lever_defaults(scenario)
+    searched = list(chosen.policies) if policies else [_policy(named, defaults)]
+    seed_list = list(seeds) if seeds else [chosen.seed]
+    tasks = [(chosen.cost_model, chosen.workload, p, chosen.slo, settings.get("low", 0.01),
+              settings.get("high", 4.0), settings.get("steps", 10), settings.get("neighbour", 0.005),
+              s, chosen.engine, None, None, chosen.deployment) for p in searched for s in seed_list]
+    if len(tasks) == 1:
+        return CapacityReport(simulator.capacity_search(*tasks[0][:10], progress=progress,
+                                                        deployment=chosen.deployment),
+                              chosen.price_per_hour)
+    found = execute(simulator.capacity_search, tasks, scheduler, address, progress)
+    return CapacityReports(tuple(CapacityReport(f, chosen.price_per_hour) for f in found),
+                           tuple(s for _ in searched for s in seed_list))
+
+
+@attrs.frozen
+class CapacityReports:
+    """Several capacity searches (one per policy and seed)."""
+
+    reports: tuple
+    seeds: tuple
+
+    def to_dict(self) -> dict:
+        return {"searches": [dict(r.to_dict(), seed=s) for r, s in zip(self.reports, self.seeds)]}
+
+    def text(self) -> str:
+        return "\n\n".join(f"seed {s}: {r.text()}" for r, s in zip(self.reports, self.seeds))
 
 
 @attrs.frozen
