@@ -205,3 +205,38 @@ def test_capacity_searches_per_policy_and_seed_on_dask_equal_serial(write_scenar
     assert spread == serial
     assert [(s["policy"], s["seed"]) for s in serial["searches"]] == [
         ("paged", 0), ("paged", 1), ("chunked", 0), ("chunked", 1)]
+
+
+def test_multi_turn_sessions_reuse_their_history():
+    from infermodel.simulator import UniformLength
+
+    spec = WorkloadSpec(UniformLength(100, 300), UniformLength(50, 150), 120)
+    reused = spec.sessions(0.2, turns=4, think_time=5.0)
+    record, fast = run_record(COST, reused, "chunked")
+    _, reference = run_record(COST, reused, "chunked", engine="reference")
+    assert all((math.isnan(fast[k]) and math.isnan(reference[k])) or fast[k] == reference[k]
+               for k in fast)
+    # Every later turn's prompt holds an earlier turn's prompt and output, and arrives
+    # exactly the think time after that turn's last token.
+    drawn = spec.generate(0.2, 0)
+    finishes = {round(t + 5.0, 9): (p, o) for t, p, o in
+                zip(record.last_token, record.prompts, record.outputs)}
+    later = [i for i in range(120) if record.prompts[i] > 300]
+    assert len(later) >= 80  # three of every four turns carry history
+    for i in later:
+        before, output = finishes[round(float(record.arrivals[i]), 9)]
+        message = record.prompts[i] - before - output
+        assert 100 <= message <= 300 and message == drawn.prompts[i]
+    # A cached history is not prefilled again: first tokens come sooner.
+    _, again = run_record(COST, spec.sessions(0.2, 4, 5.0, reuse_history=False), "chunked")
+    assert fast["ttft_p50"] < again["ttft_p50"] / 2
+
+
+def test_sessions_from_a_scenario(write_scenario, capsys):
+    path = write_scenario(f'extends = "{LAB3}"\n[simulation]\npolicies = ["chunked"]\n'
+                          'rates = [0.05]\nturns = 3\nthink_time = "10 s"\n'
+                          '[simulation.workload]\ncount = 30\n')
+    assert main(["simulate", str(path)]) == 0
+    assert "multi-turn sessions" in capsys.readouterr().out
+    bad = write_scenario(f'extends = "{LAB3}"\n[simulation]\nturns = 0\n')
+    assert main(["check", str(bad)]) == 2 and "simulation.turns" in capsys.readouterr().err

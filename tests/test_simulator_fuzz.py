@@ -66,3 +66,17 @@ def test_deployments_run_or_refuse(replicas, prefill, decode, router, arrivals, 
     assert metrics["requests"] == n
     assert np.all(record.first_token >= record.arrivals)
     assert np.all(record.last_token >= record.first_token)
+
+
+@settings(max_examples=30, deadline=None)
+@given(turns=st.integers(-1, 4), think=st.floats(0, 5), count=st.integers(1, 12),
+       reuse=st.booleans(), policy=st.sampled_from(["static", "reserve", "paged", "chunked"]),
+       engine=st.sampled_from(["fast", "reference"]))
+def test_sessions_run_or_refuse(turns, think, count, reuse, policy, engine):
+    spec = WorkloadSpec.lab3(count)
+    try:
+        workload = spec.sessions(0.5, turns, think, reuse_history=reuse)
+        _, metrics = run_record(SMALL, workload, policy, engine=engine)
+    except SimulationError:
+        return
+    assert metrics["requests"] == count

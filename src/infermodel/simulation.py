@@ -49,7 +49,7 @@ import attrs
 from .errors import Problem, ScenarioError
 
 KEYS = ("policies", "rates", "concurrency", "think_time", "seed", "engine", "cache_memory",
-        "replicas", "router", "disaggregation", "workload", "slo", "capacity")
+        "replicas", "router", "disaggregation", "turns", "history", "workload", "slo", "capacity")
 DISAGGREGATION_KEYS = ("prefill", "decode", "link_bandwidth", "link_latency")
 CAPACITY_KEYS = ("policy", "low", "high", "steps", "neighbour")
 SLO_KEYS = ("ttft", "itl")
@@ -77,6 +77,8 @@ class SimulationPlan:
     think_time: float = 0.0
     notes: tuple[str, ...] = ()
     deployment: Any = None
+    turns: int = 1
+    reuse_history: bool = True
 
 
 def _fail(scenario, key: str, message: str, expected: str | None = None, suggestion=None):
@@ -176,12 +178,29 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
         _fail(scenario, "simulation.think_time", f"got {think!r}", "a non-negative time such as \"2 s\"")
     servers = _deployment(scenario, table, deployment or {}, quantity)
     notes.extend(_deployment_notes(servers, workload, cost))
+    turns, reuse = _sessions(scenario, table, (deployment or {}).get("turns"))
+    if turns > 1:
+        notes.append(f"multi-turn sessions: rates are sessions/s, {turns} turns each; each prompt "
+                     "is the session's history plus a new message" + (
+                         "; the history is a cached prefix (kept between turns, not charged to "
+                         "the cache while the client thinks)" if reuse else
+                         "; the history is prefilled again every turn"))
     price = result.values.get("cost_per_hour")
     if price is not None and not servers.single:
         price = float(price) * servers.servers  # every server is priced as the scenario's cards
     return SimulationPlan(cost, workload, chosen, tuple(float(r) for r in rates_), int(seed_),
                           engine_, slo, capacity, price, tuple(unmodelled_changes(result, cost)),
-                          clients, float(think), tuple(notes), servers)
+                          clients, float(think), tuple(notes), servers, turns, reuse)
+
+
+def _sessions(scenario, table: Mapping, chosen) -> tuple[int, bool]:
+    turns = chosen if chosen is not None else table.get("turns", 1)
+    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
+        _fail(scenario, "simulation.turns", f"got {turns!r}", "a whole number of turns >= 1")
+    history = table.get("history", "reuse")
+    if history not in ("reuse", "recompute"):
+        _fail(scenario, "simulation.history", f"got {history!r}", '"reuse" or "recompute"')
+    return int(turns), history == "reuse"
 
 
 def _deployment_notes(servers, workload, cost) -> list[str]:
@@ -410,7 +429,7 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
              keep_records: bool = False, replicas: int | None = None, router: str | None = None,
              prefill: int | None = None, decode: int | None = None,
              seeds: Sequence[int] | None = None, scheduler: str = "serial",
-             address: str | None = None):
+             address: str | None = None, turns: int | None = None):
     """Simulate a scenario (a path or a :class:`~infermodel.scenario.Scenario`).
 
     ``concurrency`` (or the table's ``concurrency``) runs a closed loop of that many
@@ -437,7 +456,8 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
         else concurrency)  # type: ignore[assignment]
     chosen = plan(scenario, policies=policies, rates=rates, seed=seed, engine=engine,
                   concurrency=clients, deployment={"replicas": replicas, "router": router,
-                                                       "prefill": prefill, "decode": decode})
+                                                       "prefill": prefill, "decode": decode,
+                                                       "turns": turns})
     think = chosen.think_time if think_time is None else think_time
     for note in chosen.warnings:
         warnings.warn(note, SimulationWarning, stacklevel=2)
@@ -451,7 +471,9 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
                                     keep_records=keep_records, deployment=chosen.deployment,
                                     seeds=seeds, scheduler=scheduler, address=address,
                                     concurrency=chosen.concurrency if closed else None,
-                                    think_time=think if closed else 0.0)
+                                    think_time=think if closed or chosen.turns > 1 else 0.0,
+                                    turns=1 if closed else chosen.turns,
+                                    reuse_history=chosen.reuse_history)
         return attrs.evolve(result, notes=chosen.notes)
     except simulator.SimulationError as exc:
         raise ScenarioError(Problem(str(exc), file=str(scenario.path) if scenario.path else None,

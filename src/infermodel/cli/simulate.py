@@ -22,6 +22,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--think-time", type=float, default=None, metavar="SECONDS",
                         help="closed loop: seconds between a response and the client's next "
                              "request (default: the table's think_time, else 0)")
+    parser.add_argument("--turns", type=int, default=None, metavar="T",
+                        help="multi-turn sessions of T turns (rates are then sessions/s; each "
+                             "prompt is the session's history plus a new message)")
     parser.add_argument("--replicas", type=int, default=None, metavar="N",
                         help="N servers behind a router (default: the table's replicas, else 1)")
     parser.add_argument("--router", choices=("round_robin", "least_outstanding", "prefix_affinity"),
@@ -112,6 +115,7 @@ def handle(args) -> int:
                            progress=progress, concurrency=args.concurrency or None,
                            think_time=args.think_time, replicas=args.replicas,
                            router=args.router, prefill=args.prefill, decode=args.decode,
+                           turns=args.turns,
                            keep_records=bool(args.requests or args.timeseries))
     for warning in caught:
         if issubclass(warning.category, SimulationWarning):

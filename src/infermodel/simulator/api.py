@@ -251,6 +251,8 @@ def simulate(
     seeds: Sequence[int] | None = None,
     scheduler: str = "serial",
     address: str | None = None,
+    turns: int = 1,
+    reuse_history: bool = True,
 ) -> SimulationResult:
     """Simulate every policy at every nominal arrival rate on one seeded workload.
 
@@ -277,6 +279,10 @@ def simulate(
         or disaggregated prefill and decode pools); one server by default.
     :param seeds: several workload seeds (a run per seed, ``Run.seed`` set) instead of
         ``seed``.
+    :param turns: multi-turn sessions: ``rates`` are sessions/s, each session sends
+        ``turns`` requests, each ``think_time`` after the previous one's last token, its
+        prompt the session's history plus a new message (cached when
+        ``reuse_history``).
     :param scheduler: ``"serial"`` (default) or ``"dask"``: the runs on a Dask cluster
         (a local one, or the scheduler at ``address``), same results in the same order.
 
@@ -303,7 +309,8 @@ def simulate(
     keys, tasks = [], []
     for policy in chosen:
         for one_seed in seed_list:
-            for rate, clients, workload in drawn_loads(spec, rates, one_seed, concurrency, think_time):
+            for rate, clients, workload in drawn_loads(spec, rates, one_seed, concurrency, think_time,
+                                                       turns, reuse_history):
                 keys.append((policy, rate, clients, one_seed if several else None))
                 tasks.append((cost_model, workload, policy, slo, engine, max_iterations,
                               keep_records, deployment))
@@ -320,7 +327,8 @@ def _one_run(cost_model, workload, policy, slo, engine, max_iterations, keep_rec
     return (record if keep_records else None), metrics
 
 
-def drawn_loads(spec, rates, seed: int, concurrency=None, think_time: float = 0.0):
+def drawn_loads(spec, rates, seed: int, concurrency=None, think_time: float = 0.0,
+                turns: int = 1, reuse_history: bool = True):
     """``(rate, clients, workload)`` for every load of a grid: one drawn workload per
     nominal rate, or per closed-loop concurrency (rate NaN)."""
     if isinstance(spec, Workload):
@@ -336,6 +344,9 @@ def drawn_loads(spec, rates, seed: int, concurrency=None, think_time: float = 0.
         if not counts:
             raise SimulationError("choose at least one concurrency")
         return [(math.nan, int(n), spec.closed_loop(n, think_time, seed)) for n in counts]
+    if turns != 1:
+        return [(rate, None, spec.sessions(rate, turns, think_time, seed, reuse_history))
+                for rate in _rates(rates)]
     return [(rate, None, spec.generate(rate, seed)) for rate in _rates(rates)]
 
 

@@ -62,6 +62,9 @@ class ContinuousRun:
         self.prompts = workload.prompts.tolist()
         self.outputs = workload.outputs.tolist()
         self.count = count
+        self.fil = [0] * count
+        if hasattr(source, "attach"):
+            source.attach(self.prompts, self.fil, self.outputs)
         self.kv = cost.kv_bytes_per_token
         self.memory = cost.cache_memory
         self.admit_limit = self.memory * policy.admit_fraction
@@ -74,7 +77,6 @@ class ContinuousRun:
         self.run_ends = run_times
         self.limit = limit
         self.gen = [0] * count
-        self.fil = [0] * count
         self.base = [0] * count
         self.seg_open = [0] * count  # first iteration of the decoding request's open segment
         self.finish_at = [0] * count  # iteration count at which a decoding request is done

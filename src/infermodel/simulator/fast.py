@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import numpy as np
 
 from .continuous import ContinuousRun, too_many
@@ -47,13 +48,15 @@ def run_fast(
     source = source_for(workload)
     if policy.kind == "static":
         if source.closed:
-            raise SimulationError("closed-loop load needs a continuous policy (reserve, paged or "
+            raise SimulationError("closed-loop and multi-turn load need a continuous policy (reserve, paged or "
                                   "chunked) in the fast engine; use engine=\"reference\" for static")
         timeline, segments, counters = _static(workload, cost, policy, limit, series)
     else:
         state = ContinuousRun(workload, cost, policy, limit, source, _RunTimes(cost), series)
         state.run()
         timeline, segments, counters = state.result()
+        if workload.session_starts is not None:  # prompts grew with each session's history
+            workload = attrs.evolve(workload, prompts=np.array(state.prompts, dtype=np.int64))
     record = _record(workload, policy, timeline, segments, counters, source.arrivals())
     record.series = _series(counters.get("series"), cost)
     return record

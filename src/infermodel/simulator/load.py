@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import SimulationError
 
-__all__ = ["ClosedLoop", "OpenArrivals", "source_for"]
+__all__ = ["ClosedLoop", "OpenArrivals", "Sessions", "source_for"]
 
 
 class OpenArrivals:
@@ -94,8 +94,78 @@ class ClosedLoop:
         return times
 
 
-def source_for(workload) -> OpenArrivals | ClosedLoop:
-    """The arrival source of a drawn workload (closed loop when it names clients)."""
+class Sessions:
+    """Multi-turn sessions: each session starts at its own arrival time and sends
+    ``turns`` requests, each ``think`` seconds after the previous one's last token.
+    Turn k's prompt is the session's history (every earlier prompt and output) plus a
+    new message (the drawn prompt length); with ``reuse`` the history is a cached
+    prefix, so only the message is prefilled."""
+
+    closed = True
+
+    def __init__(self, starts: np.ndarray, turns: int, think: float, reuse: bool):
+        self.count = len(starts) * turns
+        self.turns, self.think, self.reuse = turns, float(think), reuse
+        self.times = [math.nan] * self.count
+        self.pending: list[tuple[float, int, int]] = []  # (time, order, session)
+        self.order = 0
+        for session, start in enumerate(starts.tolist()):
+            self._submit(start, session)
+        self.assigned = 0
+        self.history = [0] * len(starts)
+        self.sent = [0] * len(starts)
+        self.session_of = [0] * self.count
+        self.prompts: list[int] = []
+        self.cached: list[int] = []
+        self.outputs: list[int] = []
+
+    def attach(self, prompts: list[int], cached: list[int], outputs: list[int]) -> None:
+        """The engine's prompt lengths and cached positions (set as turns arrive) and
+        output lengths (a turn's output joins the session's history)."""
+        self.prompts, self.cached, self.outputs = prompts, cached, outputs
+
+    def _submit(self, when: float, session: int) -> None:
+        heapq.heappush(self.pending, (when, self.order, session))
+        self.order += 1
+
+    def due(self, now: float) -> list[int]:
+        arrived = []
+        while self.pending and self.pending[0][0] <= now:
+            when, _, session = heapq.heappop(self.pending)
+            request = self.assigned
+            self.assigned += 1
+            self.times[request] = when
+            self.session_of[request] = session
+            message = self.prompts[request]
+            self.prompts[request] = self.history[session] + message
+            if self.reuse:
+                self.cached[request] = self.history[session]
+            self.sent[session] += 1
+            arrived.append(request)
+        return arrived
+
+    def next_time(self) -> float:
+        return self.pending[0][0] if self.pending else math.inf
+
+    def finished(self, request: int, now: float) -> None:
+        session = self.session_of[request]
+        self.history[session] = self.prompts[request] + self.outputs[request]
+        if self.sent[session] < self.turns:
+            self._submit(now + self.think, session)
+
+    def arrivals(self) -> np.ndarray:
+        times = np.asarray(self.times, dtype=np.float64)
+        if np.isnan(times).any():
+            raise SimulationError("multi-turn run ended before every turn was sent")
+        return times
+
+
+def source_for(workload) -> OpenArrivals | ClosedLoop | Sessions:
+    """The arrival source of a drawn workload (closed loop when it names clients,
+    sessions when it has session start times)."""
+    if workload.session_starts is not None:
+        return Sessions(workload.session_starts, workload.turns, workload.think_time,
+                        workload.reuse_history)
     if workload.clients is None:
         return OpenArrivals(workload.arrivals)
     return ClosedLoop(workload.count, workload.clients, workload.think_time)

@@ -100,6 +100,8 @@ class _Reference:
         self.admit_limit = self.memory * policy.admit_fraction
         self.reserve_out = reservation_tokens(workload, policy)
         self.filled = [0] * count  # positions in the cache
+        if hasattr(self.source, "attach"):
+            self.source.attach(self.prompts, self.filled, self.outputs)
         self.generated = [0] * count  # tokens emitted
         self.stamps: list[list[float]] = [[] for _ in range(count)]
         self.queue: deque[int] = deque()
@@ -287,7 +289,7 @@ class _Reference:
         return RunRecord(
             arrivals=self.source.arrivals(),
             outputs=self.workload.outputs,
-            prompts=self.workload.prompts,
+            prompts=np.array(self.prompts, dtype=np.int64),
             first_token=np.array([s[0] for s in stamps]),
             last_token=np.array([s[-1] for s in stamps]),
             max_gap=np.array([d.max() if d.size else 0.0 for d in diffs]),

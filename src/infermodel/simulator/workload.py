@@ -456,6 +456,9 @@ class Workload:
     clients: int | None = None
     think_time: float = 0.0
     prefixes: tuple[str, ...] | None = None  # shared-prefix id per request ("" for none)
+    session_starts: np.ndarray | None = None  # multi-turn: each session's first arrival
+    turns: int = 1
+    reuse_history: bool = True
 
     def with_prefixes(self, prefixes) -> Workload:
         """The same workload with a shared-prefix identifier per request."""
@@ -627,6 +630,30 @@ class WorkloadSpec:
             table.get("arrivals", "poisson"),
             table.get("cv", 1.0),
         )
+
+    def sessions(self, rate: float, turns: int, think_time: float = 0.0, seed: int = 0,
+                 reuse_history: bool = True) -> Workload:
+        """Multi-turn sessions starting at ``rate`` sessions/s: ``count`` requests in
+        ``count // turns`` sessions of ``turns`` turns; each turn's prompt is the
+        session's history plus a new message of the prompt law's length, sent
+        ``think_time`` after the previous turn's last token.
+
+        >>> w = WorkloadSpec.lab3(12).sessions(0.1, turns=3)
+        >>> w.turns, len(w.session_starts), w.count
+        (3, 4, 12)
+        """
+        turns = _check_int(turns, "turns per session")
+        if self.count % turns:
+            raise SimulationError(f"request count {self.count} is not a whole number of sessions "
+                                  f"of {turns} turns")
+        if isinstance(think_time, bool) or not isinstance(think_time, (int, float)) or not (
+                math.isfinite(think_time) and think_time >= 0):
+            raise SimulationError(f"think time must be a non-negative number of seconds, got {think_time!r}")
+        drawn = self.generate(rate, seed)
+        starts = drawn.arrivals[: self.count // turns]  # Poisson session starts at `rate`/s
+        return attrs.evolve(drawn, arrivals=np.zeros(drawn.count), session_starts=starts,
+                            turns=turns, think_time=float(think_time),
+                            reuse_history=bool(reuse_history))
 
     def closed_loop(self, clients: int, think_time: float = 0.0, seed: int = 0) -> Workload:
         """Draw the lengths for a closed loop of ``clients`` users, each sending its next
