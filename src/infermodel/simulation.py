@@ -333,6 +333,12 @@ def workload_defaults(written: Mapping, values: Mapping, defaults: Mapping) -> t
         return dict(written), []  # the simulator reports the wrong type
     table = dict(written)
     notes: list[str] = []
+    if "prefix_tokens" not in table and values.get("warm_prefix_tokens"):
+        table["prefix_tokens"] = round(float(values["warm_prefix_tokens"]))
+        table["prefix_hit_rate"] = float(values.get("warm_prefix_hit_rate", 1.0))
+        notes.append(f"shared prefix: {table['prefix_tokens']} tokens held once in the cache "
+                     f"(from the start); a request finds it cached with probability "
+                     f"{table['prefix_hit_rate']:g} and prefills only what follows it")
     if "trace" in table:
         return table, notes
     if "prompt" not in table and "prompt_tokens" in values:

@@ -83,6 +83,12 @@ class ContinuousRun:
         self.decoding = [False] * count
         self.evicted = [0] * count  # per request: preemptions (cached positions discarded)
         self.undone = [0] * count  # per request: rollbacks (nothing cached yet)
+        # A shared prefix resident once (warmed at start-up): hit requests start with
+        # ``warm`` positions cached that they do not occupy.  ``offset`` is what the
+        # cache holds beyond Σ fil: the resident prefix minus the running requests'
+        # shared positions (0 without a prefix, leaving Lab 3's arithmetic unchanged).
+        self.warm = workload.warm.tolist() if workload.warm is not None else [0] * count
+        self.offset = int(workload.resident_prefix)
         self.swap = policy.preemption == "swap"
         self.swap_seconds_per_token = (self.kv / policy.swap_bandwidth) if self.swap else 0.0
         self.swapped = [0] * count  # per request: positions held in host memory
@@ -119,6 +125,7 @@ class ContinuousRun:
         self.seg_last.append(last)
 
     def done(self, request: int) -> None:
+        self.offset += self.warm[request]
         self.completed += 1
         self.source.finished(request, self.now)
 
@@ -165,7 +172,7 @@ class ContinuousRun:
             self.series.append((self.now, len(queue), running, self._cached_now()))
         takes, remainders, taking_decoders = self.share()
         growth = taking_decoders + sum(takes)
-        if (self.decoder_filled + self.prefiller_filled + growth) * self.kv > self.memory:
+        if (self.decoder_filled + self.prefiller_filled + self.offset + growth) * self.kv > self.memory:
             self.evict()
             return True
         self.stalled = 0
@@ -178,27 +185,32 @@ class ContinuousRun:
         return True
 
     def _cached_now(self) -> int:
-        return self.decoder_filled + self.prefiller_filled
+        return self.decoder_filled + self.prefiller_filled + self.offset
 
     def admit(self) -> int:
         """FIFO admission; returns how many requests run."""
         queue, prompts, gen = self.queue, self.prompts, self.gen
         reserve, reserve_out, kv = self.reserve, self.reserve_out, self.kv
-        used = self.reserved if reserve else self.decoder_filled + self.prefiller_filled
+        used = self.reserved if reserve else self.decoder_filled + self.prefiller_filled + self.offset
+        warm = self.warm
         running = len(self.decoders) + len(self.prefillers)
         while queue and running < self.max_running:
             candidate = queue[0]
             if candidate == self.blocked:
                 break
-            need = prompts[candidate] + (reserve_out if reserve else gen[candidate])
+            need = prompts[candidate] + (reserve_out if reserve else gen[candidate] - warm[candidate])
             if (used + need) * kv > self.admit_limit:
                 break
             queue.popleft()
             if self.swap and self.swapped[candidate]:
                 # Its cache comes back from host memory instead of being recomputed.
                 self.fil[candidate] = self.swapped[candidate]
-                self.now += self.swapped[candidate] * self.swap_seconds_per_token
+                self.now += (self.swapped[candidate] - warm[candidate]) * self.swap_seconds_per_token
                 self.swapped[candidate] = 0
+            if warm[candidate]:
+                # the shared prefix is cached already: only the rest is prefilled
+                self.fil[candidate] = max(self.fil[candidate], warm[candidate])
+                self.offset -= warm[candidate]
             self.prefillers.append(candidate)
             self.prefiller_filled += self.fil[candidate]  # 0 unless it arrives with its prompt cached
             used += need
@@ -251,18 +263,21 @@ class ContinuousRun:
             self.decoder_filled -= fil[victim]
             if self.seg_open[victim] <= self.iterations - 1:
                 self.close(victim, self.seg_open[victim], self.iterations - 1)
-        if fil[victim]:
+        shared = self.warm[victim]
+        own = fil[victim] - shared
+        self.offset += shared
+        if own:
             self.evicted[victim] += 1
         else:
             self.undone[victim] += 1
             self.rollbacks += 1
             self.blocked = victim
-        if self.swap and fil[victim]:
+        if self.swap and own:
             self.swapped[victim] = fil[victim]
-            self.swapped_tokens += fil[victim]
-            self.now += fil[victim] * self.swap_seconds_per_token
+            self.swapped_tokens += own
+            self.now += own * self.swap_seconds_per_token
         else:
-            self.recomputed += fil[victim]
+            self.recomputed += own
         fil[victim] = 0
         if self.reserve:
             self.reserved -= self.prompts[victim] + self.reserve_out
@@ -286,7 +301,7 @@ class ContinuousRun:
     def _fits(self, growth: int, length: int) -> int:
         """Iterations of the run the cache check passes: (C + j·g + g)·kv ≤ memory."""
         kv, memory = self.kv, self.memory
-        current = self.decoder_filled + self.prefiller_filled
+        current = self.decoder_filled + self.prefiller_filled + self.offset
         fits = int((memory / kv - current - growth) // growth) + 1
         while fits > 1 and (current + (fits - 1) * growth + growth) * kv > memory:
             fits -= 1
@@ -326,8 +341,8 @@ class ContinuousRun:
             # counting next turn: the head may fit then, though not now.  Later
             # turns only cache more, so the next turn is the one to check.
             waiting = queue[0]
-            current = self.decoder_filled + self.prefiller_filled
-            need = self.prompts[waiting] + self.gen[waiting]
+            current = self.decoder_filled + self.prefiller_filled + self.offset
+            need = self.prompts[waiting] + self.gen[waiting] - self.warm[waiting]
             if (current + growth + need) * self.kv <= self.admit_limit:
                 length = 1
         arrival = self.source.next_time()

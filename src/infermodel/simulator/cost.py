@@ -44,6 +44,8 @@ EXTENSION_QUANTITIES = (
     "kv_host_memory",           # B of host memory for the cache
     "kv_host_overlap",          # 1: the host copy overlaps the step; 0: it adds
     "routed_expert_bytes",      # B of one routed expert over all layers (uniform routing)
+    "warm_prefix_tokens",       # shared prefix held once in the cache (prefix caching)
+    "warm_prefix_hit_rate",     # share of requests that find it cached
 )
 
 #: Scenario quantity names read by :meth:`CostModel.from_quantities`.

@@ -109,6 +109,10 @@ class _Reference:
         self.evicted = [0] * count  # per request: preemptions that discarded cached positions
         self.undone = [0] * count  # per request: rollbacks of an admission with nothing cached
         self.blocked = -1  # the request rolled back in this scheduling turn waits for an iteration
+        # A shared prefix held once: hit requests start with ``warm`` positions cached
+        # that they do not occupy; the cache holds the prefix itself (``resident``).
+        self.warm = workload.warm.tolist() if workload.warm is not None else [0] * count
+        self.resident = int(workload.resident_prefix)
         self.swap = policy.preemption == "swap"
         self.swapped = [0] * count  # per request: positions held in host memory
         self.swapped_tokens = 0
@@ -191,7 +195,7 @@ class _Reference:
         if policy.kind == "reserve":
             used = sum(prompts[r] + self.reserve_out for r in running)
         else:
-            used = sum(self.filled[r] for r in running)
+            used = self.occupancy()
         while queue and len(running) < policy.max_running:
             candidate = queue[0]
             if candidate == self.blocked:
@@ -199,14 +203,17 @@ class _Reference:
             if policy.kind == "reserve":
                 need = prompts[candidate] + self.reserve_out
             else:
-                need = prompts[candidate] + self.generated[candidate]
+                need = prompts[candidate] + self.generated[candidate] - self.warm[candidate]
             if (used + need) * self.kv > self.admit_limit:
                 break
             running.append(queue.popleft())
             if self.swapped[candidate]:
                 self.filled[candidate] = self.swapped[candidate]
-                self.now += self.swapped[candidate] * self.kv / policy.swap_bandwidth
+                self.now += ((self.swapped[candidate] - self.warm[candidate]) * self.kv
+                             / policy.swap_bandwidth)
                 self.swapped[candidate] = 0
+            if self.warm[candidate]:
+                self.filled[candidate] = max(self.filled[candidate], self.warm[candidate])
             used += need
         if not running:
             head = queue[0]
@@ -216,21 +223,26 @@ class _Reference:
                 f"budget {self.admit_limit:,.0f} bytes"
             )
 
+    def occupancy(self) -> int:
+        """Positions the cache holds: each running request's own, plus the shared prefix."""
+        return sum(self.filled[r] - self.warm[r] for r in self.running) + self.resident
+
     def evict(self) -> None:
         """The newest running request leaves; it re-prefills later."""
         victim = self.running.pop()
-        if self.filled[victim]:
+        own = self.filled[victim] - self.warm[victim]
+        if own:
             self.evicted[victim] += 1
         else:
             self.undone[victim] += 1
             self.rollbacks += 1
             self.blocked = victim
-        if self.swap and self.filled[victim]:
+        if self.swap and own:
             self.swapped[victim] = self.filled[victim]
-            self.swapped_tokens += self.filled[victim]
-            self.now += self.filled[victim] * self.kv / self.policy.swap_bandwidth
+            self.swapped_tokens += own
+            self.now += own * self.kv / self.policy.swap_bandwidth
         else:
-            self.recomputed += self.filled[victim]
+            self.recomputed += own
         self.filled[victim] = 0
         self.queue.appendleft(victim)
         self.preemptions += 1
@@ -246,8 +258,7 @@ class _Reference:
         self.admit()
         running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
         if self.points is not None:
-            self.points.append((self.now, len(self.queue), len(running),
-                                sum(filled[r] for r in running)))
+            self.points.append((self.now, len(self.queue), len(running), self.occupancy()))
         budget = self.policy.chunk_tokens if self.policy.kind == "chunked" else math.inf
         chunks: list[tuple[int, int]] = []
         scheduled: list[tuple[int, int]] = []
@@ -259,7 +270,7 @@ class _Reference:
                 scheduled.append((r, take))
                 budget -= take
         growth = sum(take for _, take in scheduled)
-        if (sum(filled[r] for r in running) + growth) * self.kv > self.memory:
+        if (self.occupancy() + growth) * self.kv > self.memory:
             self.evict()
             return
         self.stalled = 0

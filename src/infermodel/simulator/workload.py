@@ -459,6 +459,8 @@ class Workload:
     session_starts: np.ndarray | None = None  # multi-turn: each session's first arrival
     turns: int = 1
     reuse_history: bool = True
+    warm: np.ndarray | None = None  # per request: positions of the shared prefix it finds cached
+    resident_prefix: int = 0  # positions of the shared prefix held once in the cache
 
     def with_prefixes(self, prefixes) -> Workload:
         """The same workload with a shared-prefix identifier per request."""
@@ -561,6 +563,28 @@ class WorkloadSpec:
     arrivals: str = attrs.field(default="poisson")
     cv: float = attrs.field(default=1.0)
     trace: Workload | None = attrs.field(default=None, eq=False)
+    prefix_tokens: int = attrs.field(default=0)
+    prefix_hit_rate: float = attrs.field(default=1.0)
+
+    @prefix_tokens.validator
+    def _prefix(self, attribute, value):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise SimulationError(f"shared prefix tokens must be a whole number >= 0, got {value!r}")
+
+    @prefix_hit_rate.validator
+    def _hits(self, attribute, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise SimulationError(f"prefix hit rate must be in [0, 1], got {value!r}")
+
+    def _with_prefix(self, drawn: Workload, seed: int) -> Workload:
+        """Mark the requests that find the shared prefix cached (a seeded draw of its
+        own, so the lengths and arrivals are those drawn without a prefix)."""
+        if not self.prefix_tokens:
+            return drawn
+        hits = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EED]).random(drawn.count) \
+            < self.prefix_hit_rate
+        warm = np.where(hits, np.minimum(self.prefix_tokens, drawn.prompts - 1), 0)
+        return attrs.evolve(drawn, warm=warm.astype(np.int64), resident_prefix=int(self.prefix_tokens))
 
     @arrivals.validator
     def _arrivals(self, attribute, value):
@@ -603,7 +627,8 @@ class WorkloadSpec:
         """
         if not isinstance(table, Mapping):
             raise SimulationError(f"workload: expected a table, got {table!r}")
-        known = ("count", "prompt", "output", "sampler", "arrivals", "cv", "trace")
+        known = ("count", "prompt", "output", "sampler", "arrivals", "cv", "trace", "prefix_tokens",
+                 "prefix_hit_rate")
         extra = sorted(set(table) - set(known))
         if extra:
             guess = close_match(extra[0], known)
@@ -621,7 +646,8 @@ class WorkloadSpec:
             recorded = read_trace(path)
             return cls(EmpiricalLength(tuple(recorded.prompts.tolist())),
                        EmpiricalLength(tuple(recorded.outputs.tolist())), recorded.count,
-                       trace=recorded)
+                       trace=recorded, prefix_tokens=table.get("prefix_tokens", 0),
+                       prefix_hit_rate=table.get("prefix_hit_rate", 1.0))
         return cls(
             length_law(table.get("prompt", lab.prompt), what="prompt law", base_dir=base_dir),
             length_law(table.get("output", lab.output), what="output law", base_dir=base_dir),
@@ -629,6 +655,8 @@ class WorkloadSpec:
             table.get("sampler", lab.sampler),
             table.get("arrivals", "poisson"),
             table.get("cv", 1.0),
+            prefix_tokens=table.get("prefix_tokens", 0),
+            prefix_hit_rate=table.get("prefix_hit_rate", 1.0),
         )
 
     def sessions(self, rate: float, turns: int, think_time: float = 0.0, seed: int = 0,
@@ -677,7 +705,7 @@ class WorkloadSpec:
         """Draw the workload at nominal ``rate`` requests/s with ``seed``."""
         rate = _check_rate(rate)
         if self.trace is not None:
-            return self.trace.scaled(rate)
+            return self._with_prefix(self.trace.scaled(rate), seed)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise SimulationError(f"seed must be a whole number, got {seed!r}")
         seed = int(seed)
@@ -713,4 +741,5 @@ class WorkloadSpec:
                 arrivals = np.cumsum(gaps.standard_exponential(count) / rate)
             prompts = self.prompt.sample_numpy(prompt_stream, count)
             outputs = self.output.sample_numpy(output_stream, count)
-        return Workload(arrivals, prompts, outputs, rate, seed, int(self.output.maximum))
+        return self._with_prefix(
+            Workload(arrivals, prompts, outputs, rate, seed, int(self.output.maximum)), seed)
