@@ -129,26 +129,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
             notes.append(f"arrivals, prompts and outputs: the trace {workload_table['trace']} "
                          f"({workload.trace.count} requests, recorded rate "
                          f"{workload.trace.rate:.4g}/s; other rates scale its gaps)")
-        # The table is checked even where command-line choices replace it.
-        listed = table.get("policies", defaults.get("policies") or list(simulator.POLICY_KINDS))
-        if isinstance(listed, (str, Mapping)):
-            listed = [listed]
-        for p in listed:
-            _policy(p, defaults)
-        chosen = tuple(_policy(p, defaults) for p in (policies or listed))
-        if not chosen:
-            _fail(scenario, "simulation.policies", "no policy chosen", "at least one policy")
-        listed_rates = table.get("rates", [workload.trace.rate] if workload.trace is not None
-                                 else [0.2])
-        if isinstance(listed_rates, (int, float)):
-            listed_rates = [listed_rates]
-        rates_ = list(rates or listed_rates)
-        for rate in [*listed_rates, *rates_]:
-            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
-                _fail(scenario, "simulation.rates", f"got rate {rate!r}",
-                      "arrival rates in requests/s, each > 0")
-        if not rates_:
-            _fail(scenario, "simulation.rates", "no arrival rate given", "at least one rate > 0")
+        chosen, rates_ = _policies_and_rates(scenario, table, defaults, policies, rates, workload)
         slo_table = table.get("slo", {})
         for key in slo_table:
             if key not in SLO_KEYS:
@@ -256,6 +237,34 @@ def _deployment(scenario, table: Mapping, chosen: Mapping, quantity):
         return simulator.Deployment(replicas, router)
     except simulator.SimulationError as exc:
         _fail(scenario, "simulation", str(exc))
+
+
+def _policies_and_rates(scenario, table, defaults, policies, rates, workload):
+    """The policies and nominal rates to run (the table is checked even where
+    command-line choices replace it).
+    """
+    from . import simulator
+
+    listed = table.get("policies", defaults.get("policies") or list(simulator.POLICY_KINDS))
+    if isinstance(listed, (str, Mapping)):
+        listed = [listed]
+    for p in listed:
+        _policy(p, defaults)
+    chosen = tuple(_policy(p, defaults) for p in (policies or listed))
+    if not chosen:
+        _fail(scenario, "simulation.policies", "no policy chosen", "at least one policy")
+    listed_rates = table.get("rates", [workload.trace.rate] if workload.trace is not None
+                             else [0.2])
+    if isinstance(listed_rates, (int, float)):
+        listed_rates = [listed_rates]
+    rates_ = list(rates or listed_rates)
+    for rate in [*listed_rates, *rates_]:
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+            _fail(scenario, "simulation.rates", f"got rate {rate!r}",
+                  "arrival rates in requests/s, each > 0")
+    if not rates_:
+        _fail(scenario, "simulation.rates", "no arrival rate given", "at least one rate > 0")
+    return chosen, rates_
 
 
 def _concurrency(scenario, value) -> tuple[int, ...] | None:
