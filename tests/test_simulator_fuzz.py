@@ -17,7 +17,7 @@ from infermodel.simulator import (
     WorkloadSpec,
     run_record,
 )
-from infermodel.simulator.trace import read_trace
+from infermodel.simulator.workload import read_trace
 
 SMALL = CostModel.lab3(cache_memory=2e9)
 

@@ -6,8 +6,8 @@ shared prompt prefix, kept for routing and caching).  Rows are sorted by arrival
 each row's prompt and output kept together (the pairing of a recorded request is
 never broken); arrivals are shifted so the first is at 0.  The file is only read.
 
-:func:`read_trace` returns a :class:`~infermodel.simulator.Workload` replaying the
-trace as recorded; :meth:`WorkloadSpec.generate <infermodel.simulator.WorkloadSpec.generate>`
+:func:`read_rows` reads the columns; :func:`infermodel.simulator.workload.read_trace`
+returns a :class:`~infermodel.simulator.Workload` replaying the trace as recorded; :meth:`WorkloadSpec.generate <infermodel.simulator.WorkloadSpec.generate>`
 of a spec with a ``trace`` replays it time-scaled to another mean rate (gaps divided
 by rate / recorded rate), which is how a capacity search sweeps a trace.
 """
@@ -21,23 +21,23 @@ import numpy as np
 
 from .errors import SimulationError
 
-__all__ = ["TRACE_COLUMNS", "read_trace"]
+__all__ = ["TRACE_COLUMNS", "read_rows"]
 
 TRACE_COLUMNS = ("arrival", "prompt", "output", "prefix")
 
 
-def read_trace(path: str | os.PathLike):
-    """The :class:`~infermodel.simulator.Workload` a trace file records.
+def read_rows(path: str | os.PathLike):
+    """``(arrivals, prompts, outputs, prefixes)`` of a trace file, sorted by arrival
+    with each row kept together, arrivals shifted to start at 0; ``prefixes`` is None
+    when the file names none.
 
     >>> import tempfile, pathlib
     >>> folder = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (folder / "t.csv").write_text("arrival,prompt,output\\n2.0,10,3\\n1.0,20,4\\n")
-    >>> w = read_trace(folder / "t.csv")
-    >>> w.arrivals.tolist(), w.prompts.tolist(), w.outputs.tolist()
-    ([0.0, 1.0], [20, 10], [4, 3])
+    >>> arrivals, prompts, outputs, prefixes = read_rows(folder / "t.csv")
+    >>> arrivals.tolist(), prompts.tolist(), outputs.tolist(), prefixes
+    ([0.0, 1.0], [20, 10], [4, 3], None)
     """
-    from .workload import Workload
-
     name = os.fspath(path)
     try:
         with open(path, newline="", encoding="utf-8") as handle:
@@ -73,8 +73,5 @@ def read_trace(path: str | os.PathLike):
                         len(row) > where["prefix"] else "")
     order = np.argsort(np.asarray(arrivals), kind="stable")
     times = np.asarray(arrivals)[order]
-    workload = Workload.from_arrays(times - times[0], np.asarray(prompts)[order],
-                                    np.asarray(outputs)[order])
-    if any(prefixes):
-        workload = workload.with_prefixes([prefixes[i] for i in order])
-    return workload
+    named = [prefixes[i] for i in order] if any(prefixes) else None
+    return times - times[0], np.asarray(prompts)[order], np.asarray(outputs)[order], named

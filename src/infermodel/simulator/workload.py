@@ -529,6 +529,16 @@ class Workload:
         return float(np.mean(self.prompts))
 
 
+def read_trace(path: str | os.PathLike) -> Workload:
+    """The :class:`Workload` a trace file records (see :mod:`infermodel.simulator.trace`):
+    arrival, prompt and output per row, pairing kept, prefix ids if named."""
+    from .trace import read_rows
+
+    arrivals, prompts, outputs, prefixes = read_rows(path)
+    workload = Workload.from_arrays(arrivals, prompts, outputs)
+    return workload.with_prefixes(prefixes) if prefixes is not None else workload
+
+
 def _check_rate(rate: Any) -> float:
     if isinstance(rate, bool) or not isinstance(rate, (int, float, np.number)):
         raise SimulationError(f"arrival rate must be a number of requests/s, got {rate!r}")
@@ -638,8 +648,6 @@ class WorkloadSpec:
             )
         lab = cls.lab3()
         if "trace" in table:
-            from .trace import read_trace
-
             path = os.fspath(table["trace"])
             if base_dir is not None and not os.path.isabs(path):
                 path = os.path.join(base_dir, path)
