@@ -240,3 +240,21 @@ def test_sessions_from_a_scenario(write_scenario, capsys):
     assert "multi-turn sessions" in capsys.readouterr().out
     bad = write_scenario(f'extends = "{LAB3}"\n[simulation]\nturns = 0\n')
     assert main(["check", str(bad)]) == 2 and "simulation.turns" in capsys.readouterr().err
+
+
+def test_per_pool_capacity_finds_the_bottleneck(write_scenario, capsys):
+    from infermodel.simulator import capacity_search
+
+    spec = WorkloadSpec.lab3(150)
+    slo = SLO(3.0, 0.03)
+    rates = {pool: capacity_search(COST, spec, "chunked", slo, steps=6, deployment=SPLIT,
+                                   pool=pool).rate for pool in ("prefill", "decode", "both")}
+    assert rates["prefill"] < rates["decode"]
+    assert rates["both"] == rates["prefill"]
+    path = write_scenario(f'extends = "{LAB3}"\n[simulation.disaggregation]\nprefill = 1\n'
+                          'decode = 1\nlink_bandwidth = "50 GB/s"\n[simulation.workload]\n'
+                          'count = 60\n[simulation.capacity]\nsteps = 4\n')
+    assert main(["simulate", str(path), "--capacity", "--pool", "decode"]) == 0
+    assert "decode pool: p99 ITL" in capsys.readouterr().out
+    with pytest.raises(SimulationError, match="pool must be one of"):
+        capacity_search(COST, spec, pool="middle")

@@ -444,7 +444,7 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
              keep_records: bool = False, replicas: int | None = None, router: str | None = None,
              prefill: int | None = None, decode: int | None = None,
              seeds: Sequence[int] | None = None, scheduler: str = "serial",
-             address: str | None = None, turns: int | None = None):
+             address: str | None = None, turns: int | None = None, pool: str = "both"):
     """Simulate a scenario (a path or a :class:`~infermodel.scenario.Scenario`).
 
     ``concurrency`` (or the table's ``concurrency``) runs a closed loop of that many
@@ -478,7 +478,7 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
         warnings.warn(note, SimulationWarning, stacklevel=2)
     try:
         if capacity:
-            return _capacity(scenario, chosen, policies, seeds, scheduler, address, progress)
+            return _capacity(scenario, chosen, policies, seeds, scheduler, address, progress, pool)
         closed = bool(chosen.concurrency) and not rates
         result = simulator.simulate(chosen.cost_model, chosen.workload, chosen.policies,
                                     chosen.rates, seed=chosen.seed, slo=chosen.slo,
@@ -495,7 +495,7 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
                                     key="simulation")) from None
 
 
-def _capacity(scenario, chosen, policies, seeds, scheduler, address, progress):
+def _capacity(scenario, chosen, policies, seeds, scheduler, address, progress, pool="both"):
     """One capacity search, or one per policy and seed (run by the grid's scheduler)."""
     from . import simulator
     from .simulator.grid import execute
@@ -507,10 +507,11 @@ def _capacity(scenario, chosen, policies, seeds, scheduler, address, progress):
     seed_list = list(seeds) if seeds else [chosen.seed]
     tasks = [(chosen.cost_model, chosen.workload, p, chosen.slo, settings.get("low", 0.01),
               settings.get("high", 4.0), settings.get("steps", 10), settings.get("neighbour", 0.005),
-              s, chosen.engine, None, None, chosen.deployment) for p in searched for s in seed_list]
+              s, chosen.engine, None, None, chosen.deployment, pool)
+             for p in searched for s in seed_list]
     if len(tasks) == 1:
         return CapacityReport(simulator.capacity_search(*tasks[0][:10], progress=progress,
-                                                        deployment=chosen.deployment),
+                                                        deployment=chosen.deployment, pool=pool),
                               chosen.price_per_hour)
     found = execute(simulator.capacity_search, tasks, scheduler, address, progress)
     return CapacityReports(tuple(CapacityReport(f, chosen.price_per_hour) for f in found),
@@ -554,7 +555,10 @@ class CapacityReport:
     def text(self) -> str:
         s = self.search
         m = s.metrics
-        head = f"capacity ({s.policy}, p99 TTFT <= {s.slo.ttft:g} s and p99 ITL <= {s.slo.itl * 1000:g} ms):"
+        judged = {"both": f"p99 TTFT <= {s.slo.ttft:g} s and p99 ITL <= {s.slo.itl * 1000:g} ms",
+                  "prefill": f"prefill pool: p99 TTFT <= {s.slo.ttft:g} s",
+                  "decode": f"decode pool: p99 ITL <= {s.slo.itl * 1000:g} ms"}[s.pool]
+        head = f"capacity ({s.policy}, {judged}):"
         if not s.passes:
             return "\n".join([head, f"  {s.message}",
                                "  try looser objectives, another policy or more hardware"])

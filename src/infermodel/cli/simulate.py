@@ -46,6 +46,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--capacity", action="store_true",
                         help="search the highest nominal rate meeting p99 TTFT and p99 ITL "
                              "objectives, re-check its neighbours, and price it")
+    parser.add_argument("--pool", choices=("both", "prefill", "decode"), default="both",
+                        help="with --capacity: judge both objectives, or one pool of a "
+                             "disaggregated deployment by its own (prefill: TTFT, decode: ITL)")
     parser.add_argument("--format", choices=("table", "json", "csv"), default="table")
     parser.add_argument("--plot", metavar="FILE", help="also plot latency percentiles vs load "
                                                        "(.png or .svg)")
@@ -115,7 +118,7 @@ def handle(args) -> int:
                            progress=progress, concurrency=args.concurrency or None,
                            think_time=args.think_time, replicas=args.replicas,
                            router=args.router, prefill=args.prefill, decode=args.decode,
-                           turns=args.turns,
+                           turns=args.turns, pool=args.pool,
                            keep_records=bool(args.requests or args.timeseries))
     for warning in caught:
         if issubclass(warning.category, SimulationWarning):

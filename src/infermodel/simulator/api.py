@@ -370,6 +370,7 @@ class CapacityResult:
     slo: SLO
     widened: bool = False
     range: tuple[float, float] = (math.nan, math.nan)
+    pool: str = "both"
 
     @property
     def neighbour_passes(self) -> list[bool]:
@@ -400,6 +401,7 @@ class CapacityResult:
             "message": self.message,
             "range": list(self.range),
             "widened": self.widened,
+            "pool": self.pool,
             "metrics": _metrics_json(self.metrics),
             "neighbours": [
                 {"rate": rate, "passes": passed, "metrics": _metrics_json(metrics)}
@@ -427,6 +429,9 @@ class CapacityResult:
         return f"highest passing rate in [{low:g}, {high:g}] requests/s"
 
 
+#: What a capacity search judges: both objectives, or one pool's own.
+POOLS = ("both", "prefill", "decode")
+
 #: Times the capacity search may multiply its upper end by 4 when every rate passes.
 WIDENINGS = 12
 
@@ -445,10 +450,15 @@ def capacity_search(
     progress: Progress | None = None,
     max_iterations: int | None = None,
     deployment: Deployment | None = None,
+    pool: str = "both",
 ) -> CapacityResult:
     """Highest nominal arrival rate whose run meets p99 TTFT ≤ ``slo.ttft`` and pooled
     p99 ITL ≤ ``slo.itl``, by ``steps`` bisections of [``low``, ``high``], then the
     neighbouring rates ``rate ± neighbour`` re-checked (Module 10 Lab 3's search).
+
+    ``pool`` judges one pool of a disaggregated deployment by its own objective:
+    ``"prefill"`` by p99 TTFT alone, ``"decode"`` by p99 ITL alone (``"both"``, the
+    default, by both): the rate at which that pool's objective breaks.
 
     Bisection assumes pass/fail is monotone in the rate; the neighbour checks show
     where a finite sample breaks that assumption.
@@ -461,6 +471,11 @@ def capacity_search(
     _check_engine(engine)
     chosen = as_policy(policy)
     slo = SLO() if slo is None else slo
+    if pool not in POOLS:
+        raise SimulationError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
+    judge = {"both": slo.passes,
+             "prefill": lambda m: bool(m["ttft_p99"] <= slo.ttft),
+             "decode": lambda m: bool(m["itl_p99"] <= slo.itl)}[pool]
     spec = WorkloadSpec.lab3() if workload_spec is None else workload_spec
     if not isinstance(spec, WorkloadSpec):
         raise SimulationError("capacity_search needs a WorkloadSpec (it draws one workload per rate)")
@@ -493,7 +508,7 @@ def capacity_search(
     def bisect(low: float, high: float) -> tuple[float, float]:
         for _ in range(steps):
             middle = (low + high) / 2
-            passed = slo.passes(measure(middle))
+            passed = judge(measure(middle))
             history.append((middle, passed))
             if passed:
                 low = middle
@@ -509,7 +524,7 @@ def capacity_search(
         # of 4 until a rate fails, then bisect between the last pass and it.
         for _ in range(WIDENINGS):
             top = high
-            passed = slo.passes(measure(top))
+            passed = judge(measure(top))
             history.append((top, passed))
             widened = True
             if not passed:
@@ -527,7 +542,7 @@ def capacity_search(
                 progress(min(done, total), total)
             continue
         nearby = measure(rate)
-        neighbours.append((rate, slo.passes(nearby), nearby))
+        neighbours.append((rate, judge(nearby), nearby))
     span = (first[0], top) if widened else first
-    return CapacityResult(chosen.name, low, metrics, slo.passes(metrics), tuple(neighbours),
-                          tuple(history), slo, widened, span)
+    return CapacityResult(chosen.name, low, metrics, judge(metrics), tuple(neighbours),
+                          tuple(history), slo, widened, span, pool)
