@@ -429,6 +429,28 @@ class CapacityResult:
         return f"highest passing rate in [{low:g}, {high:g}] requests/s"
 
 
+def _search_range(low, high, steps, neighbour) -> tuple[float, float]:
+    low, high = _check_rate(low), _check_rate(high)
+    if high <= low:
+        raise SimulationError(f"capacity search needs low < high, got low={low} and high={high}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 60:
+        raise SimulationError(f"capacity search steps must be a whole number in 1..60, got {steps!r}")
+    if not (isinstance(neighbour, (int, float)) and math.isfinite(neighbour) and 0 < neighbour < low + high):
+        raise SimulationError(f"neighbour step must be a small positive rate, got {neighbour!r}")
+    return low, high
+
+
+def _judge(slo: SLO, pool: str) -> Callable[[Mapping[str, float]], bool]:
+    """Whether a run passes: both objectives, or one pool's own."""
+    if pool not in POOLS:
+        raise SimulationError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
+    if pool == "prefill":
+        return lambda m: bool(m["ttft_p99"] <= slo.ttft)
+    if pool == "decode":
+        return lambda m: bool(m["itl_p99"] <= slo.itl)
+    return slo.passes
+
+
 #: What a capacity search judges: both objectives, or one pool's own.
 POOLS = ("both", "prefill", "decode")
 
@@ -471,21 +493,11 @@ def capacity_search(
     _check_engine(engine)
     chosen = as_policy(policy)
     slo = SLO() if slo is None else slo
-    if pool not in POOLS:
-        raise SimulationError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
-    judge = {"both": slo.passes,
-             "prefill": lambda m: bool(m["ttft_p99"] <= slo.ttft),
-             "decode": lambda m: bool(m["itl_p99"] <= slo.itl)}[pool]
+    judge = _judge(slo, pool)
     spec = WorkloadSpec.lab3() if workload_spec is None else workload_spec
     if not isinstance(spec, WorkloadSpec):
         raise SimulationError("capacity_search needs a WorkloadSpec (it draws one workload per rate)")
-    low, high = _check_rate(low), _check_rate(high)
-    if high <= low:
-        raise SimulationError(f"capacity search needs low < high, got low={low} and high={high}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 60:
-        raise SimulationError(f"capacity search steps must be a whole number in 1..60, got {steps!r}")
-    if not (isinstance(neighbour, (int, float)) and math.isfinite(neighbour) and 0 < neighbour < low + high):
-        raise SimulationError(f"neighbour step must be a small positive rate, got {neighbour!r}")
+    low, high = _search_range(low, high, steps, neighbour)
 
     total = steps + 3
     done = 0
