@@ -223,6 +223,9 @@ class Scenario:
     raw: Mapping = attrs.field(repr=False)
     #: The plugin host that read this scenario; analyses use its plugins and registries.
     host: PluginHost = attrs.field(repr=False, eq=False)
+    #: What loading the scenario could only approximate (a config.json feature the shape
+    #: fields cannot express, with its size); results list these among their warnings.
+    notes: tuple[str, ...] = ()
 
     def value(self, path: str) -> Any:
         """The typed value of a field, e.g. ``scenario.value("workload.batch")``."""
@@ -374,6 +377,8 @@ class _Reading:
         self.path = path
         self.default_file = str(path) if path else None
         self.problems: list[Problem] = []
+        #: Approximations noted while reading (config.json features not modelled).
+        self.notes: list[str] = []
 
     def problem(self, key: str, message: str, expected: str | None = None,
                 suggestion: str | None = None) -> Problem:
@@ -426,7 +431,9 @@ def _load_preset(kind: str, name: Any, registries: Registries, key: str,
 
 
 def _load_hf(path_text: Any, key: str, reading: _Reading) -> tuple[dict, dict[str, Origin]]:
-    from .hf_config import HFConfigError, read_hf_config
+    import warnings
+
+    from .hf_config import HFConfigError, HFConfigWarning, read_hf_config
 
     if not isinstance(path_text, str):
         reading.add(key, f"got {path_text!r}", expected="a path to a Hugging Face config.json")
@@ -434,7 +441,11 @@ def _load_hf(path_text: Any, key: str, reading: _Reading) -> tuple[dict, dict[st
     base = reading.path.parent if reading.path else Path.cwd()
     path = (base / path_text)
     try:
-        table = read_hf_config(path)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", HFConfigWarning)
+            table = read_hf_config(path)
+        reading.notes.extend(str(w.message) for w in caught
+                             if issubclass(w.category, HFConfigWarning))
     except HFConfigError as exc:
         reading.add(key, str(exc), expected="a readable Hugging Face config.json")
         return {}, {}
@@ -614,7 +625,7 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *,
                         sections=MappingProxyType(sections), levers=MappingProxyType(levers),
                         tables=MappingProxyType(tables), presets=MappingProxyType(presets),
                         origins=MappingProxyType(reading.origins),
-                        raw=MappingProxyType(dict(data)), host=host)
+                        raw=MappingProxyType(dict(data)), host=host, notes=tuple(reading.notes))
     _validate(scenario, host, reading)
     reading.raise_any()
     return scenario
