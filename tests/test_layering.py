@@ -22,9 +22,11 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 #: Feature packages built on the engine (and ``python -m infermodel``, which runs the
 #: command line); the engine never imports them.
 FEATURES = ("infermodel.sweeping", "infermodel.cli", "infermodel.sphinxext", "infermodel.__main__")
-#: Analyses built on sweeps and the simulator (searching, plotting, simulating a scenario).
+#: Analyses built on the engine (searching, plotting, simulating a scenario, predicting the
+#: accuracy ledger, measuring this machine and a real decoder).
 ANALYSES = ("infermodel.searching", "infermodel.plots", "infermodel.simulation",
-            "infermodel.simulator")
+            "infermodel.simulator", "infermodel.validation", "infermodel.calibration",
+            "infermodel.realmodel")
 
 
 def _module_name(path: Path) -> str:
@@ -209,7 +211,8 @@ def test_the_core_knows_no_lever():
 
     registries = PluginHost(autoload=False).registries
     assert registries.all_fields() == [] and registries.levers == {}
-    assert registries.presets == {"model": {}, "hardware": {}} and registries.witnesses == {}
+    assert registries.presets == {"model": {}, "hardware": {}, "efficiency": {}}
+    assert registries.witnesses == {}
 
 
 #: Where get_host() may be called: the entry points (the command line, the Sphinx
