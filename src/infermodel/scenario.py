@@ -623,7 +623,8 @@ def _read_levers(data: Mapping, registries: Registries, reading: _Reading) -> di
             levers[lever_name] = registries.converter.structure(dict(table), info.schema)
         except Exception as exc:
             keys = [a.name for a in attrs.fields(info.schema)]
-            _report_structure(exc, key, table, keys, reading.add, schema=info.schema)
+            _report_structure(exc, key, table, keys, reading.add, schema=info.schema,
+                              converter=registries.converter)
     return levers
 
 
@@ -701,8 +702,30 @@ def _nested_keys(schema: type | None, relative: str) -> list[str] | None:
     return [a.name for a in attrs.fields(current)]
 
 
+def _rejected_field(schema: type, table: Mapping, converter) -> str | None:
+    """The field of ``schema`` whose attrs validator rejects ``table``'s value, found by
+    structuring the table with validators off and running each field's validator in
+    attrs' order (a validator fails the whole class, so cattrs names no path).
+    """
+    if not attrs.has(schema):
+        return None
+    try:
+        with attrs.validators.disabled():
+            instance = converter.structure(dict(table), schema)
+    except Exception:
+        return None
+    for field in attrs.fields(schema):
+        if field.validator is not None:
+            try:
+                field.validator(instance, field, getattr(instance, field.name))
+            except (ValueError, TypeError):
+                return field.name
+    return None
+
+
 def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: Iterable[str], add,
-                      quiet: bool = False, schema: type | None = None) -> None:
+                      quiet: bool = False, schema: type | None = None,
+                      converter=None) -> None:
     known = list(known)
     for problem in structure_errors(exc):
         relative, message = problem.path, problem.message
@@ -724,11 +747,9 @@ def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: It
                     expected="one of " + ", ".join(sorted(known)),
                     suggestion=f"did you mean {near!r}?" if near else None)
             continue
-        if not relative:
-            # A schema validator's message names its field first: point at that key.
-            first = re.match(r"'?([A-Za-z_][A-Za-z0-9_]*)", message)
-            if first and first.group(1) in known:
-                relative = first.group(1)
+        if not relative and schema is not None and converter is not None:
+            # A schema's validator failed the class: point at the field it rejected.
+            relative = _rejected_field(schema, table, converter) or ""
         add(f"{prefix}.{relative}" if relative else prefix, message)
 
 

@@ -47,6 +47,7 @@ from typing import Any
 import attrs
 
 from .errors import Problem, ScenarioError
+from .formatting import non_finite_json
 
 KEYS = ("policies", "rates", "concurrency", "think_time", "seed", "engine", "cache_memory",
         "replicas", "router", "disaggregation", "turns", "history", "workload", "slo", "capacity")
@@ -558,7 +559,9 @@ class CapacityReport:
         data = self.search.to_dict()
         data["price_per_hour"] = self.price_per_hour
         cost = self.usd_per_million_output_tokens
-        data["usd_per_million_output_tokens"] = cost
+        # Nothing finished (no throughput) prices at infinity: JSON writes it as "inf".
+        data["usd_per_million_output_tokens"] = (
+            non_finite_json(cost) if cost is not None and not math.isfinite(cost) else cost)
         return data
 
     def text(self) -> str:
