@@ -399,7 +399,7 @@ class CapacityResult:
             "lowest_rate_tried": None if self.passes else self.rate,
             "passes": self.passes,
             "message": self.message,
-            "range": list(self.range),
+            "range": [_json_number(value) for value in self.range],
             "widened": self.widened,
             "pool": self.pool,
             "metrics": _metrics_json(self.metrics),
@@ -419,10 +419,11 @@ class CapacityResult:
         """One sentence on what the search found."""
         low, high = self.range
         if not self.passes:
+            ttft = self.metrics.get("ttft_p99", math.nan)
+            itl = self.metrics.get("itl_p99", math.nan)
             return (f"no rate in [{low:g}, {high:g}] requests/s meets p99 TTFT <= {self.slo.ttft:g} s "
                     f"and p99 ITL <= {self.slo.itl * 1000:g} ms: even {self.rate:.4g} requests/s "
-                    f"gives p99 TTFT {self.metrics['ttft_p99']:.3g} s and p99 ITL "
-                    f"{self.metrics['itl_p99'] * 1000:.3g} ms")
+                    f"gives p99 TTFT {ttft:.3g} s and p99 ITL {itl * 1000:.3g} ms")
         if self.widened:
             return (f"every rate of the first range passed; the range was widened to "
                     f"[{low:g}, {high:g}] requests/s")
