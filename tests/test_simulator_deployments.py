@@ -258,3 +258,12 @@ def test_per_pool_capacity_finds_the_bottleneck(write_scenario, capsys):
     assert "decode pool: p99 ITL" in capsys.readouterr().out
     with pytest.raises(SimulationError, match="pool must be one of"):
         capacity_search(COST, spec, pool="middle")
+
+
+def test_timeseries_of_several_servers_is_a_clear_error(tmp_path, capsys):
+    assert main(["simulate", str(LAB3), "--policy", "chunked", "--rate", "0.3", "--replicas", "2",
+                 "--set", "simulation.workload.count=30", "--timeseries",
+                 str(tmp_path / "t.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "recorded for one server" in err
+    assert not (tmp_path / "t.csv").exists()

@@ -652,6 +652,15 @@ def requests_csv(result) -> str:
     return buffer.getvalue()
 
 
+def _series_of(run):
+    """A run's time series, or a clear error for a run that has none."""
+    if run.record is None or run.record.series is None:
+        raise ScenarioError(Problem(
+            "time series are recorded for one server; this run has several (replicas or "
+            "disaggregated pools)", expected="--timeseries without --replicas, --prefill or --decode"))
+    return run.record.series
+
+
 def timeseries_csv(result) -> str:
     """Every run's time series: at each scheduling decision, the requests waiting, the
     requests running and the share of the cache in use.
@@ -663,7 +672,7 @@ def timeseries_csv(result) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["policy", "rate", "concurrency", "time", "waiting", "running", "cache_use"])
     for run in result.runs:
-        series = run.record.series
+        series = _series_of(run)
         rate = "" if math.isnan(run.rate) else repr(run.rate)
         clients = "" if run.concurrency is None else run.concurrency
         for t, w, n, c in zip(series["time"], series["waiting"], series["running"],
@@ -679,7 +688,7 @@ def plot_timeseries(result, output: str | Path) -> Path:
 
     figure, axes = _figure(rows=3)
     for run in result.runs:
-        series = run.record.series
+        series = _series_of(run)
         label = run.policy + (f" N={run.concurrency}" if run.concurrency is not None
                               else f" {run.rate:g}/s")
         line, = axes[0].step(series["time"], series["waiting"], where="post", label=label)
