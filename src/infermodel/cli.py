@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 import traceback
+import warnings
 
 COMMANDS = ("run", "explain", "check", "graph", "sweep", "search", "plot", "simulate",
             "witness", "presets", "plugins")
@@ -45,11 +46,15 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     from .errors import InfermodelError
+    from .output import reset_protection
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    reset_protection()  # this command's inputs are recorded as it reads them
     try:
-        status = args.handler(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            status = args.handler(args)
         return int(status or 0)
     except InfermodelError as exc:
         sys.stdout.flush()
@@ -65,6 +70,14 @@ def main(argv: list[str] | None = None) -> int:
         print("internal error: this is a bug in infermodel or a plugin; please report it "
               "with the traceback above", file=sys.stderr)
         return 1
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Our own warnings as one plain line; others as Python prints them."""
+    if category.__module__.startswith("infermodel"):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def run() -> None:

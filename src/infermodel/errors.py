@@ -8,6 +8,7 @@ exits with status 2; anything else is an internal error (status 1).
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Iterable, Sequence
 
 import attrs
@@ -23,16 +24,52 @@ def close_match(word: str, candidates: Iterable[str]) -> str | None:
     return matches[0] if matches else None
 
 
+#: The longest run of characters without a space that a message repeats from the input
+#: (a 100,000-character value is shown by its two ends), and the longest part of a message.
+MAX_ECHO = 300
+MAX_PART = 4000
+_LONG_RUN = re.compile(r"\S{%d,}" % (MAX_ECHO + 1))
+
+
+def shorten(text: str | None) -> str | None:
+    """``text`` with every over-long run of characters cut in the middle, the number of
+    characters left out said, and the whole capped at :data:`MAX_PART` characters.
+
+    >>> shorten("got " + "x" * 1000)[:12]
+    'got xxxxxxxx'
+    >>> len(shorten("got " + "x" * 1000)) < 300
+    True
+    """
+    if text is None:
+        return None
+    text = str(text)
+    if len(text) <= MAX_ECHO:
+        return text
+
+    def cut(match: re.Match) -> str:
+        run = match.group(0)
+        return f"{run[:200]}…({len(run) - 260:,} characters)…{run[-60:]}"
+
+    text = _LONG_RUN.sub(cut, text)
+    if len(text) > MAX_PART:
+        text = f"{text[:MAX_PART - 200]}…({len(text) - MAX_PART + 200:,} characters)…{text[-150:]}"
+    return text
+
+
 @attrs.frozen
 class Problem:
-    """One thing wrong with the user's input, with everything needed to fix it."""
+    """One thing wrong with the user's input, with everything needed to fix it.
 
-    message: str
-    file: str | None = None
-    key: str | None = None
+    Every text is passed through :func:`shorten`, so that a message never repeats a huge
+    input value in full.
+    """
+
+    message: str = attrs.field(converter=shorten)
+    file: str | None = attrs.field(default=None, converter=shorten)
+    key: str | None = attrs.field(default=None, converter=shorten)
     line: int | None = None
-    expected: str | None = None
-    suggestion: str | None = None
+    expected: str | None = attrs.field(default=None, converter=shorten)
+    suggestion: str | None = attrs.field(default=None, converter=shorten)
 
     def render(self) -> str:
         where = ""

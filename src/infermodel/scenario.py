@@ -22,6 +22,9 @@ from .schema import CONVERTER, FieldValueError, parse_field, structure_errors
 #: Scenario files larger than this are refused (TOML parsing of hostile input can be slow).
 MAX_FILE_BYTES = 1_000_000
 MAX_EXTENDS_DEPTH = 16
+#: Arrays and tables nested deeper than this are refused (the TOML reader itself stops
+#: near 400 levels; nothing in a scenario needs more than a handful).
+MAX_NESTING = 32
 
 TOP_LEVEL = ("extends", "scenario", *FIELD_SECTIONS, "levers", "simulation", "sweep", "search",
              "witness")
@@ -98,6 +101,11 @@ def read_toml(path: Path) -> tuple[dict, dict[str, int]]:
     """Parse one TOML file; return its data and its line index."""
     import tomli
 
+    from .output import note_read, path_problem
+
+    problem = path_problem(path)
+    if problem is not None:
+        raise ScenarioError(Problem(f"cannot read file: {problem}", file=_shown(path)))
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -114,8 +122,13 @@ def read_toml(path: Path) -> tuple[dict, dict[str, int]]:
         raise ScenarioError(Problem("file is not UTF-8 text", file=str(path), expected="a TOML file")) from None
     except OSError as exc:
         raise ScenarioError(Problem(f"cannot read file: {exc.strerror}", file=str(path))) from None
+    note_read(path)
     try:
         data = tomli.loads(text)
+    except RecursionError:
+        raise ScenarioError(Problem("invalid TOML: values are nested too deeply", file=str(path),
+                                    expected=f"at most {MAX_NESTING} levels of nested arrays "
+                                             "and tables")) from None
     except tomli.TOMLDecodeError as exc:
         message = getattr(exc, "msg", str(exc))
         column = getattr(exc, "colno", None)
@@ -123,7 +136,32 @@ def read_toml(path: Path) -> tuple[dict, dict[str, int]]:
             message += f" (column {column})"
         raise ScenarioError(Problem(f"invalid TOML: {message}", file=str(path),
                                     line=getattr(exc, "lineno", None), expected="valid TOML")) from None
+    if _depth(data) > MAX_NESTING:
+        raise ScenarioError(Problem("values are nested too deeply", file=str(path),
+                                    expected=f"at most {MAX_NESTING} levels of nested arrays "
+                                             "and tables"))
     return data, line_index(text)
+
+
+def _depth(value: Any, limit: int = MAX_NESTING + 1) -> int:
+    """How deeply ``value`` nests lists and tables (counting stops past ``limit``)."""
+    deepest, level, stack = 0, 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > limit:
+            break
+        if isinstance(item, Mapping):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def _shown(path: Any) -> str:
+    """A path for a message: long ones are shortened."""
+    text = str(path)
+    return text if len(text) <= 160 else text[:100] + " … " + text[-40:]
 
 
 def _flatten(data: Mapping, prefix: str = "") -> Iterable[str]:
@@ -154,7 +192,12 @@ def _origins_for(data: Mapping, file: str, lines: Mapping[str, int], prefix: str
 
 def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, dict[str, Origin]]:
     """Read a scenario and everything it ``extends``; later files override earlier ones."""
+    from .output import path_problem
+
     path = Path(path)
+    problem = path_problem(path)
+    if problem is not None:
+        raise ScenarioError(Problem(f"cannot read file: {problem}", file=_shown(path)))
     resolved = path.resolve()
     if resolved in _chain:
         cycle = " -> ".join(str(p) for p in (*_chain, resolved))
@@ -171,7 +214,14 @@ def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, dict[str,
         raise ScenarioError(Problem("'extends' must be a path string", file=str(path),
                                     key="extends", line=lines.get("extends"),
                                     expected='a file name such as "base.toml"'))
+    from .output import path_problem
+
     parent_path = (path.parent / parent)
+    problem = path_problem(parent_path)
+    if problem is not None:
+        raise ScenarioError(Problem(f"'extends' names a path that cannot exist: {problem}",
+                                    file=str(path), key="extends", line=lines.get("extends"),
+                                    expected="a scenario file, relative to this one"))
     if not parent_path.is_file():
         raise ScenarioError(Problem(f"'extends' names {parent!r}, which does not exist",
                                     file=str(path), key="extends", line=lines.get("extends"),
@@ -204,6 +254,13 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         value = tomli.loads(f"v = {raw}")["v"]
     except tomli.TOMLDecodeError:
         value = raw
+    except RecursionError:
+        value = None
+    if value is None or _depth(value) > MAX_NESTING - 2:
+        raise ScenarioError(Problem(f"override {key}: the value is nested too deeply",
+                                    file="--set", key=key,
+                                    expected=f"at most {MAX_NESTING - 2} levels of nested "
+                                             "arrays and tables"))
     return key, value
 
 
@@ -387,8 +444,10 @@ def _load_hf(path_text: Any, scenario_path: Path | None, key: str, origins, defa
     try:
         table = read_hf_config(path)
     except HFConfigError as exc:
-        problems.append(_problem(origins, default_file, key, str(exc),
-                                 expected="a readable Hugging Face config.json"))
+        where = f"{exc.path}: " if exc.path else ""
+        inside = f"{exc.key}: " if exc.key else ""
+        problems.append(_problem(origins, default_file, key, f"{where}{inside}{exc.message}",
+                                 expected=exc.expected or "a readable Hugging Face config.json"))
         return {}, {}
     return table, {f"model.{k}": Origin(str(path)) for k in table}
 
@@ -468,6 +527,8 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
             hf_table, hf_origins = _load_hf(table.pop("hf_config"), path, "model.hf_config",
                                             origins, default_file, problems)
             merged.update(hf_table)
+            if not hf_table:
+                quiet.add(section)
             for k, v in hf_origins.items():
                 if k.partition(".")[2] not in table:
                     origins[k] = v
@@ -525,7 +586,8 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
         tables[section] = MappingProxyType(dict(table))
 
     if problems:
-        raise ScenarioError(problems)
+        # A plugin that failed to import may be the one that provides what is missing.
+        raise ScenarioError(problems + host.load_problems())
 
     raw = dict(data)
     scenario = Scenario(name=name, description=description, path=path,
@@ -541,7 +603,8 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
     host.call_each("infermodel_validate_scenario",
                    lambda p: {"scenario": scenario, "report": report_maker(p)}, "validation")
     if problems:
-        raise ScenarioError(problems)
+        raise ScenarioError(problems + host.load_problems())
+    host.warn_load_errors()
     return scenario
 
 
@@ -588,7 +651,8 @@ def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: It
             for extra in message.removeprefix("unknown key(s) ").split(", "):
                 near = close_match(extra, known)
                 add(f"{prefix}.{extra}", f"unknown key {extra!r}",
-                    expected="one of " + ", ".join(sorted(known)),
+                    expected=("one of " + ", ".join(sorted(known))) if known
+                    else f"no keys: no loaded plugin declares fields of {prefix!r}",
                     suggestion=f"did you mean {near!r}?" if near else None)
             continue
         add(key, message)

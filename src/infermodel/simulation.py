@@ -47,6 +47,11 @@ import attrs
 from .errors import Problem, ScenarioError
 
 KEYS = ("policies", "rates", "seed", "engine", "cache_memory", "workload", "slo", "capacity")
+#: The most requests one simulated workload may hold (each request costs a few dozen
+#: bytes and its share of the run's time; tail percentiles settle long before this).
+MAX_REQUESTS = 1_000_000
+#: The most runs (policies × rates) one simulation may ask for.
+MAX_RUNS = 1_000
 CAPACITY_KEYS = ("policy", "low", "high", "steps", "neighbour")
 SLO_KEYS = ("ttft", "itl")
 
@@ -102,7 +107,9 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     try:
         cost = simulator.CostModel.from_quantities(result.values, cache_memory=cache_memory)
         base = scenario.path.parent if scenario.path else None
-        workload = simulator.WorkloadSpec.from_mapping(table.get("workload", {}), base_dir=base)
+        workload_table = table.get("workload", {})
+        _check_workload(scenario, workload_table, base)
+        workload = simulator.WorkloadSpec.from_mapping(workload_table, base_dir=base)
         # The table is checked even where command-line choices replace it.
         listed = table.get("policies", list(simulator.POLICY_KINDS))
         if isinstance(listed, (str, Mapping)):
@@ -122,6 +129,13 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
                       "arrival rates in requests/s, each > 0")
         if not rates_:
             _fail(scenario, "simulation.rates", "no arrival rate given", "at least one rate > 0")
+        runs = len(chosen) * len(rates_)
+        if runs > MAX_RUNS:
+            _fail(scenario, "simulation.rates",
+                  f"{len(chosen)} policies × {len(rates_)} rates make {runs:,} runs, over the "
+                  f"limit of {MAX_RUNS:,} runs for one simulation",
+                  f"at most {MAX_RUNS:,} policy and rate pairs",
+                  "split the rates over several runs, or use --capacity to search the rate")
         slo_table = table.get("slo", {})
         for key in slo_table:
             if key not in SLO_KEYS:
@@ -133,7 +147,11 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
         _fail(scenario, "simulation", str(exc))
     except (TypeError, ValueError) as exc:
         _fail(scenario, "simulation", str(exc))
-    capacity = dict(table.get("capacity", {}))
+    capacity = table.get("capacity", {})
+    if not isinstance(capacity, Mapping):
+        _fail(scenario, "simulation.capacity", f"got {capacity!r}",
+              "a [simulation.capacity] table with keys " + ", ".join(CAPACITY_KEYS))
+    capacity = dict(capacity)
     for key in capacity:
         if key not in CAPACITY_KEYS:
             near = close_match(key, CAPACITY_KEYS)
@@ -148,6 +166,42 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     price = result.values.get("cost_per_hour")
     return SimulationPlan(cost, workload, chosen, tuple(float(r) for r in rates_), int(seed_),
                           engine_, slo, capacity, price, tuple(unmodelled_changes(result)))
+
+
+def _check_workload(scenario, table: Any, base: Path | None) -> None:
+    """Check what the simulator would allocate or read before it does: the request count
+    against :data:`MAX_REQUESTS`, and each length file's path (recorded as an input, so
+    that no output of the run replaces it)."""
+    from .output import note_read, path_problem
+
+    if not isinstance(table, Mapping):
+        return  # the simulator's own reader names the mistake
+    count = table.get("count")
+    if isinstance(count, int) and not isinstance(count, bool) and count > MAX_REQUESTS:
+        _fail(scenario, "simulation.workload.count",
+              f"{_number(count)} requests is over the limit of {MAX_REQUESTS:,} for one "
+              "simulated workload", f"a request count of at most {MAX_REQUESTS:,}",
+              "percentiles settle within a few thousand requests: simulate fewer, or run "
+              "several seeds with --seed and compare")
+    for law in ("prompt", "output"):
+        spec = table.get(law)
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("file"), str):
+            continue
+        key = f"simulation.workload.{law}.file"
+        path = Path(spec["file"])
+        if base is not None and path_problem(path) is None and not path.is_absolute():
+            path = base / path
+        problem = path_problem(path)
+        if problem is not None:
+            _fail(scenario, key, f"cannot read the length file: {problem}",
+                  "a CSV file of lengths, relative to the scenario")
+        note_read(path)
+
+
+def _number(value: int) -> str:
+    """A whole number for a message, in scientific notation when it is long."""
+    text = f"{value:,}"
+    return text if len(text) <= 24 else f"about {float(value):.3g}"
 
 
 #: Quantities whose changes by levers the iteration cost does not follow. (Every
