@@ -8,6 +8,7 @@ traceback, and no input file changed.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import threading
@@ -360,3 +361,44 @@ def test_an_empty_plugin_list_says_that_it_loads_nothing(monkeypatch, capsys):
         assert "expected one of )" not in err and err.count("\n") == 1
     finally:
         set_host(None)
+
+
+@pytest.mark.parametrize("formula,fragment", [("fitz", "'fitz'"), ("tpot <", "tpot <"),
+                                              ("__import__('os')", "__import__")])
+def test_check_rejects_the_search_formulas_that_search_rejects(host, tmp_path, capsys, formula,
+                                                                fragment):
+    path = tmp_path / "search.toml"
+    path.write_text(f'extends = "{SCENARIOS / "planner-70b-32-users.toml"}"\n'
+                    f'[search]\nconstraints = ["fits", {json.dumps(formula)}]\n')
+    searched, _, search_err = _run(capsys, "search", path)
+    checked, _, check_err = _run(capsys, "check", path)
+    assert searched == checked == 2
+    _one_error(check_err, "search.constraints", fragment)
+    assert check_err == search_err
+
+
+def test_a_device_named_as_a_scenario_is_refused_without_reading_it(host, capsys):
+    start = time.monotonic()
+    status, _, err = _run(capsys, "check", "/dev/zero")
+    assert status == 2
+    _one_error(err, "/dev/zero", "not a regular file")
+    assert time.monotonic() - start < 10
+
+
+def test_a_plot_with_too_many_lines_is_refused_before_the_sweep_runs(host, tmp_path, capsys):
+    start = time.monotonic()
+    status, _, err = _run(capsys, "plot", QUANT, "throughput", "-o", tmp_path / "p.png",
+                          "--over", "workload.prompt_tokens=1..1e300 log2")
+    assert status == 2
+    _one_error(err, "997 lines, more than 24")
+    assert time.monotonic() - start < 10
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_output_over_any_preset_file_is_refused(host, tmp_path, capsys):
+    unused = _preset_path("model", "llama-2-7b")  # a preset this scenario does not read
+    before = unused.read_bytes()
+    status, _, err = _run(capsys, "graph", QUANT, "-o", unused)
+    assert status == 2
+    _one_error(err, "refusing to write over")
+    assert unused.read_bytes() == before

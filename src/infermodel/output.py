@@ -93,10 +93,15 @@ def reset_protection() -> None:
 
 
 def protect_scenario(scenario) -> None:
-    """Protect a scenario's own file and every file its values came from."""
+    """Protect a scenario's own file, every file its values came from, and every preset
+    file of the loaded plugins (a sweep or a lever may read any of them)."""
     files = {origin.file for origin in scenario.origins.values() if origin.file != "--set"}
     if scenario.path is not None:
         files.add(str(scenario.path))
+    host = getattr(scenario, "host", None)
+    if host is not None:
+        for presets in host.registries.presets.values():
+            files.update(str(info.path) for info in presets.values())
     protect(f for f in files if f and _is_file(f))
 
 

@@ -112,12 +112,21 @@ def read_toml(path: Path) -> tuple[dict, dict[str, int]]:
         raise ScenarioError(Problem("file not found", file=str(path))) from None
     except OSError as exc:
         raise ScenarioError(Problem(f"cannot read file: {exc.strerror}", file=str(path))) from None
+    if not path.is_file():
+        raise ScenarioError(Problem("not a regular file", file=str(path),
+                                    expected="a TOML scenario file"))
     if size > MAX_FILE_BYTES:
         raise ScenarioError(Problem(
             f"file is {size:,} bytes, larger than the {MAX_FILE_BYTES:,}-byte limit for scenario files",
             file=str(path)))
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:  # at most the limit, whatever the size said
+            raw = handle.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise ScenarioError(Problem(
+                f"file is larger than the {MAX_FILE_BYTES:,}-byte limit for scenario files",
+                file=str(path)))
+        text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads
     except UnicodeDecodeError:
         raise ScenarioError(Problem("file is not UTF-8 text", file=str(path), expected="a TOML file")) from None
     except OSError as exc:

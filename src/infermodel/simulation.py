@@ -50,6 +50,8 @@ KEYS = ("policies", "rates", "seed", "engine", "cache_memory", "workload", "slo"
 #: The most requests one simulated workload may hold (each request costs a few dozen
 #: bytes and its share of the run's time; tail percentiles settle long before this).
 MAX_REQUESTS = 1_000_000
+#: The largest length file (CSV) a workload may read.
+MAX_LENGTH_FILE_BYTES = 64_000_000
 #: The most runs (policies × rates) one simulation may ask for.
 MAX_RUNS = 1_000
 CAPACITY_KEYS = ("policy", "low", "high", "steps", "neighbour")
@@ -192,6 +194,12 @@ def _check_workload(scenario, table: Any, base: Path | None) -> None:
         if base is not None and path_problem(path) is None and not path.is_absolute():
             path = base / path
         problem = path_problem(path)
+        if problem is None and path.exists():
+            if not path.is_file():
+                problem = "it is not a regular file"
+            elif path.stat().st_size > MAX_LENGTH_FILE_BYTES:
+                problem = (f"it is {path.stat().st_size:,} bytes, over the "
+                           f"{MAX_LENGTH_FILE_BYTES:,}-byte limit for a length file")
         if problem is not None:
             _fail(scenario, key, f"cannot read the length file: {problem}",
                   "a CSV file of lengths, relative to the scenario")
