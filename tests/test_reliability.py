@@ -8,8 +8,11 @@ traceback, and no input file changed.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import resource
 import stat
 import threading
 import time
@@ -402,3 +405,100 @@ def test_output_over_any_preset_file_is_refused(host, tmp_path, capsys):
     assert status == 2
     _one_error(err, "refusing to write over")
     assert unused.read_bytes() == before
+
+
+# ---------------------------------------------------------------------------------
+# Sweeps: axis, grid, block and in-memory caps, checked before allocating
+# ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _address_space(limit: int = 3 * 2**30):
+    """Fail with MemoryError instead of swapping, should a cap regress."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as handle:
+        held = int(handle.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (held + limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def test_an_axis_over_its_cap_is_refused_before_it_is_built(host, tmp_path, capsys):
+    start = time.monotonic()
+    with _address_space():
+        status, _, err = _run(capsys, "sweep", QUANT, "--over", "workload.batch=1..100000000",
+                              "-o", tmp_path / "x.csv")
+    assert status == 2
+    _one_error(err, "100,000,000 values", "more than the 1,000,000 one axis may hold",
+               "split the range")
+    assert time.monotonic() - start < 10 and not (tmp_path / "x.csv").exists()
+
+
+def test_a_list_of_ranges_counts_against_one_axis_cap(host, tmp_path, capsys):
+    path = tmp_path / "ranges.toml"
+    path.write_text(f'extends = "{QUANT}"\n[sweep]\n"workload.batch" = '
+                    + json.dumps(["1..900000"] * 50) + "\n")
+    with _address_space():
+        status, _, err = _run(capsys, "check", path)
+    assert status == 2
+    _one_error(err, "sweep.workload.batch", "one axis may hold")
+
+
+@pytest.mark.parametrize("overs", [
+    ["workload.batch=1..1e9 log2", "workload.prompt_tokens=1..1e9 log2",
+     "workload.output_tokens=1..1e9 log2", "hardware.count=1..1e9 log2",
+     "efficiency.mbu=0.01..1 step 0.01"],
+    ["workload.batch=1..1000000", "workload.prompt_tokens=1..1000000"],
+])
+def test_a_grid_over_its_cap_is_refused_before_planning(host, tmp_path, capsys, overs):
+    start = time.monotonic()
+    argv = ["sweep", QUANT, "-o", tmp_path / "x.csv"]
+    for over in overs:
+        argv += ["--over", over]
+    with _address_space():
+        status, _, err = _run(capsys, *argv)
+    assert status == 2
+    _one_error(err, "more than the 10,000,000 one sweep may have", "run one sweep per value")
+    assert time.monotonic() - start < 10
+
+
+def test_structural_combinations_are_capped(host, capsys):
+    from infermodel.errors import InfermodelError
+    from infermodel.sweeping import MAX_BLOCKS, plan_sweep
+
+    # kv_bits is read while the graph is built: every value is a block of its own.
+    with pytest.raises(InfermodelError, match=f"more than the {MAX_BLOCKS:,} one sweep may build"):
+        plan_sweep(SCENARIOS / "case-study-24gb.toml",
+                   {"levers.number_formats.kv_bits": "1..32",
+                    "hardware.preset": ["h100-sxm", "h200"],
+                    "levers.number_formats.weight_bits_linear": "1..32 1000 points"},
+                   select=False)
+
+
+def test_the_python_sweep_refuses_a_result_too_large_to_hold(host):
+    from infermodel import sweep
+    from infermodel.errors import InfermodelError
+    from infermodel.sweeping import plan_sweep
+
+    grid = {"workload.batch": "1..1000000", "workload.prompt_tokens": "1..9"}
+    start = time.monotonic()
+    with _address_space(), pytest.raises(InfermodelError, match="SweepPlan.write"):
+        sweep(QUANT, grid)
+    assert time.monotonic() - start < 30
+    # The same grid streams through write() in bounded memory.
+    plan = plan_sweep(QUANT, {"workload.batch": "1..1000", "workload.prompt_tokens": "1..9"},
+                      quantities=["tpot"])
+    stream = io.StringIO()
+    plan.write(None, "csv", stream=stream)
+    assert stream.getvalue().count("\n") == 9001
+
+
+@pytest.mark.parametrize("chunk_size", [-1, 0, 10**12, 2.5, True])
+def test_the_python_sweep_checks_its_chunk_size(host, chunk_size):
+    from infermodel import sweep
+    from infermodel.errors import InfermodelError
+
+    with pytest.raises(InfermodelError, match="chunk size"):
+        sweep(QUANT, {"workload.batch": [1, 2]}, quantities=["tpot"], chunk_size=chunk_size)

@@ -50,8 +50,23 @@ from .output import atomic_stream
 
 #: Points evaluated per chunk: small enough that the working set stays in cache.
 DEFAULT_CHUNK = 16384
-#: The most values one axis may have.
-MAX_AXIS_VALUES = 100_000_000
+#: The most values one axis may have (checked before the values are built).
+MAX_AXIS_VALUES = 1_000_000
+#: The most points one grid may have (the product of its axes' lengths), checked before
+#: anything is planned. Points are evaluated and written in chunks, so memory does not
+#: grow with the grid; this bounds the time.
+MAX_GRID_POINTS = 10_000_000
+#: The most structural combinations (presets, levers, fields read while the graph is
+#: built) one sweep may have: each is a scenario and a graph of its own.
+MAX_BLOCKS = 10_000
+#: The most points whose validation hooks are run one by one (vector fields that a
+#: plugin's validation reads).
+MAX_VALIDATED_POINTS = 1_000_000
+#: The most values (points × columns) a sweep may hold in memory at once
+#: (:meth:`SweepPlan.run`, :func:`sweep`): 400 MB of float64.
+MAX_IN_MEMORY_VALUES = 50_000_000
+#: The largest chunk evaluated at a time.
+MAX_CHUNK = 1_000_000
 #: Keys of ``[sweep]`` that are options rather than fields.
 OPTION_KEYS = ("quantities", "choices")
 
@@ -64,6 +79,17 @@ class _Remove:
 #: A setting that removes a lever table (``"levers.speculative" = [false, {k = 4}]``).
 REMOVE: Any = _Remove()
 _MISSING = object()
+
+
+def _chunk_size(chunk_size: Any) -> int:
+    """A checked chunk size (None: :data:`DEFAULT_CHUNK`)."""
+    if chunk_size is None:
+        return DEFAULT_CHUNK
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or not 1 <= chunk_size <= MAX_CHUNK:
+        raise InfermodelError(Problem(f"chunk size {str(chunk_size)[:40]} is not a point count",
+                                      expected=f"a whole number from 1 to {MAX_CHUNK:,}"))
+    return int(chunk_size)
 
 
 # ---------------------------------------------------------------------------------
@@ -129,14 +155,27 @@ def is_range(text: Any) -> bool:
     return isinstance(text, str) and ".." in text and _RANGE.match(text) is not None
 
 
-def expand_range(text: str, unit: str | None = None, *, integer: bool = False) -> list:
+def _count_text(count: int) -> str:
+    return f"{count:,}" if count < 10**15 else f"about {float(count):.3g}"
+
+
+def _too_many(text: str, count: int, limit: int) -> ValueError:
+    return ValueError(f"range {text!r} has {_count_text(count)} values, more than the "
+                      f"{MAX_AXIS_VALUES:,} one axis may hold; split the range over several "
+                      f"sweeps or ask for fewer values (\"A..B N points\")")
+
+
+def expand_range(text: str, unit: str | None = None, *, integer: bool = False,
+                 limit: int | None = None) -> list:
     """The values of a range string.
 
     ``"A..B"`` integers A to B; ``"A..B step S"`` A, A+S, ... up to B; ``"A..B log2"``
     (``log10``, ``times F``) A, 2A, 4A, ... up to B; ``"A..B N points"`` N evenly
     spaced values from A to B inclusive; ``"A..B N points log"`` N geometrically
     spaced. Endpoints and steps may carry units when the field has one
-    (``"40 GB..80 GB step 20 GB"``). Raises ValueError with a message.
+    (``"40 GB..80 GB step 20 GB"``). Raises ValueError with a message, also when the
+    range has more than ``limit`` values (default :data:`MAX_AXIS_VALUES`), before any
+    value is built.
 
     >>> expand_range("1..16 log2")
     [1, 2, 4, 8, 16]
@@ -170,6 +209,7 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False) -
         return int(value) if value.is_integer() and abs(value) < 2**53 and "." not in part \
             and "e" not in part.lower() else value
 
+    limit = MAX_AXIS_VALUES if limit is None else limit
     start = number(match.group("start"), "start")
     stop = number(match.group("stop"), "end")
     values: list
@@ -177,8 +217,8 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False) -
         count = int(match.group("count"))
         if count < 1:
             raise ValueError(f"range {text!r} is empty (0 points)")
-        if count > MAX_AXIS_VALUES:
-            raise ValueError(f"range {text!r} has more than {MAX_AXIS_VALUES:,} values")
+        if count > limit:
+            raise _too_many(text, count, limit)
         if match.group("geo"):
             if start <= 0 or stop <= 0:
                 raise ValueError(f"a geometric range needs positive ends, got {text!r}")
@@ -197,8 +237,8 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False) -
         if stop < start:
             raise ValueError(f"range {text!r} is empty (its end is below its start)")
         count = math.floor(math.log(stop / start) / math.log(factor) + 1e-9) + 1
-        if count > MAX_AXIS_VALUES:
-            raise ValueError(f"range {text!r} has more than {MAX_AXIS_VALUES:,} values")
+        if count > limit:
+            raise _too_many(text, count, limit)
         if all(isinstance(v, int) for v in (start, factor)):
             values = [start * factor**i for i in range(count)]
         else:
@@ -214,8 +254,8 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False) -
         if stop < start:
             raise ValueError(f"range {text!r} is empty (its end is below its start)")
         count = math.floor((stop - start) / step + 1e-9) + 1
-        if count > MAX_AXIS_VALUES:
-            raise ValueError(f"range {text!r} has {count:,} values, more than {MAX_AXIS_VALUES:,}")
+        if count > limit:
+            raise _too_many(text, count, limit)
         if all(isinstance(v, int) for v in (start, stop, step)):
             values = list(range(start, stop + 1, step))
         else:
@@ -321,7 +361,8 @@ class _Grid:
             if numeric and is_range(item):
                 unit = spec.unit if spec is not None and spec.kind == "quantity" else None
                 try:
-                    out.extend(expand_range(item, unit, integer=spec is not None and spec.kind == "int"))
+                    out.extend(expand_range(item, unit, integer=spec is not None and spec.kind == "int",
+                                            limit=MAX_AXIS_VALUES - len(out)))
                 except ValueError as exc:
                     raise ScenarioError(self.problem(
                         key, origin, str(exc),
@@ -342,7 +383,9 @@ class _Grid:
                 out.append(item)
         if len(out) > MAX_AXIS_VALUES:
             raise ScenarioError(self.problem(key, origin, f"{len(out):,} values, more than "
-                                             f"{MAX_AXIS_VALUES:,}"))
+                                             f"the {MAX_AXIS_VALUES:,} one axis may hold",
+                                             expected="fewer values",
+                                             suggestion="split the values over several sweeps"))
         if spec is None:
             return out, out
         from .schema import FieldValueError, parse_field
@@ -737,7 +780,16 @@ class SweepPlan:
         self.axes = list(axes)
         self.host = host or get_host()
         self.shape = tuple(len(a) for a in self.axes)
-        self.total = int(np.prod(self.shape, dtype=object)) if self.axes else 1
+        self.total = math.prod(self.shape)
+        if self.total > MAX_GRID_POINTS:
+            sizes = " × ".join(f"{len(a):,} ({a.name})" for a in self.axes)
+            raise ScenarioError(Problem(
+                f"the sweep has {_count_text(self.total)} points ({sizes}), more than the "
+                f"{MAX_GRID_POINTS:,} one sweep may have",
+                file=str(scenario.path) if scenario.path else None,
+                expected=f"at most {MAX_GRID_POINTS:,} points",
+                suggestion="use coarser ranges (\"A..B log2\", \"A..B N points\"), or run one "
+                           "sweep per value of an axis, each written to its own file with -o"))
         self._progress = progress
         self._cache: dict[tuple, tuple] = {}
         self._label_arrays = None
@@ -801,6 +853,17 @@ class SweepPlan:
         while True:
             structural = sorted(self.structural)
             vector = [i for i in range(len(self.axes)) if i not in self.structural]
+            blocks = math.prod(len(self.axes[i]) for i in structural)
+            if blocks > MAX_BLOCKS:
+                names = ", ".join(self.axes[i].name for i in structural)
+                raise ScenarioError(Problem(
+                    f"the sweep has {_count_text(blocks)} structural combinations (of {names}), "
+                    f"more than the {MAX_BLOCKS:,} one sweep may build: each is a scenario and "
+                    "a quantity graph of its own",
+                    file=str(self.scenario.path) if self.scenario.path else None,
+                    expected=f"at most {MAX_BLOCKS:,} combinations of presets, levers and "
+                             "fields read while the graph is built",
+                    suggestion="sweep fewer of those values at once (one sweep per preset, say)"))
             combos = list(itertools.product(*[
                 [(i, j) for j in range(len(self.axes[i]))] for i in structural]))
             promote: set[int] = set()
@@ -907,7 +970,15 @@ class SweepPlan:
         if not checked:
             return
         registries = self.host.registries
-        count = int(np.prod([len(self.axes[i]) for i in checked], dtype=object))
+        count = math.prod(len(self.axes[i]) for i in checked)
+        if count > MAX_VALIDATED_POINTS:
+            names = ", ".join(self.axes[i].name for i in checked)
+            raise ScenarioError(Problem(
+                f"the sweep has {_count_text(count)} combinations of fields that validation "
+                f"checks one by one ({names}), more than {MAX_VALIDATED_POINTS:,}",
+                file=str(self.scenario.path) if self.scenario.path else None,
+                expected=f"at most {MAX_VALIDATED_POINTS:,} such combinations",
+                suggestion="sweep fewer values of those fields at once"))
         with Progress(count, "validating", unit="points", enabled=self._progress, delay=1.0) as bar:
             for labels in itertools.product(*[range(len(self.axes[i])) for i in checked]):
                 sections = dict(scenario.sections)
@@ -1020,9 +1091,7 @@ class SweepPlan:
         """Evaluate the grid chunk by chunk, in grid order, showing progress if asked."""
         from .progress import Progress
 
-        chunk_size = int(chunk_size or DEFAULT_CHUNK)
-        if chunk_size < 1:
-            raise ValueError("chunk_size must be at least 1")
+        chunk_size = _chunk_size(chunk_size)
         with Progress(self.total, "sweep", enabled=self._progress) as bar:
             for start in range(0, self.total, chunk_size):
                 stop = min(start + chunk_size, self.total)
@@ -1032,7 +1101,23 @@ class SweepPlan:
                 bar.update(stop - start)
 
     def run(self, chunk_size: int | None = None) -> SweepResult:
-        """Evaluate every point and keep the columns in memory."""
+        """Evaluate every point and keep the columns in memory.
+
+        Refused, before anything is allocated, when the columns would hold more than
+        :data:`MAX_IN_MEMORY_VALUES` values: :meth:`write` and :meth:`chunks` stream
+        any grid instead.
+        """
+        chunk_size = _chunk_size(chunk_size)
+        held = self.total * (len(self.axes) + len(self.quantities))
+        if held > MAX_IN_MEMORY_VALUES:
+            raise InfermodelError(Problem(
+                f"keeping {_count_text(self.total)} points × {len(self.axes) + len(self.quantities)} "
+                f"columns in memory is {_count_text(held)} values, more than the "
+                f"{MAX_IN_MEMORY_VALUES:,} one sweep result may hold",
+                expected="fewer points or fewer quantities",
+                suggestion="stream the points instead: SweepPlan.write(path) or "
+                           "SweepPlan.chunks() (the command line's sweep -o FILE.csv does), or "
+                           "ask for only the quantities you need"))
         columns = {a.name: np.empty(self.total, dtype=np.float64 if a.numeric else object)
                    for a in self.axes}
         for name in self.quantities:
