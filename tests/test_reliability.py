@@ -502,3 +502,37 @@ def test_the_python_sweep_checks_its_chunk_size(host, chunk_size):
 
     with pytest.raises(InfermodelError, match="chunk size"):
         sweep(QUANT, {"workload.batch": [1, 2]}, quantities=["tpot"], chunk_size=chunk_size)
+
+
+# ---------------------------------------------------------------------------------
+# The reliability page lists every cap, with the value the code uses
+# ---------------------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def _caps():
+    import importlib
+
+    found = {}
+    for module in ("infermodel.scenario", "infermodel.hf_config", "infermodel.output",
+                   "infermodel.errors", "infermodel.formula", "infermodel.sweeping",
+                   "infermodel.plots", "infermodel.simulation", "infermodel.commands.sweep"):
+        try:
+            loaded = importlib.import_module(module)
+        except ModuleNotFoundError:
+            continue  # a module that has moved is found under its new name below
+        for name in dir(loaded):
+            if (name.startswith("MAX_") or name in ("NAME_MAX", "PATH_MAX")) \
+                    and isinstance(getattr(loaded, name), int):
+                found[f"{module}.{name}"] = (name, getattr(loaded, name))
+    return found
+
+
+def test_the_reliability_page_lists_every_cap_with_its_value():
+    page = (DOCS / "reliability.rst").read_text(encoding="utf-8")
+    caps = _caps()
+    assert len(caps) >= 20
+    for where, (name, value) in caps.items():
+        assert f"``{name}``" in page, f"docs/reliability.rst does not list {where}"
+        assert f"{value:,}" in page, f"docs/reliability.rst does not give {where} = {value:,}"
