@@ -117,12 +117,19 @@ def test_judge_flags_two_messages_and_a_silent_exit_2(context):
 
 
 def test_judge_flags_a_changed_input_and_restores_it(context):
-    preset = context.preset_files[0]
-    before = preset.read_bytes()
-    os.replace(_write_beside(preset, b"overwritten"), preset)
-    wrong = fuzzing.judge(_case(), fuzzing.Outcome(0, "", "", 0.1), context)
-    assert any(w.startswith("changed ") and str(preset) in w for w in wrong)
-    assert preset.read_bytes() == before
+    # A stand-in preset file (the real ones are left alone: other runs may read them).
+    preset = context.workdir / "stand-in-preset.toml"
+    preset.write_bytes(b"[hardware]\n")
+    context.preset_files.append(preset)
+    context.watched[preset] = fuzzing._fingerprint(preset)
+    try:
+        os.replace(_write_beside(preset, b"overwritten"), preset)
+        wrong = fuzzing.judge(_case(), fuzzing.Outcome(0, "", "", 0.1), context)
+        assert any(w.startswith("changed ") and str(preset) in w for w in wrong)
+        assert preset.read_bytes() == b"[hardware]\n"
+    finally:
+        context.preset_files.remove(preset)
+        del context.watched[preset]
 
 
 def _write_beside(path: Path, data: bytes) -> Path:

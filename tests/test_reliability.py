@@ -536,3 +536,11 @@ def test_the_reliability_page_lists_every_cap_with_its_value():
     for where, (name, value) in caps.items():
         assert f"``{name}``" in page, f"docs/reliability.rst does not list {where}"
         assert f"{value:,}" in page, f"docs/reliability.rst does not give {where} = {value:,}"
+
+
+def test_a_usage_error_cuts_a_huge_echoed_value(capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["run", str(QUANT), "--format", "y" * 100_000])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2
+    assert "invalid choice" in err and "characters)" in err and len(err) < 1500

@@ -18,8 +18,17 @@ COMMANDS = ("run", "explain", "check", "graph", "sweep", "search", "plot", "simu
             "witness", "presets", "plugins")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with the value it echoes in a usage error cut to a readable length."""
+
+    def error(self, message: str):
+        from .errors import shorten
+
+        super().error(shorten(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="infermodel",
         description="What happens to the speed, memory and bill of serving a language model "
                     "if you change X — with every number's derivation.")
