@@ -544,3 +544,23 @@ def test_a_usage_error_cuts_a_huge_echoed_value(capsys):
     err = capsys.readouterr().err
     assert exit.value.code == 2
     assert "invalid choice" in err and "characters)" in err and len(err) < 1500
+
+
+def test_a_link_to_standard_output_is_written_through_not_replaced(host, tmp_path, capsys):
+    captured = tmp_path / "captured.txt"
+    with open(captured, "w", encoding="utf-8") as handle:
+        link = tmp_path / "stdout"  # what /dev/stdout is when output goes to a file
+        link.symlink_to(f"/proc/self/fd/{handle.fileno()}")
+        status, _, err = _run(capsys, "run", QUANT, "--format", "json", "-o", link)
+    assert status == 0, err
+    assert link.is_symlink() and captured.read_text().lstrip().startswith("{")
+
+
+def test_a_link_to_a_regular_file_replaces_the_file_and_keeps_the_link(host, tmp_path, capsys):
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    status, _, err = _run(capsys, "run", QUANT, "--format", "json", "-o", link)
+    assert status == 0, err
+    assert link.is_symlink() and real.read_text().lstrip().startswith("{")

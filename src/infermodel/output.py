@@ -182,11 +182,21 @@ class atomic_stream:
         self.path = check_target(path)
         self.binary = binary
         self.temporary: str | None = None
+        self.direct = False
+        if self.path.is_symlink():
+            # Replace what the link names, never the link itself; a link into /proc or
+            # /dev (/dev/stdout is /proc/self/fd/1) is written through.
+            real = Path(os.path.realpath(self.path))
+            if str(real).startswith(("/proc/", "/dev/")) or _special(real):
+                self.direct = True
+            else:
+                self.path = check_target(real)
+        self.direct = self.direct or _special(self.path)
 
     def __enter__(self):
         mode = "wb" if self.binary else "w"
         text = {} if self.binary else {"encoding": "utf-8", "newline": ""}
-        if _special(self.path):
+        if self.direct:
             try:
                 self.handle = open(self.path, mode, **text)
             except OSError as exc:
