@@ -57,6 +57,8 @@ class Case:
     argv: list[str]
     text: str | bytes | None  # the mutated scenario written as case.toml, or None
     note: str = ""
+    #: Other files the case writes beside it first (a mutated config.json, a length file).
+    extra: dict = attrs.field(factory=dict)
 
     def describe(self) -> str:
         shown = self.text if isinstance(self.text, str) else repr(self.text)
@@ -492,8 +494,20 @@ def make_case(seed: int, ctx: Context) -> Case:
     scenario_dir = ctx.workdir / "scenarios"
     text: str | bytes | None = None
     note = f"from {name}"
+    extra: dict = {}
     if rng.random() < 0.75:
         data = copy.deepcopy(ctx.scenarios[name])
+        if rng.random() < 0.12:
+            extra["case-config.json"] = _mutated_config(rng, ctx)
+            data["model"] = {"hf_config": "case-config.json"}
+            note += "; mutated config.json"
+        if rng.random() < 0.08:
+            extra["case-lengths.csv"] = _mutated_lengths(rng)
+            data["simulation"] = {"rates": [0.2], "policies": ["chunked"], "workload": {
+                "count": 20, rng.choice(["prompt", "output"]): {
+                    "law": "empirical", "file": "case-lengths.csv",
+                    "column": rng.choice(["output_tokens", "prompt_tokens", 0, "x"])}}}
+            note += "; mutated length file"
         text, what = mutate(rng, ctx, data)
         note += "; " + what
         scenario = str(scenario_dir / "case.toml")
@@ -530,7 +544,43 @@ def make_case(seed: int, ctx: Context) -> Case:
         argv += ["--set", "simulation.workload.count=" + rng.choice(["20", "40", "5"])]
     if rng.random() < 0.03:
         rng.shuffle(argv)
-    return Case(seed, command, argv, text, note)
+    return Case(seed, command, argv, text, note, extra)
+
+
+def _mutated_config(rng: random.Random, ctx: Context) -> str:
+    """A Hugging Face config.json with a few keys changed, dropped or nested."""
+    import json
+
+    config = json.loads((DATA / "hf" / "llama-3.1-8b.json").read_text(encoding="utf-8"))
+    for _ in range(rng.randint(1, 4)):
+        key = rng.choice(list(config) + ["text_config", "quantization_config", "model_type",
+                                         "num_local_experts", "head_dim"])
+        pick = rng.random()
+        if pick < 0.3 and key in config:
+            del config[key]
+        elif pick < 0.8:
+            value = rng.choice(EXTREME_NUMBERS[:14] + INJECTED[:20] + [None, [], {}])
+            if isinstance(value, float) and not math.isfinite(value):
+                value = 1e308
+            config[key] = value
+        else:
+            config[key] = {"hidden_size": rng.choice(EXTREME_NUMBERS[:14]), "x": [1, {"y": 2}]}
+    text = json.dumps(config)
+    if rng.random() < 0.1:
+        text = text[: rng.randint(0, len(text))]
+    if rng.random() < 0.05:
+        text = "[" * 100_000 + "]" * 100_000
+    return text
+
+
+def _mutated_lengths(rng: random.Random) -> str:
+    rows = ["output_tokens,prompt_tokens"]
+    for _ in range(rng.randint(0, 30)):
+        rows.append(f"{rng.choice(EXTREME_NUMBERS[:14] + ['x', '', '1.5', '-3'])},"
+                    f"{rng.choice([10, 100, 'y', ''])}")
+    if rng.random() < 0.1:
+        rows.append("\x00\xff")
+    return "\n".join(rows) + "\n"
 
 
 # ---------------------------------------------------------------------------------
@@ -568,6 +618,10 @@ def run_case(case: Case, ctx: Context, seconds: float = CASE_SECONDS) -> Outcome
         else:
             path.write_text(case.text, encoding="utf-8")
         ctx.watched[path] = _fingerprint(path)
+    for name, content in case.extra.items():
+        extra = ctx.workdir / "scenarios" / name
+        extra.write_text(content, encoding="utf-8", errors="surrogateescape")
+        ctx.watched[extra] = _fingerprint(extra)
     out, err = io.StringIO(), io.StringIO()
     status: int | None = None
     timed_out = memory_error = False
