@@ -1,5 +1,6 @@
 """The batching lever: static slot use from the output-length law (analytic, Monte-Carlo
-and the serving simulator), paged against contiguous reservation, and its errors."""
+and the serving simulator), paged against contiguous reservation, and its errors.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The chunked-prefill lever: Module 10's hybrid-iteration figures, agreement with the
-serving simulator's cost model, and its errors."""
+serving simulator's cost model, and its errors.
+"""
 
 from __future__ import annotations
 

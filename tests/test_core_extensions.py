@@ -1,5 +1,6 @@
 """Core behaviour lever authors rely on: custom value types, nested lever tables,
-presets that carry fields of plugins not loaded."""
+presets that carry fields of plugins not loaded.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The parallelism lever: the Inference lab planner's step and memory check, the
-explicit ring all-reduce, KV-head replication, pipeline stages and the errors."""
+explicit ring all-reduce, KV-head replication, pipeline stages and the errors.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The prefix-caching lever: Module 10 §11 golden figures, block boundaries, hit-rate
-edge cases and the prefix-longer-than-prompt error."""
+edge cases and the prefix-longer-than-prompt error.
+"""
 
 from __future__ import annotations
 

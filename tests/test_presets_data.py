@@ -65,7 +65,8 @@ def hardware(name: str) -> dict:
 def param_count(m: dict) -> int:
     """Module 10's dense count: 4 attention projections, 3 SwiGLU matrices, 2 norms per
     block, a final norm, embeddings and (if untied) an output head.  MoE layers hold
-    ``experts + shared_experts`` FFNs of width ``expert_d_ff`` plus a router."""
+    ``experts + shared_experts`` FFNs of width ``expert_d_ff`` plus a router.
+    """
     d, kv = m["d_model"], m["kv_heads"] * m["head_dim"]
     q_out = m["heads"] * m["head_dim"]
     matrices = 3 if m["ffn"] == "swiglu" else 2

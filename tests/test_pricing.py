@@ -1,5 +1,6 @@
 """The cost model: Module 10 §11's rented, owned and hosted-API figures and the
-full-load accounting behind them."""
+full-load accounting behind them.
+"""
 
 from __future__ import annotations
 

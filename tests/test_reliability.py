@@ -517,11 +517,9 @@ def _caps():
     found = {}
     for module in ("infermodel.scenario", "infermodel.hf_config", "infermodel.output",
                    "infermodel.errors", "infermodel.formula", "infermodel.sweeping",
-                   "infermodel.plots", "infermodel.simulation", "infermodel.commands.sweep"):
-        try:
-            loaded = importlib.import_module(module)
-        except ModuleNotFoundError:
-            continue  # a module that has moved is found under its new name below
+                   "infermodel.plots", "infermodel.simulation", "infermodel.cli.sweep",
+                   "infermodel.sweeping.ranges", "infermodel.sweeping.plan"):
+        loaded = importlib.import_module(module)  # a module that moves is renamed here
         for name in dir(loaded):
             if (name.startswith("MAX_") or name in ("NAME_MAX", "PATH_MAX")) \
                     and isinstance(getattr(loaded, name), int):

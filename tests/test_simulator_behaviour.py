@@ -1,5 +1,6 @@
 """The serving simulator's behaviour: analytic cross-checks, determinism, the two
-engines' agreement on arbitrary small workloads, the result format and bad input."""
+engines' agreement on arbitrary small workloads, the result format and bad input.
+"""
 
 from __future__ import annotations
 

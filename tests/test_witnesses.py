@@ -1,6 +1,7 @@
 """Witness experiments: the hook, the core that runs them, the command, and the three
 built-in witnesses (Inference lab, "Memory that grows with every token", "Fewer bits
-per weight" and "Guess ahead, check in one pass")."""
+per weight" and "Guess ahead, check in one pass").
+"""
 
 from __future__ import annotations
 

@@ -107,7 +107,8 @@ def _frozen(value: Any) -> Any:
 class OutputLaw:
     """An output-length law as written in the scenario: a table in the serving
     simulator's format (see :func:`infermodel.simulator.length_law`), kept as written so
-    that a relative ``file`` is read from the scenario's directory."""
+    that a relative ``file`` is read from the scenario's directory.
+    """
 
     items: tuple[tuple[str, Any], ...]
 
@@ -183,7 +184,8 @@ def infermodel_register_levers(register):
 
 def _law_dir(scenario) -> str | None:
     """Where a relative ``file`` is read from: the directory of the scenario file that
-    writes the law; the current directory for ``--set``."""
+    writes the law; the current directory for ``--set``.
+    """
     origin = scenario.where("levers.batching.output")
     if origin is not None and origin.file == "--set":
         return None
@@ -230,6 +232,13 @@ def infermodel_define_quantities(scenario, define):
     define("paged_block_tokens", block, unit="token",
            description="tokens per cache block (page)", reference=PAGES)
 
+    _define_lengths(scenario, lever, define, block)
+    _define_slots(lever, define, static)
+    _define_reservation(lever, define)
+
+
+def _define_lengths(scenario, lever, define, block: int) -> None:
+    """Output lengths (mean, longest, expected batch longest), last block's unused positions."""
     if lever.output is None:
         # Every output is output_tokens long: the maximum of B equal lengths is that length.
         define("batching_output_mean", S.output_tokens, unit="token", latex=r"\mathrm{E}[o]",
@@ -266,6 +275,9 @@ def infermodel_define_quantities(scenario, define):
                            f"length, prompt ({prompt}) + o averaged over the output law "
                            "(computed when the scenario is read)", reference=PAGES)
 
+
+def _define_slots(lever, define, static: bool) -> None:
+    """Slot use, and a static batch from its prefill to its longest output."""
     # --- slot use -----------------------------------------------------------------
     mean, maximum = S.batching_output_mean, S.batching_expected_max_output
     define("static_slot_use",
@@ -302,6 +314,9 @@ def infermodel_define_quantities(scenario, define):
            description="output tokens per second of back-to-back full static batches, prefill "
                        "stalls included", reference=f"{LAB3}; {SLOTS}")
 
+
+def _define_reservation(lever, define) -> None:
+    """Cache reserved per sequence, contiguous or paged, and how many sequences fit."""
     # --- reservation ----------------------------------------------------------------
     define("paged_max_unused_positions", S.paged_block_tokens - 1, unit="token",
            description="most unused positions per sequence under paging (block − 1)",

@@ -36,7 +36,7 @@ import attrs
 from infermodel.errors import close_match
 from infermodel.schema import FieldValueError, structure
 
-from . import LAB, M10
+from . import M10
 
 GRANULARITY = f"{M10}, 'Granularity costs metadata'"
 RANGE = f"{M10}, 'Range and resolution answer different questions'"
@@ -84,6 +84,7 @@ class Format:
         if self.granularity == "none":
             return float(self.bits)
         if self.granularity == "group":
+            assert self.group_size is not None  # checked when the format is made
             return self.bits + self.metadata_bits / self.group_size
         if self.granularity == "channel":
             if row_length is None:
@@ -247,7 +248,8 @@ VALUE_TYPES.extend([(Bits, _bits), (MetadataBits, _metadata_bits), (SqnrBits, _s
 class FormatTable:
     """An explicit format: start from ``format`` (a name) or give ``bits``; other keys
     override. Unset: an integer grid, symmetric, per tensor (per group when
-    ``group_size`` is given), fp16 scales, an fp16 zero point when not symmetric."""
+    ``group_size`` is given), fp16 scales, an fp16 zero point when not symmetric.
+    """
 
     format: str | None = None
     bits: Bits | None = None
@@ -273,7 +275,8 @@ def resolve_table(table: FormatTable) -> Format:
     elif table.bits is None:
         raise FieldValueError("a format table needs bits (or a named base format)",
                               expected='bits = 4, or format = "int4-g128"')
-    bits = table.bits if table.bits is not None else base.bits
+    # base is set whenever bits is not (checked above).
+    bits = table.bits if table.bits is not None else base.bits  # type: ignore[union-attr]
     kind = table.kind or (base.kind if base else "int")
     granularity = table.granularity
     group_size = table.group_size
@@ -349,10 +352,6 @@ def _format_hook(value: Any, _type) -> Format:
 
 
 VALUE_TYPES.append((FormatSpec, _format_hook))
-
-
-def format_reference() -> str:
-    return f"{GRANULARITY}; {RANGE}; {LAB}, 'Fewer bits per weight'"
 
 
 __all__ = [

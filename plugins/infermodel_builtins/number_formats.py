@@ -92,4 +92,4 @@ def infermodel_transform_quantities(scenario, transform):
                           order=100)
 
 
-__all__ = ["NumberFormats", "LAB"]
+__all__ = ["LAB", "NumberFormats"]

@@ -85,7 +85,8 @@ def _non_negative(instance, attribute, value):
 @attrs.frozen
 class Parallelism:
     """How ``hardware.count`` cards share the model: tensor degree, pipeline stages and
-    what the split costs (an efficiency, or an explicit all-reduce)."""
+    what the split costs (an efficiency, or an explicit all-reduce).
+    """
 
     tensor: int | None = attrs.field(default=None, validator=_positive_int)
     pipeline: int = attrs.field(default=1, validator=_positive_int)
@@ -304,7 +305,7 @@ def infermodel_transform_quantities(scenario, transform):
     lever = scenario.lever("parallelism")
     if lever is None:
         return
-    tensor, pipeline = degrees(scenario)
+    _tensor, pipeline = degrees(scenario)
     e = S.parallel_efficiency
     transform.wrap("bandwidth", lambda old: old * e,
                    reason="the cards reach only a share e of their summed bandwidth",
@@ -347,4 +348,4 @@ def infermodel_transform_quantities(scenario, transform):
                        reason=why, reference=DEPLOY, order=300)
 
 
-__all__ = ["Parallelism", "LAB_EFFICIENCY", "degrees", "efficiency_of"]
+__all__ = ["LAB_EFFICIENCY", "Parallelism", "degrees", "efficiency_of"]

@@ -304,4 +304,4 @@ def infermodel_transform_quantities(scenario, transform):
                                       "prices use")
 
 
-__all__ = ["HOURS_PER_YEAR", "DAYS_PER_MONTH"]
+__all__ = ["DAYS_PER_MONTH", "HOURS_PER_YEAR"]

@@ -85,7 +85,8 @@ def _speedup(instance, attribute, value):
 @attrs.frozen
 class Sqnr:
     """What the SQNR prediction is for: a grid of ``bits`` and a max/σ ratio, given or
-    from a named distribution of ``weights_per_scale`` weights."""
+    from a named distribution of ``weights_per_scale`` weights.
+    """
 
     bits: SqnrBits | None = attrs.field(default=None, metadata={
         "description": "bits of the symmetric integer grid (default: the block linears' format)"})

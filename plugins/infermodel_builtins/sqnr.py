@@ -71,7 +71,7 @@ def gaussian_max_over_sigma(n: int) -> float:
         raise ValueError("n must be at least 1")
     upper = math.sqrt(2 * math.log(n + 1)) + 12.0
     x = np.linspace(0.0, upper, 40001)
-    erf = np.frompyfunc(math.erf, 1, 1)(x / math.sqrt(2)).astype(float)
+    erf = np.asarray(np.frompyfunc(math.erf, 1, 1)(x / math.sqrt(2))).astype(float)
     # 1 − erf^n without cancellation for large n: −expm1(n·log(erf)).
     with np.errstate(divide="ignore"):
         tail = -np.expm1(n * np.log(erf))

@@ -127,7 +127,8 @@ def _attend(q: np.ndarray, keys: np.ndarray, values: np.ndarray, mac: MacCounter
 
 def generate(weights: dict[str, np.ndarray], steps: int, *, cached: bool, start: int = 0):
     """Greedy generation of ``steps`` tokens; returns (tokens, logits per step,
-    multiply-adds per step)."""
+    multiply-adds per step).
+    """
     w = weights
     mac = MacCounter()
     token = start

@@ -94,7 +94,8 @@ def mean_absolute_deviation(m: int, p: float) -> float:
 
 def expected_tv(target: np.ndarray, context_counts: np.ndarray) -> float:
     """Expected weighted TV of multinomial transition counts from ``target`` when
-    context c was seen ``context_counts[c]`` times."""
+    context c was seen ``context_counts[c]`` times.
+    """
     n = int(context_counts.sum())
     total = math.fsum(mean_absolute_deviation(int(m), float(p))
                       for c, m in enumerate(context_counts) for p in target[c])

@@ -58,7 +58,8 @@ FUNCTION_TOLERANCE = 1e-12
 
 def _lever_grid(scenario) -> tuple[int | None, int | None]:
     """(bits, group size) of the scenario's block linears when they are a symmetric
-    integer grid with groups, else (None, None)."""
+    integer grid with groups, else (None, None).
+    """
     lever = scenario.lever("quantization") if scenario is not None else None
     fmt = getattr(lever, "linear", None)
     if (fmt is None or getattr(fmt, "kind", None) != "int" or not getattr(fmt, "symmetric", False)
@@ -84,7 +85,8 @@ def forward(net: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
 
 def with_outlier(net: dict[str, np.ndarray], unit: int, factor: float) -> dict[str, np.ndarray]:
     """The same function with hidden unit ``unit`` scaled: incoming weights and bias
-    ×factor, outgoing weights ÷factor (exact for ReLU and factor > 0)."""
+    ×factor, outgoing weights ÷factor (exact for ReLU and factor > 0).
+    """
     out = {k: v.copy() for k, v in net.items()}
     out["w1"][:, unit] *= factor
     out["b1"][unit] *= factor

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -92,7 +93,7 @@ def derive(result, name: str, *, depth: int | None = None) -> Derivation:
         raise InfermodelError(Problem(f"depth {str(depth)[:40]} is not a level count",
                                       expected="a whole number, 0 or more"))
     if depth is None:
-        chain = [name] + list(reversed(graph.ancestors(name)))
+        chain = [name, *list(reversed(graph.ancestors(name)))]
     else:
         chain, frontier = [name], [name]
         for _ in range(depth):

@@ -136,7 +136,9 @@ def parse_formula(text: Any, names: Mapping[str, str] | Collection[str], *,
                    conditions=tuple(n for n in builder.used if units[n] == "bool"))
 
 
-class _Builder:
+class _Builder(ast.NodeVisitor):
+    """Turns a formula's syntax tree into a sympy expression, refusing what is not allowed."""
+
     def __init__(self, text: str, units: Mapping[str, str], what: str):
         self.text = text
         self.units = units
@@ -189,125 +191,149 @@ class _Builder:
         return value
 
     def build(self, node) -> tuple[Any, str]:
+        """The sympy expression of ``node`` and its kind (number or condition)."""
+        return self.visit(node)
+
+    def visit_Constant(self, node) -> tuple[Any, str]:
         import sympy
 
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(f"{value!r} is not a number",
+                            expected="numbers, quantity names and operators")
+        if isinstance(value, int):
+            if len(str(abs(value))) > MAX_DIGITS:
+                raise self.fail(f"an integer has more than {MAX_DIGITS} digits")
+            return self.checked(sympy.Integer(value)), NUMBER
+        if not math.isfinite(value) or abs(value) > MAX_MAGNITUDE:
+            raise self.fail(f"the number {value!r} is not finite or too large")
+        return sympy.Float(value), NUMBER
+
+    def visit_Name(self, node) -> tuple[Any, str]:
         from .quantity import check_name, symbol
 
-        if isinstance(node, ast.Constant):
-            value = node.value
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise self.fail(f"{value!r} is not a number",
-                                expected="numbers, quantity names and operators")
-            if isinstance(value, int):
-                if len(str(abs(value))) > MAX_DIGITS:
-                    raise self.fail(f"an integer has more than {MAX_DIGITS} digits")
-                return self.checked(sympy.Integer(value)), NUMBER
-            if not math.isfinite(value) or abs(value) > MAX_MAGNITUDE:
-                raise self.fail(f"the number {value!r} is not finite or too large")
-            return sympy.Float(value), NUMBER
-        if isinstance(node, ast.Name):
-            name = node.id
-            if not isinstance(node.ctx, ast.Load):
-                raise self.fail(f"{name!r} cannot be assigned")
-            if name in FUNCTIONS:
-                raise self.fail(f"{name!r} is a function; call it, e.g. {name}(x)")
-            if name not in self.units:
-                near = close_match(name, self.units)
-                if near is None and name in ("true", "false", "True", "False", "fits_memory"):
-                    near = "fits" if "fits" in self.units else None
-                raise self.fail(f"no quantity named {name!r}",
-                                expected="a quantity of the scenario",
-                                suggestion=(f"did you mean {near!r}?" if near else "check for typos?")
-                                + " (`infermodel run SCENARIO --format json` lists every quantity)")
-            problem = check_name(name)
-            if problem:
-                raise self.fail(problem)
-            if name not in self.used:
-                self.used.append(name)
-            return symbol(name), (CONDITION if self.units[name] == "bool" else NUMBER)
-        if isinstance(node, ast.BinOp):
-            op = _OPERATORS.get(type(node.op))
-            if op is None:
-                raise self.fail(f"the operator {type(node.op).__name__} is not allowed",
-                                expected="+ - * / ** // %")
-            left = self.number(node.left, f"'{op}'")
-            right = self.number(node.right, f"'{op}'")
-            if op == "**" and right.is_number:
-                if abs(float(right)) > MAX_EXPONENT:
-                    raise self.fail(f"the exponent {right} is larger than {MAX_EXPONENT}")
-                if left.is_number and left == 0 and float(right) < 0:
-                    raise self.fail("zero to a negative power is undefined")
-            if op in ("/", "//", "%") and right.is_number and right == 0:
-                raise self.fail("division by zero")
-            if op == "+":
-                value = left + right
-            elif op == "-":
-                value = left - right
-            elif op == "*":
-                value = left * right
-            elif op == "/":
-                value = left / right
-            elif op == "**":
-                value = left ** right
-            elif op == "//":
-                value = sympy.floor(left / right)
-            else:
-                value = sympy.Mod(left, right)
-            return self.checked(value), NUMBER
-        if isinstance(node, ast.UnaryOp):
-            if isinstance(node.op, ast.Not):
-                return sympy.Not(self.condition(node.operand, "'not'")), CONDITION
-            if isinstance(node.op, (ast.UAdd, ast.USub)):
-                value = self.number(node.operand, "a sign")
-                return (value if isinstance(node.op, ast.UAdd) else -value), NUMBER
-            raise self.fail(f"the operator {type(node.op).__name__} is not allowed")
-        if isinstance(node, ast.BoolOp):
-            word = "'and'" if isinstance(node.op, ast.And) else "'or'"
-            parts = [self.condition(v, word) for v in node.values]
-            return (sympy.And(*parts) if isinstance(node.op, ast.And) else sympy.Or(*parts)), CONDITION
-        if isinstance(node, ast.Compare):
-            operands = [node.left, *node.comparators]
-            values = [self.number(o, "a comparison") for o in operands]
-            parts = []
-            for op, left, right in zip(node.ops, values, values[1:]):
-                symbol_text = _COMPARISONS.get(type(op))
-                if symbol_text is None:
-                    raise self.fail(f"the comparison {type(op).__name__} is not allowed",
-                                    expected="< <= > >= == !=")
-                relation = {"<": sympy.Lt, "<=": sympy.Le, ">": sympy.Gt, ">=": sympy.Ge,
-                            "==": sympy.Eq, "!=": sympy.Ne}[symbol_text]
-                parts.append(relation(left, right))
-            return (parts[0] if len(parts) == 1 else sympy.And(*parts)), CONDITION
-        if isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name):
-                raise self.fail("only the functions " + ", ".join(FUNCTIONS) +
-                                " may be called, by their bare names")
-            name = node.func.id
-            if name not in FUNCTIONS:
-                near = close_match(name, FUNCTIONS)
-                raise self.fail(f"{name!r} is not an allowed function",
-                                expected="one of " + ", ".join(FUNCTIONS),
-                                suggestion=f"did you mean {near!r}?" if near else None)
-            if node.keywords:
-                raise self.fail(f"{name}() takes no keyword arguments")
-            if any(isinstance(a, ast.Starred) for a in node.args):
-                raise self.fail(f"{name}() takes no * arguments")
-            attribute, least, most = FUNCTIONS[name]
-            if not least <= len(node.args) <= most:
-                wanted = str(least) if least == most else f"{least} to {most}"
-                raise self.fail(f"{name}() takes {wanted} argument(s), got {len(node.args)}")
-            arguments = [self.number(a, f"{name}()") for a in node.args]
-            return self.checked(getattr(sympy, attribute)(*arguments)), NUMBER
-        if isinstance(node, ast.IfExp):
-            test = self.condition(node.test, "the condition of 'if ... else'")
-            body, body_kind = self.build(node.body)
-            other, other_kind = self.build(node.orelse)
-            if body_kind != other_kind:
-                raise self.fail("both branches of 'a if condition else b' must be numbers, "
-                                "or both conditions")
-            if body_kind == CONDITION:
-                return sympy.Or(sympy.And(test, body), sympy.And(sympy.Not(test), other)), CONDITION
-            return sympy.Piecewise((body, test), (other, True)), NUMBER
+        name = node.id
+        if not isinstance(node.ctx, ast.Load):
+            raise self.fail(f"{name!r} cannot be assigned")
+        if name in FUNCTIONS:
+            raise self.fail(f"{name!r} is a function; call it, e.g. {name}(x)")
+        if name not in self.units:
+            near = close_match(name, self.units)
+            if near is None and name in ("true", "false", "True", "False", "fits_memory"):
+                near = "fits" if "fits" in self.units else None
+            raise self.fail(f"no quantity named {name!r}",
+                            expected="a quantity of the scenario",
+                            suggestion=(f"did you mean {near!r}?" if near else "check for typos?")
+                            + " (`infermodel run SCENARIO --format json` lists every quantity)")
+        problem = check_name(name)
+        if problem:
+            raise self.fail(problem)
+        if name not in self.used:
+            self.used.append(name)
+        return symbol(name), (CONDITION if self.units[name] == "bool" else NUMBER)
+
+    def visit_BinOp(self, node) -> tuple[Any, str]:
+        import sympy
+
+        op = _OPERATORS.get(type(node.op))
+        if op is None:
+            raise self.fail(f"the operator {type(node.op).__name__} is not allowed",
+                            expected="+ - * / ** // %")
+        left = self.number(node.left, f"'{op}'")
+        right = self.number(node.right, f"'{op}'")
+        if op == "**" and right.is_number:
+            if abs(float(right)) > MAX_EXPONENT:
+                raise self.fail(f"the exponent {right} is larger than {MAX_EXPONENT}")
+            if left.is_number and left == 0 and float(right) < 0:
+                raise self.fail("zero to a negative power is undefined")
+        if op in ("/", "//", "%") and right.is_number and right == 0:
+            raise self.fail("division by zero")
+        if op == "+":
+            value = left + right
+        elif op == "-":
+            value = left - right
+        elif op == "*":
+            value = left * right
+        elif op == "/":
+            value = left / right
+        elif op == "**":
+            value = left ** right
+        elif op == "//":
+            value = sympy.floor(left / right)
+        else:
+            value = sympy.Mod(left, right)
+        return self.checked(value), NUMBER
+
+    def visit_UnaryOp(self, node) -> tuple[Any, str]:
+        import sympy
+
+        if isinstance(node.op, ast.Not):
+            return sympy.Not(self.condition(node.operand, "'not'")), CONDITION
+        if isinstance(node.op, (ast.UAdd, ast.USub)):
+            value = self.number(node.operand, "a sign")
+            return (value if isinstance(node.op, ast.UAdd) else -value), NUMBER
+        raise self.fail(f"the operator {type(node.op).__name__} is not allowed")
+
+    def visit_BoolOp(self, node) -> tuple[Any, str]:
+        import sympy
+
+        word = "'and'" if isinstance(node.op, ast.And) else "'or'"
+        parts = [self.condition(v, word) for v in node.values]
+        return (sympy.And(*parts) if isinstance(node.op, ast.And) else sympy.Or(*parts)), CONDITION
+
+    def visit_Compare(self, node) -> tuple[Any, str]:
+        import sympy
+
+        operands = [node.left, *node.comparators]
+        values = [self.number(o, "a comparison") for o in operands]
+        parts = []
+        for op, left, right in zip(node.ops, values, values[1:]):
+            symbol_text = _COMPARISONS.get(type(op))
+            if symbol_text is None:
+                raise self.fail(f"the comparison {type(op).__name__} is not allowed",
+                                expected="< <= > >= == !=")
+            relation = {"<": sympy.Lt, "<=": sympy.Le, ">": sympy.Gt, ">=": sympy.Ge,
+                        "==": sympy.Eq, "!=": sympy.Ne}[symbol_text]
+            parts.append(relation(left, right))
+        return (parts[0] if len(parts) == 1 else sympy.And(*parts)), CONDITION
+
+    def visit_Call(self, node) -> tuple[Any, str]:
+        import sympy
+
+        if not isinstance(node.func, ast.Name):
+            raise self.fail("only the functions " + ", ".join(FUNCTIONS) +
+                            " may be called, by their bare names")
+        name = node.func.id
+        if name not in FUNCTIONS:
+            near = close_match(name, FUNCTIONS)
+            raise self.fail(f"{name!r} is not an allowed function",
+                            expected="one of " + ", ".join(FUNCTIONS),
+                            suggestion=f"did you mean {near!r}?" if near else None)
+        if node.keywords:
+            raise self.fail(f"{name}() takes no keyword arguments")
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            raise self.fail(f"{name}() takes no * arguments")
+        attribute, least, most = FUNCTIONS[name]
+        if not least <= len(node.args) <= most:
+            wanted = str(least) if least == most else f"{least} to {most}"
+            raise self.fail(f"{name}() takes {wanted} argument(s), got {len(node.args)}")
+        arguments = [self.number(a, f"{name}()") for a in node.args]
+        return self.checked(getattr(sympy, attribute)(*arguments)), NUMBER
+
+    def visit_IfExp(self, node) -> tuple[Any, str]:
+        import sympy
+
+        test = self.condition(node.test, "the condition of 'if ... else'")
+        body, body_kind = self.build(node.body)
+        other, other_kind = self.build(node.orelse)
+        if body_kind != other_kind:
+            raise self.fail("both branches of 'a if condition else b' must be numbers, "
+                            "or both conditions")
+        if body_kind == CONDITION:
+            return sympy.Or(sympy.And(test, body), sympy.And(sympy.Not(test), other)), CONDITION
+        return sympy.Piecewise((body, test), (other, True)), NUMBER
+
+    def generic_visit(self, node) -> tuple[Any, str]:
         what = type(node).__name__
         hint = {"Attribute": "attributes (a.b) are not allowed", "Subscript": "indexing is not allowed",
                 "Lambda": "lambda is not allowed", "List": "lists are not allowed",
@@ -316,7 +342,6 @@ class _Builder:
         raise self.fail(hint.get(what, f"{what} is not allowed"),
                         expected="numbers, quantity names, arithmetic, comparisons, and/or/not, "
                                  "'a if c else b' and " + ", ".join(FUNCTIONS))
-
 
 _COMPILED: dict[tuple, Any] = {}
 
@@ -348,10 +373,7 @@ def evaluate_formula(formula: Formula, values: Mapping[str, Any], size: int | No
         arguments.append(array.astype(bool) if name in formula.conditions else array)
     with np.errstate(all="ignore"):
         result = np.asarray(function(*arguments))
-    if formula.kind == CONDITION:
-        result = result.astype(bool)
-    else:
-        result = result.astype(float)
+    result = result.astype(bool) if formula.kind == CONDITION else result.astype(float)
     if size is not None and result.shape != (size,):
         result = np.broadcast_to(result, (size,)).copy()
     return result

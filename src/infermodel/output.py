@@ -17,15 +17,15 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from .errors import InfermodelError, Problem
 
 _PROTECTED: set[Path] = set()
 
-#: Linux's limits for one path component and a whole path, in bytes (the file system's
-#: own, from ``os.pathconf``, when it reports them).
+#: The limits, in bytes, of one path component and of a whole path on Linux (and of one
+#: name on the other common file systems): checked before the file system sees a path.
 NAME_MAX = 255
 PATH_MAX = 4096
 
@@ -168,14 +168,14 @@ def _umask() -> int:
 
 
 class atomic_stream:
-    """Open a temporary file beside ``path``; rename it into place on success only.
+    r"""Open a temporary file beside ``path``; rename it into place on success only.
 
     An exception (a KeyboardInterrupt included) removes the temporary file. A target
     that is not a regular file (a device such as ``/dev/null``, a named pipe) is opened
     and written directly instead: renaming over it would replace the device node.
 
     >>> with atomic_stream("out.csv") as handle:  # doctest: +SKIP
-    ...     handle.write("a,b\\n")
+    ...     handle.write("a,b\n")
     """
 
     def __init__(self, path: str | os.PathLike, *, binary: bool = False):

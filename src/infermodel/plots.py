@@ -345,7 +345,8 @@ def plot_cost(scenario, over=None, *, title: str | None = None, host=None):
 def plot_memory(scenario, over=None, *, x: str | None = None, title: str | None = None, host=None):
     """Weights, cache and reserve stacked against the batch (or, with ``x="context"``,
     the context: ``workload.sequence_length``, and ``workload.context`` with it when the
-    scenario sets one)."""
+    scenario sets one).
+    """
     x = x or "workload.batch"
     context = x in ("context", CONTEXT_AXIS, "workload.context", "workload.sequence_length")
     over = dict(over or {})

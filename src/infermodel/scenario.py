@@ -400,6 +400,61 @@ class Scenario:
         data = apply_overrides(dict(self.raw), origins, overrides)
         return resolve(data, origins, self.path, host=host or self.host)
 
+    def with_values(self, values: Mapping[str, Any], *, host=None,
+                    where: Mapping[str, Origin] | None = None) -> Scenario:
+        """A new scenario with fields set (as ``--set`` does) and lever tables removed
+        (a value of :data:`REMOVE`); ``where`` names the origin of a set path.
+
+        >>> s2 = s.with_values({"levers.speculative": REMOVE})  # doctest: +SKIP
+        """
+        if not values:
+            return self
+        origins = dict(self.origins)
+        sets = {k: v for k, v in values.items() if v is not REMOVE}
+        data = apply_overrides(dict(self.raw), origins, sets)
+        for path, value in values.items():
+            if value is REMOVE:
+                _remove_path(data, path)
+        for path in values:
+            found = (where or {}).get(path)
+            if found is not None:
+                origins[path] = found
+            elif path in origins and origins[path].file == "--set":
+                origins[path] = Origin("sweep")
+            section, _, key = path.partition(".")
+            old = self.presets.get(section)
+            if key == "preset" and old is not None:
+                # Forget where the previous preset's values came from, so that the new
+                # preset's file is named as their origin.
+                from .host import get_host
+
+                info = (host or get_host()).registries.presets[section].get(old)
+                if info is not None:
+                    stale = str(info.path)
+                    for name in [k for k, o in origins.items()
+                                 if k.startswith(section + ".") and o.file == stale]:
+                        del origins[name]
+        return resolve(data, origins, self.path, host=host)
+
+
+class _Remove:
+    def __repr__(self) -> str:
+        return "REMOVE"
+
+
+#: A value for :meth:`Scenario.with_values` that removes a lever table
+#: (``"levers.speculative" = [false, {k = 4}]`` in a sweep).
+REMOVE: Any = _Remove()
+
+
+def _remove_path(data: dict, path: str) -> None:
+    parts = path.split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node.get(part, {}) if isinstance(node, dict) else {}
+    if isinstance(node, dict):
+        node.pop(parts[-1], None)
+
 
 def _problem(origins: Mapping[str, Origin], default_file: str | None, key: str, message: str,
              expected=None, suggestion=None) -> Problem:

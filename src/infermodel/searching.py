@@ -62,7 +62,8 @@ def search_spec(scenario, *, minimise: str | None = None, maximise: str | None =
     """Read ``[search]`` (unless ``use_table`` is false); arguments given here win."""
     table = scenario.tables.get("search") if use_table else None
     keys: dict[str, str] = {}
-    sense = objective = None
+    sense: str | None = None
+    objective: str | None = None
     table_constraints: list[str] = []
     table_show = None
     quantities: list[str] = []
@@ -113,6 +114,7 @@ def search_spec(scenario, *, minimise: str | None = None, maximise: str | None =
     if minimise is not None or maximise is not None:
         sense = "minimise" if minimise is not None else "maximise"
         objective = minimise if minimise is not None else maximise
+        assert objective is not None
         keys.pop(objective, None)
     if objective is None:
         raise ScenarioError(Problem(
@@ -127,9 +129,10 @@ def search_spec(scenario, *, minimise: str | None = None, maximise: str | None =
                 keys.pop(text, None)
     else:
         chosen = table_constraints
+    assert sense is not None  # set with the objective
     return SearchSpec(sense, objective, tuple(chosen),
-                      DEFAULT_SHOW if show is None and table_show is None else
-                      (show if show is not None else table_show),
+                      show if show is not None else
+                      (table_show if table_show is not None else DEFAULT_SHOW),
                       tuple(quantities), keys)
 
 
@@ -225,9 +228,9 @@ class SearchResult:
             out[f"objective {self.objective.text} undefined"] = counts[OBJECTIVE]
         return out
 
-    def eliminated(self) -> list[tuple[str, Any, dict[str, int]]]:
+    def eliminated(self) -> list[tuple[str, Any, dict[str | None, int]]]:
         """Axis values no feasible point has: (axis, value, first failures by constraint)."""
-        out = []
+        out: list[tuple[str, Any, dict[str | None, int]]] = []
         index = self.sweep.plan.indices(0, len(self.sweep)) if len(self.sweep) <= 10_000_000 else None
         if index is None:
             return out
@@ -282,7 +285,7 @@ class SearchResult:
 
     def set_arguments(self, index: int) -> list[str]:
         """``--set`` arguments that reproduce point ``index`` with ``infermodel run``."""
-        from .sweeping import REMOVE
+        from .scenario import REMOVE
 
         out = []
         for path, value in self.sweep.overrides(index).items():
@@ -353,7 +356,7 @@ class SearchResult:
     def _point_dict(self, index: int) -> dict:
         from .printing import json_value
 
-        values = {}
+        values: dict[str, Any] = {}
         for name in self._shown():
             if not self.sweep.defined(name)[index]:
                 values[name] = None

@@ -39,8 +39,9 @@ A scenario's ``[simulation]`` table (every key optional)::
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 

@@ -49,7 +49,7 @@ def _listing(scenario, fmt: str) -> str:
     from ..witnessing import _registries
 
     witnesses = _registries(scenario).witnesses
-    asked = set((scenario.tables.get("witness") or {}))
+    asked = set(scenario.tables.get("witness") or {})
     if fmt == "json":
         return json.dumps([
             {"name": info.name, "description": info.description, "plugin": info.plugin,

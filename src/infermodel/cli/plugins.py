@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("plugins", help="list loaded plugins",
@@ -23,7 +25,7 @@ def handle(args) -> int:
     if not host.load_errors:
         for info in host.registries.levers.values():
             levers.setdefault(info.plugin, []).append(info.name)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for record in sorted(host.records.values(), key=lambda r: r.name):
         if record.builtin and not args.all and not record.error:
             continue

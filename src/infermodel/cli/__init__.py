@@ -1,4 +1,9 @@
-"""One module per CLI subcommand, each with ``add_parser(subparsers)``."""
+"""The ``infermodel`` command line.
+
+:mod:`.app` holds the parser, :func:`main` and the console script :func:`run`; every
+other module is one subcommand with ``add_parser(subparsers)``. The helpers below are
+shared by the subcommands.
+"""
 
 from __future__ import annotations
 
@@ -36,3 +41,9 @@ def split_names(text: str | None) -> list[str] | None:
     if not text:
         return None
     return [n.strip() for n in text.split(",") if n.strip()]
+
+
+from .app import COMMANDS, build_parser, main, run  # noqa: E402  (after the helpers the commands use)
+
+__all__ = ["COMMANDS", "add_scenario_arguments", "build_parser", "load", "main", "run",
+           "split_names"]

@@ -55,7 +55,8 @@ def handle(args) -> int:
 
 def draw(graph, output: str, fmt: str) -> None:
     """Draw the dependency graph in layers: inputs on the left, each quantity one layer
-    right of the last thing it uses. Colours tell the plugin that last changed a node."""
+    right of the last thing it uses. Colours tell the plugin that last changed a node.
+    """
     import io
 
     import networkx

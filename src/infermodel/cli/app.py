@@ -1,14 +1,15 @@
-"""The ``infermodel`` command line.
+"""The ``infermodel`` command line: the parser, exit codes and the console script.
 
 Exit codes: 0 success, 2 a user mistake (bad scenario, unknown name, bad
-arguments), 1 an internal error. Each subcommand lives in
-:mod:`infermodel.commands` as a module with ``add_parser(subparsers)``; heavy
-imports happen inside the command that needs them, so start-up stays fast.
+arguments), 1 an internal error. Each subcommand lives in :mod:`infermodel.cli`
+as a module with ``add_parser(subparsers)``; heavy imports happen inside the
+command that needs them, so start-up stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 import traceback
@@ -16,13 +17,16 @@ import warnings
 
 COMMANDS = ("run", "explain", "check", "graph", "sweep", "search", "plot", "simulate",
             "witness", "presets", "plugins")
+#: Modules named apart from their command, where the name is taken by the package
+#: (``infermodel.cli.run`` is the console script).
+MODULES = {"run": "run_command"}
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, with the value it echoes in a usage error cut to a readable length."""
 
     def error(self, message: str):
-        from .errors import shorten
+        from ..errors import shorten
 
         super().error(shorten(message))
 
@@ -36,10 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMANDS:
+        dotted = f"infermodel.cli.{MODULES.get(name, name)}"
         try:
-            module = importlib.import_module(f"infermodel.commands.{name}")
+            module = importlib.import_module(dotted)
         except ModuleNotFoundError as exc:
-            if exc.name == f"infermodel.commands.{name}":
+            if exc.name == dotted:
                 continue  # this command is not part of this installation
             raise
         module.add_parser(subparsers)
@@ -47,15 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return f"infermodel {__version__}"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status."""
-    from .errors import InfermodelError
-    from .output import reset_protection
+    from ..errors import InfermodelError
+    from ..output import reset_protection
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -99,13 +104,7 @@ def run() -> None:
     import os
 
     status = main()
-    try:
+    with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()
-    except BrokenPipeError:
-        pass
     sys.stderr.flush()
     os._exit(status)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    run()

@@ -1,0 +1,5 @@
+"""``python -m infermodel``: the command line."""
+
+from .cli import run
+
+run()

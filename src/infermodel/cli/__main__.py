@@ -1,0 +1,5 @@
+"""``python -m infermodel.cli``: the command line."""
+
+from .app import run
+
+run()

@@ -1,0 +1,73 @@
+"""Small docutils node builders shared by the directives."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from docutils import nodes
+
+
+def _table(headers: list[str], rows: list[list[Any]], widths: list[int], *, title: str | None = None,
+           classes: Iterable[str] = ()) -> nodes.table:
+    table = nodes.table(classes=["infermodel-table", *classes])
+    if title:
+        table += nodes.title(title, title)
+    group = nodes.tgroup(cols=len(headers))
+    table += group
+    for width in widths:
+        group += nodes.colspec(colwidth=width)
+    head = nodes.thead()
+    group += head
+    head += _row(headers)
+    body = nodes.tbody()
+    group += body
+    for row in rows:
+        body += _row(row)
+    return table
+
+
+def _row(cells: list[Any]) -> nodes.row:
+    row = nodes.row()
+    for cell in cells:
+        entry = nodes.entry()
+        for item in cell if isinstance(cell, list) else [cell]:
+            entry += _block(item)
+        row += entry
+    return row
+
+
+def _block(item: Any) -> nodes.Node:
+    """A body element for a table cell: paragraphs and tables as they are, the rest wrapped."""
+    if isinstance(item, (nodes.paragraph, nodes.table, nodes.literal_block, nodes.bullet_list)):
+        return item
+    if isinstance(item, nodes.Node):
+        return _para(item)
+    return _para(str(item))
+
+
+def _para(*children, **attributes) -> nodes.paragraph:
+    para = nodes.paragraph("", "", **attributes)
+    for child in children:
+        para += nodes.Text(child) if isinstance(child, str) else child
+    return para
+
+
+def _code(text: str) -> nodes.literal:
+    return nodes.literal(text, text)
+
+
+def _inline_math(latex: str) -> nodes.math:
+    return nodes.math(latex, latex)
+
+
+def _math_block(latex: str, docname: str) -> nodes.math_block:
+    return nodes.math_block(latex, latex, nowrap=False, number=None, docname=docname, label=None)
+
+
+def _changed(kind: str) -> str:
+    return {"replace": "replaced by", "wrap": "wrapped by"}.get(kind, f"{kind} by")
+
+
+def _plugins_text(q) -> str:
+    return " → ".join([q.plugin, *q.changed_by])
