@@ -151,7 +151,7 @@ class Context:
     watched: dict[Path, tuple]  # path -> (inode, size, mtime, bytes or None)
 
     @classmethod
-    def build(cls, workdir: Path) -> "Context":
+    def build(cls, workdir: Path) -> Context:
         from infermodel.cli import build_parser
         from infermodel.evaluation import evaluate
         from infermodel.host import get_host
@@ -194,7 +194,8 @@ class Context:
 
     def reads(self, case: Case) -> set[Path]:
         """The files a case may read: its scenario and what that extends or names (length
-        files, configs), every preset file, the device nodes."""
+        files, configs), every preset file, the device nodes.
+        """
         directory = self.workdir / "scenarios"
         read = {*self.preset_files, *self.devices}
         scenario = next((Path(a) for a in case.argv[1:2]), None)
@@ -677,7 +678,8 @@ def judge(case: Case, outcome: Outcome, ctx: Context) -> list[str]:
 
 def fuzz(ctx: Context, seeds: range, *, budget: float | None = None) -> tuple[int, list[str]]:
     """Run the cases of ``seeds`` (stopping early when ``budget`` seconds are spent);
-    return how many ran and a description of each failure."""
+    return how many ran and a description of each failure.
+    """
     failures = []
     ran = 0
     start = time.monotonic()

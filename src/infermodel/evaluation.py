@@ -82,7 +82,7 @@ def compile_graph(graph: QuantityGraph) -> CompiledGraph:
     except NotImplementedError:  # sympy's printer: a function with no numpy counterpart
         _unprintable(graph, derived, printer)
         raise
-    callers = {}
+    callers: dict[str, tuple[str, str]] = {}
     for n in derived:
         quantity = graph.quantities[n]
         for call in quantity.expression.atoms(sympy.Function):

@@ -38,7 +38,7 @@ def path_problem(path: str | os.PathLike) -> str | None:
 
     >>> path_problem("out.csv") is None
     True
-    >>> path_problem("a\\x00b")
+    >>> path_problem("a" + chr(0) + "b")
     'the path contains a NUL byte'
     """
     try:
@@ -88,13 +88,15 @@ def note_read(path: str | os.PathLike) -> None:
 
 def reset_protection() -> None:
     """Forget the files recorded so far (the command line does this at the start of each
-    command, so that one in-process run's inputs do not bind the next)."""
+    command, so that one in-process run's inputs do not bind the next).
+    """
     _PROTECTED.clear()
 
 
 def protect_scenario(scenario) -> None:
     """Protect a scenario's own file, every file its values came from, and every preset
-    file of the loaded plugins (a sweep or a lever may read any of them)."""
+    file of the loaded plugins (a sweep or a lever may read any of them).
+    """
     files = {origin.file for origin in scenario.origins.values() if origin.file != "--set"}
     if scenario.path is not None:
         files.add(str(scenario.path))

@@ -132,7 +132,8 @@ def _sweep(scenario, over, quantities, *, default_axis: str | None = None,
 
 def _check_size(axes, x: str | None) -> None:
     """Refuse a plot with more lines or points than a figure can show, before the sweep
-    behind it is planned or run."""
+    behind it is planned or run.
+    """
     points = math.prod(len(a) for a in axes)
     if points > MAX_PLOT_POINTS:
         raise ScenarioError(Problem(

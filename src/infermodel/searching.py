@@ -415,7 +415,8 @@ def _toml(value: Any) -> str:
 def parse_search(scenario, spec: SearchSpec, plan) -> tuple[Formula, list[Formula]]:
     """Parse a search's objective and constraints against a sweep plan's quantities and
     check its extra quantities; ``check`` and :func:`search` share it, so that what one
-    accepts the other does."""
+    accepts the other does.
+    """
     units = {name: q.unit for name, q in plan.all_quantities.items()}
     try:
         objective = parse_formula(spec.objective, units, kind=NUMBER, what="the objective")

@@ -174,7 +174,8 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
 def _check_workload(scenario, table: Any, base: Path | None) -> None:
     """Check what the simulator would allocate or read before it does: the request count
     against :data:`MAX_REQUESTS`, and each length file's path (recorded as an input, so
-    that no output of the run replaces it)."""
+    that no output of the run replaces it).
+    """
     from .output import note_read, path_problem
 
     if not isinstance(table, Mapping):

@@ -28,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         from ..errors import shorten
 
-        super().error(shorten(message))
+        super().error(shorten(message) or message)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -35,8 +35,17 @@ evaluation), :mod:`.result` (the finished columns), :mod:`.writers` (CSV and JSO
 
 from ..scenario import REMOVE
 from .axes import Axis, grid_axes, parse_over
-from .plan import (DEFAULT_CHUNK, MAX_BLOCKS, MAX_CHUNK, MAX_GRID_POINTS, MAX_IN_MEMORY_VALUES,
-                   MAX_VALIDATED_POINTS, SweepPlan, plan_sweep, sweep)
+from .plan import (
+                   DEFAULT_CHUNK,
+                   MAX_BLOCKS,
+                   MAX_CHUNK,
+                   MAX_GRID_POINTS,
+                   MAX_IN_MEMORY_VALUES,
+                   MAX_VALIDATED_POINTS,
+                   SweepPlan,
+                   plan_sweep,
+                   sweep,
+)
 from .ranges import MAX_AXIS_VALUES, expand_range, is_range
 from .reads import PluginReads, plugin_reads
 from .result import Chunk, SweepResult, render_table

@@ -162,9 +162,9 @@ class SweepPlan:
             vector = [i for i in range(len(self.axes)) if i not in self.structural]
             blocks = math.prod(len(self.axes[i]) for i in structural)
             if blocks > MAX_BLOCKS:
-                names = ", ".join(self.axes[i].name for i in structural)
+                swept = ", ".join(self.axes[i].name for i in structural)
                 raise ScenarioError(Problem(
-                    f"the sweep has {count_text(blocks)} structural combinations (of {names}), "
+                    f"the sweep has {count_text(blocks)} structural combinations (of {swept}), "
                     f"more than the {MAX_BLOCKS:,} one sweep may build: each is a scenario and "
                     "a quantity graph of its own",
                     file=str(self.scenario.path) if self.scenario.path else None,
