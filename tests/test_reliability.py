@@ -562,3 +562,36 @@ def test_a_link_to_a_regular_file_replaces_the_file_and_keeps_the_link(host, tmp
     status, _, err = _run(capsys, "run", QUANT, "--format", "json", "-o", link)
     assert status == 0, err
     assert link.is_symlink() and real.read_text().lstrip().startswith("{")
+
+
+# ---------------------------------------------------------------------------------
+# Found by the 10,000-case fuzz: integers too long for Python or too large for float64
+# ---------------------------------------------------------------------------------
+
+
+def test_an_integer_longer_than_python_reads_is_a_toml_error(host, tmp_path, capsys):
+    path = tmp_path / "digits.toml"
+    path.write_text(f'extends = "{QUANT}"\n[workload]\nbatch = {"9" * 5000}\n')
+    status, _, err = _run(capsys, "check", path)
+    assert status == 2
+    _one_error(err, "digits.toml", "invalid TOML", "4300 digits")
+    status, _, err = _run(capsys, "check", QUANT, "--set", "workload.batch=" + "9" * 5000)
+    assert status == 2
+    _one_error(err, "workload.batch", "characters)")
+
+
+@pytest.mark.parametrize("override,fragment", [
+    (f"workload.batch={10**400}", "integer of 401 digits"),
+    (f"model.vocab={10**400}", "integer of 401 digits"),
+    (f"workload.sequence_length={2**53 + 1}", "at most 9,007,199,254,740,992"),
+    (f"hardware.memory={10**400}", "hardware.memory"),
+    (f"simulation.rates=[{10**400}]", "simulation.rates"),
+    (f"simulation.workload.count={10**400}", "about 10^400 requests"),
+])
+@pytest.mark.parametrize("command", ["check", "run", "simulate"])
+def test_integers_too_large_for_float64_are_user_errors(host, capsys, override, fragment, command):
+    if command == "run" and override.startswith("simulation."):
+        pytest.skip("run does not read [simulation]")
+    status, _, err = _run(capsys, command, LAB3, "--set", override)
+    assert status == 2
+    _one_error(err, fragment)

@@ -56,6 +56,19 @@ def shorten(text: str | None) -> str | None:
     return text
 
 
+def count_text(count: int) -> str:
+    """A whole number for a message: with separators, or its order of magnitude when it is
+    long (never converting a huge integer to a float or to all its digits).
+
+    >>> count_text(1234567), count_text(10**40)
+    ('1,234,567', 'about 10^40')
+    """
+    if abs(count) < 10**15:
+        return f"{count:,}"
+    return f"about 10^{len(str(abs(count))) - 1}" if abs(count).bit_length() < 10_000 \
+        else f"about 2^{abs(count).bit_length() - 1}"
+
+
 @attrs.frozen
 class Problem:
     """One thing wrong with the user's input, with everything needed to fix it.

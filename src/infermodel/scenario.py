@@ -145,6 +145,9 @@ def read_toml(path: Path) -> tuple[dict, dict[str, int]]:
             message += f" (column {column})"
         raise ScenarioError(Problem(f"invalid TOML: {message}", file=str(path),
                                     line=getattr(exc, "lineno", None), expected="valid TOML")) from None
+    except ValueError as exc:  # Python's limit on an integer's digits (4,300) stops the reader
+        raise ScenarioError(Problem(f"invalid TOML: {str(exc).partition(';')[0]}", file=str(path),
+                                    expected="numbers of at most a few dozen digits")) from None
     if _depth(data) > MAX_NESTING:
         raise ScenarioError(Problem("values are nested too deeply", file=str(path),
                                     expected=f"at most {MAX_NESTING} levels of nested arrays "
@@ -261,7 +264,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     raw = raw.strip()
     try:
         value = tomli.loads(f"v = {raw}")["v"]
-    except tomli.TOMLDecodeError:
+    except ValueError:  # not TOML (TOMLDecodeError), or an integer of over 4,300 digits
         value = raw
     except RecursionError:
         value = None

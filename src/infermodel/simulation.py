@@ -38,6 +38,7 @@ A scenario's ``[simulation]`` table (every key optional)::
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -127,7 +128,8 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
             listed_rates = [listed_rates]
         rates_ = list(rates or listed_rates)
         for rate in [*listed_rates, *rates_]:
-            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0 \
+                    or not _finite(rate):
                 _fail(scenario, "simulation.rates", f"got rate {rate!r}",
                       "arrival rates in requests/s, each > 0")
         if not rates_:
@@ -176,6 +178,7 @@ def _check_workload(scenario, table: Any, base: Path | None) -> None:
     against :data:`MAX_REQUESTS`, and each length file's path (recorded as an input, so
     that no output of the run replaces it).
     """
+    from .errors import count_text
     from .output import note_read, path_problem
 
     if not isinstance(table, Mapping):
@@ -183,7 +186,7 @@ def _check_workload(scenario, table: Any, base: Path | None) -> None:
     count = table.get("count")
     if isinstance(count, int) and not isinstance(count, bool) and count > MAX_REQUESTS:
         _fail(scenario, "simulation.workload.count",
-              f"{_number(count)} requests is over the limit of {MAX_REQUESTS:,} for one "
+              f"{count_text(count)} requests is over the limit of {MAX_REQUESTS:,} for one "
               "simulated workload", f"a request count of at most {MAX_REQUESTS:,}",
               "percentiles settle within a few thousand requests: simulate fewer, or run "
               "several seeds with --seed and compare")
@@ -208,10 +211,11 @@ def _check_workload(scenario, table: Any, base: Path | None) -> None:
         note_read(path)
 
 
-def _number(value: int) -> str:
-    """A whole number for a message, in scientific notation when it is long."""
-    text = f"{value:,}"
-    return text if len(text) <= 24 else f"about {float(value):.3g}"
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 #: Quantities whose changes by levers the iteration cost does not follow. (Every

@@ -13,10 +13,16 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..errors import InfermodelError, Problem, ScenarioError, UnknownQuantityError, close_match
+from ..errors import (
+    InfermodelError,
+    Problem,
+    ScenarioError,
+    UnknownQuantityError,
+    close_match,
+    count_text,
+)
 from ..output import atomic_stream
 from .axes import Axis, grid_axes
-from .ranges import count_text
 from .reads import PluginReads, is_read, plugin_reads
 from .result import Chunk, SweepResult
 from .writers import WRITERS

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import count_text
+
 #: The most values one axis may have (checked before the values are built).
 MAX_AXIS_VALUES = 1_000_000
 
@@ -21,11 +23,6 @@ _RANGE = re.compile(
 def is_range(text: Any) -> bool:
     """Whether ``text`` is written as a range (``"1..512 log2"``)."""
     return isinstance(text, str) and ".." in text and _RANGE.match(text) is not None
-
-
-def count_text(count: int) -> str:
-    """A count for a message: with separators, or roughly when it is astronomically long."""
-    return f"{count:,}" if count < 10**15 else f"about {float(count):.3g}"
 
 
 def _too_many(text: str, count: int) -> ValueError:
