@@ -518,7 +518,8 @@ def _caps():
     for module in ("infermodel.scenario", "infermodel.hf_config", "infermodel.output",
                    "infermodel.errors", "infermodel.formula", "infermodel.sweeping",
                    "infermodel.plots", "infermodel.simulation", "infermodel.cli.sweep",
-                   "infermodel.sweeping.ranges", "infermodel.sweeping.plan"):
+                   "infermodel.sweeping.ranges", "infermodel.sweeping.plan",
+                   "infermodel.schema"):
         loaded = importlib.import_module(module)  # a module that moves is renamed here
         for name in dir(loaded):
             if (name.startswith("MAX_") or name in ("NAME_MAX", "PATH_MAX")) \
