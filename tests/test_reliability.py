@@ -596,3 +596,19 @@ def test_integers_too_large_for_float64_are_user_errors(host, capsys, override, 
     status, _, err = _run(capsys, command, LAB3, "--set", override)
     assert status == 2
     _one_error(err, fragment)
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "/tmp/absolute", "a" * 400, "..", "😀 x"])
+def test_a_plot_named_after_its_scenario_stays_in_the_working_directory(host, tmp_path, capsys,
+                                                                        monkeypatch, name):
+    path = tmp_path / "s" / "named.toml"
+    path.parent.mkdir()
+    path.write_text(f'extends = "{QUANT}"\n[scenario]\nname = {json.dumps(name, ensure_ascii=False)}\n')
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    status, out, err = _run(capsys, "plot", path, "memory")
+    assert status == 0, err
+    written = [p.name for p in work.iterdir()]
+    assert len(written) == 1 and written[0].endswith("-memory.png") and f"wrote {written[0]}" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s", "work"]
