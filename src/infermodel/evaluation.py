@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 import numpy as np
 
 from .graph import QuantityGraph, build_graph, unknown_quantity
+from .quantity import ResultWarning
 
 _CACHE_SIZE = 64
-_COMPILED: "OrderedDict[tuple, CompiledGraph]" = OrderedDict()
+_COMPILED: OrderedDict[tuple, CompiledGraph] = OrderedDict()
 
 
 @attrs.frozen
@@ -96,7 +98,8 @@ def compile_graph(graph: QuantityGraph) -> CompiledGraph:
 
 def _unprintable(graph: QuantityGraph, derived: list[str], printer) -> None:
     """Raise a :class:`PluginError` naming the plugin whose formula cannot be printed as
-    numpy code (a sympy function with no numeric counterpart)."""
+    numpy code (a sympy function with no numeric counterpart).
+    """
     from .errors import PluginError, Problem
 
     for name in derived:
@@ -164,15 +167,18 @@ class Result:
         return self.graph[name].unit
 
     @property
-    def warnings(self) -> list[str]:
+    def warnings(self) -> list[ResultWarning]:
         """Quantities that evaluated to NaN (with the plugin responsible) and notes from
-        building the graph (a lever's replacement that discarded another's change)."""
+        building the graph (a lever's replacement that discarded another's change), as
+        (quantity, message) records.
+        """
         out = list(self.graph.notes)
         for name, value in self.values.items():
             if isinstance(value, float) and math.isnan(value):
                 q = self.graph[name]
                 who = q.history[-1].plugin
-                out.append(f"quantity {name!r} evaluated to NaN (last defined by plugin {who!r})")
+                out.append(ResultWarning(name, f"quantity {name!r} evaluated to NaN "
+                                               f"(last defined by plugin {who!r})"))
         return out
 
     def explain(self, name: str):

@@ -7,49 +7,18 @@ Objects delegate ``__str__``, ``_repr_markdown_``, ``_repr_latex_`` and
 from __future__ import annotations
 
 import html
-import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.str import StrPrinter
 
+from .formatting import json_value, plain_number
 from .units import format_value
 
 # ---------------------------------------------------------------------------------
 # Numbers
 # ---------------------------------------------------------------------------------
-
-
-def json_value(value: Any) -> Any:
-    """A value in base units for JSON: booleans as booleans, infinities as "inf"."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        if value.is_integer() and abs(value) < 2**53:
-            return int(value)
-    return value
-
-
-def plain_number(value: Any) -> str:
-    """A compact exact-enough number for substituted formulas (base units)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    value = float(value)
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "∞" if value > 0 else "-∞"
-    if value.is_integer() and abs(value) < 1e7:
-        return str(int(value))
-    text = f"{value:.6g}"
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        text = f"{mantissa}e{int(exponent)}"
-    return text
 
 
 def show(value: Any, unit: str) -> str:
@@ -136,7 +105,7 @@ def result_to_dict(result) -> dict:
                      "path": str(scenario.path) if scenario.path else None,
                      "presets": dict(scenario.presets), "levers": sorted(scenario.levers)},
         "quantities": quantities,
-        "warnings": result.warnings,
+        "warnings": [warning.message for warning in result.warnings],
     }
 
 

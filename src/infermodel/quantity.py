@@ -106,7 +106,11 @@ S = _SymbolNamespace()
 
 @attrs.frozen
 class Change:
-    """One step in a quantity's history: its definition or a lever's change to it."""
+    """One step in a quantity's history: its definition or a lever's change to it.
+
+    ``field`` is the dotted path of the scenario field an input's number was read
+    from (``"workload.batch"``), or None; ``reason`` is the same in words.
+    """
 
     kind: str  # define | input | replace | wrap
     plugin: str
@@ -114,6 +118,29 @@ class Change:
     reason: str = ""
     reference: str | None = None
     order: int = 0
+    field: str | None = None
+
+
+@attrs.frozen
+class ResultWarning:
+    """Something a reader of a result should know, and the quantity it concerns.
+
+    Reads as its message (``str(warning)``, ``"NaN" in warning``); code that needs
+    the quantity reads ``warning.quantity`` rather than parsing the message.
+
+    >>> w = ResultWarning("tpot", "quantity 'tpot' evaluated to NaN")
+    >>> w.quantity, "NaN" in w, str(w)
+    ('tpot', True, "quantity 'tpot' evaluated to NaN")
+    """
+
+    quantity: str | None
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __contains__(self, text: str) -> bool:
+        return text in self.message
 
 
 @attrs.frozen
@@ -148,6 +175,11 @@ class Quantity:
         if self.expression is None:
             return ()
         return tuple(sorted(s.name for s in self.expression.free_symbols))
+
+    @property
+    def field(self) -> str | None:
+        """The scenario field this input's number was read from, or None."""
+        return self.history[0].field if self.history else None
 
     @property
     def changed_by(self) -> tuple[str, ...]:

@@ -72,8 +72,7 @@ class ScenarioDirective(SphinxDirective):
         else:
             out = [self._results(result, names or None, overrides)]
         for warning in result.warnings:
-            name = warning.split("'")[1] if "'" in warning else ""
-            if not names or name in names:
+            if not names or warning.quantity in names:
                 logger.warning(f"scenario {rel}: {warning}", location=self.get_location(),
                                type=WARNING_TYPE, subtype="nan")
         container = nodes.container(classes=["infermodel"])
@@ -165,9 +164,8 @@ class ScenarioDirective(SphinxDirective):
 
     def _input_source(self, result, step, shower) -> str:
         first = step.history[0]
-        reason = first.reason or ""
-        if first.kind == "input" and reason.startswith("from "):
-            key = reason.removeprefix("from ")
+        key = first.field
+        if first.kind == "input" and key is not None:
             origin = result.scenario.origins.get(key)
             if origin is None:
                 return f"{key} (default)"

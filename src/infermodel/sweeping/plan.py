@@ -87,11 +87,9 @@ class SweepPlan:
 
     def __init__(self, scenario, axes: list[Axis], quantities: list[str] | None, *, host=None,
                  progress: bool | None = False, select: bool = True):
-        from ..host import get_host
-
         self.scenario = scenario
         self.axes = list(axes)
-        self.host = host or get_host()
+        self.host = host or scenario.host
         self.shape = tuple(len(a) for a in self.axes)
         self.total = math.prod(self.shape)
         if self.total > MAX_GRID_POINTS:
