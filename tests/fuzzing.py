@@ -428,7 +428,9 @@ def mutate(rng: random.Random, ctx: Context, data: dict) -> tuple[str | bytes, s
 
 OVER_VALUES = ["1,2,4", "1..64 log2", "1..1e9 log2", "1..100000000", "0.5..1 step 0.1",
                "1..100 10 points", "1..1e300 log2", "1..2 step 1e-15", "5..1", "x,y", "",
-               "1..", "..5", "1..1e9 100000000 points", "0..0 step 0", "nan..1"]
+               "1..", "..5", "1..1e9 100000000 points", "0..0 step 0", "nan..1",
+               "1e300..1e308 step 1e-300", "1e-300..1e308 log2", "-1e308..1e308 1000 points",
+               "1.." + "9" * 400, "1..2 step 1e-320", "5e-324..1 log2"]
 
 
 def _option_value(rng: random.Random, ctx: Context, case_dir: Path, action: argparse.Action,

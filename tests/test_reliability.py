@@ -612,3 +612,25 @@ def test_a_plot_named_after_its_scenario_stays_in_the_working_directory(host, tm
     written = [p.name for p in work.iterdir()]
     assert len(written) == 1 and written[0].endswith("-memory.png") and f"wrote {written[0]}" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s", "work"]
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("1e300..1e308 step 1e-300", "too many values"),
+    ("1..2 step 1e-320", "too many values"),
+    ("1e-300..1e308 times 1.0000000001", "more than the 1,000,000"),
+    ("-1e308..1e308 1000 points", "spans more than float64"),
+    ("1.." + "9" * 400, "not finite"),
+    ("1.." + "9" * 400 + " log2", "not finite"),
+])
+def test_ranges_at_the_ends_of_float64_are_user_errors(text, fragment):
+    from infermodel.sweeping import expand_range
+
+    with pytest.raises(ValueError, match=fragment):
+        expand_range(text)
+
+
+def test_a_geometric_range_across_float64_is_built_without_overflow():
+    from infermodel.sweeping import expand_range
+
+    values = expand_range("1e-300..1e308 log2")
+    assert len(values) == 2020 and values[0] == 1e-300 and values[-1] < 1e308

@@ -25,10 +25,56 @@ def is_range(text: Any) -> bool:
     return isinstance(text, str) and ".." in text and _RANGE.match(text) is not None
 
 
-def _too_many(text: str, count: int) -> ValueError:
-    return ValueError(f"range {text!r} has {count_text(count)} values, more than the "
+def _too_many(text: str, count: int | None) -> ValueError:
+    many = "too many" if count is None else count_text(count)
+    return ValueError(f"range {text!r} has {many} values, more than the "
                       f"{MAX_AXIS_VALUES:,} one axis may hold; split the range over several "
                       f"sweeps or ask for fewer values (\"A..B N points\")")
+
+
+def _count(span: float, step: float, text: str, limit: int) -> int:
+    """How many steps of ``step`` fit in ``span``, plus one; refused beyond ``limit``
+    (an infinite quotient included) before any value is built."""
+    steps = span / step
+    if not math.isfinite(steps) or steps + 1 > limit:
+        raise _too_many(text, math.floor(steps) + 1 if math.isfinite(steps) else None)
+    return math.floor(steps + 1e-9) + 1
+
+
+def _power(start: float, factor: float, i: int) -> float:
+    """``start * factor**i``, also where ``factor**i`` alone would overflow a float."""
+    try:
+        return start * factor**i
+    except OverflowError:
+        return math.exp(math.log(start) + i * math.log(factor))
+
+
+def _number(part: str, what: str, text: str, unit: str | None) -> float | int:
+    """One end, step or factor of range ``text``: an integer when written as one (up to
+    2**53, beyond which float64 holds integers inexactly), else a finite float."""
+    part = part.strip()
+    try:
+        whole = int(part)
+        if abs(whole) <= 2**53:
+            return whole
+    except ValueError:
+        pass
+    value: float
+    try:
+        value = float(part)
+    except ValueError:
+        if unit is None:
+            raise ValueError(f"the {what} {part!r} of range {text!r} is not a number") from None
+        from ..units import UnitError, parse_quantity
+
+        try:
+            value = float(parse_quantity(part, unit))
+        except UnitError as exc:
+            raise ValueError(f"the {what} {part!r} of range {text!r}: {exc.message}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"the {what} of range {text!r} is not finite")
+    return int(value) if value.is_integer() and abs(value) < 2**53 and "." not in part \
+        and "e" not in part.lower() else value
 
 
 def expand_range(text: str, unit: str | None = None, *, integer: bool = False,
@@ -52,32 +98,9 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False,
     if match is None:
         raise ValueError(f"{text!r} is not a range")
 
-    def number(part: str, what: str) -> float | int:
-        part = part.strip()
-        try:
-            return int(part)
-        except ValueError:
-            pass
-        value: float
-        try:
-            value = float(part)
-        except ValueError:
-            if unit is None:
-                raise ValueError(f"the {what} {part!r} of range {text!r} is not a number") from None
-            from ..units import UnitError, parse_quantity
-
-            try:
-                value = float(parse_quantity(part, unit))
-            except UnitError as exc:
-                raise ValueError(f"the {what} {part!r} of range {text!r}: {exc.message}") from None
-        if not math.isfinite(value):
-            raise ValueError(f"the {what} of range {text!r} is not finite")
-        return int(value) if value.is_integer() and abs(value) < 2**53 and "." not in part \
-            and "e" not in part.lower() else value
-
     limit = MAX_AXIS_VALUES if limit is None else limit
-    start = number(match.group("start"), "start")
-    stop = number(match.group("stop"), "end")
+    start = _number(match.group("start"), "start", text, unit)
+    stop = _number(match.group("stop"), "end", text, unit)
     values: list
     if match.group("count"):
         count = int(match.group("count"))
@@ -88,30 +111,31 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False,
         if match.group("geo"):
             if start <= 0 or stop <= 0:
                 raise ValueError(f"a geometric range needs positive ends, got {text!r}")
-            values = [float(v) for v in np.geomspace(start, stop, count)]
+            spaced = np.geomspace(start, stop, count)
         else:
-            values = [float(v) for v in np.linspace(start, stop, count)]
-        values = [_tidy(v) for v in values]
+            with np.errstate(all="ignore"):  # a span beyond float64 shows as inf or nan
+                spaced = np.linspace(start, stop, count)
+        if not np.isfinite(spaced).all():
+            raise ValueError(f"range {text!r} spans more than float64 holds")
+        values = [_tidy(float(v)) for v in spaced]
     elif match.group("log") or match.group("kind") == "times":
         factor: float | None = {"log2": 2, "log10": 10}.get(match.group("log") or "")
         if factor is None:
-            factor = number(match.group("by"), "factor")
+            factor = _number(match.group("by"), "factor", text, unit)
         if factor <= 1:
             raise ValueError(f"the factor of range {text!r} must be greater than 1")
         if start <= 0:
             raise ValueError(f"a geometric range must start above 0, got {text!r}")
         if stop < start:
             raise ValueError(f"range {text!r} is empty (its end is below its start)")
-        count = math.floor(math.log(stop / start) / math.log(factor) + 1e-9) + 1
-        if count > limit:
-            raise _too_many(text, count)
+        count = _count(math.log(stop) - math.log(start), math.log(factor), text, limit)
         if all(isinstance(v, int) for v in (start, factor)):
             values = [start * factor**i for i in range(count)]
         else:
-            values = [_tidy(start * float(factor) ** i) for i in range(count)]
+            values = [_tidy(_power(start, float(factor), i)) for i in range(count)]
         values = [v for v in values if v <= stop * (1 + 1e-12)]
     else:
-        step = 1 if match.group("kind") is None else number(match.group("by"), "step")
+        step = 1 if match.group("kind") is None else _number(match.group("by"), "step", text, unit)
         if match.group("kind") is None and not (isinstance(start, int) and isinstance(stop, int)):
             raise ValueError(f"range {text!r} needs a step ('A..B step S') unless both ends are "
                              "integers")
@@ -119,9 +143,7 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False,
             raise ValueError(f"the step of range {text!r} must be positive")
         if stop < start:
             raise ValueError(f"range {text!r} is empty (its end is below its start)")
-        count = math.floor((stop - start) / step + 1e-9) + 1
-        if count > limit:
-            raise _too_many(text, count)
+        count = _count(stop - start, step, text, limit)
         if isinstance(start, int) and isinstance(stop, int) and isinstance(step, int):
             values = list(range(start, stop + 1, step))
         else:
