@@ -34,7 +34,8 @@ def _too_many(text: str, count: int | None) -> ValueError:
 
 def _count(span: float, step: float, text: str, limit: int) -> int:
     """How many steps of ``step`` fit in ``span``, plus one; refused beyond ``limit``
-    (an infinite quotient included) before any value is built."""
+    (an infinite quotient included) before any value is built.
+    """
     steps = span / step
     if not math.isfinite(steps) or steps + 1 > limit:
         raise _too_many(text, math.floor(steps) + 1 if math.isfinite(steps) else None)
@@ -51,7 +52,8 @@ def _power(start: float, factor: float, i: int) -> float:
 
 def _number(part: str, what: str, text: str, unit: str | None) -> float | int:
     """One end, step or factor of range ``text``: an integer when written as one (up to
-    2**53, beyond which float64 holds integers inexactly), else a finite float."""
+    2**53, beyond which float64 holds integers inexactly), else a finite float.
+    """
     part = part.strip()
     try:
         whole = int(part)
