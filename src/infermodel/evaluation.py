@@ -168,11 +168,13 @@ class Result:
 
     @property
     def warnings(self) -> list[ResultWarning]:
-        """Quantities that evaluated to NaN (with the plugin responsible) and notes from
-        building the graph (a lever's replacement that discarded another's change), as
-        (quantity, message) records.
+        """Approximations noted while loading the scenario (config.json features the
+        shape cannot express), notes from building the graph (a lever's replacement that
+        discarded another's change) and quantities that evaluated to NaN (with the plugin
+        responsible), as (quantity, message) records.
         """
-        out = list(self.graph.notes)
+        out = [ResultWarning(None, note) for note in self.scenario.notes]
+        out += list(self.graph.notes)
         for name, value in self.values.items():
             if isinstance(value, float) and math.isnan(value):
                 q = self.graph[name]

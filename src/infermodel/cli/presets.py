@@ -1,13 +1,13 @@
-"""``infermodel presets``: list model and hardware presets with their sources."""
+"""``infermodel presets``: list model, hardware and efficiency presets with their sources."""
 
 from __future__ import annotations
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("presets", help="list model and hardware presets",
+    parser = subparsers.add_parser("presets", help="list model, hardware and efficiency presets",
                                    description="List the presets the loaded plugins provide, with "
                                                "their descriptions and sources.")
-    parser.add_argument("kind", nargs="?", choices=("models", "hardware"), help="only this kind")
+    parser.add_argument("kind", nargs="?", choices=("models", "hardware", "efficiency"), help="only this kind")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(handler=handle)
 
@@ -23,8 +23,8 @@ def handle(args) -> int:
     host.check_loaded()
     host.warn_load_errors()
     registries = host.registries
-    kinds = {"models": "model", "hardware": "hardware"}
-    wanted = [kinds[args.kind]] if args.kind else ["model", "hardware"]
+    kinds = {"models": "model", "hardware": "hardware", "efficiency": "efficiency"}
+    wanted = [kinds[args.kind]] if args.kind else ["model", "hardware", "efficiency"]
     rows = []
     for kind in wanted:
         for name, info in sorted(registries.presets[kind].items()):
