@@ -542,6 +542,8 @@ def make_case(seed: int, ctx: Context) -> Case:
             argv.append(flag)
         else:
             argv += [flag, _option_value(rng, ctx, ctx.workdir, action, scenario)]
+    if command == "calibrate" and "--quick" not in argv:
+        argv.append("--quick")  # it measures this machine: the short measurement will do
     if command == "simulate" and rng.random() < 0.8:
         # Keep most simulations small so that the fuzz spends its time on many cases.
         argv += ["--set", "simulation.workload.count=" + rng.choice(["20", "40", "5"])]

@@ -519,7 +519,7 @@ def _caps():
                    "infermodel.errors", "infermodel.formula", "infermodel.sweeping",
                    "infermodel.plots", "infermodel.simulation", "infermodel.cli.sweep",
                    "infermodel.sweeping.ranges", "infermodel.sweeping.plan",
-                   "infermodel.schema"):
+                   "infermodel.schema", "infermodel.ledger"):
         loaded = importlib.import_module(module)  # a module that moves is renamed here
         for name in dir(loaded):
             if (name.startswith("MAX_") or name in ("NAME_MAX", "PATH_MAX")) \
@@ -634,3 +634,11 @@ def test_a_geometric_range_across_float64_is_built_without_overflow():
 
     values = expand_range("1e-300..1e308 log2")
     assert len(values) == 2020 and values[0] == 1e-300 and values[-1] < 1e308
+
+
+def test_a_device_named_as_a_ledger_is_refused_without_reading_it(host, capsys):
+    start = time.monotonic()
+    status, _, err = _run(capsys, "validate", "--ledger", "/dev/zero")
+    assert status == 2
+    _one_error(err, "/dev/zero", "not a regular file")
+    assert time.monotonic() - start < 10

@@ -200,11 +200,9 @@ class atomic_stream:
         self.direct = self.direct or _special(self.path)
 
     def __enter__(self):
-        mode = "wb" if self.binary else "w"
-        text = {} if self.binary else {"encoding": "utf-8", "newline": ""}
         if self.direct:
             try:
-                self.handle = open(self.path, mode, **text)
+                self.handle = self._open(self.path)
             except OSError as exc:
                 raise InfermodelError(Problem(
                     f"cannot write {_show(self.path)}: {exc.strerror or exc}")) from None
@@ -219,8 +217,13 @@ class atomic_stream:
         # mkstemp creates the file private (0600); give it the permissions of a new file.
         with contextlib.suppress(OSError):
             os.fchmod(fd, 0o666 & ~_umask())
-        self.handle = os.fdopen(fd, mode, **text)
+        self.handle = self._open(fd)
         return self.handle
+
+    def _open(self, file: int | Path) -> IO[Any]:
+        if self.binary:
+            return open(file, "wb")
+        return open(file, "w", encoding="utf-8", newline="")
 
     def __exit__(self, kind, value, traceback):
         try:
