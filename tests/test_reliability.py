@@ -519,7 +519,7 @@ def _caps():
                    "infermodel.errors", "infermodel.formula", "infermodel.sweeping",
                    "infermodel.plots", "infermodel.simulation", "infermodel.cli.sweep",
                    "infermodel.sweeping.ranges", "infermodel.sweeping.plan",
-                   "infermodel.schema", "infermodel.ledger"):
+                   "infermodel.schema", "infermodel.ledger", "infermodel.tomlfile"):
         loaded = importlib.import_module(module)  # a module that moves is renamed here
         for name in dir(loaded):
             if (name.startswith("MAX_") or name in ("NAME_MAX", "PATH_MAX")) \
