@@ -642,3 +642,12 @@ def test_a_device_named_as_a_ledger_is_refused_without_reading_it(host, capsys):
     assert status == 2
     _one_error(err, "/dev/zero", "not a regular file")
     assert time.monotonic() - start < 10
+
+
+def test_calibrate_cannot_write_over_a_preset(host, capsys):
+    preset = _preset_path("hardware", "module10-48gb")
+    before = preset.read_bytes()
+    status, _, err = _run(capsys, "calibrate", "--quick", "-o", preset)
+    assert status == 2
+    _one_error(err, "refusing to write over")
+    assert preset.read_bytes() == before

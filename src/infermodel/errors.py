@@ -21,6 +21,10 @@ import difflib
 import re
 from collections.abc import Iterable, Sequence
 
+#: What a plugin may raise that is its own failure, not the user's or ours: SystemExit
+#: and GeneratorExit included, so that a plugin cannot end the command silently.
+PLUGIN_FAILURES = (Exception, SystemExit, GeneratorExit)
+
 
 def close_match(word: str, candidates: Iterable[str]) -> str | None:
     """The candidate closest to ``word``, or None when nothing is close.

@@ -20,8 +20,14 @@ import sympy
 from sympy.core.function import AppliedUndef
 
 from .declarations import Stage
-from .errors import GraphError, PluginError, Problem, UnknownQuantityError, close_match
-from .host import PLUGIN_FAILURES
+from .errors import (
+    PLUGIN_FAILURES,
+    GraphError,
+    PluginError,
+    Problem,
+    UnknownQuantityError,
+    close_match,
+)
 from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, ResultWarning, check_name
 
 if TYPE_CHECKING:  # annotations only

@@ -33,16 +33,13 @@ import attrs
 import pluggy
 
 from . import hookspecs
-from .errors import InfermodelError, PluginError, Problem, close_match
+from .errors import PLUGIN_FAILURES, InfermodelError, PluginError, Problem, close_match
 from .registry import Registries, build_registries
 
 ENTRY_POINT_GROUP = "infermodel"
 OWN_DISTRIBUTION = "infermodel"
 #: Values of a switch variable that mean "off".
 FALSE_VALUES = ("", "0", "false", "no", "off")
-#: What a plugin may raise that is its own failure, not the user's or ours: SystemExit
-#: and GeneratorExit included, so that a plugin cannot end the command silently.
-PLUGIN_FAILURES = (Exception, SystemExit, GeneratorExit)
 
 
 class PluginLoadWarning(UserWarning):

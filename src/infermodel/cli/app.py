@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
+            _protect_presets()
             status = args.handler(args)
         return int(status or 0)
     except InfermodelError as exc:
@@ -84,6 +85,21 @@ def main(argv: list[str] | None = None) -> int:
         print("internal error: this is a bug in infermodel or a plugin; please report it "
               "with the traceback above", file=sys.stderr)
         return 1
+
+
+def _protect_presets() -> None:
+    """Every preset file of the loaded plugins is an input, whether this command reads it
+    or not (``calibrate -o`` reads none): no output may replace one.
+    """
+    from ..errors import InfermodelError
+    from ..host import get_host
+    from ..output import protect
+
+    try:
+        registries = get_host().registries
+    except InfermodelError:
+        return  # the command reports a broken plugin itself
+    protect(info.path for found in registries.presets.values() for info in found.values())
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
