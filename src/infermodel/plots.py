@@ -27,6 +27,7 @@ Points where the batch does not fit in memory are drawn hollow.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ KINDS = ("roofline", "operators", "throughput", "memory", "cost", "sweep")
 FORMATS = (".png", ".svg")
 #: At most this many lines in one panel.
 MAX_LINES = 24
+#: The most points one plot draws (a sweep beyond this belongs in a CSV file).
+MAX_PLOT_POINTS = 100_000
 DEFAULT_BATCHES = "1..512 log2"
 DEFAULT_CONTEXTS = "1024..131072 log2"
 #: The axis a memory plot against the context sweeps (sets workload.sequence_length).
@@ -111,19 +114,39 @@ def save(figure, output: str | Path) -> Path:
 
 
 def _sweep(scenario, over, quantities, *, default_axis: str | None = None,
-           default_values: Any = None, host=None, use_table: bool = True):
-    from .sweeping import grid_axes, plan_sweep
+           default_values: Any = None, host=None, use_table: bool = True, x: str | None = None):
+    from .sweeping import grid_axes, parse_over, plan_sweep
 
-    over = dict(over or {})
-    if default_axis is not None and default_axis not in over:
+    over = dict(over if isinstance(over, Mapping) else parse_over(over or []))
+    axes, _ = grid_axes(scenario, over, use_table=use_table, host=host)
+    if default_axis is not None and not any(a.name == default_axis for a in axes):
+        over[default_axis] = default_values
         axes, _ = grid_axes(scenario, over, use_table=use_table, host=host)
-        if not any(a.name == default_axis for a in axes):
-            over[default_axis] = default_values
+    _check_size(axes, x or default_axis)
     plan = plan_sweep(scenario, over, use_table=use_table, select=False, host=host)
     present = [q for q in quantities if q in plan.all_quantities]
     extra = [q for q in ("fits",) if q in plan.all_quantities and q not in present]
     plan.select(present + extra)
     return plan.run()
+
+
+def _check_size(axes, x: str | None) -> None:
+    """Refuse a plot with more lines or points than a figure can show, before the sweep
+    behind it is planned or run.
+    """
+    points = math.prod(len(a) for a in axes)
+    if points > MAX_PLOT_POINTS:
+        raise ScenarioError(Problem(
+            f"the plot would have {points:,} points, more than {MAX_PLOT_POINTS:,}",
+            expected="fewer swept values",
+            suggestion="narrow the sweep with --over, or write the points with "
+                       "`infermodel sweep ... -o points.csv` and plot them elsewhere"))
+    lines = math.prod(len(a) for a in axes if a.name != x and len(a) > 1)
+    if any(a.name == x for a in axes) and lines > MAX_LINES:
+        raise ScenarioError(Problem(
+            f"the plot would have {lines:,} lines, more than {MAX_LINES}",
+            expected="fewer values on the fields other than the x axis",
+            suggestion="narrow the sweep with --over"))
 
 
 def _series(result, x: str):
@@ -250,7 +273,7 @@ def plot_sweep(scenario, over=None, *, x: str | None = None, y: Sequence[str] | 
         numeric = [a.name for a in axes if a.numeric and len(a) > 1]
         x = numeric[0] if numeric else axes[0].name
     y = list(y or table_quantities or ["tokens_per_s_total"])
-    result = _sweep(scenario, over, y, host=host)
+    result = _sweep(scenario, over, y, host=host, x=x)
     missing = [q for q in y if q not in result]
     if missing:
         from .graph import unknown_quantity

@@ -37,8 +37,21 @@ def handle(args) -> int:
     from ..plots import plot
 
     scenario = load(args)
-    output = args.output or f"{scenario.name}-{args.kind}.png"
+    output = args.output or f"{_file_stem(scenario.name)}-{args.kind}.png"
     plot(scenario, args.kind, over=args.over or None, x=args.x, y=split_names(args.y),
          output=output, title=args.title)
     print(f"wrote {output}")
     return 0
+
+
+def _file_stem(name: str) -> str:
+    """The scenario's name as a file name in the working directory: no directories, no
+    characters a shell would need quoted, at most 100 characters.
+
+    >>> _file_stem("../../etc/x y")
+    'etc-x-y'
+    """
+    import re
+
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")[:100].strip(".-")
+    return stem or "scenario"
