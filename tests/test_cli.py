@@ -14,8 +14,26 @@ from infermodel.cli import main
 CASE = str(SCENARIOS / "case-study-24gb.toml")
 
 
-def test_run_table_has_name_value_meaning(capsys):
+def test_run_prints_a_short_summary_with_the_headline_figures(capsys):
     assert main(["run", CASE]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) <= 40
+    rows = {line.split()[-1]: line for line in lines if line.startswith("  ")}
+    assert "922.9 ms" in rows["ttft"] and "922.9 ms" in rows["ttft_batch"]
+    assert "6.237 ms" in rows["tpot"] and "18 seq" in rows["max_sequences"]
+    # Module 10 §11: USD 1/h over 160.3 tokens/s is USD 1.733 per million output tokens.
+    assert "USD 1.733" in rows["cost_per_million_output_tokens"]
+    # the whole bill: (0.9229 s + 1999 × 6.2373 ms) of USD 1/h over 6,000 tokens
+    whole = (0.92293 + 1999 * 0.00623728) / 3600 / 6000 * 1e6
+    assert f"USD {whole:.2f}" in rows["cost_per_million_tokens"]
+    assert [g for g in ("memory", "latency", "throughput", "cost") if g in lines] == [
+        "memory", "latency", "throughput", "cost"]
+    assumptions = next(line for line in lines if line.startswith("assumptions:"))
+    assert "prefill MFU 0.5" in assumptions and "reserve 2.5 GB" in assumptions
+
+
+def test_run_all_prints_every_quantity(capsys):
+    assert main(["run", CASE, "--all"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("case-study-24gb — Module 10 case study")
     row = next(line for line in out.splitlines() if line.startswith("max_sequences "))

@@ -96,6 +96,9 @@ class QuantityGraph:
     #: Things a reader should know about how the graph was built (a replacement that
     #: discarded another lever's change, ...); results show them as warnings.
     notes: tuple[str, ...] = ()
+    #: The rows of the short summary: the plugins' registered headlines
+    #: (:class:`~infermodel.registry.HeadlineInfo`) that this graph has, in order.
+    headlines: tuple = ()
 
     def __getitem__(self, name: str) -> Quantity:
         try:
@@ -201,11 +204,15 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
             value=float(value), history=(Change(INPUT, spec.plugin, float(value), f"from {spec.path}"),))
 
     # Stage 2: every plugin's definitions.
+    held: dict[str, tuple[str, Mapping[str, float]]] = {}
+
     def definer(plugin: str):
-        def define(name, definition, *, unit, description, reference=None, latex=None):
+        def define(name, definition, *, unit, description, reference=None, latex=None, at=None):
             problem = check_name(name)
             if problem:
                 raise PluginError(f"plugin {plugin!r}: {problem}")
+            if at is not None:
+                held[name] = (plugin, _check_at(plugin, name, at))
             if not isinstance(unit, str) or not isinstance(description, str) or not description:
                 raise PluginError(f"plugin {plugin!r} defined {name!r} without a unit string "
                                   "and a one-line description")
@@ -276,6 +283,12 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
     if problems:
         raise GraphError(problems, heading="transformations refer to unknown quantities")
 
+    # Stage 3b: quantities defined "with some inputs held" get twins of what they use.
+    for name, (plugin, at) in held.items():
+        _hold(nodes, name, plugin, at, problems)
+    if problems:
+        raise GraphError(problems, heading="quantities defined at fixed inputs")
+
     # Stage 4: wire dependencies; report undefined names and cycles.
     for name in sorted(nodes):
         for dep in nodes[name].dependencies:
@@ -298,7 +311,75 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
                                   + ")")
                           for c in _cycles(nodes)], heading="the quantity graph has cycles")
     ordered = {n: nodes[n] for n in order}
-    return QuantityGraph(MappingProxyType(ordered), order, tuple(notes))
+    headlines = tuple(h for h in registries.headlines.values() if h.name in ordered)
+    return QuantityGraph(MappingProxyType(ordered), order, tuple(notes), headlines)
+
+
+def _check_at(plugin: str, name: str, at: Any) -> dict[str, float]:
+    if not isinstance(at, Mapping) or not at:
+        raise PluginError(f"plugin {plugin!r} defined {name!r} with at={at!r}: expected a "
+                          "mapping of input quantity names to numbers")
+    checked = {}
+    for key, value in at.items():
+        if check_name(key) or isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise PluginError(f"plugin {plugin!r} defined {name!r} with at={{{key!r}: {value!r}}}: "
+                              "expected a quantity name and a number")
+        checked[key] = float(value)
+    return checked
+
+
+def _hold(nodes: dict[str, Quantity], name: str, plugin: str, at: Mapping[str, float],
+          problems: list[Problem]) -> None:
+    """Rewrite ``name`` so that it reads the inputs in ``at`` as those fixed numbers.
+
+    Every quantity it uses that depends (transitively) on a held input gets a twin named
+    ``<quantity>_at_<input>_<value>`` with the same formula, levers' changes included,
+    over twins and the fixed numbers; quantities that do not depend on them are shared.
+    ``ttft`` is ``prefill_time`` with ``batch`` held at 1: one request's own prefill.
+    """
+    from .printing import plain_number
+    from .quantity import symbol
+
+    for key in at:
+        if key not in nodes or not nodes[key].is_input:
+            near = close_match(key, nodes)
+            problems.append(Problem(
+                f"plugin {plugin!r} defined {name!r} at a fixed {key!r}, which is not an input "
+                "quantity", suggestion=f"did you mean {near!r}?" if near else None))
+            return
+    suffix = "".join(f"_at_{key}_{plain_number(value).replace('.', '_')}"
+                     for key, value in sorted(at.items()))
+    fixed = {key: sympy.Integer(int(v)) if v.is_integer() else sympy.Float(v) for key, v in at.items()}
+    memo: dict[str, Any] = {}
+
+    def twin(dep: str) -> Any:
+        if dep in fixed:
+            return fixed[dep]
+        if dep not in memo:
+            memo[dep] = None
+            q = nodes.get(dep)
+            if q is not None and not q.is_input:
+                replacements = {symbol(d): r for d in q.dependencies
+                                if (r := twin(d)) is not None}
+                if replacements:
+                    twin_name = dep + suffix
+                    if twin_name in nodes or check_name(twin_name):
+                        problems.append(Problem(f"cannot make {twin_name!r} for {name!r}: the "
+                                                "name is taken or too long"))
+                        return None
+                    held_text = ", ".join(f"{k} = {plain_number(v)}" for k, v in sorted(at.items()))
+                    nodes[twin_name] = attrs.evolve(
+                        q, name=twin_name, expression=q.expression.xreplace(replacements),
+                        description=f"{q.description} (with {held_text})")
+                    memo[dep] = symbol(twin_name)
+        return memo[dep]
+
+    q = nodes[name]
+    if q.is_input:
+        return
+    replacements = {symbol(d): r for d in q.dependencies if (r := twin(d)) is not None}
+    if replacements:
+        nodes[name] = attrs.evolve(q, expression=q.expression.xreplace(replacements))
 
 
 def _stable_order(nodes: Mapping[str, Quantity]) -> tuple[str, ...] | None:

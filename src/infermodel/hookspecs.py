@@ -110,6 +110,28 @@ def infermodel_register_witnesses(register):
     """
 
 
+@hookspec
+def infermodel_register_headlines(register):
+    """Name the quantities ``infermodel run`` shows first, in its short summary.
+
+    Called once per session. The summary groups rows under a heading each; the core
+    knows no quantity by name, so the base physics names its memory, latency,
+    throughput and cost figures here and a lever names its headline gain (a speed-up,
+    the bytes it saves) the same way. A row appears only when the evaluated scenario
+    has the quantity, so a lever's rows appear exactly when the lever is active.
+
+    :param register: ``register(group, name, *, label=None)``: show quantity ``name``
+        under the heading ``group`` (``"memory"``, ``"latency"``, ``"throughput"`` and
+        ``"cost"`` come first, in that order; any other group, such as a lever's name,
+        follows in plugin order) with ``label`` as its short row label (default: the
+        quantity's name). The group ``"assumptions"`` is printed as one line under the
+        table: the inputs a reader must know to trust the figures (efficiencies,
+        reserve, utilisation). A quantity registered twice is an error naming both
+        plugins.
+    :return: ignored.
+    """
+
+
 # ---------------------------------------------------------------------------------
 # Validation: is this scenario consistent?
 # ---------------------------------------------------------------------------------

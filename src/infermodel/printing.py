@@ -151,10 +151,7 @@ def result_table(result, names=None) -> str:
     rows = list(_rows(result, names))
     width_name = max([len(r[0]) for r in rows] + [8])
     width_value = max([len(r[1]) for r in rows] + [5])
-    title = f"{result.scenario.name}"
-    if result.scenario.description:
-        title += f" — {result.scenario.description}"
-    lines = [title, ""]
+    lines = [_title(result), ""]
     lines.append(f"{'quantity'.ljust(width_name)}  {'value'.rjust(width_value)}  meaning")
     lines.append(f"{'-' * width_name}  {'-' * width_value}  {'-' * 7}")
     for name, value, description, q in rows:
@@ -166,6 +163,60 @@ def result_table(result, names=None) -> str:
     for warning in result.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)
+
+
+#: Summary groups shown first, in this order; any other group (a lever's) follows.
+LEADING_GROUPS = ("memory", "latency", "throughput", "cost")
+#: The group printed as one line under the summary instead of as rows.
+ASSUMPTIONS = "assumptions"
+
+
+def summary_groups(result) -> list[tuple[str, list]]:
+    """The summary's groups in order: ``[(group, [HeadlineInfo, ...]), ...]``."""
+    groups: dict[str, list] = {}
+    for headline in result.graph.headlines:
+        groups.setdefault(headline.group, []).append(headline)
+    lead = [g for g in LEADING_GROUPS if g in groups]
+    rest = [g for g in groups if g not in LEADING_GROUPS and g != ASSUMPTIONS]
+    return [(g, groups[g]) for g in lead + rest]
+
+
+def assumptions_line(result) -> str:
+    """``assumptions: prefill MFU 0.5 · decode MFU 1 · ...`` (empty when none registered)."""
+    parts = [f"{h.label} {show(result.values[h.name], result.graph[h.name].unit)}"
+             for h in result.graph.headlines if h.group == ASSUMPTIONS]
+    return "assumptions: " + " · ".join(parts) if parts else ""
+
+
+def result_summary(result) -> str:
+    """The short summary ``infermodel run`` prints by default: headline rows by group,
+    the assumptions on one line, the warnings, and how to see more."""
+    groups = summary_groups(result)
+    rows = [(h.label, show(result.values[h.name], result.graph[h.name].unit), h.name)
+            for _, headlines in groups for h in headlines]
+    width_label = max([len(r[0]) for r in rows] + [8])
+    width_value = max([len(r[1]) for r in rows] + [5])
+    lines = [_title(result), ""]
+    for group, headlines in groups:
+        lines.append(group)
+        for h in headlines:
+            value = show(result.values[h.name], result.graph[h.name].unit)
+            lines.append(f"  {h.label.ljust(width_label)}  {value.rjust(width_value)}  {h.name}")
+    assumptions = assumptions_line(result)
+    if assumptions:
+        lines += ["", assumptions]
+    for warning in result.warnings:
+        lines.append(f"warning: {warning}")
+    lines += ["", "--all prints every quantity; `infermodel explain SCENARIO NAME` shows a "
+                  "figure's derivation"]
+    return "\n".join(lines)
+
+
+def _title(result) -> str:
+    title = f"{result.scenario.name}"
+    if result.scenario.description:
+        title += f" — {result.scenario.description}"
+    return title
 
 
 def result_markdown(result, names=None) -> str:

@@ -116,12 +116,23 @@ class PresetInfo:
     plugin: str
 
 
+@attrs.frozen
+class HeadlineInfo:
+    """A quantity the short summary of ``infermodel run`` shows, under ``group``."""
+
+    group: str
+    name: str
+    label: str
+    plugin: str
+
+
 @attrs.define
 class Registries:
     fields: dict[str, dict[str, FieldSpec]]
     levers: dict[str, LeverInfo]
     presets: dict[str, dict[str, PresetInfo]]
     witnesses: dict[str, WitnessInfo] = attrs.field(factory=dict)
+    headlines: dict[str, HeadlineInfo] = attrs.field(factory=dict)
     _section_classes: dict[str, type] = attrs.field(factory=dict)
 
     def field(self, path: str) -> FieldSpec | None:
@@ -245,12 +256,32 @@ def build_registries(host) -> Registries:
             CONVERTER.register_structure_hook(type_, function)
         return register
 
+    headlines: dict[str, HeadlineInfo] = {}
+
+    def headline_registrar(plugin: str):
+        def register(group, name, *, label=None):
+            if not isinstance(group, str) or not group:
+                raise PluginError(f"plugin {plugin!r}: a headline group must be a non-empty string")
+            if check_name(name):
+                raise PluginError(f"plugin {plugin!r}: headline {name!r}: {check_name(name)}")
+            if label is not None and (not isinstance(label, str) or not label):
+                raise PluginError(f"plugin {plugin!r}: headline {name!r}: label must be a "
+                                  "non-empty string")
+            if name in headlines:
+                problems.append(Problem(f"headline {name!r} is registered by both "
+                                        f"{headlines[name].plugin!r} and {plugin!r}"))
+                return
+            headlines[name] = HeadlineInfo(group, name, label or name, plugin)
+        return register
+
     host.call_each("infermodel_register_value_types", lambda p: {"register": type_registrar(p)},
                    "registration")
     host.call_each("infermodel_register_fields", lambda p: {"register": field_registrar(p)}, "registration")
     host.call_each("infermodel_register_levers", lambda p: {"register": lever_registrar(p)}, "registration")
     host.call_each("infermodel_register_presets", lambda p: {"register": preset_registrar(p)}, "registration")
     host.call_each("infermodel_register_witnesses", lambda p: {"register": witness_registrar(p)},
+                   "registration")
+    host.call_each("infermodel_register_headlines", lambda p: {"register": headline_registrar(p)},
                    "registration")
     if problems:
         raise PluginError(problems, heading="plugins declare conflicting names")
@@ -259,4 +290,4 @@ def build_registries(host) -> Registries:
             if spec.default is not REQUIRED and spec.default is not None and spec.numeric:
                 if isinstance(spec.default, float) and not math.isfinite(spec.default):
                     raise PluginError(f"plugin {spec.plugin!r}: field {spec.path} has a non-finite default")
-    return Registries(fields, levers, presets, witnesses)
+    return Registries(fields, levers, presets, witnesses, headlines)
