@@ -223,7 +223,7 @@ class _HeadlineClash:
 def test_infermodel_register_headlines_twice_is_an_error_naming_both(register_plugin, host):
     register_plugin(_HeadlineClash(), "clash")
     with pytest.raises(PluginError, match="'tpot' is registered by both") as caught:
-        host.registries
+        _ = host.registries
     assert "'clash'" in str(caught.value) and "'physics'" in str(caught.value)
 
 
