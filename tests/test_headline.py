@@ -73,3 +73,11 @@ def test_quantities_option_still_selects_rows(capsys):
     assert main(["run", str(CASE), "--quantities", "ttft,tpot"]) == 0
     rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[4:] if line.strip()]
     assert rows == ["ttft", "tpot"]
+
+
+def test_sweep_table_marks_the_rows_that_do_not_fit(capsys):
+    # 24 GB card, 5.5 GB weights, 2.5 GB reserve, 884.7 MB per sequence: 18 fit, 24 do not
+    assert main(["sweep", str(CASE), "--over", "workload.batch=1,18,24", "--quantities", "tpot"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    marked = [row.split()[0] for row in rows if row.endswith("✗ does not fit")]
+    assert marked == ["24"]

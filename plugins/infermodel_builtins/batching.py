@@ -371,4 +371,10 @@ def infermodel_transform_quantities(scenario, transform):
                                "finished slots excluded)")
 
 
+@hookimpl
+def infermodel_register_headlines(register):
+    register("batching", "batching_slot_use", label="slot-steps that emit a token")
+    register("batching", "max_sequences_paged", label="sequences in paged blocks")
+
+
 __all__ = ["BatchPolicy", "Batching", "OutputLaw", "Reservation"]

@@ -348,4 +348,10 @@ def infermodel_transform_quantities(scenario, transform):
                        reason=why, reference=DEPLOY, order=300)
 
 
+@hookimpl
+def infermodel_register_headlines(register):
+    register("parallelism", "parallel_efficiency", label="share of ideal rates reached")
+    register("parallelism", "parallel_memory_required_per_card", label="memory needed per card")
+
+
 __all__ = ["LAB_EFFICIENCY", "Parallelism", "degrees", "efficiency_of"]

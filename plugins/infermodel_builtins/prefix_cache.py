@@ -163,4 +163,10 @@ def infermodel_transform_quantities(scenario, transform):
                              "its private positions", reference=f"{SHARE}; {CASE}", order=400)
 
 
+@hookimpl
+def infermodel_register_headlines(register):
+    register("prefix cache", "prefix_prefill_time_saved", label="prefill time a hit saves")
+    register("prefix cache", "prefix_hit_rate", label="hit rate")
+
+
 __all__ = ["PrefixCache"]

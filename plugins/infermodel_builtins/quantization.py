@@ -459,4 +459,11 @@ def weight_bytes_by_class(result) -> dict[str, float]:
     return {suffix: result[f"weight_bytes_{suffix}"] for _, suffix, _ in CLASSES}
 
 
+@hookimpl
+def infermodel_register_headlines(register):
+    register("quantization", "bits_per_weight_effective", label="bits per weight")
+    register("quantization", "kv_bits_effective", label="bits per cached value")
+    register("quantization", "activation_speedup", label="prefill compute speed-up")
+
+
 __all__ = ["Quantization", "Sqnr", "weight_bytes_by_class"]

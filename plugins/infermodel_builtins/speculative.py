@@ -379,4 +379,11 @@ def infermodel_transform_quantities(scenario, transform):
                            reference=SPEED, order=400)
 
 
+@hookimpl
+def infermodel_register_headlines(register):
+    register("speculative decoding", "spec_speedup", label="decode speed-up at k")
+    register("speculative decoding", "spec_best_k", label="best draft length")
+    register("speculative decoding", "spec_best_speedup", label="speed-up at the best k")
+
+
 __all__ = ["LAB5", "Speculative", "acceptance_from", "draft_shape", "tokens_per_iteration"]
