@@ -63,3 +63,20 @@ def test_python_api_explain_mirrors_cli():
     assert derivation.steps[0].value == 18
     assert "max_sequences = 18 seq" in str(derivation)
     assert derivation._repr_markdown_().startswith("### Derivation")
+
+
+def test_latex_derivation_of_bandwidth_multiplies_its_factors_with_cdot():
+    # the three named factors must not run together into one word
+    latex = infermodel.evaluate(SCENARIOS / "case-study-24gb.toml").explain("bandwidth").latex()
+    assert (r"\mathrm{BW} &= \mathrm{card\_bandwidth} \cdot \mathrm{card\_count} \cdot "
+            r"\mathrm{mbu}") in latex
+
+
+def test_latex_derivation_has_a_legend_for_every_symbol_alias():
+    derivation = infermodel.evaluate(SCENARIOS / "case-study-24gb.toml").explain("tpot")
+    latex = derivation.latex()
+    legend = latex[latex.index(r"\text{where }"):]
+    for symbol, name in [("L", "context"), (r"\mathrm{kv}", "kv_bytes_per_token"),
+                         (r"\mathrm{BW}", "bandwidth"), ("F", "flops_peak"),
+                         (r"N_{\mathrm{matmul}}", "params_matmul"), ("d_q", "query_width")]:
+        assert f"{symbol} = \\text{{{name.replace('_', chr(92) + '_')}}}" in legend, symbol

@@ -80,7 +80,14 @@ def latex_name(name: str, display: str | None = None) -> str:
 
 
 class _NamesLatexPrinter(LatexPrinter):
+    """Names as ``\\mathrm{...}`` (or their declared symbol), products with ``\\cdot``.
+
+    sympy juxtaposes factors by default, and ``\\mathrm{a} \\mathrm{b}`` renders as one
+    word; an explicit multiplication sign keeps named factors apart.
+    """
+
     def __init__(self, names, values=None, **settings):
+        settings.setdefault("mul_symbol", "dot")
         super().__init__(settings)
         self._names = names
         self._values = values
@@ -320,6 +327,19 @@ def _symbol(name):
     return symbol(name)
 
 
+def symbol_legend(steps) -> list[tuple[str, str, str]]:
+    """``(symbol, quantity name, meaning)`` for every step shown by a declared symbol
+    (``L``, ``\\mathrm{BW}``, ``N_{\\mathrm{matmul}}``...), so a reader can decode them."""
+    return [(step.latex, step.name, step.description) for step in steps if step.latex]
+
+
+def legend_latex(steps) -> str:
+    """The legend as one LaTeX row: ``\\text{where } L = \\text{context} ...``."""
+    items = [f"{symbol} = \\text{{{name.replace('_', chr(92) + '_')}}}"
+             for symbol, name, _ in symbol_legend(steps)]
+    return r"\text{where } " + r",\; ".join(items) if items else ""
+
+
 def derivation_latex(derivation) -> str:
     names = {s.name: s.latex for s in derivation.steps if s.latex}
     rows = []
@@ -328,6 +348,9 @@ def derivation_latex(derivation) -> str:
         rows.append(formula.replace(" = ", " &= ", 1))
         if substituted:
             rows.append(substituted.replace(" = ", " &= ", 1))
+    legend = legend_latex(derivation.steps)
+    if legend:
+        rows.append("&" + legend)
     return r"\begin{aligned}" + r" \\ ".join(rows) + r"\end{aligned}"
 
 

@@ -104,7 +104,7 @@ class ScenarioDirective(SphinxDirective):
 
     def _chains(self, result, names, shower) -> list[nodes.Node]:
         from ..derivation import derive
-        from ..printing import show, step_latex
+        from ..printing import show, step_latex, symbol_legend
 
         out: list[nodes.Node] = []
         display = {n: q.latex for n, q in result.graph.quantities.items() if q.latex}
@@ -131,6 +131,16 @@ class ScenarioDirective(SphinxDirective):
                 step_box += _math_block(aligned, self.env.docname)
                 step_box += self._provenance(step, display)
                 box += step_box
+            legend = symbol_legend(derivation.steps)
+            if legend:
+                symbols = nodes.paragraph(classes=["infermodel-legend"])
+                symbols += nodes.Text("Symbols: ")
+                for index, (symbol, name, meaning) in enumerate(legend):
+                    symbols += _inline_math(symbol)
+                    symbols += nodes.Text(" is ")
+                    symbols += _code(name)
+                    symbols += nodes.Text(f" ({meaning})" + ("; " if index < len(legend) - 1 else "."))
+                box += symbols
             if inputs:
                 rows = []
                 for step in inputs:
