@@ -136,3 +136,60 @@ def test_graph_draws_png_and_svg(tmp_path, capsys):
     assert b"<svg" in svg.read_bytes()[:2000]
     assert main(["graph", CASE, "--format", "png"]) == 2
     assert "--output FILE.png" in capsys.readouterr().err
+
+
+def test_unset_removes_a_lever_table_the_scenario_writes(capsys):
+    spec = str(SCENARIOS / "spec-lab5.toml")
+    assert main(["run", spec, "--format", "json"]) == 0
+    assert "spec_speedup" in json.loads(capsys.readouterr().out)["quantities"]
+    assert main(["run", spec, "--unset", "levers.speculative", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "spec_speedup" not in data["quantities"]
+    assert data["scenario"]["levers"] == ["number_formats"]
+
+
+def test_unset_a_value_falls_back_to_the_default_and_set_applies_after_it(capsys):
+    spec = str(SCENARIOS / "spec-lab5.toml")
+    assert main(["run", spec, "--unset", "levers.speculative.verify_cost", "--quantities",
+                 "spec_verify_cost", "--format", "json"]) == 0
+    derived = json.loads(capsys.readouterr().out)["quantities"]["spec_verify_cost"]
+    assert derived["value"] != 1.224 and not derived["input"]
+    assert main(["run", spec, "--unset", "levers.speculative", "--set", "levers.speculative.k=2",
+                 "--set", "levers.speculative.acceptance=0.8", "--set", "levers.speculative.draft_cost=0.1",
+                 "--quantities", "spec_k",
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["quantities"]["spec_k"]["value"] == 2
+
+
+def test_unset_of_a_key_the_scenario_does_not_write_suggests_the_nearest(capsys):
+    assert main(["run", str(SCENARIOS / "spec-lab5.toml"), "--unset", "levers.speculativ"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot unset levers.speculativ" in err and "did you mean 'levers.speculative'?" in err
+    assert main(["run", CASE, "--unset", "levers..x"]) == 2
+    assert "not a dotted key path" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("key,wrong,right", [
+    ("hardware.preset", "L4", "l4"),
+    ("hardware.preset", "H100-SXM", "h100-sxm"),
+])
+def test_preset_names_are_suggested_across_case(key, wrong, right, capsys):
+    assert main(["run", CASE, "--set", f"{key}={wrong}"]) == 2
+    assert f"did you mean {right!r}?" in capsys.readouterr().err
+
+
+def test_a_format_family_name_suggests_its_default_format(capsys):
+    quant = str(SCENARIOS / "quant-int4.toml")
+    assert main(["run", quant, "--set", "levers.quantization.linear=int4"]) == 2
+    assert "did you mean 'int4-g128'?" in capsys.readouterr().err
+
+
+def test_header_shows_the_set_overrides(capsys):
+    assert main(["run", CASE, "--set", "workload.batch=20"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "with --set workload.batch=20"
+
+
+def test_check_lists_what_each_lever_did(capsys):
+    assert main(["check", str(SCENARIOS / "spec-lab5.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "speculative (defines" in out and "changes 3)" in out

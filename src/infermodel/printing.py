@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.str import StrPrinter
@@ -220,10 +220,25 @@ def result_summary(result) -> str:
 
 
 def _title(result) -> str:
-    title = f"{result.scenario.name}"
-    if result.scenario.description:
-        title += f" — {result.scenario.description}"
-    return title
+    scenario = result.scenario
+    title = f"{scenario.name}"
+    if scenario.description:
+        title += f" — {scenario.description}"
+    changed = overrides_text(scenario)
+    return f"{title}\n{changed}" if changed else title
+
+
+def overrides_text(scenario) -> str:
+    """``with --set workload.batch=20, ...`` for what the command line changed (or "")."""
+    parts = []
+    for key, origin in scenario.origins.items():
+        if origin.file != "--set":
+            continue
+        node: Any = scenario.raw
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        parts.append(f"{key}={node}")
+    return "with --set " + ", ".join(parts) if parts else ""
 
 
 def result_markdown(result, names=None) -> str:

@@ -649,12 +649,44 @@ def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: It
         add(key, message)
 
 
+def remove_keys(data: dict, origins: dict[str, Origin], keys: Iterable[str]) -> dict:
+    """Remove dotted key paths (a value or a whole table) from merged scenario data, as
+    ``--unset`` does; a key the files do not write is an error with a suggestion.
+
+    >>> remove_keys({"levers": {"a": {"k": 1}}, "workload": {"batch": 4}}, {}, ["levers.a"])
+    {'levers': {}, 'workload': {'batch': 4}}
+    """
+    data = copy.deepcopy(data)
+    for key in keys:
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*", key):
+            raise ScenarioError(Problem(f"--unset {key!r} is not a dotted key path", file="--unset",
+                                        expected="for example levers.speculative"))
+        parts = key.split(".")
+        node: Any = data
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or parts[-1] not in node:
+            near = close_match(key, sorted(_flatten(data)))
+            raise ScenarioError(Problem(
+                f"cannot unset {key}: the scenario (and the files it extends) does not write it",
+                file="--unset", key=key,
+                expected="a key or table the scenario writes (a preset's values are replaced "
+                         "with --set, not removed)",
+                suggestion=f"did you mean {near!r}?" if near else None))
+        del node[parts[-1]]
+        for origin_key in [k for k in origins if k == key or k.startswith(key + ".")]:
+            del origins[origin_key]
+    return data
+
+
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | Iterable[str] | None = None,
-                  *, host=None) -> Scenario:
+                  *, host=None, unset: Iterable[str] = ()) -> Scenario:
     """Read, merge, type and validate a scenario file.
 
     ``overrides`` maps dotted key paths to values (or is a list of ``"key=value"``
-    strings, as ``--set`` takes them).
+    strings, as ``--set`` takes them). ``unset`` lists dotted key paths (a value or a
+    whole table, such as a lever's) removed before the overrides apply, as ``--unset``
+    does.
 
     >>> s = load_scenario("scenarios/case-study-24gb.toml", {"workload.batch": 4})  # doctest: +SKIP
     >>> s.value("workload.batch")  # doctest: +SKIP
@@ -662,6 +694,8 @@ def load_scenario(path: str | Path, overrides: Mapping[str, Any] | Iterable[str]
     """
     path = Path(path)
     data, origins = load_raw(path)
+    if unset:
+        data = remove_keys(data, origins, unset)
     if overrides:
         if not isinstance(overrides, Mapping):
             overrides = dict(parse_assignment(o) for o in overrides)
