@@ -291,3 +291,13 @@ def test_search_curve_agrees_with_the_closed_form_at_the_configured_k(host):
         r = infermodel.evaluate(path)
         assert r[f"spec_speedup_k{int(r['spec_k'])}"] == pytest.approx(r["spec_speedup"], rel=1e-12)
         assert r["spec_best_speedup"] >= r["spec_speedup"] - 1e-12
+
+
+def test_best_k_tie_goes_to_the_shortest_draft(host):
+    # α = 1 and c = v: every k gives (k + 1)/((k + 1)·c), equal up to rounding, so the
+    # search must answer k = 1 rather than whichever k rounding favours.
+    r = infermodel.evaluate(LAB5, {"levers.speculative.acceptance": 1.0,
+                                   "levers.speculative.draft_cost": 0.3,
+                                   "levers.speculative.verify_cost": 0.3})
+    assert r["spec_best_k"] == 1
+    assert r["spec_best_speedup"] == pytest.approx(1 / 0.3, rel=1e-12)

@@ -21,7 +21,7 @@ import math
 
 import attrs
 import sympy
-from sympy import Eq, Max, Piecewise
+from sympy import Eq, Ge, Max, Piecewise
 
 from infermodel import S, hookimpl
 
@@ -35,6 +35,8 @@ COLLAPSE = f"{SPEED} (verification at high serving load); {GUESS}, 'In practice'
 
 #: Draft lengths searched for ``spec_best_k``.
 SEARCH_K = range(1, 17)
+#: Relative distance from the best speed-up within which a shorter draft wins the tie.
+TIE_TOLERANCE = 1e-9
 MAX_K = 32
 #: How far the sum of a probability vector may stray from 1.
 SUM_TOLERANCE = 1e-6
@@ -338,9 +340,12 @@ def _best_k(lever, define):
     define("spec_best_speedup", Max(*names, evaluate=False), unit="1",
            description=f"largest speed-up over draft lengths k = {SEARCH_K[0]}..{SEARCH_K[-1]}",
            reference=GUESS)
-    # The maximum is one of the curve's values exactly, so equality picks the argmax;
-    # the smallest k wins a tie.
-    pieces = [(j, Eq(point, S.spec_best_speedup)) for j, point in zip(SEARCH_K, names)]
+    # The maximum is one of the curve's values, but equal speed-ups computed by different
+    # k can differ in the last bits (α = 1 and c = v gives (k+1)/((k+1)·c) for every k):
+    # the smallest k within a relative 1e-9 of the maximum wins, so a tie picks the
+    # shortest draft.
+    pieces = [(j, Ge(point, S.spec_best_speedup * (1 - TIE_TOLERANCE)))
+              for j, point in zip(SEARCH_K, names)]
     pieces[-1] = (SEARCH_K[-1], True)
     define("spec_best_k", Piecewise(*pieces), unit="1",
            description=f"draft length with the largest speed-up, searched over "
