@@ -81,3 +81,17 @@ def test_sweep_table_marks_the_rows_that_do_not_fit(capsys):
     rows = capsys.readouterr().out.splitlines()
     marked = [row.split()[0] for row in rows if row.endswith("✗ does not fit")]
     assert marked == ["24"]
+
+
+def test_notebook_objects_table_quantity_and_html_headline_first():
+    result = infermodel.evaluate(CASE)
+    table = result.table(["tpot", "ttft"])
+    assert "tpot" in str(table) and "\n" in str(table)
+    assert "<table>" in table._repr_html_() and "| `tpot` |" in table._repr_markdown_()
+    tpot = result.quantity("tpot")
+    assert tpot.value == result["tpot"] == pytest.approx(0.00623728)
+    assert tpot.unit == "s" and tpot.changed_by == () and float(tpot) == tpot.value
+    assert str(tpot).startswith("tpot = 6.237 ms")
+    page = result._repr_html_()
+    assert page.index("headline") < page.index("every quantity")
+    assert "<td style='text-align:left'>time to first token, one request</td>" in page

@@ -117,8 +117,11 @@ class Result:
     def __iter__(self):
         return iter(self.graph.order)
 
-    def quantity(self, name: str):
-        return self.graph[name]
+    def quantity(self, name: str) -> "QuantityValue":
+        """One quantity with its value: ``result.quantity("tpot").value`` is the number in
+        base units; its unit, description, formula and history read as on the graph's
+        quantity."""
+        return QuantityValue(self.graph[name], self[name], self)
 
     def unit(self, name: str) -> str:
         return self.graph[name].unit
@@ -150,13 +153,20 @@ class Result:
 
         return json.dumps(self.to_dict(), **kwargs)
 
-    def table(self, names=None) -> str:
-        from .printing import result_table
+    def table(self, names=None) -> "ResultTable":
+        """Every quantity (or those named) as a table; prints as text, and a notebook
+        shows it as HTML or Markdown."""
+        return ResultTable(self, tuple(names) if names is not None else None)
 
-        return result_table(self, names)
+    def summary(self) -> str:
+        """The short summary ``infermodel run`` prints: headline figures, assumptions,
+        warnings."""
+        from .printing import result_summary
+
+        return result_summary(self)
 
     def __str__(self) -> str:
-        return self.table()
+        return str(self.table())
 
     def _repr_markdown_(self) -> str:
         from .printing import result_markdown
@@ -166,12 +176,75 @@ class Result:
     def _repr_html_(self) -> str:
         from .printing import result_html
 
-        return result_html(self)
+        return result_html(self, headline=True)
 
     def _repr_latex_(self) -> str:
         from .printing import result_latex
 
         return "$$" + result_latex(self) + "$$"
+
+
+@attrs.frozen
+class QuantityValue:
+    """A quantity of an evaluated scenario: the graph's quantity with its value.
+
+    >>> q = evaluate("scenarios/case-study-24gb.toml").quantity("tpot")  # doctest: +SKIP
+    >>> q.value, q.unit  # doctest: +SKIP
+    (0.00623728, 's')
+    """
+
+    quantity: Any = attrs.field(repr=False)
+    value: Any
+    result: Any = attrs.field(repr=False, eq=False)
+
+    def __getattr__(self, name: str) -> Any:
+        # name, unit, description, plugin, expression, history, changed_by, reference...
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.quantity, name)
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def explain(self):
+        return self.result.explain(self.quantity.name)
+
+    def __str__(self) -> str:
+        from .printing import show
+
+        return f"{self.quantity.name} = {show(self.value, self.quantity.unit)}  ({self.quantity.description})"
+
+    def _repr_markdown_(self) -> str:
+        from .printing import show
+
+        return (f"`{self.quantity.name}` = **{show(self.value, self.quantity.unit)}** — "
+                f"{self.quantity.description}")
+
+
+@attrs.frozen
+class ResultTable:
+    """A result's quantities as a table: text by ``str``, HTML and Markdown in notebooks."""
+
+    result: Any = attrs.field(repr=False)
+    names: tuple[str, ...] | None = None
+
+    def __str__(self) -> str:
+        from .printing import result_table
+
+        return result_table(self.result, self.names)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_markdown_(self) -> str:
+        from .printing import result_markdown
+
+        return result_markdown(self.result, self.names)
+
+    def _repr_html_(self) -> str:
+        from .printing import result_html
+
+        return result_html(self.result, self.names)
 
 
 def evaluate(scenario, overrides: Mapping[str, Any] | None = None, *, host=None) -> Result:

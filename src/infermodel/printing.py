@@ -250,16 +250,48 @@ def result_markdown(result, names=None) -> str:
     return "\n".join(lines)
 
 
-def result_html(result, names=None) -> str:
-    out = [f"<p><strong>{html.escape(result.scenario.name)}</strong></p>",
-           "<table><thead><tr><th>quantity</th><th>value</th><th>meaning</th><th>plugin</th>"
-           "</tr></thead><tbody>"]
+_LEFT = "style='text-align:left'"
+_RIGHT = "style='text-align:right'"
+
+
+def summary_html(result) -> str:
+    """The headline figures as an HTML table grouped like the text summary."""
+    out = [f"<table><thead><tr><th {_LEFT}>headline</th><th {_RIGHT}>value</th>"
+           f"<th {_LEFT}>quantity</th></tr></thead><tbody>"]
+    for group, headlines in summary_groups(result):
+        out.append(f"<tr><th colspan='3' {_LEFT}>{html.escape(group)}</th></tr>")
+        for h in headlines:
+            value = show(result.values[h.name], result.graph[h.name].unit)
+            out.append(f"<tr><td {_LEFT}>{html.escape(h.label)}</td>"
+                       f"<td {_RIGHT}>{html.escape(value)}</td>"
+                       f"<td {_LEFT}><code>{html.escape(h.name)}</code></td></tr>")
+    out.append("</tbody></table>")
+    assumptions = assumptions_line(result)
+    if assumptions:
+        out.append(f"<p>{html.escape(assumptions)}</p>")
+    for warning in result.warnings:
+        out.append(f"<p><strong>warning:</strong> {html.escape(str(warning))}</p>")
+    return "".join(out)
+
+
+def result_html(result, names=None, *, headline: bool = False) -> str:
+    """Every quantity (or those named) as HTML; with ``headline``, the summary first and
+    the full table folded below it."""
+    out = [f"<p><strong>{html.escape(result.scenario.name)}</strong></p>"]
+    if headline and result.graph.headlines:
+        out.append(summary_html(result))
+        out.append("<details><summary>every quantity</summary>")
+    out.append(f"<table><thead><tr><th {_LEFT}>quantity</th><th {_RIGHT}>value</th>"
+               f"<th {_LEFT}>meaning</th><th {_LEFT}>plugin</th></tr></thead><tbody>")
     for name, value, description, q in _rows(result, names):
         plugins = " → ".join([q.plugin, *q.changed_by])
-        out.append(f"<tr><td><code>{html.escape(name)}</code></td>"
-                   f"<td style='text-align:right'>{html.escape(value)}</td>"
-                   f"<td>{html.escape(description)}</td><td>{html.escape(plugins)}</td></tr>")
+        out.append(f"<tr><td {_LEFT}><code>{html.escape(name)}</code></td>"
+                   f"<td {_RIGHT}>{html.escape(value)}</td>"
+                   f"<td {_LEFT}>{html.escape(description)}</td>"
+                   f"<td {_LEFT}>{html.escape(plugins)}</td></tr>")
     out.append("</tbody></table>")
+    if headline and result.graph.headlines:
+        out.append("</details>")
     return "".join(out)
 
 
