@@ -8,6 +8,7 @@ weights and the KV cache hold 16-bit values (2 bytes each).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import sympy
@@ -461,3 +462,40 @@ def _cost(scenario, define):
                Piecewise((S.e2e_latency / (1 - S.slot_utilisation), S.slot_utilisation < 1), (oo, True)),
                unit="s", description="M/M/1 knee S/(1 − ρ): mean time in system near saturation",
                reference=QUEUE)
+
+
+# ---------------------------------------------------------------------------------
+# Warnings: what a reader must know about the figures
+# ---------------------------------------------------------------------------------
+
+#: A reserve that engines commonly keep back, used to size the missing-reserve warning.
+EXAMPLE_RESERVE_FRACTION = 0.1
+#: An MBU that serving engines commonly reach, used to size the missing-efficiency warning.
+EXAMPLE_MBU = 0.8
+
+
+@hookimpl
+def infermodel_check_result(result, warn):
+    scenario = result.scenario
+    if not result["fits"]:
+        warn("fits", f"the batch of {result['batch']:g} does not fit: it needs "
+                     f"{result.show('memory_required')} of {result.show('memory_bytes')} and at "
+                     f"most {result['max_sequences']:g} full-length sequences fit, so this "
+                     "batch's speed and cost cannot be reached")
+    if not scenario.given("efficiency") and all(
+            result[name] == 1 for name in ("prefill_mfu", "decode_mfu", "mbu")):
+        slower = 1 / EXAMPLE_MBU - 1
+        warn("mbu", "no [efficiency] stated: every card is assumed to reach its peak compute "
+                    "and bandwidth (prefill_mfu = decode_mfu = mbu = 1), which engines do not; "
+                    f"at mbu = {EXAMPLE_MBU:g} a bandwidth-bound decode step takes {slower:.0%} "
+                    f"longer (tpot {result.show('tpot', result['tpot'] / EXAMPLE_MBU)} instead "
+                    f"of {result.show('tpot')})")
+    if not scenario.given("hardware.reserve") and result["memory_reserved"] == 0:
+        budget = result["kv_budget_bytes"] - EXAMPLE_RESERVE_FRACTION * result["memory_bytes"]
+        fewer = max(0, math.floor((budget - result["kv_bytes_shared"])
+                                  / result["kv_bytes_per_sequence"]))
+        warn("memory_reserved", "no memory reserve stated: weights and cache may use every "
+                                "byte, but engines keep memory back for their context, "
+                                "workspaces and allocator; with a tenth of memory kept back "
+                                f"max_sequences would be {fewer:g} instead of "
+                                f"{result['max_sequences']:g} (set hardware.reserve)")

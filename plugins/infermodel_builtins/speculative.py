@@ -347,9 +347,12 @@ def _best_k(lever, define):
     pieces = [(j, Ge(point, S.spec_best_speedup * (1 - TIE_TOLERANCE)))
               for j, point in zip(SEARCH_K, names)]
     pieces[-1] = (SEARCH_K[-1], True)
+    # When no draft length beats plain decoding, the best choice is to switch it off.
+    pieces.insert(0, (0, S.spec_best_speedup < 1))
     define("spec_best_k", Piecewise(*pieces), unit="1",
            description=f"draft length with the largest speed-up, searched over "
-                       f"k = {SEARCH_K[0]}..{SEARCH_K[-1]}", reference=GUESS)
+                       f"k = {SEARCH_K[0]}..{SEARCH_K[-1]} (0: off, no k beats plain decoding)",
+           reference=GUESS)
 
 
 @hookimpl
@@ -389,6 +392,33 @@ def infermodel_register_headlines(register):
     register("speculative decoding", "spec_speedup", label="decode speed-up at k")
     register("speculative decoding", "spec_best_k", label="best draft length")
     register("speculative decoding", "spec_best_speedup", label="speed-up at the best k")
+
+
+@hookimpl
+def infermodel_check_result(result, warn):
+    lever = result.scenario.lever("speculative")
+    if lever is None:
+        return
+    speedup = result["spec_speedup"]
+    if speedup < 1:
+        best_k = int(result["spec_best_k"])
+        advice = ("no draft length beats plain decoding here (spec_best_k = 0: switch it off)"
+                  if best_k == 0 else
+                  f"k = {best_k} would give {result['spec_best_speedup']:.2f}×")
+        warn("spec_speedup", f"speculative decoding slows decoding down: {speedup:.2f}× plain "
+                             f"decoding at k = {lever.k} (tpot {result.show('tpot')} instead of "
+                             f"{result.show('tpot', result['tpot'] * speedup)}); {advice}")
+    if lever.draft_cost is None and lever.draft_model is None:
+        # Only a parameter count is known: scale the target's cache by the size ratio.
+        per_token = result["kv_bytes_per_token"] * result["spec_draft_params"] / result["params_total"]
+        traffic = result["batch"] * result["context"] * per_token
+        share = traffic / (traffic + result["spec_draft_weight_bytes"])
+        warn("spec_draft_cost", "the draft model's own KV cache is not counted (draft_params "
+                                "gives no shape): scaled from the target's cache by the "
+                                f"parameter ratio it reads about {result.show('decode_bytes', traffic)} "
+                                f"per draft step, {share:.0%} of the draft step's bytes, and "
+                                "holds memory that fits does not include; give draft_model "
+                                "(a model preset) to count both")
 
 
 __all__ = ["LAB5", "Speculative", "acceptance_from", "draft_shape", "tokens_per_iteration"]

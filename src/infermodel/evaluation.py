@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -18,6 +19,7 @@ import attrs
 import numpy as np
 
 from .graph import QuantityGraph, build_graph, unknown_quantity
+from .quantity import ResultWarning
 
 _CACHE_SIZE = 64
 _COMPILED: "OrderedDict[tuple, CompiledGraph]" = OrderedDict()
@@ -92,7 +94,7 @@ def _plain(value: Any) -> Any:
     return number
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class Result:
     """Every quantity of one scenario: value, unit, derivation and provenance.
 
@@ -126,17 +128,46 @@ class Result:
     def unit(self, name: str) -> str:
         return self.graph[name].unit
 
+    def show(self, name: str, value: Any = None) -> str:
+        """A quantity's value (or ``value`` in its unit) as printed: ``"6.237 ms"``."""
+        from .printing import show
+
+        return show(self[name] if value is None else value, self.unit(name))
+
     @property
-    def warnings(self) -> list[str]:
-        """Quantities that evaluated to NaN (with the plugin responsible) and notes from
-        building the graph (a lever's replacement that discarded another's change)."""
-        out = list(self.graph.notes)
+    def warnings(self) -> list[ResultWarning]:
+        """What a reader must know, as (quantity, message) records: notes from reading
+        the scenario (an approximation by the config loader) and from building the graph
+        (a lever's replacement that discarded another's change), quantities that
+        evaluated to NaN (with the plugin responsible), and every plugin's
+        :func:`~infermodel.hookspecs.infermodel_check_result` (a lever that slows things
+        down, an effect not counted, a default the scenario did not state)."""
+        out = [ResultWarning(None, note) for note in getattr(self.scenario, "notes", ())]
+        out += [note if isinstance(note, ResultWarning) else ResultWarning(None, note)
+                for note in self.graph.notes]
         for name, value in self.values.items():
             if isinstance(value, float) and math.isnan(value):
                 q = self.graph[name]
                 who = q.history[-1].plugin
-                out.append(f"quantity {name!r} evaluated to NaN (last defined by plugin {who!r})")
-        return out
+                out.append(ResultWarning(name, f"quantity {name!r} evaluated to NaN "
+                                               f"(last defined by plugin {who!r})"))
+        return out + list(self._checked)
+
+    @cached_property
+    def _checked(self) -> tuple[ResultWarning, ...]:
+        from .host import get_host
+
+        found: list[ResultWarning] = []
+
+        def warn(quantity, message):
+            if quantity is not None and quantity not in self.values:
+                raise ValueError(f"warning about {quantity!r}, which this result lacks")
+            found.append(ResultWarning(quantity, str(message)))
+
+        host = getattr(self.scenario, "host", None) or get_host()
+        host.call_each("infermodel_check_result", lambda _p: {"result": self, "warn": warn},
+                       "check")
+        return tuple(found)
 
     def explain(self, name: str):
         from .derivation import derive

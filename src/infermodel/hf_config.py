@@ -45,7 +45,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_CONFIG_BYTES", "HFConfigError", "HFConfigWarning", "map_hf_config", "read_hf_config"]
+__all__ = ["MAX_CONFIG_BYTES", "HFConfigError", "HFConfigWarning", "map_hf_config", "read_hf_config",
+           "read_hf_config_notes"]
 
 #: Largest config.json accepted, in bytes (real ones are a few kilobytes).
 MAX_CONFIG_BYTES = 1_000_000
@@ -131,7 +132,18 @@ class HFConfigWarning(UserWarning):
 
 
 def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
-    """Read the model shape from the Hugging Face ``config.json`` at ``path``.
+    """Read the model shape (see :func:`read_hf_config_notes`); each approximation the
+    shape makes is issued as an :class:`HFConfigWarning`.
+    """
+    shape, notes = read_hf_config_notes(path)
+    for note in notes:
+        warnings.warn(note, HFConfigWarning, stacklevel=2)
+    return shape
+
+
+def read_hf_config_notes(path: str | os.PathLike) -> tuple[dict[str, Any], list[str]]:
+    """Read the model shape from the Hugging Face ``config.json`` at ``path``, with a
+    note on each feature the shape cannot express (the shape is then an approximation).
 
     ``path`` may also be a directory holding ``config.json``.  Returns a dict of
     ``[model]`` fields (``layers``, ``d_model``, ``heads``, ``kv_heads``, ``head_dim``,
@@ -172,10 +184,7 @@ def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
                             path=file, expected="a JSON config.json") from None
     except (ValueError, RecursionError) as exc:
         raise HFConfigError(f"invalid JSON: {exc}", path=file, expected="a JSON config.json") from None
-    shape, notes = _map(config, file)
-    for note in notes:
-        warnings.warn(note, HFConfigWarning, stacklevel=2)
-    return shape
+    return _map(config, file)
 
 
 def _reject_constant(name: str):

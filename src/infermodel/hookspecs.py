@@ -195,3 +195,26 @@ def infermodel_transform_quantities(scenario, transform):
         and shown by ``infermodel explain``.
     :return: ignored.
     """
+
+
+# ---------------------------------------------------------------------------------
+# Results: what a reader must know about the numbers
+# ---------------------------------------------------------------------------------
+
+
+@hookspec
+def infermodel_check_result(result, warn):
+    """Say what a reader of an evaluated scenario must know: a lever that makes things
+    slower, an effect the formulas leave out, a default the scenario did not state.
+
+    Called for every plugin the first time a result's warnings are read (``run``,
+    ``explain``, notebooks and the Sphinx directives show them). Never a silent
+    approximation: when something is not modelled, say how big its effect is.
+
+    :param result: the :class:`infermodel.evaluation.Result`; ``result["tpot"]`` is a
+        value, ``result.scenario`` the scenario.
+    :param warn: ``warn(quantity, message)``: a warning about ``quantity`` (a name, or
+        None for the whole scenario), recorded as a
+        :class:`infermodel.quantity.ResultWarning`.
+    :return: ignored.
+    """

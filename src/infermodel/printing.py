@@ -143,7 +143,7 @@ def result_to_dict(result) -> dict:
                      "path": str(scenario.path) if scenario.path else None,
                      "presets": dict(scenario.presets), "levers": sorted(scenario.levers)},
         "quantities": quantities,
-        "warnings": result.warnings,
+        "warnings": [warning.message for warning in result.warnings],
     }
 
 

@@ -117,6 +117,28 @@ class Change:
 
 
 @attrs.frozen
+class ResultWarning:
+    """Something a reader of a result should know, and the quantity it concerns.
+
+    Reads as its message (``str(warning)``, ``"NaN" in warning``); code that needs
+    the quantity reads ``warning.quantity`` rather than parsing the message.
+
+    >>> w = ResultWarning("tpot", "quantity 'tpot' evaluated to NaN")
+    >>> w.quantity, "NaN" in w, str(w)
+    ('tpot', True, "quantity 'tpot' evaluated to NaN")
+    """
+
+    quantity: str | None
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __contains__(self, text: str) -> bool:
+        return text in self.message
+
+
+@attrs.frozen
 class Quantity:
     """A named quantity in the graph.
 

@@ -244,6 +244,9 @@ class Scenario:
     origins: Mapping[str, Origin] = attrs.field(repr=False)
     raw: Mapping = attrs.field(repr=False)
     host: Any = attrs.field(default=None, repr=False, eq=False)
+    #: What reading the scenario approximated (a config.json feature the shape fields
+    #: cannot express); results show each as a warning.
+    notes: tuple[str, ...] = attrs.field(default=(), repr=False, eq=False)
 
     def value(self, path: str) -> Any:
         """The typed value of a field, e.g. ``scenario.value("workload.batch")``."""
@@ -430,8 +433,8 @@ def _load_preset(kind: str, name: Any, registries: Registries, key: str, origins
 
 
 def _load_hf(path_text: Any, scenario_path: Path | None, key: str, origins, default_file,
-             problems: list[Problem]) -> tuple[dict, dict[str, Origin]]:
-    from .hf_config import HFConfigError, read_hf_config
+             problems: list[Problem], notes: list[str]) -> tuple[dict, dict[str, Origin]]:
+    from .hf_config import HFConfigError, read_hf_config_notes
 
     if not isinstance(path_text, str):
         problems.append(_problem(origins, default_file, key, f"got {path_text!r}",
@@ -440,7 +443,8 @@ def _load_hf(path_text: Any, scenario_path: Path | None, key: str, origins, defa
     base = scenario_path.parent if scenario_path else Path.cwd()
     path = (base / path_text)
     try:
-        table = read_hf_config(path)
+        table, found = read_hf_config_notes(path)
+        notes.extend(f"{path_text}: {note}" for note in found)
     except HFConfigError as exc:
         problems.append(_problem(origins, default_file, key, str(exc),
                                  expected="a readable Hugging Face config.json"))
@@ -458,6 +462,7 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
     origins = dict(origins)
     default_file = str(path) if path else None
     problems: list[Problem] = []
+    notes: list[str] = []
 
     def add(key, message, expected=None, suggestion=None):
         problems.append(_problem(origins, default_file, key, message, expected, suggestion))
@@ -521,7 +526,7 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
             if "model" in presets:
                 add("model.hf_config", "give either model.preset or model.hf_config, not both")
             hf_table, hf_origins = _load_hf(table.pop("hf_config"), path, "model.hf_config",
-                                            origins, default_file, problems)
+                                            origins, default_file, problems, notes)
             merged.update(hf_table)
             for k, v in hf_origins.items():
                 if k.partition(".")[2] not in table:
@@ -586,7 +591,8 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, 
     scenario = Scenario(name=name, description=description, path=path,
                         sections=MappingProxyType(sections), levers=MappingProxyType(levers),
                         tables=MappingProxyType(tables), presets=MappingProxyType(presets),
-                        origins=MappingProxyType(origins), raw=MappingProxyType(raw), host=host)
+                        origins=MappingProxyType(origins), raw=MappingProxyType(raw), host=host,
+                        notes=tuple(notes))
 
     def report_maker(plugin):
         def report(key, message, *, expected=None, suggestion=None):

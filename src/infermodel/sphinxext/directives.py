@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import re
 from pathlib import Path
 from typing import Any, ClassVar
@@ -71,13 +72,28 @@ class ScenarioDirective(SphinxDirective):
             out = self._chains(result, names or list(result.graph.order), shower)
         else:
             out = [self._results(result, names or None, overrides)]
+        notes = []
         for warning in result.warnings:
-            name = warning.split("'")[1] if "'" in warning else ""
-            if not names or name in names:
+            if names and warning.quantity is not None and warning.quantity not in names:
+                continue
+            value = result.values.get(warning.quantity) if warning.quantity else None
+            if isinstance(value, float) and math.isnan(value):
+                # a number that could not be computed breaks the page: a build warning
                 logger.warning(f"scenario {rel}: {warning}", location=self.get_location(),
                                type=WARNING_TYPE, subtype="nan")
+            else:
+                notes.append(warning)
         container = nodes.container(classes=["infermodel"])
         container.extend(out)
+        if notes:
+            # what a reader must know about the numbers is shown beside them
+            box = nodes.admonition(classes=["warning", "infermodel-warnings"])
+            box += nodes.title("", "Read these figures with")
+            items = nodes.bullet_list()
+            for warning in notes:
+                items += nodes.list_item("", _para(str(warning)))
+            box += items
+            container += box
         return [container]
 
     def _warn(self, message: str, subtype: str) -> list[nodes.Node]:
