@@ -11,6 +11,7 @@ import ast
 import inspect
 import itertools
 import re
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +96,16 @@ def test_tox_builds_the_docs_with_warnings_as_errors_and_installs_the_worked_plu
     assert "plugins/infermodel-kv-offload" in tox
     for env in ("[testenv]", "[testenv:docs]", "[testenv:lint]"):
         assert env in tox
+
+
+def test_every_analysis_table_key_is_documented_in_the_scenario_file_reference():
+    from infermodel import searching, simulation
+    from infermodel.sweeping import axes
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "scenario-files.rst").read_text()
+    keys = [*axes.OPTION_KEYS, *searching.SEARCH_KEYS, *simulation.KEYS,
+            *simulation.CAPACITY_KEYS, *simulation.SLO_KEYS]
+    missing = [key for key in keys if f"``{key}``" not in page]
+    assert not missing
+    for table in ("[sweep]", "[search]", "[simulation]", "[witness]"):
+        assert f"``{table}``" in page and f"   {table}\n" in page  # described, with an example
