@@ -109,3 +109,17 @@ def test_every_analysis_table_key_is_documented_in_the_scenario_file_reference()
     assert not missing
     for table in ("[sweep]", "[search]", "[simulation]", "[witness]"):
         assert f"``{table}``" in page and f"   {table}\n" in page  # described, with an example
+
+
+def test_every_lever_field_has_a_meaning_and_a_type_a_reader_understands():
+    import attrs
+
+    from infermodel.host import get_host
+    from infermodel.sphinxext.directives import _type_text
+
+    for name, info in get_host().registries.levers.items():
+        attrs.resolve_types(info.schema)
+        for field in attrs.fields(info.schema):
+            assert field.metadata.get("description"), (name, field.name)
+            shown = _type_text(field.type)
+            assert shown[:1].islower() and "optional" not in shown, (name, field.name, shown)

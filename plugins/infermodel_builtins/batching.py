@@ -110,6 +110,8 @@ class OutputLaw:
     that a relative ``file`` is read from the scenario's directory.
     """
 
+    type_description = "output-length law: a table (law, its parameters, or a file)"
+
     items: tuple[tuple[str, Any], ...]
 
     def mapping(self) -> dict[str, Any]:

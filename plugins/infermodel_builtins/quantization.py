@@ -88,6 +88,8 @@ class Sqnr:
     from a named distribution of ``weights_per_scale`` weights.
     """
 
+    type_description = "table: bits and a max/σ ratio, or a distribution"
+
     bits: SqnrBits | None = attrs.field(default=None, metadata={
         "description": "bits of the symmetric integer grid (default: the block linears' format)"})
     max_over_sigma: float | None = attrs.field(default=None, validator=_ratio_at_least_one, metadata={

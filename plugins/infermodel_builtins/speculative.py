@@ -90,15 +90,34 @@ class Speculative:
     ``verify_cost`` the verification cost comes from the roofline.
     """
 
-    k: int = attrs.field(default=4, validator=_k_range)
-    acceptance: float | None = attrs.field(default=None, validator=_closed_fraction)
-    target_probs: tuple[float, ...] | None = attrs.field(default=None, validator=_distribution)
-    draft_probs: tuple[float, ...] | None = attrs.field(default=None, validator=_distribution)
-    draft_cost: float | None = attrs.field(default=None, validator=_positive)
-    draft_model: str | None = None
-    draft_params: float | None = attrs.field(default=None, validator=_positive)
-    draft_weight_bits: float = attrs.field(default=16.0, validator=_bits)
-    verify_cost: float | None = attrs.field(default=None, validator=_positive)
+    k: int = attrs.field(default=4, validator=_k_range,
+        metadata={"description": "draft tokens proposed per iteration (1 to 16)"})
+    acceptance: float | None = attrs.field(default=None, validator=_closed_fraction,
+        metadata={"description": (
+            "probability α that the target accepts a draft token (or give "
+            "target_probs and draft_probs)")})
+    target_probs: tuple[float, ...] | None = attrs.field(default=None, validator=_distribution,
+        metadata={"description": (
+            "the target model's next-token distribution over a few token ids; with "
+            "draft_probs gives α = Σ min(p, q)")})
+    draft_probs: tuple[float, ...] | None = attrs.field(default=None, validator=_distribution,
+        metadata={"description": "the draft model's distribution over the same token ids"})
+    draft_cost: float | None = attrs.field(default=None, validator=_positive,
+        metadata={"description": "cost c of one draft step, in target decode steps (measured)"})
+    draft_model: str | None = attrs.field(default=None,
+        metadata={"description": (
+            "model preset name of the draft; its step is derived on the same card and"
+            " batch, cache included")})
+    draft_params: float | None = attrs.field(default=None, validator=_positive,
+        metadata={"description": (
+            "draft parameter count; its step is derived from its weights (its cache "
+            "is not counted: a warning sizes it)")})
+    draft_weight_bits: float = attrs.field(default=16.0, validator=_bits,
+        metadata={"description": "bits per stored draft weight when draft_model or draft_params is given"})
+    verify_cost: float | None = attrs.field(default=None, validator=_positive,
+        metadata={"description": (
+            "cost v of the verification pass, in target decode steps (default: from "
+            "the roofline)")})
 
 
 def acceptance_from(p, q) -> float:

@@ -297,6 +297,13 @@ def _type_text(annotation: Any) -> str:
     if isinstance(annotation, str):
         return annotation
     if isinstance(annotation, type):
+        # a value type says how a reader should think of it
+        described = annotation.__dict__.get("type_description")
+        if isinstance(described, str):
+            return described
+        choices = annotation.__dict__.get("choices")
+        if isinstance(choices, tuple) and all(isinstance(c, str) for c in choices):
+            return "one of " + ", ".join(_toml_value(c) for c in choices)
         if issubclass(annotation, UnitValue):
             return f"quantity in {annotation.unit} (a number or a string with a unit)"
         if issubclass(annotation, Fraction):
@@ -305,16 +312,17 @@ def _type_text(annotation: Any) -> str:
             annotation, annotation.__name__)
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
-        parts = [_type_text(a) for a in typing.get_args(annotation) if a is not type(None)]
-        text = " or ".join(parts)
-        if type(None) in typing.get_args(annotation):
-            text += " (optional)"
-        return text
+        # (an optional key shows "not set" as its default: no need to say it twice)
+        return " or ".join(_type_text(a) for a in typing.get_args(annotation)
+                           if a is not type(None))
     if origin is typing.Literal:
         return "one of " + ", ".join(_toml_value(a) for a in typing.get_args(annotation))
+    if origin is dict:
+        key_value = typing.get_args(annotation)
+        return "table of " + (_type_text(key_value[1]) + "s" if len(key_value) == 2 else "values")
     if origin in (list, tuple):
         args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
-        return "list of " + (_type_text(args[0]) if args else "values")
+        return "list of " + (_type_text(args[0]) + "s" if args else "values")
     return str(annotation)
 
 
