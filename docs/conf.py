@@ -76,7 +76,8 @@ def _drop_unmatched_patterns(app, docname, source):
 
 def _readme_command_directive():
     """``.. readme-command:: N``: the N-th ``sh`` block of README.md, so the getting-started
-    page always shows the README's own commands."""
+    page always shows the README's own commands.
+    """
     import re
     from pathlib import Path
 

@@ -10,12 +10,9 @@ TREES = ("src", "plugins")
 MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 100
 
-# Functions still being split on other branches (scenario resolution and the registry
-# build in the core, the simulators' event loops); remove each entry once it is split.
+# Functions still being split on another branch (the simulators' event loops); remove
+# each entry once it is split.
 ALLOWED_LONG_FUNCTIONS = {
-    "src/infermodel/scenario.py:resolve",
-    "src/infermodel/registry.py:build_registries",
-    "src/infermodel/graph.py:build_graph",
     "src/infermodel/simulator/fast.py:_continuous",
     "src/infermodel/simulator/reference.py:run_reference",
 }

@@ -45,9 +45,7 @@ import numpy as np
 import sympy
 from sympy import Max, Piecewise, ceiling, floor
 
-from infermodel import S, hookimpl
-from infermodel.errors import close_match
-from infermodel.schema import FieldValueError
+from infermodel.plugin import FieldValueError, S, Stage, close_match, hookimpl
 
 from . import LAB, M10
 
@@ -55,7 +53,7 @@ from . import LAB, M10
 def _simulator():
     # The simulator package is imported only when a law is read: loading this plugin
     # stays cheap for every command that does not use the lever.
-    from infermodel import simulator
+    from infermodel.plugin import simulator
 
     return simulator
 
@@ -151,7 +149,7 @@ def _block(instance, attribute, value):
 class Batching:
     """Batching policy, output-length law, cache block size and reservation rule."""
 
-    policy: BatchPolicy = attrs.field(default="continuous", metadata={
+    policy: BatchPolicy = attrs.field(default=BatchPolicy("continuous"), metadata={
         "description": '"static" (the batch runs until its longest output ends) or "continuous" '
                        "(finished requests leave and waiting ones join at every step)"})
     output: OutputLaw | None = attrs.field(default=None, metadata={
@@ -159,7 +157,7 @@ class Batching:
                        "unset: every output is workload.output_tokens long"})
     block_tokens: int = attrs.field(default=16, validator=_block, metadata={
         "description": "cache block (page) size in tokens"})
-    reservation: Reservation = attrs.field(default="paged", metadata={
+    reservation: Reservation = attrs.field(default=Reservation("paged"), metadata={
         "description": '"full_length" (a contiguous region for prompt + longest output) or '
                        '"paged" (whole blocks as the sequence grows)'})
 
@@ -368,7 +366,7 @@ def infermodel_transform_quantities(scenario, transform):
                    reason="static batching keeps a finished request's slot until the batch's "
                           "longest output ends, so only the static slot-use share of the "
                           "batch's slot-steps emits tokens",
-                   reference=SLOTS, order=500,
+                   reference=SLOTS, order=Stage.DEFAULT,
                    description="useful decode tokens per second across a static batch (idle "
                                "finished slots excluded)")
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import attrs
 from sympy import Max, ceiling
 
-from infermodel import S, hookimpl
+from infermodel.plugin import S, hookimpl
 
 from . import M10
 

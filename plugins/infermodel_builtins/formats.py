@@ -33,8 +33,7 @@ from typing import Any
 
 import attrs
 
-from infermodel.errors import close_match
-from infermodel.schema import FieldValueError, structure
+from infermodel.plugin import FieldValueError, close_match, structure
 
 from . import M10
 
@@ -282,7 +281,7 @@ def resolve_table(table: FormatTable) -> Format:
     bits = table.bits if table.bits is not None else base.bits  # type: ignore[union-attr]
     kind = table.kind or (base.kind if base else "int")
     granularity = table.granularity
-    group_size = table.group_size
+    group_size: int | None = table.group_size
     if granularity is None:
         if group_size is not None:
             granularity = "group"
@@ -310,6 +309,7 @@ def resolve_table(table: FormatTable) -> Format:
         symmetric = table.zero_point_bits == 0
     else:
         symmetric = base.symmetric if base else True
+    scale_bits: float
     if table.scale_bits is not None:
         scale_bits = table.scale_bits
     elif base is not None and base.granularity != "none":

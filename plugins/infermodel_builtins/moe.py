@@ -37,7 +37,7 @@ from __future__ import annotations
 import attrs
 from sympy import Max
 
-from infermodel import S, hookimpl
+from infermodel.plugin import S, Stage, hookimpl
 
 from . import M10
 from .formats import choice_type
@@ -133,13 +133,13 @@ def infermodel_transform_quantities(scenario, transform):
         return
     transform.replace("weight_bytes_per_step", S.weight_bytes_expected_read,
                       reason="a batch's tokens read more distinct experts than one token does",
-                      reference=MOE, order=200,
+                      reference=MOE, order=Stage.MODEL_STRUCTURE,
                       description="weight bytes read per decode step (experts the batch's tokens "
                                   "choose, uniform routing)")
     transform.wrap("capacity_step_time",
                    lambda old: old.xreplace({S.weight_bytes_per_step: S.weight_bytes_read_at_capacity}),
                    reason="with the cache full, max_sequences tokens choose experts, not the scenario's batch",
-                   reference=MOE, order=200)
+                   reference=MOE, order=Stage.MODEL_STRUCTURE)
 
 
 @hookimpl

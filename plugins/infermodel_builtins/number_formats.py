@@ -12,7 +12,7 @@ from __future__ import annotations
 import attrs
 from sympy import Rational
 
-from infermodel import S, hookimpl
+from infermodel.plugin import S, Stage, hookimpl
 
 from . import LAB, M10
 
@@ -91,11 +91,11 @@ def infermodel_transform_quantities(scenario, transform):
              + (S.params_embedding + S.params_head) * S.weight_bits_embedding
              + S.params_norm * S.weight_bits_norm) / 8,
             reason="each parameter class stored at its own number of bits",
-            reference=FORMATS, order=100)
+            reference=FORMATS, order=Stage.NUMBER_FORMATS)
     if lever.kv_bits is not None:
         transform.replace("kv_value_bytes", S.kv_bits * Rational(1, 8),
                           reason="cache elements stored at kv_bits", reference=CACHE_FORMAT,
-                          order=100)
+                          order=Stage.NUMBER_FORMATS)
 
 
 __all__ = ["LAB", "NumberFormats"]

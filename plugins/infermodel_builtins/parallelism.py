@@ -31,8 +31,7 @@ import attrs
 import sympy
 from sympy import Min, ceiling
 
-from infermodel import S, hookimpl
-from infermodel.schema import BytesPerSecond, Seconds
+from infermodel.plugin import BytesPerSecond, S, Seconds, Stage, hookimpl
 
 from . import LAB, M10
 
@@ -323,43 +322,43 @@ def infermodel_transform_quantities(scenario, transform):
     e = S.parallel_efficiency
     transform.wrap("bandwidth", lambda old: old * e,
                    reason="the cards reach only a share e of their summed bandwidth",
-                   reference=PLANNER, order=300)
+                   reference=PLANNER, order=Stage.PARALLELISM)
     transform.wrap("flops_peak", lambda old: old * e,
                    reason="the cards reach only a share e of their summed compute",
-                   reference=PLANNER, order=300)
+                   reference=PLANNER, order=Stage.PARALLELISM)
     transform.wrap("kv_bytes_per_token", lambda old: old * S.parallel_kv_storage_factor,
                    reason="the cache is split by whole KV heads and whole layers: the fullest "
                           "card's share times the cards (replicas counted)",
-                   reference=DEPLOY, order=300)
+                   reference=DEPLOY, order=Stage.PARALLELISM)
     excess = S.weight_bytes * (S.parallel_weight_stage_factor - 1)
     transform.wrap("memory_required", lambda old: old + excess,
                    reason="the largest pipeline stage sets the weights per card", reference=BUDGET,
-                   order=300)
+                   order=Stage.PARALLELISM)
     transform.wrap("kv_budget_bytes", lambda old: old - excess,
                    reason="the largest pipeline stage sets the weights per card", reference=BUDGET,
-                   order=300)
+                   order=Stage.PARALLELISM)
     if pipeline > 1:
         p, m = S.parallel_pipeline_degree, S.parallel_microbatches
         why = ("one token traverses every stage; the batch moves as micro-batches that each "
                "re-read the stage's weights")
         transform.wrap("decode_time_memory",
                        lambda old: old * p / m + (p - p / m) * S.weight_bytes_per_step / S.bandwidth,
-                       reason=why, reference=DEPLOY, order=300)
+                       reason=why, reference=DEPLOY, order=Stage.PARALLELISM)
         transform.wrap("decode_time_compute", lambda old: old * p / m, reason=why,
-                       reference=DEPLOY, order=300)
+                       reference=DEPLOY, order=Stage.PARALLELISM)
         transform.wrap("prefill_time_memory",
                        lambda old: old * p / m + (p - p / m) * S.weight_bytes / S.bandwidth,
-                       reason=why, reference=DEPLOY, order=300)
+                       reason=why, reference=DEPLOY, order=Stage.PARALLELISM)
         transform.wrap("prefill_time_compute", lambda old: old * p / m, reason=why,
-                       reference=DEPLOY, order=300)
+                       reference=DEPLOY, order=Stage.PARALLELISM)
     if lever.communication == "all_reduce":
         why = "activations are all-reduced twice per layer and cross each stage boundary"
         transform.wrap("decode_step_time", lambda old: old + S.parallel_decode_comm_time,
-                       reason=why, reference=DEPLOY, order=300)
+                       reason=why, reference=DEPLOY, order=Stage.PARALLELISM)
         transform.wrap("prefill_time", lambda old: old + S.parallel_prefill_comm_time,
-                       reason=why, reference=DEPLOY, order=300)
+                       reason=why, reference=DEPLOY, order=Stage.PARALLELISM)
         transform.wrap("capacity_step_time", lambda old: old + S.parallel_capacity_comm_time,
-                       reason=why, reference=DEPLOY, order=300)
+                       reason=why, reference=DEPLOY, order=Stage.PARALLELISM)
 
 
 @hookimpl

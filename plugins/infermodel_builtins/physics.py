@@ -15,7 +15,7 @@ import sympy
 from sympy import Max as _Max
 from sympy import Piecewise, floor, oo
 
-from infermodel import S, hookimpl
+from infermodel.plugin import S, hookimpl
 
 from . import LAB, M10
 

@@ -25,7 +25,7 @@ import attrs
 import sympy
 from sympy import Max, Min, Piecewise, floor
 
-from infermodel import S, hookimpl
+from infermodel.plugin import S, Stage, hookimpl
 
 from . import M10
 
@@ -161,16 +161,16 @@ def infermodel_transform_quantities(scenario, transform):
         return
     transform.wrap("prefill_time", lambda old: old - S.prefix_hit_rate * S.prefix_prefill_time_saved,
                    reason="a cached prefix is not computed again: prefill falls by the hit rate "
-                          "times the saving", reference=REUSE, order=400)
+                          "times the saving", reference=REUSE, order=Stage.ALGORITHMS)
     # Through the base physics' shared and per-sequence parts, so that max_sequences,
     # kv_bytes_total and any other lever built on them (offload) see the sharing.
     transform.replace("kv_bytes_shared", S.prefix_shared_bytes,
                       reason="the prefix's whole blocks are stored once and shared",
-                      reference=SHARE, order=400)
+                      reference=SHARE, order=Stage.ALGORITHMS)
     transform.replace("kv_bytes_per_sequence",
                       S.kv_bytes_per_token * S.prefix_private_tokens_per_sequence,
                       reason="shared prefix blocks are stored once, so each sequence needs only "
-                             "its private positions", reference=f"{SHARE}; {CASE}", order=400)
+                             "its private positions", reference=f"{SHARE}; {CASE}", order=Stage.ALGORITHMS)
 
 
 @hookimpl

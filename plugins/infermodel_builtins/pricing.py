@@ -27,7 +27,7 @@ from __future__ import annotations
 import sympy
 from sympy import Max, Rational
 
-from infermodel import S, hookimpl
+from infermodel.plugin import S, Stage, hookimpl
 
 from . import LAB, M10
 
@@ -304,13 +304,13 @@ def infermodel_transform_quantities(scenario, transform):
         transform.replace("cost_per_million_output_tokens",
                           S.cost_per_million_output_tokens_busy / S.utilisation,
                           reason="busy price divided by the share of paid hours in use",
-                          reference=PRICE, order=900,
+                          reference=PRICE, order=Stage.COST,
                           description="price of a million output tokens at the busy throughput "
                                       "(pricing.throughput) and utilisation")
     if value("hardware.power") is not None:
         transform.replace("energy_per_token", S.power_total / S.busy_tokens_per_s,
                           reason="power over the busy output rate that prices use",
-                          reference=PRICE, order=900,
+                          reference=PRICE, order=Stage.COST,
                           description="energy per output token at the busy throughput that "
                                       "prices use")
 

@@ -42,7 +42,7 @@ import attrs
 import sympy
 from sympy import Rational, ceiling, log
 
-from infermodel import S, hookimpl
+from infermodel.plugin import S, Stage, hookimpl
 
 from . import LAB, M10
 from .formats import (
@@ -440,16 +440,16 @@ def infermodel_transform_quantities(scenario, transform):
         transform.replace(
             "weight_bytes", S.weight_bytes_linear + S.weight_bytes_embedding + S.weight_bytes_norm,
             reason="sum of the parameter classes, each stored in its own format with its scale "
-                   "metadata", reference=ARTIFACT, order=100)
+                   "metadata", reference=ARTIFACT, order=Stage.NUMBER_FORMATS)
     if lever.kv_cache is not None:
         transform.replace("kv_value_bytes", S.kv_bits_effective * Rational(1, 8),
                           reason=f"cache stored as {lever.kv_cache.label()}", reference=CACHE,
-                          order=100)
+                          order=Stage.NUMBER_FORMATS)
     if lever.activations is not None:
         _, why = _activation(scenario, lever)
         for name in ("flops_effective_prefill", "flops_effective_decode"):
             transform.wrap(name, lambda old: old * S.activation_speedup, reason=why,
-                           reference=ACTIVATIONS, order=100)
+                           reference=ACTIVATIONS, order=Stage.NUMBER_FORMATS)
 
 
 def weight_bytes_by_class(result) -> dict[str, float]:

@@ -23,7 +23,7 @@ import attrs
 import sympy
 from sympy import Eq, Ge, Max, Piecewise
 
-from infermodel import S, hookimpl
+from infermodel.plugin import InfermodelError, S, Stage, hookimpl
 
 from . import LAB, M10
 
@@ -208,8 +208,6 @@ def infermodel_validate_scenario(scenario, report):
         report(f"{key}.draft_weight_bits",
                "draft_weight_bits applies only to a draft_model or draft_params")
     if lever.draft_model is not None:
-        from infermodel.errors import InfermodelError
-
         try:
             shape = draft_shape(scenario, lever.draft_model)
         except InfermodelError as exc:
@@ -380,30 +378,30 @@ def infermodel_transform_quantities(scenario, transform):
     if lever is None:
         return
     why = "speculative decoding emits E tokens per iteration of k draft steps and one verification"
-    transform.wrap("tpot", lambda old: old / S.spec_speedup, reason=why, reference=SPEED, order=400)
+    transform.wrap("tpot", lambda old: old / S.spec_speedup, reason=why, reference=SPEED, order=Stage.ALGORITHMS)
     transform.wrap("tokens_per_s_per_user", lambda old: old * S.spec_speedup, reason=why,
-                   reference=SPEED, order=400)
+                   reference=SPEED, order=Stage.ALGORITHMS)
     transform.wrap("tokens_per_s_total", lambda old: old * S.spec_speedup, reason=why,
-                   reference=SPEED, order=400)
+                   reference=SPEED, order=Stage.ALGORITHMS)
     if lever.draft_cost is None:
         draft = S.spec_draft_weight_bytes
         if lever.draft_model is not None:
             cache = S.batch * S.sequence_length * S.spec_draft_kv_bytes_per_token
             transform.wrap("memory_required", lambda old: old + draft + cache,
                            reason="the draft model's weights and cache share the cards",
-                           reference=SPEED, order=400)
+                           reference=SPEED, order=Stage.ALGORITHMS)
             share = S.kv_bytes_per_token / (S.kv_bytes_per_token + S.spec_draft_kv_bytes_per_token)
             transform.wrap("kv_budget_bytes", lambda old: (old - draft) * share,
                            reason="the draft's weights leave the cache budget, and each token's "
                                   "draft cache takes its share of what is left",
-                           reference=SPEED, order=400)
+                           reference=SPEED, order=Stage.ALGORITHMS)
         else:
             transform.wrap("memory_required", lambda old: old + draft,
                            reason="the draft model's weights share the cards", reference=SPEED,
-                           order=400)
+                           order=Stage.ALGORITHMS)
             transform.wrap("kv_budget_bytes", lambda old: old - draft,
                            reason="the draft model's weights leave the cache budget",
-                           reference=SPEED, order=400)
+                           reference=SPEED, order=Stage.ALGORITHMS)
 
 
 @hookimpl

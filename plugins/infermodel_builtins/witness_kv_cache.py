@@ -28,9 +28,7 @@ import math
 
 import numpy as np
 
-from infermodel import hookimpl
-from infermodel.errors import InfermodelError, Problem
-from infermodel.witnessing import Option, Row, Witness
+from infermodel.plugin import InfermodelError, Option, Problem, Row, Witness, hookimpl
 
 from . import LAB
 

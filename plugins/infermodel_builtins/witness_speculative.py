@@ -30,8 +30,7 @@ from bisect import bisect_right
 import attrs
 import numpy as np
 
-from infermodel import hookimpl
-from infermodel.witnessing import Option, Row, Witness
+from infermodel.plugin import Option, Row, Witness, hookimpl
 
 from . import LAB
 

@@ -28,8 +28,7 @@ import math
 
 import numpy as np
 
-from infermodel import hookimpl
-from infermodel.witnessing import Option, Row, Witness
+from infermodel.plugin import Option, Row, Witness, hookimpl
 
 from . import LAB, M10
 from .sqnr import gaussian_max_over_sigma, predicted_sqnr, quantise, sqnr_experiment

@@ -5,7 +5,8 @@ if you change X, with every number's derivation.
 >>> result = infermodel.evaluate("scenarios/case-study-24gb.toml")  # doctest: +SKIP
 >>> print(infermodel.explain(result, "tpot"))  # doctest: +SKIP
 
-Plugins write ``from infermodel import hookimpl, S``.
+Plugins import from :mod:`infermodel.plugin` (``from infermodel.plugin import S,
+hookimpl``), the interface that stays stable; ``hookimpl`` and ``S`` are here too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ _LAZY = {
     "evaluate": ("evaluation", "evaluate"),
     "Result": ("evaluation", "Result"),
     "build_graph": ("graph", "build_graph"),
-    "REQUIRED": ("registry", "REQUIRED"),
+    "REQUIRED": ("declarations", "REQUIRED"),
     "InfermodelError": ("errors", "InfermodelError"),
     "get_host": ("host", "get_host"),
     # Modules are named apart from their functions (sweeping.sweep, ...) so that
@@ -59,6 +60,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'infermodel' has no attribute {name!r}")
 
 
-__all__ = ["hookimpl", "S", "symbol", "load_scenario", "evaluate", "explain", "build_graph",
-           "Scenario", "Result", "Quantity", "REQUIRED", "InfermodelError", "get_host", "sweep",
-           "search", "simulate", "run_witness"]
+__all__ = [
+    "REQUIRED",
+    "InfermodelError",
+    "Quantity",
+    "Result",
+    "S",
+    "Scenario",
+    "build_graph",
+    "evaluate",
+    "explain",
+    "get_host",
+    "hookimpl",
+    "load_scenario",
+    "run_witness",
+    "search",
+    "simulate",
+    "sweep",
+    "symbol",
+]

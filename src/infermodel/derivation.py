@@ -69,9 +69,8 @@ def _source(result, step_name: str, history) -> str | None:
     first = history[0]
     if first.kind != "input":
         return None
-    reason = first.reason or ""
-    if reason.startswith("from "):
-        key = reason.removeprefix("from ")
+    key = first.field
+    if key is not None:
         origin = result.scenario.origins.get(key)
         if origin is not None:
             where = origin.file + (f":{origin.line}" if origin.line else "")

@@ -3,14 +3,22 @@
 Every mistake a user can make (a bad scenario, an unknown quantity, a broken
 plugin) is an :class:`InfermodelError`. The command line prints its message and
 exits with status 2; anything else is an internal error (status 1).
+
+One record carries a mistake everywhere: :class:`Problem` (message, file, key path,
+line, what was expected, a suggestion). The narrower errors raised while reading a
+value (a field, a Hugging Face config) carry theirs in ``.problem``
+(:class:`CarriesProblem`); a unit error, raised by the standalone
+:mod:`infermodel.units`, has the same fields and :meth:`Problem.of` reads it. The
+scenario reader adds the file and line.
+
+This module uses only the standard library, so that the simulator can use it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-from typing import Iterable, Sequence
-
-import attrs
+from collections.abc import Iterable, Sequence
 
 
 def close_match(word: str, candidates: Iterable[str]) -> str | None:
@@ -37,9 +45,23 @@ def close_match(word: str, candidates: Iterable[str]) -> str | None:
     return matches[0] if matches else None
 
 
-@attrs.frozen
+def suggest(word: str, candidates: Iterable[str]) -> str | None:
+    """"did you mean ...?" for the candidate closest to ``word``, or None.
+
+    >>> suggest("bandwith", ["bandwidth", "memory"])
+    "did you mean 'bandwidth'?"
+    """
+    near = close_match(word, candidates)
+    return f"did you mean {near!r}?" if near else None
+
+
+@dataclasses.dataclass(frozen=True)
 class Problem:
-    """One thing wrong with the user's input, with everything needed to fix it."""
+    """One thing wrong with the user's input, with everything needed to fix it.
+
+    >>> Problem("got 0", key="workload.batch", expected="an integer, >= 1").render()
+    'workload.batch: got 0 (expected an integer, >= 1)'
+    """
 
     message: str
     file: str | None = None
@@ -63,8 +85,46 @@ class Problem:
             text += f"; {self.suggestion}"
         return text
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[str, int, str, str]:
         return (self.file or "", self.line or 0, self.key or "", self.message)
+
+    @classmethod
+    def of(cls, error: BaseException) -> Problem:
+        """The problem an error carries (:class:`CarriesProblem`), or one made of its
+        ``message``, ``expected`` and ``suggestion`` (a unit error), or of its text.
+        """
+        carried = getattr(error, "problem", None)
+        if isinstance(carried, Problem):
+            return carried
+        return cls(getattr(error, "message", None) or str(error),
+                   expected=getattr(error, "expected", None),
+                   suggestion=getattr(error, "suggestion", None))
+
+    def located(self, *, file: str | None = None, key: str | None = None,
+                line: int | None = None) -> Problem:
+        """The same problem placed at a file, key path and line."""
+        return dataclasses.replace(self, file=file, key=key, line=line)
+
+
+class CarriesProblem:
+    """Mixin for an exception raised while reading one value: its :class:`Problem`
+    (message, what was expected, a suggestion) is in ``.problem``, and the reader that
+    catches it adds where the value was written.
+    """
+
+    problem: Problem
+
+    @property
+    def message(self) -> str:
+        return self.problem.message
+
+    @property
+    def expected(self) -> str | None:
+        return self.problem.expected
+
+    @property
+    def suggestion(self) -> str | None:
+        return self.problem.suggestion
 
 
 class InfermodelError(Exception):

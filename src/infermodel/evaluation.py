@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 import numpy as np
@@ -22,7 +23,7 @@ from .graph import QuantityGraph, build_graph, unknown_quantity
 from .quantity import ResultWarning
 
 _CACHE_SIZE = 64
-_COMPILED: "OrderedDict[tuple, CompiledGraph]" = OrderedDict()
+_COMPILED: OrderedDict[tuple, CompiledGraph] = OrderedDict()
 
 
 @attrs.frozen
@@ -119,10 +120,11 @@ class Result:
     def __iter__(self):
         return iter(self.graph.order)
 
-    def quantity(self, name: str) -> "QuantityValue":
+    def quantity(self, name: str) -> QuantityValue:
         """One quantity with its value: ``result.quantity("tpot").value`` is the number in
         base units; its unit, description, formula and history read as on the graph's
-        quantity."""
+        quantity.
+        """
         return QuantityValue(self.graph[name], self[name], self)
 
     def unit(self, name: str) -> str:
@@ -141,10 +143,10 @@ class Result:
         (a lever's replacement that discarded another's change), quantities that
         evaluated to NaN (with the plugin responsible), and every plugin's
         :func:`~infermodel.hookspecs.infermodel_check_result` (a lever that slows things
-        down, an effect not counted, a default the scenario did not state)."""
-        out = [ResultWarning(None, note) for note in getattr(self.scenario, "notes", ())]
-        out += [note if isinstance(note, ResultWarning) else ResultWarning(None, note)
-                for note in self.graph.notes]
+        down, an effect not counted, a default the scenario did not state).
+        """
+        out = [ResultWarning(None, note) for note in self.scenario.notes]
+        out += list(self.graph.notes)
         for name, value in self.values.items():
             if isinstance(value, float) and math.isnan(value):
                 q = self.graph[name]
@@ -155,8 +157,6 @@ class Result:
 
     @cached_property
     def _checked(self) -> tuple[ResultWarning, ...]:
-        from .host import get_host
-
         found: list[ResultWarning] = []
 
         def warn(quantity, message):
@@ -164,8 +164,7 @@ class Result:
                 raise ValueError(f"warning about {quantity!r}, which this result lacks")
             found.append(ResultWarning(quantity, str(message)))
 
-        host = getattr(self.scenario, "host", None) or get_host()
-        host.call_each("infermodel_check_result", lambda _p: {"result": self, "warn": warn},
+        self.scenario.host.call_each("infermodel_check_result", lambda _p: {"result": self, "warn": warn},
                        "check")
         return tuple(found)
 
@@ -184,14 +183,16 @@ class Result:
 
         return json.dumps(self.to_dict(), **kwargs)
 
-    def table(self, names=None) -> "ResultTable":
+    def table(self, names=None) -> ResultTable:
         """Every quantity (or those named) as a table; prints as text, and a notebook
-        shows it as HTML or Markdown."""
+        shows it as HTML or Markdown.
+        """
         return ResultTable(self, tuple(names) if names is not None else None)
 
     def summary(self) -> str:
         """The short summary ``infermodel run`` prints: headline figures, assumptions,
-        warnings."""
+        warnings.
+        """
         from .printing import result_summary
 
         return result_summary(self)

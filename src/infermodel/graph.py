@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import sympy
 
+from .declarations import Stage
 from .errors import GraphError, PluginError, Problem, UnknownQuantityError, close_match
-from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, check_name
+from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, ResultWarning, check_name
 
-DEFAULT_ORDER = 500
+if TYPE_CHECKING:  # annotations only
+    from .hookspecs import Define
+    from .host import PluginHost
+    from .registry import Registries
+    from .scenario import Scenario
+
+DEFAULT_ORDER = Stage.DEFAULT
 
 
 def _check_definition(plugin: str, name: str, definition: Any, what: str) -> Any:
@@ -69,7 +77,7 @@ class Transformer:
                               "a non-empty string")
         if not isinstance(order, int) or isinstance(order, bool):
             raise PluginError(f"plugin {self._plugin!r}: order of {kind} of {name!r} must be an int")
-        self._requests.append(_Request(order, self._plugin, len(self._requests), kind, name,
+        self._requests.append(_Request(int(order), self._plugin, len(self._requests), kind, name,
                                        payload, reason, reference, description))
 
     def replace(self, name: str, expression: Any, *, reason: str, reference: str | None = None,
@@ -95,9 +103,9 @@ class QuantityGraph:
     order: tuple[str, ...]
     #: Things a reader should know about how the graph was built (a replacement that
     #: discarded another lever's change, ...); results show them as warnings.
-    notes: tuple[str, ...] = ()
+    notes: tuple[ResultWarning, ...] = ()
     #: The rows of the short summary: the plugins' registered headlines
-    #: (:class:`~infermodel.registry.HeadlineInfo`) that this graph has, in order.
+    #: (:class:`~infermodel.declarations.HeadlineInfo`) that this graph has, in order.
     headlines: tuple = ()
 
     def __getitem__(self, name: str) -> Quantity:
@@ -150,7 +158,8 @@ class QuantityGraph:
         """Identifies the graph's formulas (not input values), for compile caching.
 
         sympy expressions hash and compare structurally, so they serve as keys directly
-        (no printing to text needed)."""
+        (no printing to text needed).
+        """
         return tuple((n, q.expression) for n, q in self.quantities.items())
 
     def to_dot(self) -> str:
@@ -176,21 +185,28 @@ def unknown_quantity(name: str, known) -> UnknownQuantityError:
         " (`infermodel run SCENARIO --format json` lists every quantity)"))
 
 
-def build_graph(scenario, *, host=None) -> QuantityGraph:
-    """Resolve a scenario into its quantity graph.
+def build_graph(scenario: Scenario, *, host: PluginHost | None = None) -> QuantityGraph:
+    """Resolve a scenario into its quantity graph, in four named stages: inputs from
+    fields, every plugin's definitions, transformations, wiring.
 
     >>> graph = build_graph(load_scenario("scenarios/case-study-24gb.toml"))  # doctest: +SKIP
     >>> graph["tpot"].plugin  # doctest: +SKIP
     'physics'
     """
-    from .host import get_host
+    host = host or scenario.host
+    nodes = _field_inputs(scenario, host.registries)
+    held = _define(scenario, host, nodes)
+    notes = _transform(scenario, host, nodes)
+    _hold_all(nodes, held)
+    order = _wire(nodes)
+    ordered = {n: nodes[n] for n in order}
+    headlines = tuple(h for h in host.registries.headlines.values() if h.name in ordered)
+    return QuantityGraph(MappingProxyType(ordered), order, tuple(notes), headlines)
 
-    host = host or get_host()
-    registries = host.registries
+
+def _field_inputs(scenario: Scenario, registries: Registries) -> dict[str, Quantity]:
+    """Stage 1: an input quantity for every field that names one and has a value."""
     nodes: dict[str, Quantity] = {}
-    problems: list[Problem] = []
-
-    # Stage 1: inputs declared by fields.
     for spec in registries.all_fields():
         if spec.quantity is None:
             continue
@@ -201,12 +217,21 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
             value = float(value)
         nodes[spec.quantity] = Quantity(
             name=spec.quantity, unit=spec.unit, description=spec.description, plugin=spec.plugin,
-            value=float(value), history=(Change(INPUT, spec.plugin, float(value), f"from {spec.path}"),))
+            value=float(value), history=(Change(INPUT, spec.plugin, float(value), f"from {spec.path}",
+                                                field=spec.path),))
+    return nodes
 
-    # Stage 2: every plugin's definitions.
-    held: dict[str, tuple[str, Mapping[str, float]]] = {}
 
-    def definer(plugin: str):
+def _define(scenario: Scenario, host: PluginHost,
+            nodes: dict[str, Quantity]) -> dict[str, tuple[str, dict[str, float]]]:
+    """Stage 2: every plugin's ``infermodel_define_quantities``; a name defined twice is
+    an error naming both plugins. Returns the quantities defined with inputs held
+    (``at=``): name → (plugin, held inputs).
+    """
+    problems: list[Problem] = []
+    held: dict[str, tuple[str, dict[str, float]]] = {}
+
+    def definer(plugin: str) -> Define:
         def define(name, definition, *, unit, description, reference=None, latex=None, at=None):
             problem = check_name(name)
             if problem:
@@ -235,13 +260,29 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
                    lambda p: {"scenario": scenario, "define": definer(p)}, "define")
     if problems:
         raise GraphError(problems, heading="quantities defined twice")
+    return held
 
-    # Stage 3: transformations, applied in (order, plugin, call) order.
+
+def _hold_all(nodes: dict[str, Quantity], held: Mapping[str, tuple[str, dict[str, float]]]) -> None:
+    """Stage 3b: quantities defined with inputs held get twins of what they use."""
+    problems: list[Problem] = []
+    for name, (plugin, at) in held.items():
+        _hold(nodes, name, plugin, at, problems)
+    if problems:
+        raise GraphError(problems, heading="quantities defined at fixed inputs")
+
+
+def _transform(scenario: Scenario, host: PluginHost,
+               nodes: dict[str, Quantity]) -> list[ResultWarning]:
+    """Stage 3: every plugin's requests, applied in (order, plugin, call) order; returns
+    notes for the result (a replacement that discarded another plugin's change).
+    """
     requests: list[_Request] = []
-    notes: list[str] = []
+    notes: list[ResultWarning] = []
+    problems: list[Problem] = []
     transformers: dict[str, Transformer] = {}
 
-    def transformer_for(plugin):
+    def transformer_for(plugin: str) -> Transformer:
         transformers.setdefault(plugin, Transformer(plugin, requests))
         return transformers[plugin]
 
@@ -255,41 +296,42 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
                 f"plugin {request.plugin!r} tried to {request.kind} {request.name!r}, which no plugin defines",
                 suggestion=f"did you mean {near!r}?" if near else None))
             continue
-        if request.kind == REPLACE:
-            new = request.payload
-            discarded = sorted({c.plugin for c in current.history[1:] if c.plugin != request.plugin})
-            if discarded:
-                notes.append(f"plugin {request.plugin!r} replaced {request.name!r}, discarding the "
-                             f"change(s) by {', '.join(repr(p) for p in discarded)}; compose with "
-                             "wrap to keep them")
-        else:
-            old = current.expression if current.expression is not None else sympy.Float(current.value)
-            try:
-                new = request.payload(old)
-            except Exception as exc:
-                raise PluginError(f"plugin {request.plugin!r} failed wrapping {request.name!r} "
-                                  f"(transform): {type(exc).__name__}: {exc}") from exc
-            new = _check_definition(request.plugin, request.name, new, "wrapped")
-        change = Change(request.kind, request.plugin, new, request.reason, request.reference, request.order)
-        description = request.description or current.description
-        if isinstance(new, float):
-            nodes[request.name] = attrs.evolve(current, expression=None, value=new,
-                                               history=current.history + (change,),
-                                               description=description)
-        else:
-            nodes[request.name] = attrs.evolve(current, expression=new, value=None,
-                                               history=current.history + (change,),
-                                               description=description)
+        nodes[request.name] = _apply(request, current, notes)
     if problems:
         raise GraphError(problems, heading="transformations refer to unknown quantities")
+    return notes
 
-    # Stage 3b: quantities defined "with some inputs held" get twins of what they use.
-    for name, (plugin, at) in held.items():
-        _hold(nodes, name, plugin, at, problems)
-    if problems:
-        raise GraphError(problems, heading="quantities defined at fixed inputs")
 
-    # Stage 4: wire dependencies; report undefined names and cycles.
+def _apply(request: _Request, current: Quantity, notes: list[ResultWarning]) -> Quantity:
+    """``current`` with one replace or wrap applied and recorded in its history."""
+    if request.kind == REPLACE:
+        new = request.payload
+        discarded = sorted({c.plugin for c in current.history[1:] if c.plugin != request.plugin})
+        if discarded:
+            notes.append(ResultWarning(request.name, (
+                f"plugin {request.plugin!r} replaced {request.name!r}, discarding the "
+                f"change(s) by {', '.join(repr(p) for p in discarded)}; compose with "
+                "wrap to keep them")))
+    else:
+        old = current.expression if current.expression is not None else sympy.Float(current.value)
+        try:
+            new = request.payload(old)
+        except Exception as exc:
+            raise PluginError(f"plugin {request.plugin!r} failed wrapping {request.name!r} "
+                              f"(transform): {type(exc).__name__}: {exc}") from exc
+        new = _check_definition(request.plugin, request.name, new, "wrapped")
+    change = Change(request.kind, request.plugin, new, request.reason, request.reference, request.order)
+    description = request.description or current.description
+    if isinstance(new, float):
+        return attrs.evolve(current, expression=None, value=new,
+                            history=(*current.history, change), description=description)
+    return attrs.evolve(current, expression=new, value=None,
+                        history=(*current.history, change), description=description)
+
+
+def _wire(nodes: Mapping[str, Quantity]) -> tuple[str, ...]:
+    """Stage 4: check every dependency is defined and there is no cycle; the order."""
+    problems: list[Problem] = []
     for name in sorted(nodes):
         for dep in nodes[name].dependencies:
             if dep not in nodes:
@@ -310,9 +352,7 @@ def build_graph(scenario, *, host=None) -> QuantityGraph:
                                                       (nodes[n].plugin, *nodes[n].changed_by)}))
                                   + ")")
                           for c in _cycles(nodes)], heading="the quantity graph has cycles")
-    ordered = {n: nodes[n] for n in order}
-    headlines = tuple(h for h in registries.headlines.values() if h.name in ordered)
-    return QuantityGraph(MappingProxyType(ordered), order, tuple(notes), headlines)
+    return order
 
 
 def _check_at(plugin: str, name: str, at: Any) -> dict[str, float]:
@@ -337,7 +377,7 @@ def _hold(nodes: dict[str, Quantity], name: str, plugin: str, at: Mapping[str, f
     over twins and the fixed numbers; quantities that do not depend on them are shared.
     ``ttft`` is ``prefill_time`` with ``batch`` held at 1: one request's own prefill.
     """
-    from .printing import plain_number
+    from .formatting import plain_number
     from .quantity import symbol
 
     for key in at:
@@ -418,5 +458,5 @@ def _cycles(nodes: Mapping[str, Quantity]) -> list[list[str]]:
     for cycle in sorted(networkx.simple_cycles(g), key=lambda c: (len(c), sorted(c)))[:10]:
         start = cycle.index(min(cycle))
         cycle = cycle[start:] + cycle[:start]
-        cycles.append(cycle + [cycle[0]])
+        cycles.append([*cycle, cycle[0]])
     return cycles

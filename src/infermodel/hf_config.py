@@ -45,6 +45,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .errors import CarriesProblem, Problem
+
 __all__ = ["MAX_CONFIG_BYTES", "HFConfigError", "HFConfigWarning", "map_hf_config", "read_hf_config",
            "read_hf_config_notes"]
 
@@ -96,28 +98,30 @@ _MEANING = {
 }
 
 
-class HFConfigError(ValueError):
+class HFConfigError(CarriesProblem, ValueError):
     """A config.json could not be read as a model shape.
 
-    Attributes: ``path`` (the file, or ``None``), ``key`` (the config key at fault, or
-    ``None``), ``message`` and ``expected`` (what would have been accepted).
+    Its :class:`~infermodel.errors.Problem` (``.problem``) holds the file (``path``,
+    or ``None``), the config key at fault (or ``None``), the message and what would
+    have been accepted (``expected``).
     """
 
     def __init__(self, message: str, *, path: str | os.PathLike | None = None, key: str | None = None,
                  expected: str | None = None):
-        self.path = None if path is None else str(path)
-        self.key = key
-        self.message = message
-        self.expected = expected
+        self.problem = Problem(message, file=None if path is None else str(path), key=key,
+                               expected=expected)
         super().__init__(str(self))
 
+    @property
+    def path(self) -> str | None:
+        return self.problem.file
+
+    @property
+    def key(self) -> str | None:
+        return self.problem.key
+
     def __str__(self) -> str:  # pragma: no cover - trivial
-        where = f"{self.path}: " if self.path else ""
-        key = f"{self.key}: " if self.key else ""
-        text = f"{where}{key}{self.message}"
-        if self.expected:
-            text += f" (expected {self.expected})"
-        return text
+        return self.problem.render()
 
     def __reduce__(self):
         return (_rebuild, (type(self), self.message, self.path, self.key, self.expected))

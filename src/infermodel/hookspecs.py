@@ -5,15 +5,117 @@ through the ``infermodel`` entry-point group. The built-in physics and every shi
 lever use exactly these hooks; nothing else is open to them.
 
 Hooks are called one plugin at a time, in plugin-name order, so that a failure is
-reported with the plugin's name and the result never depends on load order.
+reported with the plugin's name and the result never depends on load order. For the
+same reason the host honours none of pluggy's ordering options: an implementation
+marked ``tryfirst``, ``trylast``, ``wrapper`` or ``hookwrapper`` is refused with a
+message naming its plugin.
+
+The callbacks a hook receives are typed below as :class:`typing.Protocol` classes;
+plugins reach them (and everything else they may use) through
+:mod:`infermodel.plugin`.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
 import pluggy
+
+if TYPE_CHECKING:  # annotations only: the host imports this module first
+    import sympy
+
+    from .declarations import Option
+    from .evaluation import Result
+    from .scenario import Scenario
+    from .witnessing import Witness
 
 hookspec = pluggy.HookspecMarker("infermodel")
 hookimpl = pluggy.HookimplMarker("infermodel")
+
+#: pluggy hookimpl options the host does not honour (hooks run in plugin-name order).
+UNSUPPORTED_HOOKIMPL_OPTIONS = ("tryfirst", "trylast", "wrapper", "hookwrapper")
+
+
+# ---------------------------------------------------------------------------------
+# The callbacks handed to plugins
+# ---------------------------------------------------------------------------------
+
+
+class FieldRegistrar(Protocol):
+    """``register`` of :func:`infermodel_register_fields`."""
+
+    def __call__(self, section: str, name: str, *, kind: str, description: str,
+                 unit: str = "1", default: Any = ..., minimum: float | None = None,
+                 maximum: float | None = None, exclusive_minimum: bool = False,
+                 choices: Sequence[str] | None = None, quantity: str | None = None) -> None: ...
+
+
+class LeverRegistrar(Protocol):
+    """``register`` of :func:`infermodel_register_levers`."""
+
+    def __call__(self, name: str, schema: type, *, description: str,
+                 reference: str | None = None) -> None: ...
+
+
+class ValueTypeRegistrar(Protocol):
+    """``register`` of :func:`infermodel_register_value_types`."""
+
+    def __call__(self, type_: type, function: Callable[[Any, type], Any]) -> None: ...
+
+
+class PresetRegistrar(Protocol):
+    """``register`` of :func:`infermodel_register_presets`."""
+
+    def __call__(self, kind: str, directory: str | os.PathLike[str]) -> None: ...
+
+
+class WitnessRegistrar(Protocol):
+    """``register`` of :func:`infermodel_register_witnesses`."""
+
+    def __call__(self, name: str, function: Callable[[Scenario, dict[str, Any]], Witness], *,
+                 description: str, reference: str | None = None,
+                 options: Mapping[str, Option] | None = None) -> None: ...
+
+
+class HeadlineRegistrar(Protocol):
+    """``register`` of :func:`infermodel_register_headlines`."""
+
+    def __call__(self, group: str, name: str, *, label: str | None = None) -> None: ...
+
+
+class Warn(Protocol):
+    """``warn`` of :func:`infermodel_check_result`."""
+
+    def __call__(self, quantity: str | None, message: str) -> None: ...
+
+
+class Report(Protocol):
+    """``report`` of :func:`infermodel_validate_scenario`."""
+
+    def __call__(self, key: str, message: str, *, expected: str | None = None,
+                 suggestion: str | None = None) -> None: ...
+
+
+class Define(Protocol):
+    """``define`` of :func:`infermodel_define_quantities`."""
+
+    def __call__(self, name: str, definition: sympy.Basic | float, *, unit: str,
+                 description: str, reference: str | None = None,
+                 latex: str | None = None, at: Mapping[str, float] | None = None) -> None: ...
+
+
+class Transform(Protocol):
+    """``transform`` of :func:`infermodel_transform_quantities`."""
+
+    def replace(self, name: str, expression: sympy.Basic | float, *, reason: str,
+                reference: str | None = None, order: int = 500,
+                description: str | None = None) -> None: ...
+
+    def wrap(self, name: str, function: Callable[[Any], Any], *, reason: str,
+             reference: str | None = None, order: int = 500,
+             description: str | None = None) -> None: ...
 
 
 # ---------------------------------------------------------------------------------
@@ -22,7 +124,7 @@ hookimpl = pluggy.HookimplMarker("infermodel")
 
 
 @hookspec
-def infermodel_register_fields(register):
+def infermodel_register_fields(register: FieldRegistrar) -> None:
     """Declare scenario fields in the ``[model]``, ``[hardware]``, ``[workload]``,
     ``[efficiency]`` or ``[pricing]`` sections.
 
@@ -42,7 +144,7 @@ def infermodel_register_fields(register):
 
 
 @hookspec
-def infermodel_register_levers(register):
+def infermodel_register_levers(register: LeverRegistrar) -> None:
     """Declare the levers this plugin provides.
 
     Called once per session. A scenario's ``[levers.<name>]`` table is structured into
@@ -52,14 +154,14 @@ def infermodel_register_levers(register):
 
     :param register: ``register(name, schema, *, description, reference=None)`` where
         ``schema`` is a frozen attrs class whose fields are the table's keys. Use the
-        unit types in :mod:`infermodel.schema` (``Bytes``, ``Seconds``, ...) for fields
+        unit types in :mod:`infermodel.plugin` (``Bytes``, ``Seconds``, ...) for fields
         that accept unit strings.
     :return: ignored.
     """
 
 
 @hookspec
-def infermodel_register_value_types(register):
+def infermodel_register_value_types(register: ValueTypeRegistrar) -> None:
     """Teach the scenario reader a value type used in a lever schema.
 
     Called once per session, before any scenario is read. Use it for a lever field
@@ -68,15 +170,15 @@ def infermodel_register_value_types(register):
 
     :param register: ``register(type_, function)``. ``function(value, type_)`` receives
         the raw TOML value and returns the typed value, or raises
-        :class:`infermodel.schema.FieldValueError` (or ``ValueError``) saying what was
-        expected. Inside it, :func:`infermodel.schema.structure` types nested tables.
+        :class:`infermodel.plugin.FieldValueError` (or ``ValueError``) saying what was
+        expected. Inside it, :func:`infermodel.plugin.structure` types nested tables.
         A type registered by two plugins is an error naming both.
     :return: ignored.
     """
 
 
 @hookspec
-def infermodel_register_presets(register):
+def infermodel_register_presets(register: PresetRegistrar) -> None:
     """Contribute directories of preset files.
 
     Called once per session. Each ``*.toml`` file in a directory is one preset, named
@@ -91,7 +193,7 @@ def infermodel_register_presets(register):
 
 
 @hookspec
-def infermodel_register_witnesses(register):
+def infermodel_register_witnesses(register: WitnessRegistrar) -> None:
     """Contribute witness experiments: small seeded runs that check a formula against
     what actually happens and report both.
 
@@ -100,9 +202,9 @@ def infermodel_register_witnesses(register):
 
     :param register: ``register(name, function, *, description, reference=None,
         options=None)`` where ``function(scenario, options)`` returns a
-        :class:`infermodel.witnessing.Witness` and must give the same result for the
+        :class:`infermodel.plugin.Witness` and must give the same result for the
         same options (seed every random number). ``options`` maps each option's name to
-        an :class:`infermodel.witnessing.Option` (default, description, bounds); the
+        an :class:`infermodel.plugin.Option` (default, description, bounds); the
         core checks what a user writes against them, fills in the defaults and passes
         ``function`` a dict of typed values. A name registered twice is an error naming
         both plugins.
@@ -111,7 +213,7 @@ def infermodel_register_witnesses(register):
 
 
 @hookspec
-def infermodel_register_headlines(register):
+def infermodel_register_headlines(register: HeadlineRegistrar) -> None:
     """Name the quantities ``infermodel run`` shows first, in its short summary.
 
     Called once per session. The summary groups rows under a heading each; the core
@@ -138,7 +240,7 @@ def infermodel_register_headlines(register):
 
 
 @hookspec
-def infermodel_validate_scenario(scenario, report):
+def infermodel_validate_scenario(scenario: Scenario, report: Report) -> None:
     """Check rules that involve several fields (``kv_heads`` divides ``heads``, ...).
 
     Called for every scenario after its fields have been typed and range-checked
@@ -159,7 +261,7 @@ def infermodel_validate_scenario(scenario, report):
 
 
 @hookspec
-def infermodel_define_quantities(scenario, define):
+def infermodel_define_quantities(scenario: Scenario, define: Define) -> None:
     """Add quantities to the graph.
 
     Called once per scenario evaluation, for every plugin, after validation. A lever
@@ -167,28 +269,33 @@ def infermodel_define_quantities(scenario, define):
 
     :param scenario: the :class:`infermodel.scenario.Scenario`.
     :param define: ``define(name, definition, *, unit, description, reference=None,
-        latex=None)``. ``definition`` is a sympy expression over quantity symbols
+        latex=None, at=None)``. ``definition`` is a sympy expression over quantity symbols
         (``infermodel.S.layers``) or a number (an input quantity). A name defined by
-        two plugins is an error naming both.
+        two plugins is an error naming both. ``at`` maps input quantities to fixed
+        numbers: the definition is then read with those inputs held, every lever's
+        change included (``ttft`` is ``prefill_time`` at ``{"batch": 1}``: one request
+        alone); each quantity it uses that depends on a held input gets a twin named
+        ``<name>_at_<input>_<value>`` that ``explain`` shows.
     :return: ignored.
     """
 
 
 @hookspec
-def infermodel_transform_quantities(scenario, transform):
+def infermodel_transform_quantities(scenario: Scenario, transform: Transform) -> None:
     """Replace or wrap quantities other plugins defined.
 
     Called once per scenario evaluation, after every plugin's
     :func:`infermodel_define_quantities`. Requests are collected from every plugin
-    and then applied in a deterministic order: ascending ``order`` (default 500),
-    then plugin name, then the order of the calls. Documented stages: 100 number
-    formats, 200 model structure, 300 hardware and parallelism, 400 algorithms
-    (speculation, caching), 500 everything else, 900 cost.
+    and then applied in a deterministic order: ascending ``order`` (default
+    ``Stage.DEFAULT``, 500), then plugin name, then the order of the calls. The
+    stages are named by :class:`infermodel.plugin.Stage`: 100 number formats, 200
+    model structure, 300 hardware and parallelism, 400 algorithms (speculation,
+    caching), 500 everything else, 900 cost.
 
     :param scenario: the :class:`infermodel.scenario.Scenario`.
     :param transform: an object with ``replace(name, expression, *, reason,
-        reference=None, order=500, description=None)`` (a new definition) and
-        ``wrap(name, function, *, reason, reference=None, order=500,
+        reference=None, order=Stage.DEFAULT, description=None)`` (a new definition) and
+        ``wrap(name, function, *, reason, reference=None, order=Stage.DEFAULT,
         description=None)`` where ``function`` receives the current definition and
         returns the new one. ``description`` replaces the quantity's one-line meaning
         when the change alters it. Each change is recorded in the quantity's history
@@ -203,7 +310,7 @@ def infermodel_transform_quantities(scenario, transform):
 
 
 @hookspec
-def infermodel_check_result(result, warn):
+def infermodel_check_result(result: Result, warn: Warn) -> None:
     """Say what a reader of an evaluated scenario must know: a lever that makes things
     slower, an effect the formulas leave out, a default the scenario did not state.
 

@@ -17,14 +17,16 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError, Problem, close_match
+from .errors import InfermodelError, PluginError, Problem, close_match
+from .registry import Registries, build_registries
 
 ENTRY_POINT_GROUP = "infermodel"
 OWN_DISTRIBUTION = "infermodel"
@@ -50,7 +52,7 @@ class PluginHost:
         self.pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
         self.pm.add_hookspecs(hookspecs)
         self.records: dict[str, PluginRecord] = {}
-        self._registries = None
+        self._registries: Registries | None = None
         self.trace = bool(os.environ.get("INFERMODEL_TRACE_PLUGINS"))
         if autoload:
             self.load_entry_points()
@@ -89,6 +91,11 @@ class PluginHost:
                 who = f"{dist_name} {version}" if dist_name else "unknown distribution"
                 record.error = f"Error importing plugin {ep.name!r} ({who}): {type(exc).__name__}: {exc}"
                 record.traceback = traceback.format_exc()
+                continue
+            refused = self._unsupported_options(ep.name)
+            if refused:
+                self.pm.unregister(name=ep.name)
+                record.error = refused
 
     def register(self, plugin: Any, name: str, *, builtin: bool = False) -> None:
         """Register a plugin object directly (tests and embedding applications)."""
@@ -98,9 +105,35 @@ class PluginHost:
             self.pm.register(plugin, name=name)
         except pluggy.PluginValidationError as exc:
             raise PluginError(f"plugin {name!r} does not match the hook specifications: {exc}") from None
+        refused = self._unsupported_options(name)
+        if refused:
+            self.pm.unregister(name=name)
+            raise PluginError(refused)
         module = getattr(plugin, "__module__", None) or getattr(plugin, "__name__", repr(plugin))
         self.records[name] = PluginRecord(name, str(module), None, None, builtin)
         self._registries = None
+
+    def _unsupported_options(self, name: str) -> str | None:
+        """Why plugin ``name``'s hook implementations cannot be honoured, or None.
+
+        Hooks run in plugin-name order, so pluggy's ordering and wrapping options
+        would be silently ignored: refuse them instead.
+        """
+        plugin = self.pm.get_plugin(name)
+        found = []
+        for caller in self.pm.get_hookcallers(plugin) or []:
+            for impl in caller.get_hookimpls():
+                if impl.plugin_name != name:
+                    continue
+                options = [o for o in hookspecs.UNSUPPORTED_HOOKIMPL_OPTIONS if getattr(impl, o)]
+                if options:
+                    found.append(f"{caller.name} ({', '.join(options)})")
+        if not found:
+            return None
+        return (f"plugin {name!r} marks hook implementations with options infermodel does not "
+                f"honour: {'; '.join(sorted(found))}. Hooks run one plugin at a time in "
+                "plugin-name order; use @hookimpl without tryfirst, trylast, wrapper or "
+                "hookwrapper (transformations take order=Stage....)")
 
     def unregister(self, name: str) -> None:
         self.pm.unregister(name=name)
@@ -116,7 +149,7 @@ class PluginHost:
         failed = self.load_errors
         if failed:
             raise PluginError(
-                [Problem(r.error, suggestion=(
+                [Problem(r.error or "", suggestion=(
                     "fix or uninstall it, or set INFERMODEL_LOAD_PLUGINS to the plugins you want"))
                  for r in failed]
             )
@@ -129,8 +162,6 @@ class PluginHost:
         ``make_kwargs(plugin_name)`` builds the arguments, so that callbacks such as
         ``define`` know which plugin is calling them.
         """
-        from .errors import InfermodelError
-
         hook = getattr(self.pm.hook, hook_name)
         impls = sorted(hook.get_hookimpls(), key=lambda i: i.plugin_name)
         for impl in impls:
@@ -151,11 +182,9 @@ class PluginHost:
     # -- registries ----------------------------------------------------------------
 
     @property
-    def registries(self):
+    def registries(self) -> Registries:
         """Fields, levers and presets declared by the loaded plugins (built once)."""
         if self._registries is None:
-            from .registry import build_registries
-
             self._registries = build_registries(self)
         return self._registries
 

@@ -204,9 +204,7 @@ def _finish_x(ax, result, x: str, label: str | None = None):
         values = np.asarray(axis.labels, dtype=float)
         if _log_worthy(values):
             ax.set_xscale("log", base=2 if _powers_of_two(values) else 10)
-        from .host import get_host
-
-        spec = get_host().registries.field(x)
+        spec = result.scenario.host.registries.field(x)
         unit = spec.unit if spec is not None and spec.kind == "quantity" else "1"
         ax.xaxis.set_major_formatter(_unit_formatter(unit))
     ax.set_xlabel(label or x)

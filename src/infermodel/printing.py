@@ -7,49 +7,18 @@ Objects delegate ``__str__``, ``_repr_markdown_``, ``_repr_latex_`` and
 from __future__ import annotations
 
 import html
-import math
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.str import StrPrinter
 
+from .formatting import json_value, plain_number
 from .units import format_value
 
 # ---------------------------------------------------------------------------------
 # Numbers
 # ---------------------------------------------------------------------------------
-
-
-def json_value(value: Any) -> Any:
-    """A value in base units for JSON: booleans as booleans, infinities as "inf"."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        if value.is_integer() and abs(value) < 2**53:
-            return int(value)
-    return value
-
-
-def plain_number(value: Any) -> str:
-    """A compact exact-enough number for substituted formulas (base units)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    value = float(value)
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "∞" if value > 0 else "-∞"
-    if value.is_integer() and abs(value) < 1e7:
-        return str(int(value))
-    text = f"{value:.6g}"
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        text = f"{mantissa}e{int(exponent)}"
-    return text
 
 
 def show(value: Any, unit: str) -> str:
@@ -80,9 +49,9 @@ def latex_name(name: str, display: str | None = None) -> str:
 
 
 class _NamesLatexPrinter(LatexPrinter):
-    """Names as ``\\mathrm{...}`` (or their declared symbol), products with ``\\cdot``.
+    r"""Names as ``\mathrm{...}`` (or their declared symbol), products with ``\cdot``.
 
-    sympy juxtaposes factors by default, and ``\\mathrm{a} \\mathrm{b}`` renders as one
+    sympy juxtaposes factors by default, and ``\mathrm{a} \mathrm{b}`` renders as one
     word; an explicit multiplication sign keeps named factors apart.
     """
 
@@ -197,7 +166,8 @@ def assumptions_line(result) -> str:
 
 def result_summary(result) -> str:
     """The short summary ``infermodel run`` prints by default: headline rows by group,
-    the assumptions on one line, the warnings, and how to see more."""
+    the assumptions on one line, the warnings, and how to see more.
+    """
     groups = summary_groups(result)
     rows = [(h.label, show(result.values[h.name], result.graph[h.name].unit), h.name)
             for _, headlines in groups for h in headlines]
@@ -276,7 +246,8 @@ def summary_html(result) -> str:
 
 def result_html(result, names=None, *, headline: bool = False) -> str:
     """Every quantity (or those named) as HTML; with ``headline``, the summary first and
-    the full table folded below it."""
+    the full table folded below it.
+    """
     out = [f"<p><strong>{html.escape(result.scenario.name)}</strong></p>"]
     if headline and result.graph.headlines:
         out.append(summary_html(result))
@@ -375,13 +346,14 @@ def _symbol(name):
 
 
 def symbol_legend(steps) -> list[tuple[str, str, str]]:
-    """``(symbol, quantity name, meaning)`` for every step shown by a declared symbol
-    (``L``, ``\\mathrm{BW}``, ``N_{\\mathrm{matmul}}``...), so a reader can decode them."""
+    r"""``(symbol, quantity name, meaning)`` for every step shown by a declared symbol
+    (``L``, ``\mathrm{BW}``, ``N_{\mathrm{matmul}}``...), so a reader can decode them.
+    """
     return [(step.latex, step.name, step.description) for step in steps if step.latex]
 
 
 def legend_latex(steps) -> str:
-    """The legend as one LaTeX row: ``\\text{where } L = \\text{context} ...``."""
+    r"""The legend as one LaTeX row: ``\text{where } L = \text{context} ...``."""
     items = [f"{symbol} = \\text{{{name.replace('_', chr(92) + '_')}}}"
              for symbol, name, _ in symbol_legend(steps)]
     return r"\text{where } " + r",\; ".join(items) if items else ""

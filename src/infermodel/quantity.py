@@ -106,7 +106,11 @@ S = _SymbolNamespace()
 
 @attrs.frozen
 class Change:
-    """One step in a quantity's history: its definition or a lever's change to it."""
+    """One step in a quantity's history: its definition or a lever's change to it.
+
+    ``field`` is the dotted path of the scenario field an input's number was read
+    from (``"workload.batch"``), or None; ``reason`` is the same in words.
+    """
 
     kind: str  # define | input | replace | wrap
     plugin: str
@@ -114,6 +118,7 @@ class Change:
     reason: str = ""
     reference: str | None = None
     order: int = 0
+    field: str | None = None
 
 
 @attrs.frozen
@@ -170,6 +175,11 @@ class Quantity:
         if self.expression is None:
             return ()
         return tuple(sorted(s.name for s in self.expression.free_symbols))
+
+    @property
+    def field(self) -> str | None:
+        """The scenario field this input's number was read from, or None."""
+        return self.history[0].field if self.history else None
 
     @property
     def changed_by(self) -> tuple[str, ...]:

@@ -1,139 +1,67 @@
-"""Registries filled by the registration hooks: scenario fields, levers, presets, witnesses."""
+"""Registries filled by the registration hooks: scenario fields, levers, presets, witnesses.
+
+:func:`build_registries` calls each registration hook with a ``register`` callback
+that knows the calling plugin, collects every name declared twice, and raises once.
+The records themselves live in :mod:`infermodel.declarations`.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import attrs
+import cattrs
 
+from .declarations import (
+    FIELD_KINDS,
+    FIELD_SECTIONS,
+    PRESET_KINDS,
+    REQUIRED,
+    UNIT_WORDS,
+    FieldSpec,
+    HeadlineInfo,
+    LeverInfo,
+    Option,
+    PresetInfo,
+    WitnessInfo,
+)
 from .errors import PluginError, Problem
+from .hookspecs import (
+    FieldRegistrar,
+    HeadlineRegistrar,
+    LeverRegistrar,
+    PresetRegistrar,
+    ValueTypeRegistrar,
+    WitnessRegistrar,
+)
 from .quantity import NAME_PATTERN, check_name
+from .schema import BASE_CONVERTER, section_class
+from .units import EXAMPLES
 
-
-class _Required:
-    def __repr__(self) -> str:
-        return "REQUIRED"
-
-
-#: Default for a field the scenario must give.
-REQUIRED: Any = _Required()
-
-#: Sections whose fields are declared by plugins through ``infermodel_register_fields``.
-FIELD_SECTIONS = ("model", "hardware", "workload", "efficiency", "pricing")
-FIELD_KINDS = ("int", "float", "quantity", "bool", "str", "choice", "size_or_fraction")
-
-
-@attrs.frozen
-class FieldSpec:
-    """One scenario field: where it lives, what it accepts, what it feeds."""
-
-    section: str
-    name: str
-    kind: str
-    description: str
-    plugin: str
-    unit: str = "1"
-    default: Any = REQUIRED
-    minimum: float | None = None
-    maximum: float | None = None
-    exclusive_minimum: bool = False
-    choices: tuple[str, ...] | None = None
-    quantity: str | None = None
-
-    @property
-    def path(self) -> str:
-        return f"{self.section}.{self.name}"
-
-    @property
-    def numeric(self) -> bool:
-        return self.kind in ("int", "float", "quantity")
-
-    def expected(self) -> str:
-        """A phrase saying what the field accepts, for error messages and docs."""
-        if self.kind == "int":
-            text = "an integer"
-        elif self.kind == "float":
-            text = "a number"
-        elif self.kind == "quantity":
-            from .units import EXAMPLES
-
-            example = f" such as {EXAMPLES[self.unit]!r}" if self.unit in EXAMPLES else ""
-            text = f"a string with a unit{example}, or a number in {UNIT_WORDS.get(self.unit, self.unit)}"
-        elif self.kind == "bool":
-            text = "true or false"
-        elif self.kind == "choice":
-            text = "one of " + ", ".join(repr(c) for c in self.choices or ())
-        elif self.kind == "size_or_fraction":
-            text = 'a size with a unit such as "2.5 GB", or a fraction such as 0.1'
-        else:
-            text = "a string"
-        bounds = []
-        if self.minimum is not None:
-            bounds.append(f"{'>' if self.exclusive_minimum else '>='} {_num(self.minimum)}")
-        if self.maximum is not None:
-            bounds.append(f"<= {_num(self.maximum)}")
-        if bounds and self.kind in ("int", "float", "quantity"):
-            text += ", " + " and ".join(bounds)
-        return text
-
-
-UNIT_WORDS = {"B": "bytes", "s": "seconds", "B/s": "bytes per second", "FLOP/s": "FLOP per second",
-              "USD": "US dollars", "USD/h": "US dollars per hour", "W": "watts", "J": "joules"}
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(x)
-
-
-@attrs.frozen
-class LeverInfo:
-    name: str
-    schema: type
-    description: str
-    plugin: str
-    reference: str | None = None
-
-
-@attrs.frozen
-class WitnessInfo:
-    """A witness experiment: its function, its options and who registered it."""
-
-    name: str
-    function: Any
-    description: str
-    plugin: str
-    reference: str | None = None
-    options: Any = attrs.field(factory=dict)   # name -> infermodel.witnessing.Option
-
-
-@attrs.frozen
-class PresetInfo:
-    kind: str
-    name: str
-    path: Path
-    plugin: str
-
-
-@attrs.frozen
-class HeadlineInfo:
-    """A quantity the short summary of ``infermodel run`` shows, under ``group``."""
-
-    group: str
-    name: str
-    label: str
-    plugin: str
+if TYPE_CHECKING:  # the host imports this module; this import is for annotations only
+    from .host import PluginHost
 
 
 @attrs.define
 class Registries:
+    """What the loaded plugins declared, and the converter that reads scenarios with it.
+
+    ``converter`` is this registries' own copy of the strict converter, holding the
+    value types the plugins registered; ``section_classes`` holds one attrs class per
+    field section, built from the registered fields.
+    """
+
     fields: dict[str, dict[str, FieldSpec]]
     levers: dict[str, LeverInfo]
     presets: dict[str, dict[str, PresetInfo]]
     witnesses: dict[str, WitnessInfo] = attrs.field(factory=dict)
     headlines: dict[str, HeadlineInfo] = attrs.field(factory=dict)
-    _section_classes: dict[str, type] = attrs.field(factory=dict)
+    converter: cattrs.Converter = attrs.field(factory=BASE_CONVERTER.copy, repr=False)
+    section_classes: Mapping[str, type] = attrs.field(factory=dict, repr=False)
 
     def field(self, path: str) -> FieldSpec | None:
         section, _, name = path.partition(".")
@@ -143,122 +71,40 @@ class Registries:
         return [spec for section in FIELD_SECTIONS for spec in self.fields[section].values()]
 
 
-def build_registries(host) -> Registries:
-    """Call the registration hooks of every plugin and check what they declared."""
-    fields: dict[str, dict[str, FieldSpec]] = {s: {} for s in FIELD_SECTIONS}
-    levers: dict[str, LeverInfo] = {}
-    presets: dict[str, dict[str, PresetInfo]] = {"model": {}, "hardware": {}}
-    problems: list[Problem] = []
+class _Collector:
+    """What the registration hooks declare, plugin by plugin, with every clash."""
 
-    def field_registrar(plugin: str):
+    def __init__(self) -> None:
+        self.fields: dict[str, dict[str, FieldSpec]] = {s: {} for s in FIELD_SECTIONS}
+        self.levers: dict[str, LeverInfo] = {}
+        self.presets: dict[str, dict[str, PresetInfo]] = {kind: {} for kind in PRESET_KINDS}
+        self.witnesses: dict[str, WitnessInfo] = {}
+        self.headlines: dict[str, HeadlineInfo] = {}
+        self.value_types: dict[type, str] = {}
+        self.converter = BASE_CONVERTER.copy()
+        self.problems: list[Problem] = []
+
+    # Each ``*_registrar(plugin)`` is the ``register`` callback handed to that plugin.
+
+    def field_registrar(self, plugin: str) -> FieldRegistrar:
         def register(section, name, *, kind, description, unit="1", default=REQUIRED,
                      minimum=None, maximum=None, exclusive_minimum=False, choices=None,
                      quantity=None):
-            if section not in FIELD_SECTIONS:
-                raise PluginError(f"plugin {plugin!r} registered field {name!r} in unknown section "
-                                  f"{section!r}; sections are {', '.join(FIELD_SECTIONS)}")
-            if kind not in FIELD_KINDS:
-                raise PluginError(f"plugin {plugin!r} registered field {section}.{name} with "
-                                  f"unknown kind {kind!r}; kinds are {', '.join(FIELD_KINDS)}")
-            if not isinstance(name, str) or not NAME_PATTERN.match(name):
-                raise PluginError(f"plugin {plugin!r}: field name {name!r} is not a valid key "
-                                  "(letters, digits and underscores, starting with a letter)")
-            if quantity is not None and check_name(quantity):
-                raise PluginError(f"plugin {plugin!r}: field {section}.{name}: {check_name(quantity)}")
-            if kind == "choice" and not choices:
-                raise PluginError(f"plugin {plugin!r}: choice field {section}.{name} needs choices")
-            existing = fields[section].get(name)
+            _check_field(plugin, section, name, kind, quantity, choices)
+            existing = self.fields[section].get(name)
             if existing is not None:
-                problems.append(Problem(
+                self.problems.append(Problem(
                     f"field {section}.{name} is registered by both {existing.plugin!r} and {plugin!r}"))
                 return
-            fields[section][name] = FieldSpec(
+            self.fields[section][name] = FieldSpec(
                 section=section, name=name, kind=kind, description=description, plugin=plugin,
                 unit=unit, default=default, minimum=minimum, maximum=maximum,
                 exclusive_minimum=exclusive_minimum,
-                choices=tuple(choices) if choices else None, quantity=quantity)
+                choices=tuple(choices) if choices else None, quantity=quantity,
+                example=EXAMPLES.get(unit) if kind == "quantity" else None)
         return register
 
-    def lever_registrar(plugin: str):
-        def register(name, schema, *, description, reference=None):
-            if check_name(name):
-                raise PluginError(f"plugin {plugin!r}: lever name {name!r}: {check_name(name)}")
-            if not attrs.has(schema):
-                raise PluginError(f"plugin {plugin!r}: lever {name!r} schema must be an attrs class")
-            if name in levers:
-                problems.append(Problem(
-                    f"lever {name!r} is registered by both {levers[name].plugin!r} and {plugin!r}"))
-                return
-            levers[name] = LeverInfo(name, schema, description, plugin, reference)
-        return register
-
-    def preset_registrar(plugin: str):
-        def register(kind, directory):
-            if kind not in presets:
-                raise PluginError(f"plugin {plugin!r}: preset kind {kind!r} is not 'model' or 'hardware'")
-            directory = Path(directory)
-            if not directory.is_dir():
-                raise PluginError(f"plugin {plugin!r}: preset directory {directory} does not exist")
-            for path in sorted(directory.glob("*.toml")):
-                name = path.stem
-                if name in presets[kind]:
-                    other = presets[kind][name]
-                    problems.append(Problem(
-                        f"{kind} preset {name!r} is provided by both {other.plugin!r} ({other.path}) "
-                        f"and {plugin!r} ({path})"))
-                    continue
-                presets[kind][name] = PresetInfo(kind, name, path, plugin)
-        return register
-
-    witnesses: dict[str, WitnessInfo] = {}
-
-    def witness_registrar(plugin: str):
-        def register(name, function, *, description, reference=None, options=None):
-            from types import MappingProxyType
-
-            from .witnessing import Option
-
-            if check_name(name):
-                raise PluginError(f"plugin {plugin!r}: witness name {name!r}: {check_name(name)}")
-            if not callable(function):
-                raise PluginError(f"plugin {plugin!r}: witness {name!r} needs a callable "
-                                  "function(scenario, options)")
-            options = dict(options or {})
-            for key, option in options.items():
-                if not isinstance(key, str) or not NAME_PATTERN.match(key):
-                    raise PluginError(f"plugin {plugin!r}: witness {name!r}: option name {key!r} "
-                                      "is not a valid key")
-                if not isinstance(option, Option):
-                    raise PluginError(f"plugin {plugin!r}: witness {name!r}: option {key!r} must "
-                                      "be an infermodel.witnessing.Option")
-            if name in witnesses:
-                problems.append(Problem(
-                    f"witness {name!r} is registered by both {witnesses[name].plugin!r} and {plugin!r}"))
-                return
-            witnesses[name] = WitnessInfo(name, function, description, plugin, reference,
-                                          MappingProxyType(options))
-        return register
-
-    value_types: dict[type, str] = {}
-
-    def type_registrar(plugin: str):
-        def register(type_, function):
-            from .schema import CONVERTER
-
-            if not isinstance(type_, type) or not callable(function):
-                raise PluginError(f"plugin {plugin!r}: register(type_, function) needs a type "
-                                  "and a callable")
-            if value_types.get(type_, plugin) != plugin:
-                problems.append(Problem(f"value type {type_.__name__} is registered by both "
-                                        f"{value_types[type_]!r} and {plugin!r}"))
-                return
-            value_types[type_] = plugin
-            CONVERTER.register_structure_hook(type_, function)
-        return register
-
-    headlines: dict[str, HeadlineInfo] = {}
-
-    def headline_registrar(plugin: str):
+    def headline_registrar(self, plugin: str) -> HeadlineRegistrar:
         def register(group, name, *, label=None):
             if not isinstance(group, str) or not group:
                 raise PluginError(f"plugin {plugin!r}: a headline group must be a non-empty string")
@@ -267,27 +113,149 @@ def build_registries(host) -> Registries:
             if label is not None and (not isinstance(label, str) or not label):
                 raise PluginError(f"plugin {plugin!r}: headline {name!r}: label must be a "
                                   "non-empty string")
-            if name in headlines:
-                problems.append(Problem(f"headline {name!r} is registered by both "
-                                        f"{headlines[name].plugin!r} and {plugin!r}"))
+            if name in self.headlines:
+                self.problems.append(Problem(f"headline {name!r} is registered by both "
+                                             f"{self.headlines[name].plugin!r} and {plugin!r}"))
                 return
-            headlines[name] = HeadlineInfo(group, name, label or name, plugin)
+            self.headlines[name] = HeadlineInfo(group, name, label or name, plugin)
         return register
 
-    host.call_each("infermodel_register_value_types", lambda p: {"register": type_registrar(p)},
-                   "registration")
-    host.call_each("infermodel_register_fields", lambda p: {"register": field_registrar(p)}, "registration")
-    host.call_each("infermodel_register_levers", lambda p: {"register": lever_registrar(p)}, "registration")
-    host.call_each("infermodel_register_presets", lambda p: {"register": preset_registrar(p)}, "registration")
-    host.call_each("infermodel_register_witnesses", lambda p: {"register": witness_registrar(p)},
-                   "registration")
-    host.call_each("infermodel_register_headlines", lambda p: {"register": headline_registrar(p)},
-                   "registration")
-    if problems:
-        raise PluginError(problems, heading="plugins declare conflicting names")
+    def lever_registrar(self, plugin: str) -> LeverRegistrar:
+        def register(name, schema, *, description, reference=None):
+            if check_name(name):
+                raise PluginError(f"plugin {plugin!r}: lever name {name!r}: {check_name(name)}")
+            if not attrs.has(schema):
+                raise PluginError(f"plugin {plugin!r}: lever {name!r} schema must be an attrs class")
+            if name in self.levers:
+                self.problems.append(Problem(
+                    f"lever {name!r} is registered by both {self.levers[name].plugin!r} and {plugin!r}"))
+                return
+            self.levers[name] = LeverInfo(name, schema, description, plugin, reference)
+        return register
+
+    def preset_registrar(self, plugin: str) -> PresetRegistrar:
+        def register(kind, directory):
+            if kind not in self.presets:
+                raise PluginError(f"plugin {plugin!r}: preset kind {kind!r} is not 'model' or 'hardware'")
+            directory = Path(directory)
+            if not directory.is_dir():
+                raise PluginError(f"plugin {plugin!r}: preset directory {directory} does not exist")
+            for path in sorted(directory.glob("*.toml")):
+                name = path.stem
+                if name in self.presets[kind]:
+                    other = self.presets[kind][name]
+                    self.problems.append(Problem(
+                        f"{kind} preset {name!r} is provided by both {other.plugin!r} ({other.path}) "
+                        f"and {plugin!r} ({path})"))
+                    continue
+                self.presets[kind][name] = PresetInfo(kind, name, path, plugin)
+        return register
+
+    def witness_registrar(self, plugin: str) -> WitnessRegistrar:
+        def register(name, function, *, description, reference=None, options=None):
+            options = _check_witness(plugin, name, function, options)
+            if name in self.witnesses:
+                self.problems.append(Problem(
+                    f"witness {name!r} is registered by both {self.witnesses[name].plugin!r} and {plugin!r}"))
+                return
+            self.witnesses[name] = WitnessInfo(name, function, description, plugin, reference,
+                                               MappingProxyType(options))
+        return register
+
+    def type_registrar(self, plugin: str) -> ValueTypeRegistrar:
+        def register(type_, function):
+            if not isinstance(type_, type) or not callable(function):
+                raise PluginError(f"plugin {plugin!r}: register(type_, function) needs a type "
+                                  "and a callable")
+            if self.value_types.get(type_, plugin) != plugin:
+                self.problems.append(Problem(f"value type {type_.__name__} is registered by both "
+                                             f"{self.value_types[type_]!r} and {plugin!r}"))
+                return
+            self.value_types[type_] = plugin
+            self.converter.register_structure_hook(type_, function)
+        return register
+
+
+def _check_field(plugin: str, section: Any, name: Any, kind: Any, quantity: Any, choices: Any) -> None:
+    if section not in FIELD_SECTIONS:
+        raise PluginError(f"plugin {plugin!r} registered field {name!r} in unknown section "
+                          f"{section!r}; sections are {', '.join(FIELD_SECTIONS)}")
+    if kind not in FIELD_KINDS:
+        raise PluginError(f"plugin {plugin!r} registered field {section}.{name} with "
+                          f"unknown kind {kind!r}; kinds are {', '.join(FIELD_KINDS)}")
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise PluginError(f"plugin {plugin!r}: field name {name!r} is not a valid key "
+                          "(letters, digits and underscores, starting with a letter)")
+    if quantity is not None and check_name(quantity):
+        raise PluginError(f"plugin {plugin!r}: field {section}.{name}: {check_name(quantity)}")
+    if kind == "choice" and not choices:
+        raise PluginError(f"plugin {plugin!r}: choice field {section}.{name} needs choices")
+
+
+def _check_witness(plugin: str, name: Any, function: Any, options: Any) -> dict[str, Option]:
+    if check_name(name):
+        raise PluginError(f"plugin {plugin!r}: witness name {name!r}: {check_name(name)}")
+    if not callable(function):
+        raise PluginError(f"plugin {plugin!r}: witness {name!r} needs a callable "
+                          "function(scenario, options)")
+    options = dict(options or {})
+    for key, option in options.items():
+        if not isinstance(key, str) or not NAME_PATTERN.match(key):
+            raise PluginError(f"plugin {plugin!r}: witness {name!r}: option name {key!r} "
+                              "is not a valid key")
+        if not isinstance(option, Option):
+            raise PluginError(f"plugin {plugin!r}: witness {name!r}: option {key!r} must "
+                              "be an infermodel.witnessing.Option")
+    return options
+
+
+def _check_defaults(fields: Mapping[str, Mapping[str, FieldSpec]]) -> None:
     for section in FIELD_SECTIONS:
         for spec in fields[section].values():
-            if spec.default is not REQUIRED and spec.default is not None and spec.numeric:
-                if isinstance(spec.default, float) and not math.isfinite(spec.default):
-                    raise PluginError(f"plugin {spec.plugin!r}: field {spec.path} has a non-finite default")
-    return Registries(fields, levers, presets, witnesses, headlines)
+            # (REQUIRED and None are not floats: only a given number is checked.)
+            if (spec.numeric and isinstance(spec.default, float)
+                    and not math.isfinite(spec.default)):
+                raise PluginError(f"plugin {spec.plugin!r}: field {spec.path} has a non-finite default")
+
+
+#: Registration hooks in the order they are called, with the registrar each receives.
+_REGISTRATION_HOOKS = (
+    ("infermodel_register_value_types", _Collector.type_registrar),
+    ("infermodel_register_fields", _Collector.field_registrar),
+    ("infermodel_register_levers", _Collector.lever_registrar),
+    ("infermodel_register_presets", _Collector.preset_registrar),
+    ("infermodel_register_witnesses", _Collector.witness_registrar),
+    ("infermodel_register_headlines", _Collector.headline_registrar),
+)
+
+
+def build_registries(host: PluginHost) -> Registries:
+    """Call the registration hooks of every plugin and check what they declared."""
+    collected = _Collector()
+    for hook_name, registrar in _REGISTRATION_HOOKS:
+        def arguments(plugin: str, registrar=registrar) -> dict[str, Any]:
+            return {"register": registrar(collected, plugin)}
+
+        host.call_each(hook_name, arguments, "registration")
+    if collected.problems:
+        raise PluginError(collected.problems, heading="plugins declare conflicting names")
+    _check_defaults(collected.fields)
+    classes = {section: section_class(section, collected.fields[section])
+               for section in FIELD_SECTIONS}
+    return Registries(collected.fields, collected.levers, collected.presets, collected.witnesses,
+                      collected.headlines, converter=collected.converter, section_classes=MappingProxyType(classes))
+
+
+__all__ = [
+    "FIELD_KINDS",
+    "FIELD_SECTIONS",
+    "REQUIRED",
+    "UNIT_WORDS",
+    "FieldSpec",
+    "HeadlineInfo",
+    "LeverInfo",
+    "PresetInfo",
+    "Registries",
+    "WitnessInfo",
+    "build_registries",
+]

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import attrs
 
-from .errors import Problem, ScenarioError, close_match
-from .registry import FIELD_SECTIONS, REQUIRED, FieldSpec, Registries
-from .schema import CONVERTER, FieldValueError, parse_field, structure_errors
+from .declarations import FIELD_SECTIONS, PRESET_KINDS, REQUIRED
+from .errors import Problem, ScenarioError, close_match, suggest
+from .hookspecs import Report
+from .host import PluginHost, get_host
+from .registry import Registries
+from .schema import FieldValueError, converting_with, parse_field, structure_errors
 
 #: Scenario files larger than this are refused (TOML parsing of hostile input can be slow).
 MAX_FILE_BYTES = 1_000_000
@@ -36,32 +40,6 @@ class Origin:
 
     file: str
     line: int | None = None
-
-
-class _FieldMarker:
-    spec: FieldSpec
-
-
-def _field_hook(value, type_):
-    return parse_field(type_.spec, value)
-
-
-CONVERTER.register_structure_hook_func(
-    lambda t: isinstance(t, type) and issubclass(t, _FieldMarker), _field_hook)
-
-
-def section_class(section: str, specs: Mapping[str, FieldSpec]) -> type:
-    """A frozen attrs class for one section, built from the registered fields."""
-    attributes = {}
-    # attrs needs defaulted fields after mandatory ones.
-    ordered = sorted(specs.values(), key=lambda s: s.default is not REQUIRED)
-    for spec in ordered:
-        marker = type(f"Field[{spec.path}]", (_FieldMarker,), {"spec": spec})
-        if spec.default is REQUIRED:
-            attributes[spec.name] = attrs.field(type=marker)
-        else:
-            attributes[spec.name] = attrs.field(type=marker, default=spec.default)
-    return attrs.make_class(section.capitalize() + "Section", attributes, frozen=True)
 
 
 # ---------------------------------------------------------------------------------
@@ -243,7 +221,8 @@ class Scenario:
     presets: Mapping[str, str]
     origins: Mapping[str, Origin] = attrs.field(repr=False)
     raw: Mapping = attrs.field(repr=False)
-    host: Any = attrs.field(default=None, repr=False, eq=False)
+    #: The plugin host that read this scenario; analyses use its plugins and registries.
+    host: PluginHost = attrs.field(repr=False, eq=False)
     #: What reading the scenario approximated (a config.json feature the shape fields
     #: cannot express); results show each as a warning.
     notes: tuple[str, ...] = attrs.field(default=(), repr=False, eq=False)
@@ -281,9 +260,7 @@ class Scenario:
         >>> s.preset("model", "llama-3.2-3b")["layers"]  # doctest: +SKIP
         28
         """
-        from .host import get_host
-
-        registries = (self.host or get_host()).registries
+        registries = self.host.registries
         known = registries.presets.get(kind, {})
         info = known.get(name)
         if info is None:
@@ -328,7 +305,8 @@ class Scenario:
         return Problem(message, file=file, key=key, line=origin.line if origin else None,
                        expected=expected, suggestion=suggestion)
 
-    def with_overrides(self, overrides: Mapping[str, Any], *, host=None) -> "Scenario":
+    def with_overrides(self, overrides: Mapping[str, Any], *,
+                       host: PluginHost | None = None) -> Scenario:
         """A new scenario with fields set, as ``--set`` does.
 
         >>> s2 = s.with_overrides({"workload.batch": 64})  # doctest: +SKIP
@@ -363,15 +341,13 @@ class Scenario:
             if key == "preset" and old is not None:
                 # Forget where the previous preset's values came from, so that the new
                 # preset's file is named as their origin.
-                from .host import get_host
-
-                info = (host or get_host()).registries.presets[section].get(old)
+                info = (host or self.host).registries.presets[section].get(old)
                 if info is not None:
                     stale = str(info.path)
                     for name in [k for k, o in origins.items()
                                  if k.startswith(section + ".") and o.file == stale]:
                         del origins[name]
-        return resolve(data, origins, self.path, host=host)
+        return resolve(data, origins, self.path, host=host or self.host)
 
 
 class _Remove:
@@ -393,6 +369,30 @@ def _remove_path(data: dict, path: str) -> None:
         node.pop(parts[-1], None)
 
 
+class _Reading:
+    """Problems found while typing one scenario, each placed at its file and line."""
+
+    def __init__(self, origins: Mapping[str, Origin], path: Path | None) -> None:
+        self.origins = dict(origins)
+        self.path = path
+        self.default_file = str(path) if path else None
+        self.problems: list[Problem] = []
+        #: approximations made while reading (a config.json's unexpressed features)
+        self.notes: list[str] = []
+
+    def problem(self, key: str, message: str, expected: str | None = None,
+                suggestion: str | None = None) -> Problem:
+        return _problem(self.origins, self.default_file, key, message, expected, suggestion)
+
+    def add(self, key: str, message: str, expected: str | None = None,
+            suggestion: str | None = None) -> None:
+        self.problems.append(self.problem(key, message, expected, suggestion))
+
+    def raise_any(self) -> None:
+        if self.problems:
+            raise ScenarioError(self.problems)
+
+
 def _problem(origins: Mapping[str, Origin], default_file: str | None, key: str, message: str,
              expected=None, suggestion=None) -> Problem:
     parts = key.split(".")
@@ -405,204 +405,224 @@ def _problem(origins: Mapping[str, Origin], default_file: str | None, key: str, 
                    expected=expected, suggestion=suggestion)
 
 
-def _load_preset(kind: str, name: Any, registries: Registries, key: str, origins, default_file,
-                 problems: list[Problem]) -> tuple[dict, dict[str, Origin]]:
+def _load_preset(kind: str, name: Any, registries: Registries, key: str,
+                 reading: _Reading) -> tuple[dict, dict[str, Origin]]:
     known = registries.presets[kind]
     if not isinstance(name, str):
-        problems.append(_problem(origins, default_file, key, f"got {name!r}",
-                                 expected=f"a {kind} preset name"))
+        reading.add(key, f"got {name!r}", expected=f"a {kind} preset name")
         return {}, {}
     info = known.get(name)
     if info is None:
-        near = close_match(name, known)
-        hint = f"did you mean {near!r}?" if near else None
         listing = f"`infermodel presets {kind if kind == 'hardware' else 'models'}` lists them"
-        problems.append(_problem(origins, default_file, key, f"no {kind} preset named {name!r}",
-                                 expected=f"a known {kind} preset ({listing})", suggestion=hint))
+        reading.add(key, f"no {kind} preset named {name!r}",
+                    expected=f"a known {kind} preset ({listing})", suggestion=suggest(name, known))
         return {}, {}
     data, lines = read_toml(info.path)
     table = data.get(kind)
     if not isinstance(table, dict):
-        problems.append(Problem(f"preset file has no [{kind}] table", file=str(info.path)))
+        reading.problems.append(Problem(f"preset file has no [{kind}] table", file=str(info.path)))
         return {}, {}
     extra = set(data) - {"preset", kind}
     if extra:
-        problems.append(Problem(f"preset file has unexpected tables {sorted(extra)}", file=str(info.path)))
+        reading.problems.append(Problem(f"preset file has unexpected tables {sorted(extra)}",
+                                        file=str(info.path)))
     origins_out = {f"{kind}.{k}": Origin(str(info.path), lines.get(f"{kind}.{k}")) for k in table}
     return table, origins_out
 
 
-def _load_hf(path_text: Any, scenario_path: Path | None, key: str, origins, default_file,
-             problems: list[Problem], notes: list[str]) -> tuple[dict, dict[str, Origin]]:
+def _load_hf(path_text: Any, key: str, reading: _Reading) -> tuple[dict, dict[str, Origin]]:
     from .hf_config import HFConfigError, read_hf_config_notes
 
     if not isinstance(path_text, str):
-        problems.append(_problem(origins, default_file, key, f"got {path_text!r}",
-                                 expected="a path to a Hugging Face config.json"))
+        reading.add(key, f"got {path_text!r}", expected="a path to a Hugging Face config.json")
         return {}, {}
-    base = scenario_path.parent if scenario_path else Path.cwd()
+    base = reading.path.parent if reading.path else Path.cwd()
     path = (base / path_text)
     try:
-        table, found = read_hf_config_notes(path)
-        notes.extend(f"{path_text}: {note}" for note in found)
+        table, notes = read_hf_config_notes(path)
+        reading.notes.extend(f"{path_text}: {note}" for note in notes)
     except HFConfigError as exc:
-        problems.append(_problem(origins, default_file, key, str(exc),
-                                 expected="a readable Hugging Face config.json"))
+        reading.add(key, str(exc), expected="a readable Hugging Face config.json")
         return {}, {}
     return table, {f"model.{k}": Origin(str(path)) for k in table}
 
 
-def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *, host=None) -> Scenario:
-    """Type and validate merged raw scenario data; raise every problem at once."""
-    from .host import get_host
-
-    host = host or get_host()
-    host.check_loaded()
-    registries: Registries = host.registries
-    origins = dict(origins)
-    default_file = str(path) if path else None
-    problems: list[Problem] = []
-    notes: list[str] = []
-
-    def add(key, message, expected=None, suggestion=None):
-        problems.append(_problem(origins, default_file, key, message, expected, suggestion))
-
-    if not isinstance(data, Mapping):
-        raise ScenarioError(Problem("a scenario must be a TOML table", file=default_file))
+def _check_top_level(data: Mapping, reading: _Reading) -> None:
     for key in data:
         if key not in TOP_LEVEL:
-            near = close_match(key, TOP_LEVEL)
-            add(key, f"unknown section {key!r}", expected="one of " + ", ".join(TOP_LEVEL),
-                suggestion=f"did you mean {near!r}?" if near else None)
+            reading.add(key, f"unknown section {key!r}", expected="one of " + ", ".join(TOP_LEVEL),
+                        suggestion=suggest(key, TOP_LEVEL))
 
+
+def _read_meta(data: Mapping, reading: _Reading) -> tuple[str, str]:
+    """The ``[scenario]`` table's name (the file stem by default) and description."""
     meta = data.get("scenario", {})
-    name = path.stem if path else "scenario"
+    name = reading.path.stem if reading.path else "scenario"
     description = ""
     if not isinstance(meta, Mapping):
-        add("scenario", "expected a table", expected="[scenario] with name and description")
+        reading.add("scenario", "expected a table", expected="[scenario] with name and description")
         meta = {}
     for key, value in meta.items():
         if key not in SCENARIO_KEYS:
-            near = close_match(key, SCENARIO_KEYS)
-            add(f"scenario.{key}", f"unknown key {key!r}", expected="name or description",
-                suggestion=f"did you mean {near!r}?" if near else None)
+            reading.add(f"scenario.{key}", f"unknown key {key!r}", expected="name or description",
+                        suggestion=suggest(key, SCENARIO_KEYS))
         elif not isinstance(value, str):
-            add(f"scenario.{key}", f"got {value!r}", expected="a string")
+            reading.add(f"scenario.{key}", f"got {value!r}", expected="a string")
         elif key == "name":
             name = value
         else:
             description = value
+    return name, description
 
+
+def _merge_section(section: str, table: dict, registries: Registries, reading: _Reading,
+                   presets: dict[str, str], quiet: set[str]) -> dict:
+    """One section's values: its preset's (or config.json's), then the scenario's own."""
+    merged: dict = {}
+    if section in PRESET_KINDS and "preset" in table:
+        preset_name = table.pop("preset")
+        preset_table, preset_origins = _load_preset(section, preset_name, registries,
+                                                    f"{section}.preset", reading)
+        # A preset may carry fields of plugins that are not loaded now (hardware
+        # interconnects, native formats): those keys are left out, not errors. The
+        # preset data tests check every key against the full set of built-in fields.
+        known_here = registries.fields[section]
+        preset_table = {k: v for k, v in preset_table.items() if k in known_here}
+        merged.update(preset_table)
+        if not preset_table:
+            quiet.add(section)
+        for k, v in preset_origins.items():
+            if k.partition(".")[2] not in table:  # (a changed preset replaces old sources)
+                reading.origins[k] = v
+        if isinstance(preset_name, str):
+            presets[section] = preset_name
+    if section == "model" and "hf_config" in table:
+        if "model" in presets:
+            reading.add("model.hf_config", "give either model.preset or model.hf_config, not both")
+        hf_table, hf_origins = _load_hf(table.pop("hf_config"), "model.hf_config", reading)
+        merged.update(hf_table)
+        for k, v in hf_origins.items():
+            if k.partition(".")[2] not in table:
+                reading.origins[k] = v
+    # Values written in the scenario override the preset's.
+    for k in table:
+        if k in merged:
+            key = f"{section}.{k}"
+            reading.origins[key] = reading.origins.get(key) or Origin(reading.default_file or "")
+    merged.update(table)
+    return merged
+
+
+def _read_sections(data: Mapping, registries: Registries,
+                   reading: _Reading) -> tuple[dict[str, Any], dict[str, str]]:
+    """The typed field sections and the presets they name."""
     sections: dict[str, Any] = {}
     presets: dict[str, str] = {}
     # A failed preset or a misspelt section name explains missing fields: don't list them.
-    quiet = {close_match(k, FIELD_SECTIONS) for k in data if k not in TOP_LEVEL} - {None}
-    resolved_raw = {}
+    quiet = {near for k in data if k not in TOP_LEVEL
+             if (near := close_match(k, FIELD_SECTIONS)) is not None}
     for section in FIELD_SECTIONS:
         table = data.get(section, {})
         if not isinstance(table, Mapping):
-            add(section, f"got {table!r}", expected=f"a [{section}] table")
+            reading.add(section, f"got {table!r}", expected=f"a [{section}] table")
             continue
-        table = dict(table)
-        merged: dict = {}
-        if section in ("model", "hardware") and "preset" in table:
-            preset_name = table.pop("preset")
-            preset_table, preset_origins = _load_preset(section, preset_name, registries,
-                                                        f"{section}.preset", origins, default_file, problems)
-            # A preset may carry fields of plugins that are not loaded now (hardware
-            # interconnects, native formats): those keys are left out, not errors. The
-            # preset data tests check every key against the full set of built-in fields.
-            known_here = registries.fields[section]
-            preset_table = {k: v for k, v in preset_table.items() if k in known_here}
-            merged.update(preset_table)
-            if not preset_table:
-                quiet.add(section)
-            for k, v in preset_origins.items():
-                if k.partition(".")[2] not in table:  # (a changed preset replaces old sources)
-                    origins[k] = v
-            if isinstance(preset_name, str):
-                presets[section] = preset_name
-        if section == "model" and "hf_config" in table:
-            if "model" in presets:
-                add("model.hf_config", "give either model.preset or model.hf_config, not both")
-            hf_table, hf_origins = _load_hf(table.pop("hf_config"), path, "model.hf_config",
-                                            origins, default_file, problems, notes)
-            merged.update(hf_table)
-            for k, v in hf_origins.items():
-                if k.partition(".")[2] not in table:
-                    origins[k] = v
-        # Values written in the scenario override the preset's.
-        for k in table:
-            if k in merged:
-                origins[f"{section}.{k}"] = origins.get(f"{section}.{k}") or Origin(default_file or "")
-        merged.update(table)
-        resolved_raw[section] = merged
+        merged = _merge_section(section, dict(table), registries, reading, presets, quiet)
         specs = registries.fields[section]
-        cls = registries._section_classes.get(section)
-        if cls is None:
-            cls = registries._section_classes[section] = section_class(section, specs)
         try:
-            sections[section] = CONVERTER.structure(merged, cls)
+            sections[section] = registries.converter.structure(
+                merged, registries.section_classes[section])
         except Exception as exc:  # cattrs groups every field's failure
-            _report_structure(exc, section, merged, specs.keys(), add, quiet=section in quiet)
+            _report_structure(exc, section, merged, specs.keys(), reading.add,
+                              quiet=section in quiet)
+    return sections, presets
 
+
+def _read_levers(data: Mapping, registries: Registries, reading: _Reading) -> dict[str, Any]:
+    """Each ``[levers.<name>]`` table structured into its lever's schema."""
     levers: dict[str, Any] = {}
     lever_tables = data.get("levers", {})
     if not isinstance(lever_tables, Mapping):
-        add("levers", f"got {lever_tables!r}", expected="[levers.<name>] tables")
+        reading.add("levers", f"got {lever_tables!r}", expected="[levers.<name>] tables")
         lever_tables = {}
     for lever_name, table in lever_tables.items():
         info = registries.levers.get(lever_name)
         key = f"levers.{lever_name}"
         if info is None:
-            near = close_match(lever_name, registries.levers)
-            add(key, f"no loaded plugin provides a lever named {lever_name!r}",
-                expected="one of " + (", ".join(sorted(registries.levers)) or "(no levers loaded)"),
-                suggestion=f"did you mean {near!r}?" if near else "`infermodel plugins` lists loaded plugins")
+            reading.add(key, f"no loaded plugin provides a lever named {lever_name!r}",
+                        expected="one of " + (", ".join(sorted(registries.levers))
+                                              or "(no levers loaded)"),
+                        suggestion=suggest(lever_name, registries.levers)
+                        or "`infermodel plugins` lists loaded plugins")
             continue
         if table is False:
             continue  # switched off (handy with --set and extends)
         if table is True:
             table = {}  # switched on with its defaults
         if not isinstance(table, Mapping):
-            add(key, f"got {table!r}", expected=f"a [levers.{lever_name}] table, or true/false "
-                                                "to switch it on with defaults or off")
+            reading.add(key, f"got {table!r}", expected=f"a [levers.{lever_name}] table, or "
+                                                        "true/false to switch it on with defaults or off")
             continue
         try:
-            levers[lever_name] = CONVERTER.structure(dict(table), info.schema)
+            levers[lever_name] = registries.converter.structure(dict(table), info.schema)
         except Exception as exc:
             keys = [a.name for a in attrs.fields(info.schema)]
-            _report_structure(exc, key, table, keys, add, schema=info.schema)
+            _report_structure(exc, key, table, keys, reading.add, schema=info.schema)
+    return levers
 
-    tables = {}
+
+def _read_tables(data: Mapping, reading: _Reading) -> dict[str, Mapping]:
+    """The tables other commands read (``[simulation]``, ``[sweep]``, ...), kept as written."""
+    tables: dict[str, Mapping] = {}
     for section in ("simulation", "sweep", "search", "witness"):
         table = data.get(section)
         if table is None:
             continue
         if not isinstance(table, Mapping):
-            add(section, f"got {table!r}", expected=f"a [{section}] table")
+            reading.add(section, f"got {table!r}", expected=f"a [{section}] table")
             continue
         tables[section] = MappingProxyType(dict(table))
+    return tables
 
-    if problems:
-        raise ScenarioError(problems)
 
-    raw = dict(data)
-    scenario = Scenario(name=name, description=description, path=path,
-                        sections=MappingProxyType(sections), levers=MappingProxyType(levers),
-                        tables=MappingProxyType(tables), presets=MappingProxyType(presets),
-                        origins=MappingProxyType(origins), raw=MappingProxyType(raw), host=host,
-                        notes=tuple(notes))
-
-    def report_maker(plugin):
+def _validate(scenario: Scenario, host: PluginHost, reading: _Reading) -> None:
+    """Every plugin's cross-field rules (``infermodel_validate_scenario``)."""
+    def report_maker(plugin: str) -> Report:
         def report(key, message, *, expected=None, suggestion=None):
-            problems.append(scenario.problem(key, message, expected=expected, suggestion=suggestion))
+            reading.problems.append(scenario.problem(key, message, expected=expected,
+                                                     suggestion=suggestion))
         return report
 
     host.call_each("infermodel_validate_scenario",
                    lambda p: {"scenario": scenario, "report": report_maker(p)}, "validation")
-    if problems:
-        raise ScenarioError(problems)
+
+
+def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *,
+            host: PluginHost) -> Scenario:
+    """Type and validate merged raw scenario data; raise every problem at once.
+
+    The steps: unknown sections, ``[scenario]``, the field sections (presets and
+    config.json merged under what the file writes), the levers, the other tables;
+    then, once all of that is well typed, the plugins' validation.
+    """
+    host.check_loaded()
+    registries = host.registries
+    reading = _Reading(origins, path)
+    if not isinstance(data, Mapping):
+        raise ScenarioError(Problem("a scenario must be a TOML table", file=reading.default_file))
+    _check_top_level(data, reading)
+    name, description = _read_meta(data, reading)
+    with converting_with(registries.converter):
+        sections, presets = _read_sections(data, registries, reading)
+        levers = _read_levers(data, registries, reading)
+    tables = _read_tables(data, reading)
+    reading.raise_any()
+    scenario = Scenario(name=name, description=description, path=path,
+                        sections=MappingProxyType(sections), levers=MappingProxyType(levers),
+                        tables=MappingProxyType(tables), presets=MappingProxyType(presets),
+                        origins=MappingProxyType(reading.origins),
+                        raw=MappingProxyType(dict(data)), host=host, notes=tuple(reading.notes))
+    _validate(scenario, host, reading)
+    reading.raise_any()
     return scenario
 
 
@@ -627,16 +647,24 @@ def _nested_keys(schema: type | None, relative: str) -> list[str] | None:
 def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: Iterable[str], add,
                       quiet: bool = False, schema: type | None = None) -> None:
     known = list(known)
-    for relative, message in structure_errors(exc):
-        if quiet and message == "required field missing":
+    for problem in structure_errors(exc):
+        relative, message = problem.path, problem.message
+        if quiet and problem.missing:
             continue
-        if relative and message.startswith("unknown key(s) "):
+        if relative and problem.unknown_keys:
             # An unknown key inside a nested table: name it at its own path.
             nested = _nested_keys(schema, relative) or []
-            for extra in message.removeprefix("unknown key(s) ").split(", "):
+            for extra in problem.unknown_keys:
                 near = close_match(extra, nested) if nested else None
                 add(f"{prefix}.{relative}.{extra}", f"unknown key {extra!r}",
                     expected="one of " + ", ".join(sorted(nested)) if nested else None,
+                    suggestion=f"did you mean {near!r}?" if near else None)
+            continue
+        if problem.unknown_keys:
+            for extra in problem.unknown_keys:
+                near = close_match(extra, known)
+                add(f"{prefix}.{extra}", f"unknown key {extra!r}",
+                    expected="one of " + ", ".join(sorted(known)),
                     suggestion=f"did you mean {near!r}?" if near else None)
             continue
         if not relative:
@@ -644,15 +672,7 @@ def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: It
             first = re.match(r"'?([A-Za-z_][A-Za-z0-9_]*)", message)
             if first and first.group(1) in known:
                 relative = first.group(1)
-        key = f"{prefix}.{relative}" if relative else prefix
-        if message.startswith("unknown key(s) "):
-            for extra in message.removeprefix("unknown key(s) ").split(", "):
-                near = close_match(extra, known)
-                add(f"{prefix}.{extra}", f"unknown key {extra!r}",
-                    expected="one of " + ", ".join(sorted(known)),
-                    suggestion=f"did you mean {near!r}?" if near else None)
-            continue
-        add(key, message)
+        add(f"{prefix}.{relative}" if relative else prefix, message)
 
 
 def remove_keys(data: dict, origins: dict[str, Origin], keys: Iterable[str]) -> dict:
@@ -672,13 +692,12 @@ def remove_keys(data: dict, origins: dict[str, Origin], keys: Iterable[str]) -> 
         for part in parts[:-1]:
             node = node.get(part) if isinstance(node, dict) else None
         if not isinstance(node, dict) or parts[-1] not in node:
-            near = close_match(key, sorted(_flatten(data)))
             raise ScenarioError(Problem(
                 f"cannot unset {key}: the scenario (and the files it extends) does not write it",
                 file="--unset", key=key,
                 expected="a key or table the scenario writes (a preset's values are replaced "
                          "with --set, not removed)",
-                suggestion=f"did you mean {near!r}?" if near else None))
+                suggestion=suggest(key, sorted(_flatten(data)))))
         del node[parts[-1]]
         for origin_key in [k for k in origins if k == key or k.startswith(key + ".")]:
             del origins[origin_key]
@@ -686,7 +705,7 @@ def remove_keys(data: dict, origins: dict[str, Origin], keys: Iterable[str]) -> 
 
 
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | Iterable[str] | None = None,
-                  *, host=None, unset: Iterable[str] = ()) -> Scenario:
+                  *, host: PluginHost | None = None, unset: Iterable[str] = ()) -> Scenario:
     """Read, merge, type and validate a scenario file.
 
     ``overrides`` maps dotted key paths to values (or is a list of ``"key=value"``
@@ -706,4 +725,5 @@ def load_scenario(path: str | Path, overrides: Mapping[str, Any] | Iterable[str]
         if not isinstance(overrides, Mapping):
             overrides = dict(parse_assignment(o) for o in overrides)
         data = apply_overrides(data, origins, overrides)
-    return resolve(data, origins, path, host=host)
+    # An entry point: without a host, the process-wide one.
+    return resolve(data, origins, path, host=host or get_host())

@@ -1,9 +1,11 @@
-"""Typing scenario values: the private strict converter and the unit types.
+"""Typing scenario values: the strict converters and the unit types.
 
-One :class:`cattrs.Converter` is built here with ``forbid_extra_keys`` and strict
-hooks for ``int``, ``float``, ``str`` and ``bool`` (the default converter would turn
-``"80"`` into ``80.0`` and ``True`` into ``1.0``). Lever plugins describe their
-tables with attrs classes; fields that take unit strings use the types below::
+:func:`make_converter` builds a :class:`cattrs.Converter` with ``forbid_extra_keys``
+and strict hooks for ``int``, ``float``, ``str`` and ``bool`` (the default converter
+would turn ``"80"`` into ``80.0`` and ``True`` into ``1.0``). Each set of registries
+owns one, copied from it (:class:`infermodel.registry.Registries`), so that the value
+types one plugin host registers never leak into another. Lever plugins describe
+their tables with attrs classes; fields that take unit strings use the types below::
 
     @attrs.frozen
     class Offload:
@@ -13,54 +15,97 @@ tables with attrs classes; fields that take unit strings use the types below::
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-import typing
-from functools import lru_cache
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
 import cattrs
-from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+from cattrs.errors import ForbiddenExtraKeysError
 
-from .registry import REQUIRED, FieldSpec
+from .declarations import REQUIRED, FieldSpec
+from .errors import CarriesProblem, Problem, close_match
+from .units import UnitError, parse_quantity
 
 
-class FieldValueError(ValueError):
-    """A value that does not fit its field; carries what was expected."""
+class FieldValueError(CarriesProblem, ValueError):
+    """A value that does not fit its field; its :class:`~infermodel.errors.Problem`
+    (``.problem``) says what was expected.
+    """
 
     def __init__(self, message: str, expected: str | None = None, suggestion: str | None = None):
         super().__init__(message)
-        self.message = message
-        self.expected = expected
-        self.suggestion = suggestion
+        self.problem = Problem(message, expected=expected, suggestion=suggestion)
 
 
 class UnitValue:
     """Base of the unit types; a subclass's ``unit`` says which base unit it holds.
 
     Used only as an annotation: the structured value is a plain ``float`` in base units.
-    (Not a ``float`` subclass, so the strict ``float`` hook never claims it.)"""
+    (Not a ``float`` subclass, so the strict ``float`` hook never claims it.)
+    """
 
     unit = "1"
 
 
-@lru_cache(maxsize=None)
-def unit_type(unit: str) -> type:
+class Bytes(UnitValue):
+    """A size: ``"24 GB"``, ``"24 GiB"`` or a number of bytes."""
+
+    unit = "B"
+
+
+class Seconds(UnitValue):
+    """A duration: ``"0.3 ms"`` or a number of seconds."""
+
+    unit = "s"
+
+
+class BytesPerSecond(UnitValue):
+    """A bandwidth: ``"3.35 TB/s"`` or a number of bytes per second."""
+
+    unit = "B/s"
+
+
+class FlopsPerSecond(UnitValue):
+    """A compute rate: ``"989 TFLOP/s"`` or a number of FLOP per second."""
+
+    unit = "FLOP/s"
+
+
+class Dollars(UnitValue):
+    """An amount: ``"USD 2.50"`` or a number of US dollars."""
+
+    unit = "USD"
+
+
+class DollarsPerHour(UnitValue):
+    """An hourly price: ``"2.5 USD/h"`` or a number of US dollars per hour."""
+
+    unit = "USD/h"
+
+
+class Watts(UnitValue):
+    """A power: ``"700 W"`` or a number of watts."""
+
+    unit = "W"
+
+
+_UNIT_TYPES: dict[str, type[UnitValue]] = {
+    t.unit: t for t in (Bytes, Seconds, BytesPerSecond, FlopsPerSecond, Dollars, DollarsPerHour, Watts)}
+
+
+def unit_type(unit: str) -> type[UnitValue]:
     """The type for a lever field holding a quantity in ``unit`` (``"B"``, ``"s"`` ...).
 
     >>> unit_type("B") is Bytes
     True
     """
-    return type(f"UnitValue[{unit}]", (UnitValue,), {"unit": unit})
-
-
-Bytes = unit_type("B")
-Seconds = unit_type("s")
-BytesPerSecond = unit_type("B/s")
-FlopsPerSecond = unit_type("FLOP/s")
-Dollars = unit_type("USD")
-DollarsPerHour = unit_type("USD/h")
-Watts = unit_type("W")
+    found = _UNIT_TYPES.get(unit)
+    if found is None:
+        found = _UNIT_TYPES[unit] = type(f"UnitValue[{unit}]", (UnitValue,), {"unit": unit})
+    return found
 
 
 class Fraction:
@@ -113,15 +158,21 @@ def _strict_bool(value, _type=bool):
     return value
 
 
-def _unit_value(value, type_):
-    from .units import UnitError, parse_quantity
+def _field_error(exc: UnitError, expected: str | None = None, *,
+                 prefer_field: bool = False) -> FieldValueError:
+    """A unit error as the field's error: its problem, with the field's expectation."""
+    problem = Problem.of(exc)
+    said = expected if prefer_field else (problem.expected or expected)
+    return FieldValueError(problem.message, expected=said, suggestion=_suggest(problem.suggestion))
 
+
+def _unit_value(value, type_):
     if isinstance(value, bool):
         raise FieldValueError(f"got a boolean {_show(value)}", expected=f"a quantity in {type_.unit}")
     try:
         return float(parse_quantity(value, type_.unit))
     except UnitError as exc:
-        raise FieldValueError(exc.message, expected=exc.expected, suggestion=_suggest(exc.suggestion)) from None
+        raise _field_error(exc) from None
 
 
 def _fraction(value, _type):
@@ -133,8 +184,6 @@ def _fraction(value, _type):
 
 def parse_field(spec: FieldSpec, value: Any) -> Any:
     """Type and range-check one scenario value for ``spec``; raise FieldValueError."""
-    from .units import UnitError, parse_quantity
-
     if value is None:
         raise FieldValueError("got an empty value", expected=spec.expected())
     kind = spec.kind
@@ -148,8 +197,7 @@ def parse_field(spec: FieldSpec, value: Any) -> Any:
         try:
             out = float(parse_quantity(value, spec.unit))
         except UnitError as exc:
-            raise FieldValueError(exc.message, expected=exc.expected or spec.expected(),
-                                  suggestion=_suggest(exc.suggestion)) from None
+            raise _field_error(exc, spec.expected()) from None
     elif kind == "bool":
         out = _strict_bool(value)
     elif kind == "str":
@@ -157,8 +205,6 @@ def parse_field(spec: FieldSpec, value: Any) -> Any:
     elif kind == "choice":
         out = _strict_str(value)
         if out not in (spec.choices or ()):
-            from .errors import close_match
-
             near = close_match(out, spec.choices or ())
             raise FieldValueError(f"got {out!r}", expected=spec.expected(),
                                   suggestion=f"did you mean {near!r}?" if near else None)
@@ -168,7 +214,7 @@ def parse_field(spec: FieldSpec, value: Any) -> Any:
             try:
                 size = float(parse_quantity(value, "B"))
             except UnitError as exc:
-                raise FieldValueError(exc.message, expected=spec.expected(), suggestion=_suggest(exc.suggestion)) from None
+                raise _field_error(exc, spec.expected(), prefer_field=True) from None
             if size < 0:
                 raise FieldValueError(f"got {value!r}", expected="a size >= 0")
             return ("bytes", size)
@@ -188,8 +234,32 @@ def parse_field(spec: FieldSpec, value: Any) -> Any:
     return out
 
 
+class _FieldMarker:
+    """Annotation of one attribute of a section class: the field it was built from."""
+
+    spec: FieldSpec
+
+
+def _field_hook(value: Any, type_: type[_FieldMarker]) -> Any:
+    return parse_field(type_.spec, value)
+
+
+def section_class(section: str, specs: Mapping[str, FieldSpec]) -> type:
+    """A frozen attrs class for one section, built from the registered fields."""
+    attributes = {}
+    # attrs needs defaulted fields after mandatory ones.
+    ordered = sorted(specs.values(), key=lambda s: s.default is not REQUIRED)
+    for spec in ordered:
+        marker = type(f"Field[{spec.path}]", (_FieldMarker,), {"spec": spec})
+        if spec.default is REQUIRED:
+            attributes[spec.name] = attrs.field(type=marker)
+        else:
+            attributes[spec.name] = attrs.field(type=marker, default=spec.default)
+    return attrs.make_class(section.capitalize() + "Section", attributes, frozen=True)
+
+
 def make_converter() -> cattrs.Converter:
-    """The private converter: extra keys forbidden, no silent coercion."""
+    """A fresh strict converter: extra keys forbidden, no silent coercion."""
     converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     converter.register_structure_hook(int, _strict_int)
     converter.register_structure_hook(float, _strict_float)
@@ -198,30 +268,46 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_func(lambda t: t is Fraction, _fraction)
     converter.register_structure_hook_func(
         lambda t: isinstance(t, type) and issubclass(t, UnitValue), _unit_value)
+    converter.register_structure_hook_func(
+        lambda t: isinstance(t, type) and issubclass(t, _FieldMarker), _field_hook)
     return converter
 
 
-CONVERTER = make_converter()
+#: The converter with only the standard strict hooks; registries start from a copy.
+BASE_CONVERTER = make_converter()
+
+# The converter structuring the scenario now, so that a plugin's value-type hook that
+# calls :func:`structure` on a nested table uses the same registries' hooks.
+_ACTIVE: contextvars.ContextVar[cattrs.Converter] = contextvars.ContextVar(
+    "infermodel_converter", default=BASE_CONVERTER)
 
 
-def structure(value: Any, type_: type) -> Any:
+@contextlib.contextmanager
+def converting_with(converter: cattrs.Converter) -> Iterator[cattrs.Converter]:
+    """Make ``converter`` the one :func:`structure` uses inside the ``with`` block."""
+    token = _ACTIVE.set(converter)
+    try:
+        yield converter
+    finally:
+        _ACTIVE.reset(token)
+
+
+def structure(value: Any, type_: Any) -> Any:
     """Type ``value`` as ``type_`` with the strict converter (for nested lever tables).
+
+    Inside a value-type hook this is the converter of the registries reading the
+    scenario, with every plugin's value types.
 
     >>> structure(4, int)
     4
     """
-    return CONVERTER.structure(value, type_)
+    return _ACTIVE.get().structure(value, type_)
 
 
 def describe_error(exc: BaseException, type_: Any) -> str:
     """Format one structuring failure; used with :func:`cattrs.transform_error`."""
     if isinstance(exc, FieldValueError):
-        text = exc.message
-        if exc.expected:
-            text += f" (expected {exc.expected})"
-        if exc.suggestion:
-            text += f"; {exc.suggestion}"
-        return text
+        return exc.problem.render()
     if isinstance(exc, KeyError):
         return "required field missing"
     if isinstance(exc, ForbiddenExtraKeysError):
@@ -233,33 +319,62 @@ def describe_error(exc: BaseException, type_: Any) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def structure_errors(exc: BaseException) -> list[tuple[str, str]]:
-    """(path relative to the table, message) pairs from a cattrs failure."""
+@attrs.frozen
+class StructureProblem:
+    """One failure inside a structured table: where (a path relative to the table, ""
+    for the table itself), the message, and the facts a reader acts on as data.
+    """
+
+    path: str
+    message: str
+    #: Keys the table has that its class does not (``ForbiddenExtraKeysError``).
+    unknown_keys: tuple[str, ...] = ()
+    #: A required key is absent.
+    missing: bool = False
+
+
+def structure_errors(exc: BaseException) -> list[StructureProblem]:
+    """One :class:`StructureProblem` per failure in a cattrs error, in cattrs' order.
+
+    :func:`cattrs.transform_error` writes each failure as ``"<message> @ <path>"``,
+    calling the formatter once per failure in the same order; the formatter keeps
+    each failure, so nothing is read back from the text but the path cattrs wrote.
+    """
+    failures: list[tuple[BaseException, str]] = []
+
+    def describe(error: BaseException, type_: Any) -> str:
+        message = describe_error(error, type_)
+        failures.append((error, message))
+        return message
+
     out = []
-    for line in cattrs.transform_error(exc, path="$", format_exception=describe_error):
-        message, _, path = line.rpartition(" @ ")
-        out.append((path.removeprefix("$").lstrip("."), message))
+    lines = cattrs.transform_error(exc, path="$", format_exception=describe)
+    for line, (failure, message) in zip(lines, failures, strict=True):
+        path = line[len(message) + len(" @ "):]
+        unknown = (tuple(sorted(failure.extra_fields))
+                   if isinstance(failure, ForbiddenExtraKeysError) else ())
+        out.append(StructureProblem(path.removeprefix("$").lstrip("."), message, unknown,
+                                    missing=isinstance(failure, KeyError)))
     return out
 
 
-def schema_keys(schema: type) -> list[str]:
-    return [a.name for a in attrs.fields(schema)]
-
-
-def lever_field_expected(schema: type, key: str) -> str | None:
-    """What a lever schema's field accepts, for suggestions."""
-    for a in attrs.fields(schema):
-        if a.name == key:
-            t = a.type
-            if isinstance(t, str):
-                return t
-            return getattr(t, "__name__", str(t))
-    return None
-
-
 __all__ = [
-    "Bytes", "Seconds", "BytesPerSecond", "FlopsPerSecond", "Dollars", "DollarsPerHour",
-    "Watts", "Fraction", "UnitValue", "unit_type", "CONVERTER", "FieldValueError",
-    "parse_field", "structure_errors", "structure", "REQUIRED", "ClassValidationError",
-    "IterableValidationError", "typing",
+    "BASE_CONVERTER",
+    "Bytes",
+    "BytesPerSecond",
+    "Dollars",
+    "DollarsPerHour",
+    "FieldValueError",
+    "FlopsPerSecond",
+    "Fraction",
+    "Seconds",
+    "StructureProblem",
+    "UnitValue",
+    "Watts",
+    "converting_with",
+    "parse_field",
+    "section_class",
+    "structure",
+    "structure_errors",
+    "unit_type",
 ]

@@ -354,7 +354,7 @@ class SearchResult:
         return self.report()
 
     def _point_dict(self, index: int) -> dict:
-        from .printing import json_value
+        from .formatting import json_value
 
         values: dict[str, Any] = {}
         for name in self._shown():

@@ -61,6 +61,10 @@ __all__ = [
 class UnitError(ValueError):
     """A quantity could not be read in the unit a field expects.
 
+    It has the three fields of :class:`infermodel.errors.Problem` that a value's error
+    can know (this module imports nothing, not even the package's errors, so that it
+    loads alone); :meth:`infermodel.errors.Problem.of` turns it into one.
+
     Attributes:
         message: what went wrong, naming the offending text.
         expected: what the field accepts, e.g. ``'a size such as "24 GB" ...'``.
@@ -155,7 +159,9 @@ class _per(float):
     Dividing by 1e6 gives ``5e-06`` for ``"5 us"``; multiplying by 1e-6 would not.
     """
 
-    def __new__(cls, divisor: float):
+    divisor: float
+
+    def __new__(cls, divisor: float) -> _per:
         self = super().__new__(cls, 1.0 / divisor)
         self.divisor = divisor
         return self
@@ -369,17 +375,19 @@ def parse_quantity(value: object, unit: str) -> float:
         raise UnitError("an empty string is not a quantity", expected)
 
     currency = _CURRENCY_RE.fullmatch(text)
+    read: float | None
     if currency:
-        number = _number_from_text(currency.group("num"))
-        if number is None:
+        read = _number_from_text(currency.group("num"))
+        if read is None:
             raise UnitError(f"could not read a number in {value!r}", expected)
         unit_text = currency.group("cur") + re.sub(r"\s+", "", currency.group("per") or "")
     else:
         match = _GENERAL_RE.fullmatch(text)
-        number = _number_from_text(match.group("num")) if match else None
-        if number is None:
+        read = _number_from_text(match.group("num")) if match else None
+        if match is None or read is None:
             raise UnitError(f"could not read a number in {value!r}", expected)
         unit_text = match.group("unit").strip()
+    number = read
     if not unit_text:
         if unit in _COUNT_UNITS:
             factor = 1.0
@@ -503,10 +511,10 @@ def _sig(value: float, digits: int, min_decimals: int = 0) -> str:
         return _fixed(0.0, 0, min_decimals)
     magnitude = abs(value)
     if magnitude < 1e-6 or magnitude >= 1e21:
-        mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
+        mantissa, exponent_text = f"{value:.{digits - 1}e}".split("e")
         if "." in mantissa:
             mantissa = mantissa.rstrip("0").rstrip(".")
-        return f"{mantissa}e{int(exponent)}"
+        return f"{mantissa}e{int(exponent_text)}"
     mantissa_text = f"{value:.{digits - 1}e}"  # rounds to significant digits
     rounded = float(mantissa_text)
     exponent = int(mantissa_text.split("e")[1])
@@ -575,10 +583,7 @@ def format_plain(value: float, unit: str, digits: int = 4, *, binary: bool = Fal
         return _sig(value * 1e9, digits), "ns"
     if unit in ("USD", "USD/h"):
         magnitude = abs(value)
-        if magnitude >= 1:
-            text = _sig(value, digits, min_decimals=2)
-        else:
-            text = _sig(value, digits)
+        text = _sig(value, digits, min_decimals=2) if magnitude >= 1 else _sig(value, digits)
         return text, unit
     if unit in ("1", "token", "param", "token/s"):
         if value == int(value) and abs(value) < 1e21 and unit != "token/s":

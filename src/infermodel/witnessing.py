@@ -17,89 +17,14 @@ witness: ``kv_cache = true`` (default options) or a table of options
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
+from .declarations import OPTION_KINDS, Option, WitnessInfo
 from .errors import InfermodelError, PluginError, Problem, close_match
-
-#: Option kinds a user may write (in a scenario table or as ``--option key=value``).
-OPTION_KINDS = (int, float, bool, str)
-
-
-@attrs.frozen
-class Option:
-    """One option of a witness: its default, what it means and its accepted range.
-
-    The kind (int, float, bool or str) is the default's type unless ``kind`` says
-    otherwise (needed when the default is ``None``, meaning "derive it").
-
-    >>> Option(16, "model width", minimum=1, maximum=512).kind
-    <class 'int'>
-    """
-
-    default: Any
-    description: str
-    kind: type = attrs.field(default=None)
-    minimum: float | None = None
-    maximum: float | None = None
-
-    def __attrs_post_init__(self):
-        kind = self.kind if self.kind is not None else type(self.default)
-        if kind not in OPTION_KINDS:
-            raise TypeError(f"an option's kind is one of int, float, bool, str, not {kind!r} "
-                            "(give kind= when the default is None)")
-        object.__setattr__(self, "kind", kind)
-
-    def expected(self) -> str:
-        text = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[self.kind]
-        bounds = []
-        if self.minimum is not None:
-            bounds.append(f">= {self.minimum:g}")
-        if self.maximum is not None:
-            bounds.append(f"<= {self.maximum:g}")
-        return text + (", " + " and ".join(bounds) if bounds else "")
-
-    def parse(self, value: Any) -> Any:
-        """The typed value of ``value`` (a TOML value, or the text of ``--option``).
-
-        Raises ``ValueError`` saying what is wrong.
-        """
-        kind = self.kind
-        if value is None and self.default is None:
-            return None         # "derive it", as the default says (TOML and --option cannot write it)
-        if kind is bool:
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, str) and value.lower() in ("true", "false"):
-                return value.lower() == "true"
-            raise ValueError(f"got {value!r}")
-        if kind is str:
-            if isinstance(value, str):
-                return value
-            raise ValueError(f"got {value!r}")
-        if isinstance(value, bool):
-            raise ValueError(f"got {value!r}")
-        number: Any = value
-        if isinstance(value, str):
-            try:
-                number = int(value.strip()) if kind is int else float(value.strip())
-            except ValueError:
-                raise ValueError(f"got {value!r}") from None
-        if kind is int and not isinstance(number, int):
-            raise ValueError(f"got {value!r}")
-        if kind is float:
-            if not isinstance(number, (int, float)):
-                raise ValueError(f"got {value!r}")
-            number = float(number)
-            if not math.isfinite(number):
-                raise ValueError(f"got {value!r}")
-        if self.minimum is not None and number < self.minimum:
-            raise ValueError(f"{number!r} is below {self.minimum:g}")
-        if self.maximum is not None and number > self.maximum:
-            raise ValueError(f"{number!r} is above {self.maximum:g}")
-        return number
+from .formatting import json_value
 
 
 @attrs.frozen
@@ -138,8 +63,6 @@ class Row:
         return bool(difference <= allowed) if math.isfinite(difference) else False
 
     def to_dict(self) -> dict:
-        from .printing import json_value
-
         return {"label": self.label, "measured": _json(self.measured, json_value),
                 "predicted": _json(self.predicted, json_value), "unit": self.unit,
                 "tolerance": self.tolerance, "relative": self.relative, "ok": self.ok,
@@ -164,6 +87,10 @@ def _rows(rows) -> tuple[Row, ...]:
     return tuple(out)
 
 
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
 @attrs.frozen
 class Witness:
     """The outcome of one witness experiment.
@@ -175,7 +102,7 @@ class Witness:
 
     rows: tuple[Row, ...] = attrs.field(converter=_rows)
     parameters: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
-    notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    notes: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     name: str | None = None
     description: str | None = None
     reference: str | None = None
@@ -201,8 +128,6 @@ class Witness:
         return self.text()
 
     def to_dict(self) -> dict:
-        from .printing import json_value
-
         return {"name": self.name, "description": self.description, "reference": self.reference,
                 "plugin": self.plugin,
                 "parameters": {k: (json_value(v) if isinstance(v, float) else v)
@@ -272,9 +197,8 @@ def witness_text(witness: Witness) -> str:
 
 
 def _registries(scenario, host=None):
-    from .host import get_host
-
-    return (host or getattr(scenario, "host", None) or get_host()).registries
+    # The scenario carries the host that read it; ``host`` overrides it.
+    return (host or scenario.host).registries
 
 
 def unknown_witness(name: str, known: Mapping[str, Any], **where) -> Problem:
@@ -286,7 +210,7 @@ def unknown_witness(name: str, known: Mapping[str, Any], **where) -> Problem:
                    "`infermodel witness SCENARIO --list` lists them", **where)
 
 
-def typed_options(info, options: Mapping[str, Any] | None, *, problem=None) -> dict[str, Any]:
+def typed_options(info: WitnessInfo, options: Mapping[str, Any] | None, *, problem=None) -> dict[str, Any]:
     """Check ``options`` against a witness's declared options; return them typed, with
     defaults filled in. Raises :class:`InfermodelError` listing every problem.
 
@@ -397,5 +321,5 @@ def scenario_witnesses(scenario, *, host=None) -> list[tuple[str, dict[str, Any]
     return planned
 
 
-__all__ = ["Option", "Row", "Witness", "run_witness", "scenario_witnesses", "typed_options",
+__all__ = ["OPTION_KINDS", "Option", "Row", "Witness", "run_witness", "scenario_witnesses", "typed_options",
            "witness_text"]

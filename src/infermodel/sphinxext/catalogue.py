@@ -76,8 +76,7 @@ def collect_catalogue(paths: Iterable[Path], *, host=None
                 "plugins": []})
             first = q.history[0]
             if first.kind == "input":
-                reason = first.reason.removeprefix("from ") if first.reason else ""
-                definition = ("input", first.plugin, reason or None)
+                definition = ("input", first.plugin, first.field)
             else:
                 definition = ("define", first.plugin, first.expression)
             if definition not in entry["definitions"]:

@@ -191,9 +191,8 @@ class ScenarioDirective(SphinxDirective):
 
     def _input_source(self, result, step, shower) -> str:
         first = step.history[0]
-        reason = first.reason or ""
-        if first.kind == "input" and reason.startswith("from "):
-            key = reason.removeprefix("from ")
+        key = first.field
+        if first.kind == "input" and key is not None:
             origin = result.scenario.origins.get(key)
             if origin is None:
                 return f"{key} (default)"

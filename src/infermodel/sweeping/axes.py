@@ -335,9 +335,7 @@ def grid_axes(scenario, over: Mapping[str, Any] | Iterable[str] | None = None,
     (a mapping of field path to values, or ``--over`` strings) replaces an axis of
     the same field or adds one; ``choices`` adds named choice axes.
     """
-    from ..host import get_host
-
-    host = host or get_host()
+    host = host or scenario.host
     grid = _Grid(scenario, host.registries)
     axes: list[Axis] = []
     quantities = None

@@ -52,11 +52,9 @@ class SweepPlan:
 
     def __init__(self, scenario, axes: list[Axis], quantities: list[str] | None, *, host=None,
                  progress: bool | None = False, select: bool = True):
-        from ..host import get_host
-
         self.scenario = scenario
         self.axes = list(axes)
-        self.host = host or get_host()
+        self.host = host or scenario.host
         self.shape = tuple(len(a) for a in self.axes)
         self.total = int(np.prod(self.shape, dtype=object)) if self.axes else 1
         self._progress = progress

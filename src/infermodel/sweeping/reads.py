@@ -74,9 +74,8 @@ def plugin_reads(scenario, *, host=None) -> PluginReads:
     formulas as an input quantity's value, so a sweep may vary it in arrays.
     """
     from ..graph import Transformer
-    from ..host import get_host
 
-    host = host or get_host()
+    host = host or scenario.host
 
     def ignore(*args, **kwargs):
         return None

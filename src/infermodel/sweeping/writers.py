@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from ..formatting import json_number, non_finite_json
 
 if TYPE_CHECKING:
     from .plan import SweepPlan
@@ -63,21 +65,13 @@ class _CsvWriter:
         return ""
 
 
-def _json_number(value: Any) -> Any:
-    from ..printing import json_value
-
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (np.integer, np.floating)):
-        value = float(value)
-    return json_value(value)
-
-
 def _json_text(values: np.ndarray) -> list[str]:
     """JSON text of a column: numbers, true/false, and "inf"/"-inf"/"nan" as strings."""
     text = _number_text(values)
     if values.dtype != bool and not np.isfinite(values).all():
-        special = {"inf": '"inf"', "-inf": '"-inf"', "nan": '"nan"'}
+        # The float text of a NaN or an infinity becomes the shared JSON convention's.
+        special = {word: json.dumps(non_finite_json(float(word)))
+                   for word in ("inf", "-inf", "nan")}
         text = [special.get(t, t) for t in text]
     return text
 
@@ -98,7 +92,7 @@ class _JsonWriter:
             "scenario": plan.scenario.name,
             "points": None,
             "axes": [{"name": a.name, "fields": list(a.paths),
-                      "values": [_json_number(v) if a.numeric else v for v in a.labels]}
+                      "values": [json_number(v) if a.numeric else v for v in a.labels]}
                      for a in plan.axes],
             "quantities": {n: {"unit": plan.units[n], "description": plan.descriptions[n]}
                            for n in plan.quantities},

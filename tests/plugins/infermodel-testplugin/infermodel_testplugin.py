@@ -5,8 +5,7 @@
 
 import attrs
 
-from infermodel import S, hookimpl
-from infermodel.schema import Seconds
+from infermodel.plugin import S, Seconds, hookimpl
 
 
 @attrs.frozen

@@ -28,8 +28,7 @@ import attrs
 import sympy
 from sympy import Max, Min, Piecewise, floor, oo
 
-from infermodel import S, hookimpl
-from infermodel.schema import Fraction
+from infermodel.plugin import Fraction, S, Stage, hookimpl
 
 __version__ = "0.1.0"
 
@@ -38,8 +37,8 @@ TRADE_OFF = f"{M10}, §3 'Capacity and traffic are related but different'"
 SWAP = f"{M10}, 'Map logical positions to physical blocks' (swapping cache to host storage)"
 LINK = "PCI Express 5.0 x16: about 64 GB/s in each direction"
 
-#: Transformation stage: the memory hierarchy is hardware (300), before algorithms (400).
-ORDER = 300
+#: Transformation stage: the memory hierarchy is hardware, before algorithms.
+ORDER = Stage.PARALLELISM
 
 
 @attrs.frozen

@@ -1,0 +1,266 @@
+"""What plugins declare: scenario fields, levers, presets, witnesses and their options.
+
+These records get their own module, at the bottom of the package, so that the
+schema, the registries and the plugin host can all import them without importing
+each other. It imports nothing of :mod:`infermodel` (a test checks it).
+
+>>> FieldSpec("workload", "batch", "int", "requests decoded together", "physics").path
+'workload.batch'
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+#: Default for a field the scenario must give.
+REQUIRED: Any = _Required()
+
+#: Sections whose fields are declared by plugins through ``infermodel_register_fields``.
+FIELD_SECTIONS = ("model", "hardware", "workload", "efficiency", "pricing")
+#: What a field may hold (see :meth:`FieldSpec.expected` for each one's wording).
+FIELD_KINDS = ("int", "float", "quantity", "bool", "str", "choice", "size_or_fraction")
+#: Kinds of preset file a plugin may contribute.
+PRESET_KINDS = ("model", "hardware")
+
+#: Base units in words, for "a number in ..." phrases.
+UNIT_WORDS = {"B": "bytes", "s": "seconds", "B/s": "bytes per second", "FLOP/s": "FLOP per second",
+              "USD": "US dollars", "USD/h": "US dollars per hour", "W": "watts", "J": "joules"}
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(x)
+
+
+@attrs.frozen
+class FieldSpec:
+    """One scenario field: where it lives, what it accepts, what it feeds.
+
+    ``example`` is a value with a unit (``"24 GB"``) quoted in messages about a
+    ``quantity`` field; the registry fills it in from :data:`infermodel.units.EXAMPLES`.
+    """
+
+    section: str
+    name: str
+    kind: str
+    description: str
+    plugin: str
+    unit: str = "1"
+    default: Any = REQUIRED
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    choices: tuple[str, ...] | None = None
+    quantity: str | None = None
+    example: str | None = None
+
+    @property
+    def path(self) -> str:
+        return f"{self.section}.{self.name}"
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in ("int", "float", "quantity")
+
+    def expected(self) -> str:
+        """A phrase saying what the field accepts, for error messages and docs.
+
+        >>> FieldSpec("workload", "batch", "int", "d", "p", minimum=1).expected()
+        'an integer, >= 1'
+        """
+        if self.kind == "int":
+            text = "an integer"
+        elif self.kind == "float":
+            text = "a number"
+        elif self.kind == "quantity":
+            example = f" such as {self.example!r}" if self.example else ""
+            text = f"a string with a unit{example}, or a number in {UNIT_WORDS.get(self.unit, self.unit)}"
+        elif self.kind == "bool":
+            text = "true or false"
+        elif self.kind == "choice":
+            text = "one of " + ", ".join(repr(c) for c in self.choices or ())
+        elif self.kind == "size_or_fraction":
+            text = 'a size with a unit such as "2.5 GB", or a fraction such as 0.1'
+        else:
+            text = "a string"
+        bounds = []
+        if self.minimum is not None:
+            bounds.append(f"{'>' if self.exclusive_minimum else '>='} {_num(self.minimum)}")
+        if self.maximum is not None:
+            bounds.append(f"<= {_num(self.maximum)}")
+        if bounds and self.kind in ("int", "float", "quantity"):
+            text += ", " + " and ".join(bounds)
+        return text
+
+
+class Stage(enum.IntEnum):
+    """When a transformation runs: ``transform.wrap(..., order=Stage.PARALLELISM)``.
+
+    Transformations apply in ascending order (then plugin name, then call order), so
+    that a lever changing a quantity sees the changes of the stages before it. A
+    plugin may use any integer in between (``Stage.PARALLELISM + 10``).
+
+    >>> sorted([Stage.COST, Stage.NUMBER_FORMATS]) == [100, 900]
+    True
+    """
+
+    #: Number formats and quantization: bytes per weight and per cached value.
+    NUMBER_FORMATS = 100
+    #: Model structure: mixture of experts, what a token reads.
+    MODEL_STRUCTURE = 200
+    #: Hardware and parallelism: several cards, links, offload.
+    PARALLELISM = 300
+    #: Serving algorithms: speculative decoding, prefix caching.
+    ALGORITHMS = 400
+    #: Everything else (batching policies); the default.
+    DEFAULT = 500
+    #: Prices and costs, computed from everything above.
+    COST = 900
+
+
+@attrs.frozen
+class LeverInfo:
+    """A lever: the attrs class its ``[levers.<name>]`` table is structured into."""
+
+    name: str
+    schema: type
+    description: str
+    plugin: str
+    reference: str | None = None
+
+
+#: Option kinds a user may write (in a scenario table or as ``--option key=value``).
+OPTION_KINDS = (int, float, bool, str)
+
+
+@attrs.frozen
+class Option:
+    """One option of a witness: its default, what it means and its accepted range.
+
+    The kind (int, float, bool or str) is the default's type unless ``kind`` says
+    otherwise (needed when the default is ``None``, meaning "derive it").
+
+    >>> Option(16, "model width", minimum=1, maximum=512).kind
+    <class 'int'>
+    """
+
+    default: Any
+    description: str
+    kind: type = attrs.field(default=None)
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        kind = self.kind if self.kind is not None else type(self.default)
+        if kind not in OPTION_KINDS:
+            raise TypeError(f"an option's kind is one of int, float, bool, str, not {kind!r} "
+                            "(give kind= when the default is None)")
+        object.__setattr__(self, "kind", kind)
+
+    def expected(self) -> str:
+        text = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[self.kind]
+        bounds = []
+        if self.minimum is not None:
+            bounds.append(f">= {self.minimum:g}")
+        if self.maximum is not None:
+            bounds.append(f"<= {self.maximum:g}")
+        return text + (", " + " and ".join(bounds) if bounds else "")
+
+    def parse(self, value: Any) -> Any:
+        """The typed value of ``value`` (a TOML value, or the text of ``--option``).
+
+        Raises ``ValueError`` saying what is wrong.
+        """
+        kind = self.kind
+        if value is None and self.default is None:
+            return None         # "derive it", as the default says (TOML and --option cannot write it)
+        if kind is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                return value.lower() == "true"
+            raise ValueError(f"got {value!r}")
+        if kind is str:
+            if isinstance(value, str):
+                return value
+            raise ValueError(f"got {value!r}")
+        if isinstance(value, bool):
+            raise ValueError(f"got {value!r}")
+        number: Any = value
+        if isinstance(value, str):
+            try:
+                number = int(value.strip()) if kind is int else float(value.strip())
+            except ValueError:
+                raise ValueError(f"got {value!r}") from None
+        if kind is int and not isinstance(number, int):
+            raise ValueError(f"got {value!r}")
+        if kind is float:
+            if not isinstance(number, (int, float)):
+                raise ValueError(f"got {value!r}")
+            number = float(number)
+            if not math.isfinite(number):
+                raise ValueError(f"got {value!r}")
+        if self.minimum is not None and number < self.minimum:
+            raise ValueError(f"{number!r} is below {self.minimum:g}")
+        if self.maximum is not None and number > self.maximum:
+            raise ValueError(f"{number!r} is above {self.maximum:g}")
+        return number
+
+
+@attrs.frozen
+class WitnessInfo:
+    """A witness experiment: its function, its options and who registered it."""
+
+    name: str
+    function: Callable[..., Any]
+    description: str
+    plugin: str
+    reference: str | None = None
+    options: Mapping[str, Option] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class HeadlineInfo:
+    """A quantity the short summary of ``infermodel run`` shows, under ``group``."""
+
+    group: str
+    name: str
+    label: str
+    plugin: str
+
+
+@attrs.frozen
+class PresetInfo:
+    """A preset file (a model or a card) and the plugin that provides it."""
+
+    kind: str
+    name: str
+    path: Path
+    plugin: str
+
+
+__all__ = [
+    "FIELD_KINDS",
+    "FIELD_SECTIONS",
+    "OPTION_KINDS",
+    "PRESET_KINDS",
+    "REQUIRED",
+    "UNIT_WORDS",
+    "FieldSpec",
+    "LeverInfo",
+    "Option",
+    "PresetInfo",
+    "Stage",
+    "WitnessInfo",
+]

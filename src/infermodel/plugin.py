@@ -1,0 +1,117 @@
+"""The one door for plugin authors: everything a plugin may import from infermodel.
+
+A plugin (built-in or third-party) imports only :mod:`infermodel` and this module;
+the rest of the package may change between releases, this interface will not
+without notice. A test checks that every shipped plugin keeps to it.
+
+>>> from infermodel.plugin import S, Seconds, Stage, hookimpl
+>>> Stage.PARALLELISM < Stage.COST
+True
+
+What is here, by what a plugin does with it:
+
+* hooks: :data:`hookimpl` (mark an implementation), :data:`S` (quantity symbols:
+  ``S.layers * S.d_model``), :class:`Stage` (when a transformation runs);
+* scenario fields and lever schemas: :data:`REQUIRED`, the unit types
+  (:data:`Bytes`, :data:`Seconds`, :data:`BytesPerSecond`, :data:`FlopsPerSecond`,
+  :data:`Dollars`, :data:`DollarsPerHour`, :data:`Watts`, :func:`unit_type`),
+  :class:`Fraction`; in a value-type function, :func:`structure` and
+  :class:`FieldValueError`;
+* witnesses: :class:`Option`, :class:`Row`, :class:`Witness`;
+* mistakes: :class:`InfermodelError` and :class:`Problem` (one user mistake, with
+  what was expected), :func:`suggest` and :func:`close_match` (the "did you mean"
+  helpers);
+* the typed contracts of the callbacks the hooks receive (:class:`FieldRegistrar`,
+  :class:`Define`, :class:`Report`, :class:`Transform`, ...), for annotations;
+* :mod:`infermodel.simulator`, as ``infermodel.plugin.simulator`` (loaded when first
+  used, so that importing a plugin stays cheap).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .declarations import REQUIRED, Option, Stage
+from .errors import InfermodelError, Problem, close_match, suggest
+from .hookspecs import (
+    Define,
+    FieldRegistrar,
+    HeadlineRegistrar,
+    LeverRegistrar,
+    PresetRegistrar,
+    Report,
+    Transform,
+    ValueTypeRegistrar,
+    Warn,
+    WitnessRegistrar,
+    hookimpl,
+)
+from .quantity import S
+from .schema import FieldValueError, structure, unit_type
+from .witnessing import Row, Witness
+
+if TYPE_CHECKING:
+    # To a type checker a unit or fraction field holds what the scenario reader hands
+    # the plugin: a plain float in base units (``fraction: Fraction = 0.5``).
+    Bytes = float
+    Seconds = float
+    BytesPerSecond = float
+    FlopsPerSecond = float
+    Dollars = float
+    DollarsPerHour = float
+    Watts = float
+    Fraction = float
+else:
+    from .schema import (
+        Bytes,
+        BytesPerSecond,
+        Dollars,
+        DollarsPerHour,
+        FlopsPerSecond,
+        Fraction,
+        Seconds,
+        Watts,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "simulator":
+        return importlib.import_module(".simulator", __package__)
+    raise AttributeError(f"module 'infermodel.plugin' has no attribute {name!r}")
+
+
+__all__ = [
+    "REQUIRED",
+    "Bytes",
+    "BytesPerSecond",
+    "Define",
+    "Dollars",
+    "DollarsPerHour",
+    "FieldRegistrar",
+    "FieldValueError",
+    "FlopsPerSecond",
+    "Fraction",
+    "HeadlineRegistrar",
+    "InfermodelError",
+    "LeverRegistrar",
+    "Option",
+    "PresetRegistrar",
+    "Problem",
+    "Report",
+    "Row",
+    "S",
+    "Seconds",
+    "Stage",
+    "Transform",
+    "ValueTypeRegistrar",
+    "Warn",
+    "Watts",
+    "Witness",
+    "WitnessRegistrar",
+    "close_match",
+    "hookimpl",
+    "structure",
+    "suggest",
+    "unit_type",
+]

@@ -1,0 +1,322 @@
+"""The import rules stated in docs/internals.rst, checked over the source with ``ast``.
+
+Imports inside functions count; imports under ``if TYPE_CHECKING:`` do not (they
+never run: they name types for annotations).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ROOT / "src"
+PACKAGE = SOURCE / "infermodel"
+PLUGIN_FILES = sorted([*(ROOT / "plugins").rglob("*.py"), *(ROOT / "tests" / "plugins").rglob("*.py")])
+STDLIB = set(sys.stdlib_module_names) | {"__future__"}
+
+#: Feature packages built on the engine (and ``python -m infermodel``, which runs the
+#: command line); the engine never imports them.
+FEATURES = ("infermodel.sweeping", "infermodel.cli", "infermodel.sphinxext", "infermodel.__main__")
+#: Analyses built on sweeps and the simulator (searching, plotting, simulating a scenario).
+ANALYSES = ("infermodel.searching", "infermodel.plots", "infermodel.simulation",
+            "infermodel.simulator")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SOURCE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those under ``if TYPE_CHECKING:``."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
+def imports(path: Path, module: str | None = None) -> list[tuple[str, int]]:
+    """(imported module, line) for every runtime import in ``path``, relative ones
+    resolved; ``from package import name`` also counts ``package.name`` when that is
+    a module of the package.
+    """
+    is_package = path.name == "__init__.py"
+    found = []
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                assert module is not None, f"{path}: relative import outside the package"
+                parts = module.split(".")
+                keep = len(parts) - node.level + (1 if is_package else 0)
+                base = ".".join(parts[:keep] + ([base] if base else []))
+            found.append((base, node.lineno))
+            for alias in node.names:
+                if f"{base}.{alias.name}" in MODULES:
+                    found.append((f"{base}.{alias.name}", node.lineno))
+    return found
+
+
+def _package_imports(module: str) -> set[str]:
+    """The modules of the package that ``module`` imports (the bare package excluded)."""
+    out = set()
+    for name, _line in imports(MODULES[module], module):
+        if name.startswith("infermodel."):
+            while name not in MODULES:
+                name = name.rpartition(".")[0]
+            out.add(name)
+    return out
+
+
+GRAPH = {module: _package_imports(module) for module in MODULES}
+
+
+def _in(module: str, prefixes) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_the_source_tree_is_found():
+    assert {"infermodel.declarations", "infermodel.scenario", "infermodel.plugin"} <= set(MODULES)
+    assert len(PLUGIN_FILES) > 10
+
+
+def test_declarations_import_nothing_of_the_package():
+    assert GRAPH["infermodel.declarations"] == set()
+
+
+def test_units_uses_only_the_standard_library():
+    used = {name.partition(".")[0] for name, _ in imports(MODULES["infermodel.units"], "infermodel.units")}
+    assert used <= STDLIB, used - STDLIB
+
+
+def test_errors_uses_only_the_standard_library():
+    used = {name.partition(".")[0] for name, _ in imports(MODULES["infermodel.errors"], "infermodel.errors")}
+    assert used <= STDLIB, used - STDLIB
+
+
+def test_simulator_imports_only_errors_of_the_package():
+    for module in MODULES:
+        if _in(module, ["infermodel.simulator"]):
+            outside = {m for m in GRAPH[module] if not _in(m, ["infermodel.simulator"])}
+            assert outside <= {"infermodel.errors"}, (module, outside)
+
+
+def test_the_engine_never_imports_the_features():
+    engine = [m for m in MODULES if not _in(m, FEATURES + ANALYSES)]
+    assert "infermodel.graph" in engine and "infermodel.scenario" in engine
+    offenders = {m: sorted(i for i in GRAPH[m] if _in(i, FEATURES + ANALYSES)) for m in engine}
+    assert {m: i for m, i in offenders.items() if i} == {}
+
+
+def test_layers_read_bottom_up():
+    # declarations -> schema -> registry -> host: nothing lower imports anything higher.
+    order = ["infermodel.declarations", "infermodel.schema", "infermodel.registry",
+             "infermodel.host"]
+    for low, module in enumerate(order):
+        assert not GRAPH[module] & set(order[low + 1:]), module
+
+
+def _cycles() -> list[list[str]]:
+    cycles, state = [], {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(GRAPH[module]):
+            if state.get(target) == "open":
+                cycles.append(path[path.index(target):] + [target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = "done"
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module, [module])
+    return cycles
+
+
+def test_no_import_cycle_among_the_packages_modules():
+    assert _cycles() == []
+
+
+def test_the_cycle_check_can_fail(monkeypatch):
+    monkeypatch.setitem(GRAPH, "infermodel.declarations", {"infermodel.registry"})
+    assert _cycles()
+
+
+@pytest.mark.parametrize("path", PLUGIN_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_plugins_import_only_the_package_and_its_plugin_door(path):
+    allowed = {"infermodel", "infermodel.plugin"}
+    bad = []
+    for name, line in imports(path, _plugin_module(path)):
+        if (name == "infermodel" or name.startswith("infermodel.")) and name not in allowed:
+            bad.append(f"{path.name}:{line} imports {name}")
+    assert bad == []
+
+
+def _plugin_module(path: Path) -> str:
+    # Plugins' own relative imports resolve inside their own package.
+    parts = list(path.relative_to(path.parents[1]).with_suffix("").parts)
+    return ".".join(parts)
+
+
+def test_the_plugin_rule_sees_a_submodule_imported_from_the_package(tmp_path):
+    plugin = tmp_path / "sneaky.py"
+    plugin.write_text("def f():\n    from infermodel import scenario\n", encoding="utf-8")
+    assert ("infermodel.scenario", 2) in imports(plugin, "sneaky")
+
+
+def test_scenario_text_is_never_executed():
+    # No eval, exec or compile builtin, and no sympy parser of text, anywhere in the package.
+    builtins = {"eval", "exec", "compile", "__import__"}
+    parsers = {"sympify", "parse_expr"}
+    calls = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Name) and func.id in builtins | parsers:
+                    calls.append(f"{module}:{node.lineno} calls {func.id}")
+                elif isinstance(func, ast.Attribute) and func.attr in parsers:
+                    calls.append(f"{module}:{node.lineno} calls {func.attr}")
+    assert calls == []
+
+
+def test_the_core_knows_no_lever():
+    # Without plugins the core declares nothing: no field, lever, preset or witness.
+    from infermodel.host import PluginHost
+
+    registries = PluginHost(autoload=False).registries
+    assert registries.all_fields() == [] and registries.levers == {}
+    assert registries.presets == {"model": {}, "hardware": {}} and registries.witnesses == {}
+
+
+#: Where get_host() may be called: the entry points (the command line, the Sphinx
+#: extension, load_scenario) and the host module that defines it.
+GET_HOST_ALLOWED = ("infermodel.cli", "infermodel.sphinxext", "infermodel.host",
+                    "infermodel.scenario:load_scenario")
+
+
+class _GetHostCalls(ast.NodeVisitor):
+    def __init__(self, module: str) -> None:
+        self.module, self.functions, self.found = module, [], set()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self.functions.append(node.name)
+        self.generic_visit(node)
+        self.functions.pop()
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id == "get_host":
+            self.found.add(f"{self.module}:{self.functions[0]}" if self.functions else self.module)
+        self.generic_visit(node)
+
+
+def _get_host_calls() -> list[str]:
+    found = set()
+    for module, path in MODULES.items():
+        visitor = _GetHostCalls(module)
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+        found |= visitor.found
+    return sorted(found)
+
+
+def test_get_host_is_called_only_at_the_entry_points():
+    calls = _get_host_calls()
+    assert "infermodel.scenario:load_scenario" in calls
+    outside = [c for c in calls if not any(c == a or c.startswith((a + ".", a + ":"))
+                                           for a in GET_HOST_ALLOWED)]
+    assert outside == []
+
+
+def _private_writes(tree: ast.AST, where: str) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for target in targets:
+            while isinstance(target, ast.Subscript):
+                target = target.value
+            if (isinstance(target, ast.Attribute) and target.attr.startswith("_")
+                    and not target.attr.startswith("__")
+                    and not (isinstance(target.value, ast.Name) and target.value.id in ("self", "cls"))):
+                found.append(f"{where}:{node.lineno} writes .{target.attr}")
+    return found
+
+
+def test_nothing_writes_a_private_attribute_of_another_object():
+    found = []
+    for path in [*MODULES.values(), *PLUGIN_FILES]:
+        found += _private_writes(ast.parse(path.read_text(encoding="utf-8")), path.name)
+    assert found == []
+
+
+def test_the_private_write_check_can_fail():
+    tree = ast.parse("registries._section_classes['model'] = cls\nself._ok = 1\n")
+    assert _private_writes(tree, "x.py") == ["x.py:1 writes ._section_classes"]
+
+
+def _diagram_rows() -> dict[str, int]:
+    """Row of each module in docs/internals.rst's layer diagram (0 = the bottom row)."""
+    text = (ROOT / "docs" / "internals.rst").read_text(encoding="utf-8")
+    block = text.split("the rows are the longest import chain below each module)::\n\n", 1)[1]
+    lines = block.split("\n\n", 1)[0].splitlines()
+    rows = {}
+    for row, line in enumerate(reversed(lines)):
+        names = re.split(r"\s{2,}", line.strip())[0]     # a label may follow the names
+        for name in names.split(" · "):
+            rows["infermodel." + name.split(" (")[0].strip()] = row
+    return rows
+
+
+def _package_of(module: str) -> str:
+    parts = module.split(".")
+    packages = ("sweeping", "sphinxext", "cli", "simulator")
+    return ".".join(parts[:2]) if len(parts) > 2 and parts[1] in packages else module
+
+
+def _upward_imports(rows: dict[str, int]) -> list[str]:
+    wrong = []
+    for module, imported in GRAPH.items():
+        if module == "infermodel":
+            continue
+        here = _package_of(module)
+        assert here in rows, f"{here} is missing from the layer diagram in docs/internals.rst"
+        for target in imported:
+            there = _package_of(target)
+            if there != here and rows[there] >= rows[here]:
+                wrong.append(f"{module} imports {target}, on the same row or above")
+    return wrong
+
+
+def test_the_layer_diagram_in_the_docs_is_the_import_graph():
+    rows = _diagram_rows()
+    assert rows["infermodel.declarations"] == 0 and rows["infermodel.sphinxext"] > rows["infermodel.cli"]
+    assert _upward_imports(rows) == []
+
+
+def test_the_diagram_check_sees_an_upward_import(monkeypatch):
+    monkeypatch.setitem(GRAPH, "infermodel.schema", GRAPH["infermodel.schema"] | {"infermodel.host"})
+    assert _upward_imports(_diagram_rows()) == [
+        "infermodel.schema imports infermodel.host, on the same row or above"]
