@@ -193,3 +193,24 @@ def test_check_lists_what_each_lever_did(capsys):
     assert main(["check", str(SCENARIOS / "spec-lab5.toml")]) == 0
     out = capsys.readouterr().out
     assert "speculative (defines" in out and "changes 3)" in out
+
+
+def test_presets_listing_shows_each_presets_figures(capsys):
+    assert main(["presets", "hardware"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["h100-sxm"])
+    # the datasheet figures the preset file writes: 80 GB, 3.35 TB/s, 989 TFLOP/s dense
+    assert lines[at + 1].split() == ["memory", "80", "GB", "·", "bandwidth", "3.35", "TB/s", "·",
+                                     "flops", "989", "TFLOP/s", "·", "price", "USD", "2.5/h"]
+    assert main(["presets", "models", "--format", "json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["llama-3.1-8b"]["values"]["d_ff"] == 14336
+
+
+def test_presets_show_prints_one_preset_and_suggests_a_near_name(capsys):
+    assert main(["presets", "show", "l4"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("hardware preset l4") and "[hardware]" in out
+    assert main(["presets", "show", "L4"]) == 2
+    assert "did you mean 'l4'?" in capsys.readouterr().err
+    assert main(["presets", "show"]) == 2
