@@ -69,9 +69,9 @@ def test_config_matches_shipped_preset(config, preset_name):
     assert read(config) == preset(preset_name)
 
 
-def test_mistral_sliding_window_is_reported():
-    with pytest.warns(HFConfigWarning, match="sliding-window attention over 4096"):
-        shape = read_hf_config(DATA / "mistral-7b-v0.1.json")
+def test_mistral_sliding_window_is_read_as_every_layer_sliding():
+    shape = read("mistral-7b-v0.1")
+    assert shape.pop("layer_pattern") == "sliding"
     assert shape == preset("mistral-7b")
 
 
@@ -88,12 +88,11 @@ def test_qwen_moe_shared_expert_becomes_four_expert_widths():
     assert shape["expert_d_ff"] == 1408 and shape["shared_experts"] == 4
 
 
-def test_deepseek_moe_shared_experts_and_dense_first_layer_warning():
-    with pytest.warns(HFConfigWarning, match="first 1 layer"):
-        shape = read_hf_config(DATA / "deepseek-moe-16b.json")
+def test_deepseek_moe_shared_experts_and_dense_first_layer():
+    shape = read("deepseek-moe-16b")
     assert shape["experts"] == 64 and shape["active_experts"] == 6
     assert shape["shared_experts"] == 2 and shape["expert_d_ff"] == 1408
-    assert shape["d_ff"] == 10944
+    assert shape["d_ff"] == 10944 and shape["dense_layers"] == 1
 
 
 def test_gpt2_names_plain_mlp_and_default_tying():
@@ -118,7 +117,8 @@ def test_directory_path_reads_config_json(tmp_path):
 def test_text_config_of_multimodal_model():
     inner = json.loads((DATA / "llama-3.1-8b.json").read_text())
     outer = {"model_type": "llava", "text_config": inner, "vision_config": {"hidden_size": 1024}}
-    assert map_hf_config(outer) == read("llama-3.1-8b")
+    with pytest.warns(HFConfigWarning, match="vision encoder"):
+        assert map_hf_config(outer) == read("llama-3.1-8b")
 
 
 def test_activation_decides_for_unknown_families():
@@ -234,3 +234,43 @@ def test_error_pickles():
     error = HFConfigError("missing key", path="a/config.json", key="vocab_size", expected="an int")
     again = pickle.loads(pickle.dumps(error))
     assert str(again) == str(error)
+
+
+# ------------------------------------------------------------------------ more families
+
+def test_gemma_2_alternates_local_and_global_layers():
+    shape = read("gemma-2-9b")
+    assert (shape["layer_pattern"], shape["sliding_window"]) == ("sliding,full", 4096)
+    assert shape["tied_embeddings"] is True and shape["ffn"] == "swiglu"
+
+
+def test_phi_3_every_layer_slides():
+    shape = read("phi-3-mini-4k-instruct")
+    assert (shape["layer_pattern"], shape["sliding_window"]) == ("sliding", 2047)
+
+
+def test_olmoe_and_granite_moe_experts():
+    olmoe = read("olmoe-1b-7b-0924")
+    assert (olmoe["experts"], olmoe["active_experts"], olmoe["d_ff"]) == (64, 8, 1024)
+    granite = read("granite-3.0-1b-a400m")
+    assert (granite["experts"], granite["active_experts"], granite["tied_embeddings"]) == (32, 8, True)
+
+
+def test_awq_and_nvfp4_checkpoints_name_their_formats():
+    assert read("qwen3-8b-awq")["weight_format"] == "int4-g128-zp4"
+    assert read("qwen3-8b-nvfp4")["weight_format"] == "nvfp4"
+
+
+def test_unknown_quantization_method_is_a_note_not_an_error():
+    config = json.loads((DATA / "qwen3-8b.json").read_text())
+    config["quantization_config"] = {"quant_method": "bitsandbytes", "load_in_4bit": True}
+    with pytest.warns(HFConfigWarning, match="not one this reader knows"):
+        shape = map_hf_config(config)
+    assert "weight_format" not in shape
+
+
+def test_dense_layers_listed_one_by_one_are_reported_with_their_count():
+    config = json.loads((DATA / "qwen3-235b-a22b.json").read_text())
+    config["mlp_only_layers"] = [0, 1]
+    with pytest.warns(HFConfigWarning, match="2 of 94 layers are dense"):
+        map_hf_config(config)

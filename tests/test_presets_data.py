@@ -22,7 +22,17 @@ HARDWARE_FILES = sorted((PRESETS / "hardware").glob("*.toml"))
 MODEL_KEYS = {
     "layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "ffn", "vocab",
     "tied_embeddings", "experts", "active_experts", "shared_experts", "expert_d_ff",
+    # per-layer architecture (fields registered by the architecture plugin)
+    "layer_pattern", "sliding_window", "attention_chunk", "q_lora_rank", "kv_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "linear_key_heads", "linear_value_heads",
+    "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel", "dense_layers",
+    "moe_layer_period", "shared_expert_d_ff", "attention_bias", "attention_sinks",
+    "attention_output_gate", "qk_norm", "expert_bias",
+    # checkpoint formats (fields registered by the quantization lever)
+    "weight_format", "expert_weight_format",
 }
+TEXT_KEYS = {"layer_pattern", "weight_format", "expert_weight_format"}
+FLAG_KEYS = {"attention_bias", "attention_sinks", "attention_output_gate", "qk_norm", "expert_bias"}
 MODEL_REQUIRED = {"layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "ffn", "vocab",
                   "tied_embeddings"}
 HARDWARE_UNITS = {
@@ -30,6 +40,8 @@ HARDWARE_UNITS = {
     "price_per_hour": "USD/h", "count": "1",
     # card-to-card link (fields registered by the parallelism lever)
     "interconnect_bandwidth": "B/s", "interconnect_latency": "s",
+    # dense rates per number format (fields registered by the quantization lever)
+    "flops_fp8": "FLOP/s", "flops_fp4": "FLOP/s",
 }
 HARDWARE_REQUIRED = {"memory", "bandwidth", "flops"}
 #: Booleans declaring native 8-bit arithmetic (fields registered by the quantization lever).
@@ -113,9 +125,13 @@ def test_file_is_described_and_sourced(path):
 def test_model_shape_is_consistent(path):
     m = load(path)["model"]
     assert MODEL_REQUIRED <= set(m) <= MODEL_KEYS
-    for key in MODEL_KEYS - {"ffn", "tied_embeddings"}:
+    for key in MODEL_KEYS - {"ffn", "tied_embeddings"} - TEXT_KEYS - FLAG_KEYS:
         if key in m:
             assert type(m[key]) is int and m[key] >= 0, key
+    for key in TEXT_KEYS & set(m):
+        assert isinstance(m[key], str) and m[key], key
+    for key in FLAG_KEYS & set(m):
+        assert isinstance(m[key], bool), key
     assert isinstance(m["tied_embeddings"], bool)
     assert m["ffn"] in ("swiglu", "gelu")
     assert m["heads"] % m["kv_heads"] == 0

@@ -48,6 +48,7 @@ from sympy import Max, Piecewise, ceiling, floor
 from infermodel.plugin import FieldValueError, S, Stage, close_match, hookimpl
 
 from . import LAB, M10
+from .architecture import terms as architecture_terms
 
 
 def _simulator():
@@ -233,8 +234,9 @@ def infermodel_define_quantities(scenario, define):
            description="tokens per cache block (page)", reference=PAGES)
 
     _define_lengths(scenario, lever, define, block)
-    _define_slots(lever, define, static)
-    _define_reservation(lever, define)
+    arch = architecture_terms(scenario)
+    _define_slots(lever, define, static, arch)
+    _define_reservation(lever, define, arch)
 
 
 def _define_lengths(scenario, lever, define, block: int) -> None:
@@ -276,7 +278,7 @@ def _define_lengths(scenario, lever, define, block: int) -> None:
                            "(computed when the scenario is read)", reference=PAGES)
 
 
-def _define_slots(lever, define, static: bool) -> None:
+def _define_slots(lever, define, static: bool, arch) -> None:
     """Slot use, and a static batch from its prefill to its longest output."""
     # --- slot use -----------------------------------------------------------------
     mean, maximum = S.batching_output_mean, S.batching_expected_max_output
@@ -300,8 +302,8 @@ def _define_slots(lever, define, static: bool) -> None:
                                      "(every slot grows until the longest output ends)",
            reference=f"{LAB3}; {SLOTS}")
     define("static_decode_step_time",
-           Max((S.weight_bytes_per_step + S.batch * context * S.kv_bytes_per_token) / S.bandwidth,
-               S.batch * (2 * S.params_matmul + 4 * S.layers * S.query_width * context)
+           Max((S.weight_bytes_per_step + S.batch * arch.cache_read(context)) / S.bandwidth,
+               S.batch * (2 * S.params_matmul + arch.attention_decode(context))
                / S.flops_effective_decode) + S.t0,
            unit="s", description="mean decode step time of a static batch (the decode roofline at "
                                  "static_decode_context)", reference=f"{LAB3}; {SLOTS}")
@@ -315,7 +317,7 @@ def _define_slots(lever, define, static: bool) -> None:
                        "stalls included", reference=f"{LAB3}; {SLOTS}")
 
 
-def _define_reservation(lever, define) -> None:
+def _define_reservation(lever, define, arch) -> None:
     """Cache reserved per sequence, contiguous or paged, and how many sequences fit."""
     # --- reservation ----------------------------------------------------------------
     define("paged_max_unused_positions", S.paged_block_tokens - 1, unit="token",
@@ -331,10 +333,10 @@ def _define_reservation(lever, define) -> None:
            unit="token", description="positions a paged sequence holds at its final length, on "
                                      "average (whole blocks)", reference=PAGES)
     define("contiguous_reserved_bytes_per_sequence",
-           S.kv_bytes_per_token * S.contiguous_reserved_tokens, unit="B",
+           arch.cache_held(S.contiguous_reserved_tokens), unit="B",
            description="cache bytes reserved per sequence, contiguous to the longest output",
            reference=RESERVE)
-    define("paged_reserved_bytes_per_sequence", S.kv_bytes_per_token * S.paged_reserved_tokens,
+    define("paged_reserved_bytes_per_sequence", arch.cache_held(S.paged_reserved_tokens),
            unit="B", description="cache bytes a paged sequence holds at its final length, on average",
            reference=PAGES)
     define("contiguous_real_token_share", S.batching_final_tokens / S.contiguous_reserved_tokens,

@@ -36,6 +36,7 @@ from sympy import Max, ceiling
 from infermodel.plugin import S, hookimpl
 
 from . import M10
+from .architecture import terms as architecture_terms
 
 STALL = f"{M10}, 'A joining prompt can stall everybody'"
 LAB3 = f"{M10}, Lab 3 (cost model: one hybrid iteration)"
@@ -123,12 +124,16 @@ def infermodel_define_quantities(scenario, define):
     define("hybrid_attention_pairs", d * c + k * p + k * (k + 1) / 2, unit="1",
            description="query–key pairs: each decode over its cache, the chunk over the cached "
                        "prompt and causally over itself", reference=LAB3)
-    define("hybrid_bytes", S.weight_bytes + S.kv_bytes_per_token * (d * c + p), unit="B",
+    arch = architecture_terms(scenario)
+    define("hybrid_bytes", S.weight_bytes + d * arch.cache_read(c) + arch.cache_held(p), unit="B",
            description="bytes read by the iteration: weights once, every decode's cache and the "
                        "chunk's cached prompt", reference=BOTH)
     define("hybrid_flops", 2 * S.params_matmul * S.hybrid_positions
-           + 4 * S.layers * S.query_width * S.hybrid_attention_pairs, unit="FLOP",
-           description="FLOPs of the iteration: projections for every position plus attention",
+           + (4 * S.layers * S.query_width * S.hybrid_attention_pairs if arch.plain
+              else d * arch.attention_decode(c) + arch.attention_chunk(p, k)), unit="FLOP",
+           description="FLOPs of the iteration: projections for every position plus attention"
+                       + ("" if arch.plain else " (the chunk's queries each see at most a window "
+                                                "of keys in windowed layers)"),
            reference=BOTH)
     define("hybrid_time_memory", S.hybrid_bytes / S.bandwidth, unit="s",
            description="iteration time if bandwidth were the only limit", reference=BOTH)

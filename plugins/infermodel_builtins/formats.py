@@ -15,7 +15,14 @@ with ``group_size``). Scales and zero points are metadata, stored beside the cod
   idealised count "before scale metadata", as Module 10 states some of its figures.
 
 Block-scaled (MX) formats are groups of 32 with an 8-bit shared scale: MXFP4 is
-4 + 8/32 = 4.25 bits per value.
+4 + 8/32 = 4.25 bits per value. NVFP4 has an FP8 (E4M3) scale per 16 values:
+4 + 8/16 = 4.5 bits (its one fp32 scale per tensor is a few bytes). FP8 block-scaled
+checkpoints (DeepSeek-V3's ``weight_block_size = [128, 128]``) keep one fp32 scale per
+128×128 block of a weight matrix: 8 + 32/16,384 ≈ 8.002 bits.
+
+Checkpoint formats read from a ``quantization_config``: AWQ and GPTQ store int4 (or
+int8) codes with an fp16 scale and a packed zero point of the same width per group
+(``int4-g128-zp4``: 4 + (16 + 4)/128 = 4.156 bits).
 
 Named formats (:data:`NAMED_FORMATS`) cover the usual cases; a scenario may also give
 an explicit table, optionally starting from a named format (``format = "int4-g128"``)
@@ -43,7 +50,7 @@ CACHE = f"{M10}, 'Quantise the cache and evaluate the final artifact'"
 
 KINDS = ("int", "float")
 GRANULARITIES = ("none", "tensor", "channel", "group")
-ACTIVATION_FORMATS = ("int8", "fp8")
+ACTIVATION_FORMATS = ("int8", "fp8", "fp4")
 DISTRIBUTIONS = ("gaussian", "uniform")
 
 
@@ -60,6 +67,9 @@ class Format:
     zero_point_bits: float = 0.0
     name: str | None = None
     description: str = ""
+    #: Side of a square 2-D block sharing one scale (128 for 128×128), or None: the
+    #: group runs along a row. Rows must then be tiled by ``block_side``, not the group.
+    block_side: int | None = None
 
     @property
     def metadata_bits(self) -> float:
@@ -101,16 +111,32 @@ class Format:
                          f"zero point ({self.zero_point_bits:g}-bit)")
             where = {"tensor": "per tensor", "channel": "per channel (row)",
                      "group": f"per group of {self.group_size}"}[self.granularity]
+            if self.block_side:
+                where = f"per {self.block_side}×{self.block_side} block"
             parts.append(f"{self.scale_bits:g}-bit scale {where}")
         text = ", ".join(parts)
         return f"{self.name} ({text})" if self.name else text
 
 
 def _named(name, bits, kind, granularity, *, group_size=None, scale_bits=16.0, zero_point_bits=0.0,
-           description):
+           description, block_side=None):
     return Format(bits=float(bits), kind=kind, symmetric=zero_point_bits == 0, granularity=granularity,
                   group_size=group_size, scale_bits=float(scale_bits) if granularity != "none" else 0.0,
-                  zero_point_bits=float(zero_point_bits), name=name, description=description)
+                  zero_point_bits=float(zero_point_bits), name=name, description=description,
+                  block_side=block_side)
+
+
+def _checkpoint_int_formats():
+    """AWQ/GPTQ-style integer formats: int4/int8 per group, with a packed zero point or not."""
+    for bits in (4, 8):
+        for group in (32, 64, 128):
+            if bits == 8:
+                yield _named(f"int8-g{group}", 8, "int", "group", group_size=group,
+                             description=f"symmetric int8, one fp16 scale per group of {group} values")
+            yield _named(f"int{bits}-g{group}-zp{bits}", bits, "int", "group", group_size=group,
+                         zero_point_bits=bits,
+                         description=f"int{bits} with an fp16 scale and a packed {bits}-bit zero point "
+                                     f"per {group} values (AWQ, GPTQ checkpoints)")
 
 
 #: Named formats a scenario may use; each is a shorthand for an explicit table.
@@ -142,6 +168,13 @@ NAMED_FORMATS: dict[str, Format] = {f.name: f for f in (
            description="OCP microscaling FP6, one 8-bit shared scale per 32"),
     _named("mxfp8", 8, "float", "group", group_size=32, scale_bits=8,
            description="OCP microscaling FP8, one 8-bit shared scale per 32"),
+    _named("nvfp4", 4, "float", "group", group_size=16, scale_bits=8,
+           description="NVIDIA FP4 (E2M1 elements), one FP8 E4M3 scale per 16 (plus one fp32 "
+                       "scale per tensor)"),
+    _named("fp8-b128", 8, "float", "group", group_size=128 * 128, scale_bits=32, block_side=128,
+           description="FP8 E4M3, one fp32 scale per 128×128 block of a weight matrix "
+                       "(DeepSeek-V3's checkpoints)"),
+    *_checkpoint_int_formats(),
 )}
 
 
@@ -235,7 +268,7 @@ Kind = choice_type("Kind", KINDS, "How codes map to numbers: 'int' (a uniform gr
 Granularity = choice_type("Granularity", GRANULARITIES,
                       "How many values share a scale: 'none', 'tensor', 'channel' or 'group'.")
 ActivationFormat = choice_type("ActivationFormat", ACTIVATION_FORMATS,
-                           "Arithmetic format of quantised activations: 'int8' or 'fp8'.")
+                           "Arithmetic format of quantised activations: 'int8', 'fp8' or 'fp4'.")
 Distribution = choice_type("Distribution", DISTRIBUTIONS,
                        "Weight distribution giving max/σ: 'gaussian' or 'uniform'.")
 

@@ -18,7 +18,11 @@ capacity (``capacity_step_time``) uses the expected read at ``max_sequences``.
 
 ``[levers.moe]`` is optional: ``routing = "uniform"`` (default), ``"active"`` (every
 token of the batch picks the same experts: the batch-1 share, a best case) or
-``"all"`` (every expert is read each step, a worst case).
+``"all"`` (every expert is read each step, a worst case). ``expert_parallel = N`` splits
+the routed experts over N cards: each card holds ⌈E/N⌉ experts of every MoE layer and a
+whole copy of the other weights (attention, dense and shared layers, embeddings, as
+data-parallel attention deployments keep them); ``weight_bytes_per_card_expert_parallel``
+is what one card stores.
 
 Bytes per routed-expert parameter: the block linears' effective bytes per weight when
 a format lever sets them, otherwise the artifact's mean bytes per parameter.
@@ -35,14 +39,17 @@ proposals and smaller models").
 from __future__ import annotations
 
 import attrs
-from sympy import Max
+from sympy import Max, ceiling
 
 from infermodel.plugin import S, Stage, hookimpl
 
 from . import M10
+from .architecture import moe_layer_count
 from .formats import choice_type
 
 MOE = f"{M10}, mixture-of-experts paragraph ('Other proposals and smaller models')"
+EP = ("DeepSeek-V3 (arXiv:2412.19437) §3.4 'Inference and Deployment' (expert parallelism "
+      "with redundant attention)")
 
 Routing = choice_type("Routing", ("uniform", "active", "all"),
                       "How a batch's tokens spread over experts: 'uniform', 'active' or 'all'.")
@@ -55,6 +62,10 @@ class Moe:
     routing: Routing = attrs.field(default="uniform", metadata={
         "description": '"uniform": E·(1 − (1 − k/E)^B) experts read per layer; "active": only k '
                        '(best case); "all": all E (worst case)'})
+    expert_parallel: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1)), metadata={
+            "description": "cards the routed experts are split over: each holds ⌈E/N⌉ experts "
+                           "per MoE layer and a whole copy of the other weights"})
 
 
 @hookimpl
@@ -67,16 +78,28 @@ def infermodel_register_levers(register):
 
 @hookimpl
 def infermodel_validate_scenario(scenario, report):
-    if scenario.lever("moe") is not None and scenario.value("model.experts") <= 1:
+    lever = scenario.lever("moe")
+    if lever is not None and scenario.value("model.experts") <= 1:
         report("levers.moe", "[levers.moe] needs a mixture-of-experts model, but model.experts = 1",
                expected="model.experts > 1, or no [levers.moe] table")
+    elif (lever is not None and lever.expert_parallel is not None
+          and lever.expert_parallel > scenario.value("model.experts")):
+        report("levers.moe.expert_parallel", f"{lever.expert_parallel} cards for "
+               f"{scenario.value('model.experts')} experts leaves cards without an expert",
+               expected=f"at most {scenario.value('model.experts')}")
 
 
 def _bytes_per_expert_param(scenario):
     """(expression, explanation) for the bytes one routed-expert parameter takes."""
     if scenario.value("model.weight_bytes") is not None:
         return S.weight_bytes / S.params_total, "mean bytes per parameter of the given artifact"
-    if scenario.lever("quantization") is not None:
+    from .quantization import effective_lever, weight_formats
+
+    lever = effective_lever(scenario)
+    if lever is not None and "experts" in weight_formats(scenario, lever):
+        return S.weight_bytes_experts / S.params_routed_experts, \
+            "effective bytes per routed-expert weight (the experts' own format)"
+    if lever is not None:
         return S.weight_bytes_linear / S.params_block_linear, \
             "effective bytes per block-linear weight (quantization lever)"
     if scenario.lever("number_formats") is not None:
@@ -111,7 +134,7 @@ def infermodel_define_quantities(scenario, define):
            reference=MOE)
     define("weight_bytes_total", S.weight_bytes, unit="B",
            description="bytes of every expert and shared weight: all must be stored", reference=MOE)
-    missed = S.layers * S.expert_params * S.expert_bytes_per_param
+    missed = moe_layer_count(scenario) * S.expert_params * S.expert_bytes_per_param
     define("weight_bytes_active", S.weight_bytes - missed * (S.experts - S.active_experts), unit="B",
            description="weight bytes one token reads (active and shared experts, attention, embeddings)",
            reference=MOE)
@@ -125,6 +148,16 @@ def infermodel_define_quantities(scenario, define):
            S.weight_bytes - missed * (S.experts - S.experts_read_at_capacity), unit="B",
            description="expected weight bytes read per decode step with the cache full",
            reference=MOE)
+    if lever is not None and lever.expert_parallel is not None:
+        define("moe_expert_parallel", lever.expert_parallel, unit="1",
+               description="cards the routed experts are split over", reference=EP)
+        define("moe_experts_per_card", ceiling(S.experts / S.moe_expert_parallel), unit="1",
+               description="routed experts of each MoE layer one card holds (whole experts)",
+               reference=EP)
+        define("weight_bytes_per_card_expert_parallel",
+               S.weight_bytes - missed * (S.experts - S.moe_experts_per_card), unit="B",
+               description="weight bytes one card stores under the expert split: its experts "
+                           "and a whole copy of every other weight", reference=EP)
 
 
 @hookimpl

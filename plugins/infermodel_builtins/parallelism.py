@@ -246,16 +246,24 @@ def infermodel_define_quantities(scenario, define):
            reference=DEPLOY)
     define("parallel_stage_layers", ceiling(S.layers / S.parallel_pipeline_degree), unit="1",
            description="layers on the largest pipeline stage", reference=DEPLOY)
-    define("parallel_kv_heads_per_card", ceiling(S.kv_heads / S.parallel_tensor_degree), unit="1",
-           description="KV heads each tensor rank holds (whole heads; replicated when fewer "
-                       "than ranks)", reference=DEPLOY)
+    latent = getattr(scenario.sections["model"], "kv_lora_rank", None) is not None
+    if latent:
+        # One latent per token serves every head: each tensor rank keeps the whole of it.
+        define("parallel_kv_heads_per_card", 1, unit="1",
+               description="latent caches each tensor rank holds (latent attention: the one "
+                           "latent is replicated on every rank)", reference=DEPLOY)
+    else:
+        define("parallel_kv_heads_per_card", ceiling(S.kv_heads / S.parallel_tensor_degree),
+               unit="1", description="KV heads each tensor rank holds (whole heads; replicated "
+                                     "when fewer than ranks)", reference=DEPLOY)
     define("parallel_weight_stage_factor",
            S.parallel_pipeline_degree * S.parallel_stage_layers / S.layers, unit="1",
            description="largest stage's share of the layers times the stages (1 when even)",
            reference=DEPLOY)
     define("parallel_kv_storage_factor",
            S.parallel_weight_stage_factor
-           * S.parallel_tensor_degree * S.parallel_kv_heads_per_card / S.kv_heads, unit="1",
+           * S.parallel_tensor_degree * S.parallel_kv_heads_per_card / (1 if latent else S.kv_heads),
+           unit="1",
            description="cache stored across the cards relative to one copy (fullest card × cards)",
            reference=DEPLOY)
     define("parallel_weight_bytes_per_card",
@@ -326,9 +334,12 @@ def infermodel_transform_quantities(scenario, transform):
     transform.wrap("flops_peak", lambda old: old * e,
                    reason="the cards reach only a share e of their summed compute",
                    reference=PLANNER, order=Stage.PARALLELISM)
+    latent = getattr(scenario.sections["model"], "kv_lora_rank", None) is not None
     transform.wrap("kv_bytes_per_token", lambda old: old * S.parallel_kv_storage_factor,
-                   reason="the cache is split by whole KV heads and whole layers: the fullest "
-                          "card's share times the cards (replicas counted)",
+                   reason=("a latent cache is not split by heads: every tensor rank keeps the whole "
+                           "latent of its layers (replicas counted)" if latent else
+                           "the cache is split by whole KV heads and whole layers: the fullest "
+                           "card's share times the cards (replicas counted)"),
                    reference=DEPLOY, order=Stage.PARALLELISM)
     excess = S.weight_bytes * (S.parallel_weight_stage_factor - 1)
     transform.wrap("memory_required", lambda old: old + excess,

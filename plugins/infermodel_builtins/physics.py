@@ -17,7 +17,7 @@ from sympy import Piecewise, floor, oo
 
 from infermodel.plugin import S, hookimpl
 
-from . import LAB, M10
+from . import LAB, M10, architecture
 
 
 def Max(*args):
@@ -199,16 +199,17 @@ HEADLINES = {
 
 @hookimpl
 def infermodel_define_quantities(scenario, define):
-    _model(scenario, define)
+    terms = architecture.terms(scenario)
+    _model(scenario, define, terms)
     _hardware(scenario, define)
     _workload(scenario, define)
-    _decode(define)
-    _prefill(define)
-    _memory(scenario, define)
+    _decode(define, terms)
+    _prefill(define, terms)
+    _memory(scenario, define, terms)
     _cost(scenario, define)
 
 
-def _model(scenario, define):
+def _model(scenario, define, terms):
     value = scenario.value
     if value("model.kv_heads") is None:
         define("kv_heads", S.heads, unit="1", description="key/value heads per layer (multi-head attention)",
@@ -225,20 +226,30 @@ def _model(scenario, define):
            description=f"matrices in one feed-forward block ({value('model.ffn')})", reference=WEIGHTS)
     moe = value("model.experts") > 1
     router = S.d_model * S.experts if moe else sympy.Integer(0)
-    define("params_attention", S.layers * (2 * S.d_model * S.query_width
-                                           + 2 * S.d_model * S.kv_heads * S.head_dim),
+    # --- architecture routing (plugin "architecture"): per-layer attention and FFN shapes
+    if terms.plain:
+        attention_params = S.layers * (2 * S.d_model * S.query_width
+                                       + 2 * S.d_model * S.kv_heads * S.head_dim)
+    else:
+        attention_params = S.params_attention_stack
+    define("params_attention", attention_params,
            unit="param", description="attention projection weights (Q, K, V, O) in all layers",
            reference=WEIGHTS)
     per_expert = S.ffn_matrices * S.d_model * S.expert_d_ff
-    define("params_ffn", S.layers * ((S.experts + S.shared_experts) * per_expert + router),
+    shaped = architecture.ffn_params(scenario)
+    ffn_all, ffn_active = shaped or (S.layers * ((S.experts + S.shared_experts) * per_expert + router),
+                                     S.layers * ((S.active_experts + S.shared_experts) * per_expert + router))
+    # --- end of architecture routing
+    define("params_ffn", ffn_all,
            unit="param", description="feed-forward weights in all layers (every expert)",
            reference=WEIGHTS)
-    define("params_ffn_active", S.layers * ((S.active_experts + S.shared_experts) * per_expert + router),
+    define("params_ffn_active", ffn_active,
            unit="param", description="feed-forward weights one token uses",
            reference=f"{M10}, mixture-of-experts paragraph")
     define("params_block_linear", S.params_attention + S.params_ffn, unit="param",
            description="weights of the block linears (attention and feed-forward)", reference=WEIGHTS)
-    define("params_norm", (2 * S.layers + 1) * S.d_model, unit="param",
+    norms = (2 * S.layers + 1) * S.d_model
+    define("params_norm", norms if terms.plain else norms + S.params_norm_attention, unit="param",
            description="normalisation weights (two per block and a final one)", reference=WEIGHTS)
     define("params_embedding", S.vocab * S.d_model, unit="param",
            description="input embedding table", reference=WEIGHTS)
@@ -271,8 +282,9 @@ def _model(scenario, define):
                description="weight bytes read per decode step", reference=TWO_TIMES)
     define("kv_value_bytes", 2, unit="B",
            description="bytes per cached key or value element (16-bit without a number-format lever)")
-    define("kv_bytes_per_token",
-           2 * S.layers * S.kv_heads * S.head_dim * S.kv_value_bytes, unit="B", latex=r"\mathrm{kv}",
+    per_token = (2 * S.layers * S.kv_heads * S.head_dim * S.kv_value_bytes if terms.plain
+                 else S.kv_layers * S.kv_values_per_layer_token * S.kv_value_bytes)
+    define("kv_bytes_per_token", per_token, unit="B", latex=r"\mathrm{kv}",
            description="KV-cache bytes per token of one sequence (keys and values, every layer)",
            reference=CACHE)
 
@@ -310,11 +322,16 @@ def _workload(scenario, define):
                description="tokens one sequence holds at its longest", reference=BUDGET)
 
 
-def _decode(define):
-    define("decode_bytes", S.weight_bytes_per_step + S.batch * S.context * S.kv_bytes_per_token,
+def _decode(define, terms):
+    if not (terms.st.windows or terms.st.linear):
+        # (with windowed or fixed-state layers the architecture plugin defines it)
+        define("kv_bytes_read_per_sequence", S.context * S.kv_bytes_per_token, unit="B",
+               description="cache bytes one sequence's decode step reads at the mean context",
+               reference=ROOFLINE)
+    define("decode_bytes", S.weight_bytes_per_step + S.batch * terms.cache_read(S.context),
            unit="B", description="bytes read per decode step: weights plus every sequence's cache",
            reference=ROOFLINE)
-    attention = 4 * S.layers * S.query_width * S.context
+    attention = terms.attention_decode(S.context)
     define("decode_flops", S.batch * (2 * S.params_matmul + attention), unit="FLOP",
            description="FLOPs per decode step: projections plus attention over the context",
            reference=COUNT_OPS)
@@ -336,7 +353,7 @@ def _decode(define):
            description="decode tokens per second across the batch", reference=ROOFLINE)
     define("critical_batch_bracket",
            (2 * S.params_matmul + attention) / S.flops_effective_decode
-           - S.context * S.kv_bytes_per_token / S.bandwidth, unit="s",
+           - terms.cache_read(S.context) / S.bandwidth, unit="s",
            description="compute time minus cache-read time per added sequence (≤ 0: never compute-bound)",
            reference=ROOFLINE)
     define("critical_batch",
@@ -347,10 +364,10 @@ def _decode(define):
            reference=ROOFLINE)
 
 
-def _prefill(define):
+def _prefill(define, terms):
     n = S.prompt_tokens
     define("prefill_flops",
-           S.batch * (2 * S.params_matmul * n + 2 * S.layers * S.query_width * n**2), unit="FLOP",
+           S.batch * (2 * S.params_matmul * n + terms.attention_prefill(n)), unit="FLOP",
            description="FLOPs to prefill the batch's prompts (causal attention: half the square)",
            reference=COUNT_OPS)
     define("prefill_bytes", S.weight_bytes + S.batch * n * (S.kv_bytes_per_token + 4 * S.d_model * S.layers),
@@ -377,14 +394,14 @@ def _prefill(define):
            reference=TWO_TIMES)
 
 
-def _memory(scenario, define):
+def _memory(scenario, define, terms):
     define("memory_usable", S.memory_bytes - S.memory_reserved, unit="B",
            description="memory left for weights and cache after the reserve", reference=BUDGET)
     define("kv_budget_bytes", S.memory_usable - S.weight_bytes, unit="B",
            description="memory left for the KV cache", reference=BUDGET)
     # Per-sequence and shared parts are separate quantities so that levers compose:
     # prefix sharing moves bytes into the shared part, offload moves the per-sequence part.
-    define("kv_bytes_per_sequence", S.kv_bytes_per_token * S.sequence_length, unit="B",
+    define("kv_bytes_per_sequence", terms.cache_held(S.sequence_length), unit="B",
            description="KV-cache bytes one sequence holds on its own at full length",
            reference=CACHE)
     define("kv_bytes_shared", 0, unit="B",
@@ -399,13 +416,13 @@ def _memory(scenario, define):
     define("max_sequences",
            Max(0, floor((S.kv_budget_bytes - S.kv_bytes_shared) / S.kv_bytes_per_sequence)), unit="seq",
            description="most full-length sequences the cache budget holds", reference=BUDGET)
-    define("max_context", Max(0, floor(S.kv_budget_bytes / (S.kv_bytes_per_token * S.batch))),
+    define("max_context", terms.max_context(S.kv_budget_bytes, S.batch),
            unit="token", description="longest context each of the batch's sequences can reach",
            reference=CACHE)
     full = Max(1, S.max_sequences)
     define("capacity_step_time",
-           Max((S.weight_bytes_per_step + full * S.context * S.kv_bytes_per_token) / S.bandwidth,
-               full * (2 * S.params_matmul + 4 * S.layers * S.query_width * S.context)
+           Max((S.weight_bytes_per_step + full * terms.cache_read(S.context)) / S.bandwidth,
+               full * (2 * S.params_matmul + terms.attention_decode(S.context))
                / S.flops_effective_decode) + S.t0,
            unit="s", description="decode step time with the cache full (max_sequences, at least 1)",
            reference=LAB1)

@@ -28,6 +28,7 @@ from sympy import Max, Min, Piecewise, floor
 from infermodel.plugin import S, Stage, hookimpl
 
 from . import M10
+from .architecture import terms as architecture_terms
 
 REUSE = f"{M10}, 'Reuse a stable prefix across separate requests'"
 SHARE = f"{M10}, 'Share only states with the same identity' and 'Map logical positions to physical blocks'"
@@ -115,8 +116,9 @@ def infermodel_define_quantities(scenario, define):
            S.prompt_tokens - S.prefix_hit_rate * S.prefix_reused_tokens, unit="token",
            description="prompt tokens computed per request on average", reference=REUSE)
     r = S.prefix_reused_tokens
+    arch = architecture_terms(scenario)
     define("prefix_saved_prefill_flops",
-           S.batch * (2 * S.params_matmul * r + 2 * S.layers * S.query_width * r**2), unit="FLOP",
+           S.batch * (2 * S.params_matmul * r + arch.attention_prefill(r)), unit="FLOP",
            description="prefill FLOPs a hit skips: the prefix's projections and its causal attention",
            reference=f"{REUSE}; {CASE}")
     define("prefix_saved_prefill_bytes", S.batch * r * 4 * S.d_model * S.layers, unit="B",
@@ -144,9 +146,14 @@ def infermodel_define_quantities(scenario, define):
         shared = sympy.Integer(0)
         description = "prefix tokens held once for all sequences (sharing switched off)"
     define("prefix_shared_tokens", shared, unit="token", description=description, reference=SHARE)
+    windowed = arch.st.windows or arch.st.linear
+    # Windowed layers slide past the prefix and fixed-state layers keep a state per
+    # sequence: only full-attention layers keep the prefix for every sequence to share.
+    per_token = S.kv_bytes_per_token * (S.kv_full_layer_share if windowed else 1)
     define("prefix_shared_bytes",
-           Piecewise((S.kv_bytes_per_token * S.prefix_shared_tokens, S.prefix_hit_rate > 0), (0, True)),
-           unit="B", description="cache bytes of the shared prefix blocks, stored once",
+           Piecewise((per_token * S.prefix_shared_tokens, S.prefix_hit_rate > 0), (0, True)),
+           unit="B", description="cache bytes of the shared prefix blocks, stored once"
+                                 + (" (full-attention layers only)" if windowed else ""),
            reference=SHARE)
     define("prefix_private_tokens_per_sequence",
            S.sequence_length - S.prefix_hit_rate * S.prefix_shared_tokens, unit="token",
@@ -167,10 +174,18 @@ def infermodel_transform_quantities(scenario, transform):
     transform.replace("kv_bytes_shared", S.prefix_shared_bytes,
                       reason="the prefix's whole blocks are stored once and shared",
                       reference=SHARE, order=Stage.ALGORITHMS)
-    transform.replace("kv_bytes_per_sequence",
-                      S.kv_bytes_per_token * S.prefix_private_tokens_per_sequence,
-                      reason="shared prefix blocks are stored once, so each sequence needs only "
-                             "its private positions", reference=f"{SHARE}; {CASE}", order=Stage.ALGORITHMS)
+    if architecture_terms(scenario).st.windows or architecture_terms(scenario).st.linear:
+        transform.wrap("kv_bytes_per_sequence",
+                       lambda old: old - S.prefix_hit_rate * S.prefix_shared_bytes,
+                       reason="the full-attention layers' shared prefix blocks are stored once; "
+                              "windowed layers (past the prefix at full length) and fixed states "
+                              "stay private", reference=f"{SHARE}; {CASE}", order=Stage.ALGORITHMS)
+    else:
+        transform.replace("kv_bytes_per_sequence",
+                          S.kv_bytes_per_token * S.prefix_private_tokens_per_sequence,
+                          reason="shared prefix blocks are stored once, so each sequence needs "
+                                 "only its private positions", reference=f"{SHARE}; {CASE}",
+                          order=Stage.ALGORITHMS)
 
 
 @hookimpl

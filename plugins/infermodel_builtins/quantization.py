@@ -6,15 +6,23 @@ table) for each parameter class and for the KV cache::
 
     [levers.quantization]
     linear = "int4-g128"                          # block linears (attention, feed-forward)
+    experts = "mxfp4"                             # routed experts' matrices (default: linear)
     embedding = { bits = 8, granularity = "none" } # embedding table and output head
     norm = "bf16"                                 # normalisation weights
     kv_cache = "int8-b32"                         # cached keys and values
     activations = "int8"                          # W8A8: only where the card says so
 
+A checkpoint that is already quantised says so in its ``quantization_config``; the
+model's ``weight_format`` and ``expert_weight_format`` fields (read from it, or set by
+a preset) are this lever's defaults for ``linear`` and ``experts``, and they apply even
+without a ``[levers.quantization]`` table. A format the table gives overrides them;
+every class's description says where its format came from.
+
 What it changes (a derivation shows each step):
 
 * ``weight_bytes`` (order 100) becomes the sum of the classes' byte counts,
-  ``weight_bytes_linear + weight_bytes_embedding + weight_bytes_norm``, each
+  ``weight_bytes_linear + weight_bytes_embedding + weight_bytes_norm`` (plus
+  ``weight_bytes_experts`` when the routed experts have their own format), each
   ⌈b·n/8⌉ + ⌈scales·(scale_bits + zero_point_bits)/8⌉. These three quantities are
   the lever's ``weight_bytes_by_class``; :func:`weight_bytes_by_class` returns them as
   a dict from a result. Unset classes stay bf16.
@@ -68,8 +76,15 @@ BF16 = NAMED_FORMATS["bf16"]
 CLASSES = (("linear", "linear", "block linear weights (attention and feed-forward)"),
            ("embedding", "embedding", "embedding table and output head"),
            ("norm", "norm", "normalisation weights"))
+#: The class of routed experts' matrices, split from the block linears when its format differs.
+EXPERTS = ("experts", "experts", "routed experts' matrices")
+SPLIT_LINEAR = "block linear weights other than the routed experts (attention, dense and shared "\
+               "feed-forward, router)"
+CHECKPOINT_FIELD = {"linear": "weight_format", "experts": "expert_weight_format"}
 #: Hardware field that declares native arithmetic in each activation format.
-NATIVE_FIELD = {"int8": "native_int8", "fp8": "native_fp8"}
+NATIVE_FIELD = {"int8": "native_int8", "fp8": "native_fp8", "fp4": "flops_fp4"}
+#: Largest stored bits of the block linears each activation format can multiply with.
+OPERAND_BITS = {"int8": 8, "fp8": 8, "fp4": 4.5}
 
 
 def _ratio_at_least_one(instance, attribute, value):
@@ -113,7 +128,11 @@ class Quantization:
     """
 
     linear: FormatSpec | None = attrs.field(default=None, metadata={
-        "description": "format of the block linears (attention and feed-forward); unset: bf16"})
+        "description": "format of the block linears (attention and feed-forward); unset: the "
+                       "checkpoint's model.weight_format, else bf16"})
+    experts: FormatSpec | None = attrs.field(default=None, metadata={
+        "description": "format of the routed experts' matrices; unset: the checkpoint's "
+                       "model.expert_weight_format, else the linear format"})
     embedding: FormatSpec | None = attrs.field(default=None, metadata={
         "description": "format of the embedding table and output head; unset: bf16"})
     norm: FormatSpec | None = attrs.field(default=None, metadata={
@@ -122,7 +141,9 @@ class Quantization:
         "description": "format of cached keys and values; unset: 16-bit"})
     activations: ActivationFormat | None = attrs.field(default=None, metadata={
         "description": '"int8" or "fp8": 8-bit activations (W8A8), faster only where the hardware '
-                       "declares native support"})
+                       'declares native support (the FP8 speed-up from hardware.flops_fp8 where '
+                       'given); "fp4": 4-bit activations (W4A4, NVFP4/MXFP4), faster only where '
+                       'the hardware gives hardware.flops_fp4'})
     activation_peak_ratio: float = attrs.field(default=2.0, validator=_speedup, metadata={
         "description": "8-bit over 16-bit compute peak where the support is native"})
     sqnr: Sqnr | None = attrs.field(default=None, metadata={
@@ -151,16 +172,73 @@ def infermodel_register_levers(register):
 
 @hookimpl
 def infermodel_register_fields(register):
+    register("model", "weight_format", kind="str", default=None,
+             description="number format of the checkpoint's block linears (read from "
+                         "quantization_config): the quantization lever's default for linear")
+    register("model", "expert_weight_format", kind="str", default=None,
+             description="number format of the checkpoint's routed experts (MXFP4 in gpt-oss): "
+                         "the quantization lever's default for experts")
     register("hardware", "native_int8", kind="bool", default=False,
              description="the card multiplies int8 operands natively (int8 tensor cores), so W8A8 "
                          "raises its compute peak")
     register("hardware", "native_fp8", kind="bool", default=False,
              description="the card multiplies FP8 operands natively (FP8 tensor cores), so FP8 "
                          "activations raise its compute peak")
+    register("hardware", "flops_fp8", kind="quantity", unit="FLOP/s", minimum=0,
+             exclusive_minimum=True, default=None,
+             description="dense FP8 tensor peak of one card (datasheet, no sparsity); with FP8 "
+                         "activations it sets the speed-up instead of activation_peak_ratio")
+    register("hardware", "flops_fp4", kind="quantity", unit="FLOP/s", minimum=0,
+             exclusive_minimum=True, default=None,
+             description="dense FP4 (MXFP4/NVFP4) tensor peak of one card (datasheet, no sparsity)")
 
 
-def _weight_formats(lever) -> dict[str, Format]:
-    return {key: getattr(lever, key) or BF16 for key, _, _ in CLASSES}
+def _checkpoint(scenario, key: str) -> Format | None:
+    name = scenario.value(f"model.{CHECKPOINT_FIELD[key]}")
+    return NAMED_FORMATS.get(name) if name is not None else None
+
+
+def effective_lever(scenario):
+    """The lever's table, or an empty one when only the checkpoint's formats apply.
+
+    None when neither applies (or a number_formats lever or a fixed weight_bytes decides).
+    """
+    lever = scenario.lever("quantization")
+    if lever is not None:
+        return lever
+    if scenario.lever("number_formats") is not None or scenario.value("model.weight_bytes") is not None:
+        return None
+    if any(scenario.value(f"model.{f}") is not None for f in CHECKPOINT_FIELD.values()):
+        return Quantization()
+    return None
+
+
+def weight_formats(scenario, lever) -> dict[str, tuple[Format, str]]:
+    """(format, where it came from) for every weight class, experts included when split."""
+    out = {}
+    for key in ("linear", "embedding", "norm"):
+        given = getattr(lever, key)
+        checkpoint = _checkpoint(scenario, key) if key == "linear" else None
+        if given is not None:
+            out[key] = (given, "[levers.quantization]")
+        elif checkpoint is not None:
+            out[key] = (checkpoint, "the checkpoint's model.weight_format; unset in the lever")
+        else:
+            out[key] = (BF16, "unset, so bf16")
+    if scenario.value("model.experts") > 1:
+        checkpoint = _checkpoint(scenario, "experts")
+        if lever.experts is not None:
+            out["experts"] = (lever.experts, "[levers.quantization]")
+        elif checkpoint is not None:
+            out["experts"] = (checkpoint, "the checkpoint's model.expert_weight_format; unset in "
+                                          "the lever")
+        if "experts" in out and out["experts"][0] == out["linear"][0]:
+            del out["experts"]
+    return out
+
+
+def _classes(formats) -> tuple:
+    return CLASSES + ((EXPERTS,) if "experts" in formats else ())
 
 
 def _row_lengths(scenario, key: str) -> list[tuple[str, int]]:
@@ -176,7 +254,7 @@ def _row_lengths(scenario, key: str) -> list[tuple[str, int]]:
             head_dim = d_model // heads
         return [("head_dim", head_dim)]
     lengths = [("d_model", d_model)]
-    if key == "linear":
+    if key in ("linear", "experts"):
         heads = value("model.heads")
         head_dim = value("model.head_dim")
         if head_dim is None and d_model % heads == 0:
@@ -191,6 +269,18 @@ def _row_lengths(scenario, key: str) -> list[tuple[str, int]]:
 
 @hookimpl
 def infermodel_validate_scenario(scenario, report):
+    for field in CHECKPOINT_FIELD.values():
+        name = scenario.value(f"model.{field}")
+        if name is not None and name not in NAMED_FORMATS:
+            from .formats import unknown_format
+
+            problem = unknown_format(name)
+            report(f"model.{field}", problem.message, expected=problem.expected,
+                   suggestion=problem.suggestion)
+    if (scenario.value("model.expert_weight_format") is not None
+            and scenario.value("model.experts") <= 1):
+        report("model.expert_weight_format", "expert_weight_format needs a mixture of experts, but "
+               "model.experts = 1", expected="model.weight_format instead")
     lever = scenario.lever("quantization")
     if lever is None:
         return
@@ -200,21 +290,25 @@ def infermodel_validate_scenario(scenario, report):
                "use one of them",
                suggestion="[levers.quantization] covers number_formats: write effective bits as "
                           "{ bits = 4.125, granularity = \"none\" }")
-    weights_given = [key for key, _, _ in CLASSES if getattr(lever, key) is not None]
+    weights_given = [key for key, _, _ in (*CLASSES, EXPERTS) if getattr(lever, key) is not None]
     if scenario.value("model.weight_bytes") is not None and weights_given:
         report("model.weight_bytes",
                "model.weight_bytes fixes the artifact size, so the weight formats of "
                f"[levers.quantization] ({', '.join(weights_given)}) would be ignored",
                suggestion="remove model.weight_bytes or the weight formats")
-    for key in ("linear", "embedding", "norm", "kv_cache"):
+    if lever.experts is not None and scenario.value("model.experts") <= 1:
+        report("levers.quantization.experts", "a format for routed experts needs a mixture of "
+               "experts, but model.experts = 1", expected="linear = ... instead")
+    for key in ("linear", "embedding", "norm", "kv_cache", "experts"):
         fmt = getattr(lever, key)
         if fmt is None or fmt.granularity != "group":
             continue
+        tile = fmt.block_side or fmt.group_size
         for what, length in _row_lengths(scenario, key):
-            if length % fmt.group_size:
+            if length % tile:
                 divisors = [g for g in (16, 32, 64, 128, 256) if length % g == 0]
                 report(f"levers.quantization.{key}",
-                       f"group size {fmt.group_size} does not divide the row length {what} = {length}",
+                       f"group size {tile} does not divide the row length {what} = {length}",
                        expected=f"a group size dividing {length}"
                                 + (f" (e.g. {', '.join(map(str, divisors))})" if divisors else ""))
                 break
@@ -222,11 +316,14 @@ def infermodel_validate_scenario(scenario, report):
         linear = lever.linear
         if linear is None and scenario.value("model.weight_bytes") is None:
             linear = BF16
-        if linear is not None and linear.bits > 8:
+        limit = OPERAND_BITS[lever.activations]
+        if linear is not None and linear.bits > limit:
             report("levers.quantization.activations",
-                   f"activations = {lever.activations!r} multiplies 8-bit operands, but the block "
-                   f"linears are stored at {linear.bits:g} bits",
-                   expected="a linear format of 8 bits or fewer (for example \"int8\" or \"fp8-e4m3\")")
+                   f"activations = {lever.activations!r} multiplies {limit:g}-bit operands, but "
+                   f"the block linears are stored at {linear.bits:g} bits",
+                   expected=(f"a linear format of {limit:g} bits or fewer (for example "
+                             + ('"nvfp4" or "mxfp4")' if lever.activations == "fp4"
+                                else '"int8" or "fp8-e4m3")')))
     sqnr = lever.sqnr
     if sqnr is not None:
         if sqnr.max_over_sigma is not None and (sqnr.distribution is not None
@@ -253,57 +350,82 @@ def _default_sqnr_bits(lever) -> int | None:
 # ---------------------------------------------------------------------------------
 
 
-def _class_params(key):
+def _class_params(key, split=False):
     if key == "linear":
-        return S.params_block_linear
+        return S.params_block_linear - S.params_routed_experts if split else S.params_block_linear
+    if key == "experts":
+        return S.params_routed_experts
     if key == "embedding":
         return S.params_embedding + S.params_head
     return S.params_norm
 
 
-def _class_tensors(scenario, key):
+def _routed(scenario):
+    from .architecture import moe_layer_count
+
+    return moe_layer_count(scenario) * S.experts
+
+
+def _class_tensors(scenario, key, split=False):
     value = scenario.value
+    if key == "experts":
+        return _routed(scenario) * S.ffn_matrices
     if key == "linear":
         moe = value("model.experts") > 1
-        return S.layers * (4 + (S.experts + S.shared_experts) * S.ffn_matrices + (1 if moe else 0))
+        tensors = S.layers * (4 + (S.experts + S.shared_experts) * S.ffn_matrices + (1 if moe else 0))
+        return tensors - _routed(scenario) * S.ffn_matrices if split else tensors
     if key == "embedding":
         return sympy.Integer(1 if value("model.tied_embeddings") else 2)
     return 2 * S.layers + 1
 
 
-def _class_rows(scenario, key):
+def _class_rows(scenario, key, split=False):
+    per_expert = (S.ffn_matrices - 1) * S.expert_d_ff + S.d_model
+    if key == "experts":
+        return _routed(scenario) * per_expert
     if key == "linear":
         moe = scenario.value("model.experts") > 1
-        per_expert = (S.ffn_matrices - 1) * S.expert_d_ff + S.d_model
-        return S.layers * (S.query_width + 2 * S.kv_heads * S.head_dim + S.d_model
+        rows = S.layers * (S.query_width + 2 * S.kv_heads * S.head_dim + S.d_model
                            + (S.experts + S.shared_experts) * per_expert + (S.experts if moe else 0))
+        return rows - _routed(scenario) * per_expert if split else rows
     if key == "embedding":
         return (S.params_embedding + S.params_head) / S.d_model
     return 2 * S.layers + 1
 
 
-def _scale_count(scenario, key, fmt: Format):
+def _scale_count(scenario, key, fmt: Format, split=False):
     if fmt.granularity == "group":
-        return _class_params(key) / fmt.group_size, f"one per group of {fmt.group_size} values"
+        how = (f"one per {fmt.block_side}×{fmt.block_side} block" if fmt.block_side
+               else f"one per group of {fmt.group_size} values")
+        return _class_params(key, split) / fmt.group_size, how
     if fmt.granularity == "channel":
-        return _class_rows(scenario, key), "one per row (output channel)"
-    return _class_tensors(scenario, key), "one per tensor"
+        return _class_rows(scenario, key, split), "one per row (output channel)"
+    return _class_tensors(scenario, key, split), "one per tensor"
 
 
 def _define_weights(scenario, define, lever):
-    formats = _weight_formats(lever)
-    for key, suffix, what in CLASSES:
-        fmt = formats[key]
-        given = getattr(lever, key) is not None
-        label = fmt.label() + ("" if given else "; unset, so bf16")
-        params = _class_params(key)
+    formats = weight_formats(scenario, lever)
+    split = "experts" in formats
+    if split:
+        from .architecture import moe_layer_count
+
+        define("params_routed_experts",
+               moe_layer_count(scenario) * S.experts * S.ffn_matrices * S.d_model * S.expert_d_ff,
+               unit="param", description="weights of the routed experts' matrices (biases excluded)",
+               reference=ARTIFACT)
+    for key, suffix, what in _classes(formats):
+        fmt, source = formats[key]
+        if key == "linear" and split:
+            what = SPLIT_LINEAR
+        label = fmt.label() + ("" if source == "[levers.quantization]" else f"; {source}")
+        params = _class_params(key, split)
         define(f"weight_code_bits_{suffix}", fmt.bits, unit="bit",
                description=f"bits per stored code of the {what}: {label}", reference=ARTIFACT)
         code_bytes = ceiling(S[f"weight_code_bits_{suffix}"] * params / 8)
         if fmt.granularity == "none":
             total = code_bytes
         else:
-            count, how = _scale_count(scenario, key, fmt)
+            count, how = _scale_count(scenario, key, fmt, split)
             if isinstance(count, sympy.Integer):
                 count = int(count)
             define(f"weight_scales_{suffix}", count, unit="1",
@@ -350,7 +472,20 @@ def _activation(scenario, lever):
     field = NATIVE_FIELD[fmt]
     name = scenario.presets.get("hardware")
     card = f"hardware preset {name!r}" if name else "the hardware"
+    if fmt == "fp4":
+        fp4 = scenario.value("hardware.flops_fp4")
+        if fp4 is None:
+            return 1.0, (f"fp4 activations give no speed-up: {card} declares no dense FP4 rate "
+                         "(hardware.flops_fp4), so kernels compute at a wider format's rate")
+        ratio = fp4 / scenario.value("hardware.flops")
+        return ratio, (f"fp4 activations and weights: {card} gives a dense FP4 peak of "
+                       f"{fp4 / 1e12:g} TFLOP/s (hardware.flops_fp4), {ratio:g}× its 16-bit peak")
     if scenario.value(f"hardware.{field}"):
+        fp8 = scenario.value("hardware.flops_fp8")
+        if fmt == "fp8" and fp8 is not None:
+            ratio = fp8 / scenario.value("hardware.flops")
+            return ratio, (f"fp8 activations and weights: {card} gives a dense FP8 peak of "
+                           f"{fp8 / 1e12:g} TFLOP/s (hardware.flops_fp8), {ratio:g}× its 16-bit peak")
         return lever.activation_peak_ratio, (
             f"{fmt} activations and weights: {card} declares native {fmt} arithmetic "
             f"(hardware.{field}), so its peak is {lever.activation_peak_ratio:g}× the 16-bit peak")
@@ -416,7 +551,7 @@ def _define_sqnr(scenario, define, lever):
 
 @hookimpl
 def infermodel_define_quantities(scenario, define):
-    lever = scenario.lever("quantization")
+    lever = effective_lever(scenario)
     if lever is None:
         return
     if scenario.value("model.weight_bytes") is None:
@@ -433,12 +568,15 @@ def infermodel_define_quantities(scenario, define):
 
 @hookimpl
 def infermodel_transform_quantities(scenario, transform):
-    lever = scenario.lever("quantization")
+    lever = effective_lever(scenario)
     if lever is None:
         return
     if scenario.value("model.weight_bytes") is None:
+        total = S.weight_bytes_linear + S.weight_bytes_embedding + S.weight_bytes_norm
+        if "experts" in weight_formats(scenario, lever):
+            total += S.weight_bytes_experts
         transform.replace(
-            "weight_bytes", S.weight_bytes_linear + S.weight_bytes_embedding + S.weight_bytes_norm,
+            "weight_bytes", total,
             reason="sum of the parameter classes, each stored in its own format with its scale "
                    "metadata", reference=ARTIFACT, order=Stage.NUMBER_FORMATS)
     if lever.kv_cache is not None:
@@ -458,7 +596,8 @@ def weight_bytes_by_class(result) -> dict[str, float]:
     >>> weight_bytes_by_class(evaluate("scenarios/quant-int4.toml"))  # doctest: +SKIP
     {'linear': ..., 'embedding': ..., 'norm': ...}
     """
-    return {suffix: result[f"weight_bytes_{suffix}"] for _, suffix, _ in CLASSES}
+    return {suffix: result[f"weight_bytes_{suffix}"] for _, suffix, _ in (*CLASSES, EXPERTS)
+            if f"weight_bytes_{suffix}" in result}
 
 
 @hookimpl
@@ -468,4 +607,4 @@ def infermodel_register_headlines(register):
     register("quantization", "activation_speedup", label="prefill compute speed-up")
 
 
-__all__ = ["Quantization", "Sqnr", "weight_bytes_by_class"]
+__all__ = ["Quantization", "Sqnr", "effective_lever", "weight_bytes_by_class", "weight_formats"]

@@ -17,6 +17,26 @@ scenario's ``[model]`` table::
     n_shared_experts                     -> shared_experts
     moe_intermediate_size                -> expert_d_ff
 
+and, for the families that use them (the full table, with every default, is in the
+documentation's "Hugging Face configurations" page)::
+
+    layer_types | sliding_window_pattern | full_attention_interval | no_rope_layers
+                                         -> layer_pattern
+    sliding_window, attention_chunk_size -> sliding_window, attention_chunk
+    kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim
+                                         -> the latent-attention fields
+    linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
+    linear_value_head_dim, linear_conv_kernel_dim -> the fixed-state layer fields
+    first_k_dense_replace, moe_layer_freq | interleave_moe_layer_step | decoder_sparse_step
+                                         -> dense_layers, moe_layer_period
+    shared_expert_intermediate_size      -> shared_experts, shared_expert_d_ff
+    attention_bias                       -> attention_bias
+    quantization_config                  -> weight_format, expert_weight_format
+
+A key a published file omits takes its model type's documented default
+(:data:`MODEL_TYPE_DEFAULTS`; Gemma 3's text configuration has no ``vocab_size``:
+262,208).
+
 GPT-2 style names (``n_layer``, ``n_embd``, ``n_head``, ``n_inner``) are understood too,
 and a multimodal configuration's ``text_config`` is used when the top level has no
 layer count.  Only the shape is read: nothing in the file is executed, no weights are
@@ -30,9 +50,10 @@ StarCoder2, OPT, BLOOM, ...) give ``"gelu"``.  For any other ``model_type`` the
 activation decides: ``silu``/``swiglu``/``swish`` are gated, ``gelu`` variants and
 ``relu`` are not.
 
-Features a scenario's shape fields cannot express (a first dense layer in DeepSeek-MoE,
-sliding-window attention, latent attention) are reported with a
-:class:`HFConfigWarning`; the shape returned is then an approximation.
+Features the shape fields cannot express (a multi-token-prediction module, a vision
+encoder, dense layers listed one by one) are reported with a :class:`HFConfigWarning`
+that says how large the effect is; the scenario loader keeps these notes in the
+result's warnings.
 """
 
 from __future__ import annotations
@@ -47,8 +68,8 @@ from typing import Any
 
 from .errors import CarriesProblem, Problem
 
-__all__ = ["MAX_CONFIG_BYTES", "HFConfigError", "HFConfigWarning", "map_hf_config", "read_hf_config",
-           "read_hf_config_notes"]
+__all__ = ["MAX_CONFIG_BYTES", "MODEL_TYPE_DEFAULTS", "HFConfigError", "HFConfigWarning",
+           "map_hf_config", "read_hf_config"]
 
 #: Largest config.json accepted, in bytes (real ones are a few kilobytes).
 MAX_CONFIG_BYTES = 1_000_000
@@ -59,6 +80,7 @@ GATED_MODEL_TYPES = frozenset({
     "deepseek_v3", "olmo", "olmo2", "olmoe", "granite", "granitemoe", "cohere", "cohere2",
     "internlm2", "yi", "baichuan", "smollm3", "ministral", "mistral3", "exaone", "glm", "glm4",
     "starcoder2_gated", "jamba", "dbrx", "arcee", "hunyuan", "llama4", "llama4_text",
+    "gpt_oss", "qwen3_next", "kimi_k2", "granitemoeshared", "phi4", "minimax",
 })
 PLAIN_MLP_MODEL_TYPES = frozenset({
     "gpt2", "gpt_neo", "gpt_neox", "gptj", "gpt_bigcode", "falcon", "starcoder2", "opt",
@@ -73,6 +95,35 @@ _PLAIN_ACTIVATIONS = frozenset({
 # embedding unless told otherwise (the base class default); for the rest, untied.
 _TIED_BY_DEFAULT = frozenset({"gpt2", "gpt_neo", "gemma", "gemma2", "gemma3", "gemma3_text",
                               "opt", "bloom", "codegen"})
+
+#: Documented defaults of each model type's Transformers configuration class, for keys
+#: a published config.json leaves out (only keys this reader uses). Source: the
+#: configuration classes' signatures (``Gemma3TextConfig``, ``Gemma2Config``,
+#: ``DeepseekV3Config``, ``GptOssConfig``, ``Qwen3NextConfig``, ``Llama4TextConfig``).
+MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"vocab_size": 262_208, "head_dim": 256, "sliding_window": 4096,
+                    "sliding_window_pattern": 6, "hidden_activation": "gelu_pytorch_tanh"},
+    "gemma2": {"vocab_size": 256_000, "head_dim": 256, "sliding_window": 4096},
+    "deepseek_v3": {"vocab_size": 129_280, "kv_lora_rank": 512, "q_lora_rank": 1536,
+                    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+                    "first_k_dense_replace": 3, "moe_layer_freq": 1, "n_shared_experts": 1},
+    "deepseek_v2": {"kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
+                    "qk_rope_head_dim": 64, "v_head_dim": 128, "first_k_dense_replace": 0,
+                    "moe_layer_freq": 1},
+    "gpt_oss": {"sliding_window": 128, "attention_bias": True, "head_dim": 64},
+    "qwen3_next": {"full_attention_interval": 4, "linear_conv_kernel_dim": 4,
+                   "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+                   "linear_num_key_heads": 16, "linear_num_value_heads": 32},
+    "llama4_text": {"attention_chunk_size": 8192, "interleave_moe_layer_step": 1,
+                    "no_rope_layer_interval": 4, "vocab_size": 202_048},
+}
+#: Model types whose text configuration class differs from the outer one.
+_TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k2": "deepseek_v3"}
+#: Families with per-head query/key norms (two head-width vectors per layer).
+_QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text"})
+_LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding",
+                "chunked_attention": "chunked", "linear_attention": "linear",
+                "mamba": "linear", "attention": "full"}
 
 _ALIASES = {
     "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
@@ -136,18 +187,7 @@ class HFConfigWarning(UserWarning):
 
 
 def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
-    """Read the model shape (see :func:`read_hf_config_notes`); each approximation the
-    shape makes is issued as an :class:`HFConfigWarning`.
-    """
-    shape, notes = read_hf_config_notes(path)
-    for note in notes:
-        warnings.warn(note, HFConfigWarning, stacklevel=2)
-    return shape
-
-
-def read_hf_config_notes(path: str | os.PathLike) -> tuple[dict[str, Any], list[str]]:
-    """Read the model shape from the Hugging Face ``config.json`` at ``path``, with a
-    note on each feature the shape cannot express (the shape is then an approximation).
+    """Read the model shape from the Hugging Face ``config.json`` at ``path``.
 
     ``path`` may also be a directory holding ``config.json``.  Returns a dict of
     ``[model]`` fields (``layers``, ``d_model``, ``heads``, ``kv_heads``, ``head_dim``,
@@ -188,7 +228,10 @@ def read_hf_config_notes(path: str | os.PathLike) -> tuple[dict[str, Any], list[
                             path=file, expected="a JSON config.json") from None
     except (ValueError, RecursionError) as exc:
         raise HFConfigError(f"invalid JSON: {exc}", path=file, expected="a JSON config.json") from None
-    return _map(config, file)
+    shape, notes = _map(config, file)
+    for note in notes:
+        warnings.warn(note, HFConfigWarning, stacklevel=2)
+    return shape
 
 
 def _reject_constant(name: str):
@@ -212,9 +255,16 @@ def _map(config: Mapping[str, Any], path) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(config, Mapping):
         raise HFConfigError(f"the top level is a JSON {type(config).__name__}, not an object",
                             path=path, expected="a JSON object of configuration keys")
+    outer = config
     config = _text_config(config, path)
     model_type = config.get("model_type")
     model_type = model_type if isinstance(model_type, str) else None
+    if model_type is None and isinstance(outer.get("model_type"), str):
+        model_type = _TEXT_TYPES.get(outer["model_type"], outer["model_type"])
+    if model_type is not None:
+        model_type = "gemma3_text" if model_type == "gemma3" else _TEXT_TYPES.get(model_type, model_type)
+    defaults = MODEL_TYPE_DEFAULTS.get(model_type or "", {})
+    config = {**defaults, **{k: v for k, v in config.items() if v is not None or k not in defaults}}
 
     out: dict[str, Any] = {}
     out["layers"] = _required(config, "layers", path)
@@ -231,6 +281,10 @@ def _map(config: Mapping[str, Any], path) -> tuple[dict[str, Any], list[str]]:
             expected="a divisor of num_attention_heads")
 
     head_dim = config.get("head_dim")
+    if config.get("kv_lora_rank") and head_dim is None:
+        # Latent attention: a query/key head is the non-rotary and the rotary part.
+        head_dim = (_positive_int(config.get("qk_nope_head_dim"), "qk_nope_head_dim", "head_dim", path)
+                    + _positive_int(config.get("qk_rope_head_dim"), "qk_rope_head_dim", "head_dim", path))
     if head_dim is None:
         if out["d_model"] % out["heads"]:
             raise HFConfigError(
@@ -242,6 +296,11 @@ def _map(config: Mapping[str, Any], path) -> tuple[dict[str, Any], list[str]]:
         out["head_dim"] = _positive_int(head_dim, "head_dim", "head_dim", path)
 
     _, moe_width = _first(config, ("moe_intermediate_size",), "expert_d_ff", path)
+    if model_type == "llama4_text":
+        # Llama 4: intermediate_size is the experts' width, intermediate_size_mlp the dense one.
+        _, moe_width = _first(config, ("intermediate_size",), "expert_d_ff", path)
+        _, dense_width = _first(config, ("intermediate_size_mlp",), "d_ff", path)
+        config = {**config, "intermediate_size": dense_width or moe_width}
     ff_key, d_ff = _optional(config, "d_ff", path)
     if d_ff is None:
         if ff_key == "n_inner" or model_type in ("gpt2", "gpt_neo", "gpt_bigcode", "codegen", "falcon"):
@@ -263,7 +322,11 @@ def _map(config: Mapping[str, Any], path) -> tuple[dict[str, Any], list[str]]:
     out["tied_embeddings"] = tied
 
     _experts(config, out, moe_width, path, notes)
-    _unmodelled(config, out, path, notes)
+    _layer_pattern(config, model_type, out, path)
+    _attention_family(config, model_type, out, path)
+    _moe_shape(config, model_type, out, path, notes)
+    _quantization(outer, config, out, path, notes)
+    _unmodelled(outer, config, out, path, notes)
     return out, notes
 
 
@@ -278,6 +341,8 @@ def _text_config(config: Mapping[str, Any], path) -> Mapping[str, Any]:
         merged = dict(inner)
         if "tie_word_embeddings" not in merged and "tie_word_embeddings" in config:
             merged["tie_word_embeddings"] = config["tie_word_embeddings"]
+        if "model_type" not in merged and isinstance(config.get("model_type"), str):
+            merged["model_type"] = _TEXT_TYPES.get(config["model_type"], config["model_type"])
         return merged
     return config
 
@@ -351,7 +416,8 @@ def _experts(config: Mapping[str, Any], out: dict[str, Any], moe_width: int | No
     experts = _positive_int(config[experts_key], experts_key, "experts", path)
     if experts == 1:
         return
-    active_key, active = _first(config, ("num_experts_per_tok", "moe_top_k"), "active_experts", path)
+    active_key, active = _first(config, ("num_experts_per_tok", "experts_per_token", "moe_top_k"),
+                                "active_experts", path)
     if active is None:
         raise HFConfigError(f"{experts_key} = {experts} but the number of experts per token is missing",
                             path=path, key="num_experts_per_tok",
@@ -370,31 +436,223 @@ def _experts(config: Mapping[str, Any], out: dict[str, Any], moe_width: int | No
         if shared_width not in (None, 0):
             shared_width = _positive_int(shared_width, "shared_expert_intermediate_size",
                                          "shared_experts", path)
-            # One shared FFN of width k x expert width equals k shared experts.
-            shared = max(1, round(shared_width / width))
+            # One shared FFN of width k x expert width equals k shared experts; any other
+            # width is one shared expert of its own width.
+            shared = shared_width // width
             if shared * width != shared_width:
-                notes.append(
-                    f"{path or 'config'}: shared_expert_intermediate_size {shared_width} is not a "
-                    f"multiple of the expert width {width}; using {shared} shared experts")
+                shared = 1
+                out["shared_expert_d_ff"] = shared_width
+    if shared is None and config.get("model_type") in ("llama4_text", "llama4"):
+        shared = 1  # Llama 4's MoE layers add one shared expert of the experts' width
     if shared:
         out["shared_experts"] = shared
 
 
-def _unmodelled(config: Mapping[str, Any], out: dict[str, Any], path, notes: list[str]) -> None:
-    found = []
-    dense_first = config.get("first_k_dense_replace")
-    if "experts" in out and isinstance(dense_first, int) and not isinstance(dense_first, bool) and dense_first > 0:
-        found.append(f"the first {dense_first} layer(s) are dense, but every layer is modelled as a "
-                     "mixture of experts")
-    step = config.get("decoder_sparse_step")
-    if "experts" in out and isinstance(step, int) and not isinstance(step, bool) and step > 1:
-        found.append(f"only every {step}th layer is a mixture of experts, but every layer is modelled as one")
-    if "experts" in out and config.get("mlp_only_layers"):
-        found.append("some layers are dense (mlp_only_layers), but every layer is modelled as a mixture of experts")
+def _period(config: Mapping[str, Any], key: str, layers: int, path) -> int:
+    """A layer period (every Nth layer global, ...): at most the layer count."""
+    value = _positive_int(config.get(key), key, "layers", path)
+    if value > layers:
+        raise HFConfigError(f"a period of {value} layers is longer than num_hidden_layers "
+                            f"({layers})", path=path, key=key, expected=f"at most {layers}")
+    return value
+
+
+def _pattern_from_list(kinds: list[Any], key: str, layers: int, path) -> list[str]:
+    if len(kinds) != layers:
+        raise HFConfigError(
+            f"lists {len(kinds)} layer kinds but num_hidden_layers is {layers}", path=path, key=key,
+            expected=f"one entry per layer ({layers})")
+    return kinds
+
+
+def _compact_pattern(kinds: list[str]) -> str:
+    """The shortest repeating period of a per-layer list, written as a pattern.
+
+    >>> _compact_pattern(["sliding", "full"] * 18)
+    'sliding,full'
+    >>> _compact_pattern(["linear", "linear", "linear", "full"] * 12)
+    '3*linear,full'
+    """
+    n = len(kinds)
+    period = next(p for p in range(1, n + 1)
+                  if all(kinds[i] == kinds[i % p] for i in range(n)))
+    items: list[str] = []
+    start = 0
+    for end in range(1, period + 1):
+        if end == period or kinds[end] != kinds[start]:
+            run = end - start
+            items.append(kinds[start] if run == 1 else f"{run}*{kinds[start]}")
+            start = end
+    return ",".join(items)
+
+
+def _layer_pattern(config: Mapping[str, Any], model_type: str | None, out: dict[str, Any], path) -> None:
+    """layer_pattern, sliding_window and attention_chunk from whichever keys the family uses."""
+    layers = out["layers"]
+    kinds: list[str] | None = None
+    types = config.get("layer_types")
+    if isinstance(types, list) and types:
+        unknown = sorted({t for t in types if t not in _LAYER_TYPES}, key=str)
+        if unknown:
+            raise HFConfigError(f"unknown layer type(s) {', '.join(map(repr, unknown))}", path=path,
+                                key="layer_types", expected=", ".join(sorted(_LAYER_TYPES)))
+        kinds = [_LAYER_TYPES[t] for t in _pattern_from_list(types, "layer_types", layers, path)]
+    elif model_type == "qwen3_next":
+        interval = _period(config, "full_attention_interval", layers, path)
+        kinds = ["linear"] * (interval - 1) + ["full"]
+    elif model_type == "llama4_text":
+        flags = config.get("no_rope_layers")
+        if isinstance(flags, list) and flags:
+            # 1: a rotary (chunked-local) layer, 0: a global layer without rotary embedding.
+            kinds = ["chunked" if f else "full" for f in _pattern_from_list(flags, "no_rope_layers",
+                                                                             layers, path)]
+        else:
+            interval = _period(config, "no_rope_layer_interval", layers, path)
+            kinds = ["chunked"] * (interval - 1) + ["full"]
+    elif model_type == "gemma3_text":
+        period = _period(config, "sliding_window_pattern", layers, path)
+        kinds = ["sliding"] * (period - 1) + ["full"]
+    elif model_type == "gemma2":
+        kinds = ["sliding", "full"]
+    elif config.get("sliding_window") and config.get("use_sliding_window", True) is not False:
+        kinds = ["sliding"]
+    if kinds is None:
+        return
+    if len(kinds) > layers:
+        raise HFConfigError(f"the layer pattern has {len(kinds)} layers but num_hidden_layers is "
+                            f"{layers}", path=path, key="layer_types", expected=f"at most {layers}")
+    if set(kinds) == {"full"}:
+        return
+    out["layer_pattern"] = _compact_pattern(kinds)
+    if "sliding" in kinds:
+        out["sliding_window"] = _positive_int(config.get("sliding_window"), "sliding_window",
+                                              "sliding_window", path)
+    if "chunked" in kinds:
+        out["attention_chunk"] = _positive_int(config.get("attention_chunk_size"),
+                                               "attention_chunk_size", "attention_chunk", path)
+    if "linear" in kinds:
+        for field, key in (("linear_key_heads", "linear_num_key_heads"),
+                           ("linear_value_heads", "linear_num_value_heads"),
+                           ("linear_key_head_dim", "linear_key_head_dim"),
+                           ("linear_value_head_dim", "linear_value_head_dim"),
+                           ("linear_conv_kernel", "linear_conv_kernel_dim")):
+            out[field] = _positive_int(config.get(key), key, field, path)
+
+
+def _attention_family(config: Mapping[str, Any], model_type: str | None, out: dict[str, Any], path) -> None:
     if config.get("kv_lora_rank"):
-        found.append("multi-head latent attention (kv_lora_rank) is modelled as ordinary attention")
-    window = config.get("sliding_window")
-    if window and config.get("use_sliding_window", True) is not False:
-        found.append(f"sliding-window attention over {window} tokens is not modelled; KV sizes for "
-                     "longer contexts are upper bounds")
+        for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            out[key] = _positive_int(config.get(key), key, key, path)
+        if config.get("q_lora_rank") is not None:
+            out["q_lora_rank"] = _positive_int(config["q_lora_rank"], "q_lora_rank", "q_lora_rank", path)
+    if config.get("attention_bias") is True:
+        out["attention_bias"] = True
+    if model_type == "gpt_oss":
+        out["attention_sinks"] = True
+        if "experts" in out:
+            out["expert_bias"] = True
+    if model_type == "qwen3_next":
+        out["attention_output_gate"] = True
+    if model_type in _QK_NORM:
+        out["qk_norm"] = True
+
+
+def _moe_shape(config: Mapping[str, Any], model_type: str | None, out: dict[str, Any], path,
+               notes: list[str]) -> None:
+    if "experts" not in out:
+        return
+    dense = config.get("first_k_dense_replace")
+    if dense:
+        out["dense_layers"] = _positive_int(dense, "first_k_dense_replace", "layers", path)
+    for key in ("moe_layer_freq", "interleave_moe_layer_step", "decoder_sparse_step"):
+        if config.get(key) not in (None, 0, 1):
+            out["moe_layer_period"] = _period(config, key, out["layers"], path)
+            break
+    if out.get("dense_layers", 0) >= out["layers"]:
+        raise HFConfigError(f"first_k_dense_replace = {out['dense_layers']} leaves no mixture-of-"
+                            f"experts layer among {out['layers']}", path=path,
+                            key="first_k_dense_replace", expected=f"fewer than {out['layers']}")
+
+
+def _format_for(qc: Mapping[str, Any], path, notes: list[str]) -> tuple[str | None, str | None]:
+    """(block-linear format, routed-expert format) named by a quantization_config."""
+    method = str(qc.get("quant_method", "")).lower()
+    where = f"{path or 'config'}: quantization_config"
+    if method == "fp8":
+        block = qc.get("weight_block_size")
+        if block is None:
+            return "fp8-e4m3", None
+        if list(block) != [128, 128]:
+            notes.append(f"{where}: FP8 blocks of {block} counted as 128×128 blocks (scale "
+                         "metadata differs by well under 0.1 bit per weight)")
+        return "fp8-b128", None
+    if method == "mxfp4":
+        skipped = " ".join(str(m) for m in qc.get("modules_to_not_convert") or ())
+        return (None if "self_attn" in skipped else "mxfp4"), "mxfp4"
+    if method in ("awq", "gptq"):
+        bits = qc.get("bits", qc.get("w_bit"))
+        group = qc.get("group_size", qc.get("q_group_size"))
+        if bits not in (4, 8) or group not in (32, 64, 128):
+            notes.append(f"{where}: {method} with bits={bits!r}, group_size={group!r} is not a "
+                         "format this reader knows; weights counted at 16 bits (up to 4× too large)")
+            return None, None
+        zero = qc.get("zero_point", True) if method == "awq" else True  # GPTQ always stores qzeros
+        return f"int{bits}-g{group}" + (f"-zp{bits}" if zero else ""), None
+    if method == "compressed-tensors":
+        groups = qc.get("config_groups") or {}
+        first: Any = next(iter(groups.values()), {}) if isinstance(groups, Mapping) else {}
+        weights = first.get("weights") or {} if isinstance(first, Mapping) else {}
+        bits, kind = weights.get("num_bits"), weights.get("type")
+        strategy, group = weights.get("strategy"), weights.get("group_size")
+        if kind == "float" and bits == 4 and group == 16:
+            return "nvfp4", None
+        if kind == "float" and bits == 8:
+            return "fp8-b128" if strategy == "block" else "fp8-e4m3", None
+        if kind == "int" and bits in (4, 8) and strategy == "group" and group in (32, 64, 128):
+            zero = weights.get("symmetric", True) is False
+            return f"int{bits}-g{group}" + (f"-zp{bits}" if zero else ""), None
+        notes.append(f"{where}: compressed-tensors scheme {weights!r} is not one this reader "
+                     "knows; weights counted at 16 bits (up to 4× too large)")
+        return None, None
+    if method == "modelopt":
+        algo = str(qc.get("quant_algo", "")).upper()
+        if algo == "NVFP4":
+            return "nvfp4", None
+        if algo == "FP8":
+            return "fp8-e4m3", None
+    notes.append(f"{where}: quant_method {qc.get('quant_method')!r} is not one this reader "
+                 "knows; weights counted at 16 bits")
+    return None, None
+
+
+def _quantization(outer: Mapping[str, Any], config: Mapping[str, Any], out: dict[str, Any], path,
+                  notes: list[str]) -> None:
+    qc = outer.get("quantization_config") or config.get("quantization_config")
+    if not isinstance(qc, Mapping):
+        return
+    linear, experts = _format_for(qc, path, notes)
+    if linear:
+        out["weight_format"] = linear
+    if experts and "experts" in out and experts != linear:
+        out["expert_weight_format"] = experts
+
+
+def _unmodelled(outer: Mapping[str, Any], config: Mapping[str, Any], out: dict[str, Any], path,
+                notes: list[str]) -> None:
+    found = []
+    if "experts" in out and config.get("mlp_only_layers"):
+        dense = config["mlp_only_layers"]
+        count = len(dense) if isinstance(dense, list) else "some"
+        found.append(f"{count} of {out['layers']} layers are dense (mlp_only_layers = {dense!r}), "
+                     "but every layer after dense_layers is modelled as a mixture of experts: "
+                     "their feed-forward weights are counted as experts")
+    mtp = config.get("num_nextn_predict_layers")
+    if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0:
+        found.append(f"{mtp} multi-token-prediction layer(s) (num_nextn_predict_layers) are in the "
+                     "checkpoint but not counted (one more decoder layer each, about "
+                     f"{100 * mtp / out['layers']:.1f} % more weights; engines load them only for "
+                     "speculative decoding)")
+    if isinstance(outer.get("vision_config"), Mapping):
+        found.append("the vision encoder (vision_config) is not counted; only the text decoder is "
+                     "modelled (a few hundred million parameters more in the checkpoint)")
     notes.extend(f"{path or 'config'}: {note}" for note in found)

@@ -223,9 +223,9 @@ class Scenario:
     raw: Mapping = attrs.field(repr=False)
     #: The plugin host that read this scenario; analyses use its plugins and registries.
     host: PluginHost = attrs.field(repr=False, eq=False)
-    #: What reading the scenario approximated (a config.json feature the shape fields
-    #: cannot express); results show each as a warning.
-    notes: tuple[str, ...] = attrs.field(default=(), repr=False, eq=False)
+    #: What loading the scenario could only approximate (a config.json feature the shape
+    #: fields cannot express, with its size); results list these among their warnings.
+    notes: tuple[str, ...] = ()
 
     def value(self, path: str) -> Any:
         """The typed value of a field, e.g. ``scenario.value("workload.batch")``."""
@@ -377,7 +377,7 @@ class _Reading:
         self.path = path
         self.default_file = str(path) if path else None
         self.problems: list[Problem] = []
-        #: approximations made while reading (a config.json's unexpressed features)
+        #: Approximations noted while reading (config.json features not modelled).
         self.notes: list[str] = []
 
     def problem(self, key: str, message: str, expected: str | None = None,
@@ -431,7 +431,9 @@ def _load_preset(kind: str, name: Any, registries: Registries, key: str,
 
 
 def _load_hf(path_text: Any, key: str, reading: _Reading) -> tuple[dict, dict[str, Origin]]:
-    from .hf_config import HFConfigError, read_hf_config_notes
+    import warnings
+
+    from .hf_config import HFConfigError, HFConfigWarning, read_hf_config
 
     if not isinstance(path_text, str):
         reading.add(key, f"got {path_text!r}", expected="a path to a Hugging Face config.json")
@@ -439,8 +441,11 @@ def _load_hf(path_text: Any, key: str, reading: _Reading) -> tuple[dict, dict[st
     base = reading.path.parent if reading.path else Path.cwd()
     path = (base / path_text)
     try:
-        table, notes = read_hf_config_notes(path)
-        reading.notes.extend(f"{path_text}: {note}" for note in notes)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", HFConfigWarning)
+            table = read_hf_config(path)
+        reading.notes.extend(str(w.message) for w in caught
+                             if issubclass(w.category, HFConfigWarning))
     except HFConfigError as exc:
         reading.add(key, str(exc), expected="a readable Hugging Face config.json")
         return {}, {}

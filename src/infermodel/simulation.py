@@ -166,6 +166,15 @@ def unmodelled_changes(result) -> list[str]:
         for change in result.graph[name].history[1:]:
             notes.append(f"{name} is changed by plugin {change.plugin!r} ({change.reason}); "
                          "the simulator's iteration cost does not include that change")
+    values = result.values
+    if "kv_bytes_per_sequence" in values and "kv_bytes_per_token" in values:
+        linear = values["kv_bytes_per_token"] * values.get("sequence_length", 0)
+        held = values["kv_bytes_per_sequence"]
+        if held and linear and abs(linear / held - 1) > 0.01 and "kv_layers" in values:
+            notes.append(f"the simulator charges kv_bytes_per_token for every cached position, "
+                         f"but this model's windowed or fixed-state layers hold "
+                         f"{held / 1e6:.4g} MB per full-length sequence, not {linear / 1e6:.4g} MB "
+                         f"({linear / held:.2f}x): its cache occupancy and reads are approximate")
     return notes
 
 

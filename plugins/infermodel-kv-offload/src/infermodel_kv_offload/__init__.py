@@ -108,7 +108,7 @@ def infermodel_define_quantities(scenario, define):
     define("kv_offload_link_bandwidth", S.host_link_bandwidth * S.card_count, unit="B/s",
            latex="\\mathrm{BW}_{\\mathrm{link}}", reference=LINK,
            description="host-link bandwidth of all cards (one link per card)")
-    define("kv_offload_bytes_per_step", f * S.batch * S.context * S.kv_bytes_per_token, unit="B",
+    define("kv_offload_bytes_per_step", f * S.batch * S.kv_bytes_read_per_sequence, unit="B",
            reference=TRADE_OFF,
            description="offloaded cache bytes copied over the host link in one decode step")
     define("kv_offload_time", S.kv_offload_bytes_per_step / S.kv_offload_link_bandwidth, unit="s",
@@ -127,7 +127,7 @@ def infermodel_define_quantities(scenario, define):
            description="full-length sequences whose offloaded cache share fits in host memory")
     full = Max(1, S.max_sequences)
     define("kv_offload_capacity_time",
-           f * full * S.context * S.kv_bytes_per_token / S.kv_offload_link_bandwidth, unit="s",
+           f * full * S.kv_bytes_read_per_sequence / S.kv_offload_link_bandwidth, unit="s",
            reference=TRADE_OFF,
            description="host-link copy time of one decode step with the cache full")
 
@@ -154,7 +154,9 @@ def infermodel_transform_quantities(scenario, transform):
     device_tokens = Piecewise((S.kv_budget_bytes / ((1 - f) * per_context), f < 1), (oo, True))
     transform.replace(
         "max_context", Max(0, floor(Min(device_tokens, S.host_memory / (f * per_context)))),
-        reason="the cache budget on the cards holds the resident share, host memory the rest",
+        reason="the cache budget on the cards holds the resident share, host memory the rest "
+               "(every layer counted as keeping every position: with windowed layers, a lower "
+               "bound)",
         reference=TRADE_OFF, order=ORDER)
     if lever.overlap:
         def step(old):
