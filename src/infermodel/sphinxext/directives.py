@@ -26,7 +26,17 @@ from .loading import (
     _Shower,
     _split_overrides,
 )
-from .nodes import _changed, _code, _inline_math, _math_block, _para, _plugins_text, _table
+from .nodes import (
+    _changed,
+    _cited,
+    _code,
+    _inline_math,
+    _math_block,
+    _para,
+    _plugins_text,
+    _reference,
+    _table,
+)
 
 
 class ScenarioDirective(SphinxDirective):
@@ -112,7 +122,8 @@ class ScenarioDirective(SphinxDirective):
         for name in names or result.graph.order:
             q = result.graph[name]
             value = show(result.values[name], q.unit)
-            rows.append([_code(name), value, q.description, _plugins_text(q), q.reference or ""])
+            rows.append([_code(name), value, q.description, _plugins_text(q),
+                         _reference(q.reference)])
         return _table(["Quantity", "Value", "Meaning", "Defined by", "Reference"],
                       rows, [16, 10, 34, 14, 26], title=title, classes=["infermodel-results"])
 
@@ -162,7 +173,7 @@ class ScenarioDirective(SphinxDirective):
                 for step in inputs:
                     rows.append([_code(step.name), show(step.value, step.unit), step.description,
                                  self._input_source(result, step, shower),
-                                 step.reference or ""])
+                                 _reference(step.reference)])
                 box += _table(["Input", "Value", "Meaning", "From", "Reference"], rows,
                               [14, 10, 30, 24, 22], classes=["infermodel-inputs"])
             out.append(box)
@@ -180,12 +191,12 @@ class ScenarioDirective(SphinxDirective):
             body += [nodes.Text(", originally "),
                      _inline_math(f"{latex_name(step.name, display.get(step.name))} = {original}")]
         if first.reference:
-            body.append(nodes.Text(f" — {first.reference}"))
+            body += [nodes.Text(" — "), *_cited(first.reference)]
         fields += _field("defined by", body)
         for change in step.history[1:]:
             body = [nodes.Text(f"{change.plugin}: {change.reason}")]
             if change.reference:
-                body.append(nodes.Text(f" — {change.reference}"))
+                body += [nodes.Text(" — "), *_cited(change.reference)]
             fields += _field(_changed(change.kind), body)
         return fields
 
@@ -357,7 +368,9 @@ class LeversDirective(SphinxDirective):
             about = _para(f"{info.description[:1].upper()}{info.description[1:]}. "
                           f"Provided by plugin ", _code(info.plugin), origin + ".")
             if info.reference:
-                about += nodes.Text(f" Reference: {info.reference}.")
+                about += nodes.Text(" Reference: ")
+                about.extend(_cited(info.reference))
+                about += nodes.Text(".")
             out.append(about)
             with contextlib.suppress(Exception):  # unresolvable annotations are shown as written
                 attrs.resolve_types(info.schema)
