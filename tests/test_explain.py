@@ -80,3 +80,26 @@ def test_latex_derivation_has_a_legend_for_every_symbol_alias():
                          (r"\mathrm{BW}", "bandwidth"), ("F", "flops_peak"),
                          (r"N_{\mathrm{matmul}}", "params_matmul"), ("d_q", "query_width")]:
         assert f"{symbol} = \\text{{{name.replace('_', chr(92) + '_')}}}" in legend, symbol
+
+
+def test_cost_formula_prints_as_written_not_rearranged():
+    # Module 10 §11: price per hour over 3,600 s of output at the utilisation, per million
+    r = infermodel.evaluate(SCENARIOS / "case-study-24gb.toml")
+    text = r.explain("cost_per_million_output_tokens").text()
+    assert ("cost_per_million_output_tokens = cost_per_hour*1000000/"
+            "(3600*tokens_per_s_total*utilisation)") in text
+    assert "2500" not in text
+    assert round(r["cost_per_million_output_tokens"], 3) == 1.733  # the value is unchanged
+
+
+def test_as_written_leaves_evaluated_expressions_alone():
+    import sympy
+
+    from infermodel import S
+    from infermodel.printing import as_written
+
+    evaluated = S.card_bandwidth * S.card_count * S.mbu
+    assert as_written(evaluated) is evaluated
+    with sympy.evaluate(False):
+        nested = (S.a * S.b) * S.c
+    assert str(as_written(nested)) == "a*b*c"

@@ -437,8 +437,13 @@ def _cost(scenario, define):
     if value("hardware.price_per_hour") is not None:
         define("cost_per_hour", S.price_per_card_hour * S.card_count, unit="USD/h",
                description="rental price of all cards per hour", reference=PRICE)
-        define("cost_per_million_output_tokens",
-               S.cost_per_hour / (3600 * S.tokens_per_s_total * S.utilisation) * 10**6, unit="USD",
+        # Written unevaluated, so the formula shows as stated, not as 2500·cost/(9·...).
+        with sympy.evaluate(False):
+            per_million_output = (S.cost_per_hour * 10**6
+                                  / (3600 * S.tokens_per_s_total * S.utilisation))
+            per_million = (S.cost_per_hour * S.device_seconds_per_request * 10**6
+                           / (3600 * S.utilisation * (S.prompt_tokens + S.output_tokens)))
+        define("cost_per_million_output_tokens", per_million_output, unit="USD",
                description="price of a million output tokens at the decode throughput and utilisation",
                reference=PRICE)
         define("cost_per_request", S.cost_per_million_output_tokens * S.output_tokens / 10**6,
@@ -449,10 +454,7 @@ def _cost(scenario, define):
                (S.ttft_batch + (S.output_tokens - 1) * S.tpot) / S.batch, unit="s",
                description="card time one request occupies: its share of the batch's prefill "
                            "and decode", reference=PRICE)
-        define("cost_per_million_tokens",
-               S.cost_per_hour * S.device_seconds_per_request
-               / (3600 * S.utilisation * (S.prompt_tokens + S.output_tokens)) * 10**6,
-               unit="USD", description="price of a million tokens, input and output together, "
+        define("cost_per_million_tokens", per_million, unit="USD", description="price of a million tokens, input and output together, "
                                        "prefill and decode time both paid, at the utilisation",
                reference=PRICE)
     if value("hardware.power") is not None:

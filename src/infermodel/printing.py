@@ -71,12 +71,38 @@ class _NamesLatexPrinter(LatexPrinter):
         return latex_name(expr.name, self._names.get(expr.name))
 
 
+def as_written(expression):
+    """``expression`` with nested unevaluated sums and products flattened, so that a
+    formula a plugin wrote with ``sympy.evaluate(False)`` prints as written
+    (``cost*1000000/(3600*rate*utilisation)``) without a bracket per operation; an
+    evaluated expression comes back unchanged.
+    """
+    import sympy
+
+    if not getattr(expression, "args", ()):
+        return expression
+    args = [as_written(a) for a in expression.args]
+    if isinstance(expression, (sympy.Mul, sympy.Add)):
+        flat = []
+        for arg in args:
+            flat.extend(arg.args if type(arg) is type(expression) else [arg])
+        if flat == list(expression.args):
+            return expression
+        return type(expression)(*flat, evaluate=False)
+    if all(a is b for a, b in zip(args, expression.args)):
+        return expression
+    try:
+        return expression.func(*args, evaluate=False)
+    except TypeError:
+        return expression.func(*args)
+
+
 def formula_text(expression) -> str:
-    return StrPrinter({"order": "none"}).doprint(expression)
+    return StrPrinter({"order": "none"}).doprint(as_written(expression))
 
 
 def substituted_text(expression, values) -> str:
-    return _ValuesStrPrinter(values, order="none").doprint(expression)
+    return _ValuesStrPrinter(values, order="none").doprint(as_written(expression))
 
 
 def formula_latex(expression, names=None) -> str:
