@@ -153,3 +153,9 @@ def test_infermodel_check_result_about_an_unknown_quantity_names_the_plugin(regi
     register_plugin(_BadChecker(), "bad")
     with pytest.raises(PluginError, match="plugin 'bad' failed in infermodel_check_result"):
         _ = infermodel.evaluate(CASE).warnings
+
+
+def test_notebook_views_show_the_warnings(host):
+    r = infermodel.evaluate(CASE, {"workload.batch": 24})
+    assert "> **warning:** the batch of 24 does not fit" in r._repr_markdown_()
+    assert "<strong>warning:</strong> the batch of 24 does not fit" in r._repr_html_()

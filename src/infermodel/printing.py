@@ -243,6 +243,11 @@ def result_markdown(result, names=None) -> str:
     for name, value, description, q in _rows(result, names):
         plugins = " → ".join([q.plugin, *q.changed_by])
         lines.append(f"| `{name}` | {value} | {description} | {plugins} |")
+    notes = [w for w in result.warnings
+             if names is None or w.quantity is None or w.quantity in names]
+    if notes:
+        lines.append("")
+        lines.extend(f"> **warning:** {w}" for w in notes)
     return "\n".join(lines)
 
 
