@@ -95,3 +95,14 @@ def test_notebook_objects_table_quantity_and_html_headline_first():
     page = result._repr_html_()
     assert page.index("headline") < page.index("every quantity")
     assert "<td style='text-align:left'>time to first token, one request</td>" in page
+
+
+def test_search_marks_choices_that_do_not_fit_when_no_constraint_asks(capsys):
+    # maximising throughput without a fits constraint: 24 and 32 sequences win on
+    # paper but do not fit the 24 GB card (18 do)
+    assert main(["search", str(CASE), "--no-table", "--over", "workload.batch=1,16,24,32",
+                 "--maximise", "tokens_per_s_total"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    marked = [line for line in lines if line.endswith("✗ does not fit")]
+    assert len(marked) == 2 and marked[0].startswith("best: workload.batch = 32")
+    assert not any("= 16" in line for line in marked)
