@@ -515,6 +515,14 @@ def test_config_reader_fuzz_new_keys_give_a_shape_or_a_config_error(changes):
     assert shape["layers"] >= 1
 
 
+def test_a_huge_layer_period_is_a_config_error_not_an_allocation():
+    # Found by the fuzz test above: 5.4e11 layers with an interval as long.
+    config = dict(_BASE, num_hidden_layers=543930351616.0, full_attention_interval=543930351616.0)
+    with pytest.raises(HFConfigError, match="a period of 543,930,351,616 layers") as caught:
+        map_hf_config(config)
+    assert caught.value.key == "full_attention_interval"
+
+
 def test_awq_checkpoint_bytes_from_quantization_config(write_scenario):
     r = evaluate(write_scenario, hf("qwen3-8b-awq"), prompt=1024)
     # Qwen3-8B: 36 layers, d 4096, 32 heads of 128, 8 KV heads, SwiGLU 12288, vocab 151936.

@@ -87,7 +87,7 @@ def test_presets_list_sources(capsys):
     assert "module10-case" in out and "llama-3.1-8b" in out and "source:" in out
     assert main(["presets", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert {"model", "hardware"} == {r["kind"] for r in rows}
+    assert {"model", "hardware", "efficiency"} == {r["kind"] for r in rows}
     assert all(r["source"] for r in rows)
 
 

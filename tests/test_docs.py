@@ -72,7 +72,7 @@ def test_docs_pages_are_in_a_table_of_contents():
     # (for scenario pages) generated with their own index.
     index = (DOCS / "index.rst").read_text(encoding="utf-8")
     for page in ("getting-started", "scenario-files", "scenarios/index", "quantities", "levers",
-                 "cli", "plugin-guide", "worked-plugin", "sphinx-extension"):
+                 "accuracy", "cli", "plugin-guide", "worked-plugin", "sphinx-extension"):
         assert f"   {page}\n" in index, page
         if page != "scenarios/index":
             assert (DOCS / f"{page}.rst").is_file(), page

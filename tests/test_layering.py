@@ -22,9 +22,11 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 #: Feature packages built on the engine (and ``python -m infermodel``, which runs the
 #: command line); the engine never imports them.
 FEATURES = ("infermodel.sweeping", "infermodel.cli", "infermodel.sphinxext", "infermodel.__main__")
-#: Analyses built on sweeps and the simulator (searching, plotting, simulating a scenario).
+#: Analyses built on the engine (searching, plotting, simulating a scenario, predicting the
+#: accuracy ledger, measuring this machine and a real decoder).
 ANALYSES = ("infermodel.searching", "infermodel.plots", "infermodel.simulation",
-            "infermodel.simulator")
+            "infermodel.simulator", "infermodel.validation", "infermodel.calibration",
+            "infermodel.realmodel")
 
 
 def _module_name(path: Path) -> str:
@@ -35,6 +37,21 @@ def _module_name(path: Path) -> str:
 
 
 MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _lazy_names() -> dict[str, str]:
+    """Names the package hands out on first use (``_LAZY`` in its ``__init__``): name ->
+    the module that defines it. ``from infermodel import evaluate`` imports that module.
+    """
+    for node in ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8")).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "_LAZY"):
+            table = ast.literal_eval(node.value)
+            return {name: f"infermodel.{module}" for name, (module, _attr) in table.items()}
+    raise AssertionError("src/infermodel/__init__.py has no _LAZY table")
+
+
+LAZY = _lazy_names()
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -55,10 +72,12 @@ def _runtime_nodes(tree: ast.AST):
             stack.append(child)
 
 
-def imports(path: Path, module: str | None = None) -> list[tuple[str, int]]:
+def imports(path: Path, module: str | None = None, *,
+            through_package: bool = False) -> list[tuple[str, int]]:
     """(imported module, line) for every runtime import in ``path``, relative ones
     resolved; ``from package import name`` also counts ``package.name`` when that is
-    a module of the package.
+    a module of the package, and with ``through_package`` the module behind a name the
+    package loads on first use (``from infermodel import evaluate``: evaluation).
     """
     is_package = path.name == "__init__.py"
     found = []
@@ -76,13 +95,15 @@ def imports(path: Path, module: str | None = None) -> list[tuple[str, int]]:
             for alias in node.names:
                 if f"{base}.{alias.name}" in MODULES:
                     found.append((f"{base}.{alias.name}", node.lineno))
+                elif through_package and base == "infermodel" and alias.name in LAZY:
+                    found.append((LAZY[alias.name], node.lineno))
     return found
 
 
 def _package_imports(module: str) -> set[str]:
     """The modules of the package that ``module`` imports (the bare package excluded)."""
     out = set()
-    for name, _line in imports(MODULES[module], module):
+    for name, _line in imports(MODULES[module], module, through_package=True):
         if name.startswith("infermodel."):
             while name not in MODULES:
                 name = name.rpartition(".")[0]
@@ -160,6 +181,16 @@ def test_no_import_cycle_among_the_packages_modules():
     assert _cycles() == []
 
 
+def test_a_name_the_package_loads_on_first_use_counts_as_its_module(tmp_path):
+    # ``from infermodel import evaluate`` inside a function imports infermodel.evaluation.
+    source = tmp_path / "probe.py"
+    source.write_text("def f():\n    from .. import evaluate, __version__\n", encoding="utf-8")
+    assert ("infermodel.evaluation", 2) in imports(source, "infermodel.sweeping.probe",
+                                                   through_package=True)
+    assert GRAPH["infermodel.sphinxext.loading"] >= {"infermodel.evaluation",
+                                                     "infermodel.scenario"}
+
+
 def test_the_cycle_check_can_fail(monkeypatch):
     monkeypatch.setitem(GRAPH, "infermodel.declarations", {"infermodel.registry"})
     assert _cycles()
@@ -209,7 +240,8 @@ def test_the_core_knows_no_lever():
 
     registries = PluginHost(autoload=False).registries
     assert registries.all_fields() == [] and registries.levers == {}
-    assert registries.presets == {"model": {}, "hardware": {}} and registries.witnesses == {}
+    assert registries.presets == {"model": {}, "hardware": {}, "efficiency": {}}
+    assert registries.witnesses == {}
 
 
 #: Where get_host() may be called: the entry points (the command line, the Sphinx
@@ -222,13 +254,17 @@ class _GetHostCalls(ast.NodeVisitor):
     def __init__(self, module: str) -> None:
         self.module, self.functions, self.found = module, [], set()
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.functions.append(node.name)
         self.generic_visit(node)
         self.functions.pop()
 
+    visit_AsyncFunctionDef = visit_FunctionDef
+
     def visit_Call(self, node: ast.Call) -> None:
-        if isinstance(node.func, ast.Name) and node.func.id == "get_host":
+        func = node.func
+        if (isinstance(func, ast.Name) and func.id == "get_host") or (
+                isinstance(func, ast.Attribute) and func.attr == "get_host"):
             self.found.add(f"{self.module}:{self.functions[0]}" if self.functions else self.module)
         self.generic_visit(node)
 
@@ -248,6 +284,12 @@ def test_get_host_is_called_only_at_the_entry_points():
     outside = [c for c in calls if not any(c == a or c.startswith((a + ".", a + ":"))
                                            for a in GET_HOST_ALLOWED)]
     assert outside == []
+
+
+def test_the_get_host_check_sees_a_call_through_a_module():
+    visitor = _GetHostCalls("infermodel.graph")
+    visitor.visit(ast.parse("def build():\n    return host.get_host()\n"))
+    assert visitor.found == {"infermodel.graph:build"}
 
 
 def _private_writes(tree: ast.AST, where: str) -> list[str]:
@@ -320,3 +362,35 @@ def test_the_diagram_check_sees_an_upward_import(monkeypatch):
     monkeypatch.setitem(GRAPH, "infermodel.schema", GRAPH["infermodel.schema"] | {"infermodel.host"})
     assert _upward_imports(_diagram_rows()) == [
         "infermodel.schema imports infermodel.host, on the same row or above"]
+
+
+def test_every_module_in_the_layer_diagram_exists():
+    names = set(_diagram_rows())
+    assert names - set(MODULES) == set()
+
+
+def test_the_bottom_modules_import_nothing_of_the_package():
+    # docs/internals.rst: declarations, errors, units and formatting import nothing of it.
+    for module in ("infermodel.declarations", "infermodel.errors", "infermodel.units",
+                   "infermodel.formatting"):
+        assert GRAPH[module] == set(), module
+
+
+def _described_modules(package: str) -> set[str]:
+    """The module names (````name```` written alone) in the page's entry for ``package``."""
+    text = (ROOT / "docs" / "internals.rst").read_text(encoding="utf-8")
+    entry = text.split(f"``infermodel.{package}``\n", 1)[1].split("\n``", 1)[0]
+    entry = entry.split("\n\n", 1)[0]
+    return set(re.findall(r"``([a-z_]+)``", entry))
+
+
+@pytest.mark.parametrize("package", ["sweeping", "sphinxext", "cli"])
+def test_the_page_names_each_feature_packages_modules(package):
+    modules = {m.rpartition(".")[2] for m in MODULES
+               if m.startswith(f"infermodel.{package}.")} - {"__main__"}
+    described = _described_modules(package)
+    if package == "cli":
+        # "app and one module per command": app is named, the commands are not.
+        assert described <= modules and "app" in described
+    else:
+        assert described == modules

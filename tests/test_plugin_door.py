@@ -124,13 +124,53 @@ def test_the_callbacks_given_to_plugins_match_their_protocols(register_plugin):
             seen["replace"] = inspect.signature(transform.replace)
             seen["wrap"] = inspect.signature(transform.wrap)
 
+        @hookimpl
+        def infermodel_validate_scenario(self, scenario, report):
+            seen["report"] = inspect.signature(report)
+
+        @hookimpl
+        def infermodel_register_fields(self, register):
+            seen["fields"] = inspect.signature(register)
+
+        @hookimpl
+        def infermodel_register_levers(self, register):
+            seen["levers"] = inspect.signature(register)
+
+        @hookimpl
+        def infermodel_register_value_types(self, register):
+            seen["value_types"] = inspect.signature(register)
+
+        @hookimpl
+        def infermodel_register_presets(self, register):
+            seen["presets"] = inspect.signature(register)
+
+        @hookimpl
+        def infermodel_register_witnesses(self, register):
+            seen["witnesses"] = inspect.signature(register)
+
     register_plugin(Recorder(), "recorder")
     infermodel.evaluate(CASE)
     protocols = {"define": hookspecs.Define.__call__, "replace": hookspecs.Transform.replace,
-                 "wrap": hookspecs.Transform.wrap}
+                 "wrap": hookspecs.Transform.wrap, "report": hookspecs.Report.__call__,
+                 "fields": hookspecs.FieldRegistrar.__call__,
+                 "levers": hookspecs.LeverRegistrar.__call__,
+                 "value_types": hookspecs.ValueTypeRegistrar.__call__,
+                 "presets": hookspecs.PresetRegistrar.__call__,
+                 "witnesses": hookspecs.WitnessRegistrar.__call__}
+    assert set(seen) == set(protocols)
     for name, method in protocols.items():
         promised = [p for p in inspect.signature(method).parameters if p != "self"]
         assert list(seen[name].parameters) == promised, name
+
+
+def test_the_plugin_guide_names_everything_the_door_exports():
+    # docs/plugin-guide.rst documents infermodel.plugin as the stable interface.
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "plugin-guide.rst").read_text(
+        encoding="utf-8")
+    missing = [name for name in plugin.__all__ if f"``{name}" not in guide]
+    assert missing == []
 
 
 def test_protocols_are_protocols():

@@ -28,3 +28,12 @@ def test_readme_run_command_names_a_shipped_scenario():
     run = _commands()[0]
     scenario = re.search(r"infermodel run (\S+\.toml)", run).group(1)
     assert (ROOT / scenario).is_file()
+
+
+def test_how_it_is_organised_names_every_package_and_the_plugin_door():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## How it is organised", 1)[1].split("\n## ", 1)[0]
+    packages = sorted(p.parent.name for p in (ROOT / "src" / "infermodel").glob("*/__init__.py"))
+    assert packages == ["cli", "simulator", "sphinxext", "sweeping"]
+    for name in [f"`{p}/`" for p in packages] + ["`infermodel.plugin`", "docs/internals.rst"]:
+        assert name in section, name

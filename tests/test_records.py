@@ -173,3 +173,43 @@ def test_structure_errors_carry_unknown_keys_and_missing_fields_as_data():
     by_path = {p.path: p for p in problems}
     assert by_path["inner"].unknown_keys == ("b @ c", "z")   # a key the message format uses
     assert by_path["size"].missing and by_path["size"].message == "required field missing"
+
+
+def test_a_capacity_report_with_no_throughput_writes_strict_json():
+    from infermodel.simulation import CapacityReport
+    from infermodel.simulator import SLO, CapacityResult
+
+    stalled = CapacityResult("chunked", 0.1, {"throughput_tokens_per_s": 0.0}, False, (), (), SLO())
+    data = CapacityReport(stalled, 2.0).to_dict()
+    assert data["usd_per_million_output_tokens"] == "inf"
+    assert json.loads(json.dumps(data, allow_nan=False))["price_per_hour"] == 2.0
+    assert CapacityReport(stalled, None).to_dict()["usd_per_million_output_tokens"] is None
+
+
+def _odd(instance, attribute, value):
+    raise ValueError(f"an odd number of widgets, please (got {value})")
+
+
+@attrs.frozen
+class Widgets:
+    count: int = 1
+    spares: int = attrs.field(default=0, validator=_odd)
+
+
+class _WidgetPlugin:
+    @hookimpl
+    def infermodel_register_levers(self, register):
+        register("widgets", Widgets, description="a lever whose validator names no field")
+
+
+def test_a_schema_validator_failure_is_placed_at_its_field_without_reading_the_message(
+        register_plugin, tmp_path):
+    register_plugin(_WidgetPlugin(), "widgets")
+    scenario = tmp_path / "widgets.toml"
+    scenario.write_text(f'extends = "{CASE.as_posix()}"\n\n[levers.widgets]\ncount = 3\n'
+                        "spares = 2\n", encoding="utf-8")
+    with pytest.raises(infermodel.InfermodelError) as caught:
+        load_scenario(scenario)
+    (problem,) = caught.value.problems
+    assert problem.key == "levers.widgets.spares" and problem.line == 5
+    assert problem.message.startswith("an odd number of widgets, please (got 2)")

@@ -348,11 +348,13 @@ class Terms:
         positions = (budget / batch - self._state()) * S.kv_layers / S.kv_bytes_per_token
         if not self.st.windows:
             return Max(0, floor(positions / S.kv_layers))
+        counts = self.st.counts
+        assert counts is not None  # windows are counted layers
         windows = []
-        if self.st.counts["sliding"]:
-            windows.append((S.sliding_window, S.layers_sliding_window, self.st.counts["sliding"]))
-        if self.st.counts["chunked"]:
-            windows.append((S.attention_chunk, S.layers_chunked_local, self.st.counts["chunked"]))
+        if counts["sliding"]:
+            windows.append((S.sliding_window, S.layers_sliding_window, counts["sliding"]))
+        if counts["chunked"]:
+            windows.append((S.attention_chunk, S.layers_chunked_local, counts["chunked"]))
         # Any choice of "saturated" windows gives an affine upper bound of the cache
         # (min(L, w) ≤ L and ≤ w), hence a lower bound of its inverse; the right choice
         # is exact, so the inverse is the largest of them.
@@ -361,7 +363,7 @@ class Terms:
             held = sum(symbol * count for i, (symbol, count, _) in enumerate(windows) if mask >> i & 1)
             open_layers = S.layers_full_attention + sum(
                 count for i, (_, count, _) in enumerate(windows) if not mask >> i & 1)
-            open_count = self.st.counts["full"] + sum(
+            open_count = counts["full"] + sum(
                 n for i, (_, _, n) in enumerate(windows) if not mask >> i & 1)
             if open_count:
                 pieces.append((positions - held) / open_layers)

@@ -9,6 +9,7 @@ weights and the KV cache hold 16-bit values (2 bytes each).
 from __future__ import annotations
 
 import math
+import tomllib
 from pathlib import Path
 
 import sympy
@@ -35,6 +36,7 @@ BUDGET = f"{M10}, §11 'Budget memory at the accepted maximum length'; {LAB}, 'W
 PRICE = f"{M10}, §11 'Price output at the utilisation actually purchased'; {LAB}, 'What it costs to keep it running'"
 QUEUE = f"{M10}, §12 'Queueing rises sharply near saturation'"
 LAB1 = f"{M10}, Lab 1"
+ACCURACY = "infermodel accuracy ledger (docs: How accurate is it?)"
 
 PRESETS = Path(__file__).parent / "presets"
 
@@ -48,6 +50,7 @@ PRESETS = Path(__file__).parent / "presets"
 def infermodel_register_presets(register):
     register("model", PRESETS / "models")
     register("hardware", PRESETS / "hardware")
+    register("efficiency", PRESETS / "efficiency")
 
 
 @hookimpl
@@ -207,6 +210,7 @@ def infermodel_define_quantities(scenario, define):
     _prefill(define, terms)
     _memory(scenario, define, terms)
     _cost(scenario, define)
+    _held_out_range(scenario, define)
 
 
 def _model(scenario, define, terms):
@@ -481,6 +485,41 @@ def _cost(scenario, define):
                Piecewise((S.e2e_latency / (1 - S.slot_utilisation), S.slot_utilisation < 1), (oo, True)),
                unit="s", description="M/M/1 knee S/(1 − ρ): mean time in system near saturation",
                reference=QUEUE)
+
+
+def _held_out_range(scenario, define):
+    """With an engine's efficiency preset, the range a measurement is expected in.
+
+    The preset records the 10th and 90th percentiles of its held-out relative errors
+    e = (predicted − measured) / measured on the accuracy ledger; a measurement then
+    lies within predicted / (1 + e90) … predicted / (1 + e10) for 80 % of the ledger's
+    held-out points.
+    """
+    name = scenario.presets.get("efficiency")
+    path = PRESETS / "efficiency" / f"{name}.toml"
+    if name is None or not path.is_file():
+        return
+    with path.open("rb") as handle:
+        band = tomllib.load(handle).get("preset", {}).get("held_out_error", {})
+    where = f"the {name!r} efficiency preset's held-out errors on the accuracy ledger"
+    for quantity, metric, what in (("ttft", "ttft_ms", "time to first token"),
+                                   ("tpot", "itl_ms", "time per output token")):
+        if metric not in band:
+            continue
+        low, high = band[metric]
+        define(f"{quantity}_error_p10", low, unit="1",
+               description=f"10th percentile of the relative {what} errors, {where}",
+               reference=ACCURACY)
+        define(f"{quantity}_error_p90", high, unit="1",
+               description=f"90th percentile of the relative {what} errors, {where}",
+               reference=ACCURACY)
+        symbol = getattr(S, quantity)
+        define(f"{quantity}_expected_low", symbol / (1 + getattr(S, f"{quantity}_error_p90")),
+               unit="s", description=f"{what} a measurement is expected to exceed "
+                                     "(held-out 90th-percentile error)", reference=ACCURACY)
+        define(f"{quantity}_expected_high", symbol / (1 + getattr(S, f"{quantity}_error_p10")),
+               unit="s", description=f"{what} a measurement is expected to stay below "
+                                     "(held-out 10th-percentile error)", reference=ACCURACY)
 
 
 # ---------------------------------------------------------------------------------

@@ -31,8 +31,8 @@ REQUIRED: Any = _Required()
 FIELD_SECTIONS = ("model", "hardware", "workload", "efficiency", "pricing")
 #: What a field may hold (see :meth:`FieldSpec.expected` for each one's wording).
 FIELD_KINDS = ("int", "float", "quantity", "bool", "str", "choice", "size_or_fraction")
-#: Kinds of preset file a plugin may contribute.
-PRESET_KINDS = ("model", "hardware")
+#: Kinds of preset file a plugin may contribute: each names the scenario table it fills.
+PRESET_KINDS = ("model", "hardware", "efficiency")
 
 #: Base units in words, for "a number in ..." phrases.
 UNIT_WORDS = {"B": "bytes", "s": "seconds", "B/s": "bytes per second", "FLOP/s": "FLOP per second",
@@ -242,7 +242,7 @@ class HeadlineInfo:
 
 @attrs.frozen
 class PresetInfo:
-    """A preset file (a model or a card) and the plugin that provides it."""
+    """A preset file (a model, a card or an engine's efficiencies) and the plugin that provides it."""
 
     kind: str
     name: str

@@ -65,7 +65,7 @@ class Derivation:
         return self.markdown()
 
 
-def _source(result, step_name: str, history) -> str | None:
+def _source(result, history) -> str | None:
     first = history[0]
     if first.kind != "input":
         return None
@@ -106,5 +106,5 @@ def derive(result, name: str, *, depth: int | None = None) -> Derivation:
         q = graph[n]
         steps.append(Step(name=n, unit=q.unit, description=q.description, plugin=q.plugin,
                           value=result.values[n], expression=q.expression, history=q.history,
-                          reference=q.reference, source=_source(result, n, q.history), latex=q.latex))
+                          reference=q.reference, source=_source(result, q.history), latex=q.latex))
     return Derivation(name, tuple(steps), dict(result.values))

@@ -448,9 +448,17 @@ def _experts(config: Mapping[str, Any], out: dict[str, Any], moe_width: int | No
         out["shared_experts"] = shared
 
 
+#: The longest layer period read (every Nth layer global, ...): a period is written out
+#: layer by layer in the pattern, so a huge one would be an unbounded allocation.
+_MAX_PERIOD = 1024
+
+
 def _period(config: Mapping[str, Any], key: str, layers: int, path) -> int:
     """A layer period (every Nth layer global, ...): at most the layer count."""
     value = _positive_int(config.get(key), key, "layers", path)
+    if value > _MAX_PERIOD:
+        raise HFConfigError(f"a period of {value:,} layers is longer than infermodel reads",
+                            path=path, key=key, expected=f"at most {_MAX_PERIOD:,} layers")
     if value > layers:
         raise HFConfigError(f"a period of {value} layers is longer than num_hidden_layers "
                             f"({layers})", path=path, key=key, expected=f"at most {layers}")

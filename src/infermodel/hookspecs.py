@@ -183,11 +183,14 @@ def infermodel_register_presets(register: PresetRegistrar) -> None:
 
     Called once per session. Each ``*.toml`` file in a directory is one preset, named
     by its file stem; it holds a ``[preset]`` table (``description``, ``source``) and
-    one table (``[model]`` or ``[hardware]``) with the same keys a scenario uses.
+    one table (``[model]``, ``[hardware]`` or ``[efficiency]``) with the same keys a
+    scenario uses. An efficiency preset (a serving engine's efficiencies) may also hold
+    a ``[hardware]`` table with that engine's ``reserve`` and ``interconnect_latency``,
+    which apply unless the scenario writes them.
 
-    :param register: ``register(kind, directory)`` with ``kind`` ``"model"`` or
-        ``"hardware"`` and ``directory`` a :class:`pathlib.Path`. A preset name that
-        two plugins provide is an error naming both.
+    :param register: ``register(kind, directory)`` with ``kind`` ``"model"``,
+        ``"hardware"`` or ``"efficiency"`` and ``directory`` a :class:`pathlib.Path`. A
+        preset name that two plugins provide is an error naming both.
     :return: ignored.
     """
 

@@ -193,9 +193,6 @@ class PluginHost:
             self._registries = build_registries(self)
         return self._registries
 
-    def plugin_of(self, name: str) -> PluginRecord | None:
-        return self.records.get(name)
-
 
 _HOST: PluginHost | None = None
 

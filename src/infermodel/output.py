@@ -13,6 +13,7 @@ import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import IO, Any
 
 from .errors import InfermodelError, Problem
 
@@ -66,6 +67,9 @@ class atomic_stream:
     >>> with atomic_stream("out.csv") as handle:  # doctest: +SKIP
     ...     handle.write("a,b\n")
     """
+
+    #: The open temporary file (text, or bytes with ``binary``).
+    handle: IO[Any]
 
     def __init__(self, path: str | os.PathLike, *, binary: bool = False):
         self.path = check_target(path)

@@ -83,7 +83,7 @@ def as_written(expression):
         return expression
     args = [as_written(a) for a in expression.args]
     if isinstance(expression, (sympy.Mul, sympy.Add)):
-        flat = []
+        flat: list[Any] = []
         for arg in args:
             flat.extend(arg.args if type(arg) is type(expression) else [arg])
         if flat == list(expression.args):

@@ -136,7 +136,8 @@ class _Collector:
     def preset_registrar(self, plugin: str) -> PresetRegistrar:
         def register(kind, directory):
             if kind not in self.presets:
-                raise PluginError(f"plugin {plugin!r}: preset kind {kind!r} is not 'model' or 'hardware'")
+                raise PluginError(f"plugin {plugin!r}: preset kind {kind!r} is not one of "
+                                  + ", ".join(repr(k) for k in PRESET_KINDS))
             directory = Path(directory)
             if not directory.is_dir():
                 raise PluginError(f"plugin {plugin!r}: preset directory {directory} does not exist")

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from .declarations import FIELD_SECTIONS, PRESET_KINDS, REQUIRED
+from .declarations import FIELD_SECTIONS, PRESET_KINDS, REQUIRED, PresetInfo
 from .errors import Problem, ScenarioError, close_match, suggest
 from .hookspecs import Report
 from .host import PluginHost, get_host
@@ -31,7 +31,11 @@ TOP_LEVEL = ("extends", "scenario", *FIELD_SECTIONS, "levers", "simulation", "sw
              "witness")
 SCENARIO_KEYS = ("name", "description")
 #: Keys read by the loader itself rather than declared as fields.
-LOADER_KEYS = {"model": ("preset", "hf_config"), "hardware": ("preset",)}
+LOADER_KEYS = {"model": ("preset", "hf_config"), "hardware": ("preset",), "efficiency": ("preset",)}
+#: Tables an efficiency preset may carry besides [efficiency], and the keys taken from
+#: each: an engine's default runtime reserve and its collectives' per-step latency
+#: belong to the [hardware] table.
+EFFICIENCY_PRESET_EXTRAS = {"hardware": ("reserve", "interconnect_latency")}
 
 
 @attrs.frozen
@@ -412,8 +416,17 @@ def _load_preset(kind: str, name: Any, registries: Registries, key: str,
         reading.add(key, f"got {name!r}", expected=f"a {kind} preset name")
         return {}, {}
     info = known.get(name)
+    if info is None and name.endswith(".toml"):
+        # A preset file of one's own (``infermodel calibrate --output`` writes one),
+        # relative to the scenario that names it.
+        candidate = (reading.path.parent if reading.path else Path.cwd()) / name
+        if not candidate.is_file():
+            reading.add(key, f"preset file {str(candidate)!r} does not exist",
+                        expected=f"a {kind} preset name or a .toml file relative to the scenario")
+            return {}, {}
+        info = PresetInfo(kind, name, candidate, "(file)")
     if info is None:
-        listing = f"`infermodel presets {kind if kind == 'hardware' else 'models'}` lists them"
+        listing = f"`infermodel presets {'models' if kind == 'model' else kind}` lists them"
         reading.add(key, f"no {kind} preset named {name!r}",
                     expected=f"a known {kind} preset ({listing})", suggestion=suggest(name, known))
         return {}, {}
@@ -422,12 +435,41 @@ def _load_preset(kind: str, name: Any, registries: Registries, key: str,
     if not isinstance(table, dict):
         reading.problems.append(Problem(f"preset file has no [{kind}] table", file=str(info.path)))
         return {}, {}
-    extra = set(data) - {"preset", kind}
+    extra = set(data) - {"preset", kind, *(EFFICIENCY_PRESET_EXTRAS if kind == "efficiency" else ())}
     if extra:
         reading.problems.append(Problem(f"preset file has unexpected tables {sorted(extra)}",
                                         file=str(info.path)))
     origins_out = {f"{kind}.{k}": Origin(str(info.path), lines.get(f"{kind}.{k}")) for k in table}
     return table, origins_out
+
+
+def _efficiency_preset_defaults(data: Mapping, registries: Registries
+                                ) -> tuple[dict[str, dict[str, Any]], dict[str, Origin]]:
+    """The [hardware] defaults (the runtime reserve, the all-reduce step latency) an
+    efficiency preset carries.
+
+    They sit between the hardware preset and the scenario's own [hardware] values: an
+    engine family's reserve replaces the card's default, and a scenario that writes
+    ``reserve`` keeps its own.
+    """
+    table = data.get("efficiency")
+    name = table.get("preset") if isinstance(table, Mapping) else None
+    info = registries.presets.get("efficiency", {}).get(name) if isinstance(name, str) else None
+    if info is None:
+        return {}, {}
+    raw, lines = read_toml(info.path)
+    defaults: dict[str, dict[str, Any]] = {}
+    where: dict[str, Origin] = {}
+    for section, keys in EFFICIENCY_PRESET_EXTRAS.items():
+        extra = raw.get(section)
+        if not isinstance(extra, Mapping):
+            continue
+        for key in keys:
+            # Like a hardware preset's keys: a field no loaded plugin declares is left out.
+            if key in extra and key in registries.fields[section]:
+                defaults.setdefault(section, {})[key] = extra[key]
+                where[f"{section}.{key}"] = Origin(str(info.path), lines.get(f"{section}.{key}"))
+    return defaults, where
 
 
 def _load_hf(path_text: Any, key: str, reading: _Reading) -> tuple[dict, dict[str, Origin]]:
@@ -481,8 +523,11 @@ def _read_meta(data: Mapping, reading: _Reading) -> tuple[str, str]:
 
 
 def _merge_section(section: str, table: dict, registries: Registries, reading: _Reading,
-                   presets: dict[str, str], quiet: set[str]) -> dict:
-    """One section's values: its preset's (or config.json's), then the scenario's own."""
+                   presets: dict[str, str], quiet: set[str],
+                   engine: tuple[dict[str, dict[str, Any]], dict[str, Origin]]) -> dict:
+    """One section's values: its preset's (or config.json's), an efficiency preset's
+    engine defaults, then the scenario's own.
+    """
     merged: dict = {}
     if section in PRESET_KINDS and "preset" in table:
         preset_name = table.pop("preset")
@@ -501,6 +546,11 @@ def _merge_section(section: str, table: dict, registries: Registries, reading: _
                 reading.origins[k] = v
         if isinstance(preset_name, str):
             presets[section] = preset_name
+    engine_defaults, engine_origins = engine
+    for k, v in engine_defaults.get(section, {}).items():
+        if k not in table:
+            merged[k] = v
+            reading.origins[f"{section}.{k}"] = engine_origins[f"{section}.{k}"]
     if section == "model" and "hf_config" in table:
         if "model" in presets:
             reading.add("model.hf_config", "give either model.preset or model.hf_config, not both")
@@ -526,12 +576,14 @@ def _read_sections(data: Mapping, registries: Registries,
     # A failed preset or a misspelt section name explains missing fields: don't list them.
     quiet = {near for k in data if k not in TOP_LEVEL
              if (near := close_match(k, FIELD_SECTIONS)) is not None}
+    engine = _efficiency_preset_defaults(data, registries)
     for section in FIELD_SECTIONS:
         table = data.get(section, {})
         if not isinstance(table, Mapping):
             reading.add(section, f"got {table!r}", expected=f"a [{section}] table")
             continue
-        merged = _merge_section(section, dict(table), registries, reading, presets, quiet)
+        merged = _merge_section(section, dict(table), registries, reading, presets, quiet,
+                                engine)
         specs = registries.fields[section]
         try:
             sections[section] = registries.converter.structure(
@@ -571,7 +623,8 @@ def _read_levers(data: Mapping, registries: Registries, reading: _Reading) -> di
             levers[lever_name] = registries.converter.structure(dict(table), info.schema)
         except Exception as exc:
             keys = [a.name for a in attrs.fields(info.schema)]
-            _report_structure(exc, key, table, keys, reading.add, schema=info.schema)
+            _report_structure(exc, key, table, keys, reading.add, schema=info.schema,
+                              converter=registries.converter)
     return levers
 
 
@@ -649,8 +702,30 @@ def _nested_keys(schema: type | None, relative: str) -> list[str] | None:
     return [a.name for a in attrs.fields(current)]
 
 
+def _rejected_field(schema: type, table: Mapping, converter) -> str | None:
+    """The field of ``schema`` whose attrs validator rejects ``table``'s value, found by
+    structuring the table with validators off and running each field's validator in
+    attrs' order (a validator fails the whole class, so cattrs names no path).
+    """
+    if not attrs.has(schema):
+        return None
+    try:
+        with attrs.validators.disabled():
+            instance = converter.structure(dict(table), schema)
+    except Exception:
+        return None
+    for field in attrs.fields(schema):
+        if field.validator is not None:
+            try:
+                field.validator(instance, field, getattr(instance, field.name))
+            except (ValueError, TypeError):
+                return field.name
+    return None
+
+
 def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: Iterable[str], add,
-                      quiet: bool = False, schema: type | None = None) -> None:
+                      quiet: bool = False, schema: type | None = None,
+                      converter=None) -> None:
     known = list(known)
     for problem in structure_errors(exc):
         relative, message = problem.path, problem.message
@@ -672,11 +747,9 @@ def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: It
                     expected="one of " + ", ".join(sorted(known)),
                     suggestion=f"did you mean {near!r}?" if near else None)
             continue
-        if not relative:
-            # A schema validator's message names its field first: point at that key.
-            first = re.match(r"'?([A-Za-z_][A-Za-z0-9_]*)", message)
-            if first and first.group(1) in known:
-                relative = first.group(1)
+        if not relative and schema is not None and converter is not None:
+            # A schema's validator failed the class: point at the field it rejected.
+            relative = _rejected_field(schema, table, converter) or ""
         add(f"{prefix}.{relative}" if relative else prefix, message)
 
 

@@ -38,6 +38,7 @@ A scenario's ``[simulation]`` table (every key optional)::
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -46,6 +47,7 @@ from typing import Any
 import attrs
 
 from .errors import Problem, ScenarioError
+from .formatting import non_finite_json
 
 KEYS = ("policies", "rates", "seed", "engine", "cache_memory", "workload", "slo", "capacity")
 CAPACITY_KEYS = ("policy", "low", "high", "steps", "neighbour")
@@ -233,7 +235,9 @@ class CapacityReport:
         data = self.search.to_dict()
         data["price_per_hour"] = self.price_per_hour
         cost = self.usd_per_million_output_tokens
-        data["usd_per_million_output_tokens"] = cost
+        # Nothing finished (no throughput) prices at infinity: JSON writes it as "inf".
+        data["usd_per_million_output_tokens"] = (
+            non_finite_json(cost) if cost is not None and not math.isfinite(cost) else cost)
         return data
 
     def text(self) -> str:

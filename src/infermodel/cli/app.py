@@ -15,7 +15,7 @@ import sys
 import traceback
 
 COMMANDS = ("run", "explain", "check", "graph", "sweep", "search", "plot", "simulate",
-            "witness", "presets", "plugins")
+            "witness", "validate", "calibrate", "presets", "plugins")
 #: Modules named apart from their command, where the name is taken by the package
 #: (``infermodel.cli.run`` is the console script).
 MODULES = {"run": "run_command"}

@@ -1,18 +1,18 @@
-"""``infermodel presets``: list model and hardware presets with their figures and sources;
-``presets show NAME`` prints one.
+"""``infermodel presets``: list model, hardware and efficiency presets with their figures and
+sources; ``presets show NAME`` prints one.
 """
 
 from __future__ import annotations
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("presets", help="list model and hardware presets",
+    parser = subparsers.add_parser("presets", help="list model, hardware and efficiency presets",
                                    description="List the presets the loaded plugins provide, with "
                                                "their key figures (memory, bandwidth, compute, "
                                                "price; a model's shape), descriptions and "
                                                "sources. `presets show NAME` prints one preset "
                                                "in full.")
-    parser.add_argument("kind", nargs="?", choices=("models", "hardware", "show"),
+    parser.add_argument("kind", nargs="?", choices=("models", "hardware", "efficiency", "show"),
                         help="only this kind, or `show` one preset")
     parser.add_argument("name", nargs="?", help="with `show`: the preset to print")
     parser.add_argument("--format", choices=("table", "json"), default="table")
@@ -21,13 +21,14 @@ def add_parser(subparsers) -> None:
 
 #: The figures a listing shows for each kind, in order, as the preset writes them.
 FIGURES = {"hardware": ("memory", "bandwidth", "flops", "price_per_hour"),
-           "model": ("layers", "d_model", "heads", "kv_heads", "d_ff", "vocab", "experts")}
+           "model": ("layers", "d_model", "heads", "kv_heads", "d_ff", "vocab", "experts"),
+           "efficiency": ("prefill_mfu", "decode_mfu", "mbu", "t0")}
 
 
 def figures(kind: str, table: dict) -> str:
     """``memory 80 GB · bandwidth 3.35 TB/s · ...`` from a preset's table."""
     parts = []
-    for key in FIGURES[kind]:
+    for key in FIGURES.get(kind, ()):
         if key in table:
             value = table[key]
             if key == "price_per_hour" and isinstance(value, (int, float)):
@@ -41,13 +42,13 @@ def figures(kind: str, table: dict) -> str:
 def show(registries, name: str | None) -> int:
     from ..errors import InfermodelError, Problem, suggest
 
-    found = [registries.presets[kind][name] for kind in ("model", "hardware")
+    found = [registries.presets[kind][name] for kind in registries.presets
              if name in registries.presets[kind]]
     if not name or not found:
-        known = [n for kind in ("model", "hardware") for n in registries.presets[kind]]
+        known = [n for kind in registries.presets for n in registries.presets[kind]]
         raise InfermodelError(Problem(
             f"no preset named {name!r}" if name else "`presets show` needs a preset name",
-            expected="a model or hardware preset (`infermodel presets` lists them)",
+            expected="a preset name (`infermodel presets` lists them)",
             suggestion=suggest(name, known) if name else None))
     for info in found:
         print(f"{info.kind} preset {info.name}  ({info.path}, plugin {info.plugin})")
@@ -67,8 +68,8 @@ def handle(args) -> int:
     registries = host.registries
     if args.kind == "show":
         return show(registries, args.name)
-    kinds = {"models": "model", "hardware": "hardware"}
-    wanted = [kinds[args.kind]] if args.kind else ["model", "hardware"]
+    kinds = {"models": "model", "hardware": "hardware", "efficiency": "efficiency"}
+    wanted = [kinds[args.kind]] if args.kind else ["model", "hardware", "efficiency"]
     rows = []
     for kind in wanted:
         for name, info in sorted(registries.presets[kind].items()):

@@ -71,7 +71,8 @@ def handle(args) -> int:
         if issubclass(warning.category, SimulationWarning):
             print(f"warning: {warning.message}", file=sys.stderr)
     if args.capacity:
-        text = json.dumps(outcome.to_dict(), indent=2) if args.format == "json" else outcome.text()
+        text = (json.dumps(outcome.to_dict(), indent=2, allow_nan=False) if args.format == "json"
+                else outcome.text())
         emit(text, args.output)
         return 0
     if args.format == "json":

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -63,7 +62,7 @@ class ScenarioDirective(SphinxDirective):
         try:
             result = _evaluate(path, overrides)
         except Exception as exc:
-            problem = re.sub(r"(^|\n|- )--set: ", r"\1:set: ", _problem_text(exc))
+            problem = _problem_text(exc, overrides_as=":set")  # reads ":set: key: ..."
             return self._warn(f"cannot render scenario {rel}: {problem}", "scenario")
         _note_dependencies(self.env, (o.file for o in result.scenario.origins.values()))
 

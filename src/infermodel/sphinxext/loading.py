@@ -89,11 +89,18 @@ def _evaluate(path: Path, overrides: list[str] | None = None, *, host=None):
     return result
 
 
-def _problem_text(exc: BaseException) -> str:
+def _problem_text(exc: BaseException, *, overrides_as: str | None = None) -> str:
+    """The error as the page's warning says it; with ``overrides_as``, a problem in the
+    ``--set`` overrides is placed there instead (``":set"``, the directive's option).
+    """
     from ..errors import InfermodelError
 
     if isinstance(exc, InfermodelError):
-        return exc.render()
+        if overrides_as is None:
+            return exc.render()
+        problems = [p.located(file=overrides_as, key=p.key, line=p.line) if p.file == "--set"
+                    else p for p in exc.problems]
+        return InfermodelError(problems, heading=exc.heading).render()
     return f"{type(exc).__name__}: {exc}"
 
 

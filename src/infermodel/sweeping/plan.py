@@ -148,7 +148,6 @@ class SweepPlan:
                 break
             self.structural |= promote
         self.vector = vector
-        self.structural_order = structural
         names: dict[str, Any] = {}
         for _, _, graph, _ in graphs:
             for name in graph.order:

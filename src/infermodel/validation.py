@@ -1,0 +1,676 @@
+"""Predictions checked against the accuracy ledger: per-row errors, per-metric summaries,
+efficiency fits with held-out cross-validation, and intervals from held-out errors.
+
+Each ledger row becomes a scenario: its model (preset or ``hf_config``) and hardware
+preset, ``hardware.count = gpus``, the row's formats through the quantisation lever
+(8-bit float weights also take 8-bit activations, as FP8 checkpoints run), tensor
+parallelism with an explicit ring all-reduce over the card's interconnect, and the
+``[efficiency] preset`` its engine family names. The scenario's roofline gives the
+prefill of one prompt, the decode step at the running batch and the cache's capacity;
+:func:`infermodel.closed_loop.closed_loop` turns them into the steady state at the
+row's concurrency (exactly the roofline quantities at concurrency 1).
+
+Errors are relative, ``(predicted − measured) / measured``; summaries give the median
+and 90th percentile of ``|error|`` per metric.
+
+Fitting (:func:`fit`) evaluates every row once on a grid of efficiency candidates
+(prefill MFU × decode MBU × decode MFU × t0: the graph is compiled once per row and
+evaluated on arrays), then picks per engine family the candidate with the smallest
+mean |log(predicted / measured)|, each metric weighted equally. Cross-validation holds
+out whole published tables (a source's one configuration at every concurrency), so a
+held-out point's configuration was never seen by its fit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import numpy as np
+
+from .closed_loop import closed_loop
+from .ledger import ENGINE_FAMILIES, METRICS, LedgerRow
+
+if TYPE_CHECKING:
+    from .host import PluginHost
+
+__all__ = ["Efficiency", "Fit", "Prediction", "Validation", "efficiency_grid", "fit",
+           "predict_rows", "summarise"]
+
+#: Efficiency inputs a fit sets, by quantity name.
+EFFICIENCY_QUANTITIES = ("prefill_mfu", "decode_mfu", "mbu", "t0")
+#: The per-step latency of one all-reduce transfer, fitted with the efficiencies: it is
+#: the engine's collective library, not the wire (only rows on several cards have it).
+LINK_LATENCY = "parallel_link_latency"
+EIGHT_BIT_FLOATS = ("fp8-e4m3", "fp8-e5m2", "mxfp8")
+EIGHT_BIT_INTS = ("int8",)
+
+
+@attrs.frozen
+class Efficiency:
+    """One set of efficiency values (what an ``[efficiency]`` table holds)."""
+
+    prefill_mfu: float
+    decode_mfu: float
+    mbu: float
+    t0: float  # seconds
+    #: Latency of one step of a ring all-reduce (seconds); None keeps the card's.
+    link_latency: float | None = None
+
+    def candidates(self) -> dict[str, np.ndarray]:
+        """This efficiency as a one-candidate grid."""
+        out = {name: np.array([getattr(self, name)]) for name in EFFICIENCY_QUANTITIES}
+        if self.link_latency is not None:
+            out[LINK_LATENCY] = np.array([self.link_latency])
+        return out
+
+
+@attrs.frozen
+class Prediction:
+    """A ledger row with its prediction, or the reason it cannot be predicted."""
+
+    row: LedgerRow
+    predicted: float | None
+    reason: str | None = None
+    interval: tuple[float, float] | None = None
+
+    @property
+    def error(self) -> float | None:
+        if self.predicted is None:
+            return None
+        return (self.predicted - self.row.value) / self.row.value
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.row.id, "metric": self.row.metric,
+                               "measured": self.row.value, "predicted": self.predicted,
+                               "error": self.error}
+        if self.interval is not None:
+            out["interval"] = list(self.interval)
+        return out
+
+
+@attrs.frozen
+class Validation:
+    """Predictions of a whole ledger and their summary."""
+
+    points: tuple[Prediction, ...]
+
+    @property
+    def predicted(self) -> list[Prediction]:
+        return [p for p in self.points if p.predicted is not None]
+
+    @property
+    def unpredictable(self) -> list[Prediction]:
+        return [p for p in self.points if p.predicted is None]
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        return summarise(self.predicted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"points": [p.to_dict() for p in self.predicted],
+                "summary": self.summary(),
+                "unpredictable": [{"id": p.row.id, "metric": p.row.metric, "reason": p.reason}
+                                  for p in self.unpredictable]}
+
+
+def errors_by_metric(points: Iterable[Prediction]) -> dict[str, list[float]]:
+    """The relative errors of the predicted points, per metric."""
+    out: dict[str, list[float]] = {}
+    for p in points:
+        error = p.error
+        if error is not None:
+            out.setdefault(p.row.metric, []).append(error)
+    return out
+
+
+def summarise(points: Iterable[Prediction]) -> dict[str, dict[str, float]]:
+    """Median and 90th-percentile |error| per metric.
+
+    >>> from infermodel.ledger import LedgerRow
+    >>> row = LedgerRow("a", "u", "vllm", "h100-sxm", 1, "m", None, "", "", 1, 1, 8, 8, 1,
+    ...                 "ttft_ms", "mean", 10.0)
+    >>> summarise([Prediction(row, 12.0), Prediction(row, 9.0)])["ttft_ms"]["median_abs_error"]
+    0.15
+    """
+    by_metric = {m: [abs(e) for e in errors] for m, errors in errors_by_metric(points).items()}
+    return {metric: {"n": len(errors),
+                     "median_abs_error": round(float(np.median(errors)), 6),
+                     "p90_abs_error": round(float(np.percentile(errors, 90)), 6)}
+            for metric, errors in sorted(by_metric.items())}
+
+
+# ---------------------------------------------------------------------------------
+# One row → a scenario → arrays of predictions over efficiency candidates
+# ---------------------------------------------------------------------------------
+
+
+def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The scenario tables that describe a ledger row's deployment.
+
+    ``efficiency`` is an ``[efficiency]`` table; None names the engine family's preset.
+    """
+    model = {"preset": row.model} if row.model else {"hf_config": str(row.hf_config)}
+    data: dict[str, Any] = {
+        "scenario": {"name": row.id, "description": f"ledger row {row.id} ({row.source})"},
+        "model": model,
+        "hardware": {"preset": row.hardware, "count": row.gpus},
+        "workload": {"batch": 1, "prompt_tokens": row.isl, "output_tokens": row.osl},
+        "efficiency": dict(efficiency) if efficiency is not None else {"preset": row.family},
+    }
+    levers: dict[str, Any] = {}
+    if row.weights or row.kv_cache:
+        quantization: dict[str, Any] = {}
+        if row.weights:
+            quantization["linear"] = row.weights
+            if row.weights in EIGHT_BIT_FLOATS:
+                quantization["activations"] = "fp8"
+            elif row.weights in EIGHT_BIT_INTS:
+                quantization["activations"] = "int8"
+        if row.kv_cache:
+            quantization["kv_cache"] = row.kv_cache
+        levers["quantization"] = quantization
+    if row.gpus > 1:
+        levers["parallelism"] = {"tensor": row.tensor, "communication": "all_reduce"}
+    if levers:
+        data["levers"] = levers
+    return data
+
+
+def _unsupported(row: LedgerRow) -> str | None:
+    if row.family not in ENGINE_FAMILIES:
+        return (f"engine {row.engine!r}: no efficiency preset for the family {row.family!r} "
+                f"(known: {', '.join(ENGINE_FAMILIES)})")
+    if row.expert > 1:
+        return "expert parallelism is not modelled by the levers yet"
+    if row.tensor != row.gpus:
+        return (f"tensor = {row.tensor} with gpus = {row.gpus}: only pure tensor parallelism "
+                "(tensor = gpus) is mapped")
+    if row.hf_config is not None and not row.hf_config.is_file():
+        return f"hf_config {row.hf_config} does not exist"
+    return None
+
+
+@attrs.frozen
+class _RowModel:
+    """A row's compiled graph and the inputs that do not change between candidates."""
+
+    compiled: Any
+    inputs: dict[str, Any]
+    capacity: float
+
+
+def _row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost) -> _RowModel | str:
+    """Compile the row's scenario once; a string is the reason it cannot be predicted.
+
+    With ``engine_preset`` the engine family's preset supplies what is not fitted (the
+    runtime reserve); without it the card's defaults stay (no reserve).
+    """
+    from .errors import InfermodelError
+    from .evaluation import compile_graph
+    from .graph import build_graph
+    from .scenario import resolve
+
+    reason = _unsupported(row)
+    if reason:
+        return reason
+    # Placeholder efficiency: the candidates are set on the compiled inputs.
+    table: dict[str, Any] = {"prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0}
+    if engine_preset:
+        table["preset"] = row.family
+    data = scenario_data(row, table)
+    try:
+        scenario = resolve(data, {}, None, host=host)
+        graph = build_graph(scenario, host=host)
+    except InfermodelError as exc:
+        return "; ".join(p.message for p in exc.problems)
+    compiled = compile_graph(graph)
+    missing = [n for n in (*EFFICIENCY_QUANTITIES, "batch") if n not in compiled.inputs]
+    if missing:
+        return f"a lever defines {', '.join(missing)} itself, so the fit cannot set it"
+    for needed in ("prefill_time", "decode_step_time", "max_sequences"):
+        if needed not in compiled.outputs:
+            return f"the scenario defines no {needed}"
+    inputs = {n: graph.quantities[n].value for n in compiled.inputs}
+    capacity = float(np.asarray(compiled(inputs)["max_sequences"]).ravel()[0])
+    if not capacity >= 1:
+        return ("the weights and one full-length sequence do not fit in the cards' memory "
+                "after the runtime reserve")
+    return _RowModel(compiled, inputs, capacity)
+
+
+def _predict_arrays(model: _RowModel, row: LedgerRow,
+                    candidates: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The row's metric for every candidate (arrays of equal length)."""
+    running = min(row.concurrency, int(model.capacity))
+    values = dict(model.inputs)
+    values["batch"] = np.array([[1.0], [float(running)]])
+    for name in (*EFFICIENCY_QUANTITIES, LINK_LATENCY):
+        if name in candidates and name in values:
+            values[name] = np.asarray(candidates[name], dtype=float)[None, :]
+    out = model.compiled(values)
+    prefill = np.broadcast_to(out["prefill_time"], (2, len(candidates["t0"])))[0]
+    decode = np.broadcast_to(out["decode_step_time"], (2, len(candidates["t0"])))[1]
+    state = closed_loop(prefill, decode, row.concurrency, model.capacity, row.osl)
+    if row.metric == "ttft_ms":
+        return state.ttft * 1e3
+    if row.metric in ("itl_ms", "tpot_ms"):
+        return state.itl * 1e3
+    return state.output_tokens_per_s
+
+
+def preset_efficiency(family: str, *, host: PluginHost) -> Efficiency:
+    """The efficiency values an engine family's ``[efficiency] preset`` sets."""
+    from .scenario import read_toml
+    from .schema import parse_field
+
+    host.check_loaded()
+    registries = host.registries
+    info = registries.presets["efficiency"][family]
+    data, _ = read_toml(info.path)
+    table = data["efficiency"]
+    values: dict[str, Any] = {}
+    for name in EFFICIENCY_QUANTITIES:
+        spec = registries.fields["efficiency"][name]
+        values[name] = parse_field(spec, table[name]) if name in table else spec.default
+    latency = data.get("hardware", {}).get("interconnect_latency")
+    latency_spec = registries.fields["hardware"].get("interconnect_latency")
+    if latency is not None and latency_spec is not None:
+        values["link_latency"] = parse_field(latency_spec, latency)
+    return Efficiency(**values)
+
+
+#: The ideal roofline: peak rates, no fixed time per step (infermodel's defaults).
+IDEAL = Efficiency(prefill_mfu=1.0, decode_mfu=1.0, mbu=1.0, t0=0.0)
+
+
+def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
+                 efficiencies: Mapping[str, Efficiency] | None = None,
+                 host: PluginHost, progress=None) -> Validation:
+    """Predict every row: with its engine family's efficiency preset (``calibrated``),
+    or with the ideal roofline and no runtime reserve (today's defaults).
+
+    ``efficiencies`` replaces a family's preset values. Calibrated predictions carry
+    an interval: the range of measurements the preset's held-out errors allow.
+    """
+    models: dict[tuple, _RowModel | str] = {}
+    chosen: dict[str, Efficiency] = dict(efficiencies or {})
+    bands: dict[str, dict[str, tuple[float, float]]] = {}
+    points = []
+    for row in rows:
+        key = _model_key(row)
+        if key not in models:
+            models[key] = _row_model(row, engine_preset=calibrated, host=host)
+        model = models[key]
+        if progress is not None:
+            progress.update()
+        if isinstance(model, str):
+            points.append(Prediction(row, None, model))
+            continue
+        if not calibrated:
+            chosen.setdefault(row.family, IDEAL)
+        if row.family not in chosen:
+            try:
+                chosen[row.family] = preset_efficiency(row.family, host=host)
+            except KeyError:
+                points.append(Prediction(row, None, f"no efficiency preset {row.family!r}"))
+                continue
+        value = float(_predict_arrays(model, row, chosen[row.family].candidates())[0])
+        if not math.isfinite(value) or value <= 0:
+            points.append(Prediction(row, None, f"the prediction is not a positive number ({value})"))
+            continue
+        band = None
+        if calibrated and row.family not in bands:
+            bands[row.family] = held_out_intervals(row.family, host=host)
+        if calibrated and row.metric in bands[row.family]:
+            low, high = bands[row.family][row.metric]
+            # measured = predicted / (1 + error): the held-out errors' spread, inverted.
+            band = (value / (1.0 + high), value / (1.0 + low))
+        points.append(Prediction(row, value, interval=band))
+    return Validation(tuple(points))
+
+
+def _model_key(row: LedgerRow) -> tuple:
+    return (row.engine, row.family, row.hardware, row.gpus, row.model, str(row.hf_config),
+            row.weights, row.kv_cache, row.tensor, row.expert, row.isl, row.osl)
+
+
+# ---------------------------------------------------------------------------------
+# Fitting with held-out cross-validation
+# ---------------------------------------------------------------------------------
+
+
+def efficiency_grid(*, fine: bool = False) -> dict[str, np.ndarray]:
+    """Candidate efficiencies: every combination of the axes below (t0 in seconds)."""
+    step = 0.025 if fine else 0.05
+    axes = {
+        "prefill_mfu": np.round(np.arange(0.15, 0.95 + 1e-9, step), 4),
+        "mbu": np.round(np.arange(0.20, 1.0 + 1e-9, step), 4),
+        "decode_mfu": np.array([0.1, 0.2, 0.3, 0.45, 0.6, 0.8]),
+        "t0": np.array([0.0, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]) * 1e-3,
+        LINK_LATENCY: np.array([1.0, 3.0, 10.0, 30.0]) * 1e-6,
+    }
+    mesh = np.meshgrid(*axes.values(), indexing="ij")
+    return {name: m.ravel() for name, m in zip(axes, mesh)}
+
+
+@attrs.frozen
+class Fit:
+    """Fitted efficiencies per family with in-sample and held-out predictions."""
+
+    efficiencies: Mapping[str, Efficiency]
+    in_sample: Validation
+    held_out: Validation
+    folds: int
+    #: Rows each family's fit used, by family.
+    used: Mapping[str, tuple[str, ...]]
+
+    def intervals(self) -> dict[str, tuple[float, float]]:
+        """Per metric, the 10th and 90th percentiles of held-out relative errors."""
+        errors = errors_by_metric(self.held_out.predicted)
+        return {m: (float(np.percentile(e, 10)), float(np.percentile(e, 90)))
+                for m, e in sorted(errors.items())}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"efficiency": {f: attrs.asdict(e) for f, e in sorted(self.efficiencies.items())},
+                "folds": self.folds,
+                "in_sample": self.in_sample.summary(), "held_out": self.held_out.summary(),
+                "intervals": {m: list(b) for m, b in self.intervals().items()},
+                "rows_used": {f: list(ids) for f, ids in sorted(self.used.items())}}
+
+
+def _loss(log_errors: np.ndarray, metrics: Sequence[str]) -> np.ndarray:
+    """Mean |log error| per metric, averaged over metrics: each metric weighs the same."""
+    metrics_array = np.array(metrics)
+    total = np.zeros(log_errors.shape[1])
+    names = sorted(set(metrics))
+    for metric in names:
+        mask = metrics_array == metric
+        total += np.abs(log_errors[mask]).mean(axis=0)
+    return total / len(names)
+
+
+def fit(rows: Sequence[LedgerRow], *, host: PluginHost, folds: int = 5, progress=None,
+        fine: bool = False) -> Fit:
+    """Fit each engine family's efficiency on the ledger, and cross-validate the fit.
+
+    Rows are grouped into published tables (:attr:`LedgerRow.table`); the tables are
+    dealt round-robin into ``folds`` folds (in ledger order, so the split is
+    deterministic), and each fold is predicted by a fit on the others.
+    """
+    grid = efficiency_grid(fine=fine)
+    models: dict[tuple, _RowModel | str] = {}
+    log_errors: dict[str, np.ndarray] = {}
+    unpredictable: list[Prediction] = []
+    predictable: list[LedgerRow] = []
+    for row in rows:
+        key = _model_key(row)
+        if key not in models:
+            models[key] = _row_model(row, host=host)
+        model = models[key]
+        if progress is not None:
+            progress.update()
+        if isinstance(model, str):
+            unpredictable.append(Prediction(row, None, model))
+            continue
+        values = _predict_arrays(model, row, grid)
+        with np.errstate(all="ignore"):
+            log_errors[row.id] = np.where(np.isfinite(values) & (values > 0),
+                                          np.log(values / row.value), np.inf)
+        predictable.append(row)
+
+    def choose(train: Sequence[LedgerRow]) -> int | None:
+        if not train:
+            return None
+        matrix = np.stack([log_errors[r.id] for r in train])
+        return int(np.argmin(_loss(matrix, [r.metric for r in train])))
+
+    def efficiency_at(index: int) -> Efficiency:
+        return Efficiency(**{n: float(grid[n][index]) for n in EFFICIENCY_QUANTITIES},
+                          link_latency=float(grid[LINK_LATENCY][index]))
+
+    def predicted(row: LedgerRow, index: int) -> Prediction:
+        value = float(row.value * math.exp(log_errors[row.id][index]))
+        return Prediction(row, value)
+
+    families = sorted({r.family for r in predictable})
+    efficiencies: dict[str, Efficiency] = {}
+    used: dict[str, tuple[str, ...]] = {}
+    in_sample: list[Prediction] = []
+    held: list[Prediction] = []
+    for family in families:
+        members = [r for r in predictable if r.family == family]
+        best = choose(members)
+        assert best is not None  # every family here has members
+        efficiencies[family] = efficiency_at(best)
+        used[family] = tuple(r.id for r in members)
+        in_sample.extend(predicted(r, best) for r in members)
+        tables = list(dict.fromkeys(r.table for r in members))
+        fold_of = {table: i % folds for i, table in enumerate(tables)}
+        for k in range(folds):
+            test = [r for r in members if fold_of[r.table] == k]
+            train = [r for r in members if fold_of[r.table] != k]
+            if not test:
+                continue
+            index = choose(train)
+            if index is None:
+                held.extend(Prediction(r, None, f"no other {family} table to fit on")
+                            for r in test)
+                continue
+            held.extend(predicted(r, index) for r in test)
+    order = {r.id: i for i, r in enumerate(rows)}
+    in_sample.extend(unpredictable)
+    held.extend(unpredictable)
+    in_sample.sort(key=lambda p: order[p.row.id])
+    held.sort(key=lambda p: order[p.row.id])
+    return Fit(efficiencies, Validation(tuple(in_sample)), Validation(tuple(held)), folds, used)
+
+
+__all__ += ["preset_efficiency", "scenario_data"]
+
+
+# ---------------------------------------------------------------------------------
+# Engine defaults that are not fitted, and the preset files a fit writes
+# ---------------------------------------------------------------------------------
+
+#: Runtime memory kept back by each engine family by default, as a fraction of a card
+#: (what the ledger cannot measure: it holds speeds, not memory), with its source.
+ENGINE_RESERVES = {
+    "vllm": (0.10, "vLLM's default gpu_memory_utilization = 0.9 (engine arguments)"),
+    "sglang": (0.12, "SGLang's mem_fraction_static = 0.88 at one card (the SGLang v0.3 "
+                     "benchmark notes; it lowers the fraction on larger tensor degrees)"),
+    "trtllm": (0.10, "TensorRT-LLM's kv_cache_free_gpu_mem_fraction = 0.9 of the memory "
+                     "left after the weights; 0.1 of the card is the same reserve only when "
+                     "the weights are small, and larger than TensorRT-LLM's otherwise"),
+}
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
+
+def preset_toml(family: str, result: Fit, ledger: str) -> str:
+    """The efficiency preset file for ``family`` that a fit determines."""
+    eff = result.efficiencies[family]
+    ids = result.used[family]
+    held = summarise(p for p in result.held_out.predicted if p.row.family == family)
+    inside = summarise(p for p in result.in_sample.predicted if p.row.family == family)
+    errors = errors_by_metric(p for p in result.held_out.predicted if p.row.family == family)
+    reserve, reserve_source = ENGINE_RESERVES[family]
+    lines = [
+        f'# Efficiency preset "{family}": the [efficiency] table of a scenario served by '
+        f"{ENGINE_NAMES[family]}.",
+        "# Written by `infermodel validate --ledger LEDGER --fit --presets-dir DIR` from the",
+        f"# {ledger}: the efficiencies below minimise the mean |log(predicted / "
+        "measured)| over the",
+        f"# {len(ids)} rows listed in [preset] rows (each metric weighted equally). "
+        "Errors, |predicted − measured| / measured:",
+    ]
+    for metric in sorted(inside):
+        a, b = inside[metric], held.get(metric)
+        held_text = (f"held-out median {b['median_abs_error']:.1%}, p90 {b['p90_abs_error']:.1%}"
+                     if b else "no held-out estimate")
+        lines.append(f"#   {metric}: n = {a['n']}, in-sample median {a['median_abs_error']:.1%}, "
+                     f"p90 {a['p90_abs_error']:.1%}; {held_text}")
+    lines += [
+        "# Any field written in a scenario's [efficiency] table overrides the value here.",
+        "",
+        "[preset]",
+        f'description = "{ENGINE_NAMES[family]}: efficiencies fitted on the accuracy ledger"',
+        f'source = "infermodel accuracy ledger ({len(ids)} published measurements), '
+        f'{result.folds}-fold cross-validation by published table"',
+        "rows = [",
+        *[f'    "{i}",' for i in ids],
+        "]",
+        "",
+        "# 10th and 90th percentiles of the held-out relative errors, per metric: a",
+        "# measurement is expected within predicted / (1 + p90) … predicted / (1 + p10).",
+        "[preset.held_out_error]",
+        *[f"{m} = [{np.percentile(e, 10):.4f}, {np.percentile(e, 90):.4f}]"
+          for m, e in sorted(errors.items())],
+        "",
+        "[efficiency]",
+        f"prefill_mfu = {eff.prefill_mfu:g}",
+        f"decode_mfu = {eff.decode_mfu:g}",
+        f"mbu = {eff.mbu:g}",
+        f'''t0 = "{eff.t0 * 1e3:g} ms"''',
+        "",
+        "[hardware]",
+        f"# {reserve_source}.",
+        f"reserve = {reserve:g}",
+    ]
+    if eff.link_latency is not None:
+        lines += ["# Latency of one ring all-reduce step on several cards (the engine's collectives,",
+                  "# fitted with the efficiencies; it replaces the card preset's illustrative value).",
+                  f'interconnect_latency = "{eff.link_latency * 1e6:g} us"']
+    return "\n".join(lines) + "\n"
+
+
+def held_out_intervals(family: str, *, host: PluginHost) -> dict[str, tuple[float, float]]:
+    """The held-out error percentiles an efficiency preset records (empty if none)."""
+    from .scenario import read_toml
+
+    info = host.registries.presets["efficiency"].get(family)
+    if info is None:
+        return {}
+    data, _ = read_toml(info.path)
+    table = data.get("preset", {}).get("held_out_error", {})
+    return {m: (float(v[0]), float(v[1])) for m, v in table.items()
+            if isinstance(v, list) and len(v) == 2}
+
+
+# ---------------------------------------------------------------------------------
+# Text reports
+# ---------------------------------------------------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.1%}"
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+
+
+def validation_table(result: Validation, *, heading: str) -> str:
+    """Every row's measured and predicted figure, the per-metric summary, and the rows
+    that could not be predicted with their reasons.
+    """
+    lines = [heading, ""]
+    width = max([len(p.row.id) for p in result.points] + [2])
+    lines.append(f"{'id'.ljust(width)}  {'metric':<20} {'measured':>10} {'predicted':>10} "
+                 f"{'error':>8}  interval")
+    for p in result.predicted:
+        band = f"{_num(p.interval[0])} … {_num(p.interval[1])}" if p.interval else ""
+        lines.append(f"{p.row.id.ljust(width)}  {p.row.metric:<20} {_num(p.row.value):>10} "
+                     f"{_num(p.predicted):>10} {_pct(p.error):>8}  {band}")
+    lines += ["", summary_table(result.summary())]
+    if result.unpredictable:
+        lines += ["", f"{len(result.unpredictable)} rows could not be predicted:"]
+        lines += [f"  {p.row.id} ({p.row.metric}): {p.reason}" for p in result.unpredictable]
+    return "\n".join(lines)
+
+
+def summary_table(summary: Mapping[str, Mapping[str, float]]) -> str:
+    lines = [f"{'metric':<20} {'n':>4} {'median |error|':>15} {'p90 |error|':>12}"]
+    for metric, s in summary.items():
+        lines.append(f"{metric:<20} {s['n']:>4} {s['median_abs_error']:>15.1%} "
+                     f"{s['p90_abs_error']:>12.1%}")
+    return "\n".join(lines)
+
+
+def fit_table(result: Fit) -> str:
+    """Fitted efficiencies, then in-sample and held-out errors side by side."""
+    lines = [f"Efficiencies fitted per engine family ({result.folds}-fold cross-validation, "
+             "whole published tables held out):", ""]
+    lines.append(f"{'family':<8} {'rows':>5} {'prefill_mfu':>12} {'decode_mfu':>11} {'mbu':>6} "
+                 f"{'t0':>8} {'link latency':>13}")
+    for family, eff in sorted(result.efficiencies.items()):
+        link = f"{eff.link_latency * 1e6:g} us" if eff.link_latency is not None else "—"
+        lines.append(f"{family:<8} {len(result.used[family]):>5} {eff.prefill_mfu:>12.3g} "
+                     f"{eff.decode_mfu:>11.3g} {eff.mbu:>6.3g} {eff.t0 * 1e3:>6.3g} ms {link:>13}")
+    groups: list[tuple[str, str | None]] = [("all", None),
+                                            *[(f, f) for f in sorted(result.efficiencies)]]
+    lines += ["", f"{'family':<8} {'metric':<20} {'n':>4} {'in-sample median':>17} {'p90':>7} "
+                  f"{'held-out median':>16} {'p90':>7}"]
+    for label, only in groups:
+        inside = summarise(p for p in result.in_sample.predicted
+                           if only is None or p.row.family == only)
+        held = summarise(p for p in result.held_out.predicted
+                         if only is None or p.row.family == only)
+        for metric, a in inside.items():
+            b = held.get(metric)
+            lines.append(f"{label:<8} {metric:<20} {a['n']:>4} {a['median_abs_error']:>17.1%} "
+                         f"{a['p90_abs_error']:>7.1%} "
+                         f"{(b['median_abs_error'] if b else float('nan')):>16.1%} "
+                         f"{(b['p90_abs_error'] if b else float('nan')):>7.1%}")
+    missing = result.in_sample.unpredictable
+    if missing:
+        lines += ["", f"{len(missing)} rows could not be predicted:"]
+        lines += [f"  {p.row.id} ({p.row.metric}): {p.reason}" for p in missing]
+    return "\n".join(lines)
+
+
+__all__ += ["ENGINE_RESERVES", "errors_by_metric", "fit_table", "held_out_intervals", "preset_toml",
+            "summary_table", "validation_table"]
+
+
+def plot_validation(panels: Sequence[tuple[str, Validation]]):
+    """Measured against predicted, one panel per prediction (log-log, one colour per
+    metric), with the diagonal and a ±25 % band; returns a matplotlib figure.
+    """
+    from .plots import _COLOURS, _matplotlib
+
+    _, Figure = _matplotlib()
+    figure = Figure(figsize=(5.0 * len(panels), 4.8), dpi=110, layout="constrained")
+    axes = figure.subplots(1, len(panels), squeeze=False)[0]
+    colours = dict(zip(METRICS, _COLOURS))
+    for ax, (title, validation) in zip(axes, panels):
+        points = validation.predicted
+        values = [v for p in points for v in (p.row.value, p.predicted) if v is not None]
+        low, high = min(values) / 2, max(values) * 2
+        line = np.array([low, high])
+        ax.fill_between(line, line * 0.75, line * 1.25, color="#999999", alpha=0.2,
+                        label="±25 %")
+        ax.plot(line, line, color="#555555", linewidth=1)
+        for metric in METRICS:
+            chosen = [p for p in points if p.row.metric == metric]
+            if not chosen:
+                continue
+            summary = summarise(chosen)[metric]
+            ax.scatter([p.row.value for p in chosen], [p.predicted for p in chosen], s=16,
+                       color=colours[metric], alpha=0.85,
+                       label=f"{metric} (median |error| {summary['median_abs_error']:.0%})")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(low, high)
+        ax.set_ylim(low, high)
+        ax.set_xlabel("measured (published)")
+        ax.set_ylabel("predicted")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="major", alpha=0.35)
+        ax.legend(fontsize=7, loc="upper left")
+    return figure
+
+
+__all__ += ["plot_validation"]

@@ -1,0 +1,393 @@
+"""The accuracy ledger, the closed-loop model, `validate --ledger` and the efficiency presets.
+
+Figures checked by hand here come from the ledger's own sources (each row cites its URL)
+or from the model's definitions; nothing is copied from our own output.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from pathlib import Path
+from urllib.parse import urlparse
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import ROOT
+from infermodel.cli import main
+from infermodel.closed_loop import closed_loop
+from infermodel.errors import InfermodelError
+from infermodel.ledger import COLUMNS, DEFAULT_LEDGER, METRICS, STATISTICS, read_ledger
+
+EFFICIENCY_PRESETS = ROOT / "plugins" / "infermodel_builtins" / "presets" / "efficiency"
+HEADER = ",".join(COLUMNS)
+
+
+# ---------------------------------------------------------------------------------
+# The shipped ledger
+# ---------------------------------------------------------------------------------
+
+
+def test_shipped_ledger_has_the_issue_columns_and_enough_sourced_rows():
+    with DEFAULT_LEDGER.open(newline="") as handle:
+        header = next(csv.reader(handle))
+    assert tuple(header) == COLUMNS
+    rows = read_ledger(DEFAULT_LEDGER)
+    assert len(rows) >= 40
+    sources = {r.source for r in rows}
+    # Independent publishers, not only distinct pages.
+    publishers = {urlparse(s).netloc + "/" + "/".join(urlparse(s).path.split("/")[1:3])
+                  for s in sources}
+    assert len(publishers) >= 3
+    assert all(urlparse(r.source).scheme == "https" for r in rows)
+    assert {r.metric for r in rows} <= set(METRICS)
+    assert {r.statistic for r in rows} <= set(STATISTICS)
+    assert all(r.hf_config is None or r.hf_config.is_file() for r in rows)
+
+
+def test_ledger_rows_copy_their_sources_figures():
+    """Spot checks against the published tables (values as printed there)."""
+    rows = {r.id: r for r in read_ledger(DEFAULT_LEDGER)}
+    # NVIDIA NIM benchmarking guide, Llama-3.3-70b-instruct, 1.8.0, 2 x H100, fp8 TP2, 5000/500.
+    nim = rows["nim180-h100-llama-3.3-70b-tp2-5000-500-c1-ttft"]
+    assert (nim.value, nim.gpus, nim.isl, nim.osl, nim.concurrency) == (406.77, 2, 5000, 500, 1)
+    assert rows["nim180-h100-llama-3.3-70b-tp2-5000-500-c250-itl"].value == 93.2
+    # TensorRT-LLM performance.md (release 0.5.0): LLaMA 7B, H100 FP8, batch 64, 128/128.
+    assert rows["trtllm05-h100-llama-2-7b-tp1-b64-128-128"].value == 9193
+    # AMD's MI300X vLLM guide prints 17.236 s for Llama 3.1 70B, batch 1, 128 in, 2048 out:
+    # the ledger keeps the system's output rate over that run, 1 x 2048 / 17.236.
+    amd = rows["rocm-vllm-mi300x-llama-3.1-70b-tp8-b1-128-2048"]
+    assert amd.value == pytest.approx(2048 / 17.236, abs=0.005)
+
+
+# ---------------------------------------------------------------------------------
+# Reading ledgers: one clear message per problem
+# ---------------------------------------------------------------------------------
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "ledger.csv"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+GOOD = ("r1,https://example.org/t,vllm 0.6,h100-sxm,1,llama-3.1-8b,,,,1,1,1024,128,1,"
+        "ttft_ms,mean,50")
+
+
+def test_ledger_header_must_be_exact(tmp_path):
+    path = _write(tmp_path, HEADER.replace("isl", "input") + "\n" + GOOD + "\n")
+    with pytest.raises(InfermodelError) as info:
+        read_ledger(path)
+    assert "missing isl" in str(info.value) and "input" in str(info.value)
+
+
+def test_ledger_problems_are_all_reported_with_lines(tmp_path):
+    bad = GOOD.replace("ttft_ms", "ttft").replace(",mean,", ",average,").replace(",50", ",-3")
+    path = _write(tmp_path, "\n".join([HEADER, GOOD, bad, GOOD]) + "\n")
+    with pytest.raises(InfermodelError) as info:
+        read_ledger(path)
+    text = str(info.value)
+    assert ":3: metric" in text and "did you mean 'ttft_ms'" in text
+    assert ":3: statistic" in text and ":3: value" in text
+    assert ":4: id" in text and "used again (first on line 2)" in text
+
+
+def test_validate_ledger_mistake_exits_2(tmp_path, capsys):
+    path = _write(tmp_path, "not,a,ledger\n")
+    assert main(["validate", "--ledger", str(path)]) == 2
+    assert "header" in capsys.readouterr().err
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=400))
+def test_fuzz_read_ledger_only_raises_user_errors(tmp_path, text):
+    path = _write(tmp_path, HEADER + "\n" + text)
+    try:
+        rows = read_ledger(path)
+    except InfermodelError:
+        return
+    assert all(r.value > 0 for r in rows)
+
+
+# ---------------------------------------------------------------------------------
+# The closed-loop steady state
+# ---------------------------------------------------------------------------------
+
+
+def test_closed_loop_at_one_client_is_the_roofline():
+    state = closed_loop(0.25, 0.012, 1, 50, 300)
+    assert float(state.ttft) == 0.25 and float(state.itl) == 0.012
+    assert float(state.output_tokens_per_s) == pytest.approx(300 / (0.25 + 299 * 0.012), rel=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(tp=st.floats(1e-4, 2.0), td=st.floats(1e-4, 0.2), clients=st.integers(1, 400),
+       capacity=st.integers(1, 400), osl=st.integers(2, 4000))
+def test_closed_loop_identities(tp, td, clients, capacity, osl):
+    s = closed_loop(tp, td, clients, capacity, osl)
+    running = min(clients, capacity)
+    # Little's law: C clients each wait e2e per request, so requests finish at C / e2e,
+    # and a running request's own time is its first token plus (osl - 1) gaps.
+    queued = float(s.e2e) * (clients - running) / clients
+    e2e_running = float(s.e2e) - queued
+    assert float(s.output_tokens_per_s) == pytest.approx(clients * osl / float(s.e2e), rel=1e-9)
+    assert e2e_running == pytest.approx(float(s.ttft) - queued + (osl - 1) * float(s.itl), rel=1e-9)
+    assert float(s.itl) >= td * (1 - 1e-12) and float(s.ttft) >= tp * (1 - 1e-12)
+    # Clients beyond capacity only wait: throughput is the capacity's.
+    if clients > capacity:
+        at_capacity = closed_loop(tp, td, capacity, capacity, osl)
+        assert float(s.output_tokens_per_s) == pytest.approx(float(at_capacity.output_tokens_per_s))
+        assert float(s.ttft) > float(at_capacity.ttft)
+
+
+# ---------------------------------------------------------------------------------
+# validate --ledger
+# ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def calibrated_json():
+    from infermodel.host import PluginHost
+    from infermodel.validation import predict_rows
+
+    return predict_rows(read_ledger(DEFAULT_LEDGER), calibrated=True, host=PluginHost()).to_dict()
+
+
+def test_validate_json_shape_and_summary_by_hand(tmp_path, capsys):
+    out = tmp_path / "v.json"
+    assert main(["validate", "--ledger", "builtin", "--format", "json", "--calibrated",
+                 "--output", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert {"points", "summary"} <= set(data)
+    rows = {r.id: r for r in read_ledger(DEFAULT_LEDGER)}
+    for point in data["points"]:
+        assert {"id", "metric", "measured", "predicted", "error"} <= set(point)
+        assert point["measured"] == rows[point["id"]].value
+        assert point["error"] == pytest.approx((point["predicted"] - point["measured"])
+                                               / point["measured"])
+        low, high = point["interval"]
+        assert low <= high
+    for metric, summary in data["summary"].items():
+        errors = [abs(p["error"]) for p in data["points"] if p["metric"] == metric]
+        assert summary["n"] == len(errors)
+        assert summary["median_abs_error"] == pytest.approx(np.median(errors), abs=1e-6)
+        assert summary["p90_abs_error"] == pytest.approx(np.percentile(errors, 90), abs=1e-6)
+    assert len(data["points"]) + len(data["unpredictable"]) == len(rows)
+
+
+def test_unpredictable_rows_are_listed_with_reasons(tmp_path, capsys):
+    lines = [HEADER, GOOD,
+             GOOD.replace("r1,", "r2,").replace("h100-sxm", "b999"),
+             GOOD.replace("r1,", "r3,").replace("vllm 0.6", "tgi 2.0"),
+             GOOD.replace("r1,", "r4,").replace(",1,1,1024", ",2,1,1024").replace("h100-sxm,1", "h100-sxm,4")]
+    path = _write(tmp_path, "\n".join(lines) + "\n")
+    assert main(["validate", "--ledger", str(path), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [p["id"] for p in data["points"]] == ["r1"]
+    reasons = {u["id"]: u["reason"] for u in data["unpredictable"]}
+    assert "b999" in reasons["r2"]
+    assert "tgi" in reasons["r3"]
+    assert "tensor = 2 with gpus = 4" in reasons["r4"]
+    assert main(["validate", "--ledger", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "3 rows could not be predicted" in text and "r2 (ttft_ms)" in text
+
+
+def test_concurrency_one_prediction_is_the_scenarios_roofline(tmp_path, write_scenario, host):
+    """At concurrency 1 a calibrated prediction is exactly the quantities `run` prints
+    for the same deployment with the engine's efficiency preset.
+    """
+    from infermodel.evaluation import evaluate
+    from infermodel.validation import predict_rows
+
+    lines = [HEADER] + [GOOD.replace("r1,", f"{m}-row,").replace("ttft_ms", m)
+                        for m in ("ttft_ms", "itl_ms")]
+    path = _write(tmp_path, "\n".join(lines) + "\n")
+    points = {p.row.metric: p.predicted for p in predict_rows(read_ledger(path), host=host).points}
+    scenario = write_scenario("""
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[workload]
+prompt_tokens = 1024
+output_tokens = 128
+[efficiency]
+preset = "vllm"
+""")
+    result = evaluate(scenario)
+    assert points["ttft_ms"] == pytest.approx(result["ttft"] * 1e3, rel=1e-12)
+    assert points["itl_ms"] == pytest.approx(result["tpot"] * 1e3, rel=1e-12)
+
+
+def test_calibrated_presets_beat_the_ideal_roofline(calibrated_json, host):
+    from infermodel.validation import predict_rows
+
+    ideal = predict_rows(read_ledger(DEFAULT_LEDGER), calibrated=False, host=host).summary()
+    for metric, summary in calibrated_json["summary"].items():
+        assert summary["median_abs_error"] < ideal[metric]["median_abs_error"]
+
+
+def test_fit_picks_the_grid_minimum_and_holds_out_whole_tables(host):
+    from infermodel.validation import fit
+
+    rows = [r for r in read_ledger(DEFAULT_LEDGER) if r.id.startswith(("nim180", "trtllm05-l40s"))]
+    result = fit(rows, folds=2, host=host)
+    assert set(result.efficiencies) == {"trtllm"}
+    # Tables are held out whole: the NIM 5000/500 table's rows share one fold's prediction,
+    # so no held-out row was predicted by a fit that saw its own table.
+    assert len(result.held_out.predicted) == len(rows)
+    inside = result.in_sample.summary()
+    assert set(inside) == {"ttft_ms", "itl_ms", "output_tokens_per_s"}
+    assert "in-sample median" in __import__("infermodel.validation", fromlist=["fit_table"]).fit_table(result)
+
+
+@pytest.mark.slow
+def test_shipped_presets_are_the_fit_of_the_shipped_ledger(tmp_path):
+    """The efficiency presets are what `validate --ledger builtin --fit` writes."""
+    assert main(["validate", "--ledger", "builtin", "--fit", "--presets-dir", str(tmp_path),
+                 "--output", str(tmp_path / "fit.txt")]) == 0
+    for family in ("vllm", "sglang", "trtllm"):
+        assert (tmp_path / f"{family}.toml").read_text() == \
+            (EFFICIENCY_PRESETS / f"{family}.toml").read_text(), (
+            "the physics or the ledger changed: refit with `infermodel validate --ledger builtin "
+            "--fit --presets-dir plugins/infermodel_builtins/presets/efficiency`, then update "
+            "docs/accuracy.rst and its plot (`validate --ledger builtin --calibrated --plot "
+            "docs/images/accuracy-errors.png`)")
+
+
+@pytest.mark.slow
+def test_accuracy_page_states_the_fitted_errors(tmp_path, host):
+    """docs/accuracy.rst quotes the in-sample and held-out errors a fit gives."""
+    from infermodel.validation import fit
+
+    result = fit(read_ledger(DEFAULT_LEDGER), host=host)
+    page = (ROOT / "docs" / "accuracy.rst").read_text()
+    inside, held = result.in_sample.summary(), result.held_out.summary()
+    for metric in inside:
+        pattern = (rf"``{metric}``\s*\|\s*{inside[metric]['n']}\s*\|\s*"
+                   rf"{inside[metric]['median_abs_error'] * 100:.1f} %\s*\|\s*"
+                   rf"{inside[metric]['p90_abs_error'] * 100:.1f} %\s*\|\s*"
+                   rf"{held[metric]['median_abs_error'] * 100:.1f} %\s*\|\s*"
+                   rf"{held[metric]['p90_abs_error'] * 100:.1f} %")
+        assert re.search(pattern, page), (
+            f"{metric}: docs/accuracy.rst's summary table is not what "
+            "`infermodel validate --ledger builtin --fit` prints now; update it and the plot")
+
+
+# ---------------------------------------------------------------------------------
+# Efficiency presets in scenarios
+# ---------------------------------------------------------------------------------
+
+
+def _preset(family: str) -> dict:
+    import tomllib
+
+    return tomllib.loads((EFFICIENCY_PRESETS / f"{family}.toml").read_text())
+
+
+@pytest.mark.parametrize("family", ["vllm", "sglang", "trtllm"])
+def test_efficiency_preset_sets_the_fields_and_the_engine_reserve(family, write_scenario):
+    from infermodel.evaluation import evaluate
+
+    data = _preset(family)
+    assert data["preset"]["rows"] and data["preset"]["source"]
+    path = write_scenario(f"""
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[workload]
+prompt_tokens = 100
+output_tokens = 10
+[efficiency]
+preset = "{family}"
+""")
+    result = evaluate(path)
+    assert result["mbu"] == data["efficiency"]["mbu"]
+    assert result["prefill_mfu"] == data["efficiency"]["prefill_mfu"]
+    assert result["reserve_fraction"] == data["hardware"]["reserve"]
+    # A scenario's own values win over the preset's.
+    mine = evaluate(path, {"efficiency.mbu": 0.5, "hardware.reserve": 0.2})
+    assert mine["mbu"] == 0.5 and mine["reserve_fraction"] == 0.2
+    # On several cards the engine's all-reduce step latency replaces the card's.
+    from infermodel.units import parse_quantity
+
+    tp = evaluate(path, {"hardware.count": 2, "levers.parallelism.communication": "all_reduce"})
+    assert tp["parallel_link_latency"] == pytest.approx(
+        parse_quantity(data["hardware"]["interconnect_latency"], "s"))
+
+
+def test_unknown_efficiency_preset_is_a_clear_error(write_scenario, capsys):
+    path = write_scenario("""
+[model]
+preset = "llama-3.1-8b"
+[hardware]
+preset = "h100-sxm"
+[workload]
+prompt_tokens = 100
+output_tokens = 10
+[efficiency]
+preset = "vlm"
+""")
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "no efficiency preset named 'vlm'" in err and "did you mean 'vllm'" in err
+    assert "infermodel presets efficiency" in err
+
+
+def test_engine_preset_scenarios_report_the_held_out_range():
+    """measured ≈ predicted / (1 + e): the range from the preset's 10th/90th percentiles."""
+    from infermodel.evaluation import evaluate
+
+    result = evaluate(ROOT / "scenarios" / "engine-trtllm-llama-3.1-8b.toml")
+    low, high = _preset("trtllm")["preset"]["held_out_error"]["ttft_ms"]
+    assert result["ttft_expected_low"] == pytest.approx(result["ttft"] / (1 + high))
+    assert result["ttft_expected_high"] == pytest.approx(result["ttft"] / (1 + low))
+    low, high = _preset("trtllm")["preset"]["held_out_error"]["itl_ms"]
+    assert result["tpot_expected_low"] <= result["tpot"] / (1 + high) * (1 + 1e-12)
+    assert "ttft_expected_low" not in evaluate(ROOT / "scenarios" / "quant-bf16.toml")
+
+
+_FUZZ_HOST: dict = {}
+
+
+def _plain_host():
+    from infermodel.host import PluginHost
+
+    return PluginHost()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(engine=st.sampled_from(["vllm 1", "sglang 0.4", "trtllm 1.0", "tgi 3", "VLLM"]),
+       hardware=st.sampled_from(["h100-sxm", "a100-80gb", "l4", "nope"]),
+       gpus=st.sampled_from([1, 2, 4, 8]), tensor=st.sampled_from([None, 1, 3]),
+       model=st.sampled_from(["llama-3.1-8b", "mixtral-8x7b", "smollm2-135m", "missing"]),
+       weights=st.sampled_from(["", "fp8-e4m3", "int4-g128", "int3-bogus"]),
+       kv=st.sampled_from(["", "fp8-e4m3", "int8-b32"]),
+       isl=st.integers(1, 200_000), osl=st.integers(1, 50_000),
+       concurrency=st.integers(1, 5000),
+       metric=st.sampled_from(sorted(METRICS)))
+def test_fuzz_predict_rows_answers_or_gives_a_reason(tmp_path, engine, hardware, gpus, tensor,
+                                                    model, weights, kv, isl, osl, concurrency,
+                                                    metric):
+    """Any well-formed row is predicted (a positive finite figure) or listed with a reason."""
+    from infermodel.validation import predict_rows
+
+    fuzz_host = _FUZZ_HOST.setdefault("host", _plain_host())
+    tensor = gpus if tensor is None else tensor  # mostly pure tensor parallelism
+    row = (f"fuzz,https://example.org,{engine},{hardware},{gpus},{model},,{weights},{kv},"
+           f"{tensor},1,{isl},{osl},{concurrency},{metric},mean,10")
+    path = _write(tmp_path, HEADER + "\n" + row + "\n")
+    for calibrated in (False, True):
+        (point,) = predict_rows(read_ledger(path), calibrated=calibrated, host=fuzz_host).points
+        if point.predicted is None:
+            assert point.reason
+        else:
+            assert math.isfinite(point.predicted) and point.predicted > 0
