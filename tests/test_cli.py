@@ -214,3 +214,11 @@ def test_presets_show_prints_one_preset_and_suggests_a_near_name(capsys):
     assert main(["presets", "show", "L4"]) == 2
     assert "did you mean 'l4'?" in capsys.readouterr().err
     assert main(["presets", "show"]) == 2
+
+
+def test_remove_keys_removes_a_table_and_its_origins():
+    from infermodel.scenario import Origin, remove_keys
+
+    origins = {"levers.a.k": Origin("f.toml", 3), "workload.batch": Origin("f.toml", 5)}
+    data = remove_keys({"levers": {"a": {"k": 1}}, "workload": {"batch": 4}}, origins, ["levers.a"])
+    assert data == {"levers": {}, "workload": {"batch": 4}} and list(origins) == ["workload.batch"]

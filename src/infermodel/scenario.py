@@ -754,31 +754,24 @@ def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: It
 
 
 def remove_keys(data: dict, origins: dict[str, Origin], keys: Iterable[str]) -> dict:
-    """Remove dotted key paths (a value or a whole table) from merged scenario data, as
-    ``--unset`` does; a key the files do not write is an error with a suggestion.
-
-    >>> remove_keys({"levers": {"a": {"k": 1}}, "workload": {"batch": 4}}, {}, ["levers.a"])
-    {'levers': {}, 'workload': {'batch': 4}}
-    """
+    """Remove dotted key paths (values or tables) from scenario data, as ``--unset`` does."""
     data = copy.deepcopy(data)
     for key in keys:
         if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*", key):
             raise ScenarioError(Problem(f"--unset {key!r} is not a dotted key path", file="--unset",
                                         expected="for example levers.speculative"))
-        parts = key.split(".")
+        *parents, last = key.split(".")
         node: Any = data
-        for part in parts[:-1]:
+        for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or parts[-1] not in node:
+        if not isinstance(node, dict) or last not in node:
             raise ScenarioError(Problem(
                 f"cannot unset {key}: the scenario (and the files it extends) does not write it",
-                file="--unset", key=key,
-                expected="a key or table the scenario writes (a preset's values are replaced "
-                         "with --set, not removed)",
-                suggestion=suggest(key, sorted(_flatten(data)))))
-        del node[parts[-1]]
-        for origin_key in [k for k in origins if k == key or k.startswith(key + ".")]:
-            del origins[origin_key]
+                file="--unset", key=key, suggestion=suggest(key, sorted(_flatten(data))),
+                expected="a key or table the scenario writes (--set replaces a preset's value)"))
+        del node[last]
+        for gone in [k for k in origins if k == key or k.startswith(key + ".")]:
+            del origins[gone]
     return data
 
 
@@ -787,9 +780,7 @@ def load_scenario(path: str | Path, overrides: Mapping[str, Any] | Iterable[str]
     """Read, merge, type and validate a scenario file.
 
     ``overrides`` maps dotted key paths to values (or is a list of ``"key=value"``
-    strings, as ``--set`` takes them). ``unset`` lists dotted key paths (a value or a
-    whole table, such as a lever's) removed before the overrides apply, as ``--unset``
-    does.
+    strings, as ``--set`` takes them); ``unset`` lists key paths removed first (``--unset``).
 
     >>> s = load_scenario("scenarios/case-study-24gb.toml", {"workload.batch": 4})  # doctest: +SKIP
     >>> s.value("workload.batch")  # doctest: +SKIP
