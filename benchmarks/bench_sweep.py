@@ -8,8 +8,11 @@ quantity of the scenario computed at every point:
   every column in memory) — points per second, best of ``--repeat``;
 * the same evaluation streamed chunk by chunk (what ``infermodel sweep -o x.csv``
   does before formatting) — points per second;
-* the scalar path, ``infermodel.evaluate(scenario, overrides)`` once per point, on a
-  random sample of the same points, extrapolated to the whole grid;
+* the scalar path that builds every point, ``evaluation.evaluate(scenario,
+  overrides)`` once per point (what ``infermodel.evaluate`` did before it kept
+  structures), on a random sample of the same points, extrapolated to the whole grid;
+* the kept-structure scalar path, ``infermodel.Model(scenario).evaluate(overrides)``,
+  on the same sample (reported; ``benchmarks/bench_speed.py`` has its targets);
 * and a check that the sample's numbers agree (exact equality counted, largest
   relative difference shown; the claim is at most 1e-12).
 
@@ -59,7 +62,8 @@ def main() -> int:
 
     import numpy as np
 
-    from infermodel import evaluate, load_scenario
+    from infermodel import Model, load_scenario
+    from infermodel.evaluation import evaluate
     from infermodel.sweeping import plan_sweep, sweep
 
     scenario = load_scenario(args.scenario)
@@ -93,6 +97,13 @@ def main() -> int:
     scalars = [evaluate(scenario, result.overrides(i)) for i in sample]
     per_point = (time.perf_counter() - start) / len(sample)
     scalar_total = per_point * points
+    model = Model(scenario)
+    model.evaluate(result.overrides(sample[0]))  # warm
+    start = time.perf_counter()
+    kept = [model.evaluate(result.overrides(i)) for i in sample]
+    kept_per_point = (time.perf_counter() - start) / len(sample)
+    assert all({n: repr(v) for n, v in k.values.items()} == {n: repr(v) for n, v in s.values.items()}
+               for k, s in zip(kept, scalars))
 
     exact = compared = 0
     worst = 0.0
@@ -116,6 +127,8 @@ def main() -> int:
     print(f"scalar evaluate()   : {per_point * 1e3:.2f} ms/point on {len(sample)} points "
           f"-> {scalar_total:,.0f} s for the grid (extrapolated)")
     print(f"ratio               : {scalar_total / vector:,.0f}x the scalar path (target >= 200x)")
+    print(f"kept structure      : {kept_per_point * 1e3:.3f} ms/point (Model.evaluate) -> the "
+          f"sweep is {kept_per_point * points / vector:,.0f}x quicker per point")
     print(f"identical numbers   : {exact:,} of {compared:,} values bit-identical, largest "
           f"relative difference {worst:.1e} (claim <= 1e-12)")
     ok = rate >= 1e6 and scalar_total / vector >= 200 and worst <= 1e-12

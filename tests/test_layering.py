@@ -182,12 +182,13 @@ def test_no_import_cycle_among_the_packages_modules():
 
 
 def test_a_name_the_package_loads_on_first_use_counts_as_its_module(tmp_path):
-    # ``from infermodel import evaluate`` inside a function imports infermodel.evaluation.
+    # ``from infermodel import Result`` inside a function imports infermodel.evaluation
+    # (and ``evaluate``, the kept-structure one, infermodel.sweeping).
     source = tmp_path / "probe.py"
-    source.write_text("def f():\n    from .. import evaluate, __version__\n", encoding="utf-8")
+    source.write_text("def f():\n    from .. import Result, __version__\n", encoding="utf-8")
     assert ("infermodel.evaluation", 2) in imports(source, "infermodel.sweeping.probe",
                                                    through_package=True)
-    assert GRAPH["infermodel.sphinxext.loading"] >= {"infermodel.evaluation",
+    assert GRAPH["infermodel.sphinxext.loading"] >= {"infermodel.sweeping",
                                                      "infermodel.scenario"}
 
 
@@ -245,9 +246,13 @@ def test_the_core_knows_no_lever():
 
 
 #: Where get_host() may be called: the entry points (the command line, the Sphinx
-#: extension, load_scenario) and the host module that defines it.
+#: extension, load_scenario, the kept model of a scenario path) and the host module
+#: that defines it.
 GET_HOST_ALLOWED = ("infermodel.cli", "infermodel.sphinxext", "infermodel.host",
-                    "infermodel.scenario:load_scenario")
+                    "infermodel.scenario:load_scenario",
+                    # evaluate(path) and sweep(path) without a host keep a model per path
+                    # for the host load_scenario would read it with.
+                    "infermodel.sweeping.structures:model_for")
 
 
 class _GetHostCalls(ast.NodeVisitor):

@@ -23,8 +23,11 @@ _LAZY = {
     "Quantity": ("quantity", "Quantity"),
     "load_scenario": ("scenario", "load_scenario"),
     "Scenario": ("scenario", "Scenario"),
-    "evaluate": ("evaluation", "evaluate"),
+    # The kept-structure evaluate (infermodel.sweeping.structures): a fresh evaluation's
+    # result, reusing the scenario's graph and compiled function when only values change.
+    "evaluate": ("sweeping", "evaluate"),
     "Result": ("evaluation", "Result"),
+    "Model": ("sweeping", "Model"),
     "build_graph": ("graph", "build_graph"),
     "REQUIRED": ("declarations", "REQUIRED"),
     "InfermodelError": ("errors", "InfermodelError"),
@@ -63,6 +66,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "REQUIRED",
     "InfermodelError",
+    "Model",
     "Quantity",
     "Result",
     "S",

@@ -79,8 +79,13 @@ def run() -> None:
     than many a command's work, and a finished command needs none of it: every output
     file is already written and closed, so flush the standard streams and leave.
     """
+    import gc
     import os
 
+    # Start-up creates a few hundred thousand long-lived objects (sympy's modules, the
+    # plugins' formulas), and the default collector walks them again every 700
+    # allocations: collecting less often saves about a tenth of the start-up's CPU time.
+    gc.set_threshold(100_000, 20, 20)
     status = main()
     with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()

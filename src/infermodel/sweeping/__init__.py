@@ -30,15 +30,21 @@ same compiled formulas applied to the same float64 inputs.
 
 The package, one job per module: :mod:`.ranges` (range strings), :mod:`.axes` (the
 grid), :mod:`.reads` (which fields plugins read), :mod:`.plan` (planning and
-evaluation), :mod:`.result` (the finished columns), :mod:`.writers` (CSV and JSON).
+evaluation), :mod:`.result` (the finished columns), :mod:`.writers` (CSV and JSON),
+:mod:`.structures` (kept structures: a scenario evaluated again with values changed
+reuses its graph and compiled function; ``infermodel.evaluate`` is its
+:func:`~.structures.evaluate`) and :mod:`.model` (:class:`~.model.Model`, a kept
+scenario that also sweeps).
 """
 
 from ..scenario import REMOVE
 from .axes import Axis, grid_axes, parse_over
+from .model import Model
 from .plan import DEFAULT_CHUNK, SweepPlan, plan_sweep, sweep
 from .ranges import MAX_AXIS_VALUES, expand_range, is_range
 from .reads import PluginReads, plugin_reads
 from .result import Chunk, SweepResult, render_table
+from .structures import KeptScenario, clear_models, evaluate
 
 __all__ = [
     "DEFAULT_CHUNK",
@@ -46,9 +52,13 @@ __all__ = [
     "REMOVE",
     "Axis",
     "Chunk",
+    "KeptScenario",
+    "Model",
     "PluginReads",
     "SweepPlan",
     "SweepResult",
+    "clear_models",
+    "evaluate",
     "expand_range",
     "grid_axes",
     "is_range",

@@ -65,7 +65,9 @@ class Axis:
 
     @cached_property
     def numeric(self) -> bool:
-        return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.labels)
+        # Checked per type, not per label: a long range has one or two types.
+        return all(issubclass(t, (int, float)) and not issubclass(t, bool)
+                   for t in set(map(type, self.labels)))
 
 
 
@@ -190,8 +192,8 @@ class _Grid:
                                                  suggestion=exc.suggestion)) from None
 
         plain = spec.kind in ("int", "float", "quantity") and all(
-            type(v) is (int if spec.kind == "int" else float) or
-            (spec.kind != "int" and type(v) is int) for v in out)
+            t is (int if spec.kind == "int" else float) or (spec.kind != "int" and t is int)
+            for t in set(map(type, out)))
         if plain and len(out) > 64:
             # Long numeric lists (ranges): check the bounds on an array, then type once.
             values = np.asarray(out, dtype=np.float64)

@@ -84,7 +84,12 @@ class SweepPlan:
         return True
 
     def _classify(self) -> set[int]:
-        self._base_reads = plugin_reads(self.scenario, host=self.host)
+        # The scenario's own structure is kept (see .structures): its graph, reads and
+        # compiled subsets serve every sweep of it.
+        from .structures import model_for
+
+        self._kept = model_for(self.scenario, host=self.host).structure()
+        self._base_reads = self._kept.reads
         structural = set()
         for i, axis in enumerate(self.axes):
             if not self._vector_capable(axis) or any(is_read(p, self._base_reads.build)
@@ -96,6 +101,9 @@ class SweepPlan:
         """(scenario, graph, reads) for one combination of structural choices."""
         found = self._cache.get(combination)
         if found is not None:
+            return found
+        if not combination:
+            found = self._cache[combination] = (self.scenario, self._kept.graph, self._base_reads)
             return found
         from ..graph import build_graph
 
@@ -198,8 +206,11 @@ class SweepPlan:
         self.descriptions = {n: names[n].description for n in wanted}
         self.blocks: list[_Block] = []
         for _combination, scenario, graph, _reads in self._graphs:
-            sub = _subgraph(graph, wanted)
-            compiled = compile_graph(sub)
+            if graph is self._kept.graph:
+                sub, compiled = self._kept.subset(wanted, _subgraph)
+            else:
+                sub = _subgraph(graph, wanted)
+                compiled = compile_graph(sub)
             base = {n: sub.quantities[n].value for n in compiled.inputs}
             vectors = []
             for i in self.vector:
@@ -279,8 +290,13 @@ class SweepPlan:
         flat = np.arange(start, stop, dtype=np.int64)
         return [(flat // stride) % length for stride, length in zip(self.strides, self.shape)]
 
-    def evaluate_range(self, start: int, stop: int) -> tuple[dict, dict]:
-        """Quantity columns (and masks of where each is defined) for points ``start``..``stop``."""
+    def evaluate_range(self, start: int, stop: int, *,
+                       shared_constants: bool = False) -> tuple[dict, dict]:
+        """Quantity columns (and masks of where each is defined) for points ``start``..``stop``.
+
+        With ``shared_constants``, a quantity the swept fields do not reach is a read-only
+        view of its one value rather than a filled array.
+        """
         n = stop - start
         index = self.indices(start, stop)
         if self._structural_strides:
@@ -315,7 +331,11 @@ class SweepPlan:
                         continue
                     array = np.asarray(value)
                     dtype = bool if boolean else np.float64
-                    if array.shape != (n,) or array.dtype != dtype or not array.flags.writeable:
+                    if array.shape == ():
+                        # A quantity the swept fields do not reach: one value, repeated.
+                        array = (np.broadcast_to(array.astype(dtype), (n,)) if shared_constants
+                                 else np.full(n, array, dtype=dtype))
+                    elif array.shape != (n,) or array.dtype != dtype or not array.flags.writeable:
                         array = np.array(np.broadcast_to(array, (n,)), dtype=dtype)
                     columns[name] = array
                     continue
@@ -352,12 +372,28 @@ class SweepPlan:
 
     def run(self, chunk_size: int | None = None) -> SweepResult:
         """Evaluate every point and keep the columns in memory."""
-        columns = {a.name: np.empty(self.total, dtype=np.float64 if a.numeric else object)
-                   for a in self.axes}
+        dtypes = {a.name: np.dtype(np.float64 if a.numeric else object) for a in self.axes}
         for name in self.quantities:
-            columns[name] = np.empty(self.total, dtype=bool if self.units[name] == "bool"
-                                     else np.float64)
+            dtypes[name] = np.dtype(bool if self.units[name] == "bool" else np.float64)
         defined: dict[str, np.ndarray] = {}
+        if 0 < self.total <= int(chunk_size or DEFAULT_CHUNK):
+            # One chunk: its columns are the result (none shared between two names; a
+            # constant one stays a read-only view until read, see SweepResult).
+            from ..progress import Progress
+
+            with Progress(self.total, "sweep", enabled=self._progress) as bar:
+                columns, defined = self.evaluate_range(0, self.total, shared_constants=True)
+                labels = self.label_columns(self.indices(0, self.total))
+                bar.update(self.total)
+            whole: dict[str, np.ndarray] = {}
+            seen: set[int] = set()
+            for name, values in {**labels, **columns}.items():
+                if values.dtype != dtypes[name] or (id(values) in seen and values.flags.writeable):
+                    values = np.array(values, dtype=dtypes[name])
+                seen.add(id(values))
+                whole[name] = values
+            return SweepResult(self, {name: whole[name] for name in dtypes}, defined)
+        columns = {name: np.empty(self.total, dtype=dtype) for name, dtype in dtypes.items()}
         for chunk in self.chunks(chunk_size):
             for name, values in {**chunk.labels, **chunk.columns}.items():
                 columns[name][chunk.start:chunk.stop] = values
@@ -414,11 +450,13 @@ class SweepPlan:
 
 
 def _as_scenario(scenario, host):
-    from ..scenario import Scenario, load_scenario
+    from ..scenario import Scenario
+    from .structures import model_for
 
     if isinstance(scenario, Scenario):
         return scenario
-    return load_scenario(Path(scenario), host=host)
+    # The kept model's scenario: read once, read again when its files change.
+    return model_for(Path(scenario), host=host).scenario
 
 
 def plan_sweep(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,

@@ -114,7 +114,7 @@ def expand_range(text: str, unit: str | None = None, *, integer: bool = False) -
             values = list(range(start, stop + 1, step))
         else:
             values = [_tidy(start + i * step) for i in range(count)]
-    if integer:
+    if integer and set(map(type, values)) != {int}:
         bad = [v for v in values if not float(v).is_integer()]
         if bad:
             raise ValueError(f"range {text!r} gives {bad[0]!r}, but the field takes integers")

@@ -39,7 +39,9 @@ class SweepResult:
     ``result["tpot"]`` is a numpy array over the points (grid order, first axis
     slowest); condition quantities are bool arrays. ``result.defined(name)`` says
     where a quantity exists (a structural choice may remove it, e.g. a preset
-    without a price has no cost).
+    without a price has no cost). In ``result.columns`` a quantity the swept fields
+    do not reach may be a read-only view of its one value; ``result[name]`` gives it
+    as an array of its own.
     """
 
     def __init__(self, plan: SweepPlan, columns: Mapping[str, np.ndarray],
@@ -73,12 +75,16 @@ class SweepResult:
 
     def __getitem__(self, name: str) -> np.ndarray:
         try:
-            return self.columns[name]
+            column = self.columns[name]
         except KeyError:
             near = close_match(str(name), self.columns)
             raise UnknownQuantityError(Problem(
                 f"the sweep has no column {name!r}",
                 suggestion=f"did you mean {near!r}?" if near else None)) from None
+        if not column.flags.writeable:
+            # A constant column, kept as a view of one value until it is read.
+            column = self.columns[name] = np.array(column)
+        return column
 
     def __contains__(self, name: str) -> bool:
         return name in self.columns
