@@ -162,6 +162,19 @@ class Batching:
         "description": '"full_length" (a contiguous region for prompt + longest output) or '
                        '"paged" (whole blocks as the sequence grows)'})
 
+    def simulation_defaults(self, scenario) -> dict:
+        """The serving simulator's default policy and output law: static batches of the
+        scenario's batch size, or continuous batching reserving the full length
+        (``reserve``) or on demand (``paged``); the output law as written.
+        """
+        if self.policy == "static":
+            policy = {"kind": "static", "batch_size": int(scenario.value("workload.batch"))}
+        elif self.reservation == "full_length":
+            policy = {"kind": "reserve"}
+        else:
+            policy = {"kind": "paged"}
+        return {"policy": policy, "output": self.output.mapping() if self.output else None}
+
 
 # ---------------------------------------------------------------------------------
 # Registration and validation

@@ -63,6 +63,10 @@ class ChunkedPrefill:
     cached_tokens: int = attrs.field(default=0, validator=_at_least(0), metadata={
         "description": "prompt positions already processed before this chunk"})
 
+    def simulation_defaults(self, scenario) -> dict:
+        """The serving simulator's default policy: chunked, with this chunk."""
+        return {"policy": {"kind": "chunked", "chunk_tokens": self.chunk_tokens}}
+
 
 @hookimpl
 def infermodel_register_levers(register):

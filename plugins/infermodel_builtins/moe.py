@@ -141,6 +141,11 @@ def infermodel_define_quantities(scenario, define):
     define("weight_bytes_expected_read", S.weight_bytes - missed * (S.experts - S.experts_read_per_layer),
            unit="B", description="expected weight bytes read per decode step at the batch",
            reference=MOE)
+    if routing == "uniform":
+        define("routed_expert_bytes", missed, unit="B",
+               description="bytes of one routed expert over all layers (the serving simulator "
+                           "reads E·(1 − (1 − k/E)^tokens) of them per layer each iteration)",
+               reference=MOE)
     define("experts_read_at_capacity", _experts_read(routing, Max(1, S.max_sequences)), unit="1",
            description=f"expected distinct experts read per layer with the cache full: {how}",
            reference=MOE)

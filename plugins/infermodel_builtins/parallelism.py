@@ -276,6 +276,9 @@ def infermodel_define_quantities(scenario, define):
     define("parallel_fits_per_card", sympy.Le(S.parallel_memory_required_per_card, S.card_memory),
            unit="bool", description="the fullest card holds its weights, cache and reserve",
            reference=BUDGET)
+    define("pipeline_stages", S.parallel_pipeline_degree, unit="1",
+           description="stages every token traverses (the serving simulator prices "
+                       "min(stages, sequences) micro-batches per iteration)", reference=DEPLOY)
     if lever.communication == "all_reduce":
         _communication(scenario, lever, define)
 
@@ -315,6 +318,17 @@ def _communication(scenario, lever, define):
            2 * S.layers * _ring(per_micro * S.prompt_tokens) + _hops(per_micro * S.prompt_tokens),
            unit="s", description="communication in prefill: the prompts' activations, two "
                                  "all-reduces per layer and the pipeline hops", reference=DEPLOY)
+    n, p = S.parallel_tensor_degree, S.parallel_pipeline_degree
+    define("comm_time_per_iteration",
+           2 * S.layers * 2 * (n - 1) * S.parallel_link_latency + (p - 1) * S.parallel_link_latency,
+           unit="s", description="latency part of an iteration's communication (the serving "
+                                 "simulator adds it to every iteration)", reference=DEPLOY)
+    define("comm_time_per_token",
+           (2 * S.layers * 2 * (n - 1) / n + (p - 1)) * S.d_model * S.parallel_activation_bytes
+           / S.parallel_link_bandwidth, unit="s",
+           description="communication per token of a micro-batch: two ring all-reduces per "
+                       "layer and the stage hops (the serving simulator's iteration cost)",
+           reference=DEPLOY)
     full = sympy.Max(1, S.max_sequences)
     per_micro_full = full / Min(full, S.parallel_pipeline_degree)
     define("parallel_capacity_comm_time", 2 * S.layers * _ring(per_micro_full) + _hops(per_micro_full),

@@ -39,6 +39,26 @@ def _witness(scenario):
     scenario_witnesses(scenario)
 
 
+def _memory_warning(scenario) -> None:
+    """Weights that leave no memory for the KV cache: valid as a what-if (``run``
+    reports fits = false), but nothing can be served; say so.
+    """
+    import sys
+
+    from ..evaluation import evaluate
+
+    values = evaluate(scenario).values
+    budget = values.get("kv_budget_bytes")
+    if budget is not None and float(budget) <= 0:
+        print(f"warning: {args_name(scenario)}: the weights ({float(values['weight_bytes']) / 1e9:.4g} GB) "
+              f"leave no memory for the KV cache (kv_budget_bytes = {float(budget) / 1e9:.4g} GB); "
+              "nothing can be served and `simulate` refuses it", file=sys.stderr)
+
+
+def args_name(scenario) -> str:
+    return str(scenario.path) if scenario.path else scenario.name
+
+
 # table name, the tables that call for the check, the feature's own reader
 TABLE_CHECKS = (
     ("sweep", ("sweep", "search"), _sweep),
@@ -84,6 +104,7 @@ def handle(args) -> int:
             problems.extend(exc.problems)
     if problems:
         raise InfermodelError(problems)
+    _memory_warning(scenario)
     levers = ", ".join(applied_levers(scenario, graph)) or "none"
     tables = f", tables: {', '.join(checked)}" if checked else ""
     print(f"ok: {args.scenario} is valid — {len(graph)} quantities "

@@ -16,16 +16,49 @@ def add_parser(subparsers) -> None:
                         help="policy to run: static, reserve, paged or chunked (repeatable)")
     parser.add_argument("--rate", action="append", default=[], type=float, metavar="R",
                         help="nominal arrival rate in requests/s (repeatable)")
-    parser.add_argument("--seed", type=int, default=None, help="workload seed")
+    parser.add_argument("--concurrency", action="append", default=[], type=int, metavar="N",
+                        help="closed-loop load: N clients, each sending its next request when "
+                             "the last one ends (repeatable; replaces the rates)")
+    parser.add_argument("--think-time", type=float, default=None, metavar="SECONDS",
+                        help="closed loop: seconds between a response and the client's next "
+                             "request (default: the table's think_time, else 0)")
+    parser.add_argument("--turns", type=int, default=None, metavar="T",
+                        help="multi-turn sessions of T turns (rates are then sessions/s; each "
+                             "prompt is the session's history plus a new message)")
+    parser.add_argument("--replicas", type=int, default=None, metavar="N",
+                        help="N servers behind a router (default: the table's replicas, else 1)")
+    parser.add_argument("--router", choices=("round_robin", "least_outstanding", "prefix_affinity"),
+                        default=None, help="how requests are spread over replicas")
+    parser.add_argument("--prefill", type=int, default=None, metavar="X",
+                        help="disaggregated: X prefill servers (with --decode)")
+    parser.add_argument("--decode", type=int, default=None, metavar="Y",
+                        help="disaggregated: Y decode servers (with --prefill)")
+    parser.add_argument("--seed", type=int, action="append", default=[], metavar="SEED",
+                        help="workload seed (repeatable: a run per seed)")
+    parser.add_argument("--scheduler", choices=("serial", "dask"), default="serial",
+                        help="run the grid here one run at a time (serial) or on Dask: a local "
+                             "cluster, one worker per core, or the cluster at --address "
+                             '(needs pip install "infermodel[dask]")')
+    parser.add_argument("--address", metavar="HOST:PORT",
+                        help="with --scheduler dask: the address of a running Dask scheduler")
     parser.add_argument("--engine", choices=("fast", "reference"), default=None,
                         help="event-skipping (fast) or step-by-step (reference); same metrics")
     parser.add_argument("--capacity", action="store_true",
                         help="search the highest nominal rate meeting p99 TTFT and p99 ITL "
                              "objectives, re-check its neighbours, and price it")
+    parser.add_argument("--pool", choices=("both", "prefill", "decode"), default="both",
+                        help="with --capacity: judge both objectives, or one pool of a "
+                             "disaggregated deployment by its own (prefill: TTFT, decode: ITL)")
     parser.add_argument("--format", choices=("table", "json", "csv"), default="table")
     parser.add_argument("--plot", metavar="FILE", help="also plot latency percentiles vs load "
                                                        "(.png or .svg)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE (atomically)")
+    parser.add_argument("--requests", metavar="FILE.csv",
+                        help="also write one CSV row per request of every run: arrival, first "
+                             "token, finish, tokens, preemptions, rollbacks")
+    parser.add_argument("--timeseries", metavar="FILE",
+                        help="also write the time series of waiting and running requests and "
+                             "cache use at every scheduling decision: .csv, or a plot (.png/.svg)")
     parser.set_defaults(handler=handle)
 
 
@@ -37,9 +70,12 @@ def _csv(result) -> str:
 
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["policy", "rate", *METRIC_NAMES])
+    writer.writerow(["policy", "rate", "concurrency", "seed", *METRIC_NAMES])
     for run in result.runs:
-        writer.writerow([run.policy, repr(run.rate), *(repr(float(run.metrics[m])) for m in METRIC_NAMES)])
+        writer.writerow([run.policy, "" if run.rate != run.rate else repr(run.rate),
+                         "" if run.concurrency is None else run.concurrency,
+                         result.seed if run.seed is None else run.seed,
+                         *(repr(float(run.metrics[m])) for m in METRIC_NAMES)])
     return buffer.getvalue()
 
 
@@ -51,6 +87,16 @@ def handle(args) -> int:
     from ..simulation import plot_latency, simulate
 
     scenario = load(args)
+    from ..output import check_target
+
+    for target in (args.requests, args.timeseries):
+        if target:
+            check_target(target)
+    if args.timeseries and not args.timeseries.lower().endswith((".csv", ".png", ".svg")):
+        from ..errors import InfermodelError, Problem
+
+        raise InfermodelError(Problem(f"cannot write a time series to {args.timeseries!r}",
+                                      expected="a file name ending in .csv, .png or .svg"))
     bar = Progress(1, "simulate", unit="runs")
 
     def progress(done, total):
@@ -65,8 +111,15 @@ def handle(args) -> int:
     with bar, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SimulationWarning)
         outcome = simulate(scenario, policies=args.policy or None, rates=args.rate or None,
-                           seed=args.seed, engine=args.engine, capacity=args.capacity,
-                           progress=progress)
+                           seed=args.seed[0] if len(args.seed) == 1 else None,
+                           seeds=args.seed if len(args.seed) > 1 else None,
+                           scheduler=args.scheduler, address=args.address,
+                           engine=args.engine, capacity=args.capacity,
+                           progress=progress, concurrency=args.concurrency or None,
+                           think_time=args.think_time, replicas=args.replicas,
+                           router=args.router, prefill=args.prefill, decode=args.decode,
+                           turns=args.turns, pool=args.pool,
+                           keep_records=bool(args.requests or args.timeseries))
     for warning in caught:
         if issubclass(warning.category, SimulationWarning):
             print(f"warning: {warning.message}", file=sys.stderr)
@@ -80,8 +133,24 @@ def handle(args) -> int:
     elif args.format == "csv":
         text = _csv(outcome)
     else:
-        text = f"{scenario.name}: seed {outcome.seed}, {outcome.engine} engine\n" + outcome.table()
+        notes = "".join(f"note: {note}\n" for note in outcome.notes)
+        text = (f"{scenario.name}: seed {outcome.seed}, {outcome.engine} engine\n" + notes
+                + "\n".join([outcome.table(), *outcome.footnotes]))
     emit(text, args.output)
     if args.plot:
         plot_latency(outcome, args.plot)
+    if args.requests:
+        from ..output import atomic_write
+        from ..simulation import requests_csv
+
+        atomic_write(args.requests, requests_csv(outcome))
+    if args.timeseries:
+        from ..simulation import plot_timeseries, timeseries_csv
+
+        if args.timeseries.lower().endswith(".csv"):
+            from ..output import atomic_write
+
+            atomic_write(args.timeseries, timeseries_csv(outcome))
+        else:
+            plot_timeseries(outcome, args.timeseries)
     return 0

@@ -55,9 +55,11 @@ from .api import (
     SimulationResult,
     capacity_search,
     run_policy,
+    run_record,
     simulate,
 )
-from .cost import QUANTITY_NAMES, CostModel
+from .cluster import ROUTERS, Deployment
+from .cost import EXTENSION_QUANTITIES, QUANTITY_NAMES, CostModel
 from .errors import SimulationError
 from .metrics import METRIC_NAMES, weighted_quantile
 from .policies import POLICY_KINDS, SLO, Policy, policy
@@ -75,12 +77,15 @@ from .workload import (
 
 __all__ = [
     "ENGINES",
+    "EXTENSION_QUANTITIES",
     "METRIC_NAMES",
     "POLICY_KINDS",
     "QUANTITY_NAMES",
+    "ROUTERS",
     "SLO",
     "CapacityResult",
     "CostModel",
+    "Deployment",
     "EmpiricalLength",
     "FixedLength",
     "LogNormalLength",
@@ -96,6 +101,7 @@ __all__ = [
     "length_law",
     "policy",
     "run_policy",
+    "run_record",
     "simulate",
     "static_slot_use",
     "weighted_quantile",

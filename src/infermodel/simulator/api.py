@@ -8,11 +8,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 
+from .cluster import Deployment, run_deployment
 from .cost import CostModel
 from .errors import SimulationError
 from .fast import run_fast
-from .metrics import compute_metrics
+from .metrics import RunRecord, compute_metrics
 from .policies import POLICY_KINDS, SLO, Policy
 from .policies import policy as as_policy
 from .reference import run_reference
@@ -25,6 +27,7 @@ __all__ = [
     "SimulationResult",
     "capacity_search",
     "run_policy",
+    "run_record",
     "simulate",
 ]
 
@@ -74,14 +77,35 @@ def run_policy(
     >>> round(m["ttft_p50"], 2), round(m["ttft_p99"], 2), round(m["throughput_tokens_per_s"], 1)
     (1.09, 2.89, 384.3)
     """
+    return run_record(cost_model, workload, policy, slo, engine, max_iterations)[1]
+
+
+def run_record(
+    cost_model: CostModel,
+    workload: Workload,
+    policy: Policy | str = "chunked",
+    slo: SLO | None = None,
+    engine: str = "fast",
+    max_iterations: int | None = None,
+    series: bool = False,
+    deployment: Deployment | None = None,
+) -> tuple[RunRecord, dict[str, float]]:
+    """Like :func:`run_policy`, also returning the run's :class:`RunRecord` (every
+    request's arrival, first and last token, evictions; the fast engine's iteration
+    timeline; with ``series``, the time series of waiting and running requests and
+    cache use at every scheduling decision)."""
     _check_cost(cost_model)
     policy = as_policy(policy)
     slo = SLO() if slo is None else slo
-    if _check_engine(engine) == "fast":
-        record = run_fast(workload, cost_model, policy, max_iterations)
+    if deployment is not None and not deployment.single:
+        if _check_engine(engine) != "fast":
+            raise SimulationError("several servers are simulated by the fast engine only")
+        record = run_deployment(workload, cost_model, policy, deployment, max_iterations)
+    elif _check_engine(engine) == "fast":
+        record = run_fast(workload, cost_model, policy, max_iterations, series)
     else:
-        record, _ = run_reference(workload, cost_model, policy, max_iterations)
-    return compute_metrics(record, slo)
+        record, _ = run_reference(workload, cost_model, policy, max_iterations, series)
+    return record, compute_metrics(record, slo)
 
 
 @attrs.frozen
@@ -92,9 +116,23 @@ class Run:
     rate: float
     metrics: dict[str, float] = attrs.field(eq=False)
     settings: Policy = attrs.field(eq=False, repr=False)
+    concurrency: int | None = None
+    record: Any = attrs.field(default=None, eq=False, repr=False)
+    seed: int | None = None
+
+    @property
+    def overloaded(self) -> bool:
+        """Past saturation (see :func:`infermodel.simulator.metrics.overloaded`)."""
+        return bool(self.metrics.get("overloaded", 0.0))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"policy": self.policy, "rate": _json_number(self.rate), "metrics": _metrics_json(self.metrics)}
+        data = {"policy": self.policy, "rate": _json_number(self.rate),
+                "overloaded": self.overloaded, "metrics": _metrics_json(self.metrics)}
+        if self.concurrency is not None:
+            data["concurrency"] = self.concurrency
+        if self.seed is not None:
+            data["seed"] = self.seed
+        return data
 
 
 # title, width, decimals, metric, scale (ITL in ms as Lab 3 prints it)
@@ -107,6 +145,7 @@ _TABLE_COLUMNS = (
     ("max ms", 9, 1, "itl_max", 1000),
     ("tok/s", 7, 1, "throughput_tokens_per_s", 1),
     ("preempt", 7, 0, "preemptions", 1),
+    ("rollback", 8, 0, "rollbacks", 1),
 )
 
 
@@ -120,6 +159,7 @@ class SimulationResult:
     engine: str
     cost_model: CostModel = attrs.field(repr=False)
     workload: WorkloadSpec | Workload = attrs.field(repr=False)
+    notes: tuple[str, ...] = ()
 
     def run(self, policy: str, rate: float) -> Run:
         """The run of ``policy`` at nominal ``rate``."""
@@ -128,11 +168,19 @@ class SimulationResult:
                 return run
         raise KeyError((policy, rate))
 
+    def closed(self, policy: str, concurrency: int) -> Run:
+        """The closed-loop run of ``policy`` at ``concurrency`` clients."""
+        for run in self.runs:
+            if run.policy == policy and run.concurrency == concurrency:
+                return run
+        raise KeyError((policy, concurrency))
+
     def to_dict(self) -> dict[str, Any]:
         """``{"runs": [{"policy", "rate", "metrics": {...}}], "seed", "engine", "slo"}``;
         metrics in base units (s, tokens/s, requests/s); NaN → null, ∞ → "inf"."""
         return {
             "runs": [run.to_dict() for run in self.runs],
+            "notes": list(self.notes),
             "seed": self.seed,
             "engine": self.engine,
             "slo": {
@@ -150,11 +198,22 @@ class SimulationResult:
         """A plain-text table laid out like Module 10 Lab 3's policy table."""
         lines = [" ".join(["policy  ", "nominal"] + [f"{title:>{width}}" for title, width, *_ in _TABLE_COLUMNS])]
         for run in self.runs:
-            cells = [f"{run.policy:<8}", f"{run.rate:>7.2f}"]
+            load = f"{run.rate:>7.2f}" if run.concurrency is None else f"{'N=' + str(run.concurrency):>7}"
+            cells = [f"{run.policy:<8}", load]
             for _, width, decimals, key, scale in _TABLE_COLUMNS:
                 cells.append(f"{run.metrics[key] * scale:>{width}.{decimals}f}")
+            if run.overloaded:
+                cells.append(" OVERLOADED")
             lines.append(" ".join(cells))
         return "\n".join(lines)
+
+    @property
+    def footnotes(self) -> list[str]:
+        """Lines explaining the table's flags (printed after it by the command line)."""
+        if any(run.overloaded for run in self.runs):
+            return ["OVERLOADED: past saturation, the queue grows while requests arrive; "
+                    "its percentiles depend on how many requests were simulated"]
+        return []
 
 
 def _policies(policies: Iterable[Policy | str | Mapping[str, Any]] | Policy | str) -> list[Policy]:
@@ -185,6 +244,15 @@ def simulate(
     engine: str = "fast",
     progress: Progress | None = None,
     max_iterations: int | None = None,
+    concurrency: Sequence[int] | int | None = None,
+    think_time: float = 0.0,
+    keep_records: bool = False,
+    deployment: Deployment | None = None,
+    seeds: Sequence[int] | None = None,
+    scheduler: str = "serial",
+    address: str | None = None,
+    turns: int = 1,
+    reuse_history: bool = True,
 ) -> SimulationResult:
     """Simulate every policy at every nominal arrival rate on one seeded workload.
 
@@ -201,6 +269,22 @@ def simulate(
         iteration); both give the same metrics.
     :param progress: called as ``progress(done, total)`` after each run.
     :param max_iterations: bound on model iterations per run (default: generous).
+    :param concurrency: closed-loop load instead of rates: for each ``N``, ``N``
+        clients each send a request, then their next one ``think_time`` seconds after
+        the previous one's last token, until the spec's ``count`` requests are sent.
+    :param think_time: seconds between a client's response and its next request.
+    :param keep_records: keep each run's :class:`RunRecord` (``Run.record``) for
+        per-request and time-series outputs.
+    :param deployment: several servers (:class:`Deployment`: replicas behind a router,
+        or disaggregated prefill and decode pools); one server by default.
+    :param seeds: several workload seeds (a run per seed, ``Run.seed`` set) instead of
+        ``seed``.
+    :param turns: multi-turn sessions: ``rates`` are sessions/s, each session sends
+        ``turns`` requests, each ``think_time`` after the previous one's last token, its
+        prompt the session's history plus a new message (cached when
+        ``reuse_history``).
+    :param scheduler: ``"serial"`` (default) or ``"dask"``: the runs on a Dask cluster
+        (a local one, or the scheduler at ``address``), same results in the same order.
 
     Reproducing a row of Module 10 Lab 3's table::
 
@@ -209,30 +293,61 @@ def simulate(
         >>> round(m["ttft_p50"], 2), round(m["ttft_p99"], 2), round(m["throughput_tokens_per_s"], 1)
         (13.04, 52.59, 193.3)
         >>> sorted(result.to_dict()["runs"][0])
-        ['metrics', 'policy', 'rate']
+        ['metrics', 'overloaded', 'policy', 'rate']
     """
     _check_cost(cost_model)
     _check_engine(engine)
     chosen = _policies(policies)
     slo = SLO() if slo is None else slo
     spec = WorkloadSpec.lab3() if workload_spec is None else workload_spec
+    from .grid import execute
+
+    several = seeds is not None
+    seed_list = [int(s) for s in seeds] if several else [seed]
+    if several and not seed_list:
+        raise SimulationError("choose at least one seed")
+    keys, tasks = [], []
+    for policy in chosen:
+        for one_seed in seed_list:
+            for rate, clients, workload in drawn_loads(spec, rates, one_seed, concurrency, think_time,
+                                                       turns, reuse_history):
+                keys.append((policy, rate, clients, one_seed if several else None))
+                tasks.append((cost_model, workload, policy, slo, engine, max_iterations,
+                              keep_records, deployment))
+    outcomes = execute(_one_run, tasks, scheduler, address, progress)
+    runs = [Run(policy.name, float(rate), metrics, policy, clients, record, one_seed)
+            for (policy, rate, clients, one_seed), (record, metrics) in zip(keys, outcomes)]
+    return SimulationResult(tuple(runs), int(seed_list[0]), slo, engine, cost_model, spec)
+
+
+def _one_run(cost_model, workload, policy, slo, engine, max_iterations, keep_records, deployment):
+    """One run of a grid (a module-level function, so a Dask worker can call it)."""
+    record, metrics = run_record(cost_model, workload, policy, slo, engine, max_iterations,
+                                 keep_records, deployment)
+    return (record if keep_records else None), metrics
+
+
+def drawn_loads(spec, rates, seed: int, concurrency=None, think_time: float = 0.0,
+                turns: int = 1, reuse_history: bool = True):
+    """``(rate, clients, workload)`` for every load of a grid: one drawn workload per
+    nominal rate, or per closed-loop concurrency (rate NaN)."""
     if isinstance(spec, Workload):
-        drawn = {spec.rate: spec}
-    elif isinstance(spec, WorkloadSpec):
-        drawn = {rate: spec.generate(rate, seed) for rate in _rates(rates)}
-    else:
+        return [(spec.rate, spec.clients, spec)]
+    if not isinstance(spec, WorkloadSpec):
         raise SimulationError(
             f"workload_spec must be a WorkloadSpec or a Workload, got {type(spec).__name__}"
         )
-    total = len(chosen) * len(drawn)
-    runs = []
-    for policy in chosen:
-        for rate, workload in drawn.items():
-            metrics = run_policy(cost_model, workload, policy, slo, engine, max_iterations)
-            runs.append(Run(policy.name, float(rate), metrics, policy))
-            if progress is not None:
-                progress(len(runs), total)
-    return SimulationResult(tuple(runs), int(seed), slo, engine, cost_model, spec)
+    if concurrency is not None:
+        if isinstance(concurrency, (int, np.integer)) and not isinstance(concurrency, bool):
+            concurrency = [concurrency]
+        counts = list(concurrency)
+        if not counts:
+            raise SimulationError("choose at least one concurrency")
+        return [(math.nan, int(n), spec.closed_loop(n, think_time, seed)) for n in counts]
+    if turns != 1:
+        return [(rate, None, spec.sessions(rate, turns, think_time, seed, reuse_history))
+                for rate in _rates(rates)]
+    return [(rate, None, spec.generate(rate, seed)) for rate in _rates(rates)]
 
 
 @attrs.frozen
@@ -253,6 +368,9 @@ class CapacityResult:
     neighbours: tuple[tuple[float, bool, dict[str, float]], ...] = attrs.field(eq=False)
     history: tuple[tuple[float, bool], ...]
     slo: SLO
+    widened: bool = False
+    range: tuple[float, float] = (math.nan, math.nan)
+    pool: str = "both"
 
     @property
     def neighbour_passes(self) -> list[bool]:
@@ -277,8 +395,13 @@ class CapacityResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "policy": self.policy,
-            "rate": self.rate,
+            "rate": self.rate if self.passes else None,
+            "lowest_rate_tried": None if self.passes else self.rate,
             "passes": self.passes,
+            "message": self.message,
+            "range": [_json_number(value) for value in self.range],
+            "widened": self.widened,
+            "pool": self.pool,
             "metrics": _metrics_json(self.metrics),
             "neighbours": [
                 {"rate": rate, "passes": passed, "metrics": _metrics_json(metrics)}
@@ -290,6 +413,50 @@ class CapacityResult:
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @property
+    def message(self) -> str:
+        """One sentence on what the search found."""
+        low, high = self.range
+        if not self.passes:
+            ttft = self.metrics.get("ttft_p99", math.nan)
+            itl = self.metrics.get("itl_p99", math.nan)
+            return (f"no rate in [{low:g}, {high:g}] requests/s meets p99 TTFT <= {self.slo.ttft:g} s "
+                    f"and p99 ITL <= {self.slo.itl * 1000:g} ms: even {self.rate:.4g} requests/s "
+                    f"gives p99 TTFT {ttft:.3g} s and p99 ITL {itl * 1000:.3g} ms")
+        if self.widened:
+            return (f"every rate of the first range passed; the range was widened to "
+                    f"[{low:g}, {high:g}] requests/s")
+        return f"highest passing rate in [{low:g}, {high:g}] requests/s"
+
+
+def _search_range(low, high, steps, neighbour) -> tuple[float, float]:
+    low, high = _check_rate(low), _check_rate(high)
+    if high <= low:
+        raise SimulationError(f"capacity search needs low < high, got low={low} and high={high}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 60:
+        raise SimulationError(f"capacity search steps must be a whole number in 1..60, got {steps!r}")
+    if not (isinstance(neighbour, (int, float)) and math.isfinite(neighbour) and 0 < neighbour < low + high):
+        raise SimulationError(f"neighbour step must be a small positive rate, got {neighbour!r}")
+    return low, high
+
+
+def _judge(slo: SLO, pool: str) -> Callable[[Mapping[str, float]], bool]:
+    """Whether a run passes: both objectives, or one pool's own."""
+    if pool not in POOLS:
+        raise SimulationError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
+    if pool == "prefill":
+        return lambda m: bool(m["ttft_p99"] <= slo.ttft)
+    if pool == "decode":
+        return lambda m: bool(m["itl_p99"] <= slo.itl)
+    return slo.passes
+
+
+#: What a capacity search judges: both objectives, or one pool's own.
+POOLS = ("both", "prefill", "decode")
+
+#: Times the capacity search may multiply its upper end by 4 when every rate passes.
+WIDENINGS = 12
 
 
 def capacity_search(
@@ -305,10 +472,16 @@ def capacity_search(
     engine: str = "fast",
     progress: Progress | None = None,
     max_iterations: int | None = None,
+    deployment: Deployment | None = None,
+    pool: str = "both",
 ) -> CapacityResult:
     """Highest nominal arrival rate whose run meets p99 TTFT ≤ ``slo.ttft`` and pooled
     p99 ITL ≤ ``slo.itl``, by ``steps`` bisections of [``low``, ``high``], then the
     neighbouring rates ``rate ± neighbour`` re-checked (Module 10 Lab 3's search).
+
+    ``pool`` judges one pool of a disaggregated deployment by its own objective:
+    ``"prefill"`` by p99 TTFT alone, ``"decode"`` by p99 ITL alone (``"both"``, the
+    default, by both): the rate at which that pool's objective breaks.
 
     Bisection assumes pass/fail is monotone in the rate; the neighbour checks show
     where a finite sample breaks that assumption.
@@ -321,16 +494,11 @@ def capacity_search(
     _check_engine(engine)
     chosen = as_policy(policy)
     slo = SLO() if slo is None else slo
+    judge = _judge(slo, pool)
     spec = WorkloadSpec.lab3() if workload_spec is None else workload_spec
     if not isinstance(spec, WorkloadSpec):
         raise SimulationError("capacity_search needs a WorkloadSpec (it draws one workload per rate)")
-    low, high = _check_rate(low), _check_rate(high)
-    if high <= low:
-        raise SimulationError(f"capacity search needs low < high, got low={low} and high={high}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 60:
-        raise SimulationError(f"capacity search steps must be a whole number in 1..60, got {steps!r}")
-    if not (isinstance(neighbour, (int, float)) and math.isfinite(neighbour) and 0 < neighbour < low + high):
-        raise SimulationError(f"neighbour step must be a small positive rate, got {neighbour!r}")
+    low, high = _search_range(low, high, steps, neighbour)
 
     total = steps + 3
     done = 0
@@ -340,21 +508,43 @@ def capacity_search(
         nonlocal done
         if rate not in cache:
             workload = spec.generate(rate, seed)
-            cache[rate] = run_policy(cost_model, workload, chosen, slo, engine, max_iterations)
+            cache[rate] = run_record(cost_model, workload, chosen, slo, engine, max_iterations,
+                                     deployment=deployment)[1]
         done += 1
         if progress is not None:
             progress(min(done, total), total)
         return cache[rate]
 
-    history = []
-    for _ in range(steps):
-        middle = (low + high) / 2
-        passed = slo.passes(measure(middle))
-        history.append((middle, passed))
-        if passed:
-            low = middle
-        else:
-            high = middle
+    history: list[tuple[float, bool]] = []
+    first = (low, high)
+
+    def bisect(low: float, high: float) -> tuple[float, float]:
+        for _ in range(steps):
+            middle = (low + high) / 2
+            passed = judge(measure(middle))
+            history.append((middle, passed))
+            if passed:
+                low = middle
+            else:
+                high = middle
+        return low, high
+
+    low, high = bisect(low, high)
+    widened = False
+    top = first[1]
+    if all(passed for _, passed in history):
+        # Every rate passed: the capacity lies above the range.  Move up by factors
+        # of 4 until a rate fails, then bisect between the last pass and it.
+        for _ in range(WIDENINGS):
+            top = high
+            passed = judge(measure(top))
+            history.append((top, passed))
+            widened = True
+            if not passed:
+                break
+            low, high = top, top * 4
+        total += len(history) + steps
+        low, high = bisect(low, high)
     metrics = measure(low)
     neighbours = []
     for rate in (low - neighbour, low + neighbour):
@@ -365,6 +555,7 @@ def capacity_search(
                 progress(min(done, total), total)
             continue
         nearby = measure(rate)
-        neighbours.append((rate, slo.passes(nearby), nearby))
-    return CapacityResult(chosen.name, low, metrics, slo.passes(metrics), tuple(neighbours),
-                          tuple(history), slo)
+        neighbours.append((rate, judge(nearby), nearby))
+    span = (first[0], top) if widened else first
+    return CapacityResult(chosen.name, low, metrics, judge(metrics), tuple(neighbours),
+                          tuple(history), slo, widened, span, pool)

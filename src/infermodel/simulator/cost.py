@@ -31,7 +31,22 @@ import numpy as np
 
 from .errors import SimulationError
 
-__all__ = ["QUANTITY_NAMES", "CostModel"]
+__all__ = ["EXTENSION_QUANTITIES", "QUANTITY_NAMES", "CostModel"]
+
+#: Quantities a lever defines so that the simulator prices its effect on every
+#: iteration (read by :meth:`CostModel.from_quantities`; all optional).
+EXTENSION_QUANTITIES = (
+    "pipeline_stages",          # stages a token traverses (the parallelism lever)
+    "comm_time_per_iteration",  # s of communication per iteration (latency terms)
+    "comm_time_per_token",      # s of communication per token of a micro-batch
+    "kv_host_fraction",         # share of each cached position kept in host memory
+    "kv_host_bandwidth",        # B/s of the host link(s)
+    "kv_host_memory",           # B of host memory for the cache
+    "kv_host_overlap",          # 1: the host copy overlaps the step; 0: it adds
+    "routed_expert_bytes",      # B of one routed expert over all layers (uniform routing)
+    "warm_prefix_tokens",       # shared prefix held once in the cache (prefix caching)
+    "warm_prefix_hit_rate",     # share of requests that find it cached
+)
 
 #: Scenario quantity names read by :meth:`CostModel.from_quantities`.
 QUANTITY_NAMES = (
@@ -48,7 +63,9 @@ QUANTITY_NAMES = (
     "memory_bytes",
     "reserve_bytes",
     "t0",
-)
+    "experts",
+    "active_experts",
+) + EXTENSION_QUANTITIES
 
 
 def _positive(name: str):
@@ -59,6 +76,26 @@ def _positive(name: str):
             raise SimulationError(f"cost model: {name} must be a positive finite number, got {value!r}")
 
     return check
+
+
+def _whole(instance, attribute, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise SimulationError(f"cost model: {attribute.name} must be a whole number ≥ 1, got {value!r}")
+
+
+def _fraction(instance, attribute, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise SimulationError(f"cost model: {attribute.name} must be in [0, 1), got {value!r}")
+
+
+def _positive_or_inf(instance, attribute, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise SimulationError(f"cost model: {attribute.name} must be a positive number, got {value!r}")
+
+
+def _at_least_one(instance, attribute, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value < math.inf:
+        raise SimulationError(f"cost model: {attribute.name} must be a number ≥ 1, got {value!r}")
 
 
 def _non_negative(instance, attribute, value):
@@ -102,6 +139,37 @@ class CostModel:
     compute: float = attrs.field(validator=_positive("compute"))
     cache_memory: float = attrs.field(validator=_positive("cache_memory"))
     overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    stages: int = attrs.field(default=1, validator=_whole)
+    comm_fixed: float = attrs.field(default=0.0, validator=_non_negative)
+    comm_per_token: float = attrs.field(default=0.0, validator=_non_negative)
+    host_fraction: float = attrs.field(default=0.0, validator=_fraction)
+    host_bandwidth: float = attrs.field(default=math.inf, validator=_positive_or_inf)
+    host_overlap: bool = attrs.field(default=False)
+    routed_expert_bytes: float = attrs.field(default=0.0, validator=_non_negative)
+    experts: float = attrs.field(default=1.0, validator=_at_least_one)
+    active_experts: float = attrs.field(default=1.0, validator=_at_least_one)
+
+    @property
+    def simple(self) -> bool:
+        """Whether this is Lab 3's single-device cost (no stages, communication, host
+        cache share or expert coverage): the arithmetic then is exactly Lab 3's."""
+        return (self.stages == 1 and not self.comm_fixed and not self.comm_per_token
+                and not self.host_fraction and not self.routed_expert_bytes)
+
+    def microbatches(self, positions: float, sequences: float | None = None) -> float:
+        """Micro-batches in flight: min(stages, sequences), at least 1."""
+        count = positions if sequences is None else sequences
+        return float(max(1, min(self.stages, count)))
+
+    def weights_read(self, tokens):
+        """Weight bytes one micro-batch of ``tokens`` reads: the routed experts that at
+        least one token chose, E·(1 − (1 − k/E)^tokens) per layer under uniform routing
+        (the MoE lever's expert coverage); all of W for a dense model."""
+        if not self.routed_expert_bytes:
+            return self.weight_bytes
+        e, k = self.experts, self.active_experts
+        read = e * (1 - (1 - k / e) ** np.asarray(tokens, dtype=np.float64))
+        return self.weight_bytes - self.routed_expert_bytes * (e - read)
 
     # Products computed once so the scalar and vectorised paths do the same float
     # operations in the same order.
@@ -202,6 +270,7 @@ class CostModel:
                         f"weight_bytes {number('weight_bytes'):.4g} − reserve_bytes {reserve:.4g} "
                         f"= {cache_memory:.4g} bytes"
                     )
+        extra = cls._extensions(values, number, float(cache_memory))
         return cls(
             weight_bytes=number("weight_bytes"),
             kv_bytes_per_token=number("kv_bytes_per_token"),
@@ -210,13 +279,48 @@ class CostModel:
             query_width=number("query_width"),
             bandwidth=number("bandwidth"),
             compute=compute,
-            cache_memory=float(cache_memory),
+            cache_memory=float(extra.get("cache_memory", cache_memory)),
             overhead=number("t0") if "t0" in values else 0.0,
+            **{k: v for k, v in extra.items() if k != "cache_memory"},
         )
 
+    @staticmethod
+    def _extensions(values: Mapping[str, float], number, cache_memory: float) -> dict:
+        """Fields from :data:`EXTENSION_QUANTITIES` (absent ones keep Lab 3's cost)."""
+        extra: dict = {}
+        if "pipeline_stages" in values:
+            extra["stages"] = int(round(number("pipeline_stages")))
+        for name, field in (("comm_time_per_iteration", "comm_fixed"),
+                            ("comm_time_per_token", "comm_per_token"),
+                            ("routed_expert_bytes", "routed_expert_bytes")):
+            if name in values:
+                extra[field] = number(name)
+        if extra.get("routed_expert_bytes"):
+            extra["experts"] = number("experts")
+            extra["active_experts"] = number("active_experts")
+        if "kv_host_fraction" in values and number("kv_host_fraction") > 0:
+            f = number("kv_host_fraction")
+            if f >= 1:
+                raise SimulationError("the simulator needs part of every cached position on the "
+                                      f"cards: kv_host_fraction must be < 1, got {f}")
+            kv = number("kv_bytes_per_token")
+            # The cards hold the resident share of every position, host memory the rest.
+            tokens = cache_memory / ((1 - f) * kv)
+            if "kv_host_memory" in values:
+                tokens = min(tokens, number("kv_host_memory") / (f * kv))
+            extra.update(host_fraction=f, host_bandwidth=number("kv_host_bandwidth"),
+                         host_overlap=bool(values.get("kv_host_overlap", 0)),
+                         cache_memory=tokens * kv)
+        return extra
+
     # ------------------------------------------------------------------ costs
-    def time_from_counts(self, positions: float, attention: float, cached: float) -> float:
-        """Iteration time from the three integer counts (see the module docstring)."""
+    def time_from_counts(self, positions: float, attention: float, cached: float,
+                         sequences: float | None = None) -> float:
+        """Iteration time from the three integer counts (see the module docstring);
+        ``sequences`` (the sequences scheduled, default ``positions``) sets the
+        micro-batches of a pipeline."""
+        if not self.simple:
+            return float(self.iteration_times(positions, attention, cached, sequences))
         memory_time = (self.weight_bytes + self.kv_bytes_per_token * cached) / self.bandwidth
         compute_time = (
             self.flops_per_position * positions + self.flops_per_attention_pair * attention
@@ -239,6 +343,7 @@ class CostModel:
         """
         contexts = [int(c) for c in decode_contexts]
         positions = len(contexts)
+        sequences = positions
         attention = sum(contexts)
         cached = attention
         for new, old in chunks:
@@ -248,9 +353,10 @@ class CostModel:
             positions += new
             attention += new * old + new * (new + 1) // 2
             cached += old
-        return self.time_from_counts(positions, attention, cached)
+            sequences += 1
+        return self.time_from_counts(positions, attention, cached, sequences)
 
-    def iteration_times(self, positions, attention, cached) -> np.ndarray:
+    def iteration_times(self, positions, attention, cached, sequences=None) -> np.ndarray:
         """Vectorised :meth:`time_from_counts` over arrays of counts (float64 of
         integers); the fast engine computes whole runs of iterations with it.
 
@@ -263,12 +369,56 @@ class CostModel:
         positions = np.asarray(positions, dtype=np.float64)
         attention = np.asarray(attention, dtype=np.float64)
         cached = np.asarray(cached, dtype=np.float64)
-        memory_time = (self.weight_bytes + self.kv_bytes_per_token * cached) / self.bandwidth
-        compute_time = (
+        if self.simple:
+            memory_time = (self.weight_bytes + self.kv_bytes_per_token * cached) / self.bandwidth
+            compute_time = (
+                self.flops_per_position * positions + self.flops_per_attention_pair * attention
+            ) / self.compute
+            return np.maximum(memory_time, compute_time) + self.overhead
+        # P stages, m = min(P, sequences) micro-batches: every micro-batch re-reads each
+        # stage's weights and a token traverses every stage, so one iteration (every
+        # scheduled sequence one step on) takes P/m times the work of a micro-batch
+        # on the combined device, the weights read P times in all (Module 10,
+        # "Choose a deployment, not only a chip"; the parallelism lever's step time).
+        count = positions if sequences is None else np.asarray(sequences, dtype=np.float64)
+        micro = np.maximum(1.0, np.minimum(float(self.stages), count))
+        scale = self.stages / micro
+        resident = 1.0 - self.host_fraction
+        weights = self.weights_read(positions / micro)
+        memory_time = (self.stages * weights
+                       + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
+        compute_time = scale * (
             self.flops_per_position * positions + self.flops_per_attention_pair * attention
         ) / self.compute
-        return np.maximum(memory_time, compute_time) + self.overhead
+        time = np.maximum(memory_time, compute_time)
+        if self.host_fraction:
+            # The host-resident share of every cached position crosses the host link.
+            host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
+            time = np.maximum(time, host) if self.host_overlap else time + host
+        # All-reduces and stage hops: not overlapped with the step (an upper bound).
+        return time + self.overhead + self.comm_fixed + self.comm_per_token * positions / micro
 
     def cache_tokens(self) -> float:
         """How many cached positions fit in :attr:`cache_memory`."""
         return self.cache_memory / self.kv_bytes_per_token
+
+    def describe(self) -> list[str]:
+        """The terms of the iteration time beyond Lab 3's, one line each (for the
+        derivation printed with a simulation)."""
+        lines = []
+        if self.stages > 1:
+            lines.append(f"pipeline: {self.stages} stages, m = min({self.stages}, sequences) "
+                         f"micro-batches; weights read {self.stages}× per iteration, cache and "
+                         f"compute × {self.stages}/m")
+        if self.comm_fixed or self.comm_per_token:
+            lines.append(f"communication: {self.comm_fixed * 1e3:.4g} ms + "
+                         f"{self.comm_per_token * 1e6:.4g} µs per token of a micro-batch, "
+                         "added to every iteration")
+        if self.host_fraction:
+            how = "overlapping the step" if self.host_overlap else "added to the step"
+            lines.append(f"host-resident cache: {self.host_fraction:g} of every cached position "
+                         f"over {self.host_bandwidth / 1e9:.4g} GB/s, {how}")
+        if self.routed_expert_bytes:
+            lines.append(f"expert coverage: W − {self.routed_expert_bytes / 1e9:.4g} GB × "
+                         f"(E − E·(1 − k/E)^tokens), E = {self.experts:g}, k = {self.active_experts:g}")
+        return lines

@@ -57,8 +57,11 @@ METRIC_NAMES = (
     "e2e_p50", "e2e_p90", "e2e_p99", "e2e_max",
     "throughput_tokens_per_s", "requests_per_s", "goodput", "goodput_fraction",
     "slo_ttft", "slo_itl",
-    "preemptions", "recomputed_tokens", "iterations", "slot_use", "mean_batch",
-    "little_l", "little_lambda_w", "little_ratio", "in_system_growth_per_s",
+    "transfer_time_mean", "preemptions", "rollbacks", "recompute_preemptions", "recomputed_tokens",
+    "swapped_tokens", "iterations",
+    "slot_use", "mean_batch",
+    "little_l", "little_lambda_w", "little_ratio", "in_system_growth_per_s", "ttft_trend", "ttft_trend_t",
+    "overloaded",
     "n_ttft_samples", "n_itl_samples", "n_tpot_samples",
 )
 
@@ -86,6 +89,14 @@ class RunRecord:
     busy_slot_steps: int
     decode_steps: int
     slots: int
+    rollbacks: int = 0
+    request_preemptions: np.ndarray | None = None  # per request: evictions that discarded cache
+    request_rollbacks: np.ndarray | None = None  # per request: admissions undone, nothing cached
+    timeline: np.ndarray | None = None  # end time of every iteration (fast engine)
+    closed: bool = False  # closed-loop load: the population is bounded, never unstable
+    series: dict[str, np.ndarray] | None = None  # time, waiting, running, cache_use
+    transfer: np.ndarray | None = None  # per request: cache transfer time (disaggregated)
+    swapped_tokens: int = 0  # cached positions copied to host memory by swap preemption
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray | None, quantiles: Sequence[float]) -> list[float]:
@@ -216,8 +227,12 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
     metrics["goodput_fraction"] = good / count
     metrics["slo_ttft"] = float(slo.ttft)
     metrics["slo_itl"] = float(slo.itl)
+    metrics["transfer_time_mean"] = float(np.mean(record.transfer)) if record.transfer is not None else 0.0
     metrics["preemptions"] = float(record.preemptions)
+    metrics["rollbacks"] = float(record.rollbacks)
+    metrics["recompute_preemptions"] = float(record.preemptions - record.rollbacks)
     metrics["recomputed_tokens"] = float(record.recomputed_tokens)
+    metrics["swapped_tokens"] = float(record.swapped_tokens)
     metrics["iterations"] = float(record.iterations)
     if record.decode_steps:
         metrics["slot_use"] = record.busy_slot_steps / (record.slots * record.decode_steps)
@@ -236,10 +251,56 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
     else:
         metrics["little_l"] = metrics["little_lambda_w"] = metrics["little_ratio"] = math.nan
     metrics["in_system_growth_per_s"] = _growth(arrivals, departures)
+    metrics["ttft_trend"], metrics["ttft_trend_t"] = _slope(arrivals, ttft)
+    metrics["overloaded"] = float(not record.closed and overloaded(metrics))
     metrics["n_ttft_samples"] = float(count)
     metrics["n_itl_samples"] = float(gap_count)
     metrics["n_tpot_samples"] = float(tpot.size)
     return metrics
+
+
+#: A run is flagged overloaded when its waiting time grows by more than this many
+#: seconds per second of arrivals, or the number in the system grows by more than
+#: this share of the arrival rate over the second half of the arrival window.
+OVERLOAD_GROWTH = 0.05
+
+
+def overloaded(metrics) -> bool:
+    """Past saturation: TTFT trends upward with the arrival time (least-squares slope
+    ``ttft_trend`` above :data:`OVERLOAD_GROWTH`), or the number of requests in the
+    system keeps growing (``in_system_growth_per_s`` above :data:`OVERLOAD_GROWTH` ×
+    the realised rate).  Percentiles of such a run depend on how many requests were
+    simulated, not on a steady state."""
+    growth, trend = metrics["in_system_growth_per_s"], metrics["ttft_trend"]
+    rate, t = metrics["realised_rate"], metrics["ttft_trend_t"]
+    grows = (metrics["requests"] >= OVERLOAD_MIN_REQUESTS and math.isfinite(growth)
+             and math.isfinite(rate) and growth > OVERLOAD_GROWTH * rate)
+    trending = math.isfinite(trend) and trend > OVERLOAD_GROWTH and t > OVERLOAD_T
+    return bool(grows or trending)
+
+
+#: The growth of the number in the system counts only over at least this many requests.
+OVERLOAD_MIN_REQUESTS = 100
+
+#: The TTFT trend counts only when its t statistic (slope / standard error) exceeds
+#: this: a short run's noise is not a trend.
+OVERLOAD_T = 4.0
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope of y on x and its t statistic (NaN with fewer than 3
+    points or no spread)."""
+    if x.size < 3:
+        return math.nan, math.nan
+    centred = x - x.mean()
+    spread = float(np.dot(centred, centred))
+    if spread <= 0:
+        return math.nan, math.nan
+    slope = float(np.dot(centred, y - y.mean()) / spread)
+    residual = (y - y.mean()) - slope * centred
+    variance = float(np.dot(residual, residual)) / (x.size - 2)
+    error = math.sqrt(variance / spread)
+    return slope, (slope / error if error > 0 else math.inf)
 
 
 def _growth(arrivals: np.ndarray, departures: np.ndarray) -> float:

@@ -43,6 +43,9 @@ from .errors import SimulationError
 __all__ = ["POLICY_KINDS", "SLO", "Policy", "policy"]
 
 POLICY_KINDS = ("static", "reserve", "paged", "chunked")
+#: How an evicted request's cache is handled: discarded and recomputed later, or
+#: copied to host memory and back (each copy at ``swap_bandwidth``).
+PREEMPTIONS = ("recompute", "swap")
 
 
 def _positive_int(instance, attribute, value):
@@ -73,6 +76,10 @@ class Policy:
     :param reserve_output_tokens: output tokens a full-length reservation holds;
         ``None`` means the output law's maximum (4,000 in Lab 3).
     :param static_memory_check: make static batches memory-aware (off in Lab 3).
+    :param preemption: ``"recompute"`` (Lab 3: an evicted request's cache is discarded
+        and re-prefilled) or ``"swap"`` (copied to host memory and back, each way
+        taking cached bytes / ``swap_bandwidth``, added to the time).
+    :param swap_bandwidth: bytes/s of the host link, for ``preemption="swap"``.
 
     >>> Policy("chunked", chunk_tokens=512).name
     'chunked'
@@ -86,6 +93,21 @@ class Policy:
     admit_fraction: float = attrs.field(default=0.99, validator=_positive_float)
     reserve_output_tokens: int | None = attrs.field(default=None)
     static_memory_check: bool = attrs.field(default=False)
+    preemption: str = attrs.field(default="recompute")
+    swap_bandwidth: float | None = attrs.field(default=None)
+
+    @preemption.validator
+    def _preemption(self, attribute, value):
+        if value not in PREEMPTIONS:
+            raise SimulationError(f"policy preemption must be one of {', '.join(PREEMPTIONS)}, got {value!r}")
+
+    @swap_bandwidth.validator
+    def _swap(self, attribute, value):
+        if value is not None:
+            _positive_float(self, attribute, value)
+        if self.preemption == "swap" and value is None:
+            raise SimulationError("swap preemption needs swap_bandwidth, the bytes/s of the link "
+                                  "to host memory (e.g. 32e9 for PCIe Gen4 x16 one way)")
 
     @kind.validator
     def _kind(self, attribute, value):

@@ -16,6 +16,7 @@ import numpy as np
 
 from .cost import CostModel
 from .errors import SimulationError
+from .load import source_for
 from .metrics import RunRecord
 from .policies import Policy
 from .workload import Workload
@@ -71,7 +72,8 @@ def check_fits(workload: Workload, cost: CostModel, policy: Policy) -> None:
 
 
 def run_reference(
-    workload: Workload, cost: CostModel, policy: Policy, max_iterations: int | None = None
+    workload: Workload, cost: CostModel, policy: Policy, max_iterations: int | None = None,
+    series: bool = False,
 ) -> tuple[RunRecord, list[list[float]]]:
     """Simulate ``workload`` under ``policy`` one iteration at a time.
 
@@ -79,108 +81,185 @@ def run_reference(
     """
     check_fits(workload, cost, policy)
     limit = default_iteration_limit(workload) if max_iterations is None else int(max_iterations)
-    arrivals = workload.arrivals.tolist()
-    prompts = workload.prompts.tolist()
-    outputs = workload.outputs.tolist()
-    count = len(arrivals)
-    kv = cost.kv_bytes_per_token
-    memory = cost.cache_memory
-    admit_limit = memory * policy.admit_fraction
-    reserve_out = reservation_tokens(workload, policy)
+    state = _Reference(workload, cost, policy, limit, series)
+    state.run()
+    return state.record(), state.stamps
 
-    filled = [0] * count  # positions in the cache
-    generated = [0] * count  # tokens emitted
-    stamps: list[list[float]] = [[] for _ in range(count)]
-    queue: deque[int] = deque()
-    running: list[int] = []
-    next_arrival = 0
-    now = 0.0
-    completed = 0
-    iterations = 0
-    preemptions = 0
-    recomputed = 0
-    busy = 0
-    decode_steps = 0
-    stalled_preemptions = 0
 
-    def count_iteration():
-        nonlocal iterations
-        iterations += 1
-        if iterations > limit:
+class _Reference:
+    """The reference engine's state; :meth:`run` takes one loop turn per iteration."""
+
+    def __init__(self, workload: Workload, cost: CostModel, policy: Policy, limit: int, series: bool):
+        self.workload, self.cost, self.policy, self.limit = workload, cost, policy, limit
+        self.source = source_for(workload)
+        self.prompts = workload.prompts.tolist()
+        self.outputs = workload.outputs.tolist()
+        count = self.count = workload.count
+        self.kv = cost.kv_bytes_per_token
+        self.memory = cost.cache_memory
+        self.admit_limit = self.memory * policy.admit_fraction
+        self.reserve_out = reservation_tokens(workload, policy)
+        self.filled = [0] * count  # positions in the cache
+        if hasattr(self.source, "attach"):
+            self.source.attach(self.prompts, self.filled, self.outputs)
+        self.generated = [0] * count  # tokens emitted
+        self.stamps: list[list[float]] = [[] for _ in range(count)]
+        self.queue: deque[int] = deque()
+        self.running: list[int] = []
+        self.evicted = [0] * count  # per request: preemptions that discarded cached positions
+        self.undone = [0] * count  # per request: rollbacks of an admission with nothing cached
+        self.blocked = -1  # the request rolled back in this scheduling turn waits for an iteration
+        # A shared prefix held once: hit requests start with ``warm`` positions cached
+        # that they do not occupy; the cache holds the prefix itself (``resident``).
+        self.warm = workload.warm.tolist() if workload.warm is not None else [0] * count
+        self.resident = int(workload.resident_prefix)
+        self.swap = policy.preemption == "swap"
+        self.swapped = [0] * count  # per request: positions held in host memory
+        self.swapped_tokens = 0
+        self.points: list[tuple[float, int, int, int]] | None = [] if series else None
+        self.rollbacks = self.completed = self.iterations = self.preemptions = 0
+        self.recomputed = self.busy = self.decode_steps = self.stalled = 0
+        self.now = 0.0
+
+    def count_iteration(self) -> None:
+        self.iterations += 1
+        if self.iterations > self.limit:
             raise SimulationError(
-                f"simulation stopped after {limit:,} iterations without finishing "
-                f"({completed} of {count} requests done, {preemptions} preemptions); "
+                f"simulation stopped after {self.limit:,} iterations without finishing "
+                f"({self.completed} of {self.count} requests done, {self.preemptions} preemptions); "
                 "the policy thrashes on this workload or max_iterations is too small"
             )
 
-    while completed < count:
-        while next_arrival < count and arrivals[next_arrival] <= now:
-            queue.append(next_arrival)
-            next_arrival += 1
-        if not running and not queue:
-            now = arrivals[next_arrival]
-            continue
-
-        if policy.kind == "static":
-            if not running:
-                dispatch_at = arrivals[queue[0]] + policy.timeout
-                if len(queue) < policy.batch_size and now < dispatch_at:
-                    now = min(dispatch_at, arrivals[next_arrival] if next_arrival < count else math.inf)
-                    continue
-                size = min(policy.batch_size, len(queue))
-                if policy.static_memory_check:
-                    reserved, size = 0, 0
-                    for index in list(queue)[: policy.batch_size]:
-                        need = prompts[index] + reserve_out
-                        if (reserved + need) * kv > admit_limit:
-                            break
-                        reserved += need
-                        size += 1
-                running = [queue.popleft() for _ in range(size)]
-                now += cost.iteration_time([], [(prompts[r], 0) for r in running])
-                count_iteration()
-                for r in running:
-                    filled[r] = prompts[r]
-                    generated[r] = 1
-                    stamps[r].append(now)
+    def run(self) -> None:
+        source, queue = self.source, self.queue
+        while self.completed < self.count:
+            queue.extend(source.due(self.now))
+            if not self.running and not queue:
+                self.now = source.next_time()
+                if self.now == math.inf:
+                    raise SimulationError("no request left to arrive and none running")
+                continue
+            if self.policy.kind == "static":
+                self.static_turn()
             else:
-                now += cost.iteration_time([filled[r] for r in running], [])
-                count_iteration()
-                decode_steps += 1
-                for r in running:
-                    filled[r] += 1
-                    if generated[r] < outputs[r]:
-                        generated[r] += 1
-                        stamps[r].append(now)
-                        busy += 1
-            if all(generated[r] == outputs[r] for r in running):
-                completed += len(running)
-                running = []
-            continue
+                self.continuous_turn()
 
-        # Continuous policies: FIFO admission, then one iteration.
-        if policy.kind == "reserve":
-            used = sum(prompts[r] + reserve_out for r in running)
+    def retire(self, done: list[int]) -> None:
+        for r in done:
+            self.source.finished(r, self.now)
+        self.completed += len(done)
+
+    # ------------------------------------------------------------------ static
+    def static_turn(self) -> None:
+        policy, queue, prompts = self.policy, self.queue, self.prompts
+        filled, generated, stamps = self.filled, self.generated, self.stamps
+        if not self.running:
+            dispatch_at = self.source.times[queue[0]] + policy.timeout
+            if len(queue) < policy.batch_size and self.now < dispatch_at:
+                self.now = min(dispatch_at, self.source.next_time())
+                return
+            size = min(policy.batch_size, len(queue))
+            if policy.static_memory_check:
+                reserved, size = 0, 0
+                for index in list(queue)[: policy.batch_size]:
+                    need = prompts[index] + self.reserve_out
+                    if (reserved + need) * self.kv > self.admit_limit:
+                        break
+                    reserved += need
+                    size += 1
+            self.running = [queue.popleft() for _ in range(size)]
+            self.now += self.cost.iteration_time([], [(prompts[r], 0) for r in self.running])
+            self.count_iteration()
+            for r in self.running:
+                filled[r] = prompts[r]
+                generated[r] = 1
+                stamps[r].append(self.now)
         else:
-            used = sum(filled[r] for r in running)
+            self.now += self.cost.iteration_time([filled[r] for r in self.running], [])
+            self.count_iteration()
+            self.decode_steps += 1
+            for r in self.running:
+                filled[r] += 1
+                if generated[r] < self.outputs[r]:
+                    generated[r] += 1
+                    stamps[r].append(self.now)
+                    self.busy += 1
+        if all(generated[r] == self.outputs[r] for r in self.running):
+            self.retire(self.running)
+            self.running = []
+
+    # ------------------------------------------------------------------ continuous
+    def admit(self) -> None:
+        """FIFO admission under the policy's rule."""
+        policy, queue, running, prompts = self.policy, self.queue, self.running, self.prompts
+        if policy.kind == "reserve":
+            used = sum(prompts[r] + self.reserve_out for r in running)
+        else:
+            used = self.occupancy()
         while queue and len(running) < policy.max_running:
             candidate = queue[0]
+            if candidate == self.blocked:
+                break
             if policy.kind == "reserve":
-                need = prompts[candidate] + reserve_out
+                need = prompts[candidate] + self.reserve_out
             else:
-                need = prompts[candidate] + generated[candidate]
-            if (used + need) * kv > admit_limit:
+                need = prompts[candidate] + self.generated[candidate] - self.warm[candidate]
+            if (used + need) * self.kv > self.admit_limit:
                 break
             running.append(queue.popleft())
+            if self.swapped[candidate]:
+                self.filled[candidate] = self.swapped[candidate]
+                self.now += ((self.swapped[candidate] - self.warm[candidate]) * self.kv
+                             / policy.swap_bandwidth)
+                self.swapped[candidate] = 0
+            if self.warm[candidate]:
+                self.filled[candidate] = max(self.filled[candidate], self.warm[candidate])
             used += need
         if not running:
             head = queue[0]
             raise SimulationError(
                 f"request {head} cannot be admitted into an empty server: it needs "
-                f"{(prompts[head] + generated[head]) * kv:,.0f} bytes of cache, budget {admit_limit:,.0f} bytes"
+                f"{(prompts[head] + self.generated[head]) * self.kv:,.0f} bytes of cache, "
+                f"budget {self.admit_limit:,.0f} bytes"
             )
 
-        budget = policy.chunk_tokens if policy.kind == "chunked" else math.inf
+    def occupancy(self) -> int:
+        """Positions the cache holds: each running request's own, plus the shared prefix."""
+        return sum(self.filled[r] - self.warm[r] for r in self.running) + self.resident
+
+    def evict(self) -> None:
+        """The newest running request leaves; it re-prefills later."""
+        victim = self.running.pop()
+        own = self.filled[victim] - self.warm[victim]
+        if own:
+            self.evicted[victim] += 1
+        else:
+            self.undone[victim] += 1
+            self.rollbacks += 1
+            self.blocked = victim
+        if self.swap and own:
+            self.swapped[victim] = self.filled[victim]
+            self.swapped_tokens += own
+            self.now += own * self.kv / self.policy.swap_bandwidth
+        else:
+            self.recomputed += own
+        self.filled[victim] = 0
+        self.queue.appendleft(victim)
+        self.preemptions += 1
+        self.stalled += 1
+        if self.stalled > self.policy.max_running + 1:
+            raise SimulationError(
+                "preemption livelock: the cache cannot hold the next iteration of the running "
+                f"requests even after {self.stalled} evictions at t = {self.now:.6g} s"
+            )
+
+    def continuous_turn(self) -> None:
+        """FIFO admission, then one iteration (or an eviction)."""
+        self.admit()
+        running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
+        if self.points is not None:
+            self.points.append((self.now, len(self.queue), len(running), self.occupancy()))
+        budget = self.policy.chunk_tokens if self.policy.kind == "chunked" else math.inf
         chunks: list[tuple[int, int]] = []
         scheduled: list[tuple[int, int]] = []
         for r in running:
@@ -191,24 +270,14 @@ def run_reference(
                 scheduled.append((r, take))
                 budget -= take
         growth = sum(take for _, take in scheduled)
-        current = sum(filled[r] for r in running)
-        if (current + growth) * kv > memory:
-            victim = running.pop()
-            recomputed += filled[victim]
-            filled[victim] = 0
-            queue.appendleft(victim)
-            preemptions += 1
-            stalled_preemptions += 1
-            if stalled_preemptions > policy.max_running + 1:
-                raise SimulationError(
-                    "preemption livelock: the cache cannot hold the next iteration of the running "
-                    f"requests even after {stalled_preemptions} evictions at t = {now:.6g} s"
-                )
-            continue
-        stalled_preemptions = 0
+        if (self.occupancy() + growth) * self.kv > self.memory:
+            self.evict()
+            return
+        self.stalled = 0
+        self.blocked = -1
         # A decode is a one-token chunk over its cached positions.
-        now += cost.iteration_time([], chunks)
-        count_iteration()
+        self.now += self.cost.iteration_time([], chunks)
+        self.count_iteration()
         later = 0
         for r, take in scheduled:
             filled[r] += take
@@ -216,34 +285,41 @@ def run_reference(
                 if generated[r]:
                     later += 1
                 generated[r] += 1
-                stamps[r].append(now)
+                self.stamps[r].append(self.now)
         if later:
-            busy += later
-            decode_steps += 1
-        still = [r for r in running if generated[r] < outputs[r]]
-        completed += len(running) - len(still)
-        running = still
+            self.busy += later
+            self.decode_steps += 1
+        self.retire([r for r in running if generated[r] == self.outputs[r]])
+        self.running = [r for r in running if generated[r] < self.outputs[r]]
 
-    first = np.array([s[0] for s in stamps])
-    last = np.array([s[-1] for s in stamps])
-    diffs = [np.diff(np.asarray(s)) for s in stamps]
-    max_gap = np.array([d.max() if d.size else 0.0 for d in diffs])
-    gaps = np.concatenate(diffs) if diffs else np.empty(0)
-    record = RunRecord(
-        arrivals=workload.arrivals,
-        outputs=workload.outputs,
-        prompts=workload.prompts,
-        first_token=first,
-        last_token=last,
-        max_gap=max_gap,
-        gap_values=gaps,
-        gap_weights=None,
-        end_time=now,
-        preemptions=preemptions,
-        recomputed_tokens=recomputed,
-        iterations=iterations,
-        busy_slot_steps=busy,
-        decode_steps=decode_steps,
-        slots=policy.batch_size if policy.kind == "static" else policy.max_running,
-    )
-    return record, stamps
+    # ------------------------------------------------------------------ result
+    def record(self) -> RunRecord:
+        stamps, policy, kv, memory = self.stamps, self.policy, self.kv, self.memory
+        diffs = [np.diff(np.asarray(s)) for s in stamps]
+        points = self.points
+        return RunRecord(
+            arrivals=self.source.arrivals(),
+            outputs=self.workload.outputs,
+            prompts=np.array(self.prompts, dtype=np.int64),
+            first_token=np.array([s[0] for s in stamps]),
+            last_token=np.array([s[-1] for s in stamps]),
+            max_gap=np.array([d.max() if d.size else 0.0 for d in diffs]),
+            gap_values=np.concatenate(diffs) if diffs else np.empty(0),
+            gap_weights=None,
+            end_time=self.now,
+            preemptions=self.preemptions,
+            rollbacks=self.rollbacks,
+            closed=self.source.closed,
+            series=None if points is None else {
+                "time": np.array([p[0] for p in points]), "waiting": np.array([p[1] for p in points]),
+                "running": np.array([p[2] for p in points]),
+                "cache_use": np.array([p[3] for p in points]) * kv / memory},
+            request_preemptions=np.array(self.evicted, dtype=np.int64),
+            request_rollbacks=np.array(self.undone, dtype=np.int64),
+            recomputed_tokens=self.recomputed,
+            swapped_tokens=self.swapped_tokens,
+            iterations=self.iterations,
+            busy_slot_steps=self.busy,
+            decode_steps=self.decode_steps,
+            slots=policy.batch_size if policy.kind == "static" else policy.max_running,
+        )

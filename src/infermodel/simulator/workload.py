@@ -54,6 +54,9 @@ __all__ = [
 ]
 
 SAMPLERS = ("lab", "numpy")
+#: Arrival laws: Poisson (exponential gaps) or gamma gaps with coefficient of
+#: variation ``cv`` (cv > 1: bursty; cv = 1: Poisson; cv < 1: smoother).
+ARRIVAL_LAWS = ("poisson", "gamma")
 _MAX_LENGTH = 10**8  # far above any context window; keeps counts exact in float64
 
 
@@ -450,6 +453,28 @@ class Workload:
     rate: float
     seed: int | None
     max_output: int
+    clients: int | None = None
+    think_time: float = 0.0
+    prefixes: tuple[str, ...] | None = None  # shared-prefix id per request ("" for none)
+    session_starts: np.ndarray | None = None  # multi-turn: each session's first arrival
+    turns: int = 1
+    reuse_history: bool = True
+    warm: np.ndarray | None = None  # per request: positions of the shared prefix it finds cached
+    resident_prefix: int = 0  # positions of the shared prefix held once in the cache
+
+    def with_prefixes(self, prefixes) -> Workload:
+        """The same workload with a shared-prefix identifier per request."""
+        prefixes = tuple(str(p) for p in prefixes)
+        if len(prefixes) != self.count:
+            raise SimulationError("one prefix identifier per request is needed")
+        return attrs.evolve(self, prefixes=prefixes)
+
+    def scaled(self, rate: float) -> Workload:
+        """The same requests with every gap divided by ``rate`` / the recorded rate."""
+        rate = _check_rate(rate)
+        if rate == self.rate:
+            return self
+        return attrs.evolve(self, arrivals=self.arrivals * (self.rate / rate), rate=rate)
 
     @classmethod
     def from_arrays(cls, arrivals, prompts, outputs, *, rate: float | None = None,
@@ -481,7 +506,8 @@ class Workload:
         if max_output is None:
             max_output = int(outputs.max())
         if rate is None:
-            rate = arrivals.size / arrivals[-1] if arrivals[-1] > 0 else math.inf
+            with np.errstate(over="ignore"):
+                rate = arrivals.size / arrivals[-1] if arrivals[-1] > 0 else math.inf
         return cls(arrivals, prompts, outputs, float(rate), seed, int(max_output))
 
     @property
@@ -501,6 +527,16 @@ class Workload:
     @property
     def mean_prompt(self) -> float:
         return float(np.mean(self.prompts))
+
+
+def read_trace(path: str | os.PathLike) -> Workload:
+    """The :class:`Workload` a trace file records (see :mod:`infermodel.simulator.trace`):
+    arrival, prompt and output per row, pairing kept, prefix ids if named."""
+    from .trace import read_rows
+
+    arrivals, prompts, outputs, prefixes = read_rows(path)
+    workload = Workload.from_arrays(arrivals, prompts, outputs)
+    return workload.with_prefixes(prefixes) if prefixes is not None else workload
 
 
 def _check_rate(rate: Any) -> float:
@@ -534,6 +570,42 @@ class WorkloadSpec:
     )
     count: int = attrs.field(default=300)
     sampler: str = attrs.field(default="lab")
+    arrivals: str = attrs.field(default="poisson")
+    cv: float = attrs.field(default=1.0)
+    trace: Workload | None = attrs.field(default=None, eq=False)
+    prefix_tokens: int = attrs.field(default=0)
+    prefix_hit_rate: float = attrs.field(default=1.0)
+
+    @prefix_tokens.validator
+    def _prefix(self, attribute, value):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise SimulationError(f"shared prefix tokens must be a whole number >= 0, got {value!r}")
+
+    @prefix_hit_rate.validator
+    def _hits(self, attribute, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise SimulationError(f"prefix hit rate must be in [0, 1], got {value!r}")
+
+    def _with_prefix(self, drawn: Workload, seed: int) -> Workload:
+        """Mark the requests that find the shared prefix cached (a seeded draw of its
+        own, so the lengths and arrivals are those drawn without a prefix)."""
+        if not self.prefix_tokens:
+            return drawn
+        hits = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EED]).random(drawn.count) \
+            < self.prefix_hit_rate
+        warm = np.where(hits, np.minimum(self.prefix_tokens, drawn.prompts - 1), 0)
+        return attrs.evolve(drawn, warm=warm.astype(np.int64), resident_prefix=int(self.prefix_tokens))
+
+    @arrivals.validator
+    def _arrivals(self, attribute, value):
+        if value not in ARRIVAL_LAWS:
+            raise SimulationError(f"arrivals must be one of {', '.join(ARRIVAL_LAWS)}, got {value!r}")
+
+    @cv.validator
+    def _cv(self, attribute, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 100:
+            raise SimulationError(f"arrival cv (coefficient of variation of the gaps) must be "
+                                  f"in (0, 100), got {value!r}")
 
     @count.validator
     def _count(self, attribute, value):
@@ -565,7 +637,8 @@ class WorkloadSpec:
         """
         if not isinstance(table, Mapping):
             raise SimulationError(f"workload: expected a table, got {table!r}")
-        known = ("count", "prompt", "output", "sampler")
+        known = ("count", "prompt", "output", "sampler", "arrivals", "cv", "trace", "prefix_tokens",
+                 "prefix_hit_rate")
         extra = sorted(set(table) - set(known))
         if extra:
             guess = close_match(extra[0], known)
@@ -574,16 +647,73 @@ class WorkloadSpec:
                 + (f"; did you mean {guess!r}?" if guess else "")
             )
         lab = cls.lab3()
+        if "trace" in table:
+            path = os.fspath(table["trace"])
+            if base_dir is not None and not os.path.isabs(path):
+                path = os.path.join(base_dir, path)
+            recorded = read_trace(path)
+            return cls(EmpiricalLength(tuple(recorded.prompts.tolist())),
+                       EmpiricalLength(tuple(recorded.outputs.tolist())), recorded.count,
+                       trace=recorded, prefix_tokens=table.get("prefix_tokens", 0),
+                       prefix_hit_rate=table.get("prefix_hit_rate", 1.0))
         return cls(
             length_law(table.get("prompt", lab.prompt), what="prompt law", base_dir=base_dir),
             length_law(table.get("output", lab.output), what="output law", base_dir=base_dir),
             table.get("count", lab.count),
             table.get("sampler", lab.sampler),
+            table.get("arrivals", "poisson"),
+            table.get("cv", 1.0),
+            prefix_tokens=table.get("prefix_tokens", 0),
+            prefix_hit_rate=table.get("prefix_hit_rate", 1.0),
         )
+
+    def sessions(self, rate: float, turns: int, think_time: float = 0.0, seed: int = 0,
+                 reuse_history: bool = True) -> Workload:
+        """Multi-turn sessions starting at ``rate`` sessions/s: ``count`` requests in
+        ``count // turns`` sessions of ``turns`` turns; each turn's prompt is the
+        session's history plus a new message of the prompt law's length, sent
+        ``think_time`` after the previous turn's last token.
+
+        >>> w = WorkloadSpec.lab3(12).sessions(0.1, turns=3)
+        >>> w.turns, len(w.session_starts), w.count
+        (3, 4, 12)
+        """
+        turns = _check_int(turns, "turns per session")
+        if self.count % turns:
+            raise SimulationError(f"request count {self.count} is not a whole number of sessions "
+                                  f"of {turns} turns")
+        if isinstance(think_time, bool) or not isinstance(think_time, (int, float)) or not (
+                math.isfinite(think_time) and think_time >= 0):
+            raise SimulationError(f"think time must be a non-negative number of seconds, got {think_time!r}")
+        drawn = self.generate(rate, seed)
+        starts = drawn.arrivals[: self.count // turns]  # Poisson session starts at `rate`/s
+        return attrs.evolve(drawn, arrivals=np.zeros(drawn.count), session_starts=starts,
+                            turns=turns, think_time=float(think_time),
+                            reuse_history=bool(reuse_history))
+
+    def closed_loop(self, clients: int, think_time: float = 0.0, seed: int = 0) -> Workload:
+        """Draw the lengths for a closed loop of ``clients`` users, each sending its next
+        request ``think_time`` seconds after its previous one ends.  The lengths are
+        those an open stream with the same seed draws; arrival times are set during
+        the run.
+
+        >>> w = WorkloadSpec.lab3(10).closed_loop(4, 0.5)
+        >>> w.clients, w.think_time, w.count
+        (4, 0.5, 10)
+        """
+        clients = _check_int(clients, "concurrency (clients)")
+        if isinstance(think_time, bool) or not isinstance(think_time, (int, float)) or not (
+                math.isfinite(think_time) and think_time >= 0):
+            raise SimulationError(f"think time must be a non-negative number of seconds, got {think_time!r}")
+        drawn = attrs.evolve(self, arrivals="poisson").generate(1.0, seed)
+        return attrs.evolve(drawn, arrivals=np.zeros(drawn.count), rate=math.nan,
+                            clients=clients, think_time=float(think_time))
 
     def generate(self, rate: float, seed: int = 0) -> Workload:
         """Draw the workload at nominal ``rate`` requests/s with ``seed``."""
         rate = _check_rate(rate)
+        if self.trace is not None:
+            return self._with_prefix(self.trace.scaled(rate), seed)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise SimulationError(f"seed must be a whole number, got {seed!r}")
         seed = int(seed)
@@ -595,8 +725,14 @@ class WorkloadSpec:
             outputs = np.empty(count, dtype=np.int64)
             now = 0.0
             draw_prompt, draw_output = self.prompt.sample_python, self.output.sample_python
+            gap = rng.expovariate
+            if self.arrivals == "gamma":
+                shape = 1.0 / (self.cv * self.cv)
+
+                def gap(rate, shape=shape):
+                    return rng.gammavariate(shape, 1.0 / (rate * shape))
             for index in range(count):
-                now += rng.expovariate(rate)
+                now += gap(rate)
                 arrivals[index] = now
                 prompts[index] = draw_prompt(rng)
                 outputs[index] = draw_output(rng)
@@ -606,7 +742,12 @@ class WorkloadSpec:
             gaps, prompt_stream, output_stream = (
                 np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(3)
             )
-            arrivals = np.cumsum(gaps.standard_exponential(count) / rate)
+            if self.arrivals == "gamma":
+                shape = 1.0 / (self.cv * self.cv)
+                arrivals = np.cumsum(gaps.gamma(shape, 1.0 / (rate * shape), count))
+            else:
+                arrivals = np.cumsum(gaps.standard_exponential(count) / rate)
             prompts = self.prompt.sample_numpy(prompt_stream, count)
             outputs = self.output.sample_numpy(output_stream, count)
-        return Workload(arrivals, prompts, outputs, rate, seed, int(self.output.maximum))
+        return self._with_prefix(
+            Workload(arrivals, prompts, outputs, rate, seed, int(self.output.maximum)), seed)

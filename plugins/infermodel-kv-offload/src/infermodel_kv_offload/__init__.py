@@ -125,6 +125,15 @@ def infermodel_define_quantities(scenario, define):
     define("kv_offload_host_sequences", floor(S.host_memory / (f * per_sequence)), unit="seq",
            reference=SWAP,
            description="full-length sequences whose offloaded cache share fits in host memory")
+    define("kv_host_fraction", f, unit="1", reference=TRADE_OFF,
+           description="share of each cached position in host memory (the serving simulator's "
+                       "cache and host-link copy)")
+    define("kv_host_bandwidth", S.kv_offload_link_bandwidth, unit="B/s", reference=LINK,
+           description="host-link bandwidth the serving simulator copies the offloaded share over")
+    define("kv_host_memory", S.host_memory, unit="B", reference=SWAP,
+           description="host memory the serving simulator lets the offloaded share fill")
+    define("kv_host_overlap", 1 if lever.overlap else 0, unit="1", reference=TRADE_OFF,
+           description="1 when the host copy overlaps the step, 0 when it adds to it")
     full = Max(1, S.max_sequences)
     define("kv_offload_capacity_time",
            f * full * S.kv_bytes_read_per_sequence / S.kv_offload_link_bandwidth, unit="s",

@@ -1,0 +1,256 @@
+"""Deployments of several servers: replicas behind a router, and disaggregated
+prefill and decode pools (xPyD).
+
+**Replicas.** ``replicas`` identical servers, each with its own cache and scheduler
+(the fast engine's :class:`~infermodel.simulator.continuous.ContinuousRun`), advance
+together in time.  At each arrival every server is first brought up to that time, then
+the router picks one:
+
+``round_robin``
+    servers in turn;
+``least_outstanding``
+    the server with the fewest requests sent to it and not yet finished (ties: the
+    lowest index);
+``prefix_affinity``
+    requests sharing a prefix identifier (a trace's ``prefix`` column) go where the
+    first of them went, so the prefix is cached in one place; others as
+    ``least_outstanding``.
+
+**Disaggregated pools.** ``prefill`` servers run only prompts (each request's first
+token is produced there), then the request's cache — prompt × cache bytes per token —
+crosses the interconnect (bytes / link bandwidth + link latency) to one of ``decode``
+servers, which admits it with its prompt already cached and generates the rest.  No
+decode server pushes back on a prefill server, so the prefill pool is simulated first
+and its completions, plus the transfer, are the decode pool's arrivals (exactly).
+
+The merged :class:`~infermodel.simulator.metrics.RunRecord` carries every request's
+timestamps; a request's gaps across servers (the transfer) are counted as gaps.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+import attrs
+import numpy as np
+
+from .continuous import ContinuousRun
+from .cost import CostModel
+from .errors import SimulationError
+from .metrics import RunRecord
+from .policies import Policy
+from .reference import check_fits, default_iteration_limit
+
+__all__ = ["ROUTERS", "Deployment", "run_deployment"]
+
+ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity")
+
+
+def _count(value, what: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise SimulationError(f"{what} must be a whole number ≥ {minimum}, got {value!r}")
+    return int(value)
+
+
+@attrs.frozen
+class Deployment:
+    """How many servers and how requests reach them.
+
+    :param replicas: servers that each run whole requests (colocated), 1 by default.
+    :param router: ``round_robin``, ``least_outstanding`` or ``prefix_affinity``.
+    :param prefill: with ``decode``, a disaggregated deployment: servers for prompts…
+    :param decode: …and servers for the rest of the output.
+    :param link_bandwidth: bytes/s of the link a request's cache crosses (disaggregated).
+    :param link_latency: seconds added to each transfer.
+    """
+
+    replicas: int = attrs.field(default=1, converter=lambda v: _count(v, "replicas"))
+    router: str = attrs.field(default="round_robin")
+    prefill: int = attrs.field(default=0, converter=lambda v: _count(v, "prefill servers", 0))
+    decode: int = attrs.field(default=0, converter=lambda v: _count(v, "decode servers", 0))
+    link_bandwidth: float = attrs.field(default=math.inf)
+    link_latency: float = attrs.field(default=0.0)
+
+    @router.validator
+    def _router(self, attribute, value):
+        if value not in ROUTERS:
+            raise SimulationError(f"router must be one of {', '.join(ROUTERS)}, got {value!r}")
+
+    def __attrs_post_init__(self):
+        if (self.prefill == 0) != (self.decode == 0):
+            raise SimulationError("a disaggregated deployment needs both prefill and decode "
+                                  f"servers, got prefill={self.prefill}, decode={self.decode}")
+        if self.disaggregated and self.replicas != 1:
+            raise SimulationError("give either replicas or prefill/decode pools, not both")
+        if not (isinstance(self.link_bandwidth, (int, float)) and self.link_bandwidth > 0):
+            raise SimulationError(f"link bandwidth must be positive, got {self.link_bandwidth!r}")
+        if not (isinstance(self.link_latency, (int, float)) and 0 <= self.link_latency < math.inf):
+            raise SimulationError(f"link latency must be a non-negative time, got {self.link_latency!r}")
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill > 0
+
+    @property
+    def single(self) -> bool:
+        return self.replicas == 1 and not self.disaggregated
+
+    @property
+    def servers(self) -> int:
+        return self.prefill + self.decode if self.disaggregated else self.replicas
+
+    @property
+    def label(self) -> str:
+        if self.disaggregated:
+            return f"{self.prefill}P{self.decode}D"
+        return f"{self.replicas}x {self.router}" if self.replicas > 1 else "1 server"
+
+    def transfer_time(self, prompt_tokens, kv_bytes_per_token: float):
+        """Seconds to move a prompt's cache from a prefill to a decode server."""
+        return np.asarray(prompt_tokens, dtype=np.float64) * kv_bytes_per_token / \
+            self.link_bandwidth + self.link_latency
+
+
+class _Routed:
+    """One server's arrival source: the requests the router sent it, and the next
+    arrival of the whole stream as a horizon its runs must stop at."""
+
+    closed = False
+
+    def __init__(self, horizon):
+        self.times: list[float] = []
+        self.requests: list[int] = []
+        self.next = 0
+        self.horizon = horizon
+        self.finishes: list[float] = []
+
+    def send(self, request: int, when: float) -> None:
+        self.times.append(when)
+        self.requests.append(request)
+
+    def due(self, now: float) -> list[int]:
+        start = self.next
+        while self.next < len(self.times) and self.times[self.next] <= now:
+            self.next += 1
+        return self.requests[start:self.next]
+
+    def next_time(self) -> float:
+        pending = self.times[self.next] if self.next < len(self.times) else math.inf
+        return min(pending, self.horizon())
+
+    def finished(self, request: int, now: float) -> None:
+        bisect.insort(self.finishes, now)
+
+    def outstanding(self, at: float) -> int:
+        return len(self.times) - bisect.bisect_right(self.finishes, at)
+
+
+def _serve(workload, cost, policy, arrivals, order, prefixes, router, servers, limit, run_times,
+           prefilled=None):
+    """Route ``order`` (request indices, by ``arrivals``) to ``servers`` servers and run
+    them together; returns the servers' states."""
+    stream = iter(order)
+    upcoming = [next(stream, None)]
+
+    def horizon() -> float:
+        return arrivals[upcoming[0]] if upcoming[0] is not None else math.inf
+
+    sources = [_Routed(horizon) for _ in range(servers)]
+    states = [ContinuousRun(workload, cost, policy, limit, source, run_times) for source in sources]
+    if prefilled is not None:
+        for state in states:
+            state.fil = list(prefilled)  # the prompt arrives already cached
+            state.gen = [1] * workload.count
+    affinity: dict[str, int] = {}
+    turn = 0
+    while upcoming[0] is not None:
+        request = upcoming[0]
+        when = arrivals[request]
+        for state in states:
+            while state.now < when and (state.has_work() or state.source.next < len(state.source.times)):
+                state.turn()
+        if router == "round_robin":
+            chosen = turn % servers
+            turn += 1
+        else:
+            loads = [source.outstanding(when) for source in sources]
+            chosen = loads.index(min(loads))
+            key = prefixes[request] if prefixes is not None else ""
+            if router == "prefix_affinity" and key:
+                chosen = affinity.setdefault(key, chosen)
+        sources[chosen].send(request, when)
+        upcoming[0] = next(stream, None)
+    for state in states:
+        while state.has_work() or state.source.next < len(state.source.times):
+            state.turn()
+    return states
+
+
+def _merge(workload, policy, states, arrivals, outputs_of=None):
+    """One record from several servers' timelines and token segments."""
+    from .fast import _record
+
+    timelines, requests, firsts, lasts = [], [], [], []
+    offset = 0
+    totals = {"end": 0.0, "preemptions": 0, "rollbacks": 0, "recomputed": 0, "swapped": 0,
+              "iterations": 0, "busy": 0, "decode_steps": 0}
+    evicted = np.zeros(workload.count, dtype=np.int64)
+    undone = np.zeros(workload.count, dtype=np.int64)
+    for state in states:
+        timeline, (request, first, last), counters = state.result()
+        timelines.append(timeline)
+        requests.append(request)
+        firsts.append(first + offset)
+        lasts.append(last + offset)
+        offset += timeline.size
+        totals["end"] = max(totals["end"], counters["end"])
+        for key in ("preemptions", "rollbacks", "recomputed", "swapped", "iterations", "busy",
+                    "decode_steps"):
+            totals[key] += counters[key]
+        evicted += counters["request_preemptions"]
+        undone += counters["request_rollbacks"]
+    totals["request_preemptions"], totals["request_rollbacks"] = evicted, undone
+    segments = (np.concatenate(requests), np.concatenate(firsts), np.concatenate(lasts))
+    return _record(workload, policy, np.concatenate(timelines), segments, totals, arrivals)
+
+
+def run_deployment(workload, cost: CostModel, policy: Policy, deployment: Deployment,
+                   max_iterations: int | None = None) -> RunRecord:
+    """Simulate ``workload`` on a deployment of several servers (fast engine)."""
+    if policy.kind == "static":
+        raise SimulationError("replicas and disaggregated pools need a continuous policy "
+                              "(reserve, paged or chunked)")
+    if workload.clients is not None:
+        raise SimulationError("replicas and disaggregated pools take open arrivals (rates or a "
+                              "trace), not a closed loop")
+    from .fast import _RunTimes
+
+    check_fits(workload, cost, policy)
+    limit = default_iteration_limit(workload) if max_iterations is None else int(max_iterations)
+    arrivals = workload.arrivals.tolist()
+    order = range(workload.count)
+    run_times = _RunTimes(cost)
+    if not deployment.disaggregated:
+        states = _serve(workload, cost, policy, arrivals, order, workload.prefixes,
+                        deployment.router, deployment.replicas, limit, run_times)
+        record = _merge(workload, policy, states, workload.arrivals)
+        record.slots *= deployment.replicas
+        return record
+    # Prefill pool: every request ends with its first token.
+    first_only = attrs.evolve(workload, outputs=np.ones(workload.count, dtype=np.int64))
+    prefill = _serve(first_only, cost, policy, arrivals, order, workload.prefixes,
+                     deployment.router, deployment.prefill, limit, run_times)
+    first_record = _merge(first_only, policy, prefill, workload.arrivals)
+    ready = first_record.first_token + deployment.transfer_time(workload.prompts,
+                                                               cost.kv_bytes_per_token)
+    rest = workload.outputs > 1
+    later = np.flatnonzero(rest)
+    decode_order = later[np.argsort(ready[later], kind="stable")].tolist()
+    decode = _serve(workload, cost, policy, ready.tolist(), decode_order, workload.prefixes,
+                    deployment.router, deployment.decode, limit, run_times,
+                    prefilled=workload.prompts.tolist())
+    record = _merge(workload, policy, [*prefill, *decode], workload.arrivals)
+    record.slots *= deployment.decode
+    record.transfer = ready - first_record.first_token
+    return record

@@ -1,0 +1,487 @@
+"""The fast engine's continuous policies (``reserve``, ``paged``, ``chunked``) as one state.
+
+Between two events (an arrival that could be admitted, a prefill that completes, a
+request that finishes, a cache overflow, the end of a steady chunked prefill) every
+iteration has the same composition, so a whole run of iterations is priced at once
+(see :mod:`infermodel.simulator.fast`).  :class:`ContinuousRun` holds the scheduler's
+state; each step of the loop is one method:
+
+* :meth:`~ContinuousRun.admit` — FIFO admission under the policy's rule;
+* :meth:`~ContinuousRun.share` — the iteration's token budget, decoders first;
+* :meth:`~ContinuousRun.evict` — the newest running request leaves when the cache
+  would overflow (a *rollback* when it had nothing cached yet, a *preemption* when
+  cached positions are discarded);
+* :meth:`~ContinuousRun.steady` — a run of identical-composition iterations;
+* :meth:`~ContinuousRun.single` — one iteration in which prefills complete.
+
+A request rolled back in a scheduling turn is not admitted again in that same turn:
+it would find the same state and be rolled back again forever.  It waits for the next
+iteration (engines likewise do not reschedule in the step that preempted).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+
+import numpy as np
+
+from .cost import CostModel
+from .errors import SimulationError
+from .policies import Policy
+from .reference import reservation_tokens
+
+__all__ = ["ContinuousRun"]
+
+# Runs shorter than this are stepped with Python floats: numpy's call overhead is
+# larger than the work for a handful of iterations.
+SCALAR_RUN = 12
+
+
+def too_many(limit: int, completed: int, count: int, preemptions: int) -> SimulationError:
+    return SimulationError(
+        f"simulation stopped after {limit:,} iterations without finishing "
+        f"({completed} of {count} requests done, {preemptions} preemptions); "
+        "the policy thrashes on this workload or max_iterations is too small"
+    )
+
+
+class ContinuousRun:
+    """The state of one continuous-batching run in the event-skipping engine.
+
+    For a decoding request, ``gen``/``fil`` hold its values at iteration ``base[r]``;
+    it gains one of each per iteration since then.  For any other request they are
+    current.
+    """
+
+    def __init__(self, workload, cost: CostModel, policy: Policy, limit: int, source, run_times,
+                 series: bool = False):
+        count = workload.count
+        self.source = source
+        self.prompts = workload.prompts.tolist()
+        self.outputs = workload.outputs.tolist()
+        self.count = count
+        self.fil = [0] * count
+        if hasattr(source, "attach"):
+            source.attach(self.prompts, self.fil, self.outputs)
+        self.kv = cost.kv_bytes_per_token
+        self.memory = cost.cache_memory
+        self.admit_limit = self.memory * policy.admit_fraction
+        self.reserve = policy.kind == "reserve"
+        self.reserve_out = reservation_tokens(workload, policy)
+        self.chunked = policy.kind == "chunked"
+        self.chunk_tokens = policy.chunk_tokens
+        self.max_running = policy.max_running
+        self.time_from_counts = cost.time_from_counts
+        self.run_ends = run_times
+        self.limit = limit
+        self.gen = [0] * count
+        self.base = [0] * count
+        self.seg_open = [0] * count  # first iteration of the decoding request's open segment
+        self.finish_at = [0] * count  # iteration count at which a decoding request is done
+        self.decoding = [False] * count
+        self.evicted = [0] * count  # per request: preemptions (cached positions discarded)
+        self.undone = [0] * count  # per request: rollbacks (nothing cached yet)
+        # A shared prefix resident once (warmed at start-up): hit requests start with
+        # ``warm`` positions cached that they do not occupy.  ``offset`` is what the
+        # cache holds beyond Σ fil: the resident prefix minus the running requests'
+        # shared positions (0 without a prefix, leaving Lab 3's arithmetic unchanged).
+        self.warm = workload.warm.tolist() if workload.warm is not None else [0] * count
+        self.offset = int(workload.resident_prefix)
+        self.swap = policy.preemption == "swap"
+        self.swap_seconds_per_token = (self.kv / policy.swap_bandwidth) if self.swap else 0.0
+        self.swapped = [0] * count  # per request: positions held in host memory
+        self.swapped_tokens = 0
+        self.decoders: list[int] = []  # running requests that decode, in running order
+        self.prefillers: list[int] = []  # running requests still (re)filling; after decoders
+        self.queue: deque[int] = deque()
+        self.finish_heap: list[tuple[int, int]] = []
+        self.decoder_filled = 0  # Σ cached positions of decoders (current)
+        self.prefiller_filled = 0
+        self.reserved = 0  # Σ full-length reservations of running requests
+        self.blocked = -1  # request rolled back in this scheduling turn
+        self.times_done: list[np.ndarray] = []
+        self.times_pending: list[float] = []
+        self.seg_request: list[int] = []
+        self.seg_first: list[int] = []
+        self.seg_last: list[int] = []
+        self.now = 0.0
+        self.iterations = 0
+        self.completed = 0
+        self.preemptions = 0
+        self.rollbacks = 0
+        self.recomputed = 0
+        self.busy = 0
+        self.decode_steps = 0
+        self.stalled = 0
+        # (time, waiting, running, cached positions) at every scheduling turn, if asked
+        self.series: list[tuple[float, int, int, int]] | None = [] if series else None
+
+    # ------------------------------------------------------------------ bookkeeping
+    def close(self, request: int, first: int, last: int) -> None:
+        self.seg_request.append(request)
+        self.seg_first.append(first)
+        self.seg_last.append(last)
+
+    def done(self, request: int) -> None:
+        self.offset += self.warm[request]
+        self.completed += 1
+        self.source.finished(request, self.now)
+
+    def finish_due(self) -> None:
+        """Retire the decoders whose last token came at the end of the last iteration."""
+        heap, iterations = self.finish_heap, self.iterations
+        while heap and heap[0][0] <= iterations:
+            due, request = heapq.heappop(heap)
+            if not self.decoding[request] or self.finish_at[request] != due:
+                continue  # stale entry (preempted or rescheduled)
+            self.decoding[request] = False
+            self.decoders.remove(request)
+            self.decoder_filled -= self.fil[request] + (iterations - self.base[request])
+            if self.reserve:
+                self.reserved -= self.prompts[request] + self.reserve_out
+            self.close(request, self.seg_open[request], iterations - 1)
+            self.done(request)
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> None:
+        while self.completed < self.count:
+            if not self.turn():
+                raise SimulationError("no request left to arrive and none running")
+
+    def has_work(self) -> bool:
+        """Whether a request is running or waiting (arrived) here."""
+        return bool(self.decoders or self.prefillers or self.queue)
+
+    def turn(self) -> bool:
+        """One scheduling turn: take arrivals, admit, then evict or run iterations.
+        Returns False when nothing runs, waits or is still to arrive."""
+        queue, source = self.queue, self.source
+        arrived = source.due(self.now)
+        if arrived:
+            queue.extend(arrived)
+        if not self.decoders and not self.prefillers and not queue:
+            arrival = source.next_time()
+            if arrival == math.inf:
+                return False
+            self.now = max(self.now, arrival)
+            return True
+        running = self.admit()
+        if self.series is not None:
+            self.series.append((self.now, len(queue), running, self._cached_now()))
+        takes, remainders, taking_decoders = self.share()
+        growth = taking_decoders + sum(takes)
+        if (self.decoder_filled + self.prefiller_filled + self.offset + growth) * self.kv > self.memory:
+            self.evict()
+            return True
+        self.stalled = 0
+        self.blocked = -1
+        partial = len(takes) == 1 and takes[0] < remainders[0]
+        if taking_decoders == len(self.decoders) and (not takes or partial):
+            self.steady(takes, remainders, partial, growth, running)
+        else:
+            self.single(takes, taking_decoders)
+        return True
+
+    def _cached_now(self) -> int:
+        return self.decoder_filled + self.prefiller_filled + self.offset
+
+    def admit(self) -> int:
+        """FIFO admission; returns how many requests run."""
+        queue, prompts, gen = self.queue, self.prompts, self.gen
+        reserve, reserve_out, kv = self.reserve, self.reserve_out, self.kv
+        used = self.reserved if reserve else self.decoder_filled + self.prefiller_filled + self.offset
+        warm = self.warm
+        running = len(self.decoders) + len(self.prefillers)
+        while queue and running < self.max_running:
+            candidate = queue[0]
+            if candidate == self.blocked:
+                break
+            need = prompts[candidate] + (reserve_out if reserve else gen[candidate] - warm[candidate])
+            if (used + need) * kv > self.admit_limit:
+                break
+            queue.popleft()
+            if self.swap and self.swapped[candidate]:
+                # Its cache comes back from host memory instead of being recomputed.
+                self.fil[candidate] = self.swapped[candidate]
+                self.now += (self.swapped[candidate] - warm[candidate]) * self.swap_seconds_per_token
+                self.swapped[candidate] = 0
+            if warm[candidate]:
+                # the shared prefix is cached already: only the rest is prefilled
+                self.fil[candidate] = max(self.fil[candidate], warm[candidate])
+                self.offset -= warm[candidate]
+            self.prefillers.append(candidate)
+            self.prefiller_filled += self.fil[candidate]  # 0 unless it arrives with its prompt cached
+            used += need
+            running += 1
+            if reserve:
+                self.reserved += need
+        if not running:
+            head = queue[0]
+            raise SimulationError(
+                f"request {head} cannot be admitted into an empty server: it needs "
+                f"{(prompts[head] + gen[head]) * kv:,.0f} bytes of cache, "
+                f"budget {self.admit_limit:,.0f} bytes"
+            )
+        return running
+
+    def share(self) -> tuple[list[int], list[int], int]:
+        """The iteration's token budget in running order: decoders first."""
+        n_dec = len(self.decoders)
+        if self.chunked:
+            taking_decoders = min(n_dec, self.chunk_tokens)
+            left = self.chunk_tokens - taking_decoders
+        else:
+            taking_decoders = n_dec
+            left = math.inf
+        takes: list[int] = []
+        remainders: list[int] = []
+        prompts, gen, fil = self.prompts, self.gen, self.fil
+        for request in self.prefillers:
+            if left <= 0:
+                break
+            remaining = prompts[request] + gen[request] - fil[request]
+            take = remaining if remaining <= left else int(left)
+            takes.append(take)
+            remainders.append(remaining)
+            left -= take
+        return takes, remainders, taking_decoders
+
+    def evict(self) -> None:
+        """Evict the newest running request; it re-prefills prompt + generated later."""
+        fil = self.fil
+        if self.prefillers:
+            victim = self.prefillers.pop()
+            self.prefiller_filled -= fil[victim]
+        else:
+            victim = self.decoders.pop()
+            elapsed = self.iterations - self.base[victim]
+            self.gen[victim] += elapsed
+            fil[victim] += elapsed
+            self.decoding[victim] = False
+            self.decoder_filled -= fil[victim]
+            if self.seg_open[victim] <= self.iterations - 1:
+                self.close(victim, self.seg_open[victim], self.iterations - 1)
+        shared = self.warm[victim]
+        own = fil[victim] - shared
+        self.offset += shared
+        if own:
+            self.evicted[victim] += 1
+        else:
+            self.undone[victim] += 1
+            self.rollbacks += 1
+            self.blocked = victim
+        if self.swap and own:
+            self.swapped[victim] = fil[victim]
+            self.swapped_tokens += own
+            self.now += own * self.swap_seconds_per_token
+        else:
+            self.recomputed += own
+        fil[victim] = 0
+        if self.reserve:
+            self.reserved -= self.prompts[victim] + self.reserve_out
+        self.queue.appendleft(victim)
+        self.preemptions += 1
+        self.stalled += 1
+        if self.stalled > self.max_running + 1:
+            raise SimulationError(
+                "preemption livelock: the cache cannot hold the next iteration of the running "
+                f"requests even after {self.stalled} evictions at t = {self.now:.6g} s"
+            )
+
+    def _next_due(self) -> int:
+        heap = self.finish_heap
+        while True:
+            due, request = heap[0]
+            if self.decoding[request] and self.finish_at[request] == due:
+                return due
+            heapq.heappop(heap)
+
+    def _fits(self, growth: int, length: int) -> int:
+        """Iterations of the run the cache check passes: (C + j·g + g)·kv ≤ memory."""
+        kv, memory = self.kv, self.memory
+        current = self.decoder_filled + self.prefiller_filled + self.offset
+        fits = int((memory / kv - current - growth) // growth) + 1
+        while fits > 1 and (current + (fits - 1) * growth + growth) * kv > memory:
+            fits -= 1
+        while (current + fits * growth + growth) * kv <= memory and fits < length:
+            fits += 1
+        return fits
+
+    def steady(self, takes, remainders, partial: bool, growth: int, running: int) -> None:
+        """A run of identical-composition iterations."""
+        length = self.limit - self.iterations
+        if length <= 0:
+            raise too_many(self.limit, self.completed, self.count, self.preemptions)
+        n_dec = len(self.decoders)
+        if n_dec:
+            length = min(length, self._next_due() - self.iterations)
+        positions = n_dec
+        attention = self.decoder_filled + n_dec  # each decode: one query over c cached + itself
+        cached = self.decoder_filled
+        step_attention = step_cached = n_dec
+        sequences = n_dec
+        if partial:
+            chunk = takes[0]
+            head = self.prefillers[0]
+            already = self.fil[head]
+            length = min(length, (remainders[0] - 1) // chunk)
+            positions += chunk
+            attention += chunk * already + chunk * (chunk + 1) // 2
+            cached += already
+            step_attention += chunk * chunk
+            step_cached += chunk
+            sequences += 1
+        length = min(length, self._fits(growth, length))
+        queue = self.queue
+        if queue and not self.reserve and running < self.max_running:
+            # On-demand admission charges only cached positions of the running
+            # requests, so a request admitted this turn but not yet prefilled stops
+            # counting next turn: the head may fit then, though not now.  Later
+            # turns only cache more, so the next turn is the one to check.
+            waiting = queue[0]
+            current = self.decoder_filled + self.prefiller_filled + self.offset
+            need = self.prompts[waiting] + self.gen[waiting] - self.warm[waiting]
+            if (current + growth + need) * self.kv <= self.admit_limit:
+                length = 1
+        arrival = self.source.next_time()
+        watch = not queue and arrival < math.inf
+        if watch:
+            # Iteration times never shrink within a run: bound the run by the arrival.
+            first_dt = self.time_from_counts(positions, attention, cached, sequences)
+            length = min(length, int((arrival - self.now) / first_dt) + 2)
+        done = self._advance(length, watch, arrival, positions, attention, step_attention,
+                             cached, step_cached, sequences)
+        self.iterations += done
+        self.decoder_filled += done * n_dec
+        self.busy += done * n_dec
+        if n_dec:
+            self.decode_steps += done
+        if partial:
+            self.fil[head] += done * chunk
+            self.prefiller_filled += done * chunk
+        self.finish_due()
+
+    def _advance(self, length, watch, arrival, positions, attention, step_attention, cached,
+                 step_cached, sequences) -> int:
+        """Price ``length`` iterations (fewer when an arrival comes first); returns how many."""
+        if length < SCALAR_RUN:
+            done = 0
+            now = self.now
+            pending = self.times_pending
+            while done < length:
+                if done and watch and now >= arrival:
+                    break
+                now += self.time_from_counts(positions, attention + done * step_attention,
+                                             cached + done * step_cached, sequences)
+                pending.append(now)
+                done += 1
+            self.now = now
+            return done
+        ends = self.run_ends(self.now, length, positions, attention, step_attention, cached,
+                             step_cached, sequences)
+        if watch:
+            done = 1 + int(np.searchsorted(ends[: length - 1], arrival, side="left"))
+            ends = ends[:done]
+        else:
+            done = length
+        if self.times_pending:
+            self.times_done.append(np.array(self.times_pending))
+            self.times_pending = []
+        self.times_done.append(ends)
+        self.now = float(ends[-1])
+        return done
+
+    def single(self, takes, taking_decoders: int) -> None:
+        """One iteration with prefill completions (or starved decoders)."""
+        if self.iterations >= self.limit:
+            raise too_many(self.limit, self.completed, self.count, self.preemptions)
+        fil, base, decoders = self.fil, self.base, self.decoders
+        positions = taking_decoders
+        if taking_decoders == len(decoders):
+            attention = self.decoder_filled + taking_decoders
+            cached = self.decoder_filled
+        else:
+            cached = 0
+            for request in decoders[:taking_decoders]:
+                cached += fil[request] + (self.iterations - base[request])
+            attention = cached + taking_decoders
+        for request, take in zip(self.prefillers, takes):
+            positions += take
+            attention += take * fil[request] + take * (take + 1) // 2
+            cached += fil[request]
+        self.now += self.time_from_counts(positions, attention, cached, taking_decoders + len(takes))
+        self.times_pending.append(self.now)
+        index = self.iterations
+        self.iterations += 1
+        self.decoder_filled += taking_decoders
+        # Starved decoders emit nothing this iteration: rebase them one iteration on.
+        for request in decoders[taking_decoders:]:
+            elapsed = index - base[request]
+            self.gen[request] += elapsed
+            fil[request] += elapsed
+            base[request] = index + 1
+            if self.seg_open[request] <= index - 1:
+                self.close(request, self.seg_open[request], index - 1)
+            self.seg_open[request] = index + 1
+            self.finish_at[request] = base[request] + self.outputs[request] - self.gen[request]
+            heapq.heappush(self.finish_heap, (self.finish_at[request], request))
+        later = taking_decoders + self._complete_prefills(takes, index)
+        if later:
+            self.busy += later
+            self.decode_steps += 1
+        self.finish_due()
+
+    def _complete_prefills(self, takes, index: int) -> int:
+        """Apply the prefill chunks of iteration ``index``; returns the re-prefills whose
+        token follows tokens sent before an eviction."""
+        fil, gen, prompts, outputs = self.fil, self.gen, self.prompts, self.outputs
+        later = completions = 0
+        for request, take in zip(self.prefillers, takes):
+            fil[request] += take
+            self.prefiller_filled += take
+            if fil[request] != prompts[request] + gen[request]:
+                continue
+            completions += 1
+            if gen[request]:
+                later += 1
+            gen[request] += 1
+            self.prefiller_filled -= fil[request]
+            if gen[request] == outputs[request]:
+                self.close(request, index, index)
+                if self.reserve:
+                    self.reserved -= prompts[request] + self.reserve_out
+                self.done(request)
+                continue
+            self.decoder_filled += fil[request]
+            self.base[request] = self.iterations
+            self.seg_open[request] = index
+            self.decoding[request] = True
+            self.finish_at[request] = self.iterations + outputs[request] - gen[request]
+            heapq.heappush(self.finish_heap, (self.finish_at[request], request))
+            self.decoders.append(request)
+        if completions:
+            del self.prefillers[:completions]
+        return later
+
+    # ------------------------------------------------------------------ results
+    def result(self):
+        """(timeline, segments, counters) for :func:`infermodel.simulator.fast.record`."""
+        if self.times_pending:
+            self.times_done.append(np.array(self.times_pending))
+            self.times_pending = []
+        timeline = np.concatenate(self.times_done) if self.times_done else np.empty(0)
+        segments = (
+            np.array(self.seg_request, dtype=np.int64),
+            np.array(self.seg_first, dtype=np.int64),
+            np.array(self.seg_last, dtype=np.int64),
+        )
+        counters = {"end": self.now, "preemptions": self.preemptions, "rollbacks": self.rollbacks,
+                    "recomputed": self.recomputed, "swapped": self.swapped_tokens,
+                    "iterations": self.iterations,
+                    "busy": self.busy, "decode_steps": self.decode_steps,
+                    "request_preemptions": np.array(self.evicted, dtype=np.int64),
+                    "request_rollbacks": np.array(self.undone, dtype=np.int64),
+                    "series": self.series}
+        return timeline, segments, counters
