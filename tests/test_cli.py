@@ -199,8 +199,9 @@ def test_presets_listing_shows_each_presets_figures(capsys):
     assert main(["presets", "hardware"]) == 0
     lines = capsys.readouterr().out.splitlines()
     at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["h100-sxm"])
-    # the datasheet figures the preset file writes: 80 GB, 3.35 TB/s, 989 TFLOP/s dense
-    assert lines[at + 1].split() == ["memory", "80", "GB", "·", "bandwidth", "3.35", "TB/s", "·",
+    # the figures the preset file writes: the 81,559 MiB the runtime reports for the
+    # "80 GB" card, and the datasheet's 3.35 TB/s and 989 TFLOP/s dense
+    assert lines[at + 1].split() == ["memory", "81559", "MiB", "·", "bandwidth", "3.35", "TB/s", "·",
                                      "flops", "989", "TFLOP/s", "·", "price", "USD", "2.5/h"]
     assert main(["presets", "models", "--format", "json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
