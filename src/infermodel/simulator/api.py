@@ -91,8 +91,8 @@ def run_record(
     deployment: Deployment | None = None,
 ) -> tuple[RunRecord, dict[str, float]]:
     """Like :func:`run_policy`, also returning the run's :class:`RunRecord` (every
-    request's arrival, first and last token, evictions; the fast engine's iteration
-    timeline; with ``series``, the time series of waiting and running requests and
+    request's arrival, first and last token, evictions; the pooled inter-token gaps as
+    distinct values with counts; with ``series``, the time series of waiting and running requests and
     cache use at every scheduling decision)."""
     _check_cost(cost_model)
     policy = as_policy(policy)

@@ -58,11 +58,11 @@ def run_fast(
         state = ContinuousRun(workload, cost, policy, limit, source, _RunTimes(cost), series)
         state.run()
         blocks, segments, counters = state.result()
-        tokens = _tokens(workload.count, blocks, segments)
-        del blocks, segments
         if workload.session_starts is not None:  # prompts grew with each session's history
             workload = attrs.evolve(workload, prompts=np.array(state.prompts, dtype=np.int64))
-        del state
+        del state  # its per-request lists go before the per-block arrays are combined
+        tokens = _tokens(workload.count, blocks, segments)
+        del blocks, segments
     record = _record(workload, policy, tokens, counters, source.arrivals())
     record.series = _series(counters.get("series"), cost)
     return record
@@ -256,6 +256,9 @@ def _series(points, cost: CostModel) -> dict[str, np.ndarray] | None:
             "cache_use": data[:, 3] * cost.kv_bytes_per_token / cost.cache_memory}
 
 
+_CHUNK = 1 << 18
+
+
 def _tokens(count: int, blocks: Blocks, segments) -> _Tokens:
     """Per-request timestamps and pooled gaps from the blocks and token segments.
 
@@ -285,7 +288,11 @@ def _tokens(count: int, blocks: Blocks, segments) -> _Tokens:
     spans = at_last > at_first
     change = (np.bincount(at_first[spans] + 1, minlength=size + 1)
               - np.bincount(at_last[spans] + 1, minlength=size + 1))
-    tokens.gaps.add(blocks.entry, np.cumsum(change[:size]))
+    level = np.cumsum(change[:size])
+    del change
+    for start in range(0, size, _CHUNK):  # in slices: the histogram merges as it goes
+        tokens.gaps.add(blocks.entry[start : start + _CHUNK], level[start : start + _CHUNK])
+    del level
     # Largest gap of a segment: inside its first block, or inside or into a later one.
     within = blocks.inner[at_first]
     if spans.any():

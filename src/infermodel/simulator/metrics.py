@@ -101,7 +101,7 @@ class RunRecord:
 
 
 #: Distinct gap values kept exactly; past this many a run's gaps are binned.
-DISTINCT_BUDGET = 1 << 22
+DISTINCT_BUDGET = 1 << 21
 #: Mantissa bits a binned gap keeps: every binned gap is within 2**-17 of its value.
 SKETCH_BITS = 16
 _PENDING = 1 << 18
