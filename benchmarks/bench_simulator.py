@@ -68,7 +68,8 @@ def peak_resident(code: str, *arguments: str) -> tuple[float, str]:
     """Peak resident memory (bytes) of ``python -c code arguments…`` and its output.
 
     ``ru_maxrss`` of the children is a running maximum over every child waited for,
-    so each measurement runs in its own intermediate process."""
+    so each measurement runs in its own intermediate process.
+    """
     probe = (
         "import resource, subprocess, sys\n"
         "done = subprocess.run(sys.argv[1:], capture_output=True, text=True, check=True)\n"

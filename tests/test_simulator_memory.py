@@ -1,6 +1,7 @@
 """The simulator streams its metrics: pooled inter-token gaps go into a
 :class:`GapHistogram` (exact while the distinct values fit its budget, a binned sketch
-with a stated error past it), and a long run's peak memory stays bounded."""
+with a stated error past it), and a long run's peak memory stays bounded.
+"""
 
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, metrics["n_itl_samples
 @pytest.mark.slow
 def test_a_100000_request_run_peaks_under_300_mb():
     """Lab 3's device and workload, chunked prefill, nominal 0.2 requests/s: about
-    48 million iterations and 172 million inter-token gaps."""
+    48 million iterations and 172 million inter-token gaps.
+    """
     done = subprocess.run([sys.executable, "-c", _RUN, "100000"], capture_output=True, text=True,
                           check=True, timeout=600)
     peak_kib, gaps, itl_p99 = (float(x) for x in done.stdout.split())
