@@ -136,6 +136,6 @@ def test_scenario_preset_gives_typed_fields_with_defaults():
     draft = s.preset("model", "llama-3.2-3b")
     assert draft["layers"] == 28 and draft["ffn"] == "swiglu" and draft["experts"] == 1
     card = s.preset("hardware", "h100-sxm")
-    assert card["memory"] == 80e9 and card["bandwidth"] == 3.35e12
+    assert card["memory"] == 81559 * 2**20 and card["bandwidth"] == 3.35e12
     with pytest.raises(ScenarioError, match="did you mean 'llama-3.2-3b'"):
         s.preset("model", "llama-3.2-3bb")

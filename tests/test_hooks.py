@@ -255,3 +255,33 @@ def test_infermodel_transform_quantities_wraps_and_replaces_with_recorded_histor
         2 * max(changed["decode_time_memory"], changed["decode_time_compute"]))
     assert changed["tpot"] == changed["decode_step_time"]
     assert isinstance(step.expression, sympy.Expr)
+
+
+class _Warner:
+    @hookimpl
+    def infermodel_transform_quantities(self, scenario, transform):
+        transform.warn("host overhead is not modelled: about 0.2 ms per step",
+                       quantity="decode_step_time")
+
+
+def test_infermodel_transform_quantities_warn_becomes_a_result_warning(register_plugin,
+                                                                        write_scenario):
+    path = write_scenario(BASE)
+    assert infermodel.evaluate(path).warnings == []
+    register_plugin(_Warner(), "warner")
+    result = infermodel.evaluate(path)
+    [warning] = result.warnings
+    assert warning.quantity == "decode_step_time"
+    assert str(warning) == "host overhead is not modelled: about 0.2 ms per step (plugin 'warner')"
+    assert "0.2 ms" in str(result.to_dict()["warnings"])
+
+
+def test_infermodel_transform_quantities_warn_needs_text(register_plugin, write_scenario):
+    class Empty:
+        @hookimpl
+        def infermodel_transform_quantities(self, scenario, transform):
+            transform.warn("")
+
+    register_plugin(Empty(), "empty")
+    with pytest.raises(infermodel.InfermodelError, match="non-empty string"):
+        infermodel.evaluate(write_scenario(BASE))

@@ -88,10 +88,13 @@ def test_traffic_grows_from_active_to_total(at_4_9_bits, batch):
 
 
 def test_batch_1_agrees_with_the_base_physics_share(write_scenario):
-    # Without a format lever the active bytes are W · params_active / params_total.
+    # Without a format lever the active bytes are W · params_active / params_total, less
+    # the input-table rows the step does not read (embedding_reads = "rows").
     r = infermodel.evaluate(mixtral(write_scenario, hardware="h200"))
+    unread = (r["vocab"] - 1) * r["d_model"] * 2
+    assert r["embedding_bytes_unread"] == unread
     assert r["weight_bytes_per_step"] == pytest.approx(
-        r["weight_bytes"] * r["params_active"] / r["params_total"], rel=1e-12)
+        r["weight_bytes"] * r["params_active"] / r["params_total"] - unread, rel=1e-12)
 
 
 def test_compute_uses_active_parameters(write_scenario):
@@ -105,7 +108,7 @@ def test_compute_uses_active_parameters(write_scenario):
 def test_routing_assumptions(write_scenario, routing, share):
     path = mixtral(write_scenario, f'[levers.moe]\nrouting = "{routing}"\n', hardware="h200")
     r = infermodel.evaluate(path, {"workload.batch": 8})
-    assert r["weight_bytes_per_step"] == pytest.approx(r[share])
+    assert r["weight_bytes_per_step"] == pytest.approx(r[share] - r["embedding_bytes_unread"])
 
 
 def test_capacity_reads_experts_at_max_sequences():
@@ -187,7 +190,8 @@ def test_number_formats_lever_sets_the_expert_bytes(write_scenario):
     r = infermodel.evaluate(path, {"workload.batch": 4})
     assert r["expert_bytes_per_param"] == 0.5
     missed = 32 * (8 - r["experts_read_per_layer"]) * r["expert_params"] * 0.5
-    assert r["weight_bytes_per_step"] == pytest.approx(r["weight_bytes"] - missed)
+    assert r["weight_bytes_per_step"] == pytest.approx(r["weight_bytes"] - missed
+                                                       - (r["vocab"] - 4) * r["d_model"] * 2)
 
 
 def test_given_artifact_size_spreads_evenly(write_scenario):

@@ -16,7 +16,8 @@ PIPELINE = SCENARIOS / "parallel-70b-pipeline.toml"
 
 # Llama 3.1 70B shape and one H100 SXM, as the presets give them.
 LAYERS, D, HEADS, KV_HEADS, HEAD_DIM = 80, 8192, 64, 8, 128
-BW, F, M, PRICE = 3.35e12, 989e12, 80e9, 2.5
+# M: the preset's memory as the runtime reports it (81,559 MiB), not the decimal 80 GB.
+BW, F, M, PRICE = 3.35e12, 989e12, 81559 * 2**20, 2.5
 
 
 def lab_planner(r, cards, e):

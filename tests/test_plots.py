@@ -7,6 +7,8 @@ from xml.etree import ElementTree
 
 import pytest
 
+import infermodel
+
 pytest.importorskip("matplotlib")
 
 from infermodel.cli import main
@@ -28,6 +30,7 @@ def is_svg(path: Path) -> bool:
 @pytest.mark.parametrize("kind, options", [
     ("roofline", {}),
     ("roofline", {"over": {"workload.batch": "1..256 log2"}}),
+    ("operators", {}),
     ("throughput", {}),
     ("throughput", {"over": {"hardware.preset": ["module10-24gb", "module10-48gb"]}}),
     ("memory", {}),
@@ -96,3 +99,25 @@ def test_cli_plot(tmp_path, capsys, monkeypatch):
     assert is_svg(tmp_path / "sweep.svg")
     assert main(["plot", str(CASE), "roofline", "-o", "roofline.pdf"]) == 2
     assert ".png or .svg" in capsys.readouterr().err
+
+
+def test_operators_plot_places_every_operator_on_the_roofline(tmp_path):
+    figure = plot(ROOT / "scenarios" / "parallel-70b-allreduce.toml", "operators",
+                  output=tmp_path / "ops.svg")
+    assert is_svg(tmp_path / "ops.svg")
+    ax = figure.axes[0]
+    names = [name for t in ax.texts for name in t.get_text().split(", ")]
+    # Both phases' operators with FLOPs (the embedding lookup has none), and the link-timed
+    # all-reduce in the legend rather than on the card's roofline.
+    for name in ("qkv_projection", "attention_score", "ffn", "head", "norms"):
+        assert names.count(name) == 2, name
+    assert "embedding" not in names and "all_reduce" not in names
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith("decode all_reduce:") for t in legend)
+    # Each point sits on or under the roof of the four cards.
+    r = infermodel.evaluate(ROOT / "scenarios" / "parallel-70b-allreduce.toml")
+    for collection in ax.collections:
+        for x, y in collection.get_offsets():
+            assert y <= min(r["flops_peak"], x * r["bandwidth"]) * (1 + 1e-9)
+    with pytest.raises(InfermodelError, match="one scenario"):
+        plot(CASE, "operators", over={"workload.batch": [1, 2]})

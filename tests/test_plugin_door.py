@@ -102,7 +102,7 @@ def test_plain_hookimpl_options_are_accepted(register_plugin):
 
 def test_every_hookspec_parameter_is_annotated():
     specs = [f for name, f in vars(hookspecs).items() if name.startswith("infermodel_")]
-    assert len(specs) == 8
+    assert len(specs) == 9
     for function in specs:
         signature = inspect.signature(function)
         assert signature.return_annotation == "None", function.__name__
@@ -123,6 +123,11 @@ def test_the_callbacks_given_to_plugins_match_their_protocols(register_plugin):
         def infermodel_transform_quantities(self, scenario, transform):
             seen["replace"] = inspect.signature(transform.replace)
             seen["wrap"] = inspect.signature(transform.wrap)
+            seen["warn"] = inspect.signature(transform.warn)
+
+        @hookimpl
+        def infermodel_define_operators(self, scenario, define):
+            seen["operator"] = inspect.signature(define)
 
         @hookimpl
         def infermodel_validate_scenario(self, scenario, report):
@@ -149,9 +154,10 @@ def test_the_callbacks_given_to_plugins_match_their_protocols(register_plugin):
             seen["witnesses"] = inspect.signature(register)
 
     register_plugin(Recorder(), "recorder")
-    infermodel.evaluate(CASE)
+    plugin.operator_table(infermodel.evaluate(CASE), "decode")
     protocols = {"define": hookspecs.Define.__call__, "replace": hookspecs.Transform.replace,
-                 "wrap": hookspecs.Transform.wrap, "report": hookspecs.Report.__call__,
+                 "wrap": hookspecs.Transform.wrap, "warn": hookspecs.Transform.warn,
+                 "operator": hookspecs.OperatorDefine.__call__, "report": hookspecs.Report.__call__,
                  "fields": hookspecs.FieldRegistrar.__call__,
                  "levers": hookspecs.LeverRegistrar.__call__,
                  "value_types": hookspecs.ValueTypeRegistrar.__call__,
@@ -175,7 +181,7 @@ def test_the_plugin_guide_names_everything_the_door_exports():
 
 def test_protocols_are_protocols():
     for name in ("FieldRegistrar", "LeverRegistrar", "ValueTypeRegistrar", "PresetRegistrar",
-                 "WitnessRegistrar", "Report", "Define", "Transform"):
+                 "WitnessRegistrar", "Report", "Define", "Transform", "OperatorDefine"):
         assert typing.Protocol in getattr(hookspecs, name).__mro__, name
         assert getattr(plugin, name) is getattr(hookspecs, name)
 

@@ -56,7 +56,7 @@ def test_extends_inherits_and_overrides(write_scenario):
 def test_set_overrides_are_typed():
     s = load_scenario(SCENARIOS / "case-study-24gb.toml",
                       ["workload.batch=64", "hardware.preset=h100-sxm", "efficiency.mbu=0.8"])
-    assert s.value("workload.batch") == 64 and s.value("hardware.memory") == 80e9
+    assert s.value("workload.batch") == 64 and s.value("hardware.memory") == 81559 * 2**20
     assert s.value("efficiency.mbu") == 0.8 and s.where("workload.batch").file == "--set"
 
 

@@ -351,3 +351,30 @@ def test_a_page_is_generated_per_scenario_and_stale_pages_are_removed(app, warni
     assert (generated / "alpha.rst").stat().st_mtime_ns == stamp
     assert not (generated / "beta.rst").exists()
     assert (generated / "notes.rst").exists()
+
+
+# ---------------------------------------------------------------------------------
+# .. infermodel-ops::
+# ---------------------------------------------------------------------------------
+
+
+@pytest.mark.sphinx("html", testroot="infermodel-ops", freshenv=True)
+def test_ops_directive_renders_the_operator_table(app, warning):
+    app.build()
+    # The only warning: the missing file, located at its directive.
+    lines = [line for line in _warnings(warning).splitlines() if line.strip()]
+    assert len(lines) == 1 and "missing.toml not found" in lines[0] and "index.rst:10" in lines[0]
+    doctree = _doctree(app)
+    tables = [t for t in doctree.findall(nodes.table) if "infermodel-operators" in t["classes"]]
+    assert [t.next_node(nodes.title).astext() for t in tables] == [
+        "root-case: decode operators", "root-case: prefill operators (efficiency.roofline=operator)"]
+    decode = _table_rows(tables[0])
+    assert decode[0][:5] == ["Operator", "FLOPs", "Bytes", "Intensity", "Bound"]
+    assert [row[0] for row in decode[1:]] == ["embedding", "norms", "qkv_projection",
+                                              "attention_score", "attention_value",
+                                              "output_projection", "ffn", "head"]
+    text = doctree.astext()
+    # Module 10 §1: the case study's decode step, 6.24 ms on the whole-step roofline.
+    assert re.search(r"decode_step_time = 6\.237 ms \(roofline = .step.\)", text)
+    # Under the operator roofline the prefill time is the sum of the operators' times.
+    assert re.search(r"sum of operator times (\S+ ms) .*prefill_time = \1 \(roofline = .operator.\)", text)

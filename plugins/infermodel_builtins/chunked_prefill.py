@@ -132,13 +132,21 @@ def infermodel_define_quantities(scenario, define):
     define("hybrid_bytes", S.weight_bytes + d * arch.cache_read(c) + arch.cache_held(p), unit="B",
            description="bytes read by the iteration: weights once, every decode's cache and the "
                        "chunk's cached prompt", reference=BOTH)
-    define("hybrid_flops", 2 * S.params_matmul * S.hybrid_positions
-           + (4 * S.layers * S.query_width * S.hybrid_attention_pairs if arch.plain
-              else d * arch.attention_decode(c) + arch.attention_chunk(p, k)), unit="FLOP",
-           description="FLOPs of the iteration: projections for every position plus attention"
-                       + ("" if arch.plain else " (the chunk's queries each see at most a window "
-                                                "of keys in windowed layers)"),
-           reference=BOTH)
+    attention = (4 * S.layers * S.query_width * S.hybrid_attention_pairs if arch.plain
+                 else d * arch.attention_decode(c) + arch.attention_chunk(p, k))
+    windowed = "" if arch.plain else (" (the chunk's queries each see at most a window of keys "
+                                      "in windowed layers)")
+    if scenario.value("efficiency.prefill_logits") == "all":
+        define("hybrid_flops", 2 * S.params_matmul * S.hybrid_positions + attention, unit="FLOP",
+               description="FLOPs of the iteration: projections for every position (the head "
+                           "scoring each) plus attention" + windowed, reference=BOTH)
+    else:
+        # The head scores each decode's position and, at most, the chunk's last one.
+        define("hybrid_flops", 2 * (S.params_matmul - S.params_head_matmul) * S.hybrid_positions
+               + 2 * S.params_head_matmul * (d + 1) + attention, unit="FLOP",
+               description="FLOPs of the iteration: projections for every position, the head for "
+                           "the decodes and the chunk's last position, plus attention" + windowed,
+               reference=BOTH)
     define("hybrid_time_memory", S.hybrid_bytes / S.bandwidth, unit="s",
            description="iteration time if bandwidth were the only limit", reference=BOTH)
     define("hybrid_time_compute", S.hybrid_flops / S.flops_effective_prefill, unit="s",

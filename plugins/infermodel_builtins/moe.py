@@ -169,13 +169,15 @@ def infermodel_define_quantities(scenario, define):
 def infermodel_transform_quantities(scenario, transform):
     if scenario.value("model.experts") <= 1:
         return
-    transform.replace("weight_bytes_per_step", S.weight_bytes_expected_read,
+    # The input table's unread rows (embedding_reads = "rows") come off either way.
+    transform.replace("weight_bytes_per_step", S.weight_bytes_expected_read - S.embedding_bytes_unread,
                       reason="a batch's tokens read more distinct experts than one token does",
                       reference=MOE, order=Stage.MODEL_STRUCTURE,
                       description="weight bytes read per decode step (experts the batch's tokens "
-                                  "choose, uniform routing)")
+                                  "choose, uniform routing; less the input-table rows not used)")
     transform.wrap("capacity_step_time",
-                   lambda old: old.xreplace({S.weight_bytes_per_step: S.weight_bytes_read_at_capacity}),
+                   lambda old: old.xreplace({S.weight_bytes_per_step: S.weight_bytes_read_at_capacity
+                                             - S.embedding_bytes_unread}),
                    reason="with the cache full, max_sequences tokens choose experts, not the scenario's batch",
                    reference=MOE, order=Stage.MODEL_STRUCTURE)
 

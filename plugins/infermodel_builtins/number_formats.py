@@ -86,6 +86,9 @@ def infermodel_transform_quantities(scenario, transform):
              + S.params_norm * S.weight_bits_norm) / 8,
             reason="each parameter class stored at its own number of bits",
             reference=FORMATS, order=Stage.NUMBER_FORMATS)
+        transform.replace("embedding_table_bytes", S.params_embedding * S.weight_bits_embedding / 8,
+                          reason="the input table stored at weight_bits_embedding",
+                          reference=FORMATS, order=Stage.NUMBER_FORMATS)
     if lever.kv_bits is not None:
         transform.replace("kv_value_bytes", S.kv_bits * Rational(1, 8),
                           reason="cache elements stored at kv_bits", reference=CACHE_FORMAT,

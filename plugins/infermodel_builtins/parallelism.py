@@ -322,6 +322,20 @@ def _communication(scenario, lever, define):
 
 
 @hookimpl
+def infermodel_define_operators(scenario, define):
+    lever = scenario.lever("parallelism")
+    if lever is None or lever.communication != "all_reduce":
+        return
+    for phase, tokens, time in (("decode", S.batch, S.parallel_decode_comm_time),
+                                ("prefill", S.batch * S.prompt_tokens, S.parallel_prefill_comm_time)):
+        define(phase, "all_reduce", flops=0,
+               bytes=2 * S.layers * tokens * S.d_model * S.parallel_activation_bytes, time=time,
+               description="tensor-parallel all-reduces (two per layer) and pipeline hops over "
+                           "the link; added to the step by the parallelism lever",
+               reference=DEPLOY)
+
+
+@hookimpl
 def infermodel_transform_quantities(scenario, transform):
     lever = scenario.lever("parallelism")
     if lever is None:

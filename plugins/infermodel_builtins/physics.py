@@ -11,8 +11,10 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import attrs
 import sympy
 from sympy import Max as _Max
+from sympy import Min as _Min
 from sympy import Piecewise, floor, oo
 
 from infermodel.plugin import S, hookimpl
@@ -24,6 +26,10 @@ def Max(*args):
     # Unevaluated: the plain maximum of its arguments, shown as written, and no
     # assumption queries (they dominate graph-building time).
     return _Max(*args, evaluate=False)
+
+
+def Min(*args):
+    return _Min(*args, evaluate=False)
 
 
 COUNT_OPS = f"{M10}, §1 'Count operations and traffic separately'; {LAB}, 'Two costs for one answer'"
@@ -97,8 +103,9 @@ def infermodel_register_fields(register):
     hardware("power", "quantity", "power drawn by one card under load", unit="W", minimum=0,
              default=None, quantity="card_power")
     hardware("reserve", "size_or_fraction",
-             "memory kept back for the runtime: a size (\"2.5 GB\") or a fraction of memory (0.1)",
-             default=("fraction", 0.0))
+             "memory kept back for the runtime, activations included: a size (\"2.5 GB\") or a "
+             "fraction of memory (0.1); unset: the engine's own reserve and activation workspace "
+             "(efficiency.engine)", default=None)
 
     def workload(name, kind, description, **kw):
         register("workload", name, kind=kind, description=description, **kw)
@@ -127,6 +134,7 @@ def infermodel_register_fields(register):
                exclusive_minimum=True, maximum=1, default=1.0, quantity="mbu")
     efficiency("t0", "quantity", "fixed time per step (kernel launches, sampling)", unit="s",
                minimum=0, default=0.0, quantity="t0")
+    _register_engine_fields(efficiency)
 
     register("pricing", "utilisation", kind="float", minimum=0, exclusive_minimum=True, maximum=1,
              default=1.0, quantity="utilisation",
@@ -143,7 +151,7 @@ def infermodel_validate_scenario(scenario, report):
                else "model.kv_heads")
         report(key, f"kv_heads = {kv_heads} does not divide heads = {heads}",
                expected="a divisor of heads (grouped-query attention shares whole groups)")
-    kind, amount = scenario.value("hardware.reserve")
+    kind, amount = scenario.value("hardware.reserve") or ("fraction", 0.0)
     if kind == "bytes" and amount >= scenario.value("hardware.memory"):
         report("hardware.reserve", f"the reserve ({amount / 1e9:g} GB) is not smaller than the "
                f"card's memory ({scenario.value('hardware.memory') / 1e9:g} GB)",
@@ -176,7 +184,7 @@ def infermodel_define_quantities(scenario, define):
     _hardware(scenario, define)
     _workload(scenario, define)
     _decode(define, terms)
-    _prefill(define, terms)
+    _prefill(scenario, define, terms)
     _memory(scenario, define, terms)
     _cost(scenario, define)
     _held_out_range(scenario, define)
@@ -246,13 +254,22 @@ def _model(scenario, define, terms):
     if value("model.weight_bytes") is None:
         define("weight_bytes", S.params_total * S.weight_value_bytes, unit="B", latex="W",
                description="size of the weight artifact W", reference=WEIGHTS)
+    _embedding_reads(scenario, define)
+    rows = _reads_rows(scenario)
     if moe:
-        define("weight_bytes_per_step", S.weight_bytes * S.params_active / S.params_total, unit="B",
-               description="weight bytes read per decode step (active experts at batch 1)",
-               reference=f"{M10}, mixture-of-experts paragraph")
+        define("weight_bytes_per_step", S.weight_bytes * S.params_active / S.params_total
+               - (S.embedding_bytes_unread if rows else 0), unit="B",
+               description="weight bytes read per decode step (active experts at batch 1"
+                           + ("; embedding rows, not the table)" if rows else ")"),
+               reference=f"{M10}, mixture-of-experts paragraph" + (f"; {ROWS}" if rows else ""))
+    elif rows:
+        define("weight_bytes_per_step", S.weight_bytes - S.embedding_bytes_unread, unit="B",
+               description="weight bytes read per decode step (the input embedding rows used, "
+                           "not the whole table)", reference=f"{TWO_TIMES}; {ROWS}")
     else:
         define("weight_bytes_per_step", S.weight_bytes, unit="B",
-               description="weight bytes read per decode step", reference=TWO_TIMES)
+               description="weight bytes read per decode step (the whole artifact, input table "
+                           "included: the documents' convention)", reference=TWO_TIMES)
     define("kv_value_bytes", 2, unit="B",
            description="bytes per cached key or value element (16-bit without a number-format lever)")
     per_token = (2 * S.layers * S.kv_heads * S.head_dim * S.kv_value_bytes if terms.plain
@@ -275,6 +292,9 @@ def _hardware(scenario, define):
            description="compute reached in decode (peak times decode MFU)", reference=TWO_TIMES)
     define("ridge_intensity", S.flops_peak / S.bandwidth, unit="FLOP/B", latex="I^*",
            description="arithmetic intensity where compute and bandwidth limits meet", reference=ROOFLINE)
+    if scenario.value("hardware.reserve") is None:
+        _engine_reserve(scenario, define)
+        return
     kind, amount = scenario.value("hardware.reserve")
     define("reserve_fraction", amount if kind == "fraction" else 0.0, unit="1",
            description="share of memory kept back for the runtime", reference=BUDGET)
@@ -337,14 +357,13 @@ def _decode(define, terms):
            reference=ROOFLINE)
 
 
-def _prefill(define, terms):
+def _prefill(scenario, define, terms):
     n = S.prompt_tokens
-    define("prefill_flops",
-           S.batch * (2 * S.params_matmul * n + terms.attention_prefill(n)), unit="FLOP",
-           description="FLOPs to prefill the batch's prompts (causal attention: half the square)",
-           reference=COUNT_OPS)
-    define("prefill_bytes", S.weight_bytes + S.batch * n * (S.kv_bytes_per_token + 4 * S.d_model * S.layers),
-           unit="B", description="bytes moved in prefill: weights once, cache writes and activations",
+    _prefill_flops(scenario, define, terms)
+    weights = S.weight_bytes - S.embedding_bytes_unread_prefill if _reads_rows(scenario) else S.weight_bytes
+    define("prefill_bytes", weights + S.batch * n * (S.kv_bytes_per_token + 4 * S.d_model * S.layers),
+           unit="B", description="bytes moved in prefill: weights once, cache writes and activations"
+                                 + (" (input embedding: the rows used)" if _reads_rows(scenario) else ""),
            reference=f"{LAB}, 'Two costs for one answer'")
     define("prefill_time_compute", S.prefill_flops / S.flops_effective_prefill, unit="s",
            description="prefill time if compute were the only limit", reference=TWO_TIMES)
@@ -469,3 +488,187 @@ def _held_out_range(scenario, define):
         define(f"{quantity}_expected_high", symbol / (1 + getattr(S, f"{quantity}_error_p10")),
                unit="s", description=f"{what} a measurement is expected to stay below "
                                      "(held-out 10th-percentile error)", reference=ACCURACY)
+
+
+# ---------------------------------------------------------------------------------
+# Engine conventions: what a serving engine computes, reads and keeps back
+# ---------------------------------------------------------------------------------
+# Defaults follow vLLM, SGLang and TensorRT-LLM; the documents' simplifications stay
+# available as stated conventions (the Module 10 and Inference lab scenarios state them):
+#   efficiency.prefill_logits  "last" (engines) | "all" (every prompt position: the documents)
+#   efficiency.embedding_reads "rows" (engines) | "table" (the whole input table every step)
+#   hardware.reserve unset     the engine's reserve plus the activation workspace
+
+
+LOGITS = ("vLLM, SGLang and TensorRT-LLM compute the output head only for each sequence's "
+          "last prompt position unless prompt log-probabilities are requested")
+ROWS = f"{M10}, §1 'Why the simple byte estimate is useful' (the input embedding is a row lookup)"
+
+
+@attrs.frozen
+class Engine:
+    """A serving engine's memory defaults: what it keeps back beyond weights and cache."""
+
+    #: Share of each card's memory the engine leaves outside its budget (or, for
+    #: ``"free"``, outside the memory left after weights and activations).
+    kept_fraction: float
+    #: ``"total"``: the fraction is of total memory and the activation workspace comes out
+    #: of the budget beside it; ``"inside"``: the workspace lives inside the kept share;
+    #: ``"free"``: the fraction is of the memory left after weights and activations.
+    rule: str
+    #: Tokens of one forward pass the engine sizes its activation workspace for.
+    chunk_tokens: int
+    source: str
+
+
+ENGINES = {
+    "vllm": Engine(0.10, "total", 8192,
+                   "vLLM engine arguments: gpu_memory_utilization = 0.9 (the KV cache gets the "
+                   "rest of that share after weights and the activation peak profiled at "
+                   "max_num_batched_tokens, 8192 for the API server on cards of 70 GiB or more); "
+                   "CUDA graphs, NCCL buffers and the CUDA context live in the 10 % left out"),
+    "sglang": Engine(0.12, "inside", 8192,
+                     "SGLang server arguments: mem_fraction_static = 0.88 at tensor-parallel size 1 "
+                     "(weights and KV pool); activations, CUDA graphs and NCCL buffers use the rest; "
+                     "chunked_prefill_size 8192"),
+    "tensorrt-llm": Engine(0.10, "free", 8192,
+                           "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction = 0.9 of the memory "
+                           "free after weights and the activation buffers sized for max_num_tokens "
+                           "(8192)"),
+    "none": Engine(0.0, "total", 0, "no engine: nothing kept back (a lower bound on memory)"),
+}
+
+
+def _register_engine_fields(efficiency):
+    efficiency("prefill_logits", "choice",
+               'positions the output head scores in prefill: "last" (each sequence\'s last prompt '
+               'position, what serving engines do) or "all" (every prompt position: prompt '
+               'log-probabilities, the documents\' convention)', choices=("last", "all"),
+               default="last")
+    efficiency("embedding_reads", "choice",
+               'what a step reads of an untied input embedding table: "rows" (the rows of the '
+               'tokens in the step, what engines do) or "table" (the whole table, the documents\' '
+               'convention); a tied table is read once, as the head', choices=("rows", "table"),
+               default="rows")
+    efficiency("engine", "choice",
+               "serving engine whose memory defaults apply when hardware.reserve is unset: "
+               + ", ".join(f'"{name}"' for name in ENGINES), choices=tuple(ENGINES), default="vllm")
+    efficiency("prefill_chunk", "int",
+               "tokens of one forward pass the activation workspace is sized for (default: the "
+               "engine's batched-token budget)", minimum=1, default=None)
+
+
+def _reads_rows(scenario) -> bool:
+    return (scenario.value("efficiency.embedding_reads") == "rows"
+            and not scenario.value("model.tied_embeddings"))
+
+
+def _embedding_reads(scenario, define):
+    if scenario.value("model.weight_bytes") is None:
+        table = S.params_embedding * S.weight_value_bytes
+    else:
+        table = S.weight_bytes * S.params_embedding / S.params_total
+    define("embedding_table_bytes", table, unit="B",
+           description="bytes of the input embedding table", reference=WEIGHTS)
+    define("embedding_row_bytes", S.embedding_table_bytes / S.vocab, unit="B",
+           description="bytes of one row of the input embedding table (one token's vector)",
+           reference=ROWS)
+    if _reads_rows(scenario):
+        define("embedding_bytes_unread",
+               (S.vocab - Min(S.batch, S.vocab)) * S.embedding_row_bytes, unit="B",
+               description="input-table bytes a decode step does not read (all but the batch's rows)",
+               reference=ROWS)
+        define("embedding_bytes_unread_prefill",
+               (S.vocab - Min(S.batch * S.prompt_tokens, S.vocab)) * S.embedding_row_bytes,
+               unit="B", description="input-table bytes prefill does not read (all but one row per "
+                                     "prompt token)", reference=ROWS)
+    else:
+        why = ("tied: the table is read once, as the head" if scenario.value("model.tied_embeddings")
+               else "the documents' convention: the whole table is read")
+        define("embedding_bytes_unread", 0, unit="B",
+               description=f"input-table bytes a decode step does not read ({why})", reference=ROWS)
+        define("embedding_bytes_unread_prefill", 0, unit="B",
+               description=f"input-table bytes prefill does not read ({why})", reference=ROWS)
+
+
+def _prefill_flops(scenario, define, terms):
+    n = S.prompt_tokens
+    define("params_head_matmul", S.vocab * S.d_model, unit="param",
+           description="weights the output head multiplies for one scored position (vocab · d)",
+           reference=COUNT_OPS)
+    if scenario.value("efficiency.prefill_logits") == "all":
+        define("prefill_logit_positions", n, unit="token",
+               description="prompt positions per sequence the head scores (all: the documents' "
+                           "convention, prompt log-probabilities)", reference=COUNT_OPS)
+        define("prefill_flops",
+               S.batch * (2 * S.params_matmul * n + terms.attention_prefill(n)), unit="FLOP",
+               description="FLOPs to prefill the batch's prompts (causal attention: half the square; "
+                           "the head scores every prompt position)", reference=COUNT_OPS)
+        return
+    define("prefill_logit_positions", 1, unit="token",
+           description="prompt positions per sequence the head scores (the last one, as serving "
+                       "engines do)", reference=LOGITS)
+    define("prefill_flops",
+           S.batch * (2 * (S.params_matmul - S.params_head_matmul) * n
+                      + 2 * S.params_head_matmul * S.prefill_logit_positions
+                      + terms.attention_prefill(n)), unit="FLOP",
+           description="FLOPs to prefill the batch's prompts (causal attention: half the square; "
+                       "the head scores the last position only)", reference=f"{COUNT_OPS}; {LOGITS}")
+
+
+def activation_bytes_per_token(value_bytes=2):
+    """Activation bytes one token holds at the widest point of a block (16-bit values):
+    residual and normalised input (2·d), the Q, K, V outputs, the feed-forward
+    intermediates of the experts it uses.
+    """
+    return value_bytes * (2 * S.d_model + S.query_width + 2 * S.kv_heads * S.head_dim
+                          + (S.ffn_matrices - 1) * (S.active_experts + S.shared_experts) * S.expert_d_ff)
+
+
+def _engine_reserve(scenario, define):
+    name = scenario.value("efficiency.engine")
+    engine = ENGINES[name]
+    source = f"{engine.source}; {BUDGET}"
+    chunk = scenario.value("efficiency.prefill_chunk") or engine.chunk_tokens
+    define("prefill_chunk_tokens", chunk, unit="token",
+           description=f"tokens of one forward pass the activation workspace is sized for ({name})",
+           reference=source)
+    define("activation_bytes_per_token", activation_bytes_per_token(), unit="B",
+           description="activation bytes one token holds at once in a block (residual, normalised "
+                       "input, Q/K/V, feed-forward intermediates; 16-bit)", reference=source)
+    logit_rows = (S.prefill_chunk_tokens if scenario.value("efficiency.prefill_logits") == "all"
+                  else Min(S.batch, S.prefill_chunk_tokens))
+    define("activation_workspace_bytes",
+           S.prefill_chunk_tokens * S.activation_bytes_per_token + logit_rows * S.vocab * 4, unit="B",
+           description="activation workspace of one forward pass at the prefill chunk (plus fp32 "
+                       "logits of the scored positions)", reference=source)
+    define("engine_kept_fraction", engine.kept_fraction, unit="1",
+           description=f"share of memory the engine ({name}) leaves outside its budget",
+           reference=source)
+    kept = S.engine_kept_fraction * S.memory_bytes
+    if name == "none":
+        reserved = sympy.Integer(0)
+    elif engine.rule == "total":
+        reserved = kept + S.activation_workspace_bytes
+    elif engine.rule == "inside":
+        reserved = Max(kept, S.activation_workspace_bytes)
+    else:
+        reserved = S.activation_workspace_bytes + S.engine_kept_fraction * (
+            S.memory_bytes - S.weight_bytes - S.activation_workspace_bytes)
+    define("memory_reserved", reserved, unit="B",
+           description=f"memory the engine ({name}) keeps back: CUDA graphs, NCCL buffers, "
+                       "allocator headroom and the activation workspace", reference=source)
+
+
+@hookimpl
+def infermodel_transform_quantities(scenario, transform):
+    reserve = scenario.value("hardware.reserve")
+    if reserve is not None and reserve[1] == 0:
+        transform.warn("hardware.reserve = 0: no memory is kept back for the engine's CUDA graphs, "
+                       "NCCL buffers, allocator and activations; a vLLM engine keeps 10 % of each "
+                       "card plus the activation workspace, so capacity is overstated by about that",
+                       quantity="memory_reserved")
+    elif reserve is None and scenario.value("efficiency.engine") == "none":
+        transform.warn('efficiency.engine = "none": no memory is kept back for the runtime or '
+                       "activations; a vLLM engine keeps 10 % of each card plus the activation "
+                       "workspace, so capacity is overstated by about that", quantity="memory_reserved")

@@ -113,8 +113,11 @@ def infermodel_define_quantities(scenario, define):
            description="prompt tokens computed per request on average", reference=REUSE)
     r = S.prefix_reused_tokens
     arch = architecture_terms(scenario)
+    # Under prefill_logits = "last" the head never scored the prefix's positions.
+    scored = (S.params_matmul if scenario.value("efficiency.prefill_logits") == "all"
+              else S.params_matmul - S.params_head_matmul)
     define("prefix_saved_prefill_flops",
-           S.batch * (2 * S.params_matmul * r + arch.attention_prefill(r)), unit="FLOP",
+           S.batch * (2 * scored * r + arch.attention_prefill(r)), unit="FLOP",
            description="prefill FLOPs a hit skips: the prefix's projections and its causal attention",
            reference=f"{REUSE}; {CASE}")
     define("prefix_saved_prefill_bytes", S.batch * r * 4 * S.d_model * S.layers, unit="B",

@@ -577,6 +577,11 @@ def infermodel_transform_quantities(scenario, transform):
             "weight_bytes", total,
             reason="sum of the parameter classes, each stored in its own format with its scale "
                    "metadata", reference=ARTIFACT, order=Stage.NUMBER_FORMATS)
+        transform.replace(
+            "embedding_table_bytes",
+            S.weight_bytes_embedding * S.params_embedding / (S.params_embedding + S.params_head),
+            reason="the input table's share of the embedding-and-head class, in that class's format",
+            reference=ARTIFACT, order=Stage.NUMBER_FORMATS)
     if lever.kv_cache is not None:
         transform.replace("kv_value_bytes", S.kv_bits_effective * Rational(1, 8),
                           reason=f"cache stored as {lever.kv_cache.label()}", reference=CACHE,

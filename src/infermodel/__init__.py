@@ -38,6 +38,8 @@ _LAZY = {
     "search": ("searching", "search"),
     "simulate": ("simulation", "simulate"),
     "run_witness": ("witnessing", "run_witness"),
+    "collect_operators": ("operators", "collect_operators"),
+    "operator_table": ("operators", "operator_table"),
 }
 
 
@@ -72,11 +74,13 @@ __all__ = [
     "S",
     "Scenario",
     "build_graph",
+    "collect_operators",
     "evaluate",
     "explain",
     "get_host",
     "hookimpl",
     "load_scenario",
+    "operator_table",
     "run_witness",
     "search",
     "simulate",

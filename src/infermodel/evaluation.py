@@ -32,12 +32,25 @@ class CompiledGraph:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     function: Any = attrs.field(repr=False)
+    #: function name -> (quantity, plugin) of the formulas calling it, to name the plugin
+    #: whose formula uses a function the numeric code does not know.
+    callers: Mapping[str, tuple[str, str]] = attrs.field(factory=dict, repr=False)
 
     def __call__(self, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Evaluate every quantity; inputs may be scalars or broadcastable arrays."""
         args = [np.asarray(values[name], dtype=float) for name in self.inputs]
-        with np.errstate(all="ignore"):
-            results = self.function(*args)
+        try:
+            with np.errstate(all="ignore"):
+                results = self.function(*args)
+        except NameError as exc:
+            from .errors import PluginError, Problem
+
+            quantity, plugin = self.callers.get(getattr(exc, "name", None) or "", ("?", "?"))
+            raise PluginError(Problem(
+                f"plugin {plugin!r}: the formula of {quantity!r} calls {exc.name!r}, a function "
+                "with no numeric implementation",
+                expected="sympy functions with a numeric meaning (Max, Min, floor, ceiling, "
+                         "sqrt, log, exp, Abs, Piecewise, ...)")) from None
         return dict(zip(self.outputs, results))
 
 
@@ -64,14 +77,42 @@ def compile_graph(graph: QuantityGraph) -> CompiledGraph:
 
     printer = NumPyPrinter({"fully_qualified_modules": False, "inline": True,
                             "allow_unknown_functions": True, "user_functions": {}})
-    function = sympy.lambdify([graph.quantities[n].symbol for n in inputs], output_symbols,
-                              modules=[_numpy_namespace()], printer=printer, cse=sequential,
-                              docstring_limit=0)
-    compiled = CompiledGraph(inputs, outputs, function)
+    try:
+        function = sympy.lambdify([graph.quantities[n].symbol for n in inputs], output_symbols,
+                                  modules=[_numpy_namespace()], printer=printer, cse=sequential,
+                                  docstring_limit=0)
+    except NotImplementedError:  # sympy's printer: a function with no numpy counterpart
+        _unprintable(graph, derived, printer)
+        raise
+    callers: dict[str, tuple[str, str]] = {}
+    for n in derived:
+        quantity = graph.quantities[n]
+        for call in quantity.expression.atoms(sympy.Function):
+            callers.setdefault(str(call.func), (n, quantity.history[-1].plugin))
+    compiled = CompiledGraph(inputs, outputs, function, callers)
     _COMPILED[key] = compiled
     if len(_COMPILED) > _CACHE_SIZE:
         _COMPILED.popitem(last=False)
     return compiled
+
+
+def _unprintable(graph: QuantityGraph, derived: list[str], printer) -> None:
+    """Raise a :class:`PluginError` naming the plugin whose formula cannot be printed as
+    numpy code (a sympy function with no numeric counterpart).
+    """
+    from .errors import PluginError, Problem
+
+    for name in derived:
+        quantity = graph.quantities[name]
+        try:
+            printer.doprint(quantity.expression)
+        except NotImplementedError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise PluginError(Problem(
+                f"plugin {quantity.history[-1].plugin!r}: the formula of {name!r} cannot be "
+                f"evaluated numerically ({first})",
+                expected="sympy functions with a numeric meaning (Max, Min, floor, ceiling, "
+                         "sqrt, log, exp, Abs, Piecewise, ...)")) from None
 
 
 def _numpy_namespace() -> dict:

@@ -17,9 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import sympy
+from sympy.core.function import AppliedUndef
 
 from .declarations import Stage
-from .errors import GraphError, PluginError, Problem, UnknownQuantityError, close_match
+from .errors import (
+    PLUGIN_FAILURES,
+    GraphError,
+    PluginError,
+    Problem,
+    UnknownQuantityError,
+    close_match,
+)
 from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, ResultWarning, check_name
 
 if TYPE_CHECKING:  # annotations only
@@ -44,6 +52,13 @@ def _check_definition(plugin: str, name: str, definition: Any, what: str) -> Any
         for s in definition.free_symbols:
             if not isinstance(s, sympy.Symbol) or check_name(s.name):
                 raise PluginError(f"plugin {plugin!r} {what} {name!r} with an invalid symbol {s!r}")
+        undefined = sorted({str(f.func) for f in definition.atoms(AppliedUndef)})
+        if undefined:
+            raise PluginError(Problem(
+                f"plugin {plugin!r} {what} {name!r} with the undefined function(s) "
+                f"{', '.join(undefined)}, which cannot be evaluated",
+                expected="sympy functions with a numeric meaning (Max, Min, floor, ceiling, "
+                         "sqrt, log, exp, Abs, Piecewise, ...)"))
         return definition
     raise PluginError(f"plugin {plugin!r} {what} {name!r} with a {type(definition).__name__}, "
                       "which is neither a number nor a sympy expression")
@@ -65,9 +80,11 @@ class _Request:
 class Transformer:
     """What a plugin's ``infermodel_transform_quantities`` receives."""
 
-    def __init__(self, plugin: str, requests: list[_Request]):
+    def __init__(self, plugin: str, requests: list[_Request],
+                 notes: list[ResultWarning] | None = None):
         self._plugin = plugin
         self._requests = requests
+        self._notes = notes if notes is not None else []
 
     def _add(self, kind, name, payload, reason, reference, order, description=None):
         if not isinstance(reason, str) or not reason:
@@ -93,6 +110,15 @@ class Transformer:
         if not callable(function):
             raise PluginError(f"plugin {self._plugin!r}: wrap of {name!r} needs a callable")
         self._add(WRAP, name, function, reason, reference, order, description)
+
+    def warn(self, message: str, *, quantity: str | None = None) -> None:
+        """Attach a warning to every result of this scenario: something the model leaves
+        out or assumes, with how large its effect is (``result.warnings`` shows it), and
+        the quantity it concerns, if one.
+        """
+        if not isinstance(message, str) or not message:
+            raise PluginError(f"plugin {self._plugin!r}: a warning must be a non-empty string")
+        self._notes.append(ResultWarning(quantity, f"{message} (plugin {self._plugin!r})"))
 
 
 @attrs.frozen
@@ -263,7 +289,7 @@ def _transform(scenario: Scenario, host: PluginHost,
     transformers: dict[str, Transformer] = {}
 
     def transformer_for(plugin: str) -> Transformer:
-        transformers.setdefault(plugin, Transformer(plugin, requests))
+        transformers.setdefault(plugin, Transformer(plugin, requests, notes))
         return transformers[plugin]
 
     host.call_each("infermodel_transform_quantities",
@@ -296,7 +322,7 @@ def _apply(request: _Request, current: Quantity, notes: list[ResultWarning]) -> 
         old = current.expression if current.expression is not None else sympy.Float(current.value)
         try:
             new = request.payload(old)
-        except Exception as exc:
+        except PLUGIN_FAILURES as exc:
             raise PluginError(f"plugin {request.plugin!r} failed wrapping {request.name!r} "
                               f"(transform): {type(exc).__name__}: {exc}") from exc
         new = _check_definition(request.plugin, request.name, new, "wrapped")

@@ -104,6 +104,16 @@ class Transform(Protocol):
              reference: str | None = None, order: int = 500,
              description: str | None = None) -> None: ...
 
+    def warn(self, message: str, *, quantity: str | None = None) -> None: ...
+
+
+class OperatorDefine(Protocol):
+    """``define`` of :func:`infermodel_define_operators`."""
+
+    def __call__(self, phase: str, name: str, *, flops: sympy.Basic | float,
+                 bytes: sympy.Basic | float, description: str, reference: str | None = None,
+                 time: sympy.Basic | float | None = None, replace: bool = False) -> None: ...
+
 
 # ---------------------------------------------------------------------------------
 # Registration: what a scenario may contain
@@ -263,6 +273,36 @@ def infermodel_transform_quantities(scenario: Scenario, transform: Transform) ->
         description=None)`` where ``function`` receives the current definition and
         returns the new one. ``description`` replaces the quantity's one-line meaning
         when the change alters it. Each change is recorded in the quantity's history
-        and shown by ``infermodel explain``.
+        and shown by ``infermodel explain``. ``warn(message, quantity=None)`` attaches a
+        warning to every result of the scenario (what the model leaves out, and how much
+        it matters), about ``quantity`` if it concerns one.
     :return: ignored.
     """
+
+
+# ---------------------------------------------------------------------------------
+# Operators: a step split into the kernels that run
+# ---------------------------------------------------------------------------------
+
+
+@hookspec
+def infermodel_define_operators(scenario: Scenario, define: OperatorDefine) -> None:
+    """Describe the operators of one prefill pass and one decode step.
+
+    Called when an operator table is asked for (``infermodel ops``, the
+    ``infermodel-ops`` directive, :func:`infermodel.operator_table`) and when a plugin
+    collects the operators to time a step by them (``efficiency.roofline =
+    "operator"``). An attention family, say, defines its own operators and takes the
+    place of the built-in ones with ``replace=True``.
+
+    :param scenario: the :class:`infermodel.scenario.Scenario`.
+    :param define: ``define(phase, name, *, flops, bytes, description, reference=None,
+        time=None, replace=False)``. ``phase`` is ``"prefill"`` or ``"decode"``;
+        ``flops`` and ``bytes`` are sympy expressions over quantity symbols (or
+        numbers). ``time``, when given, is the operator's own time (a collective over a
+        link): the table shows it, and the plugin that defines it adds it to the step
+        time itself. A name defined twice in a phase is an error naming both plugins,
+        unless the second passes ``replace=True``.
+    :return: ignored.
+    """
+

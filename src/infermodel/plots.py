@@ -27,6 +27,7 @@ Points where the batch does not fit in memory are drawn hollow.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,10 +36,12 @@ import numpy as np
 
 from .errors import InfermodelError, Problem, ScenarioError
 
-KINDS = ("roofline", "throughput", "memory", "cost", "sweep")
+KINDS = ("roofline", "operators", "throughput", "memory", "cost", "sweep")
 FORMATS = (".png", ".svg")
 #: At most this many lines in one panel.
 MAX_LINES = 24
+#: The most points one plot draws (a sweep beyond this belongs in a CSV file).
+MAX_PLOT_POINTS = 100_000
 DEFAULT_BATCHES = "1..512 log2"
 DEFAULT_CONTEXTS = "1024..131072 log2"
 #: The axis a memory plot against the context sweeps (sets workload.sequence_length).
@@ -111,19 +114,39 @@ def save(figure, output: str | Path) -> Path:
 
 
 def _sweep(scenario, over, quantities, *, default_axis: str | None = None,
-           default_values: Any = None, host=None, use_table: bool = True):
-    from .sweeping import grid_axes, plan_sweep
+           default_values: Any = None, host=None, use_table: bool = True, x: str | None = None):
+    from .sweeping import grid_axes, parse_over, plan_sweep
 
-    over = dict(over or {})
-    if default_axis is not None and default_axis not in over:
+    over = dict(over if isinstance(over, Mapping) else parse_over(over or []))
+    axes, _ = grid_axes(scenario, over, use_table=use_table, host=host)
+    if default_axis is not None and not any(a.name == default_axis for a in axes):
+        over[default_axis] = default_values
         axes, _ = grid_axes(scenario, over, use_table=use_table, host=host)
-        if not any(a.name == default_axis for a in axes):
-            over[default_axis] = default_values
+    _check_size(axes, x or default_axis)
     plan = plan_sweep(scenario, over, use_table=use_table, select=False, host=host)
     present = [q for q in quantities if q in plan.all_quantities]
     extra = [q for q in ("fits",) if q in plan.all_quantities and q not in present]
     plan.select(present + extra)
     return plan.run()
+
+
+def _check_size(axes, x: str | None) -> None:
+    """Refuse a plot with more lines or points than a figure can show, before the sweep
+    behind it is planned or run.
+    """
+    points = math.prod(len(a) for a in axes)
+    if points > MAX_PLOT_POINTS:
+        raise ScenarioError(Problem(
+            f"the plot would have {points:,} points, more than {MAX_PLOT_POINTS:,}",
+            expected="fewer swept values",
+            suggestion="narrow the sweep with --over, or write the points with "
+                       "`infermodel sweep ... -o points.csv` and plot them elsewhere"))
+    lines = math.prod(len(a) for a in axes if a.name != x and len(a) > 1)
+    if any(a.name == x for a in axes) and lines > MAX_LINES:
+        raise ScenarioError(Problem(
+            f"the plot would have {lines:,} lines, more than {MAX_LINES}",
+            expected="fewer values on the fields other than the x axis",
+            suggestion="narrow the sweep with --over"))
 
 
 def _series(result, x: str):
@@ -250,7 +273,7 @@ def plot_sweep(scenario, over=None, *, x: str | None = None, y: Sequence[str] | 
         numeric = [a.name for a in axes if a.numeric and len(a) > 1]
         x = numeric[0] if numeric else axes[0].name
     y = list(y or table_quantities or ["tokens_per_s_total"])
-    result = _sweep(scenario, over, y, host=host)
+    result = _sweep(scenario, over, y, host=host, x=x)
     missing = [q for q in y if q not in result]
     if missing:
         from .graph import unknown_quantity
@@ -441,6 +464,78 @@ def plot_roofline(scenario, over=None, *, title: str | None = None, host=None):
     return figure
 
 
+def plot_operators(scenario, over=None, *, title: str | None = None, host=None):
+    """Every operator of one prefill pass and one decode step on the roofline: its
+    intensity across, the compute it attains (FLOPs over its own time) up; marker area
+    grows with its share of the phase's time. Operators timed by a link (an all-reduce)
+    have no place on the card's roofline and are listed in the legend only.
+    """
+    from .evaluation import evaluate
+    from .operators import PHASE_RATE, operator_table
+
+    if over:
+        raise InfermodelError(Problem("the operators plot shows one scenario",
+                                      expected="no --over (use --set to change a field)"))
+    result = evaluate(scenario, host=host)
+    peak = float(result["flops_peak"])
+    bandwidth = float(result["bandwidth"])
+    phases = [("decode", "#1f77b4", "o"), ("prefill", "#d62728", "s")]
+    tables = {phase: operator_table(result, phase, host=host) for phase, _, _ in phases}
+    placed = [r for rows in tables.values() for r in rows
+              if r.bound != "own" and r.flops > 0 and r.bytes > 0]
+    intensities = [r.intensity for r in placed] + [peak / bandwidth]
+    low = max(min(min(intensities) / 4, 1.0), 1e-3)
+    high = max(intensities) * 4
+    grid = np.geomspace(low, high, 400)
+    figure, panels = _figure(1, height=5.4)
+    ax = panels[0]
+    ax.plot(grid, np.minimum(peak, grid * bandwidth), color="black", linewidth=2,
+            label="roof: min(peak, intensity × bandwidth)")
+    ridge = peak / bandwidth
+    ax.axvline(ridge, color="#777777", linestyle=":", linewidth=1)
+    ax.text(ridge * 1.1, peak / 12, f"ridge {ridge:,.0f} FLOP/B", rotation=90, va="top",
+            fontsize=8, color="#555555")
+    for phase, colour, marker in phases:
+        level = float(result[PHASE_RATE[phase]])
+        if level < peak * (1 - 1e-9):
+            ax.plot(grid, np.minimum(level, grid * bandwidth), "--", color=colour, linewidth=1,
+                    label=f"{phase} compute reached ({level / peak:.0%} of peak)")
+        rows = [r for r in tables[phase] if r.bound != "own" and r.flops > 0 and r.bytes > 0]
+        xs = np.asarray([r.intensity for r in rows])
+        ys = np.asarray([r.flops / r.time for r in rows])
+        sizes = np.asarray([20 + 400 * r.share for r in rows])
+        ax.scatter(xs, ys, s=sizes, marker=marker, color=colour, alpha=0.7, edgecolors="white",
+                   label=f"{phase} operators (area: share of time)")
+        # Operators at the same point (the projections of a step share one intensity)
+        # get one label listing them all.
+        groups: dict[tuple[float, float], list[str]] = {}
+        for r, x, y in zip(rows, xs, ys):
+            groups.setdefault((round(float(np.log10(x)), 1), round(float(np.log10(y)), 1)),
+                              []).append(r.name)
+        offset = (6, 4) if phase == "decode" else (6, -11)
+        for k, ((lx, ly), names) in enumerate(groups.items()):
+            ax.annotate(", ".join(names), (10**lx, 10**ly), textcoords="offset points",
+                        xytext=(offset[0] if lx < 3 else -offset[0],
+                                offset[1] - (10 * (k % 2) if phase == "prefill" else 0)),
+                        fontsize=7, color=colour, ha="left" if lx < 3 else "right")
+        for r in tables[phase]:
+            if r.bound == "own":
+                ax.plot([], [], " ", label=f"{phase} {r.name}: {r.time * 1e3:.3g} ms over the link")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(low, high * 3)
+    ax.set_ylim(min(peak, low * bandwidth) / 3, peak * 2.5)
+    from matplotlib.ticker import EngFormatter
+
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.yaxis.set_major_formatter(_unit_formatter("FLOP/s"))
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel("attained compute (FLOPs / operator time)")
+    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    figure.suptitle(title or f"{scenario.name}: operators on the roofline", fontsize=11)
+    return figure
+
+
 def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None = None,
          x: str | None = None, y: Sequence[str] | None = None, output: str | Path | None = None,
          title: str | None = None, host=None):
@@ -471,6 +566,8 @@ def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None 
         figure = plot_throughput(scenario, over, title=title, host=host)
     elif kind == "cost":
         figure = plot_cost(scenario, over, title=title, host=host)
+    elif kind == "operators":
+        figure = plot_operators(scenario, over, title=title, host=host)
     else:
         figure = plot_roofline(scenario, over, title=title, host=host)
     if output is not None:
@@ -483,6 +580,7 @@ __all__ = [
     "plot",
     "plot_cost",
     "plot_memory",
+    "plot_operators",
     "plot_roofline",
     "plot_sweep",
     "plot_throughput",

@@ -18,6 +18,8 @@ What is here, by what a plugin does with it:
   :class:`Fraction`; in a value-type function, :func:`structure` and
   :class:`FieldValueError`;
 * witnesses: :class:`Option`, :class:`Row`, :class:`Witness`;
+* operators: :func:`collect_operators` (every plugin's operators of a phase) and
+  :func:`operator_table` (evaluated against a result);
 * mistakes: :class:`InfermodelError` and :class:`Problem` (one user mistake, with
   what was expected), :func:`suggest` and :func:`close_match` (the "did you mean"
   helpers);
@@ -38,6 +40,7 @@ from .hookspecs import (
     Define,
     FieldRegistrar,
     LeverRegistrar,
+    OperatorDefine,
     PresetRegistrar,
     Report,
     Transform,
@@ -45,6 +48,7 @@ from .hookspecs import (
     WitnessRegistrar,
     hookimpl,
 )
+from .operators import collect_operators, operator_table
 from .quantity import S
 from .schema import FieldValueError, structure, unit_type
 from .witnessing import Row, Witness
@@ -92,6 +96,7 @@ __all__ = [
     "Fraction",
     "InfermodelError",
     "LeverRegistrar",
+    "OperatorDefine",
     "Option",
     "PresetRegistrar",
     "Problem",
@@ -106,7 +111,9 @@ __all__ = [
     "Witness",
     "WitnessRegistrar",
     "close_match",
+    "collect_operators",
     "hookimpl",
+    "operator_table",
     "structure",
     "suggest",
     "unit_type",

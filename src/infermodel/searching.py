@@ -412,6 +412,31 @@ def _toml(value: Any) -> str:
     return str(value)
 
 
+def parse_search(scenario, spec: SearchSpec, plan) -> tuple[Formula, list[Formula]]:
+    """Parse a search's objective and constraints against a sweep plan's quantities and
+    check its extra quantities; ``check`` and :func:`search` share it, so that what one
+    accepts the other does.
+    """
+    units = {name: q.unit for name, q in plan.all_quantities.items()}
+    try:
+        objective = parse_formula(spec.objective, units, kind=NUMBER, what="the objective")
+    except FormulaError as exc:
+        raise _located(exc, scenario, spec.keys.get(spec.objective)) from None
+    formulas = []
+    for text in spec.constraints:
+        try:
+            formulas.append(parse_formula(text, units, kind=CONDITION, what="the constraint"))
+        except FormulaError as exc:
+            raise _located(exc, scenario, spec.keys.get(text)) from None
+    for name in spec.quantities:
+        if name not in units:
+            near = close_match(name, units)
+            raise ScenarioError(scenario.problem(
+                "search.quantities", f"no quantity named {name!r}",
+                suggestion=f"did you mean {near!r}?" if near else None))
+    return objective, formulas
+
+
 def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
            choices: Mapping[str, Mapping] | None = None, minimise: str | None = None,
            maximise: str | None = None, constraints: Sequence[str] | None = None,
@@ -435,23 +460,8 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
                        show=show, use_table=use_table)
     plan = plan_sweep(scenario, over, choices=choices, use_table=use_table,
                       progress=progress, select=False, host=host)
+    objective, formulas = parse_search(scenario, spec, plan)
     units = {name: q.unit for name, q in plan.all_quantities.items()}
-    try:
-        objective = parse_formula(spec.objective, units, kind=NUMBER, what="the objective")
-    except FormulaError as exc:
-        raise _located(exc, scenario, spec.keys.get(spec.objective)) from None
-    formulas = []
-    for text in spec.constraints:
-        try:
-            formulas.append(parse_formula(text, units, kind=CONDITION, what="the constraint"))
-        except FormulaError as exc:
-            raise _located(exc, scenario, spec.keys.get(text)) from None
-    for name in spec.quantities:
-        if name not in units:
-            near = close_match(name, units)
-            raise ScenarioError(scenario.problem(
-                "search.quantities", f"no quantity named {name!r}",
-                suggestion=f"did you mean {near!r}?" if near else None))
     # A failed condition quantity (such as fits) is explained by what it compares.
     details = {}
     for formula in formulas:
@@ -493,4 +503,4 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     return found
 
 
-__all__ = ["SearchResult", "SearchSpec", "search", "search_spec"]
+__all__ = ["SearchResult", "SearchSpec", "parse_search", "search", "search_spec"]

@@ -22,9 +22,11 @@ def _sweep(scenario):
 
 
 def _search(scenario):
-    from ..searching import search_spec
+    from ..searching import parse_search, search_spec
+    from ..sweeping import plan_sweep
 
-    search_spec(scenario)
+    # The formulas as search reads them: parsed against the sweep's quantities.
+    parse_search(scenario, search_spec(scenario), plan_sweep(scenario, select=False))
 
 
 def _simulation(scenario):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from . import add_scenario_arguments, load, split_names
 
-KINDS = ("roofline", "throughput", "memory", "cost", "sweep")
+KINDS = ("roofline", "operators", "throughput", "memory", "cost", "sweep")
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "plot", help="draw a plot of a scenario (PNG or SVG)",
-        description="Draw a plot: roofline (prefill and decode operating points), throughput "
+        description="Draw a plot: roofline (prefill and decode operating points), operators "
+                    "(every operator of a prefill pass and a decode step on the roofline), throughput "
                     "(tokens/s per user and in total vs batch), memory (weights, KV cache and "
                     "reserve vs batch, or vs context with --x context), cost (per million "
                     "output tokens vs users), sweep (any quantities vs a swept field, one line "
@@ -36,8 +37,21 @@ def handle(args) -> int:
     from ..plots import plot
 
     scenario = load(args)
-    output = args.output or f"{scenario.name}-{args.kind}.png"
+    output = args.output or f"{_file_stem(scenario.name)}-{args.kind}.png"
     plot(scenario, args.kind, over=args.over or None, x=args.x, y=split_names(args.y),
          output=output, title=args.title)
     print(f"wrote {output}")
     return 0
+
+
+def _file_stem(name: str) -> str:
+    """The scenario's name as a file name in the working directory: no directories, no
+    characters a shell would need quoted, at most 100 characters.
+
+    >>> _file_stem("../../etc/x y")
+    'etc-x-y'
+    """
+    import re
+
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")[:100].strip(".-")
+    return stem or "scenario"

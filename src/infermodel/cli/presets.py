@@ -21,6 +21,7 @@ def handle(args) -> int:
 
     host = get_host()
     host.check_loaded()
+    host.warn_load_errors()
     registries = host.registries
     kinds = {"models": "model", "hardware": "hardware", "efficiency": "efficiency"}
     wanted = [kinds[args.kind]] if args.kind else ["model", "hardware", "efficiency"]

@@ -45,6 +45,9 @@ Directives
 ``.. infermodel-cli::``
     The command-line reference, one section per subcommand, from the argument parser.
 
+``.. infermodel-ops:: scenario.toml``
+    A scenario's operator table for one phase (``:phase: decode`` or ``prefill``,
+    ``:set:``), as ``infermodel ops`` prints it (:mod:`.operators`).
 ``.. infermodel-command:: explain scenarios/x.toml tpot``
     Run an ``infermodel`` command (from ``infermodel_command_cwd``) and show it with its
     output.
@@ -99,6 +102,7 @@ from .directives import (
 )
 from .loading import _split_names as _split_names
 from .loading import _split_overrides as _split_overrides
+from .operators import OperatorsDirective
 from .pages import GENERATED_MARKER, _generate_pages, generate_scenario_pages, scenario_page
 
 
@@ -109,6 +113,7 @@ def _setup_directives(app) -> None:
     app.add_directive("infermodel-levers", LeversDirective)
     app.add_directive("infermodel-cli", CliDirective)
     app.add_directive("infermodel-command", CommandDirective)
+    app.add_directive("infermodel-ops", OperatorsDirective)
 
 
 def _setup_pages(app) -> None:
@@ -133,6 +138,7 @@ __all__ = [
     "FieldsDirective",
     "InfermodelSphinxError",
     "LeversDirective",
+    "OperatorsDirective",
     "ScenarioDirective",
     "collect_catalogue",
     "generate_scenario_pages",

@@ -1,0 +1,197 @@
+"""What a serving engine computes, reads and keeps back, and the documents' conventions.
+
+Defaults follow vLLM, SGLang and TensorRT-LLM: prefill scores the output head for each
+sequence's last prompt position, a step reads the input-embedding rows it uses, and an
+engine keeps memory back for CUDA graphs, NCCL buffers, the allocator and activations.
+The documents' simplifications (every prompt position scored, the whole table read every
+step, a stated reserve) stay available as conventions their scenarios state.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import infermodel
+from conftest import SCENARIOS
+
+# meta-llama/Meta-Llama-3-8B config.json: 32 layers, hidden 4,096, 32 heads, 8 KV heads
+# of 128, SwiGLU 14,336, vocabulary 128,256, untied embeddings.
+L, D, H, KVH, HD, FF, V = 32, 4096, 32, 8, 128, 14336, 128256
+ATTENTION_PARAMS = L * (2 * D * H * HD + 2 * D * KVH * HD)
+FFN_PARAMS = L * 3 * D * FF
+NORM_PARAMS = (2 * L + 1) * D
+HEAD = V * D
+N_MATMUL = ATTENTION_PARAMS + FFN_PARAMS + NORM_PARAMS + HEAD  # the untied input table is a lookup
+
+
+def llama(write_scenario, efficiency: str = "", batch: int = 1, extra: str = "") -> object:
+    return write_scenario(
+        '[model]\npreset = "llama-3-8b"\n[hardware]\npreset = "h100-sxm"\n'
+        f"[workload]\nbatch = {batch}\nprompt_tokens = 1024\noutput_tokens = 256\n"
+        f"[efficiency]\n{efficiency}\n{extra}")
+
+
+def test_llama_3_8b_prefill_scores_one_position_per_sequence_by_default(write_scenario):
+    n, batch = 1024, 2
+    attention = 2 * L * H * HD * n**2  # causal: half of 4·layers·d_q·n²
+    r = infermodel.evaluate(llama(write_scenario, batch=batch))
+    assert N_MATMUL == 7_504_924_672 and r["params_matmul"] == N_MATMUL
+    assert r["prefill_logit_positions"] == 1
+    last = batch * (2 * (N_MATMUL - HEAD) * n + 2 * HEAD * 1 + attention)
+    assert r["prefill_flops"] == last
+
+
+def test_all_positions_convention_scores_every_prompt_position(write_scenario):
+    n, batch = 1024, 2
+    attention = 2 * L * H * HD * n**2
+    r = infermodel.evaluate(llama(write_scenario, 'prefill_logits = "all"', batch=batch))
+    assert r["prefill_logit_positions"] == n
+    assert r["prefill_flops"] == batch * (2 * N_MATMUL * n + attention)
+    default = infermodel.evaluate(llama(write_scenario, batch=batch))
+    # The difference is exactly the head for the other n − 1 positions of each sequence.
+    assert r["prefill_flops"] - default["prefill_flops"] == batch * 2 * HEAD * (n - 1)
+
+
+def test_a_small_model_with_a_big_vocabulary_gains_most(write_scenario):
+    # Qwen2.5-0.5B (tied, vocabulary 151,936, width 896): the head is a large share.
+    def ttft(convention):
+        path = write_scenario('[model]\npreset = "qwen2.5-0.5b"\n[hardware]\npreset = "h100-sxm"\n'
+                              "[workload]\nprompt_tokens = 1024\noutput_tokens = 128\n"
+                              f'[efficiency]\nprefill_logits = "{convention}"\n')
+        return infermodel.evaluate(path)["ttft"]
+    # Scoring every prompt position inflates TTFT by about a quarter (26 %).
+    assert 0.25 < 1 - ttft("last") / ttft("all") < 0.28
+
+
+def test_decode_reads_the_embedding_rows_it_uses(write_scenario):
+    batch = 4
+    rows = infermodel.evaluate(llama(write_scenario, batch=batch))
+    table = infermodel.evaluate(llama(write_scenario, 'embedding_reads = "table"', batch=batch))
+    assert table["weight_bytes_per_step"] == table["weight_bytes"]
+    # bf16: the table is V·d·2 bytes; a step reads one row per sequence.
+    assert rows["embedding_table_bytes"] == V * D * 2
+    assert rows["weight_bytes_per_step"] == rows["weight_bytes"] - (V - batch) * D * 2
+    assert rows["tpot"] < table["tpot"]
+    assert 0.05 < 1 - rows["tpot"] / table["tpot"] < 0.08  # the 1 GB table of a 16 GB artifact
+    # Prefill reads one row per prompt token.
+    n = 1024
+    assert rows["prefill_bytes"] == pytest.approx(
+        table["prefill_bytes"] - (V - batch * n) * D * 2, rel=1e-12)
+
+
+def test_tied_embeddings_are_read_once_as_the_head(write_scenario):
+    path = write_scenario('[model]\npreset = "qwen2.5-0.5b"\n[hardware]\npreset = "h100-sxm"\n'
+                          "[workload]\nprompt_tokens = 1024\noutput_tokens = 128\n")
+    r = infermodel.evaluate(path)
+    assert r["embedding_bytes_unread"] == 0
+    assert r["weight_bytes_per_step"] == r["weight_bytes"]
+
+
+def test_quantised_table_bytes_follow_the_embedding_class_format():
+    r = infermodel.evaluate(SCENARIOS / "module10-case-artifact.toml",
+                            {"efficiency.embedding_reads": "rows"})
+    # Module 10 §1 "Why the simple byte estimate is useful": the 8-bit input table of the
+    # case's mixed-precision file is about 0.623 GB.
+    assert r["embedding_table_bytes"] == pytest.approx(152064 * 4096 * 1, rel=1e-3)
+    assert round(r["embedding_table_bytes"] / 1e9, 3) == 0.623
+
+
+@pytest.mark.parametrize("name", ["case-study-24gb", "inference-lab-roofline", "module10-lab1-48gb",
+                                  "moe-module10-example", "planner-70b-32-users"])
+def test_document_scenarios_state_their_conventions(name):
+    s = infermodel.load_scenario(SCENARIOS / f"{name}.toml")
+    assert s.value("efficiency.prefill_logits") == "all"
+    assert s.value("efficiency.embedding_reads") == "table"
+    assert s.value("hardware.reserve") is not None
+
+
+# ---------------------------------------------------------------- memory not weights or cache
+
+
+def test_engine_reserve_and_activation_workspace_by_default(write_scenario):
+    r = infermodel.evaluate(llama(write_scenario))
+    memory = 81559 * 2**20  # H100 80 GB as nvidia-smi reports it
+    assert r["memory_bytes"] == memory
+    # vLLM: gpu_memory_utilization = 0.9, activations profiled at 8,192 batched tokens.
+    per_token = 2 * (2 * D + H * HD + 2 * KVH * HD + 2 * FF)
+    workspace = 8192 * per_token + 1 * V * 4
+    assert r["activation_workspace_bytes"] == workspace
+    assert r["memory_reserved"] == pytest.approx(0.1 * memory + workspace, rel=1e-12)
+    assert r["kv_budget_bytes"] == pytest.approx(0.9 * memory - workspace - r["weight_bytes"], rel=1e-12)
+    assert r.warnings == []
+
+
+@pytest.mark.parametrize("engine", ["sglang", "tensorrt-llm"])
+def test_other_engines_keep_their_own_reserve(write_scenario, engine):
+    r = infermodel.evaluate(llama(write_scenario, f'engine = "{engine}"'))
+    m, w, a = r["memory_bytes"], r["weight_bytes"], r["activation_workspace_bytes"]
+    if engine == "sglang":  # mem_fraction_static = 0.88: activations live in the other 12 %
+        assert r["memory_reserved"] == pytest.approx(max(0.12 * m, a), rel=1e-12)
+    else:  # free_gpu_memory_fraction = 0.9 of what weights and activations leave
+        assert r["kv_budget_bytes"] == pytest.approx(0.9 * (m - w - a), rel=1e-12)
+
+
+def test_a_prefill_chunk_sizes_the_workspace(write_scenario):
+    small = infermodel.evaluate(llama(write_scenario, "prefill_chunk = 2048"))
+    big = infermodel.evaluate(llama(write_scenario))
+    per_token = small["activation_bytes_per_token"]
+    assert big["activation_workspace_bytes"] - small["activation_workspace_bytes"] == 6144 * per_token
+
+
+def test_no_reserve_is_never_silent(write_scenario):
+    none = infermodel.evaluate(llama(write_scenario, 'engine = "none"'))
+    assert none["memory_reserved"] == 0
+    assert any("no memory is kept back" in w and w.quantity == "memory_reserved"
+               for w in none.warnings)
+    zero = infermodel.evaluate(write_scenario(
+        '[model]\npreset = "llama-3-8b"\n[hardware]\npreset = "h100-sxm"\nreserve = 0\n'
+        "[workload]\nprompt_tokens = 1024\noutput_tokens = 256\n"))
+    assert zero["memory_reserved"] == 0
+    assert any("hardware.reserve = 0" in w for w in zero.warnings)
+    assert "warnings" in zero.to_dict() and zero.to_dict()["warnings"]
+
+
+def test_a_stated_reserve_is_the_whole_allowance():
+    # Module 10 Lab 1: 2.5 GB kept back on the 24 GB card, activations included.
+    r = infermodel.evaluate(SCENARIOS / "case-study-24gb.toml")
+    assert r["memory_reserved"] == 2.5e9 and "activation_workspace_bytes" not in r
+
+
+def test_runtime_memory_raises_capacity_over_decimal(write_scenario):
+    decimal = infermodel.evaluate(llama(write_scenario), {"hardware.memory": 80e9})
+    runtime = infermodel.evaluate(llama(write_scenario))
+    assert runtime["max_sequences"] > decimal["max_sequences"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(batch=st.integers(1, 512), prompt=st.integers(1, 8192))
+def test_rows_never_read_more_than_the_table(batch, prompt):
+    r = infermodel.evaluate(SCENARIOS / "quant-bf16.toml",
+                            {"workload.batch": batch, "workload.prompt_tokens": prompt})
+    assert 0 <= r["embedding_bytes_unread"] <= r["embedding_table_bytes"]
+    assert 0 <= r["embedding_bytes_unread_prefill"] <= r["embedding_table_bytes"]
+    assert r["weight_bytes_per_step"] <= r["weight_bytes"]
+
+
+def test_a_chunk_scores_at_most_its_last_position():
+    # Module 10 Lab 3's hybrid iteration (512-token chunk beside 17 decodes) counts the head
+    # for every position; engines score the decodes and at most the chunk's last position.
+    chunked = SCENARIOS / "module10-chunked-prefill.toml"
+    documents = infermodel.evaluate(chunked)
+    engine = infermodel.evaluate(chunked, {"efficiency.prefill_logits": "last"})
+    assert documents["hybrid_iteration_time"] == pytest.approx(116.04e-3, abs=5e-6)
+    assert documents["hybrid_flops"] - engine["hybrid_flops"] == 2 * 152064 * 4096 * (512 - 1)
+
+
+def test_a_cached_prefix_saves_no_head_it_never_scored():
+    # Module 10's case with a 3,000-token shared prefix: under the documents' convention the
+    # prefix's positions were scored by the head too; engines score only the last position.
+    prefix = SCENARIOS / "prefix-module10-case.toml"
+    documents = infermodel.evaluate(prefix)
+    engine = infermodel.evaluate(prefix, {"efficiency.prefill_logits": "last"})
+    r = documents["prefix_reused_tokens"]
+    assert documents["prefix_saved_prefill_flops"] - engine["prefix_saved_prefill_flops"] == (
+        2 * 152064 * 4096 * r)
+    assert engine["prefix_ttft_warm"] < engine["prefix_ttft_cold"] < documents["prefix_ttft_cold"]
