@@ -29,10 +29,24 @@ PLUGIN_FAILURES = (Exception, SystemExit, GeneratorExit)
 def close_match(word: str, candidates: Iterable[str]) -> str | None:
     """The candidate closest to ``word``, or None when nothing is close.
 
+    A different case is closest (``L4`` → ``l4``), then the first candidate the word
+    begins, in the order given (``int4`` → ``int4-g128``, a family's default first),
+    then the nearest spelling.
+
     >>> close_match("bandwith", ["bandwidth", "memory"])
     'bandwidth'
+    >>> close_match("L4", ["l40s", "l4"]), close_match("int4", ["int8", "int4-g128", "int4-g32"])
+    ('l4', 'int4-g128')
     """
-    matches = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
+    ordered = list(dict.fromkeys(candidates))
+    folded = word.casefold()
+    for candidate in ordered:
+        if candidate.casefold() == folded:
+            return candidate
+    for candidate in ordered:
+        if candidate.casefold().startswith(folded) and candidate[len(word):][:1] in ("-", "_", "."):
+            return candidate
+    matches = difflib.get_close_matches(word, sorted(ordered), n=1, cutoff=0.6)
     return matches[0] if matches else None
 
 

@@ -132,6 +132,11 @@ class PluginHost:
             raise PluginError(f"a plugin named {name!r} is already registered")
         try:
             self.pm.register(plugin, name=name)
+        except ValueError as exc:  # pluggy: the same object under another name
+            raise PluginError(
+                f"cannot register plugin {name!r}: {exc}; an installed entry point already "
+                "loaded it (set INFERMODEL_DISABLE_PLUGIN_AUTOLOAD=1 for the built-ins only, "
+                "or INFERMODEL_LOAD_PLUGINS to choose)") from None
         except pluggy.PluginValidationError as exc:
             raise PluginError(f"plugin {name!r} does not match the hook specifications: {exc}") from None
         refused = self._unsupported_options(name)

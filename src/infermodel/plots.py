@@ -43,7 +43,6 @@ MAX_LINES = 24
 #: The most points one plot draws (a sweep beyond this belongs in a CSV file).
 MAX_PLOT_POINTS = 100_000
 DEFAULT_BATCHES = "1..512 log2"
-DEFAULT_CONTEXTS = "1024..131072 log2"
 #: The axis a memory plot against the context sweeps (sets workload.sequence_length).
 CONTEXT_AXIS = "context_length"
 
@@ -180,7 +179,8 @@ def _series(result, x: str):
         raise ScenarioError(Problem(
             f"the plot would have {len(lines)} lines, more than {MAX_LINES}",
             expected="fewer values on the fields other than the x axis",
-            suggestion="narrow the sweep with --over"))
+            suggestion="narrow the sweep with --over, or ignore the scenario's [sweep] with "
+                       "--no-table"))
     return lines
 
 
@@ -296,11 +296,15 @@ def plot_sweep(scenario, over=None, *, x: str | None = None, y: Sequence[str] | 
     return figure
 
 
-def plot_throughput(scenario, over=None, *, title: str | None = None, host=None):
-    """Tokens per second per user and in total against the batch."""
+def plot_throughput(scenario, over=None, *, title: str | None = None, host=None,
+                    use_table: bool = True):
+    """Tokens per second per user and in total against the batch; the scenario's
+    ``[sweep]`` (unless ``use_table`` is false) gives the batches and one line per value
+    of its other fields.
+    """
     names = ["tokens_per_s_per_user", "tokens_per_s_total"]
     result = _sweep(scenario, over, names, default_axis="workload.batch",
-                    default_values=DEFAULT_BATCHES, host=host, use_table=False)
+                    default_values=DEFAULT_BATCHES, host=host, use_table=use_table)
     lines = _series(result, "workload.batch")
     figure, panels = _figure(2)
     for ax, name, label in zip(panels, names, ["per user", "all users together"]):
@@ -314,11 +318,15 @@ def plot_throughput(scenario, over=None, *, title: str | None = None, host=None)
     return figure
 
 
-def plot_cost(scenario, over=None, *, title: str | None = None, host=None):
-    """Cost per million output tokens against the number of users (the batch)."""
+def plot_cost(scenario, over=None, *, title: str | None = None, host=None,
+              use_table: bool = True):
+    """Cost per million output tokens against the number of users (the batch); the
+    scenario's ``[sweep]`` (unless ``use_table`` is false) gives the batches and one line
+    per value of its other fields.
+    """
     result = _sweep(scenario, over, ["cost_per_million_output_tokens"],
                     default_axis="workload.batch", default_values=DEFAULT_BATCHES, host=host,
-                    use_table=False)
+                    use_table=use_table)
     if "cost_per_million_output_tokens" not in result:
         raise ScenarioError(Problem(
             "the scenario has no cost: cost_per_million_output_tokens needs a price",
@@ -341,6 +349,18 @@ def plot_cost(scenario, over=None, *, title: str | None = None, host=None):
     return figure
 
 
+def _crossing_range(scenario, limit: str, low: int, host=None) -> str:
+    """A log2 range from ``low`` to at least twice the point where the memory runs out
+    (``max_sequences`` or ``max_context`` plus one), so the plot shows the crossing.
+    """
+    from .evaluation import evaluate
+
+    first_misfit = float(evaluate(scenario, host=host)[limit]) + 1
+    high = max(8 * low, 2 * first_misfit)
+    top = low * 2 ** max(3, math.ceil(math.log2(high / low)))
+    return f"{low}..{int(min(top, low * 2**20))} log2"
+
+
 def plot_memory(scenario, over=None, *, x: str | None = None, title: str | None = None, host=None):
     """Weights, cache and reserve stacked against the batch (or, with ``x="context"``,
     the context: ``workload.sequence_length``, and ``workload.context`` with it when the
@@ -352,7 +372,7 @@ def plot_memory(scenario, over=None, *, x: str | None = None, title: str | None 
     if context:
         x = CONTEXT_AXIS
         if not any(k in over for k in ("workload.sequence_length", "workload.context")):
-            values = DEFAULT_CONTEXTS
+            values = _crossing_range(scenario, "max_context", 1024, host)
         else:
             values = over.pop("workload.sequence_length", None) or over.pop("workload.context")
         from .sweeping import expand_range, is_range
@@ -365,7 +385,9 @@ def plot_memory(scenario, over=None, *, x: str | None = None, title: str | None 
     names = ["weight_bytes", "kv_bytes_total", "memory_reserved", "memory_bytes"]
     result = _sweep(scenario, over, names,
                     default_axis=None if context else x,
-                    default_values=DEFAULT_BATCHES, host=host, use_table=False)
+                    default_values=None if context else _crossing_range(
+                        scenario, "max_sequences", 1, host),
+                    host=host, use_table=False)
     if len(result.axes) != 1:
         raise ScenarioError(Problem(
             "the memory plot takes one swept field",
@@ -538,8 +560,9 @@ def plot_operators(scenario, over=None, *, title: str | None = None, host=None):
 
 def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None = None,
          x: str | None = None, y: Sequence[str] | None = None, output: str | Path | None = None,
-         title: str | None = None, host=None):
+         title: str | None = None, host=None, use_table: bool = True):
     """Draw plot ``kind`` of ``scenario`` (a Scenario or path); save it if ``output`` is given.
+    ``use_table`` false ignores the scenario's ``[sweep]`` (throughput and cost).
 
     Returns the :class:`matplotlib.figure.Figure`.
 
@@ -563,9 +586,9 @@ def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None 
     elif kind == "memory":
         figure = plot_memory(scenario, over, x=x, title=title, host=host)
     elif kind == "throughput":
-        figure = plot_throughput(scenario, over, title=title, host=host)
+        figure = plot_throughput(scenario, over, title=title, host=host, use_table=use_table)
     elif kind == "cost":
-        figure = plot_cost(scenario, over, title=title, host=host)
+        figure = plot_cost(scenario, over, title=title, host=host, use_table=use_table)
     elif kind == "operators":
         figure = plot_operators(scenario, over, title=title, host=host)
     else:

@@ -726,12 +726,34 @@ def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: It
         add(f"{prefix}.{relative}" if relative else prefix, message)
 
 
+def remove_keys(data: dict, origins: dict[str, Origin], keys: Iterable[str]) -> dict:
+    """Remove dotted key paths (values or tables) from scenario data, as ``--unset`` does."""
+    data = copy.deepcopy(data)
+    for key in keys:
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*", key):
+            raise ScenarioError(Problem(f"--unset {key!r} is not a dotted key path", file="--unset",
+                                        expected="for example levers.speculative"))
+        *parents, last = key.split(".")
+        node: Any = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or last not in node:
+            raise ScenarioError(Problem(
+                f"cannot unset {key}: the scenario (and the files it extends) does not write it",
+                file="--unset", key=key, suggestion=suggest(key, sorted(_flatten(data))),
+                expected="a key or table the scenario writes (--set replaces a preset's value)"))
+        del node[last]
+        for gone in [k for k in origins if k == key or k.startswith(key + ".")]:
+            del origins[gone]
+    return data
+
+
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | Iterable[str] | None = None,
-                  *, host: PluginHost | None = None) -> Scenario:
+                  *, host: PluginHost | None = None, unset: Iterable[str] = ()) -> Scenario:
     """Read, merge, type and validate a scenario file.
 
     ``overrides`` maps dotted key paths to values (or is a list of ``"key=value"``
-    strings, as ``--set`` takes them).
+    strings, as ``--set`` takes them); ``unset`` lists key paths removed first (``--unset``).
 
     >>> s = load_scenario("scenarios/case-study-24gb.toml", {"workload.batch": 4})  # doctest: +SKIP
     >>> s.value("workload.batch")  # doctest: +SKIP
@@ -739,6 +761,8 @@ def load_scenario(path: str | Path, overrides: Mapping[str, Any] | Iterable[str]
     """
     path = Path(path)
     data, origins = load_raw(path)
+    if unset:
+        data = remove_keys(data, origins, unset)
     if overrides:
         if not isinstance(overrides, Mapping):
             overrides = dict(parse_assignment(o) for o in overrides)

@@ -294,6 +294,12 @@ class SearchResult:
             out.append(shlex.quote(f"{path}={_toml(value)}"))
         return out
 
+    def _misfit(self, index: int) -> str:
+        """`` ✗ does not fit`` for a choice whose batch does not fit in memory."""
+        if "fits" in self.sweep.quantities and not bool(self.sweep["fits"][index]):
+            return "  ✗ does not fit"
+        return ""
+
     def report(self, show: int | None = None, rejected: int | None = DEFAULT_REJECTED) -> str:
         """The search as text: the winner, runners-up and rejected choices."""
         show = self.spec.show if show is None else show
@@ -309,7 +315,7 @@ class SearchResult:
         if best is None:
             lines.append("no choice satisfies every constraint")
         else:
-            lines.append(f"best: {self._point_text(best)}")
+            lines.append(f"best: {self._point_text(best)}{self._misfit(best)}")
             if self.objective.names != (self.objective.text,):
                 lines.append(f"  objective {self.objective.text} = {self._objective_text(best)}")
             lines.append(f"  {self._values_text(best, names)}")
@@ -325,7 +331,8 @@ class SearchResult:
                 lines.append("runners-up:")
                 for rank, index in enumerate(runners, start=2):
                     lines.append(f"  {rank}. {self._point_text(int(index))}: "
-                                 f"{self.objective.text} {self._objective_text(int(index))}")
+                                 f"{self.objective.text} {self._objective_text(int(index))}"
+                                 f"{self._misfit(int(index))}")
         counts = self.rejected_counts()
         count = sum(counts.values())
         if count:
@@ -470,8 +477,11 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
             if quantity.unit == "bool":
                 details[name] = tuple(d for d in quantity.dependencies if d in units)
     wanted = []
+    # fits is always read, so a choice that does not fit is marked even when no
+    # constraint asks for it
+    fits = ("fits",) if "fits" in plan.all_quantities else ()
     for name in (*objective.names, *[n for f in formulas for n in f.names], *spec.quantities,
-                 *[d for deps in details.values() for d in deps]):
+                 *[d for deps in details.values() for d in deps], *fits):
         if name not in wanted:
             wanted.append(name)
     plan.select(wanted)

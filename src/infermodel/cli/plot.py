@@ -27,6 +27,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--y", metavar="A,B,...",
                         help="sweep: quantities to draw, one panel each (default: [sweep] "
                              "quantities, else tokens_per_s_total)")
+    parser.add_argument("--no-table", dest="use_table", action="store_false",
+                        help="throughput and cost: ignore the scenario's [sweep] table (by "
+                             "default its batches are the x axis and its other fields give "
+                             "one line each)")
     parser.add_argument("--title", help="the figure's title")
     parser.add_argument("--output", "-o", metavar="FILE",
                         help="FILE.png or FILE.svg (default: SCENARIO-KIND.png here)")
@@ -39,7 +43,7 @@ def handle(args) -> int:
     scenario = load(args)
     output = args.output or f"{_file_stem(scenario.name)}-{args.kind}.png"
     plot(scenario, args.kind, over=args.over or None, x=args.x, y=split_names(args.y),
-         output=output, title=args.title)
+         output=output, title=args.title, use_table=args.use_table)
     print(f"wrote {output}")
     return 0
 
