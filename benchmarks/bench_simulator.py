@@ -7,13 +7,20 @@ prints the speed ratio (target ≥ 30×).  Then times one long run with the fast
 target: seconds, not minutes).  Absolute times drift on a shared machine; the ratio
 measured side by side does not.
 
+Last, the peak resident memory of that long run at 10⁴, 10⁵ and 10⁶ requests, each in
+a fresh subprocess (``ru_maxrss`` of the child), beside the resident size of
+``python -c "import numpy"`` measured the same way (targets: 10⁵ requests ≤ 300 MB,
+10⁶ ≤ 1 GB).
+
     python benchmarks/bench_simulator.py [--repeat 3] [--requests 100000] [--rate 0.2]
+        [--memory 10000,100000,1000000]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import subprocess
 import sys
 import time
 
@@ -46,11 +53,52 @@ def _differences(fast: dict, reference: dict) -> list[str]:
     return problems
 
 
+# One long run in a child process; prints its wall time, iterations and ITL p99.
+_CHILD = """
+import sys, time
+from infermodel.simulator import CostModel, WorkloadSpec, run_policy
+start = time.perf_counter()
+workload = WorkloadSpec.lab3(int(sys.argv[1])).generate(float(sys.argv[2]), seed=0)
+metrics = run_policy(CostModel.lab3(), workload, "chunked")
+print(time.perf_counter() - start, metrics["iterations"], metrics["itl_p99"])
+"""
+
+
+def peak_resident(code: str, *arguments: str) -> tuple[float, str]:
+    """Peak resident memory (bytes) of ``python -c code arguments…`` and its output.
+
+    ``ru_maxrss`` of the children is a running maximum over every child waited for,
+    so each measurement runs in its own intermediate process.
+    """
+    probe = (
+        "import resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True, text=True, check=True)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)\n"
+        "print(done.stdout, end='')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, sys.executable, "-c", code, *arguments],
+                          capture_output=True, text=True, check=True)
+    first, _, rest = done.stdout.partition("\n")
+    return float(first), rest.strip()
+
+
+def memory_report(sizes: list[int], rate: float) -> None:
+    baseline, _ = peak_resident("import numpy")
+    print(f"peak resident memory (python -c \"import numpy\": {baseline / 2**20:.0f} MB)")
+    for size in sizes:
+        peak, output = peak_resident(_CHILD, str(size), str(rate))
+        seconds, iterations, itl_p99 = (float(x) for x in output.split())
+        print(f"    {size:>9,} requests : {peak / 2**20:7.0f} MB  ({peak / baseline:5.1f}x numpy; "
+              f"{seconds:6.1f} s, {iterations:,.0f} iterations, p99 ITL {1000 * itl_p99:.2f} ms)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="fast-engine repeats (best is kept)")
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--rate", type=float, default=0.2)
+    parser.add_argument("--memory", default="10000,100000,1000000",
+                        help="request counts whose peak memory is measured (empty: none)")
     args = parser.parse_args()
 
     cost = CostModel.lab3()
@@ -83,6 +131,8 @@ def main() -> int:
         f"    p99 TTFT {metrics['ttft_p99']:.2f} s, p99 ITL {1000 * metrics['itl_p99']:.1f} ms, "
         f"{metrics['throughput_tokens_per_s']:.1f} tok/s, Little ratio {metrics['little_ratio']:.4f}"
     )
+    if args.memory:
+        memory_report([int(size) for size in args.memory.split(",")], args.rate)
     return 0 if not problems else 1
 
 

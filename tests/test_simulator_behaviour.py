@@ -5,6 +5,7 @@ engines' agreement on arbitrary small workloads, the result format and bad input
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -200,12 +201,16 @@ def test_json_result_shape_and_units():
     assert document["slo"]["ttft"] == 3.0 and document["slo"]["itl"] == 0.1
 
 
-def test_undefined_metrics_become_null_in_json():
+def test_undefined_metrics_are_written_as_the_project_writes_nan_in_json():
+    from infermodel import formatting
+    from infermodel.simulator import api
+
     workload = Workload.from_arrays([0.0, 0.0], [10, 20], [1, 1])  # one token each, no gaps
     result = simulate(LAB, workload, ["paged"])
     metrics = json.loads(result.to_json())["runs"][0]["metrics"]
-    assert metrics["itl_p50"] is None and metrics["tpot_p50"] is None
-    assert metrics["realised_rate"] == "inf"
+    assert metrics["itl_p50"] == "nan" and metrics["tpot_p50"] == "nan"
+    assert api.NAN_JSON == formatting.NAN_JSON == formatting.json_value(math.nan)
+    assert metrics["realised_rate"] == "inf" == formatting.json_value(math.inf)
     assert metrics["n_itl_samples"] == 0
 
 

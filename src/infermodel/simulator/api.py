@@ -35,17 +35,25 @@ ENGINES = ("fast", "reference")
 Progress = Callable[[int, int], None]
 
 
-def _json_number(value: Any) -> Any:
+#: A NaN metric in JSON, as :mod:`infermodel.formatting` writes it for ``run``,
+#: ``sweep`` and ``search`` (the simulator imports nothing of the project's but
+#: ``errors``, so the strings are repeated here and a test holds them equal).
+NAN_JSON = "nan"
+
+
+def _json_number(value: Any, nan: Any = None) -> Any:
+    """A float for JSON: infinities as ``"inf"``/``"-inf"``; NaN as ``nan`` (``null``
+    for a field that does not apply, such as a closed-loop run's rate)."""
     if isinstance(value, float):
         if math.isnan(value):
-            return None
+            return nan
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
     return value
 
 
 def _metrics_json(metrics: Mapping[str, float]) -> dict[str, Any]:
-    return {name: _json_number(value) for name, value in metrics.items()}
+    return {name: _json_number(value, NAN_JSON) for name, value in metrics.items()}
 
 
 def _check_engine(engine: str) -> str:
@@ -91,8 +99,8 @@ def run_record(
     deployment: Deployment | None = None,
 ) -> tuple[RunRecord, dict[str, float]]:
     """Like :func:`run_policy`, also returning the run's :class:`RunRecord` (every
-    request's arrival, first and last token, evictions; the fast engine's iteration
-    timeline; with ``series``, the time series of waiting and running requests and
+    request's arrival, first and last token, evictions; the pooled inter-token gaps as
+    distinct values with counts; with ``series``, the time series of waiting and running requests and
     cache use at every scheduling decision)."""
     _check_cost(cost_model)
     policy = as_policy(policy)
@@ -177,7 +185,7 @@ class SimulationResult:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"runs": [{"policy", "rate", "metrics": {...}}], "seed", "engine", "slo"}``;
-        metrics in base units (s, tokens/s, requests/s); NaN → null, ∞ → "inf"."""
+        metrics in base units (s, tokens/s, requests/s); NaN → "nan", ∞ → "inf"."""
         return {
             "runs": [run.to_dict() for run in self.runs],
             "notes": list(self.notes),

@@ -188,22 +188,28 @@ def _serve(workload, cost, policy, arrivals, order, prefixes, router, servers, l
 
 
 def _merge(workload, policy, states, arrivals, outputs_of=None):
-    """One record from several servers' timelines and token segments."""
-    from .fast import _record
+    """One record from several servers' blocks and token segments."""
+    from .continuous import Blocks
+    from .fast import _record, _tokens
+    from .metrics import GapHistogram
 
-    timelines, requests, firsts, lasts = [], [], [], []
+    parts: list[list[np.ndarray]] = [[], [], [], [], []]
+    requests, firsts, lasts = [], [], []
+    gaps = GapHistogram()
     offset = 0
     totals = {"end": 0.0, "preemptions": 0, "rollbacks": 0, "recomputed": 0, "swapped": 0,
               "iterations": 0, "busy": 0, "decode_steps": 0}
     evicted = np.zeros(workload.count, dtype=np.int64)
     undone = np.zeros(workload.count, dtype=np.int64)
     for state in states:
-        timeline, (request, first, last), counters = state.result()
-        timelines.append(timeline)
+        blocks, (request, first, last), counters = state.result()
+        for part, column in zip(parts, blocks[:5]):
+            part.append(column + offset if part is parts[0] else column)
+        gaps.merge(blocks.gaps)
         requests.append(request)
         firsts.append(first + offset)
         lasts.append(last + offset)
-        offset += timeline.size
+        offset += counters["iterations"]
         totals["end"] = max(totals["end"], counters["end"])
         for key in ("preemptions", "rollbacks", "recomputed", "swapped", "iterations", "busy",
                     "decode_steps"):
@@ -212,7 +218,8 @@ def _merge(workload, policy, states, arrivals, outputs_of=None):
         undone += counters["request_rollbacks"]
     totals["request_preemptions"], totals["request_rollbacks"] = evicted, undone
     segments = (np.concatenate(requests), np.concatenate(firsts), np.concatenate(lasts))
-    return _record(workload, policy, np.concatenate(timelines), segments, totals, arrivals)
+    blocks = Blocks(*(np.concatenate(part) for part in parts), gaps)
+    return _record(workload, policy, _tokens(workload.count, blocks, segments), totals, arrivals)
 
 
 def run_deployment(workload, cost: CostModel, policy: Policy, deployment: Deployment,

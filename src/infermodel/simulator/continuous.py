@@ -23,20 +23,34 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
 from .cost import CostModel
 from .errors import SimulationError
+from .metrics import GapHistogram
 from .policies import Policy
 from .reference import reservation_tokens
 
-__all__ = ["ContinuousRun"]
+__all__ = ["Blocks", "ContinuousRun"]
 
 # Runs shorter than this are stepped with Python floats: numpy's call overhead is
 # larger than the work for a handful of iterations.
 SCALAR_RUN = 12
+
+
+class Blocks(NamedTuple):
+    """What a run keeps of its timeline (see :class:`ContinuousRun`); one entry per block."""
+
+    start: np.ndarray  # first iteration
+    first: np.ndarray  # end time of the first iteration
+    last: np.ndarray  # end time of the last iteration
+    entry: np.ndarray  # first − the previous iteration's end time
+    inner: np.ndarray  # largest gap between consecutive iterations inside (0 for one)
+    gaps: GapHistogram  # the gaps inside blocks, counted once per decoder
 
 
 def too_many(limit: int, completed: int, count: int, preemptions: int) -> SimulationError:
@@ -101,11 +115,24 @@ class ContinuousRun:
         self.prefiller_filled = 0
         self.reserved = 0  # Σ full-length reservations of running requests
         self.blocked = -1  # request rolled back in this scheduling turn
-        self.times_done: list[np.ndarray] = []
-        self.times_pending: list[float] = []
-        self.seg_request: list[int] = []
-        self.seg_first: list[int] = []
-        self.seg_last: list[int] = []
+        # Blocks of iterations (a steady run or one single iteration): token segments
+        # start and end on block boundaries, so per block its first iteration, the end
+        # times of its first and last iterations, the gap into it from the previous
+        # iteration and the largest gap inside it are all the timeline that is kept.
+        # Gaps inside a block are counted as it is run: every decoder receives a token
+        # at each of its iterations.
+        self.block_start = array("q")
+        self.block_first = array("d")
+        self.block_last = array("d")
+        self.block_entry = array("d")
+        self.block_inner = array("d")
+        self.last_end = 0.0
+        self.gaps = GapHistogram()
+        self._scalar_gaps = array("d")
+        self._scalar_weights = array("q")
+        self.seg_request = array("q")
+        self.seg_first = array("q")
+        self.seg_last = array("q")
         self.now = 0.0
         self.iterations = 0
         self.completed = 0
@@ -366,18 +393,30 @@ class ContinuousRun:
     def _advance(self, length, watch, arrival, positions, attention, step_attention, cached,
                  step_cached, sequences) -> int:
         """Price ``length`` iterations (fewer when an arrival comes first); returns how many."""
+        decoders = len(self.decoders)
         if length < SCALAR_RUN:
             done = 0
-            now = self.now
-            pending = self.times_pending
+            now = first = self.now
+            inner = 0.0
             while done < length:
                 if done and watch and now >= arrival:
                     break
+                previous = now
                 now += self.time_from_counts(positions, attention + done * step_attention,
                                              cached + done * step_cached, sequences)
-                pending.append(now)
+                if done:
+                    gap = now - previous
+                    inner = max(inner, gap)
+                    if decoders:
+                        self._scalar_gaps.append(gap)
+                        self._scalar_weights.append(decoders)
+                else:
+                    first = now
                 done += 1
             self.now = now
+            if len(self._scalar_gaps) > 1 << 16:
+                self._flush_scalar_gaps()
+            self.block(first, now, inner)
             return done
         ends = self.run_ends(self.now, length, positions, attention, step_attention, cached,
                              step_cached, sequences)
@@ -386,12 +425,31 @@ class ContinuousRun:
             ends = ends[:done]
         else:
             done = length
-        if self.times_pending:
-            self.times_done.append(np.array(self.times_pending))
-            self.times_pending = []
-        self.times_done.append(ends)
         self.now = float(ends[-1])
+        inner = 0.0
+        if done > 1:
+            inside = np.diff(ends)
+            inner = float(inside.max())
+            if decoders:
+                self.gaps.add(inside, decoders)
+        self.block(float(ends[0]), self.now, inner)
         return done
+
+    def block(self, first: float, last: float, inner: float) -> None:
+        """Record a block of iterations that starts at iteration ``self.iterations``."""
+        self.block_start.append(self.iterations)
+        self.block_first.append(first)
+        self.block_last.append(last)
+        self.block_entry.append(first - self.last_end if self.iterations else 0.0)
+        self.block_inner.append(inner)
+        self.last_end = last
+
+    def _flush_scalar_gaps(self) -> None:
+        if self._scalar_gaps:
+            self.gaps.add(np.frombuffer(self._scalar_gaps, dtype=np.float64),
+                          np.frombuffer(self._scalar_weights, dtype=np.int64))
+            self._scalar_gaps = array("d")
+            self._scalar_weights = array("q")
 
     def single(self, takes, taking_decoders: int) -> None:
         """One iteration with prefill completions (or starved decoders)."""
@@ -412,7 +470,7 @@ class ContinuousRun:
             attention += take * fil[request] + take * (take + 1) // 2
             cached += fil[request]
         self.now += self.time_from_counts(positions, attention, cached, taking_decoders + len(takes))
-        self.times_pending.append(self.now)
+        self.block(self.now, self.now, 0.0)
         index = self.iterations
         self.iterations += 1
         self.decoder_filled += taking_decoders
@@ -467,11 +525,13 @@ class ContinuousRun:
 
     # ------------------------------------------------------------------ results
     def result(self):
-        """(timeline, segments, counters) for :func:`infermodel.simulator.fast.record`."""
-        if self.times_pending:
-            self.times_done.append(np.array(self.times_pending))
-            self.times_pending = []
-        timeline = np.concatenate(self.times_done) if self.times_done else np.empty(0)
+        """(blocks, segments, counters) for :func:`infermodel.simulator.fast.record`."""
+        self._flush_scalar_gaps()
+        blocks = Blocks(np.frombuffer(self.block_start, dtype=np.int64),
+                        np.frombuffer(self.block_first, dtype=np.float64),
+                        np.frombuffer(self.block_last, dtype=np.float64),
+                        np.frombuffer(self.block_entry, dtype=np.float64),
+                        np.frombuffer(self.block_inner, dtype=np.float64), self.gaps)
         segments = (
             np.array(self.seg_request, dtype=np.int64),
             np.array(self.seg_first, dtype=np.int64),
@@ -484,4 +544,4 @@ class ContinuousRun:
                     "request_preemptions": np.array(self.evicted, dtype=np.int64),
                     "request_rollbacks": np.array(self.undone, dtype=np.int64),
                     "series": self.series}
-        return timeline, segments, counters
+        return blocks, segments, counters

@@ -10,10 +10,13 @@ come from one vectorised call of :meth:`CostModel.iteration_times`, and their en
 from one ``cumsum`` that adds them in the same order as the reference's ``now += dt``.
 
 Decoding requests are not touched during a run: each keeps the values it had at a base
-iteration and its current values follow from the global iteration counter.  Token
-timestamps are never stored per token: a request's tokens are recorded as segments of
-consecutive iterations, and the gaps, their multiplicities and each request's largest
-gap are computed once at the end from the global timeline of iteration end times.
+iteration and its current values follow from the global iteration counter.  Neither
+token timestamps nor iteration end times are stored: a request's tokens are recorded
+as segments of consecutive iterations that begin and end on block boundaries (a block
+is one run of iterations), the gaps inside a block are counted into a
+:class:`~infermodel.simulator.metrics.GapHistogram` as the block is run, and each
+block keeps five numbers from which the rest (first and last tokens, the gaps into
+blocks and between segments, each request's largest gap) is computed at the end.
 
 The result (a :class:`~infermodel.simulator.metrics.RunRecord`) carries the same
 timestamps, iteration count and counters as the reference engine's.
@@ -26,11 +29,11 @@ import math
 import attrs
 import numpy as np
 
-from .continuous import ContinuousRun, too_many
+from .continuous import Blocks, ContinuousRun, too_many
 from .cost import CostModel
 from .errors import SimulationError
 from .load import source_for
-from .metrics import RunRecord
+from .metrics import GapHistogram, RunRecord
 from .policies import Policy
 from .reference import check_fits, default_iteration_limit, reservation_tokens
 from .workload import Workload
@@ -50,14 +53,17 @@ def run_fast(
         if source.closed:
             raise SimulationError("closed-loop and multi-turn load need a continuous policy (reserve, paged or "
                                   "chunked) in the fast engine; use engine=\"reference\" for static")
-        timeline, segments, counters = _static(workload, cost, policy, limit, series)
+        tokens, counters = _static(workload, cost, policy, limit, series)
     else:
         state = ContinuousRun(workload, cost, policy, limit, source, _RunTimes(cost), series)
         state.run()
-        timeline, segments, counters = state.result()
+        blocks, segments, counters = state.result()
         if workload.session_starts is not None:  # prompts grew with each session's history
             workload = attrs.evolve(workload, prompts=np.array(state.prompts, dtype=np.int64))
-    record = _record(workload, policy, timeline, segments, counters, source.arrivals())
+        del state  # its per-request lists go before the per-block arrays are combined
+        tokens = _tokens(workload.count, blocks, segments)
+        del blocks, segments
+    record = _record(workload, policy, tokens, counters, source.arrivals())
     record.series = _series(counters.get("series"), cost)
     return record
 
@@ -156,14 +162,8 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int, ser
     reserve_out = reservation_tokens(workload, policy)
     batch_size = policy.batch_size
     run_ends = _RunTimes(cost)
-
-    times: list[np.ndarray] = []
-    seg_request: list[np.ndarray] = []
-    seg_first: list[np.ndarray] = []
-    seg_last: list[np.ndarray] = []
-    iterations = 0
-    busy = 0
-    decode_steps = 0
+    tokens = _Tokens(count)
+    iterations = busy = decode_steps = 0
     now = 0.0
     head = 0  # first waiting request; requests head..arrived-1 wait in FIFO order
     arrived = 0
@@ -193,40 +193,56 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int, ser
         positions = int(batch_prompts.sum())
         attention = int((batch_prompts * (batch_prompts + 1) // 2).sum())
         now += cost.time_from_counts(positions, attention, 0, size)
-        prefill_index = iterations
+        prefill_end = now
         iterations += 1
         longest = int(batch_outputs.max())
+        ends = np.empty(0)
         if longest > 1:
             # Every slot decodes until the longest output is done; finished slots keep
             # their cache and keep growing.
             steps = longest - 1
             context = int(batch_prompts.sum())
             ends = run_ends(now, steps, size, context, size, context, size, size)
-            times.append(np.array([now]))
-            times.append(ends)
             now = float(ends[-1])
             iterations += steps
             decode_steps += steps
             busy += int((batch_outputs - 1).sum())
-        else:
-            times.append(np.array([now]))
+        tokens.batch(batch, batch_outputs, prefill_end, ends)
         if points is not None:
             final = int(prompts[batch].sum()) + size * (longest - 1)
             points.append((now, arrived - head, size, final))
         if iterations > limit:
             raise too_many(limit, head - size, count, 0)
-        seg_request.append(np.arange(batch.start, batch.stop))
-        seg_first.append(np.full(size, prefill_index))
-        seg_last.append(prefill_index + batch_outputs - 1)
-    segments = (
-        np.concatenate(seg_request),
-        np.concatenate(seg_first),
-        np.concatenate(seg_last),
-    )
     counters = {"end": now, "preemptions": 0, "rollbacks": 0, "recomputed": 0,
                 "iterations": iterations, "busy": busy, "decode_steps": decode_steps,
                 "series": points}
-    return np.concatenate(times), segments, counters
+    return tokens, counters
+
+
+class _Tokens:
+    """Per request: first and last token time and largest gap; the pooled gaps."""
+
+    def __init__(self, count: int):
+        self.first = np.empty(count)
+        self.last = np.empty(count)
+        self.max_gap = np.zeros(count)
+        self.gaps = GapHistogram()
+
+    def batch(self, batch: slice, outputs: np.ndarray, prefill_end: float, ends: np.ndarray) -> None:
+        """A static batch: every request's first token at ``prefill_end``, its n-th at
+        ``ends[n − 2]``; gap j (from ``prefill_end`` on) is shared by the requests
+        with more than j + 1 tokens."""
+        self.first[batch] = prefill_end
+        later = outputs > 1
+        self.last[batch] = prefill_end
+        if not ends.size:
+            return
+        gaps = np.diff(ends, prepend=prefill_end)
+        below = np.cumsum(np.bincount(outputs - 1, minlength=ends.size + 1)[: ends.size])
+        self.gaps.add(gaps, outputs.size - below)
+        index = np.maximum(outputs - 2, 0)
+        self.last[batch] = np.where(later, ends[index], prefill_end)
+        self.max_gap[batch] = np.where(later, np.maximum.accumulate(gaps)[index], 0.0)
 
 
 # ---------------------------------------------------------------------------- results
@@ -240,82 +256,75 @@ def _series(points, cost: CostModel) -> dict[str, np.ndarray] | None:
             "cache_use": data[:, 3] * cost.kv_bytes_per_token / cost.cache_memory}
 
 
-def _record(workload: Workload, policy: Policy, timeline: np.ndarray, segments, counters,
-            arrivals: np.ndarray) -> RunRecord:
-    """Per-request timestamps and pooled gaps from the timeline and token segments.
+_CHUNK = 1 << 18
+
+
+def _tokens(count: int, blocks: Blocks, segments) -> _Tokens:
+    """Per-request timestamps and pooled gaps from the blocks and token segments.
 
     A segment ``(r, s, e)`` says request ``r`` received a token at the end of every
-    iteration from ``s`` to ``e``.  Its gaps are the timeline's differences
-    ``T[i] − T[i−1]`` for ``s < i ≤ e``; between two segments of a request the gap
-    is ``T[s'] − T[e]``.
+    iteration from ``s`` to ``e``; ``s`` is the first iteration of a block and ``e``
+    the last of one.  Its gaps are those inside its blocks (already counted in
+    ``blocks.gaps``) and the entry gaps of its blocks after the first; between two
+    segments of a request the gap is ``T[s'] − T[e]``.
     """
-    count = workload.count
     request, first, last = segments
     order = np.lexsort((first, request))
     request, first, last = request[order], first[order], last[order]
-    first_token = np.empty(count)
-    last_token = np.empty(count)
+    at_first = np.searchsorted(blocks.start, first, side="right") - 1
+    at_last = np.searchsorted(blocks.start, last, side="right") - 1
+    tokens = _Tokens(count)
+    tokens.gaps = blocks.gaps
     # the first segment of each request holds its first token, the last its last
     starts = np.flatnonzero(np.r_[True, request[1:] != request[:-1]])
     ends = np.r_[starts[1:] - 1, request.size - 1]
-    first_token[request[starts]] = timeline[first[starts]]
-    last_token[request[ends]] = timeline[last[ends]]
-
-    total = timeline.size
+    tokens.first[request[starts]] = blocks.first[at_first[starts]]
+    tokens.last[request[ends]] = blocks.last[at_last[ends]]
     same = request[1:] == request[:-1]
-    between = timeline[first[1:][same]] - timeline[last[:-1][same]]
-    gap_values = np.empty(max(total - 1, 0) + between.size)
-    differences = gap_values[: max(total - 1, 0)]
-    np.subtract(timeline[1:], timeline[:-1], out=differences)
-    gap_values[differences.size :] = between
-    # Multiplicity of T[i] − T[i−1] (i = 1 … total−1): the segments holding both
-    # iterations i−1 and i, i.e. with first + 1 ≤ i ≤ last.  It is piecewise constant
-    # between the segments' ends, so it is built with one repeat; the gaps between
-    # segments follow with multiplicity 1.
-    spans = last > first
-    events = np.concatenate((first[spans] + 1, last[spans] + 1))
-    change = np.concatenate((np.ones(int(spans.sum()), np.int32), -np.ones(int(spans.sum()), np.int32)))
-    order = np.argsort(events, kind="stable")
-    events = events[order]
-    level = np.cumsum(change[order], dtype=np.int32)
-    final_at_position = np.r_[events[1:] != events[:-1], True] if events.size else np.empty(0, bool)
-    boundaries = np.clip(np.r_[0, events[final_at_position], total], 1, max(total, 1))
-    levels = np.r_[np.int32(0), level[final_at_position], np.int32(1)]
-    lengths = np.r_[np.diff(boundaries), between.size]
-    gap_weights = np.repeat(levels, lengths)
-
-    max_gap = np.zeros(count)
+    between = blocks.first[at_first[1:][same]] - blocks.last[at_last[:-1][same]]
+    tokens.gaps.add(between, 1)
+    # Block b's entry gap is counted by every segment holding blocks b − 1 and b.
+    size = blocks.start.size
+    spans = at_last > at_first
+    change = (np.bincount(at_first[spans] + 1, minlength=size + 1)
+              - np.bincount(at_last[spans] + 1, minlength=size + 1))
+    level = np.cumsum(change[:size])
+    del change
+    for start in range(0, size, _CHUNK):  # in slices: the histogram merges as it goes
+        tokens.gaps.add(blocks.entry[start : start + _CHUNK], level[start : start + _CHUNK])
+    del level
+    # Largest gap of a segment: inside its first block, or inside or into a later one.
+    within = blocks.inner[at_first]
     if spans.any():
-        # max of differences[s:e] for each segment, with e = last; reduceat needs every
-        # bound inside the array, so a segment ending at the very last iteration takes
-        # its final difference separately.
-        final = differences.size
-        starts_, stops_ = first[spans], last[spans]
-        at_end = stops_ == final
-        bounds = np.empty(2 * starts_.size, dtype=np.int64)
-        bounds[0::2] = starts_
-        bounds[1::2] = np.minimum(stops_, final - 1)
-        within = np.maximum.reduceat(differences, bounds)[0::2]
-        within[at_end] = np.maximum(within[at_end], differences[final - 1])
-        np.maximum.at(max_gap, request[spans], within)
+        later = np.r_[np.maximum(blocks.entry, blocks.inner), 0.0]
+        bounds = np.empty(2 * int(spans.sum()), dtype=np.int64)
+        bounds[0::2] = at_first[spans] + 1
+        bounds[1::2] = at_last[spans] + 1
+        within[spans] = np.maximum(within[spans], np.maximum.reduceat(later, bounds)[0::2])
+    np.maximum.at(tokens.max_gap, request, within)
     if between.size:
-        np.maximum.at(max_gap, request[1:][same], between)
+        np.maximum.at(tokens.max_gap, request[1:][same], between)
+    return tokens
 
+
+def _record(workload: Workload, policy: Policy, tokens: _Tokens, counters, arrivals: np.ndarray) -> RunRecord:
+    values, weights = tokens.gaps.result()
     return RunRecord(
         arrivals=arrivals,
         outputs=workload.outputs,
         prompts=workload.prompts,
-        first_token=first_token,
-        last_token=last_token,
-        max_gap=max_gap,
-        gap_values=gap_values,
-        gap_weights=gap_weights,
+        first_token=tokens.first,
+        last_token=tokens.last,
+        max_gap=tokens.max_gap,
+        gap_values=values,
+        gap_weights=weights,
+        gaps_exact=tokens.gaps.exact,
+        gap_max=None if tokens.gaps.exact or not values.size else tokens.gaps.maximum,
         end_time=float(counters["end"]),
         preemptions=int(counters["preemptions"]),
         rollbacks=int(counters["rollbacks"]),
         request_preemptions=counters.get("request_preemptions"),
         request_rollbacks=counters.get("request_rollbacks"),
-        timeline=timeline,
         closed=workload.clients is not None,
         recomputed_tokens=int(counters["recomputed"]),
         swapped_tokens=int(counters.get("swapped", 0)),
