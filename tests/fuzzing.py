@@ -6,7 +6,7 @@ its argparse definition (values of every option: valid ones, extremes, injected 
 paths, output targets including inputs and device files) and runs it in-process through
 :func:`infermodel.cli.main` under a per-case time limit and an address-space limit.
 
-A case passes when the exit status is 0 or 2 (1 only for a witness that reports a
+A case passes when the exit status is 0 or 2 (1 only for a witness or a real-model validation that reports a
 disagreement, as documented), standard error holds at most one ``error:`` message and no
 traceback, the case ended within its time limit, and no file it could read (scenarios,
 presets, length files, configs) changed and no device node was replaced.
@@ -542,8 +542,10 @@ def make_case(seed: int, ctx: Context) -> Case:
             argv.append(flag)
         else:
             argv += [flag, _option_value(rng, ctx, ctx.workdir, action, scenario)]
-    if command == "calibrate" and "--quick" not in argv:
+    if command in ("calibrate", "validate") and "--quick" not in argv:
         argv.append("--quick")  # it measures this machine: the short measurement will do
+    if command == "validate" and "--fit" in argv:
+        argv.remove("--fit")  # a refit is a long, bounded computation, not a case to time
     if command == "simulate" and rng.random() < 0.8:
         # Keep most simulations small so that the fuzz spends its time on many cases.
         argv += ["--set", "simulation.workload.count=" + rng.choice(["20", "40", "5"])]
@@ -657,7 +659,8 @@ def judge(case: Case, outcome: Outcome, ctx: Context) -> list[str]:
         wrong.append(f"ran past the {CASE_SECONDS:.0f} s limit")
     if outcome.memory_error:
         wrong.append("MemoryError escaped")
-    allowed = {0, 2} | ({1} if case.command == "witness" else set())
+    # 1 is a formula disagreeing with an experiment: a witness, or a real-model check.
+    allowed = {0, 2} | ({1} if case.command in ("witness", "validate") else set())
     if not outcome.timed_out and outcome.status not in allowed:
         wrong.append(f"exit status {outcome.status}")
     if "Traceback" in outcome.err or "internal error" in outcome.err:

@@ -7,7 +7,7 @@ explicitly, so that a plain local ``pytest`` stays quick: ``pytest -m slow
 tests/test_fuzz.py`` (tox's ``fuzz`` environment), or any run with
 ``INFERMODEL_FUZZ_CASES=N`` set (N cases, the default 10,000 when empty). Each case must end
 with exit status 0
-or 2 (1 only for a witness reporting a disagreement), at most one ``error:`` message, no
+or 2 (1 only for a witness or validate reporting a disagreement), at most one ``error:`` message, no
 traceback, within its time limit and address-space limit, with no file it read changed
 (see ``tests/fuzzing.py``; ``python tests/fuzzing.py SEED`` replays a case).
 """

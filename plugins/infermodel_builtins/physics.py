@@ -8,7 +8,6 @@ weights and the KV cache hold 16-bit values (2 bytes each).
 
 from __future__ import annotations
 
-import math
 import tomllib
 from pathlib import Path
 
@@ -713,24 +712,19 @@ def _engine_reserve(scenario, define):
 
 @hookimpl
 def infermodel_transform_quantities(scenario, transform):
-    reserve = scenario.value("hardware.reserve")
-    if reserve is not None and reserve[1] == 0:
-        transform.warn("hardware.reserve = 0: no memory is kept back for the engine's CUDA graphs, "
-                       "NCCL buffers, allocator and activations; a vLLM engine keeps 10 % of each "
+    # A stated reserve (0 included) is the scenario's own choice; only a reserve left to
+    # an engine that keeps nothing back is worth a warning.
+    if scenario.value("hardware.reserve") is None and scenario.value("efficiency.engine") == "none":
+        transform.warn('efficiency.engine = "none" and no hardware.reserve stated: no memory is '
+                       "kept back for the runtime or activations; a vLLM engine keeps 10 % of each "
                        "card plus the activation workspace, so capacity is overstated by about that",
                        quantity="memory_reserved")
-    elif reserve is None and scenario.value("efficiency.engine") == "none":
-        transform.warn('efficiency.engine = "none": no memory is kept back for the runtime or '
-                       "activations; a vLLM engine keeps 10 % of each card plus the activation "
-                       "workspace, so capacity is overstated by about that", quantity="memory_reserved")
 
 
 # ---------------------------------------------------------------------------------
 # Warnings: what a reader must know about the figures
 # ---------------------------------------------------------------------------------
 
-#: A reserve that engines commonly keep back, used to size the missing-reserve warning.
-EXAMPLE_RESERVE_FRACTION = 0.1
 #: An MBU that serving engines commonly reach, used to size the missing-efficiency warning.
 EXAMPLE_MBU = 0.8
 
@@ -751,12 +745,3 @@ def infermodel_check_result(result, warn):
                     f"at mbu = {EXAMPLE_MBU:g} a bandwidth-bound decode step takes {slower:.0%} "
                     f"longer (tpot {result.show('tpot', result['tpot'] / EXAMPLE_MBU)} instead "
                     f"of {result.show('tpot')})")
-    if not scenario.given("hardware.reserve") and result["memory_reserved"] == 0:
-        budget = result["kv_budget_bytes"] - EXAMPLE_RESERVE_FRACTION * result["memory_bytes"]
-        fewer = max(0, math.floor((budget - result["kv_bytes_shared"])
-                                  / result["kv_bytes_per_sequence"]))
-        warn("memory_reserved", "no memory reserve stated: weights and cache may use every "
-                                "byte, but engines keep memory back for their context, "
-                                "workspaces and allocator; with a tenth of memory kept back "
-                                f"max_sequences would be {fewer:g} instead of "
-                                f"{result['max_sequences']:g} (set hardware.reserve)")

@@ -145,7 +145,8 @@ def _check_size(axes, x: str | None) -> None:
         raise ScenarioError(Problem(
             f"the plot would have {lines:,} lines, more than {MAX_LINES}",
             expected="fewer values on the fields other than the x axis",
-            suggestion="narrow the sweep with --over"))
+            suggestion="narrow the sweep with --over, or plot without the scenario's [sweep] "
+                       "table (--no-table)"))
 
 
 def _series(result, x: str):
