@@ -79,10 +79,21 @@ def test_scenario_files_are_never_modified(autoload_host):
     assert before == {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
 
 
+#: Shipped scenarios whose result states an approximation, with the warning it carries.
+STATED_APPROXIMATIONS = {
+    # 128k tokens on Llama 4 Scout: chunked-local layers counted at min(L, 8,192).
+    "llama-4-scout-int4-one-h100.toml": "chunked-local cache counted at min(L, chunk)",
+}
+
+
 def test_every_shipped_scenario_evaluates_without_warnings(autoload_host):
     for path in sorted(SCENARIOS.glob("*.toml")):
         result = infermodel.evaluate(path)
-        assert result.warnings == [], path
+        expected = STATED_APPROXIMATIONS.get(path.name)
+        if expected is None:
+            assert result.warnings == [], path
+        else:
+            assert [expected in w for w in result.warnings] == [True], path
 
 
 def test_hf_config_model(write_scenario):

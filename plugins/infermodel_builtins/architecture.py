@@ -772,8 +772,8 @@ def infermodel_transform_quantities(scenario, transform):
                      "spread evenly across a chunk), and decode bytes and attention FLOPs with it")
     full_worst, _ = chunked_overcount(st.counts, longest, chunk, window)
     if full_worst:
-        parts.append(f"the cache at full length ({longest:,} tokens), which sets max_sequences, "
-                     f"at most {100 * full_worst:.1f} % too large")
+        parts.append(f"the cache at full length ({longest:,} tokens) at most {100 * full_worst:.1f} % "
+                     "too large, so max_sequences and max_context, which invert it, err low")
     transform.warn(
         f"chunked-local cache counted at min(L, chunk) = up to {chunk:,} positions on "
         f"{st.counts['chunked']} of {scenario.value('model.layers')} layers, though such a layer "

@@ -70,12 +70,20 @@ class ScenarioDirective(SphinxDirective):
             out = self._chains(result, names or list(result.graph.order), shower)
         else:
             out = [self._results(result, names or None, overrides)]
+        stated = []
         for warning in result.warnings:
-            if not names or warning.quantity in names:
+            if names and warning.quantity not in names:
+                continue
+            if "evaluated to NaN" in str(warning):
                 logger.warning(f"scenario {rel}: {warning}", location=self.get_location(),
                                type=WARNING_TYPE, subtype="nan")
+            else:
+                # An approximation the result states with its size: the reader sees it.
+                stated.append(nodes.paragraph(text=str(warning)))
         container = nodes.container(classes=["infermodel"])
         container.extend(out)
+        if stated:
+            container.append(nodes.note("", *stated))
         return [container]
 
     def _warn(self, message: str, subtype: str) -> list[nodes.Node]:
