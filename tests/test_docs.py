@@ -11,6 +11,7 @@ import ast
 import inspect
 import itertools
 import re
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +96,61 @@ def test_tox_builds_the_docs_with_warnings_as_errors_and_installs_the_worked_plu
     assert "plugins/infermodel-kv-offload" in tox
     for env in ("[testenv]", "[testenv:docs]", "[testenv:lint]"):
         assert env in tox
+
+
+def test_every_analysis_table_key_is_documented_in_the_scenario_file_reference():
+    from infermodel import searching, simulation
+    from infermodel.sweeping import axes
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "scenario-files.rst").read_text()
+    keys = [*axes.OPTION_KEYS, *searching.SEARCH_KEYS, *simulation.KEYS,
+            *simulation.CAPACITY_KEYS, *simulation.SLO_KEYS]
+    missing = [key for key in keys if f"``{key}``" not in page]
+    assert not missing
+    for table in ("[sweep]", "[search]", "[simulation]", "[witness]"):
+        assert f"``{table}``" in page and f"   {table}\n" in page  # described, with an example
+
+
+def test_every_lever_field_has_a_meaning_and_a_type_a_reader_understands():
+    import attrs
+
+    from infermodel.host import get_host
+    from infermodel.sphinxext.directives import _type_text
+
+    for name, info in get_host().registries.levers.items():
+        attrs.resolve_types(info.schema)
+        for field in attrs.fields(info.schema):
+            assert field.metadata.get("description"), (name, field.name)
+            shown = _type_text(field.type)
+            assert shown[:1].islower() and "optional" not in shown, (name, field.name, shown)
+
+
+def test_the_plugin_guide_test_recipe_works_with_other_plugins_installed(tmp_path, monkeypatch):
+    # Every plugin installed in this environment autoloads (the test plugin itself, whose
+    # lever the recipe registers again, and kv_offload): the recipe must still register
+    # its plugin without a collision.
+
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "plugin-guide.rst").read_text()
+    section = page[page.index("Testing a plugin"):]
+    block = section[section.index(".. code-block:: python"):].split("\n\n", 1)[1]
+    code = "\n".join(line[3:] for line in block.split("\nCheck the numbers")[0].splitlines())
+    code = code.replace("import my_package.host_overhead as plugin",
+                        "import infermodel_testplugin as plugin")
+    code = code.replace("/path/to/scenarios/", f"{root}/scenarios/")
+    monkeypatch.delenv("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    namespace: dict = {}
+    exec(compile(code, "plugin-guide.rst", "exec"), namespace)  # the page's own recipe
+    namespace["test_host_overhead_adds_to_every_decode_step"](tmp_path, monkeypatch)
+
+
+def test_registering_an_already_loaded_plugin_says_how_to_isolate(monkeypatch):
+    import infermodel_testplugin
+
+    from infermodel.errors import PluginError
+    from infermodel.host import PluginHost
+
+    monkeypatch.delenv("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    host = PluginHost()
+    with pytest.raises(PluginError, match="INFERMODEL_DISABLE_PLUGIN_AUTOLOAD"):
+        host.register(infermodel_testplugin, "host_overhead")

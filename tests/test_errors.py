@@ -196,9 +196,11 @@ def test_plugin_failing_on_import_is_reported_and_others_load(monkeypatch, capsy
     try:
         assert "physics" in host.records and host.records["physics"].error is None
         assert host.records["broken"].error.startswith("Error importing plugin 'broken'")
+        # The scenario does not need it: the run goes on, with one warning naming it.
         status, err = _run(capsys)
-        assert status == 2 and "Traceback" not in err
-        assert "Error importing plugin 'broken'" in err and "ModuleNotFoundError" in err
+        assert status == 0 and "Traceback" not in err
+        assert err.count("warning: Error importing plugin 'broken'") == 1
+        assert "ModuleNotFoundError" in err
     finally:
         set_host(None)
 

@@ -63,3 +63,43 @@ def test_python_api_explain_mirrors_cli():
     assert derivation.steps[0].value == 18
     assert "max_sequences = 18 seq" in str(derivation)
     assert derivation._repr_markdown_().startswith("### Derivation")
+
+
+def test_latex_derivation_of_bandwidth_multiplies_its_factors_with_cdot():
+    # the three named factors must not run together into one word
+    latex = infermodel.evaluate(SCENARIOS / "case-study-24gb.toml").explain("bandwidth").latex()
+    assert (r"\mathrm{BW} &= \mathrm{card\_bandwidth} \cdot \mathrm{card\_count} \cdot "
+            r"\mathrm{mbu}") in latex
+
+
+def test_latex_derivation_has_a_legend_for_every_symbol_alias():
+    derivation = infermodel.evaluate(SCENARIOS / "case-study-24gb.toml").explain("tpot")
+    latex = derivation.latex()
+    legend = latex[latex.index(r"\text{where }"):]
+    for symbol, name in [("L", "context"), (r"\mathrm{kv}", "kv_bytes_per_token"),
+                         (r"\mathrm{BW}", "bandwidth"), ("F", "flops_peak"),
+                         (r"N_{\mathrm{matmul}}", "params_matmul"), ("d_q", "query_width")]:
+        assert f"{symbol} = \\text{{{name.replace('_', chr(92) + '_')}}}" in legend, symbol
+
+
+def test_cost_formula_prints_as_written_not_rearranged():
+    # Module 10 §11: price per hour over 3,600 s of output at the utilisation, per million
+    r = infermodel.evaluate(SCENARIOS / "case-study-24gb.toml")
+    text = r.explain("cost_per_million_output_tokens").text()
+    assert ("cost_per_million_output_tokens = cost_per_hour*1000000/"
+            "(3600*tokens_per_s_total*utilisation)") in text
+    assert "2500" not in text
+    assert round(r["cost_per_million_output_tokens"], 3) == 1.733  # the value is unchanged
+
+
+def test_as_written_leaves_evaluated_expressions_alone():
+    import sympy
+
+    from infermodel import S
+    from infermodel.printing import as_written
+
+    evaluated = S.card_bandwidth * S.card_count * S.mbu
+    assert as_written(evaluated) is evaluated
+    with sympy.evaluate(False):
+        nested = (S.a * S.b) * S.c
+    assert str(as_written(nested)) == "a*b*c"

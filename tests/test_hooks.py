@@ -185,6 +185,49 @@ def test_infermodel_validate_scenario_reports_every_problem_with_file_and_line(r
 
 
 # ---------------------------------------------------------------------------------
+# infermodel_register_headlines
+# ---------------------------------------------------------------------------------
+
+
+class _Headline:
+    @hookimpl
+    def infermodel_define_quantities(self, scenario, define):
+        define("answer_share", S.output_tokens / S.sequence_length, unit="1",
+               description="share of a sequence that is answer")
+
+    @hookimpl
+    def infermodel_register_headlines(self, register):
+        register("my lever", "answer_share", label="answer share")
+        register("my lever", "not_defined_here", label="absent")
+
+
+def test_infermodel_register_headlines_adds_a_summary_row_under_its_group(register_plugin,
+                                                                          write_scenario):
+    from infermodel.printing import result_summary
+
+    register_plugin(_Headline(), "headliner")
+    text = result_summary(infermodel.evaluate(write_scenario(BASE)))
+    lines = text.splitlines()
+    group = lines.index("my lever")
+    assert lines.index("cost") < group  # the physics' groups come first
+    assert lines[group + 1].split()[:3] == ["answer", "share", "0.3333"]
+    assert "absent" not in text  # a quantity the scenario lacks has no row
+
+
+class _HeadlineClash:
+    @hookimpl
+    def infermodel_register_headlines(self, register):
+        register("mine", "tpot")
+
+
+def test_infermodel_register_headlines_twice_is_an_error_naming_both(register_plugin, host):
+    register_plugin(_HeadlineClash(), "clash")
+    with pytest.raises(PluginError, match="'tpot' is registered by both") as caught:
+        _ = host.registries
+    assert "'clash'" in str(caught.value) and "'physics'" in str(caught.value)
+
+
+# ---------------------------------------------------------------------------------
 # infermodel_define_quantities
 # ---------------------------------------------------------------------------------
 

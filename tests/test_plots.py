@@ -121,3 +121,28 @@ def test_operators_plot_places_every_operator_on_the_roofline(tmp_path):
             assert y <= min(r["flops_peak"], x * r["bandwidth"]) * (1 + 1e-9)
     with pytest.raises(InfermodelError, match="one scenario"):
         plot(CASE, "operators", over={"workload.batch": [1, 2]})
+
+
+def test_throughput_and_cost_plots_honour_the_scenarios_sweep(tmp_path):
+    # spec-batch-collapse's [sweep] lists ten batches, 1 to 512: the plot draws those
+    collapse = ROOT / "scenarios" / "spec-batch-collapse.toml"
+    figure = plot(collapse, "throughput")
+    xs = list(figure.axes[0].lines[0].get_xdata())
+    assert xs == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    assert "spec-batch-collapse" in figure._suptitle.get_text()
+    # without the table, the default batches (1..512 in powers of two) are used
+    assert len(plot(collapse, "throughput", use_table=False).axes[0].lines[0].get_xdata()) == 10
+    # the planner's [sweep] would give 80 lines: the message names the way out
+    with pytest.raises(InfermodelError, match="--no-table"):
+        plot(ROOT / "scenarios" / "planner-70b-32-users.toml", "cost")
+    assert main(["plot", str(ROOT / "scenarios" / "planner-70b-32-users.toml"), "cost",
+                 "--no-table", "-o", str(tmp_path / "c.png")]) == 0
+
+
+def test_memory_plot_default_range_shows_where_the_batch_stops_fitting():
+    # Module 10 §11: 18 full-length sequences fit on the 24 GB card, 19 do not
+    figure = plot(CASE, "memory")
+    xs = figure.axes[0].lines[0].get_xdata()
+    assert xs[0] == 1 and xs[-1] >= 2 * 19 and xs[-1] <= 128
+    context = plot(CASE, "memory", x="context").axes[0].lines[0].get_xdata()
+    assert context[-1] >= 2 * 108_507  # max_context at batch 1 is 108,506 tokens

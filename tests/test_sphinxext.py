@@ -319,8 +319,12 @@ def test_lever_types_are_described_in_words():
 
     assert sphinxext._type_text(Bytes) == "quantity in B (a number or a string with a unit)"
     assert sphinxext._type_text(Fraction) == "fraction in (0, 1]"
-    assert sphinxext._type_text(float | None) == "number (optional)"
+    # an optional key's default column says "not set"; its type reads as the value
+    assert sphinxext._type_text(float | None) == "number"
     assert sphinxext._type_text(bool) == "true or false"
+    from infermodel_builtins.formats import FormatSpec
+
+    assert sphinxext._type_text(FormatSpec | None).startswith("number format name")
 
 
 # ---------------------------------------------------------------------------------

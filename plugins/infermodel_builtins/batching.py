@@ -109,6 +109,8 @@ class OutputLaw:
     that a relative ``file`` is read from the scenario's directory.
     """
 
+    type_description = "output-length law: a table (law, its parameters, or a file)"
+
     items: tuple[tuple[str, Any], ...]
 
     def mapping(self) -> dict[str, Any]:
@@ -382,6 +384,12 @@ def infermodel_transform_quantities(scenario, transform):
                    reference=SLOTS, order=Stage.DEFAULT,
                    description="useful decode tokens per second across a static batch (idle "
                                "finished slots excluded)")
+
+
+@hookimpl
+def infermodel_register_headlines(register):
+    register("batching", "batching_slot_use", label="slot-steps that emit a token")
+    register("batching", "max_sequences_paged", label="sequences in paged blocks")
 
 
 __all__ = ["BatchPolicy", "Batching", "OutputLaw", "Reservation"]

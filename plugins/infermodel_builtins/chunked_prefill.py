@@ -162,4 +162,9 @@ def infermodel_define_quantities(scenario, define):
            description="chunks needed to prefill one prompt", reference=STALL)
 
 
+@hookimpl
+def infermodel_register_headlines(register):
+    register("chunked prefill", "chunk_stall_vs_decode", label="hybrid step over a decode step")
+
+
 __all__ = ["ChunkedPrefill"]

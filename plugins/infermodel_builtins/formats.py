@@ -296,6 +296,9 @@ class FormatTable:
 class FormatSpec:
     """A number format: a name such as ``"int4-g128"`` or a table (:class:`FormatTable`)."""
 
+    #: How the levers page names this value type.
+    type_description = 'number format name (such as "int4-g128") or a table of its bits, granularity, ...'
+
 
 def resolve_table(table: FormatTable) -> Format:
     """Turn an explicit table into a :class:`Format`; raise FieldValueError if inconsistent."""

@@ -182,4 +182,9 @@ def infermodel_transform_quantities(scenario, transform):
                    reference=MOE, order=Stage.MODEL_STRUCTURE)
 
 
+@hookimpl
+def infermodel_register_headlines(register):
+    register("mixture of experts", "weight_bytes_expected_read", label="weight bytes read per step")
+
+
 __all__ = ["Moe"]

@@ -29,10 +29,16 @@ def _bits(instance, attribute, value):
 class NumberFormats:
     """Effective bits per value, metadata included; unset classes stay 16-bit."""
 
-    weight_bits_linear: float | None = attrs.field(default=None, validator=_bits)
-    weight_bits_embedding: float | None = attrs.field(default=None, validator=_bits)
-    weight_bits_norm: float | None = attrs.field(default=None, validator=_bits)
-    kv_bits: float | None = attrs.field(default=None, validator=_bits)
+    weight_bits_linear: float | None = attrs.field(default=None, validator=_bits,
+        metadata={"description": (
+            "bits per block-linear weight, scales and metadata included (e.g. 4.125 "
+            "for int4 with a 16-bit scale per 128)")})
+    weight_bits_embedding: float | None = attrs.field(default=None, validator=_bits,
+        metadata={"description": "bits per embedding and output-head weight"})
+    weight_bits_norm: float | None = attrs.field(default=None, validator=_bits,
+        metadata={"description": "bits per normalisation weight"})
+    kv_bits: float | None = attrs.field(default=None, validator=_bits,
+        metadata={"description": "bits per cached key or value element, metadata included"})
 
 
 @hookimpl

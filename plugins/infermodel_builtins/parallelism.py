@@ -87,14 +87,28 @@ class Parallelism:
     what the split costs (an efficiency, or an explicit all-reduce).
     """
 
-    tensor: int | None = attrs.field(default=None, validator=_positive_int)
-    pipeline: int = attrs.field(default=1, validator=_positive_int)
-    communication: str = attrs.field(default="efficiency", validator=_choice)
-    efficiency: float | None = attrs.field(default=None, validator=_efficiency)
-    efficiency_table: dict[str, float] | None = attrs.field(default=None, validator=_table)
-    link_bandwidth: BytesPerSecond | None = attrs.field(default=None, validator=_positive)
-    link_latency: Seconds | None = attrs.field(default=None, validator=_non_negative)
-    activation_bytes: float = attrs.field(default=2.0, validator=_positive)
+    tensor: int | None = attrs.field(default=None, validator=_positive_int,
+        metadata={"description": "tensor-parallel degree (default: hardware.count / pipeline)"})
+    pipeline: int = attrs.field(default=1, validator=_positive_int,
+        metadata={"description": "pipeline stages; tensor × pipeline must equal hardware.count"})
+    communication: str = attrs.field(default="efficiency", validator=_choice,
+        metadata={"description": (
+            "\"efficiency\" (rates scaled by a share reached) or \"all_reduce\" (ring "
+            "all-reduce time added per layer)")})
+    efficiency: float | None = attrs.field(default=None, validator=_efficiency,
+        metadata={"description": (
+            "share of the summed bandwidth and compute the cards reach together "
+            "(default: the lab's table by card count)")})
+    efficiency_table: dict[str, float] | None = attrs.field(default=None, validator=_table,
+        metadata={"description": 'shares by card count, e.g. {"2" = 0.9, "4" = 0.8}'})
+    link_bandwidth: BytesPerSecond | None = attrs.field(default=None, validator=_positive,
+        metadata={"description": (
+            "bandwidth of one card's link to the others (default: the hardware "
+            "preset's)")})
+    link_latency: Seconds | None = attrs.field(default=None, validator=_non_negative,
+        metadata={"description": "latency of one transfer between cards (default: the hardware preset's)"})
+    activation_bytes: float = attrs.field(default=2.0, validator=_positive,
+        metadata={"description": "bytes per activation value sent between cards"})
 
 
 def degrees(scenario) -> tuple[int, int]:
@@ -384,6 +398,12 @@ def infermodel_transform_quantities(scenario, transform):
                        reason=why, reference=DEPLOY, order=Stage.PARALLELISM)
         transform.wrap("capacity_step_time", lambda old: old + S.parallel_capacity_comm_time,
                        reason=why, reference=DEPLOY, order=Stage.PARALLELISM)
+
+
+@hookimpl
+def infermodel_register_headlines(register):
+    register("parallelism", "parallel_efficiency", label="share of ideal rates reached")
+    register("parallelism", "parallel_memory_required_per_card", label="memory needed per card")
 
 
 __all__ = ["LAB_EFFICIENCY", "Parallelism", "degrees", "efficiency_of"]

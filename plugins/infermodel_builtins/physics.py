@@ -8,6 +8,7 @@ weights and the KV cache hold 16-bit values (2 bytes each).
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 
@@ -170,6 +171,36 @@ def infermodel_validate_scenario(scenario, report):
     if context is not None and length is not None and context > length:
         report("workload.context", f"mean decode context {context:g} exceeds sequence_length {length}",
                expected=f"at most {length}")
+
+
+@hookimpl
+def infermodel_register_headlines(register):
+    for group, rows in HEADLINES.items():
+        for name, label in rows:
+            register(group, name, label=label)
+
+
+#: What ``infermodel run`` shows first: a planner's answer at a glance.
+HEADLINES = {
+    "memory": (("weight_bytes", "weights"),
+               ("kv_bytes_per_sequence", "KV cache per full-length sequence"),
+               ("memory_required", "weights + batch cache + reserve"),
+               ("max_sequences", "most full-length sequences that fit"),
+               ("fits", "the batch fits")),
+    "latency": (("ttft", "time to first token, one request"),
+                ("ttft_batch", "time to first token, whole batch prefilled"),
+                ("tpot", "time per output token"),
+                ("e2e_latency", "end-to-end, one request")),
+    "throughput": (("tokens_per_s_per_user", "output tokens/s one user sees"),
+                   ("tokens_per_s_total", "output tokens/s of the batch"),
+                   ("tokens_per_s_at_capacity", "output tokens/s with the cache full")),
+    "cost": (("cost_per_hour", "rent of the cards"),
+             ("cost_per_million_output_tokens", "per 1M output tokens (decode time only)"),
+             ("cost_per_million_tokens", "per 1M tokens in + out (prefill paid)")),
+    "assumptions": (("prefill_mfu", "prefill MFU"), ("decode_mfu", "decode MFU"),
+                    ("mbu", "MBU"), ("t0", "t0"), ("memory_reserved", "reserve"),
+                    ("utilisation", "utilisation")),
+}
 
 
 # ---------------------------------------------------------------------------------
@@ -373,8 +404,14 @@ def _prefill(scenario, define, terms):
            description="time to prefill the batch's prompts in one pass", reference=TWO_TIMES)
     define("prefill_intensity", S.prefill_flops / S.prefill_bytes, unit="FLOP/B",
            description="arithmetic intensity of prefill", reference=ROOFLINE)
-    define("ttft", S.prefill_time, unit="s", latex=r"\mathrm{TTFT}",
-           description="time to first token (the batch's prompts prefilled together)", reference=TWO_TIMES)
+    # One request's TTFT is its own prompt's prefill (a continuous-batching engine admits
+    # it alone); the batch's prompts prefilled in one pass is a separate figure.
+    define("ttft", S.prefill_time, unit="s", latex=r"\mathrm{TTFT}", at={"batch": 1},
+           description="time to first token of one request alone (its own prompt's prefill)",
+           reference=TWO_TIMES)
+    define("ttft_batch", S.prefill_time, unit="s", latex=r"\mathrm{TTFT}_B",
+           description="time to first token when the batch's prompts are prefilled together",
+           reference=TWO_TIMES)
     define("e2e_latency", S.ttft + (S.output_tokens - 1) * S.tpot, unit="s",
            description="end-to-end latency of one request: TTFT plus the remaining tokens",
            reference=TWO_TIMES)
@@ -423,12 +460,26 @@ def _cost(scenario, define):
     if value("hardware.price_per_hour") is not None:
         define("cost_per_hour", S.price_per_card_hour * S.card_count, unit="USD/h",
                description="rental price of all cards per hour", reference=PRICE)
-        define("cost_per_million_output_tokens",
-               S.cost_per_hour / (3600 * S.tokens_per_s_total * S.utilisation) * 10**6, unit="USD",
+        # Written unevaluated, so the formula shows as stated, not as 2500·cost/(9·...).
+        with sympy.evaluate(False):
+            per_million_output = (S.cost_per_hour * 10**6
+                                  / (3600 * S.tokens_per_s_total * S.utilisation))
+            per_million = (S.cost_per_hour * S.device_seconds_per_request * 10**6
+                           / (3600 * S.utilisation * (S.prompt_tokens + S.output_tokens)))
+        define("cost_per_million_output_tokens", per_million_output, unit="USD",
                description="price of a million output tokens at the decode throughput and utilisation",
                reference=PRICE)
         define("cost_per_request", S.cost_per_million_output_tokens * S.output_tokens / 10**6,
                unit="USD", description="output-token cost of one request", reference=PRICE)
+        # The whole bill: the batch's prompts are prefilled, then decoded; each of its
+        # requests pays a share of both, and every token it moves (input and output) counts.
+        define("device_seconds_per_request",
+               (S.ttft_batch + (S.output_tokens - 1) * S.tpot) / S.batch, unit="s",
+               description="card time one request occupies: its share of the batch's prefill "
+                           "and decode", reference=PRICE)
+        define("cost_per_million_tokens", per_million, unit="USD", description="price of a million tokens, input and output together, "
+                                       "prefill and decode time both paid, at the utilisation",
+               reference=PRICE)
     if value("hardware.power") is not None:
         define("power_total", S.card_power * S.card_count, unit="W",
                description="power drawn by all cards", reference=PRICE)
@@ -672,3 +723,40 @@ def infermodel_transform_quantities(scenario, transform):
         transform.warn('efficiency.engine = "none": no memory is kept back for the runtime or '
                        "activations; a vLLM engine keeps 10 % of each card plus the activation "
                        "workspace, so capacity is overstated by about that", quantity="memory_reserved")
+
+
+# ---------------------------------------------------------------------------------
+# Warnings: what a reader must know about the figures
+# ---------------------------------------------------------------------------------
+
+#: A reserve that engines commonly keep back, used to size the missing-reserve warning.
+EXAMPLE_RESERVE_FRACTION = 0.1
+#: An MBU that serving engines commonly reach, used to size the missing-efficiency warning.
+EXAMPLE_MBU = 0.8
+
+
+@hookimpl
+def infermodel_check_result(result, warn):
+    scenario = result.scenario
+    if not result["fits"]:
+        warn("fits", f"the batch of {result['batch']:g} does not fit: it needs "
+                     f"{result.show('memory_required')} of {result.show('memory_bytes')} and at "
+                     f"most {result['max_sequences']:g} full-length sequences fit, so this "
+                     "batch's speed and cost cannot be reached")
+    if not scenario.given("efficiency") and all(
+            result[name] == 1 for name in ("prefill_mfu", "decode_mfu", "mbu")):
+        slower = 1 / EXAMPLE_MBU - 1
+        warn("mbu", "no [efficiency] stated: every card is assumed to reach its peak compute "
+                    "and bandwidth (prefill_mfu = decode_mfu = mbu = 1), which engines do not; "
+                    f"at mbu = {EXAMPLE_MBU:g} a bandwidth-bound decode step takes {slower:.0%} "
+                    f"longer (tpot {result.show('tpot', result['tpot'] / EXAMPLE_MBU)} instead "
+                    f"of {result.show('tpot')})")
+    if not scenario.given("hardware.reserve") and result["memory_reserved"] == 0:
+        budget = result["kv_budget_bytes"] - EXAMPLE_RESERVE_FRACTION * result["memory_bytes"]
+        fewer = max(0, math.floor((budget - result["kv_bytes_shared"])
+                                  / result["kv_bytes_per_sequence"]))
+        warn("memory_reserved", "no memory reserve stated: weights and cache may use every "
+                                "byte, but engines keep memory back for their context, "
+                                "workspaces and allocator; with a tenth of memory kept back "
+                                f"max_sequences would be {fewer:g} instead of "
+                                f"{result['max_sequences']:g} (set hardware.reserve)")

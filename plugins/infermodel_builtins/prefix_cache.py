@@ -54,10 +54,20 @@ def _block(instance, attribute, value):
 class PrefixCache:
     """A shared prompt prefix: its length, how often it is found cached, the block size."""
 
-    prefix_tokens: int = attrs.field(validator=_non_negative)
-    hit_rate: float = attrs.field(default=1.0, validator=_probability)
-    block_tokens: int = attrs.field(default=16, validator=_block)
-    share_memory: bool = True
+    prefix_tokens: int = attrs.field(validator=_non_negative,
+        metadata={"description": (
+            "prompt tokens every request shares at its start (system prompt, schemas,"
+            " documents)")})
+    hit_rate: float = attrs.field(default=1.0, validator=_probability,
+        metadata={"description": "share of requests that find the prefix cached"})
+    block_tokens: int = attrs.field(default=16, validator=_block,
+        metadata={"description": (
+            "tokens per cache block; only whole blocks are shared (1: the ideal, "
+            "token-granular model)")})
+    share_memory: bool = attrs.field(default=True,
+        metadata={"description": (
+            "hold the prefix's cache once for every sequence (false: save prefill "
+            "time only)")})
 
 
 @hookimpl
@@ -185,6 +195,12 @@ def infermodel_transform_quantities(scenario, transform):
                           reason="shared prefix blocks are stored once, so each sequence needs "
                                  "only its private positions", reference=f"{SHARE}; {CASE}",
                           order=Stage.ALGORITHMS)
+
+
+@hookimpl
+def infermodel_register_headlines(register):
+    register("prefix cache", "prefix_prefill_time_saved", label="prefill time a hit saves")
+    register("prefix cache", "prefix_hit_rate", label="hit rate")
 
 
 __all__ = ["PrefixCache"]

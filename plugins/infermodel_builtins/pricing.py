@@ -101,6 +101,13 @@ def infermodel_validate_scenario(scenario, report):
 
 
 @hookimpl
+def infermodel_register_headlines(register):
+    register("cost", "api_cost_per_million_tokens",
+             label="hosted API per 1M tokens, input + output")
+    register("cost", "api_cost_per_request", label="hosted API per request")
+
+
+@hookimpl
 def infermodel_define_quantities(scenario, define):
     if not _active(scenario):
         return
@@ -258,6 +265,10 @@ def _api(scenario, define, priced, volume):
            (S.prompt_tokens * S.api_input_price + S.output_tokens * S.api_output_price) / MILLION,
            unit="USD", description="hosted API charge of one request with no cached input",
            reference=PRICE)
+    define("api_cost_per_million_tokens",
+           S.api_cost_per_request / (S.prompt_tokens + S.output_tokens) * MILLION, unit="USD",
+           description="hosted API charge per million tokens, input and output together (the "
+                       "units of cost_per_million_tokens)", reference=PRICE)
     define("api_input_share", S.api_input_cost_per_request / S.api_cost_per_request, unit="1",
            description="input's share of the API bill", reference=PRICE)
     define("api_output_share", S.api_output_cost_per_request / S.api_cost_per_request, unit="1",

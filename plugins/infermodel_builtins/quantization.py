@@ -103,6 +103,8 @@ class Sqnr:
     from a named distribution of ``weights_per_scale`` weights.
     """
 
+    type_description = "table: bits and a max/σ ratio, or a distribution"
+
     bits: SqnrBits | None = attrs.field(default=None, metadata={
         "description": "bits of the symmetric integer grid (default: the block linears' format)"})
     max_over_sigma: float | None = attrs.field(default=None, validator=_ratio_at_least_one, metadata={
@@ -601,6 +603,13 @@ def weight_bytes_by_class(result) -> dict[str, float]:
     """
     return {suffix: result[f"weight_bytes_{suffix}"] for _, suffix, _ in (*CLASSES, EXPERTS)
             if f"weight_bytes_{suffix}" in result}
+
+
+@hookimpl
+def infermodel_register_headlines(register):
+    register("quantization", "bits_per_weight_effective", label="bits per weight")
+    register("quantization", "kv_bits_effective", label="bits per cached value")
+    register("quantization", "activation_speedup", label="prefill compute speed-up")
 
 
 __all__ = ["Quantization", "Sqnr", "effective_lever", "weight_bytes_by_class", "weight_formats"]

@@ -90,15 +90,34 @@ class Speculative:
     ``verify_cost`` the verification cost comes from the roofline.
     """
 
-    k: int = attrs.field(default=4, validator=_k_range)
-    acceptance: float | None = attrs.field(default=None, validator=_closed_fraction)
-    target_probs: tuple[float, ...] | None = attrs.field(default=None, validator=_distribution)
-    draft_probs: tuple[float, ...] | None = attrs.field(default=None, validator=_distribution)
-    draft_cost: float | None = attrs.field(default=None, validator=_positive)
-    draft_model: str | None = None
-    draft_params: float | None = attrs.field(default=None, validator=_positive)
-    draft_weight_bits: float = attrs.field(default=16.0, validator=_bits)
-    verify_cost: float | None = attrs.field(default=None, validator=_positive)
+    k: int = attrs.field(default=4, validator=_k_range,
+        metadata={"description": "draft tokens proposed per iteration (1 to 16)"})
+    acceptance: float | None = attrs.field(default=None, validator=_closed_fraction,
+        metadata={"description": (
+            "probability α that the target accepts a draft token (or give "
+            "target_probs and draft_probs)")})
+    target_probs: tuple[float, ...] | None = attrs.field(default=None, validator=_distribution,
+        metadata={"description": (
+            "the target model's next-token distribution over a few token ids; with "
+            "draft_probs gives α = Σ min(p, q)")})
+    draft_probs: tuple[float, ...] | None = attrs.field(default=None, validator=_distribution,
+        metadata={"description": "the draft model's distribution over the same token ids"})
+    draft_cost: float | None = attrs.field(default=None, validator=_positive,
+        metadata={"description": "cost c of one draft step, in target decode steps (measured)"})
+    draft_model: str | None = attrs.field(default=None,
+        metadata={"description": (
+            "model preset name of the draft; its step is derived on the same card and"
+            " batch, cache included")})
+    draft_params: float | None = attrs.field(default=None, validator=_positive,
+        metadata={"description": (
+            "draft parameter count; its step is derived from its weights (its cache "
+            "is not counted: a warning sizes it)")})
+    draft_weight_bits: float = attrs.field(default=16.0, validator=_bits,
+        metadata={"description": "bits per stored draft weight when draft_model or draft_params is given"})
+    verify_cost: float | None = attrs.field(default=None, validator=_positive,
+        metadata={"description": (
+            "cost v of the verification pass, in target decode steps (default: from "
+            "the roofline)")})
 
 
 def acceptance_from(p, q) -> float:
@@ -345,9 +364,12 @@ def _best_k(lever, define):
     pieces = [(j, Ge(point, S.spec_best_speedup * (1 - TIE_TOLERANCE)))
               for j, point in zip(SEARCH_K, names)]
     pieces[-1] = (SEARCH_K[-1], True)
+    # When no draft length beats plain decoding, the best choice is to switch it off.
+    pieces.insert(0, (0, S.spec_best_speedup < 1))
     define("spec_best_k", Piecewise(*pieces), unit="1",
            description=f"draft length with the largest speed-up, searched over "
-                       f"k = {SEARCH_K[0]}..{SEARCH_K[-1]}", reference=GUESS)
+                       f"k = {SEARCH_K[0]}..{SEARCH_K[-1]} (0: off, no k beats plain decoding)",
+           reference=GUESS)
 
 
 @hookimpl
@@ -380,6 +402,40 @@ def infermodel_transform_quantities(scenario, transform):
             transform.wrap("kv_budget_bytes", lambda old: old - draft,
                            reason="the draft model's weights leave the cache budget",
                            reference=SPEED, order=Stage.ALGORITHMS)
+
+
+@hookimpl
+def infermodel_register_headlines(register):
+    register("speculative decoding", "spec_speedup", label="decode speed-up at k")
+    register("speculative decoding", "spec_best_k", label="best draft length")
+    register("speculative decoding", "spec_best_speedup", label="speed-up at the best k")
+
+
+@hookimpl
+def infermodel_check_result(result, warn):
+    lever = result.scenario.lever("speculative")
+    if lever is None:
+        return
+    speedup = result["spec_speedup"]
+    if speedup < 1:
+        best_k = int(result["spec_best_k"])
+        advice = ("no draft length beats plain decoding here (spec_best_k = 0: switch it off)"
+                  if best_k == 0 else
+                  f"k = {best_k} would give {result['spec_best_speedup']:.2f}×")
+        warn("spec_speedup", f"speculative decoding slows decoding down: {speedup:.2f}× plain "
+                             f"decoding at k = {lever.k} (tpot {result.show('tpot')} instead of "
+                             f"{result.show('tpot', result['tpot'] * speedup)}); {advice}")
+    if lever.draft_cost is None and lever.draft_model is None:
+        # Only a parameter count is known: scale the target's cache by the size ratio.
+        per_token = result["kv_bytes_per_token"] * result["spec_draft_params"] / result["params_total"]
+        traffic = result["batch"] * result["context"] * per_token
+        share = traffic / (traffic + result["spec_draft_weight_bytes"])
+        warn("spec_draft_cost", "the draft model's own KV cache is not counted (draft_params "
+                                "gives no shape): scaled from the target's cache by the "
+                                f"parameter ratio it reads about {result.show('decode_bytes', traffic)} "
+                                f"per draft step, {share:.0%} of the draft step's bytes, and "
+                                "holds memory that fits does not include; give draft_model "
+                                "(a model preset) to count both")
 
 
 __all__ = ["LAB5", "Speculative", "acceptance_from", "draft_shape", "tokens_per_iteration"]

@@ -231,6 +231,16 @@ class WitnessInfo:
 
 
 @attrs.frozen
+class HeadlineInfo:
+    """A quantity the short summary of ``infermodel run`` shows, under ``group``."""
+
+    group: str
+    name: str
+    label: str
+    plugin: str
+
+
+@attrs.frozen
 class PresetInfo:
     """A preset file (a model, a card or an engine's efficiencies) and the plugin that provides it."""
 

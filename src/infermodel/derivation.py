@@ -86,11 +86,18 @@ def derive(result, name: str, *, depth: int | None = None) -> Derivation:
     """
     graph = result.graph
     graph[name]  # raises a helpful error for unknown names
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
+        from .errors import InfermodelError, Problem
+
+        raise InfermodelError(Problem(f"depth {str(depth)[:40]} is not a level count",
+                                      expected="a whole number, 0 or more"))
     if depth is None:
         chain = [name, *list(reversed(graph.ancestors(name)))]
     else:
         chain, frontier = [name], [name]
         for _ in range(depth):
+            if not frontier:
+                break  # the inputs are reached: deeper levels add nothing
             nxt = []
             for n in frontier:
                 for dep in graph[n].dependencies:

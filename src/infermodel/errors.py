@@ -18,16 +18,35 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from collections.abc import Iterable, Sequence
+
+#: What a plugin may raise that is its own failure, not the user's or ours: SystemExit
+#: and GeneratorExit included, so that a plugin cannot end the command silently.
+PLUGIN_FAILURES = (Exception, SystemExit, GeneratorExit)
 
 
 def close_match(word: str, candidates: Iterable[str]) -> str | None:
     """The candidate closest to ``word``, or None when nothing is close.
 
+    A different case is closest (``L4`` → ``l4``), then the first candidate the word
+    begins, in the order given (``int4`` → ``int4-g128``, a family's default first),
+    then the nearest spelling.
+
     >>> close_match("bandwith", ["bandwidth", "memory"])
     'bandwidth'
+    >>> close_match("L4", ["l40s", "l4"]), close_match("int4", ["int8", "int4-g128", "int4-g32"])
+    ('l4', 'int4-g128')
     """
-    matches = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
+    ordered = list(dict.fromkeys(candidates))
+    folded = word.casefold()
+    for candidate in ordered:
+        if candidate.casefold() == folded:
+            return candidate
+    for candidate in ordered:
+        if candidate.casefold().startswith(folded) and candidate[len(word):][:1] in ("-", "_", "."):
+            return candidate
+    matches = difflib.get_close_matches(word, sorted(ordered), n=1, cutoff=0.6)
     return matches[0] if matches else None
 
 
@@ -41,9 +60,57 @@ def suggest(word: str, candidates: Iterable[str]) -> str | None:
     return f"did you mean {near!r}?" if near else None
 
 
+#: The longest run of characters without a space that a message repeats from the input
+#: (a 100,000-character value is shown by its two ends), and the longest part of a message.
+MAX_ECHO = 300
+MAX_PART = 4000
+_LONG_RUN = re.compile(rf"\S{{{MAX_ECHO + 1},}}")
+
+
+def shorten(text: str | None) -> str | None:
+    """``text`` with every over-long run of characters cut in the middle, the number of
+    characters left out said, and the whole capped at :data:`MAX_PART` characters.
+
+    >>> shorten("got " + "x" * 1000)[:12]
+    'got xxxxxxxx'
+    >>> len(shorten("got " + "x" * 1000)) < 300
+    True
+    """
+    if text is None:
+        return None
+    text = str(text)
+    if len(text) <= MAX_ECHO:
+        return text
+
+    def cut(match: re.Match) -> str:
+        run = match.group(0)
+        return f"{run[:200]}…({len(run) - 260:,} characters)…{run[-60:]}"
+
+    text = _LONG_RUN.sub(cut, text)
+    if len(text) > MAX_PART:
+        text = f"{text[:MAX_PART - 200]}…({len(text) - MAX_PART + 200:,} characters)…{text[-150:]}"
+    return text
+
+
+def count_text(count: int) -> str:
+    """A whole number for a message: with separators, or its order of magnitude when it is
+    long (never converting a huge integer to a float or to all its digits).
+
+    >>> count_text(1234567), count_text(10**40)
+    ('1,234,567', 'about 10^40')
+    """
+    if abs(count) < 10**15:
+        return f"{count:,}"
+    return f"about 10^{len(str(abs(count))) - 1}" if abs(count).bit_length() < 10_000 \
+        else f"about 2^{abs(count).bit_length() - 1}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Problem:
     """One thing wrong with the user's input, with everything needed to fix it.
+
+    Every text is passed through :func:`shorten`, so that a message never repeats a huge
+    input value in full.
 
     >>> Problem("got 0", key="workload.batch", expected="an integer, >= 1").render()
     'workload.batch: got 0 (expected an integer, >= 1)'
@@ -55,6 +122,12 @@ class Problem:
     line: int | None = None
     expected: str | None = None
     suggestion: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("message", "file", "key", "expected", "suggestion"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or len(value) > MAX_ECHO):
+                object.__setattr__(self, name, shorten(value))
 
     def render(self) -> str:
         where = ""

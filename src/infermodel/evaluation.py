@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,25 @@ class CompiledGraph:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     function: Any = attrs.field(repr=False)
+    #: function name -> (quantity, plugin) of the formulas calling it, to name the plugin
+    #: whose formula uses a function the numeric code does not know.
+    callers: Mapping[str, tuple[str, str]] = attrs.field(factory=dict, repr=False)
 
     def __call__(self, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Evaluate every quantity; inputs may be scalars or broadcastable arrays."""
         args = [np.asarray(values[name], dtype=float) for name in self.inputs]
-        with np.errstate(all="ignore"):
-            results = self.function(*args)
+        try:
+            with np.errstate(all="ignore"):
+                results = self.function(*args)
+        except NameError as exc:
+            from .errors import PluginError, Problem
+
+            quantity, plugin = self.callers.get(getattr(exc, "name", None) or "", ("?", "?"))
+            raise PluginError(Problem(
+                f"plugin {plugin!r}: the formula of {quantity!r} calls {exc.name!r}, a function "
+                "with no numeric implementation",
+                expected="sympy functions with a numeric meaning (Max, Min, floor, ceiling, "
+                         "sqrt, log, exp, Abs, Piecewise, ...)")) from None
         return dict(zip(self.outputs, results))
 
 
@@ -64,14 +78,42 @@ def compile_graph(graph: QuantityGraph) -> CompiledGraph:
 
     printer = NumPyPrinter({"fully_qualified_modules": False, "inline": True,
                             "allow_unknown_functions": True, "user_functions": {}})
-    function = sympy.lambdify([graph.quantities[n].symbol for n in inputs], output_symbols,
-                              modules=[_numpy_namespace()], printer=printer, cse=sequential,
-                              docstring_limit=0)
-    compiled = CompiledGraph(inputs, outputs, function)
+    try:
+        function = sympy.lambdify([graph.quantities[n].symbol for n in inputs], output_symbols,
+                                  modules=[_numpy_namespace()], printer=printer, cse=sequential,
+                                  docstring_limit=0)
+    except NotImplementedError:  # sympy's printer: a function with no numpy counterpart
+        _unprintable(graph, derived, printer)
+        raise
+    callers: dict[str, tuple[str, str]] = {}
+    for n in derived:
+        quantity = graph.quantities[n]
+        for call in quantity.expression.atoms(sympy.Function):
+            callers.setdefault(str(call.func), (n, quantity.history[-1].plugin))
+    compiled = CompiledGraph(inputs, outputs, function, callers)
     _COMPILED[key] = compiled
     if len(_COMPILED) > _CACHE_SIZE:
         _COMPILED.popitem(last=False)
     return compiled
+
+
+def _unprintable(graph: QuantityGraph, derived: list[str], printer) -> None:
+    """Raise a :class:`PluginError` naming the plugin whose formula cannot be printed as
+    numpy code (a sympy function with no numeric counterpart).
+    """
+    from .errors import PluginError, Problem
+
+    for name in derived:
+        quantity = graph.quantities[name]
+        try:
+            printer.doprint(quantity.expression)
+        except NotImplementedError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise PluginError(Problem(
+                f"plugin {quantity.history[-1].plugin!r}: the formula of {name!r} cannot be "
+                f"evaluated numerically ({first})",
+                expected="sympy functions with a numeric meaning (Max, Min, floor, ceiling, "
+                         "sqrt, log, exp, Abs, Piecewise, ...)")) from None
 
 
 def _numpy_namespace() -> dict:
@@ -94,7 +136,7 @@ def _plain(value: Any) -> Any:
     return number
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class Result:
     """Every quantity of one scenario: value, unit, derivation and provenance.
 
@@ -119,18 +161,30 @@ class Result:
     def __iter__(self):
         return iter(self.graph.order)
 
-    def quantity(self, name: str):
-        return self.graph[name]
+    def quantity(self, name: str) -> QuantityValue:
+        """One quantity with its value: ``result.quantity("tpot").value`` is the number in
+        base units; its unit, description, formula and history read as on the graph's
+        quantity.
+        """
+        return QuantityValue(self.graph[name], self[name], self)
 
     def unit(self, name: str) -> str:
         return self.graph[name].unit
 
+    def show(self, name: str, value: Any = None) -> str:
+        """A quantity's value (or ``value`` in its unit) as printed: ``"6.237 ms"``."""
+        from .printing import show
+
+        return show(self[name] if value is None else value, self.unit(name))
+
     @property
     def warnings(self) -> list[ResultWarning]:
-        """Approximations noted while loading the scenario (config.json features the
-        shape cannot express), notes from building the graph (a lever's replacement that
-        discarded another's change) and quantities that evaluated to NaN (with the plugin
-        responsible), as (quantity, message) records.
+        """What a reader must know, as (quantity, message) records: notes from reading
+        the scenario (an approximation by the config loader) and from building the graph
+        (a lever's replacement that discarded another's change), quantities that
+        evaluated to NaN (with the plugin responsible), and every plugin's
+        :func:`~infermodel.hookspecs.infermodel_check_result` (a lever that slows things
+        down, an effect not counted, a default the scenario did not state).
         """
         out = [ResultWarning(None, note) for note in self.scenario.notes]
         out += list(self.graph.notes)
@@ -140,7 +194,20 @@ class Result:
                 who = q.history[-1].plugin
                 out.append(ResultWarning(name, f"quantity {name!r} evaluated to NaN "
                                                f"(last defined by plugin {who!r})"))
-        return out
+        return out + list(self._checked)
+
+    @cached_property
+    def _checked(self) -> tuple[ResultWarning, ...]:
+        found: list[ResultWarning] = []
+
+        def warn(quantity, message):
+            if quantity is not None and quantity not in self.values:
+                raise ValueError(f"warning about {quantity!r}, which this result lacks")
+            found.append(ResultWarning(quantity, str(message)))
+
+        self.scenario.host.call_each("infermodel_check_result", lambda _p: {"result": self, "warn": warn},
+                       "check")
+        return tuple(found)
 
     def explain(self, name: str):
         from .derivation import derive
@@ -157,13 +224,22 @@ class Result:
 
         return json.dumps(self.to_dict(), **kwargs)
 
-    def table(self, names=None) -> str:
-        from .printing import result_table
+    def table(self, names=None) -> ResultTable:
+        """Every quantity (or those named) as a table; prints as text, and a notebook
+        shows it as HTML or Markdown.
+        """
+        return ResultTable(self, tuple(names) if names is not None else None)
 
-        return result_table(self, names)
+    def summary(self) -> str:
+        """The short summary ``infermodel run`` prints: headline figures, assumptions,
+        warnings.
+        """
+        from .printing import result_summary
+
+        return result_summary(self)
 
     def __str__(self) -> str:
-        return self.table()
+        return str(self.table())
 
     def _repr_markdown_(self) -> str:
         from .printing import result_markdown
@@ -173,12 +249,75 @@ class Result:
     def _repr_html_(self) -> str:
         from .printing import result_html
 
-        return result_html(self)
+        return result_html(self, headline=True)
 
     def _repr_latex_(self) -> str:
         from .printing import result_latex
 
         return "$$" + result_latex(self) + "$$"
+
+
+@attrs.frozen
+class QuantityValue:
+    """A quantity of an evaluated scenario: the graph's quantity with its value.
+
+    >>> q = evaluate("scenarios/case-study-24gb.toml").quantity("tpot")  # doctest: +SKIP
+    >>> q.value, q.unit  # doctest: +SKIP
+    (0.00623728, 's')
+    """
+
+    quantity: Any = attrs.field(repr=False)
+    value: Any
+    result: Any = attrs.field(repr=False, eq=False)
+
+    def __getattr__(self, name: str) -> Any:
+        # name, unit, description, plugin, expression, history, changed_by, reference...
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.quantity, name)
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def explain(self):
+        return self.result.explain(self.quantity.name)
+
+    def __str__(self) -> str:
+        from .printing import show
+
+        return f"{self.quantity.name} = {show(self.value, self.quantity.unit)}  ({self.quantity.description})"
+
+    def _repr_markdown_(self) -> str:
+        from .printing import show
+
+        return (f"`{self.quantity.name}` = **{show(self.value, self.quantity.unit)}** — "
+                f"{self.quantity.description}")
+
+
+@attrs.frozen
+class ResultTable:
+    """A result's quantities as a table: text by ``str``, HTML and Markdown in notebooks."""
+
+    result: Any = attrs.field(repr=False)
+    names: tuple[str, ...] | None = None
+
+    def __str__(self) -> str:
+        from .printing import result_table
+
+        return result_table(self.result, self.names)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_markdown_(self) -> str:
+        from .printing import result_markdown
+
+        return result_markdown(self.result, self.names)
+
+    def _repr_html_(self) -> str:
+        from .printing import result_html
+
+        return result_html(self.result, self.names)
 
 
 def evaluate(scenario, overrides: Mapping[str, Any] | None = None, *, host=None) -> Result:

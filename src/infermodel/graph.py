@@ -17,9 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import sympy
+from sympy.core.function import AppliedUndef
 
 from .declarations import Stage
-from .errors import GraphError, PluginError, Problem, UnknownQuantityError, close_match
+from .errors import (
+    PLUGIN_FAILURES,
+    GraphError,
+    PluginError,
+    Problem,
+    UnknownQuantityError,
+    close_match,
+)
 from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, ResultWarning, check_name
 
 if TYPE_CHECKING:  # annotations only
@@ -44,6 +52,13 @@ def _check_definition(plugin: str, name: str, definition: Any, what: str) -> Any
         for s in definition.free_symbols:
             if not isinstance(s, sympy.Symbol) or check_name(s.name):
                 raise PluginError(f"plugin {plugin!r} {what} {name!r} with an invalid symbol {s!r}")
+        undefined = sorted({str(f.func) for f in definition.atoms(AppliedUndef)})
+        if undefined:
+            raise PluginError(Problem(
+                f"plugin {plugin!r} {what} {name!r} with the undefined function(s) "
+                f"{', '.join(undefined)}, which cannot be evaluated",
+                expected="sympy functions with a numeric meaning (Max, Min, floor, ceiling, "
+                         "sqrt, log, exp, Abs, Piecewise, ...)"))
         return definition
     raise PluginError(f"plugin {plugin!r} {what} {name!r} with a {type(definition).__name__}, "
                       "which is neither a number nor a sympy expression")
@@ -115,6 +130,9 @@ class QuantityGraph:
     #: Things a reader should know about how the graph was built (a replacement that
     #: discarded another lever's change, ...); results show them as warnings.
     notes: tuple[ResultWarning, ...] = ()
+    #: The rows of the short summary: the plugins' registered headlines
+    #: (:class:`~infermodel.declarations.HeadlineInfo`) that this graph has, in order.
+    headlines: tuple = ()
 
     def __getitem__(self, name: str) -> Quantity:
         try:
@@ -203,11 +221,13 @@ def build_graph(scenario: Scenario, *, host: PluginHost | None = None) -> Quanti
     """
     host = host or scenario.host
     nodes = _field_inputs(scenario, host.registries)
-    _define(scenario, host, nodes)
+    held = _define(scenario, host, nodes)
     notes = _transform(scenario, host, nodes)
+    _hold_all(nodes, held)
     order = _wire(nodes)
     ordered = {n: nodes[n] for n in order}
-    return QuantityGraph(MappingProxyType(ordered), order, tuple(notes))
+    headlines = tuple(h for h in host.registries.headlines.values() if h.name in ordered)
+    return QuantityGraph(MappingProxyType(ordered), order, tuple(notes), headlines)
 
 
 def _field_inputs(scenario: Scenario, registries: Registries) -> dict[str, Quantity]:
@@ -228,17 +248,22 @@ def _field_inputs(scenario: Scenario, registries: Registries) -> dict[str, Quant
     return nodes
 
 
-def _define(scenario: Scenario, host: PluginHost, nodes: dict[str, Quantity]) -> None:
+def _define(scenario: Scenario, host: PluginHost,
+            nodes: dict[str, Quantity]) -> dict[str, tuple[str, dict[str, float]]]:
     """Stage 2: every plugin's ``infermodel_define_quantities``; a name defined twice is
-    an error naming both plugins.
+    an error naming both plugins. Returns the quantities defined with inputs held
+    (``at=``): name → (plugin, held inputs).
     """
     problems: list[Problem] = []
+    held: dict[str, tuple[str, dict[str, float]]] = {}
 
     def definer(plugin: str) -> Define:
-        def define(name, definition, *, unit, description, reference=None, latex=None):
+        def define(name, definition, *, unit, description, reference=None, latex=None, at=None):
             problem = check_name(name)
             if problem:
                 raise PluginError(f"plugin {plugin!r}: {problem}")
+            if at is not None:
+                held[name] = (plugin, _check_at(plugin, name, at))
             if not isinstance(unit, str) or not isinstance(description, str) or not description:
                 raise PluginError(f"plugin {plugin!r} defined {name!r} without a unit string "
                                   "and a one-line description")
@@ -261,6 +286,16 @@ def _define(scenario: Scenario, host: PluginHost, nodes: dict[str, Quantity]) ->
                    lambda p: {"scenario": scenario, "define": definer(p)}, "define")
     if problems:
         raise GraphError(problems, heading="quantities defined twice")
+    return held
+
+
+def _hold_all(nodes: dict[str, Quantity], held: Mapping[str, tuple[str, dict[str, float]]]) -> None:
+    """Stage 3b: quantities defined with inputs held get twins of what they use."""
+    problems: list[Problem] = []
+    for name, (plugin, at) in held.items():
+        _hold(nodes, name, plugin, at, problems)
+    if problems:
+        raise GraphError(problems, heading="quantities defined at fixed inputs")
 
 
 def _transform(scenario: Scenario, host: PluginHost,
@@ -307,7 +342,7 @@ def _apply(request: _Request, current: Quantity, notes: list[ResultWarning]) -> 
         old = current.expression if current.expression is not None else sympy.Float(current.value)
         try:
             new = request.payload(old)
-        except Exception as exc:
+        except PLUGIN_FAILURES as exc:
             raise PluginError(f"plugin {request.plugin!r} failed wrapping {request.name!r} "
                               f"(transform): {type(exc).__name__}: {exc}") from exc
         new = _check_definition(request.plugin, request.name, new, "wrapped")
@@ -344,6 +379,73 @@ def _wire(nodes: Mapping[str, Quantity]) -> tuple[str, ...]:
                                   + ")")
                           for c in _cycles(nodes)], heading="the quantity graph has cycles")
     return order
+
+
+def _check_at(plugin: str, name: str, at: Any) -> dict[str, float]:
+    if not isinstance(at, Mapping) or not at:
+        raise PluginError(f"plugin {plugin!r} defined {name!r} with at={at!r}: expected a "
+                          "mapping of input quantity names to numbers")
+    checked = {}
+    for key, value in at.items():
+        if check_name(key) or isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise PluginError(f"plugin {plugin!r} defined {name!r} with at={{{key!r}: {value!r}}}: "
+                              "expected a quantity name and a number")
+        checked[key] = float(value)
+    return checked
+
+
+def _hold(nodes: dict[str, Quantity], name: str, plugin: str, at: Mapping[str, float],
+          problems: list[Problem]) -> None:
+    """Rewrite ``name`` so that it reads the inputs in ``at`` as those fixed numbers.
+
+    Every quantity it uses that depends (transitively) on a held input gets a twin named
+    ``<quantity>_at_<input>_<value>`` with the same formula, levers' changes included,
+    over twins and the fixed numbers; quantities that do not depend on them are shared.
+    ``ttft`` is ``prefill_time`` with ``batch`` held at 1: one request's own prefill.
+    """
+    from .formatting import plain_number
+    from .quantity import symbol
+
+    for key in at:
+        if key not in nodes or not nodes[key].is_input:
+            near = close_match(key, nodes)
+            problems.append(Problem(
+                f"plugin {plugin!r} defined {name!r} at a fixed {key!r}, which is not an input "
+                "quantity", suggestion=f"did you mean {near!r}?" if near else None))
+            return
+    suffix = "".join(f"_at_{key}_{plain_number(value).replace('.', '_')}"
+                     for key, value in sorted(at.items()))
+    fixed = {key: sympy.Integer(int(v)) if v.is_integer() else sympy.Float(v) for key, v in at.items()}
+    memo: dict[str, Any] = {}
+
+    def twin(dep: str) -> Any:
+        if dep in fixed:
+            return fixed[dep]
+        if dep not in memo:
+            memo[dep] = None
+            q = nodes.get(dep)
+            if q is not None and not q.is_input:
+                replacements = {symbol(d): r for d in q.dependencies
+                                if (r := twin(d)) is not None}
+                if replacements:
+                    twin_name = dep + suffix
+                    if twin_name in nodes or check_name(twin_name):
+                        problems.append(Problem(f"cannot make {twin_name!r} for {name!r}: the "
+                                                "name is taken or too long"))
+                        return None
+                    held_text = ", ".join(f"{k} = {plain_number(v)}" for k, v in sorted(at.items()))
+                    nodes[twin_name] = attrs.evolve(
+                        q, name=twin_name, expression=q.expression.xreplace(replacements),
+                        description=f"{q.description} (with {held_text})")
+                    memo[dep] = symbol(twin_name)
+        return memo[dep]
+
+    q = nodes[name]
+    if q.is_input:
+        return
+    replacements = {symbol(d): r for d in q.dependencies if (r := twin(d)) is not None}
+    if replacements:
+        nodes[name] = attrs.evolve(q, expression=q.expression.xreplace(replacements))
 
 
 def _stable_order(nodes: Mapping[str, Quantity]) -> tuple[str, ...] | None:

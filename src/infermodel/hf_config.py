@@ -196,15 +196,25 @@ def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
     ``expert_d_ff``).  Raises :class:`HFConfigError` naming the file and the key for a
     missing, unreadable, oversized (over :data:`MAX_CONFIG_BYTES`) or inconsistent file.
     """
+    from .output import note_read, path_problem
+
+    problem = path_problem(path)
+    if problem is not None:
+        raise HFConfigError(f"cannot read the file: {problem}", path=_shown(path),
+                            expected="a Hugging Face config.json")
     file = Path(path)
-    if file.is_dir():
-        file = file / "config.json"
+    try:
+        if file.is_dir():
+            file = file / "config.json"
+    except OSError as exc:
+        raise HFConfigError(f"cannot read the file ({exc.strerror or exc})", path=file) from None
     try:
         size = file.stat().st_size
     except FileNotFoundError:
         raise HFConfigError("file not found", path=file, expected="a Hugging Face config.json") from None
     except OSError as exc:
         raise HFConfigError(f"cannot read the file ({exc.strerror or exc})", path=file) from None
+    note_read(file)
     if not file.is_file():
         raise HFConfigError("not a regular file", path=file, expected="a Hugging Face config.json")
     if size > MAX_CONFIG_BYTES:
@@ -232,6 +242,11 @@ def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
     for note in notes:
         warnings.warn(note, HFConfigWarning, stacklevel=2)
     return shape
+
+
+def _shown(path: Any) -> str:
+    text = repr(str(path))[1:-1]
+    return text if len(text) <= 160 else text[:100] + " … " + text[-40:]
 
 
 def _reject_constant(name: str):

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # annotations only: the host imports this module first
     import sympy
 
     from .declarations import Option
+    from .evaluation import Result
     from .scenario import Scenario
     from .witnessing import Witness
 
@@ -78,6 +79,18 @@ class WitnessRegistrar(Protocol):
                  options: Mapping[str, Option] | None = None) -> None: ...
 
 
+class HeadlineRegistrar(Protocol):
+    """``register`` of :func:`infermodel_register_headlines`."""
+
+    def __call__(self, group: str, name: str, *, label: str | None = None) -> None: ...
+
+
+class Warn(Protocol):
+    """``warn`` of :func:`infermodel_check_result`."""
+
+    def __call__(self, quantity: str | None, message: str) -> None: ...
+
+
 class Report(Protocol):
     """``report`` of :func:`infermodel_validate_scenario`."""
 
@@ -90,7 +103,7 @@ class Define(Protocol):
 
     def __call__(self, name: str, definition: sympy.Basic | float, *, unit: str,
                  description: str, reference: str | None = None,
-                 latex: str | None = None) -> None: ...
+                 latex: str | None = None, at: Mapping[str, float] | None = None) -> None: ...
 
 
 class Transform(Protocol):
@@ -212,6 +225,28 @@ def infermodel_register_witnesses(register: WitnessRegistrar) -> None:
     """
 
 
+@hookspec
+def infermodel_register_headlines(register: HeadlineRegistrar) -> None:
+    """Name the quantities ``infermodel run`` shows first, in its short summary.
+
+    Called once per session. The summary groups rows under a heading each; the core
+    knows no quantity by name, so the base physics names its memory, latency,
+    throughput and cost figures here and a lever names its headline gain (a speed-up,
+    the bytes it saves) the same way. A row appears only when the evaluated scenario
+    has the quantity, so a lever's rows appear exactly when the lever is active.
+
+    :param register: ``register(group, name, *, label=None)``: show quantity ``name``
+        under the heading ``group`` (``"memory"``, ``"latency"``, ``"throughput"`` and
+        ``"cost"`` come first, in that order; any other group, such as a lever's name,
+        follows in plugin order) with ``label`` as its short row label (default: the
+        quantity's name). The group ``"assumptions"`` is printed as one line under the
+        table: the inputs a reader must know to trust the figures (efficiencies,
+        reserve, utilisation). A quantity registered twice is an error naming both
+        plugins.
+    :return: ignored.
+    """
+
+
 # ---------------------------------------------------------------------------------
 # Validation: is this scenario consistent?
 # ---------------------------------------------------------------------------------
@@ -247,9 +282,13 @@ def infermodel_define_quantities(scenario: Scenario, define: Define) -> None:
 
     :param scenario: the :class:`infermodel.scenario.Scenario`.
     :param define: ``define(name, definition, *, unit, description, reference=None,
-        latex=None)``. ``definition`` is a sympy expression over quantity symbols
+        latex=None, at=None)``. ``definition`` is a sympy expression over quantity symbols
         (``infermodel.S.layers``) or a number (an input quantity). A name defined by
-        two plugins is an error naming both.
+        two plugins is an error naming both. ``at`` maps input quantities to fixed
+        numbers: the definition is then read with those inputs held, every lever's
+        change included (``ttft`` is ``prefill_time`` at ``{"batch": 1}``: one request
+        alone); each quantity it uses that depends on a held input gets a twin named
+        ``<name>_at_<input>_<value>`` that ``explain`` shows.
     :return: ignored.
     """
 
@@ -306,3 +345,25 @@ def infermodel_define_operators(scenario: Scenario, define: OperatorDefine) -> N
     :return: ignored.
     """
 
+
+# ---------------------------------------------------------------------------------
+# Results: what a reader must know about the numbers
+# ---------------------------------------------------------------------------------
+
+
+@hookspec
+def infermodel_check_result(result: Result, warn: Warn) -> None:
+    """Say what a reader of an evaluated scenario must know: a lever that makes things
+    slower, an effect the formulas leave out, a default the scenario did not state.
+
+    Called for every plugin the first time a result's warnings are read (``run``,
+    ``explain``, notebooks and the Sphinx directives show them). Never a silent
+    approximation: when something is not modelled, say how big its effect is.
+
+    :param result: the :class:`infermodel.evaluation.Result`; ``result["tpot"]`` is a
+        value, ``result.scenario`` the scenario.
+    :param warn: ``warn(quantity, message)``: a warning about ``quantity`` (a name, or
+        None for the whole scenario), recorded as a
+        :class:`infermodel.quantity.ResultWarning`.
+    :return: ignored.
+    """

@@ -6,8 +6,15 @@ levers included. Environment variables:
 ``INFERMODEL_LOAD_PLUGINS``
     Comma-separated entry-point names: load only these (an empty value loads none).
 ``INFERMODEL_DISABLE_PLUGIN_AUTOLOAD``
-    When set to a non-empty value, load only the plugins that ship with infermodel
-    itself, not third-party distributions (the test suite sets it).
+    When set to anything but an empty value, ``0``, ``false``, ``no`` or ``off``, load
+    only the plugins that ship with infermodel itself, not third-party distributions
+    (the test suite sets it).
+
+A plugin that fails to import does not stop the others: a scenario that resolves
+without it runs, with a warning naming it; a scenario that does not resolve has the
+failure added to its problems (the broken plugin may be what it needs). A plugin named
+in ``INFERMODEL_LOAD_PLUGINS`` that fails or is missing is an error, since it was asked
+for.
 ``INFERMODEL_TRACE_PLUGINS``
     When set, print every hook call and which plugin answered to standard error.
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
@@ -25,11 +33,26 @@ import attrs
 import pluggy
 
 from . import hookspecs
-from .errors import InfermodelError, PluginError, Problem, close_match
+from .errors import PLUGIN_FAILURES, InfermodelError, PluginError, Problem, close_match
 from .registry import Registries, build_registries
 
 ENTRY_POINT_GROUP = "infermodel"
 OWN_DISTRIBUTION = "infermodel"
+#: Values of a switch variable that mean "off".
+FALSE_VALUES = ("", "0", "false", "no", "off")
+
+
+class PluginLoadWarning(UserWarning):
+    """A plugin failed to import; the command went on without it."""
+
+
+def switched_on(name: str) -> bool:
+    """Whether the environment variable ``name`` is set to a true value.
+
+    >>> os.environ["X_FLAG"] = "0"; switched_on("X_FLAG")
+    False
+    """
+    return os.environ.get(name, "").strip().lower() not in FALSE_VALUES
 
 
 @attrs.define
@@ -43,6 +66,8 @@ class PluginRecord:
     builtin: bool
     error: str | None = None
     traceback: str | None = None
+    #: Named in INFERMODEL_LOAD_PLUGINS: its failure is an error, not a warning.
+    asked: bool = False
 
 
 class PluginHost:
@@ -53,7 +78,9 @@ class PluginHost:
         self.pm.add_hookspecs(hookspecs)
         self.records: dict[str, PluginRecord] = {}
         self._registries: Registries | None = None
-        self.trace = bool(os.environ.get("INFERMODEL_TRACE_PLUGINS"))
+        self._warned = False
+        self.none_asked = False
+        self.trace = switched_on("INFERMODEL_TRACE_PLUGINS")
         if autoload:
             self.load_entry_points()
 
@@ -63,14 +90,15 @@ class PluginHost:
         """Import every plugin of the entry-point group, one failure at a time."""
         only = os.environ.get("INFERMODEL_LOAD_PLUGINS")
         wanted = None if only is None else {n.strip() for n in only.split(",") if n.strip()}
-        builtins_only = bool(os.environ.get("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD"))
+        self.none_asked = wanted is not None and not wanted
+        builtins_only = switched_on("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD")
         found = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
         for name in sorted((wanted or set()) - {ep.name for ep in found}):
             near = close_match(name, [ep.name for ep in found])
             self.records[name] = PluginRecord(name, "", None, None, False, error=(
                 f"INFERMODEL_LOAD_PLUGINS names {name!r}, which no installed distribution "
                 f"provides in the {ENTRY_POINT_GROUP!r} entry-point group"
-                + (f" (did you mean {near!r}?)" if near else "")))
+                + (f" (did you mean {near!r}?)" if near else "")), asked=True)
         for ep in found:
             dist = getattr(ep, "dist", None)
             dist_name = dist.metadata["Name"] if dist is not None else None
@@ -82,12 +110,13 @@ class PluginHost:
                 continue
             if ep.name in self.records:
                 continue
-            record = PluginRecord(ep.name, ep.value, dist_name, version, builtin)
+            record = PluginRecord(ep.name, ep.value, dist_name, version, builtin,
+                                  asked=wanted is not None)
             self.records[ep.name] = record
             try:
                 plugin = ep.load()
                 self.pm.register(plugin, name=ep.name)
-            except Exception as exc:  # any failure is that plugin's, not ours
+            except PLUGIN_FAILURES as exc:  # any failure is that plugin's, not ours
                 who = f"{dist_name} {version}" if dist_name else "unknown distribution"
                 record.error = f"Error importing plugin {ep.name!r} ({who}): {type(exc).__name__}: {exc}"
                 record.traceback = traceback.format_exc()
@@ -103,6 +132,11 @@ class PluginHost:
             raise PluginError(f"a plugin named {name!r} is already registered")
         try:
             self.pm.register(plugin, name=name)
+        except ValueError as exc:  # pluggy: the same object under another name
+            raise PluginError(
+                f"cannot register plugin {name!r}: {exc}; an installed entry point already "
+                "loaded it (set INFERMODEL_DISABLE_PLUGIN_AUTOLOAD=1 for the built-ins only, "
+                "or INFERMODEL_LOAD_PLUGINS to choose)") from None
         except pluggy.PluginValidationError as exc:
             raise PluginError(f"plugin {name!r} does not match the hook specifications: {exc}") from None
         refused = self._unsupported_options(name)
@@ -144,15 +178,38 @@ class PluginHost:
     def load_errors(self) -> list[PluginRecord]:
         return [r for r in self.records.values() if r.error]
 
-    def check_loaded(self) -> None:
-        """Raise a :class:`PluginError` naming every plugin that failed to load."""
-        failed = self.load_errors
-        if failed:
-            raise PluginError(
-                [Problem(r.error or "", suggestion=(
+    def load_problems(self, records: list[PluginRecord] | None = None) -> list[Problem]:
+        """One problem per plugin that failed to load."""
+        return [Problem(r.error or "", suggestion=(
                     "fix or uninstall it, or set INFERMODEL_LOAD_PLUGINS to the plugins you want"))
-                 for r in failed]
-            )
+                for r in (self.load_errors if records is None else records)]
+
+    def check_loaded(self) -> None:
+        """Raise a :class:`PluginError` for what must load: every plugin named in
+        ``INFERMODEL_LOAD_PLUGINS`` (and a clear message when that list is empty).
+        """
+        failed = [r for r in self.load_errors if r.asked]
+        if failed:
+            raise PluginError(self.load_problems(failed))
+        if self.none_asked and not self.pm.get_plugins():
+            raise PluginError(Problem(
+                "no plugins are loaded: INFERMODEL_LOAD_PLUGINS is set but empty, which "
+                "loads none, and a scenario needs at least the built-in ones",
+                expected="INFERMODEL_LOAD_PLUGINS unset (load every installed plugin) or a "
+                         "comma-separated list of entry-point names",
+                suggestion="`infermodel plugins --all` lists them"))
+
+    def warn_load_errors(self) -> None:
+        """Warn once, naming each plugin that failed to import, that the run goes on
+        without it.
+        """
+        if self._warned:
+            return
+        self._warned = True
+        for record in self.load_errors:
+            warnings.warn(f"{record.error}; going on without it (fix or uninstall it, or set "
+                          "INFERMODEL_LOAD_PLUGINS to the plugins you want)",
+                          PluginLoadWarning, stacklevel=2)
 
     # -- calling -----------------------------------------------------------------
 
@@ -173,7 +230,7 @@ class PluginHost:
                 impl.function(*[kwargs[a] for a in impl.argnames])
             except InfermodelError:
                 raise
-            except Exception as exc:
+            except PLUGIN_FAILURES as exc:
                 raise PluginError(
                     f"plugin {impl.plugin_name!r} failed in {hook_name} ({stage}): "
                     f"{type(exc).__name__}: {exc}"

@@ -102,14 +102,23 @@ class LedgerRow:
 
 
 def _text(path: Path) -> str:
+    from .output import note_read, path_problem
+
+    problem = path_problem(path)
+    if problem is not None:
+        raise InfermodelError(Problem(f"cannot read the ledger: {problem}"))
     try:
         size = path.stat().st_size
     except OSError as exc:
         raise InfermodelError(Problem(f"cannot read the ledger: {exc.strerror or exc}",
                                       file=str(path))) from None
+    if not path.is_file():
+        raise InfermodelError(Problem("the ledger is not a regular file", file=str(path),
+                                      expected="a CSV file"))
     if size > MAX_LEDGER_BYTES:
         raise InfermodelError(Problem(f"ledger is {size:,} bytes, larger than the "
                                       f"{MAX_LEDGER_BYTES:,}-byte limit", file=str(path)))
+    note_read(path)  # no output of this run may replace it
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:

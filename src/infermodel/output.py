@@ -2,13 +2,19 @@
 
 An interrupted run never leaves a partial file (the text goes to a temporary file
 beside the target, renamed into place at the end), and no command ever writes over a
-scenario file it read (the file itself, what it extends, its presets).
+file it read: every reader of user files (scenarios and what they extend, presets,
+``hf_config`` files, length files) records the file with :func:`note_read`, and a
+target is checked against those files both before the work and again just before the
+rename. A target that exists and is not a regular file (``/dev/null``, ``/dev/stdout``,
+a named pipe) is written directly: only regular files are replaced by a rename.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -19,38 +25,143 @@ from .errors import InfermodelError, Problem
 
 _PROTECTED: set[Path] = set()
 
+#: The limits, in bytes, of one path component and of a whole path on Linux (and of one
+#: name on the other common file systems): checked before the file system sees a path.
+NAME_MAX = 255
+PATH_MAX = 4096
+
+
+def path_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot name a file on this system, or None when it can.
+
+    Checked before the file system sees the path, so that a NUL byte or an over-long
+    name is a user error rather than a ``ValueError`` or ``OSError`` from deep inside.
+
+    >>> path_problem("out.csv") is None
+    True
+    >>> path_problem("a" + chr(0) + "b")
+    'the path contains a NUL byte'
+    """
+    try:
+        text = os.fspath(path)
+    except TypeError:
+        return f"got {type(path).__name__}, not a path"
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if "\x00" in text:
+        return "the path contains a NUL byte"
+    size = len(os.fsencode(text))
+    if size >= PATH_MAX:
+        return f"the path is {size:,} bytes long, over the {PATH_MAX:,}-byte limit"
+    for part in Path(text).parts:
+        length = len(os.fsencode(part))
+        if length > NAME_MAX:
+            return (f"a component of the path is {length:,} bytes long, over the file "
+                    f"system's {NAME_MAX}-byte limit for one name")
+    return None
+
+
+def _key(path: str | os.PathLike) -> Path | None:
+    if path_problem(path) is not None:
+        return None
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+
 
 def protect(paths: Iterable[str | os.PathLike]) -> None:
     """Refuse, from now on in this process, to write over any of ``paths``."""
     for path in paths:
-        with contextlib.suppress(OSError):
-            _PROTECTED.add(Path(path).resolve())
+        key = _key(path)
+        if key is not None:
+            _PROTECTED.add(key)
+
+
+def note_read(path: str | os.PathLike) -> None:
+    """Record that this run reads ``path``: no output of the run may replace it.
+
+    Every reader of a user-named or preset file calls this (a plugin that reads files
+    of its own should too).
+    """
+    protect([path])
+
+
+def reset_protection() -> None:
+    """Forget the files recorded so far (the command line does this at the start of each
+    command, so that one in-process run's inputs do not bind the next).
+    """
+    _PROTECTED.clear()
 
 
 def protect_scenario(scenario) -> None:
-    """Protect a scenario's own file and every file its values came from."""
+    """Protect a scenario's own file, every file its values came from, and every preset
+    file of the loaded plugins (a sweep or a lever may read any of them).
+    """
     files = {origin.file for origin in scenario.origins.values() if origin.file != "--set"}
     if scenario.path is not None:
         files.add(str(scenario.path))
-    protect(f for f in files if f and os.path.isfile(f))
+    host = getattr(scenario, "host", None)
+    if host is not None:
+        for presets in host.registries.presets.values():
+            files.update(str(info.path) for info in presets.values())
+    protect(f for f in files if f and _is_file(f))
+
+
+def _is_file(path: str | os.PathLike) -> bool:
+    try:
+        return path_problem(path) is None and os.path.isfile(path)
+    except (OSError, ValueError):
+        return False
+
+
+def _refuse_input(target: Path) -> None:
+    if _key(target) in _PROTECTED:
+        raise InfermodelError(Problem(f"refusing to write over {_show(target)}, which this run "
+                                      "reads as an input (a scenario, preset, config or "
+                                      "length file)",
+                                      expected="an output file that is not an input"))
+
+
+def _show(path: str | os.PathLike) -> str:
+    text = repr(str(path))
+    return text if len(text) <= 200 else text[:120] + " … " + text[-60:]
 
 
 def check_target(path: str | os.PathLike) -> Path:
     """The path to write, or a clear error when it cannot or must not be written."""
+    problem = path_problem(path)
+    if problem is not None:
+        raise InfermodelError(Problem(f"cannot write {_show(path)}: {problem}",
+                                      expected="a valid file name"))
     target = Path(path)
-    if target.resolve() in _PROTECTED:
-        raise InfermodelError(Problem(f"refusing to write over {str(target)!r}, which this run "
-                                      "reads as a scenario or preset",
-                                      expected="an output file that is not an input"))
-    if target.is_dir():
-        raise InfermodelError(Problem(f"cannot write {str(target)!r}: it is a directory",
-                                      expected="a file name"))
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise InfermodelError(Problem(f"cannot write {str(target)!r}: the directory "
-                                      f"{str(parent)!r} does not exist",
-                                      expected="a file in an existing directory"))
+    _refuse_input(target)
+    try:
+        if target.is_dir():
+            raise InfermodelError(Problem(f"cannot write {_show(target)}: it is a directory",
+                                          expected="a file name"))
+        parent = target.parent if str(target.parent) else Path(".")
+        if not parent.is_dir():
+            raise InfermodelError(Problem(f"cannot write {_show(target)}: the directory "
+                                          f"{_show(parent)} does not exist",
+                                          expected="a file in an existing directory"))
+    except OSError as exc:
+        raise InfermodelError(Problem(f"cannot write {_show(target)}: "
+                                      f"{exc.strerror or exc}")) from None
     return target
+
+
+def _special(path: Path) -> bool:
+    """Whether ``path`` exists and is not a regular file (a device, a pipe, a socket)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode)
+
+
+#: What a full, failing or read-only target reports while it is written.
+_WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
 
 
 def _umask() -> int:
@@ -62,7 +173,9 @@ def _umask() -> int:
 class atomic_stream:
     r"""Open a temporary file beside ``path``; rename it into place on success only.
 
-    An exception (a KeyboardInterrupt included) removes the temporary file.
+    An exception (a KeyboardInterrupt included) removes the temporary file. A target
+    that is not a regular file (a device such as ``/dev/null``, a named pipe) is opened
+    and written directly instead: renaming over it would replace the device node.
 
     >>> with atomic_stream("out.csv") as handle:  # doctest: +SKIP
     ...     handle.write("a,b\n")
@@ -74,38 +187,79 @@ class atomic_stream:
     def __init__(self, path: str | os.PathLike, *, binary: bool = False):
         self.path = check_target(path)
         self.binary = binary
+        self.temporary: str | None = None
+        self.direct = False
+        if self.path.is_symlink():
+            # Replace what the link names, never the link itself; a link into /proc or
+            # /dev (/dev/stdout is /proc/self/fd/1) is written through.
+            real = Path(os.path.realpath(self.path))
+            if str(real).startswith(("/proc/", "/dev/")) or _special(real):
+                self.direct = True
+            else:
+                self.path = check_target(real)
+        self.direct = self.direct or _special(self.path)
 
     def __enter__(self):
+        if self.direct:
+            try:
+                self.handle = self._open(self.path)
+            except OSError as exc:
+                raise InfermodelError(Problem(
+                    f"cannot write {_show(self.path)}: {exc.strerror or exc}")) from None
+            return self.handle
         directory = self.path.parent if str(self.path.parent) else Path(".")
         try:
-            fd, self.temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp",
-                                                  dir=directory)
+            fd, self.temporary = tempfile.mkstemp(prefix=f".{self.path.name[:64]}.",
+                                                  suffix=".tmp", dir=directory)
         except OSError as exc:
-            raise InfermodelError(Problem(f"cannot write {str(self.path)!r}: {exc.strerror}")) from None
+            raise InfermodelError(Problem(f"cannot write {_show(self.path)}: "
+                                          f"{exc.strerror or exc}")) from None
         # mkstemp creates the file private (0600); give it the permissions of a new file.
         with contextlib.suppress(OSError):
             os.fchmod(fd, 0o666 & ~_umask())
-        if self.binary:
-            self.handle = os.fdopen(fd, "wb")
-        else:
-            self.handle = os.fdopen(fd, "w", encoding="utf-8", newline="")
+        self.handle = self._open(fd)
         return self.handle
+
+    def _open(self, file: int | Path) -> IO[Any]:
+        if self.binary:
+            return open(file, "wb")
+        return open(file, "w", encoding="utf-8", newline="")
 
     def __exit__(self, kind, value, traceback):
         try:
             self.handle.close()
-        finally:
+        except OSError as exc:
+            self._discard()
             if kind is None:
-                try:
-                    os.replace(self.temporary, self.path)
-                except OSError as exc:
-                    os.unlink(self.temporary)
-                    raise InfermodelError(Problem(
-                        f"cannot write {str(self.path)!r}: {exc.strerror}")) from None
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.temporary)
+                raise InfermodelError(Problem(
+                    f"cannot write {_show(self.path)}: {exc.strerror or exc}")) from None
+            return False
+        if kind is not None:
+            self._discard()
+            if isinstance(value, OSError) and value.errno in _WRITE_ERRORS:
+                raise InfermodelError(Problem(
+                    f"cannot write {_show(self.path)}: {value.strerror or value}")) from None
+            return False
+        if self.temporary is None:
+            return False
+        # A file read during the work (a preset of a later sweep block) is still an input.
+        try:
+            _refuse_input(self.path)
+        except InfermodelError:
+            self._discard()
+            raise
+        try:
+            os.replace(self.temporary, self.path)
+        except OSError as exc:
+            self._discard()
+            raise InfermodelError(Problem(
+                f"cannot write {_show(self.path)}: {exc.strerror or exc}")) from None
         return False
+
+    def _discard(self) -> None:
+        if self.temporary is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.temporary)
 
 
 def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:

@@ -27,6 +27,7 @@ Points where the batch does not fit in memory are drawn hollow.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,9 @@ KINDS = ("roofline", "operators", "throughput", "memory", "cost", "sweep")
 FORMATS = (".png", ".svg")
 #: At most this many lines in one panel.
 MAX_LINES = 24
+#: The most points one plot draws (a sweep beyond this belongs in a CSV file).
+MAX_PLOT_POINTS = 100_000
 DEFAULT_BATCHES = "1..512 log2"
-DEFAULT_CONTEXTS = "1024..131072 log2"
 #: The axis a memory plot against the context sweeps (sets workload.sequence_length).
 CONTEXT_AXIS = "context_length"
 
@@ -111,19 +113,39 @@ def save(figure, output: str | Path) -> Path:
 
 
 def _sweep(scenario, over, quantities, *, default_axis: str | None = None,
-           default_values: Any = None, host=None, use_table: bool = True):
-    from .sweeping import grid_axes, plan_sweep
+           default_values: Any = None, host=None, use_table: bool = True, x: str | None = None):
+    from .sweeping import grid_axes, parse_over, plan_sweep
 
-    over = dict(over or {})
-    if default_axis is not None and default_axis not in over:
+    over = dict(over if isinstance(over, Mapping) else parse_over(over or []))
+    axes, _ = grid_axes(scenario, over, use_table=use_table, host=host)
+    if default_axis is not None and not any(a.name == default_axis for a in axes):
+        over[default_axis] = default_values
         axes, _ = grid_axes(scenario, over, use_table=use_table, host=host)
-        if not any(a.name == default_axis for a in axes):
-            over[default_axis] = default_values
+    _check_size(axes, x or default_axis)
     plan = plan_sweep(scenario, over, use_table=use_table, select=False, host=host)
     present = [q for q in quantities if q in plan.all_quantities]
     extra = [q for q in ("fits",) if q in plan.all_quantities and q not in present]
     plan.select(present + extra)
     return plan.run()
+
+
+def _check_size(axes, x: str | None) -> None:
+    """Refuse a plot with more lines or points than a figure can show, before the sweep
+    behind it is planned or run.
+    """
+    points = math.prod(len(a) for a in axes)
+    if points > MAX_PLOT_POINTS:
+        raise ScenarioError(Problem(
+            f"the plot would have {points:,} points, more than {MAX_PLOT_POINTS:,}",
+            expected="fewer swept values",
+            suggestion="narrow the sweep with --over, or write the points with "
+                       "`infermodel sweep ... -o points.csv` and plot them elsewhere"))
+    lines = math.prod(len(a) for a in axes if a.name != x and len(a) > 1)
+    if any(a.name == x for a in axes) and lines > MAX_LINES:
+        raise ScenarioError(Problem(
+            f"the plot would have {lines:,} lines, more than {MAX_LINES}",
+            expected="fewer values on the fields other than the x axis",
+            suggestion="narrow the sweep with --over"))
 
 
 def _series(result, x: str):
@@ -157,7 +179,8 @@ def _series(result, x: str):
         raise ScenarioError(Problem(
             f"the plot would have {len(lines)} lines, more than {MAX_LINES}",
             expected="fewer values on the fields other than the x axis",
-            suggestion="narrow the sweep with --over"))
+            suggestion="narrow the sweep with --over, or ignore the scenario's [sweep] with "
+                       "--no-table"))
     return lines
 
 
@@ -250,7 +273,7 @@ def plot_sweep(scenario, over=None, *, x: str | None = None, y: Sequence[str] | 
         numeric = [a.name for a in axes if a.numeric and len(a) > 1]
         x = numeric[0] if numeric else axes[0].name
     y = list(y or table_quantities or ["tokens_per_s_total"])
-    result = _sweep(scenario, over, y, host=host)
+    result = _sweep(scenario, over, y, host=host, x=x)
     missing = [q for q in y if q not in result]
     if missing:
         from .graph import unknown_quantity
@@ -273,11 +296,15 @@ def plot_sweep(scenario, over=None, *, x: str | None = None, y: Sequence[str] | 
     return figure
 
 
-def plot_throughput(scenario, over=None, *, title: str | None = None, host=None):
-    """Tokens per second per user and in total against the batch."""
+def plot_throughput(scenario, over=None, *, title: str | None = None, host=None,
+                    use_table: bool = True):
+    """Tokens per second per user and in total against the batch; the scenario's
+    ``[sweep]`` (unless ``use_table`` is false) gives the batches and one line per value
+    of its other fields.
+    """
     names = ["tokens_per_s_per_user", "tokens_per_s_total"]
     result = _sweep(scenario, over, names, default_axis="workload.batch",
-                    default_values=DEFAULT_BATCHES, host=host, use_table=False)
+                    default_values=DEFAULT_BATCHES, host=host, use_table=use_table)
     lines = _series(result, "workload.batch")
     figure, panels = _figure(2)
     for ax, name, label in zip(panels, names, ["per user", "all users together"]):
@@ -291,11 +318,15 @@ def plot_throughput(scenario, over=None, *, title: str | None = None, host=None)
     return figure
 
 
-def plot_cost(scenario, over=None, *, title: str | None = None, host=None):
-    """Cost per million output tokens against the number of users (the batch)."""
+def plot_cost(scenario, over=None, *, title: str | None = None, host=None,
+              use_table: bool = True):
+    """Cost per million output tokens against the number of users (the batch); the
+    scenario's ``[sweep]`` (unless ``use_table`` is false) gives the batches and one line
+    per value of its other fields.
+    """
     result = _sweep(scenario, over, ["cost_per_million_output_tokens"],
                     default_axis="workload.batch", default_values=DEFAULT_BATCHES, host=host,
-                    use_table=False)
+                    use_table=use_table)
     if "cost_per_million_output_tokens" not in result:
         raise ScenarioError(Problem(
             "the scenario has no cost: cost_per_million_output_tokens needs a price",
@@ -318,6 +349,18 @@ def plot_cost(scenario, over=None, *, title: str | None = None, host=None):
     return figure
 
 
+def _crossing_range(scenario, limit: str, low: int, host=None) -> str:
+    """A log2 range from ``low`` to at least twice the point where the memory runs out
+    (``max_sequences`` or ``max_context`` plus one), so the plot shows the crossing.
+    """
+    from .evaluation import evaluate
+
+    first_misfit = float(evaluate(scenario, host=host)[limit]) + 1
+    high = max(8 * low, 2 * first_misfit)
+    top = low * 2 ** max(3, math.ceil(math.log2(high / low)))
+    return f"{low}..{int(min(top, low * 2**20))} log2"
+
+
 def plot_memory(scenario, over=None, *, x: str | None = None, title: str | None = None, host=None):
     """Weights, cache and reserve stacked against the batch (or, with ``x="context"``,
     the context: ``workload.sequence_length``, and ``workload.context`` with it when the
@@ -329,7 +372,7 @@ def plot_memory(scenario, over=None, *, x: str | None = None, title: str | None 
     if context:
         x = CONTEXT_AXIS
         if not any(k in over for k in ("workload.sequence_length", "workload.context")):
-            values = DEFAULT_CONTEXTS
+            values = _crossing_range(scenario, "max_context", 1024, host)
         else:
             values = over.pop("workload.sequence_length", None) or over.pop("workload.context")
         from .sweeping import expand_range, is_range
@@ -342,7 +385,9 @@ def plot_memory(scenario, over=None, *, x: str | None = None, title: str | None 
     names = ["weight_bytes", "kv_bytes_total", "memory_reserved", "memory_bytes"]
     result = _sweep(scenario, over, names,
                     default_axis=None if context else x,
-                    default_values=DEFAULT_BATCHES, host=host, use_table=False)
+                    default_values=None if context else _crossing_range(
+                        scenario, "max_sequences", 1, host),
+                    host=host, use_table=False)
     if len(result.axes) != 1:
         raise ScenarioError(Problem(
             "the memory plot takes one swept field",
@@ -515,8 +560,9 @@ def plot_operators(scenario, over=None, *, title: str | None = None, host=None):
 
 def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None = None,
          x: str | None = None, y: Sequence[str] | None = None, output: str | Path | None = None,
-         title: str | None = None, host=None):
+         title: str | None = None, host=None, use_table: bool = True):
     """Draw plot ``kind`` of ``scenario`` (a Scenario or path); save it if ``output`` is given.
+    ``use_table`` false ignores the scenario's ``[sweep]`` (throughput and cost).
 
     Returns the :class:`matplotlib.figure.Figure`.
 
@@ -540,9 +586,9 @@ def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None 
     elif kind == "memory":
         figure = plot_memory(scenario, over, x=x, title=title, host=host)
     elif kind == "throughput":
-        figure = plot_throughput(scenario, over, title=title, host=host)
+        figure = plot_throughput(scenario, over, title=title, host=host, use_table=use_table)
     elif kind == "cost":
-        figure = plot_cost(scenario, over, title=title, host=host)
+        figure = plot_cost(scenario, over, title=title, host=host, use_table=use_table)
     elif kind == "operators":
         figure = plot_operators(scenario, over, title=title, host=host)
     else:

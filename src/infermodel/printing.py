@@ -7,7 +7,7 @@ Objects delegate ``__str__``, ``_repr_markdown_``, ``_repr_latex_`` and
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sympy.printing.latex import LatexPrinter
@@ -49,7 +49,14 @@ def latex_name(name: str, display: str | None = None) -> str:
 
 
 class _NamesLatexPrinter(LatexPrinter):
+    r"""Names as ``\mathrm{...}`` (or their declared symbol), products with ``\cdot``.
+
+    sympy juxtaposes factors by default, and ``\mathrm{a} \mathrm{b}`` renders as one
+    word; an explicit multiplication sign keeps named factors apart.
+    """
+
     def __init__(self, names, values=None, **settings):
+        settings.setdefault("mul_symbol", "dot")
         super().__init__(settings)
         self._names = names
         self._values = values
@@ -64,12 +71,38 @@ class _NamesLatexPrinter(LatexPrinter):
         return latex_name(expr.name, self._names.get(expr.name))
 
 
+def as_written(expression):
+    """``expression`` with nested unevaluated sums and products flattened, so that a
+    formula a plugin wrote with ``sympy.evaluate(False)`` prints as written
+    (``cost*1000000/(3600*rate*utilisation)``) without a bracket per operation; an
+    evaluated expression comes back unchanged.
+    """
+    import sympy
+
+    if not getattr(expression, "args", ()):
+        return expression
+    args = [as_written(a) for a in expression.args]
+    if isinstance(expression, (sympy.Mul, sympy.Add)):
+        flat: list[Any] = []
+        for arg in args:
+            flat.extend(arg.args if type(arg) is type(expression) else [arg])
+        if flat == list(expression.args):
+            return expression
+        return type(expression)(*flat, evaluate=False)
+    if all(a is b for a, b in zip(args, expression.args)):
+        return expression
+    try:
+        return expression.func(*args, evaluate=False)
+    except TypeError:
+        return expression.func(*args)
+
+
 def formula_text(expression) -> str:
-    return StrPrinter({"order": "none"}).doprint(expression)
+    return StrPrinter({"order": "none"}).doprint(as_written(expression))
 
 
 def substituted_text(expression, values) -> str:
-    return _ValuesStrPrinter(values, order="none").doprint(expression)
+    return _ValuesStrPrinter(values, order="none").doprint(as_written(expression))
 
 
 def formula_latex(expression, names=None) -> str:
@@ -120,10 +153,7 @@ def result_table(result, names=None) -> str:
     rows = list(_rows(result, names))
     width_name = max([len(r[0]) for r in rows] + [8])
     width_value = max([len(r[1]) for r in rows] + [5])
-    title = f"{result.scenario.name}"
-    if result.scenario.description:
-        title += f" — {result.scenario.description}"
-    lines = [title, ""]
+    lines = [_title(result), ""]
     lines.append(f"{'quantity'.ljust(width_name)}  {'value'.rjust(width_value)}  meaning")
     lines.append(f"{'-' * width_name}  {'-' * width_value}  {'-' * 7}")
     for name, value, description, q in rows:
@@ -137,25 +167,133 @@ def result_table(result, names=None) -> str:
     return "\n".join(lines)
 
 
+#: Summary groups shown first, in this order; any other group (a lever's) follows.
+LEADING_GROUPS = ("memory", "latency", "throughput", "cost")
+#: The group printed as one line under the summary instead of as rows.
+ASSUMPTIONS = "assumptions"
+
+
+def summary_groups(result) -> list[tuple[str, list]]:
+    """The summary's groups in order: ``[(group, [HeadlineInfo, ...]), ...]``."""
+    groups: dict[str, list] = {}
+    for headline in result.graph.headlines:
+        groups.setdefault(headline.group, []).append(headline)
+    lead = [g for g in LEADING_GROUPS if g in groups]
+    rest = [g for g in groups if g not in LEADING_GROUPS and g != ASSUMPTIONS]
+    return [(g, groups[g]) for g in lead + rest]
+
+
+def assumptions_line(result) -> str:
+    """``assumptions: prefill MFU 0.5 · decode MFU 1 · ...`` (empty when none registered)."""
+    parts = [f"{h.label} {show(result.values[h.name], result.graph[h.name].unit)}"
+             for h in result.graph.headlines if h.group == ASSUMPTIONS]
+    return "assumptions: " + " · ".join(parts) if parts else ""
+
+
+def result_summary(result) -> str:
+    """The short summary ``infermodel run`` prints by default: headline rows by group,
+    the assumptions on one line, the warnings, and how to see more.
+    """
+    groups = summary_groups(result)
+    rows = [(h.label, show(result.values[h.name], result.graph[h.name].unit), h.name)
+            for _, headlines in groups for h in headlines]
+    width_label = max([len(r[0]) for r in rows] + [8])
+    width_value = max([len(r[1]) for r in rows] + [5])
+    lines = [_title(result), ""]
+    for group, headlines in groups:
+        lines.append(group)
+        for h in headlines:
+            value = show(result.values[h.name], result.graph[h.name].unit)
+            lines.append(f"  {h.label.ljust(width_label)}  {value.rjust(width_value)}  {h.name}")
+    assumptions = assumptions_line(result)
+    if assumptions:
+        lines += ["", assumptions]
+    for warning in result.warnings:
+        lines.append(f"warning: {warning}")
+    lines += ["", "--all prints every quantity; `infermodel explain SCENARIO NAME` shows a "
+                  "figure's derivation"]
+    return "\n".join(lines)
+
+
+def _title(result) -> str:
+    scenario = result.scenario
+    title = f"{scenario.name}"
+    if scenario.description:
+        title += f" — {scenario.description}"
+    changed = overrides_text(scenario)
+    return f"{title}\n{changed}" if changed else title
+
+
+def overrides_text(scenario) -> str:
+    """``with --set workload.batch=20, ...`` for what the command line changed (or "")."""
+    parts = []
+    for key, origin in scenario.origins.items():
+        if origin.file != "--set":
+            continue
+        node: Any = scenario.raw
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        parts.append(f"{key}={node}")
+    return "with --set " + ", ".join(parts) if parts else ""
+
+
 def result_markdown(result, names=None) -> str:
     lines = [f"**{result.scenario.name}**", "", "| quantity | value | meaning | plugin |",
              "|---|---:|---|---|"]
     for name, value, description, q in _rows(result, names):
         plugins = " → ".join([q.plugin, *q.changed_by])
         lines.append(f"| `{name}` | {value} | {description} | {plugins} |")
+    notes = [w for w in result.warnings
+             if names is None or w.quantity is None or w.quantity in names]
+    if notes:
+        lines.append("")
+        lines.extend(f"> **warning:** {w}" for w in notes)
     return "\n".join(lines)
 
 
-def result_html(result, names=None) -> str:
-    out = [f"<p><strong>{html.escape(result.scenario.name)}</strong></p>",
-           "<table><thead><tr><th>quantity</th><th>value</th><th>meaning</th><th>plugin</th>"
-           "</tr></thead><tbody>"]
+_LEFT = "style='text-align:left'"
+_RIGHT = "style='text-align:right'"
+
+
+def summary_html(result) -> str:
+    """The headline figures as an HTML table grouped like the text summary."""
+    out = [f"<table><thead><tr><th {_LEFT}>headline</th><th {_RIGHT}>value</th>"
+           f"<th {_LEFT}>quantity</th></tr></thead><tbody>"]
+    for group, headlines in summary_groups(result):
+        out.append(f"<tr><th colspan='3' {_LEFT}>{html.escape(group)}</th></tr>")
+        for h in headlines:
+            value = show(result.values[h.name], result.graph[h.name].unit)
+            out.append(f"<tr><td {_LEFT}>{html.escape(h.label)}</td>"
+                       f"<td {_RIGHT}>{html.escape(value)}</td>"
+                       f"<td {_LEFT}><code>{html.escape(h.name)}</code></td></tr>")
+    out.append("</tbody></table>")
+    assumptions = assumptions_line(result)
+    if assumptions:
+        out.append(f"<p>{html.escape(assumptions)}</p>")
+    for warning in result.warnings:
+        out.append(f"<p><strong>warning:</strong> {html.escape(str(warning))}</p>")
+    return "".join(out)
+
+
+def result_html(result, names=None, *, headline: bool = False) -> str:
+    """Every quantity (or those named) as HTML; with ``headline``, the summary first and
+    the full table folded below it.
+    """
+    out = [f"<p><strong>{html.escape(result.scenario.name)}</strong></p>"]
+    if headline and result.graph.headlines:
+        out.append(summary_html(result))
+        out.append("<details><summary>every quantity</summary>")
+    out.append(f"<table><thead><tr><th {_LEFT}>quantity</th><th {_RIGHT}>value</th>"
+               f"<th {_LEFT}>meaning</th><th {_LEFT}>plugin</th></tr></thead><tbody>")
     for name, value, description, q in _rows(result, names):
         plugins = " → ".join([q.plugin, *q.changed_by])
-        out.append(f"<tr><td><code>{html.escape(name)}</code></td>"
-                   f"<td style='text-align:right'>{html.escape(value)}</td>"
-                   f"<td>{html.escape(description)}</td><td>{html.escape(plugins)}</td></tr>")
+        out.append(f"<tr><td {_LEFT}><code>{html.escape(name)}</code></td>"
+                   f"<td {_RIGHT}>{html.escape(value)}</td>"
+                   f"<td {_LEFT}>{html.escape(description)}</td>"
+                   f"<td {_LEFT}>{html.escape(plugins)}</td></tr>")
     out.append("</tbody></table>")
+    if headline and result.graph.headlines:
+        out.append("</details>")
     return "".join(out)
 
 
@@ -238,6 +376,20 @@ def _symbol(name):
     return symbol(name)
 
 
+def symbol_legend(steps) -> list[tuple[str, str, str]]:
+    r"""``(symbol, quantity name, meaning)`` for every step shown by a declared symbol
+    (``L``, ``\mathrm{BW}``, ``N_{\mathrm{matmul}}``...), so a reader can decode them.
+    """
+    return [(step.latex, step.name, step.description) for step in steps if step.latex]
+
+
+def legend_latex(steps) -> str:
+    r"""The legend as one LaTeX row: ``\text{where } L = \text{context} ...``."""
+    items = [f"{symbol} = \\text{{{name.replace('_', chr(92) + '_')}}}"
+             for symbol, name, _ in symbol_legend(steps)]
+    return r"\text{where } " + r",\; ".join(items) if items else ""
+
+
 def derivation_latex(derivation) -> str:
     names = {s.name: s.latex for s in derivation.steps if s.latex}
     rows = []
@@ -246,6 +398,9 @@ def derivation_latex(derivation) -> str:
         rows.append(formula.replace(" = ", " &= ", 1))
         if substituted:
             rows.append(substituted.replace(" = ", " &= ", 1))
+    legend = legend_latex(derivation.steps)
+    if legend:
+        rows.append("&" + legend)
     return r"\begin{aligned}" + r" \\ ".join(rows) + r"\end{aligned}"
 
 

@@ -23,6 +23,7 @@ from .declarations import (
     REQUIRED,
     UNIT_WORDS,
     FieldSpec,
+    HeadlineInfo,
     LeverInfo,
     Option,
     PresetInfo,
@@ -31,6 +32,7 @@ from .declarations import (
 from .errors import PluginError, Problem
 from .hookspecs import (
     FieldRegistrar,
+    HeadlineRegistrar,
     LeverRegistrar,
     PresetRegistrar,
     ValueTypeRegistrar,
@@ -57,6 +59,7 @@ class Registries:
     levers: dict[str, LeverInfo]
     presets: dict[str, dict[str, PresetInfo]]
     witnesses: dict[str, WitnessInfo] = attrs.field(factory=dict)
+    headlines: dict[str, HeadlineInfo] = attrs.field(factory=dict)
     converter: cattrs.Converter = attrs.field(factory=BASE_CONVERTER.copy, repr=False)
     section_classes: Mapping[str, type] = attrs.field(factory=dict, repr=False)
 
@@ -76,6 +79,7 @@ class _Collector:
         self.levers: dict[str, LeverInfo] = {}
         self.presets: dict[str, dict[str, PresetInfo]] = {kind: {} for kind in PRESET_KINDS}
         self.witnesses: dict[str, WitnessInfo] = {}
+        self.headlines: dict[str, HeadlineInfo] = {}
         self.value_types: dict[type, str] = {}
         self.converter = BASE_CONVERTER.copy()
         self.problems: list[Problem] = []
@@ -98,6 +102,22 @@ class _Collector:
                 exclusive_minimum=exclusive_minimum,
                 choices=tuple(choices) if choices else None, quantity=quantity,
                 example=EXAMPLES.get(unit) if kind == "quantity" else None)
+        return register
+
+    def headline_registrar(self, plugin: str) -> HeadlineRegistrar:
+        def register(group, name, *, label=None):
+            if not isinstance(group, str) or not group:
+                raise PluginError(f"plugin {plugin!r}: a headline group must be a non-empty string")
+            if check_name(name):
+                raise PluginError(f"plugin {plugin!r}: headline {name!r}: {check_name(name)}")
+            if label is not None and (not isinstance(label, str) or not label):
+                raise PluginError(f"plugin {plugin!r}: headline {name!r}: label must be a "
+                                  "non-empty string")
+            if name in self.headlines:
+                self.problems.append(Problem(f"headline {name!r} is registered by both "
+                                             f"{self.headlines[name].plugin!r} and {plugin!r}"))
+                return
+            self.headlines[name] = HeadlineInfo(group, name, label or name, plugin)
         return register
 
     def lever_registrar(self, plugin: str) -> LeverRegistrar:
@@ -206,6 +226,7 @@ _REGISTRATION_HOOKS = (
     ("infermodel_register_levers", _Collector.lever_registrar),
     ("infermodel_register_presets", _Collector.preset_registrar),
     ("infermodel_register_witnesses", _Collector.witness_registrar),
+    ("infermodel_register_headlines", _Collector.headline_registrar),
 )
 
 
@@ -223,7 +244,7 @@ def build_registries(host: PluginHost) -> Registries:
     classes = {section: section_class(section, collected.fields[section])
                for section in FIELD_SECTIONS}
     return Registries(collected.fields, collected.levers, collected.presets, collected.witnesses,
-                      converter=collected.converter, section_classes=MappingProxyType(classes))
+                      collected.headlines, converter=collected.converter, section_classes=MappingProxyType(classes))
 
 
 __all__ = [
@@ -232,6 +253,7 @@ __all__ = [
     "REQUIRED",
     "UNIT_WORDS",
     "FieldSpec",
+    "HeadlineInfo",
     "LeverInfo",
     "PresetInfo",
     "Registries",

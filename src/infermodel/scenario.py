@@ -23,8 +23,9 @@ from .host import PluginHost, get_host
 from .registry import Registries
 from .schema import FieldValueError, converting_with, parse_field, structure_errors
 
-#: Scenario files larger than this are refused (TOML parsing of hostile input can be slow).
-MAX_FILE_BYTES = 1_000_000
+# read_toml, line_index and MAX_FILE_BYTES are also read from here by other modules.
+from .tomlfile import MAX_FILE_BYTES, MAX_NESTING, _depth, _shown, line_index, read_toml  # noqa: F401
+
 MAX_EXTENDS_DEPTH = 16
 
 TOP_LEVEL = ("extends", "scenario", *FIELD_SECTIONS, "levers", "simulation", "sweep", "search",
@@ -47,65 +48,8 @@ class Origin:
 
 
 # ---------------------------------------------------------------------------------
-# Raw text → data, with best-effort line numbers
+# Raw data (read by infermodel.tomlfile) → merged data, with where each value came from
 # ---------------------------------------------------------------------------------
-
-_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-_KEY = re.compile(r"""^\s*((?:"[^"]*"|'[^']*'|[A-Za-z0-9_\-]+)(?:\s*\.\s*(?:"[^"]*"|'[^']*'|[A-Za-z0-9_\-]+))*)\s*=""")
-
-
-def _split_key(text: str) -> list[str]:
-    parts = re.findall(r""""([^"]*)"|'([^']*)'|([A-Za-z0-9_\-]+)""", text)
-    return [a or b or c for a, b, c in parts]
-
-
-def line_index(text: str) -> dict[str, int]:
-    """Map dotted key paths (and table headers) to the line where they appear."""
-    index: dict[str, int] = {}
-    table: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        header = _HEADER.match(line)
-        if header:
-            table = _split_key(header.group(1))
-            index.setdefault(".".join(table), number)
-            continue
-        key = _KEY.match(line)
-        if key:
-            path = ".".join(table + _split_key(key.group(1)))
-            index.setdefault(path, number)
-    return index
-
-
-def read_toml(path: Path) -> tuple[dict, dict[str, int]]:
-    """Parse one TOML file; return its data and its line index."""
-    import tomli
-
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise ScenarioError(Problem("file not found", file=str(path))) from None
-    except OSError as exc:
-        raise ScenarioError(Problem(f"cannot read file: {exc.strerror}", file=str(path))) from None
-    if size > MAX_FILE_BYTES:
-        raise ScenarioError(Problem(
-            f"file is {size:,} bytes, larger than the {MAX_FILE_BYTES:,}-byte limit for scenario files",
-            file=str(path)))
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ScenarioError(Problem("file is not UTF-8 text", file=str(path), expected="a TOML file")) from None
-    except OSError as exc:
-        raise ScenarioError(Problem(f"cannot read file: {exc.strerror}", file=str(path))) from None
-    try:
-        data = tomli.loads(text)
-    except tomli.TOMLDecodeError as exc:
-        message = getattr(exc, "msg", str(exc))
-        column = getattr(exc, "colno", None)
-        if column:
-            message += f" (column {column})"
-        raise ScenarioError(Problem(f"invalid TOML: {message}", file=str(path),
-                                    line=getattr(exc, "lineno", None), expected="valid TOML")) from None
-    return data, line_index(text)
 
 
 def _flatten(data: Mapping, prefix: str = "") -> Iterable[str]:
@@ -136,7 +80,12 @@ def _origins_for(data: Mapping, file: str, lines: Mapping[str, int], prefix: str
 
 def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, dict[str, Origin]]:
     """Read a scenario and everything it ``extends``; later files override earlier ones."""
+    from .output import path_problem
+
     path = Path(path)
+    problem = path_problem(path)
+    if problem is not None:
+        raise ScenarioError(Problem(f"cannot read file: {problem}", file=_shown(path)))
     resolved = path.resolve()
     if resolved in _chain:
         cycle = " -> ".join(str(p) for p in (*_chain, resolved))
@@ -153,7 +102,14 @@ def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, dict[str,
         raise ScenarioError(Problem("'extends' must be a path string", file=str(path),
                                     key="extends", line=lines.get("extends"),
                                     expected='a file name such as "base.toml"'))
+    from .output import path_problem
+
     parent_path = (path.parent / parent)
+    problem = path_problem(parent_path)
+    if problem is not None:
+        raise ScenarioError(Problem(f"'extends' names a path that cannot exist: {problem}",
+                                    file=str(path), key="extends", line=lines.get("extends"),
+                                    expected="a scenario file, relative to this one"))
     if not parent_path.is_file():
         raise ScenarioError(Problem(f"'extends' names {parent!r}, which does not exist",
                                     file=str(path), key="extends", line=lines.get("extends"),
@@ -184,8 +140,15 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     raw = raw.strip()
     try:
         value = tomli.loads(f"v = {raw}")["v"]
-    except tomli.TOMLDecodeError:
+    except ValueError:  # not TOML (TOMLDecodeError), or an integer of over 4,300 digits
         value = raw
+    except RecursionError:
+        value = None
+    if value is None or _depth(value) > MAX_NESTING - 2:
+        raise ScenarioError(Problem(f"override {key}: the value is nested too deeply",
+                                    file="--set", key=key,
+                                    expected=f"at most {MAX_NESTING - 2} levels of nested "
+                                             "arrays and tables"))
     return key, value
 
 
@@ -392,9 +355,12 @@ class _Reading:
             suggestion: str | None = None) -> None:
         self.problems.append(self.problem(key, message, expected, suggestion))
 
-    def raise_any(self) -> None:
+    def raise_any(self, causes: Iterable[Problem] = ()) -> None:
+        """Raise every problem found, with ``causes`` that may explain them (a plugin
+        that failed to import may be the one providing what is missing).
+        """
         if self.problems:
-            raise ScenarioError(self.problems)
+            raise ScenarioError([*self.problems, *causes])
 
 
 def _problem(origins: Mapping[str, Origin], default_file: str | None, key: str, message: str,
@@ -489,7 +455,10 @@ def _load_hf(path_text: Any, key: str, reading: _Reading) -> tuple[dict, dict[st
         reading.notes.extend(str(w.message) for w in caught
                              if issubclass(w.category, HFConfigWarning))
     except HFConfigError as exc:
-        reading.add(key, str(exc), expected="a readable Hugging Face config.json")
+        where = f"{exc.path}: " if exc.path else ""
+        inside = f"{exc.key}: " if exc.key else ""
+        reading.add(key, f"{where}{inside}{exc.message}",
+                    expected=exc.expected or "a readable Hugging Face config.json")
         return {}, {}
     return table, {f"model.{k}": Origin(str(path)) for k in table}
 
@@ -556,6 +525,8 @@ def _merge_section(section: str, table: dict, registries: Registries, reading: _
             reading.add("model.hf_config", "give either model.preset or model.hf_config, not both")
         hf_table, hf_origins = _load_hf(table.pop("hf_config"), "model.hf_config", reading)
         merged.update(hf_table)
+        if not hf_table:
+            quiet.add(section)
         for k, v in hf_origins.items():
             if k.partition(".")[2] not in table:
                 reading.origins[k] = v
@@ -673,14 +644,15 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *,
         sections, presets = _read_sections(data, registries, reading)
         levers = _read_levers(data, registries, reading)
     tables = _read_tables(data, reading)
-    reading.raise_any()
+    reading.raise_any(host.load_problems())
     scenario = Scenario(name=name, description=description, path=path,
                         sections=MappingProxyType(sections), levers=MappingProxyType(levers),
                         tables=MappingProxyType(tables), presets=MappingProxyType(presets),
                         origins=MappingProxyType(reading.origins),
                         raw=MappingProxyType(dict(data)), host=host, notes=tuple(reading.notes))
     _validate(scenario, host, reading)
-    reading.raise_any()
+    reading.raise_any(host.load_problems())
+    host.warn_load_errors()
     return scenario
 
 
@@ -744,7 +716,8 @@ def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: It
             for extra in problem.unknown_keys:
                 near = close_match(extra, known)
                 add(f"{prefix}.{extra}", f"unknown key {extra!r}",
-                    expected="one of " + ", ".join(sorted(known)),
+                    expected=("one of " + ", ".join(sorted(known))) if known
+                    else f"no keys: no loaded plugin declares fields of {prefix!r}",
                     suggestion=f"did you mean {near!r}?" if near else None)
             continue
         if not relative and schema is not None and converter is not None:
@@ -753,12 +726,34 @@ def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: It
         add(f"{prefix}.{relative}" if relative else prefix, message)
 
 
+def remove_keys(data: dict, origins: dict[str, Origin], keys: Iterable[str]) -> dict:
+    """Remove dotted key paths (values or tables) from scenario data, as ``--unset`` does."""
+    data = copy.deepcopy(data)
+    for key in keys:
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*", key):
+            raise ScenarioError(Problem(f"--unset {key!r} is not a dotted key path", file="--unset",
+                                        expected="for example levers.speculative"))
+        *parents, last = key.split(".")
+        node: Any = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or last not in node:
+            raise ScenarioError(Problem(
+                f"cannot unset {key}: the scenario (and the files it extends) does not write it",
+                file="--unset", key=key, suggestion=suggest(key, sorted(_flatten(data))),
+                expected="a key or table the scenario writes (--set replaces a preset's value)"))
+        del node[last]
+        for gone in [k for k in origins if k == key or k.startswith(key + ".")]:
+            del origins[gone]
+    return data
+
+
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | Iterable[str] | None = None,
-                  *, host: PluginHost | None = None) -> Scenario:
+                  *, host: PluginHost | None = None, unset: Iterable[str] = ()) -> Scenario:
     """Read, merge, type and validate a scenario file.
 
     ``overrides`` maps dotted key paths to values (or is a list of ``"key=value"``
-    strings, as ``--set`` takes them).
+    strings, as ``--set`` takes them); ``unset`` lists key paths removed first (``--unset``).
 
     >>> s = load_scenario("scenarios/case-study-24gb.toml", {"workload.batch": 4})  # doctest: +SKIP
     >>> s.value("workload.batch")  # doctest: +SKIP
@@ -766,6 +761,8 @@ def load_scenario(path: str | Path, overrides: Mapping[str, Any] | Iterable[str]
     """
     path = Path(path)
     data, origins = load_raw(path)
+    if unset:
+        data = remove_keys(data, origins, unset)
     if overrides:
         if not isinstance(overrides, Mapping):
             overrides = dict(parse_assignment(o) for o in overrides)

@@ -129,18 +129,31 @@ def _type_name(value: Any) -> str:
             dict: "a table", list: "an array"}.get(type(value), type(value).__name__)
 
 
+#: The largest integer a field takes: every quantity is evaluated in float64, which holds
+#: integers exactly up to 2**53.
+MAX_INTEGER = 2**53
+
+
 def _strict_int(value, _type=int):
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             raise FieldValueError(f"got {value!r}", expected="an integer (write it without a decimal point)")
         raise FieldValueError(f"got {_type_name(value)} {_show(value)}", expected="an integer")
+    if abs(value) > MAX_INTEGER:
+        raise FieldValueError(f"got an integer of {len(str(abs(value))):,} digits",
+                              expected=f"an integer of at most {MAX_INTEGER:,} (2**53, the "
+                                       "largest that float64 arithmetic holds exactly)")
     return value
 
 
 def _strict_float(value, _type=float):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise FieldValueError(f"got {_type_name(value)} {_show(value)}", expected="a number")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        raise FieldValueError(f"got an integer of {len(str(abs(value))):,} digits",
+                              expected="a finite number (at most about 1.8e308)") from None
     if not math.isfinite(value):
         raise FieldValueError(f"got {value!r}", expected="a finite number")
     return value

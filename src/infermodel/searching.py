@@ -294,6 +294,12 @@ class SearchResult:
             out.append(shlex.quote(f"{path}={_toml(value)}"))
         return out
 
+    def _misfit(self, index: int) -> str:
+        """`` ✗ does not fit`` for a choice whose batch does not fit in memory."""
+        if "fits" in self.sweep.quantities and not bool(self.sweep["fits"][index]):
+            return "  ✗ does not fit"
+        return ""
+
     def report(self, show: int | None = None, rejected: int | None = DEFAULT_REJECTED) -> str:
         """The search as text: the winner, runners-up and rejected choices."""
         show = self.spec.show if show is None else show
@@ -309,7 +315,7 @@ class SearchResult:
         if best is None:
             lines.append("no choice satisfies every constraint")
         else:
-            lines.append(f"best: {self._point_text(best)}")
+            lines.append(f"best: {self._point_text(best)}{self._misfit(best)}")
             if self.objective.names != (self.objective.text,):
                 lines.append(f"  objective {self.objective.text} = {self._objective_text(best)}")
             lines.append(f"  {self._values_text(best, names)}")
@@ -325,7 +331,8 @@ class SearchResult:
                 lines.append("runners-up:")
                 for rank, index in enumerate(runners, start=2):
                     lines.append(f"  {rank}. {self._point_text(int(index))}: "
-                                 f"{self.objective.text} {self._objective_text(int(index))}")
+                                 f"{self.objective.text} {self._objective_text(int(index))}"
+                                 f"{self._misfit(int(index))}")
         counts = self.rejected_counts()
         count = sum(counts.values())
         if count:
@@ -412,6 +419,31 @@ def _toml(value: Any) -> str:
     return str(value)
 
 
+def parse_search(scenario, spec: SearchSpec, plan) -> tuple[Formula, list[Formula]]:
+    """Parse a search's objective and constraints against a sweep plan's quantities and
+    check its extra quantities; ``check`` and :func:`search` share it, so that what one
+    accepts the other does.
+    """
+    units = {name: q.unit for name, q in plan.all_quantities.items()}
+    try:
+        objective = parse_formula(spec.objective, units, kind=NUMBER, what="the objective")
+    except FormulaError as exc:
+        raise _located(exc, scenario, spec.keys.get(spec.objective)) from None
+    formulas = []
+    for text in spec.constraints:
+        try:
+            formulas.append(parse_formula(text, units, kind=CONDITION, what="the constraint"))
+        except FormulaError as exc:
+            raise _located(exc, scenario, spec.keys.get(text)) from None
+    for name in spec.quantities:
+        if name not in units:
+            near = close_match(name, units)
+            raise ScenarioError(scenario.problem(
+                "search.quantities", f"no quantity named {name!r}",
+                suggestion=f"did you mean {near!r}?" if near else None))
+    return objective, formulas
+
+
 def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
            choices: Mapping[str, Mapping] | None = None, minimise: str | None = None,
            maximise: str | None = None, constraints: Sequence[str] | None = None,
@@ -435,23 +467,8 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
                        show=show, use_table=use_table)
     plan = plan_sweep(scenario, over, choices=choices, use_table=use_table,
                       progress=progress, select=False, host=host)
+    objective, formulas = parse_search(scenario, spec, plan)
     units = {name: q.unit for name, q in plan.all_quantities.items()}
-    try:
-        objective = parse_formula(spec.objective, units, kind=NUMBER, what="the objective")
-    except FormulaError as exc:
-        raise _located(exc, scenario, spec.keys.get(spec.objective)) from None
-    formulas = []
-    for text in spec.constraints:
-        try:
-            formulas.append(parse_formula(text, units, kind=CONDITION, what="the constraint"))
-        except FormulaError as exc:
-            raise _located(exc, scenario, spec.keys.get(text)) from None
-    for name in spec.quantities:
-        if name not in units:
-            near = close_match(name, units)
-            raise ScenarioError(scenario.problem(
-                "search.quantities", f"no quantity named {name!r}",
-                suggestion=f"did you mean {near!r}?" if near else None))
     # A failed condition quantity (such as fits) is explained by what it compares.
     details = {}
     for formula in formulas:
@@ -460,8 +477,11 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
             if quantity.unit == "bool":
                 details[name] = tuple(d for d in quantity.dependencies if d in units)
     wanted = []
+    # fits is always read, so a choice that does not fit is marked even when no
+    # constraint asks for it
+    fits = ("fits",) if "fits" in plan.all_quantities else ()
     for name in (*objective.names, *[n for f in formulas for n in f.names], *spec.quantities,
-                 *[d for deps in details.values() for d in deps]):
+                 *[d for deps in details.values() for d in deps], *fits):
         if name not in wanted:
             wanted.append(name)
     plan.select(wanted)
@@ -493,4 +513,4 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     return found
 
 
-__all__ = ["SearchResult", "SearchSpec", "search", "search_spec"]
+__all__ = ["SearchResult", "SearchSpec", "parse_search", "search", "search_spec"]

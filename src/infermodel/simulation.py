@@ -52,6 +52,13 @@ from .formatting import non_finite_json
 KEYS = ("policies", "rates", "concurrency", "think_time", "seed", "engine", "cache_memory",
         "replicas", "router", "disaggregation", "turns", "history", "workload", "slo", "capacity")
 DISAGGREGATION_KEYS = ("prefill", "decode", "link_bandwidth", "link_latency")
+#: The most requests one simulated workload may hold (each request costs a few dozen
+#: bytes and its share of the run's time; tail percentiles settle long before this).
+MAX_REQUESTS = 1_000_000
+#: The largest length file (CSV) a workload may read.
+MAX_LENGTH_FILE_BYTES = 64_000_000
+#: The most runs (policies × rates) one simulation may ask for.
+MAX_RUNS = 1_000
 CAPACITY_KEYS = ("policy", "low", "high", "steps", "neighbour")
 SLO_KEYS = ("ttft", "itl")
 
@@ -119,6 +126,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
         notes.extend(cost.describe())
         base = scenario.path.parent if scenario.path else None
         written = table.get("workload", {})
+        _check_workload(scenario, written, base)
         workload_table, law_notes = workload_defaults(written, result.values, defaults)
         notes.extend(law_notes)
         workload = simulator.WorkloadSpec.from_mapping(workload_table, base_dir=base)
@@ -142,7 +150,11 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
         _fail(scenario, "simulation", str(exc))
     except (TypeError, ValueError) as exc:
         _fail(scenario, "simulation", str(exc))
-    capacity = dict(table.get("capacity", {}))
+    capacity = table.get("capacity", {})
+    if not isinstance(capacity, Mapping):
+        _fail(scenario, "simulation.capacity", f"got {capacity!r}",
+              "a [simulation.capacity] table with keys " + ", ".join(CAPACITY_KEYS))
+    capacity = dict(capacity)
     for key in capacity:
         if key not in CAPACITY_KEYS:
             near = close_match(key, CAPACITY_KEYS)
@@ -260,11 +272,19 @@ def _policies_and_rates(scenario, table, defaults, policies, rates, workload):
         listed_rates = [listed_rates]
     rates_ = list(rates or listed_rates)
     for rate in [*listed_rates, *rates_]:
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0 \
+                or not _finite(rate):
             _fail(scenario, "simulation.rates", f"got rate {rate!r}",
                   "arrival rates in requests/s, each > 0")
     if not rates_:
         _fail(scenario, "simulation.rates", "no arrival rate given", "at least one rate > 0")
+    runs = len(chosen) * len(rates_)
+    if runs > MAX_RUNS:
+        _fail(scenario, "simulation.rates",
+              f"{len(chosen)} policies × {len(rates_)} rates make {runs:,} runs, over the "
+              f"limit of {MAX_RUNS:,} runs for one simulation",
+              f"at most {MAX_RUNS:,} policy and rate pairs",
+              "split the rates over several runs, or use --capacity to search the rate")
     return chosen, rates_
 
 
@@ -388,6 +408,51 @@ def _cost_model(scenario, values: Mapping, cache_memory):
             suggestion="more or larger cards (hardware.count, hardware.preset), fewer weight "
                        "bits, or a smaller model"))
     return simulator.CostModel.from_quantities(values, cache_memory=cache_memory)
+
+
+def _check_workload(scenario, table: Any, base: Path | None) -> None:
+    """Check what the simulator would allocate or read before it does: the request count
+    against :data:`MAX_REQUESTS`, and each length file's path (recorded as an input, so
+    that no output of the run replaces it).
+    """
+    from .errors import count_text
+    from .output import note_read, path_problem
+
+    if not isinstance(table, Mapping):
+        return  # the simulator's own reader names the mistake
+    count = table.get("count")
+    if isinstance(count, int) and not isinstance(count, bool) and count > MAX_REQUESTS:
+        _fail(scenario, "simulation.workload.count",
+              f"{count_text(count)} requests is over the limit of {MAX_REQUESTS:,} for one "
+              "simulated workload", f"a request count of at most {MAX_REQUESTS:,}",
+              "percentiles settle within a few thousand requests: simulate fewer, or run "
+              "several seeds with --seed and compare")
+    for law in ("prompt", "output"):
+        spec = table.get(law)
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("file"), str):
+            continue
+        key = f"simulation.workload.{law}.file"
+        path = Path(spec["file"])
+        if base is not None and path_problem(path) is None and not path.is_absolute():
+            path = base / path
+        problem = path_problem(path)
+        if problem is None and path.exists():
+            if not path.is_file():
+                problem = "it is not a regular file"
+            elif path.stat().st_size > MAX_LENGTH_FILE_BYTES:
+                problem = (f"it is {path.stat().st_size:,} bytes, over the "
+                           f"{MAX_LENGTH_FILE_BYTES:,}-byte limit for a length file")
+        if problem is not None:
+            _fail(scenario, key, f"cannot read the length file: {problem}",
+                  "a CSV file of lengths, relative to the scenario")
+        note_read(path)
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 #: Quantities whose changes by levers the iteration cost does not follow. (Every

@@ -15,6 +15,9 @@ def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", help="path to a scenario TOML file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a field, e.g. --set workload.batch=64 (repeatable)")
+    parser.add_argument("--unset", dest="unsets", action="append", default=[], metavar="KEY",
+                        help="remove a key or table the scenario (or a file it extends) writes, "
+                             "e.g. --unset levers.speculative (repeatable; applied before --set)")
 
 
 def load(args):
@@ -22,7 +25,7 @@ def load(args):
     from ..output import check_target, protect_scenario
     from ..scenario import load_scenario
 
-    scenario = load_scenario(args.scenario, args.overrides)
+    scenario = load_scenario(args.scenario, args.overrides, unset=getattr(args, "unsets", ()))
     protect_scenario(scenario)
     # Fail on an unwritable target before the work, not after it.
     for target in (getattr(args, "output", None), getattr(args, "plot", None)):

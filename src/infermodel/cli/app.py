@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import sys
 import traceback
+import warnings
 
 COMMANDS = ("run", "explain", "check", "graph", "sweep", "search", "plot", "simulate",
             "witness", "validate", "calibrate", "ops", "presets", "plugins")
@@ -21,8 +22,17 @@ COMMANDS = ("run", "explain", "check", "graph", "sweep", "search", "plot", "simu
 MODULES = {"run": "run_command"}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with the value it echoes in a usage error cut to a readable length."""
+
+    def error(self, message: str):
+        from ..errors import shorten
+
+        super().error(shorten(message) or message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="infermodel",
         description="What happens to the speed, memory and bill of serving a language model "
                     "if you change X — with every number's derivation.")
@@ -50,11 +60,16 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     from ..errors import InfermodelError
+    from ..output import reset_protection
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    reset_protection()  # this command's inputs are recorded as it reads them
     try:
-        status = args.handler(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            _protect_presets()
+            status = args.handler(args)
         return int(status or 0)
     except InfermodelError as exc:
         sys.stdout.flush()
@@ -70,6 +85,29 @@ def main(argv: list[str] | None = None) -> int:
         print("internal error: this is a bug in infermodel or a plugin; please report it "
               "with the traceback above", file=sys.stderr)
         return 1
+
+
+def _protect_presets() -> None:
+    """Every preset file of the loaded plugins is an input, whether this command reads it
+    or not (``calibrate -o`` reads none): no output may replace one.
+    """
+    from ..errors import InfermodelError
+    from ..host import get_host
+    from ..output import protect
+
+    try:
+        registries = get_host().registries
+    except InfermodelError:
+        return  # the command reports a broken plugin itself
+    protect(info.path for found in registries.presets.values() for info in found.values())
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Our own warnings as one plain line; others as Python prints them."""
+    if category.__module__.startswith("infermodel"):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def run() -> None:

@@ -22,9 +22,11 @@ def _sweep(scenario):
 
 
 def _search(scenario):
-    from ..searching import search_spec
+    from ..searching import parse_search, search_spec
+    from ..sweeping import plan_sweep
 
-    search_spec(scenario)
+    # The formulas as search reads them: parsed against the sweep's quantities.
+    parse_search(scenario, search_spec(scenario), plan_sweep(scenario, select=False))
 
 
 def _simulation(scenario):
@@ -68,6 +70,23 @@ TABLE_CHECKS = (
 )
 
 
+def applied_levers(scenario, graph) -> list[str]:
+    """Each lever table with what its plugin did to this graph: ``"speculative (defines
+    24, changes 3)"``, or ``"(no effect)"`` when it neither defined nor changed a quantity.
+    """
+    from ..host import get_host
+
+    registries = (scenario.host or get_host()).registries
+    out = []
+    for name in sorted(scenario.levers):
+        plugin = registries.levers[name].plugin
+        defined = sum(1 for q in graph.quantities.values() if q.plugin == plugin)
+        changed = sum(1 for q in graph.quantities.values() if plugin in q.changed_by)
+        done = [f"defines {defined}"] * bool(defined) + [f"changes {changed}"] * bool(changed)
+        out.append(f"{name} ({', '.join(done) or 'no effect'})")
+    return out
+
+
 def handle(args) -> int:
     from ..errors import InfermodelError
     from ..graph import build_graph
@@ -88,7 +107,7 @@ def handle(args) -> int:
     if problems:
         raise InfermodelError(problems)
     _memory_warning(scenario)
-    levers = ", ".join(sorted(scenario.levers)) or "none"
+    levers = ", ".join(applied_levers(scenario, graph)) or "none"
     tables = f", tables: {', '.join(checked)}" if checked else ""
     print(f"ok: {args.scenario} is valid — {len(graph)} quantities "
           f"({len(graph.inputs)} inputs), levers: {levers}{tables}")

@@ -39,5 +39,10 @@ def handle(args) -> int:
         text = derivation.latex()
     else:
         text = derivation.text()
+        # the warnings about any quantity in the chain, or about the whole scenario
+        shown = {step.name for step in derivation.steps}
+        notes = [w for w in result.warnings if w.quantity is None or w.quantity in shown]
+        if notes:
+            text += "".join(f"warning: {w}\n" for w in notes)
     emit(text, args.output)
     return 0

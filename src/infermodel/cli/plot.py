@@ -27,6 +27,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--y", metavar="A,B,...",
                         help="sweep: quantities to draw, one panel each (default: [sweep] "
                              "quantities, else tokens_per_s_total)")
+    parser.add_argument("--no-table", dest="use_table", action="store_false",
+                        help="throughput and cost: ignore the scenario's [sweep] table (by "
+                             "default its batches are the x axis and its other fields give "
+                             "one line each)")
     parser.add_argument("--title", help="the figure's title")
     parser.add_argument("--output", "-o", metavar="FILE",
                         help="FILE.png or FILE.svg (default: SCENARIO-KIND.png here)")
@@ -37,8 +41,21 @@ def handle(args) -> int:
     from ..plots import plot
 
     scenario = load(args)
-    output = args.output or f"{scenario.name}-{args.kind}.png"
+    output = args.output or f"{_file_stem(scenario.name)}-{args.kind}.png"
     plot(scenario, args.kind, over=args.over or None, x=args.x, y=split_names(args.y),
-         output=output, title=args.title)
+         output=output, title=args.title, use_table=args.use_table)
     print(f"wrote {output}")
     return 0
+
+
+def _file_stem(name: str) -> str:
+    """The scenario's name as a file name in the working directory: no directories, no
+    characters a shell would need quoted, at most 100 characters.
+
+    >>> _file_stem("../../etc/x y")
+    'etc-x-y'
+    """
+    import re
+
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")[:100].strip(".-")
+    return stem or "scenario"

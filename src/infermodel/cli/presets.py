@@ -1,4 +1,6 @@
-"""``infermodel presets``: list model, hardware and efficiency presets with their sources."""
+"""``infermodel presets``: list model, hardware and efficiency presets with their figures and
+sources; ``presets show NAME`` prints one.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +8,52 @@ from __future__ import annotations
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("presets", help="list model, hardware and efficiency presets",
                                    description="List the presets the loaded plugins provide, with "
-                                               "their descriptions and sources.")
-    parser.add_argument("kind", nargs="?", choices=("models", "hardware", "efficiency"), help="only this kind")
+                                               "their key figures (memory, bandwidth, compute, "
+                                               "price; a model's shape), descriptions and "
+                                               "sources. `presets show NAME` prints one preset "
+                                               "in full.")
+    parser.add_argument("kind", nargs="?", choices=("models", "hardware", "efficiency", "show"),
+                        help="only this kind, or `show` one preset")
+    parser.add_argument("name", nargs="?", help="with `show`: the preset to print")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(handler=handle)
+
+
+#: The figures a listing shows for each kind, in order, as the preset writes them.
+FIGURES = {"hardware": ("memory", "bandwidth", "flops", "price_per_hour"),
+           "model": ("layers", "d_model", "heads", "kv_heads", "d_ff", "vocab", "experts"),
+           "efficiency": ("prefill_mfu", "decode_mfu", "mbu", "t0")}
+
+
+def figures(kind: str, table: dict) -> str:
+    """``memory 80 GB · bandwidth 3.35 TB/s · ...`` from a preset's table."""
+    parts = []
+    for key in FIGURES.get(kind, ()):
+        if key in table:
+            value = table[key]
+            if key == "price_per_hour" and isinstance(value, (int, float)):
+                value = f"USD {value:g}/h"
+            elif isinstance(value, int) and not isinstance(value, bool):
+                value = f"{value:,}"
+            parts.append(f"{'price' if key == 'price_per_hour' else key} {value}")
+    return " · ".join(parts)
+
+
+def show(registries, name: str | None) -> int:
+    from ..errors import InfermodelError, Problem, suggest
+
+    found = [registries.presets[kind][name] for kind in registries.presets
+             if name in registries.presets[kind]]
+    if not name or not found:
+        known = [n for kind in registries.presets for n in registries.presets[kind]]
+        raise InfermodelError(Problem(
+            f"no preset named {name!r}" if name else "`presets show` needs a preset name",
+            expected="a preset name (`infermodel presets` lists them)",
+            suggestion=suggest(name, known) if name else None))
+    for info in found:
+        print(f"{info.kind} preset {info.name}  ({info.path}, plugin {info.plugin})")
+        print(info.path.read_text(encoding="utf-8").rstrip())
+    return 0
 
 
 def handle(args) -> int:
@@ -21,17 +65,23 @@ def handle(args) -> int:
 
     host = get_host()
     host.check_loaded()
+    host.warn_load_errors()
     registries = host.registries
+    if args.kind == "show":
+        return show(registries, args.name)
     kinds = {"models": "model", "hardware": "hardware", "efficiency": "efficiency"}
     wanted = [kinds[args.kind]] if args.kind else ["model", "hardware", "efficiency"]
     rows = []
     for kind in wanted:
         for name, info in sorted(registries.presets[kind].items()):
             with open(info.path, "rb") as handle:
-                meta = tomli.load(handle).get("preset", {})
+                data = tomli.load(handle)
+            meta = data.get("preset", {})
+            table = data.get(kind, {})
             rows.append({"kind": kind, "name": name, "description": meta.get("description", ""),
                          "source": meta.get("source", ""), "plugin": info.plugin,
-                         "path": str(info.path)})
+                         "path": str(info.path), "values": table,
+                         "figures": figures(kind, table)})
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return 0
@@ -41,6 +91,8 @@ def handle(args) -> int:
         width = max([len(r["name"]) for r in group] + [4])
         for r in group:
             print(f"  {r['name'].ljust(width)}  {r['description']}")
+            if r["figures"]:
+                print(f"  {''.ljust(width)}  {r['figures']}")
             print(f"  {''.ljust(width)}  source: {r['source']}")
         print()
     return 0

@@ -91,7 +91,11 @@ def handle(args) -> int:
                       progress=args.progress)
     if names is None and table_quantities is None and fmt == "table":
         names = [q for q in TABLE_QUANTITIES if q in plan.all_quantities]
-    plan.select(names if names is not None else table_quantities)
+    chosen = names if names is not None else table_quantities
+    if fmt == "table" and chosen is not None and "fits" in plan.all_quantities:
+        # fits marks the rows that do not fit, whichever columns were asked for
+        chosen = list(chosen) + ([] if "fits" in chosen else ["fits"])
+    plan.select(chosen)
     if fmt == "table":
         result = plan.run(args.chunk_size)
         emit(result.table(), args.output)

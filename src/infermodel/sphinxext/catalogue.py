@@ -14,7 +14,7 @@ from sphinx.util.docutils import SphinxDirective
 
 from .config import WARNING_TYPE, logger
 from .loading import _evaluate, _note_dependencies, _problem_text, _scenario_files, _Shower
-from .nodes import _changed, _code, _inline_math, _para, _table
+from .nodes import _changed, _code, _inline_math, _para, _reference, _table
 
 
 def _glob(pattern: str) -> list[Path]:
@@ -165,12 +165,12 @@ class CatalogueDirective(SphinxDirective):
                     definitions.append(_para(_inline_math(
                         f"{latex_name(name, entry['latex'])} = {formula_latex(payload, display)}")))
             provenance = [_para(f"defined by {', '.join(entry['plugins'])}")]
-            for kind, plugin, reason, _reference in entry["changes"]:
+            for kind, plugin, reason, _cited_by in entry["changes"]:
                 provenance.append(_para(f"{_changed(kind)} {plugin}: {reason}"))
             references = sorted({*entry["references"],
                                  *(c[3] for c in entry["changes"] if c[3])})
             symbol = _inline_math(entry["latex"]) if entry["latex"] else ""
             rows.append([described, symbol, entry["unit"],
-                         definitions, provenance, [_para(r) for r in references] or ""])
+                         definitions, provenance, [_reference(r) for r in references] or ""])
         return _table(["Quantity", "Symbol", "Unit", "Definition", "Provenance", "Reference"],
                       rows, [22, 8, 6, 30, 18, 20], classes=["infermodel-catalogue"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,7 +25,17 @@ from .loading import (
     _Shower,
     _split_overrides,
 )
-from .nodes import _changed, _code, _inline_math, _math_block, _para, _plugins_text, _table
+from .nodes import (
+    _changed,
+    _cited,
+    _code,
+    _inline_math,
+    _math_block,
+    _para,
+    _plugins_text,
+    _reference,
+    _table,
+)
 
 
 class ScenarioDirective(SphinxDirective):
@@ -70,20 +81,28 @@ class ScenarioDirective(SphinxDirective):
             out = self._chains(result, names or list(result.graph.order), shower)
         else:
             out = [self._results(result, names or None, overrides)]
-        stated = []
+        notes = []
         for warning in result.warnings:
-            if names and warning.quantity not in names:
+            if names and warning.quantity is not None and warning.quantity not in names:
                 continue
-            if "evaluated to NaN" in str(warning):
+            value = result.values.get(warning.quantity) if warning.quantity else None
+            if isinstance(value, float) and math.isnan(value):
+                # a number that could not be computed breaks the page: a build warning
                 logger.warning(f"scenario {rel}: {warning}", location=self.get_location(),
                                type=WARNING_TYPE, subtype="nan")
             else:
-                # An approximation the result states with its size: the reader sees it.
-                stated.append(nodes.paragraph(text=str(warning)))
+                notes.append(warning)
         container = nodes.container(classes=["infermodel"])
         container.extend(out)
-        if stated:
-            container.append(nodes.note("", *stated))
+        if notes:
+            # what a reader must know about the numbers is shown beside them
+            box = nodes.admonition(classes=["warning", "infermodel-warnings"])
+            box += nodes.title("", "Read these figures with")
+            items = nodes.bullet_list()
+            for warning in notes:
+                items += nodes.list_item("", _para(str(warning)))
+            box += items
+            container += box
         return [container]
 
     def _warn(self, message: str, subtype: str) -> list[nodes.Node]:
@@ -102,7 +121,8 @@ class ScenarioDirective(SphinxDirective):
         for name in names or result.graph.order:
             q = result.graph[name]
             value = show(result.values[name], q.unit)
-            rows.append([_code(name), value, q.description, _plugins_text(q), q.reference or ""])
+            rows.append([_code(name), value, q.description, _plugins_text(q),
+                         _reference(q.reference)])
         return _table(["Quantity", "Value", "Meaning", "Defined by", "Reference"],
                       rows, [16, 10, 34, 14, 26], title=title, classes=["infermodel-results"])
 
@@ -110,7 +130,7 @@ class ScenarioDirective(SphinxDirective):
 
     def _chains(self, result, names, shower) -> list[nodes.Node]:
         from ..derivation import derive
-        from ..printing import show, step_latex
+        from ..printing import show, step_latex, symbol_legend
 
         out: list[nodes.Node] = []
         display = {n: q.latex for n, q in result.graph.quantities.items() if q.latex}
@@ -137,12 +157,22 @@ class ScenarioDirective(SphinxDirective):
                 step_box += _math_block(aligned, self.env.docname)
                 step_box += self._provenance(step, display)
                 box += step_box
+            legend = symbol_legend(derivation.steps)
+            if legend:
+                symbols = nodes.paragraph(classes=["infermodel-legend"])
+                symbols += nodes.Text("Symbols: ")
+                for index, (symbol, name, meaning) in enumerate(legend):
+                    symbols += _inline_math(symbol)
+                    symbols += nodes.Text(" is ")
+                    symbols += _code(name)
+                    symbols += nodes.Text(f" ({meaning})" + ("; " if index < len(legend) - 1 else "."))
+                box += symbols
             if inputs:
                 rows = []
                 for step in inputs:
                     rows.append([_code(step.name), show(step.value, step.unit), step.description,
                                  self._input_source(result, step, shower),
-                                 step.reference or ""])
+                                 _reference(step.reference)])
                 box += _table(["Input", "Value", "Meaning", "From", "Reference"], rows,
                               [14, 10, 30, 24, 22], classes=["infermodel-inputs"])
             out.append(box)
@@ -160,12 +190,12 @@ class ScenarioDirective(SphinxDirective):
             body += [nodes.Text(", originally "),
                      _inline_math(f"{latex_name(step.name, display.get(step.name))} = {original}")]
         if first.reference:
-            body.append(nodes.Text(f" — {first.reference}"))
+            body += [nodes.Text(" — "), *_cited(first.reference)]
         fields += _field("defined by", body)
         for change in step.history[1:]:
             body = [nodes.Text(f"{change.plugin}: {change.reason}")]
             if change.reference:
-                body.append(nodes.Text(f" — {change.reference}"))
+                body += [nodes.Text(" — "), *_cited(change.reference)]
             fields += _field(_changed(change.kind), body)
         return fields
 
@@ -276,6 +306,13 @@ def _type_text(annotation: Any) -> str:
     if isinstance(annotation, str):
         return annotation
     if isinstance(annotation, type):
+        # a value type says how a reader should think of it
+        described = annotation.__dict__.get("type_description")
+        if isinstance(described, str):
+            return described
+        choices = annotation.__dict__.get("choices")
+        if isinstance(choices, tuple) and all(isinstance(c, str) for c in choices):
+            return "one of " + ", ".join(_toml_value(c) for c in choices)
         if issubclass(annotation, UnitValue):
             return f"quantity in {annotation.unit} (a number or a string with a unit)"
         if issubclass(annotation, Fraction):
@@ -284,16 +321,17 @@ def _type_text(annotation: Any) -> str:
             annotation, annotation.__name__)
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
-        parts = [_type_text(a) for a in typing.get_args(annotation) if a is not type(None)]
-        text = " or ".join(parts)
-        if type(None) in typing.get_args(annotation):
-            text += " (optional)"
-        return text
+        # (an optional key shows "not set" as its default: no need to say it twice)
+        return " or ".join(_type_text(a) for a in typing.get_args(annotation)
+                           if a is not type(None))
     if origin is typing.Literal:
         return "one of " + ", ".join(_toml_value(a) for a in typing.get_args(annotation))
+    if origin is dict:
+        key_value = typing.get_args(annotation)
+        return "table of " + (_type_text(key_value[1]) + "s" if len(key_value) == 2 else "values")
     if origin in (list, tuple):
         args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
-        return "list of " + (_type_text(args[0]) if args else "values")
+        return "list of " + (_type_text(args[0]) + "s" if args else "values")
     return str(annotation)
 
 
@@ -329,7 +367,9 @@ class LeversDirective(SphinxDirective):
             about = _para(f"{info.description[:1].upper()}{info.description[1:]}. "
                           f"Provided by plugin ", _code(info.plugin), origin + ".")
             if info.reference:
-                about += nodes.Text(f" Reference: {info.reference}.")
+                about += nodes.Text(" Reference: ")
+                about.extend(_cited(info.reference))
+                about += nodes.Text(".")
             out.append(about)
             with contextlib.suppress(Exception):  # unresolvable annotations are shown as written
                 attrs.resolve_types(info.schema)

@@ -65,6 +65,38 @@ def _math_block(latex: str, docname: str) -> nodes.math_block:
     return nodes.math_block(latex, latex, nowrap=False, number=None, docname=docname, label=None)
 
 
+#: Source documents cited by title, and the label of their entry on the sources page.
+SOURCES = {"Module 10: Inference and serving": "source-module-10",
+           "Inference lab": "source-inference-lab"}
+
+
+def _cited(text: str) -> list[nodes.Node]:
+    """``text`` with every source title in it a link to that source's entry."""
+    from sphinx import addnodes
+
+    out: list[nodes.Node] = []
+    rest = text
+    while rest:
+        found = [(rest.find(title), title) for title in SOURCES if title in rest]
+        if not found:
+            out.append(nodes.Text(rest))
+            break
+        at, title = min(found)
+        if at:
+            out.append(nodes.Text(rest[:at]))
+        link = addnodes.pending_xref("", refdomain="std", reftype="ref",
+                                     reftarget=SOURCES[title], refexplicit=True)
+        link += nodes.inline(title, title)
+        out.append(link)
+        rest = rest[at + len(title):]
+    return out
+
+
+def _reference(text: str | None) -> nodes.paragraph | str:
+    """A reference cell: the text, with its cited sources linked."""
+    return _para(*_cited(text)) if text else ""
+
+
 def _changed(kind: str) -> str:
     return {"replace": "replaced by", "wrap": "wrapped by"}.get(kind, f"{kind} by")
 

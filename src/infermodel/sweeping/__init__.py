@@ -40,7 +40,17 @@ scenario that also sweeps).
 from ..scenario import REMOVE
 from .axes import Axis, grid_axes, parse_over
 from .model import Model
-from .plan import DEFAULT_CHUNK, SweepPlan, plan_sweep, sweep
+from .plan import (
+                   DEFAULT_CHUNK,
+                   MAX_BLOCKS,
+                   MAX_CHUNK,
+                   MAX_GRID_POINTS,
+                   MAX_IN_MEMORY_VALUES,
+                   MAX_VALIDATED_POINTS,
+                   SweepPlan,
+                   plan_sweep,
+                   sweep,
+)
 from .ranges import MAX_AXIS_VALUES, expand_range, is_range
 from .reads import PluginReads, plugin_reads
 from .result import Chunk, SweepResult, render_table
@@ -49,6 +59,11 @@ from .structures import KeptScenario, clear_models, evaluate
 __all__ = [
     "DEFAULT_CHUNK",
     "MAX_AXIS_VALUES",
+    "MAX_BLOCKS",
+    "MAX_CHUNK",
+    "MAX_GRID_POINTS",
+    "MAX_IN_MEMORY_VALUES",
+    "MAX_VALIDATED_POINTS",
     "REMOVE",
     "Axis",
     "Chunk",

@@ -157,7 +157,8 @@ class _Grid:
             if numeric and is_range(item):
                 unit = spec.unit if spec is not None and spec.kind == "quantity" else None
                 try:
-                    out.extend(expand_range(item, unit, integer=spec is not None and spec.kind == "int"))
+                    out.extend(expand_range(item, unit, integer=spec is not None and spec.kind == "int",
+                                            limit=MAX_AXIS_VALUES - len(out)))
                 except ValueError as exc:
                     raise ScenarioError(self.problem(
                         key, origin, str(exc),
@@ -178,7 +179,9 @@ class _Grid:
                 out.append(item)
         if len(out) > MAX_AXIS_VALUES:
             raise ScenarioError(self.problem(key, origin, f"{len(out):,} values, more than "
-                                             f"{MAX_AXIS_VALUES:,}"))
+                                             f"the {MAX_AXIS_VALUES:,} one axis may hold",
+                                             expected="fewer values",
+                                             suggestion="split the values over several sweeps"))
         if spec is None:
             return out, out
         from ..schema import FieldValueError, parse_field

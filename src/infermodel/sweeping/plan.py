@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -12,15 +13,49 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..errors import InfermodelError, Problem, ScenarioError, UnknownQuantityError, close_match
+from ..errors import (
+    InfermodelError,
+    Problem,
+    ScenarioError,
+    UnknownQuantityError,
+    close_match,
+    count_text,
+)
 from ..output import atomic_stream
 from .axes import Axis, grid_axes
 from .reads import PluginReads, is_read, plugin_reads
 from .result import Chunk, SweepResult
 from .writers import WRITERS
 
+#: Points evaluated per chunk: small enough that the working set stays in cache.
 DEFAULT_CHUNK = 16384
+#: The largest chunk evaluated at a time.
+MAX_CHUNK = 1_000_000
+#: The most points one grid may have (the product of its axes' lengths), checked before
+#: anything is planned. Points are evaluated and written in chunks, so memory does not
+#: grow with the grid; this bounds the time.
+MAX_GRID_POINTS = 10_000_000
+#: The most structural combinations (presets, levers, fields read while the graph is
+#: built) one sweep may have: each is a scenario and a graph of its own.
+MAX_BLOCKS = 10_000
+#: The most points whose validation hooks are run one by one (vector fields that a
+#: plugin's validation reads).
+MAX_VALIDATED_POINTS = 1_000_000
+#: The most values (points × columns) a sweep may hold in memory at once
+#: (:meth:`SweepPlan.run`, :func:`sweep`): 400 MB of float64.
+MAX_IN_MEMORY_VALUES = 50_000_000
 _MISSING = object()
+
+
+def _chunk_size(chunk_size: Any) -> int:
+    """A checked chunk size (None: :data:`DEFAULT_CHUNK`)."""
+    if chunk_size is None:
+        return DEFAULT_CHUNK
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or not 1 <= chunk_size <= MAX_CHUNK:
+        raise InfermodelError(Problem(f"chunk size {str(chunk_size)[:40]} is not a point count",
+                                      expected=f"a whole number from 1 to {MAX_CHUNK:,}"))
+    return int(chunk_size)
 
 
 @attrs.frozen
@@ -56,7 +91,16 @@ class SweepPlan:
         self.axes = list(axes)
         self.host = host or scenario.host
         self.shape = tuple(len(a) for a in self.axes)
-        self.total = int(np.prod(self.shape, dtype=object)) if self.axes else 1
+        self.total = math.prod(self.shape)
+        if self.total > MAX_GRID_POINTS:
+            sizes = " × ".join(f"{len(a):,} ({a.name})" for a in self.axes)
+            raise ScenarioError(Problem(
+                f"the sweep has {count_text(self.total)} points ({sizes}), more than the "
+                f"{MAX_GRID_POINTS:,} one sweep may have",
+                file=str(scenario.path) if scenario.path else None,
+                expected=f"at most {MAX_GRID_POINTS:,} points",
+                suggestion="use coarser ranges (\"A..B log2\", \"A..B N points\"), or run one "
+                           "sweep per value of an axis, each written to its own file with -o"))
         self._progress = progress
         self._cache: dict[tuple, tuple] = {}
         self._label_arrays: list[np.ndarray] | None = None
@@ -128,6 +172,17 @@ class SweepPlan:
         while True:
             structural = sorted(self.structural)
             vector = [i for i in range(len(self.axes)) if i not in self.structural]
+            blocks = math.prod(len(self.axes[i]) for i in structural)
+            if blocks > MAX_BLOCKS:
+                swept = ", ".join(self.axes[i].name for i in structural)
+                raise ScenarioError(Problem(
+                    f"the sweep has {count_text(blocks)} structural combinations (of {swept}), "
+                    f"more than the {MAX_BLOCKS:,} one sweep may build: each is a scenario and "
+                    "a quantity graph of its own",
+                    file=str(self.scenario.path) if self.scenario.path else None,
+                    expected=f"at most {MAX_BLOCKS:,} combinations of presets, levers and "
+                             "fields read while the graph is built",
+                    suggestion="sweep fewer of those values at once (one sweep per preset, say)"))
             combos = list(itertools.product(*[
                 [(i, j) for j in range(len(self.axes[i]))] for i in structural]))
             promote: set[int] = set()
@@ -236,7 +291,15 @@ class SweepPlan:
         if not checked:
             return
         registries = self.host.registries
-        count = int(np.prod([len(self.axes[i]) for i in checked], dtype=object))
+        count = math.prod(len(self.axes[i]) for i in checked)
+        if count > MAX_VALIDATED_POINTS:
+            names = ", ".join(self.axes[i].name for i in checked)
+            raise ScenarioError(Problem(
+                f"the sweep has {count_text(count)} combinations of fields that validation "
+                f"checks one by one ({names}), more than {MAX_VALIDATED_POINTS:,}",
+                file=str(self.scenario.path) if self.scenario.path else None,
+                expected=f"at most {MAX_VALIDATED_POINTS:,} such combinations",
+                suggestion="sweep fewer values of those fields at once"))
         with Progress(count, "validating", unit="points", enabled=self._progress, delay=1.0) as bar:
             for labels in itertools.product(*[range(len(self.axes[i])) for i in checked]):
                 sections = dict(scenario.sections)
@@ -359,9 +422,7 @@ class SweepPlan:
         """Evaluate the grid chunk by chunk, in grid order, showing progress if asked."""
         from ..progress import Progress
 
-        chunk_size = int(chunk_size or DEFAULT_CHUNK)
-        if chunk_size < 1:
-            raise ValueError("chunk_size must be at least 1")
+        chunk_size = _chunk_size(chunk_size)
         with Progress(self.total, "sweep", enabled=self._progress) as bar:
             for start in range(0, self.total, chunk_size):
                 stop = min(start + chunk_size, self.total)
@@ -371,7 +432,24 @@ class SweepPlan:
                 bar.update(stop - start)
 
     def run(self, chunk_size: int | None = None) -> SweepResult:
-        """Evaluate every point and keep the columns in memory."""
+        """Evaluate every point and keep the columns in memory.
+
+        Refused, before anything is allocated, when the columns would hold more than
+        :data:`MAX_IN_MEMORY_VALUES` values: :meth:`write` and :meth:`chunks` stream
+        any grid instead.
+        """
+        chunk_size = _chunk_size(chunk_size)
+        width = len(self.axes) + len(self.quantities)
+        held = self.total * width
+        if held > MAX_IN_MEMORY_VALUES:
+            raise InfermodelError(Problem(
+                f"keeping {count_text(self.total)} points × {width} columns in memory is "
+                f"{count_text(held)} values, more than the {MAX_IN_MEMORY_VALUES:,} one sweep "
+                "result may hold",
+                expected="fewer points or fewer quantities",
+                suggestion="stream the points instead: SweepPlan.write(path) or "
+                           "SweepPlan.chunks() (the command line's sweep -o FILE.csv does), or "
+                           "ask for only the quantities you need"))
         dtypes = {a.name: np.dtype(np.float64 if a.numeric else object) for a in self.axes}
         for name in self.quantities:
             dtypes[name] = np.dtype(bool if self.units[name] == "bool" else np.float64)

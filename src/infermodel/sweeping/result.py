@@ -184,10 +184,24 @@ def render_table(result: SweepResult, names: Sequence[str] | None = None) -> str
     widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
              "  ".join("-" * w for w in widths)]
-    for row in rows:
-        lines.append("  ".join(c.rjust(w) if k >= len(result.axes) else c.ljust(w)
-                               for k, (c, w) in enumerate(zip(row, widths))).rstrip())
+    # A point whose batch does not fit in memory is marked at the row's end, so its
+    # speed and cost are not read as achievable.
+    misfit = _does_not_fit(result)
+    for i, row in enumerate(rows):
+        line = "  ".join(c.rjust(w) if k >= len(result.axes) else c.ljust(w)
+                         for k, (c, w) in enumerate(zip(row, widths))).rstrip()
+        lines.append(line + ("  ✗ does not fit" if misfit[i] else ""))
+    if any(misfit):
+        lines.append("✗ does not fit: the batch's weights, full-length cache and reserve exceed "
+                     "memory (fits = no)")
     return "\n".join(lines)
+
+
+def _does_not_fit(result: SweepResult) -> list[bool]:
+    if "fits" not in result.columns:
+        return [False] * len(result)
+    defined = result.defined("fits")
+    return [bool(defined[i]) and not bool(result.columns["fits"][i]) for i in range(len(result))]
 
 
 def _label_text(axis: Axis, value: Any) -> str:

@@ -10,7 +10,8 @@ from infermodel.plugin import S, Seconds, hookimpl
 
 @attrs.frozen
 class HostOverhead:
-    per_step: Seconds = 1e-3
+    per_step: Seconds = attrs.field(default=1e-3, metadata={
+        "description": "host time added to every decode step"})
 
 
 @hookimpl

@@ -45,8 +45,10 @@ ORDER = Stage.PARALLELISM
 class KvOffload:
     """``[levers.kv_offload]``: how much of the cache lives in host memory."""
 
-    fraction: Fraction = 0.5
-    overlap: bool = False
+    fraction: Fraction = attrs.field(default=0.5, metadata={
+        "description": "share of every sequence's cache kept in host memory"})
+    overlap: bool = attrs.field(default=False, metadata={
+        "description": "copies overlap the decode step (only the longer of the two counts)"})
 
 
 # ---------------------------------------------------------------------------------
