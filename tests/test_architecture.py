@@ -641,3 +641,77 @@ def test_chunked_prefill_iteration_cuts_the_chunks_pairs_at_the_window(write_sce
     # The head scores the chunk's last position only (prefill_logits = "last").
     head = r["params_head_matmul"]
     assert r["hybrid_flops"] == pytest.approx(2 * (r["params_matmul"] - head) * k + 2 * head + attention)
+
+
+# ------------------------------------------------------------- approximations, stated
+
+def _chunk_notes(result) -> list[str]:
+    return [w for w in result.warnings if "chunked-local cache counted" in w]
+
+
+def test_chunked_layers_worst_case_is_a_result_warning_with_its_size(write_scenario):
+    # Llama 4 Scout config.json: 48 layers, every 4th global (no_rope_layers), the other 36
+    # chunked-local with attention_chunk_size 8,192. At a mean context of 32,768 tokens the
+    # cache counts 12 x 32,768 + 36 x 8,192 positions; a chunked layer holds 1 to 8,192 of
+    # them, so the count is at most 36 x 8,191 positions too large, 36 x 4,096 for
+    # sequences spread evenly across a chunk.
+    r = evaluate(write_scenario, hf("llama-4-scout-17b-16e"), prompt=32766, output=4,
+                 hardware="h200")
+    counted = 12 * 32768.0 + 36 * 8192
+    assert r["context"] == 32768.0
+    (note,) = _chunk_notes(r)
+    assert f"{100 * 36 * 8191 / counted:.1f} % too large" in note        # 42.9 %
+    assert f"about {100 * 36 * 4096 / counted:.1f} %" in note              # 21.4 %
+    assert "36 of 48 layers" in note and "mean context of 32,768 tokens" in note
+    assert str(note).endswith("(plugin 'architecture')")
+    assert any(w.quantity == "kv_bytes_read_per_sequence" for w in r.warnings
+               if "chunked-local" in w)
+
+
+def test_chunked_warning_only_past_the_first_chunk(write_scenario):
+    # Within the first chunk min(L, 8,192) = L is exact: no warning.
+    inside = evaluate(write_scenario, hf("llama-4-scout-17b-16e"), prompt=4096, output=1)
+    assert _chunk_notes(inside) == []
+    # Mean context 4,000 + 8,000/2 = 8,000 within the chunk, full length 12,000 past it:
+    # only the full-length cache (max_sequences) is overstated, by at most
+    # 36 x 8,191 / (12 x 12,000 + 36 x 8,192).
+    path = write_scenario(f"[model]\n{hf('llama-4-scout-17b-16e')}\n[hardware]\npreset = \"h200\"\n"
+                          "[workload]\nprompt_tokens = 4000\noutput_tokens = 8000\n", "long.toml")
+    (note,) = _chunk_notes(infermodel.evaluate(path))
+    assert "mean context" not in note
+    assert f"at most {100 * 36 * 8191 / (12 * 12000 + 36 * 8192):.1f} % too large" in note
+    # Models without chunked layers never get it (sliding windows are exact).
+    assert _chunk_notes(evaluate(write_scenario, hf("gemma-3-27b-it"), name="g.toml")) == []
+    assert _chunk_notes(evaluate(write_scenario, 'preset = "llama-3-8b"', name="l.toml")) == []
+
+
+def test_config_approximations_reach_the_result_with_their_size(write_scenario):
+    # Gemma 3's SigLIP encoder (vision_config: 27 layers, width 1152, MLP 4304, 896-pixel
+    # images in 14-pixel patches): 27 (4 h^2 + 2 h ff) + 3 p^2 h + (896/14)^2 h weights.
+    gemma = evaluate(write_scenario, hf("gemma-3-27b-it"))
+    siglip = 27 * (4 * 1152**2 + 2 * 1152 * 4304) + 3 * 14**2 * 1152 + 64**2 * 1152
+    assert siglip == pytest.approx(0.4165e9, rel=1e-3)   # SigLIP-So400m: about 400 M
+    assert any("vision encoder" in w and f"about {siglip / 1e9:.2f} B parameters" in w
+               and f"{2 * siglip / 1e9:.2f} GB at 16 bits" in w for w in gemma.warnings)
+    # DeepSeek-V3's multi-token-prediction layer: one more of 61 layers, 1.6 %.
+    deepseek = evaluate(write_scenario, hf("deepseek-v3"), name="ds.toml")
+    assert any("multi-token-prediction" in w and f"{100 / 61:.1f} %" in w
+               for w in deepseek.warnings)
+    # A config whose features are all modelled carries no such note.
+    assert not any("config" in w for w in evaluate(write_scenario, hf("qwen3-8b"),
+                                                     name="q.toml").warnings)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.sampled_from(["hidden_size", "intermediate_size", "num_hidden_layers",
+                                        "patch_size", "image_size"]),
+                       st.one_of(st.integers(-5, 10**12), st.floats(allow_nan=True), st.text(max_size=3),
+                                 st.booleans(), st.none())))
+def test_any_vision_config_gives_a_sized_note_never_an_error(vision):
+    config = json.loads((HF / "gemma-3-27b-it.json").read_text())
+    config["vision_config"] = vision
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        map_hf_config(config)
+    (note,) = [str(w.message) for w in caught if "vision encoder" in str(w.message)]
+    assert "B parameters" in note or "not given" in note

@@ -143,3 +143,34 @@ def test_offload_and_prefix_sharing_compose(autoload_host):
                                       "levers.prefix_cache.block_tokens": 1})
     assert both.warnings == []
     assert both["max_sequences"] > offload["max_sequences"] >= 36
+
+
+OFFLOAD = ('[hardware]\npreset = "h200"\nhost_memory = "512 GB"\nhost_link_bandwidth = "64 GB/s"\n'
+           "[levers.kv_offload]\nfraction = 0.5\n")
+
+
+def _offload_notes(write_scenario, model: str, name: str) -> list[str]:
+    path = write_scenario(f"[model]\n{model}\n{OFFLOAD}"
+                          "[workload]\nprompt_tokens = 32768\noutput_tokens = 1\n", name)
+    return [w for w in infermodel.evaluate(path).warnings if "kv_offload's max_context" in w]
+
+
+def test_offload_max_context_lower_bound_is_a_result_warning_with_its_size(kv_host, write_scenario):
+    # Gemma-3-27B (published config.json): 52 sliding-window layers of 1,024 tokens, 10 full.
+    # Past the windows a token costs 10/62 of the all-layers cache counted: up to 6.2x longer.
+    hf = f'hf_config = "{ROOT / "tests" / "data" / "hf" / "gemma-3-27b-it.json"}"'
+    (note,) = _offload_notes(write_scenario, hf, "gemma.toml")
+    assert "52 sliding-window layers keep at most 1,024 tokens" in note
+    assert "10 / 62" in note and f"{62 / 10:.1f}×" in note and "lower bound" in note
+    # A uniform stack of full-attention layers: max_context is exact, nothing to say.
+    assert _offload_notes(write_scenario, 'preset = "llama-3-8b"', "llama.toml") == []
+
+
+def test_offload_max_context_names_the_uncharged_fixed_state(kv_host, write_scenario):
+    # Qwen3-Next-80B-A3B config.json: 36 gated delta-net layers, 16 key heads and 32 value
+    # heads of width 128, a 4-wide convolution, state in 16 bits.
+    hf = f'hf_config = "{ROOT / "tests" / "data" / "hf" / "qwen3-next-80b-a3b.json"}"'
+    (note,) = _offload_notes(write_scenario, hf, "next.toml")
+    per_layer = 32 * 128 * 128 + 3 * (2 * 16 * 128 + 32 * 128)
+    assert f"{36 * per_layer * 2 / 1e6:,.2f} MB" in note and "36 linear layers" in note
+    assert "sliding" not in note   # its attention layers are all full

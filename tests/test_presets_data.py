@@ -288,3 +288,72 @@ def test_module10_cards_keep_the_lab_reserve():
             assert parse_quantity(data["reserve"], "B") == 2.5e9
             free = parse_quantity(data["memory"], "B") - 5.5e9 - 2.5e9
             assert free / 1e9 in (16.0, 40.0, 72.0)
+
+
+# ------------------------------------------------------------------ number formats per card
+
+REAL_CARDS = [p for p in HARDWARE_FILES if not p.stem.startswith("module10-")]
+#: Single machines without a card-to-card link (a workstation, a CPU server example).
+SINGLE_MACHINES = {"m2-ultra", "ddr5-cpu"}
+
+
+@pytest.mark.parametrize("path", REAL_CARDS, ids=lambda p: p.stem)
+def test_real_cards_declare_the_number_formats_they_support(path):
+    raw = load(path)["hardware"]
+    h = hardware(path.stem)
+    # Each card says whether it multiplies 8-bit operands natively, not by default.
+    assert HARDWARE_FLAGS <= set(raw), f"{path.stem}: declare native_int8 and native_fp8"
+    # A card with FP8 arithmetic gives its dense FP8 rate; one without gives none.
+    assert ("flops_fp8" in h) == raw["native_fp8"], path.stem
+    if "flops_fp8" in h:
+        # Datasheets: FP8 at one (Gaudi 3) to about two times the dense 16-bit rate.
+        assert h["flops"] <= h["flops_fp8"] <= 2.05 * h["flops"], path.stem
+    if "flops_fp4" in h:
+        assert raw["native_fp8"] and h["flops_fp4"] >= h["flops_fp8"], path.stem
+    # Every constant is cited: the file names the datasheet it comes from.
+    text = path.read_text()
+    assert any(word in text.lower() for word in ("datasheet", "data sheet", "specifications",
+                                                 "whitepaper", "announcement", "module 10")), path.stem
+    if path.stem not in SINGLE_MACHINES:
+        assert "interconnect_bandwidth" in h and "interconnect_latency" in h, path.stem
+
+
+@pytest.mark.parametrize(
+    ("name", "fp8_dense_tflops", "sparse_tflops"),
+    [
+        # NVIDIA H100 / H200 datasheets: FP8 tensor 3,958 (SXM) and 3,026 (PCIe) with sparsity.
+        ("h100-sxm", 1979, 3958), ("h200", 1979, 3958), ("h100-pcie", 1513, 3026),
+        # NVIDIA L40S specifications: 733 dense, 1,466 with sparsity.
+        ("l40s", 733, 1466),
+        # NVIDIA L4 datasheet: 485 with sparsity.
+        ("l4", 242.5, 485),
+        # Ada Lovelace whitepaper, Appendix A: RTX 4090 FP8 with FP32 accumulation.
+        ("rtx-4090", 330.3, 660.6),
+        # AMD Instinct MI300X data sheet: 2,614.9 dense, 5,229.8 with sparsity.
+        ("mi300x", 2614.9, 5229.8),
+    ],
+)
+def test_existing_cards_fp8_rates_are_half_the_sparse_datasheet_figures(name, fp8_dense_tflops,
+                                                                       sparse_tflops):
+    assert hardware(name)["flops_fp8"] == pytest.approx(fp8_dense_tflops * 1e12)
+    assert sparse_tflops / 2 == pytest.approx(fp8_dense_tflops, rel=1e-3)
+
+
+def test_cards_without_fp8_say_so():
+    # Ampere (A100) has INT8 but no FP8 tensor cores; the workstation and CPU examples neither.
+    for name in ("a100-40gb", "a100-80gb", "m2-ultra", "ddr5-cpu"):
+        raw = load(PRESETS / "hardware" / f"{name}.toml")["hardware"]
+        assert raw["native_fp8"] is False and "flops_fp8" not in raw, name
+
+
+@pytest.mark.parametrize(("name", "fp8", "bf16"), [("h100-sxm", 1979, 989), ("l40s", 733, 362),
+                                                   ("rtx-4090", 330.3, 165.2), ("mi300x", 2614.9, 1307)])
+def test_fp8_activations_on_an_existing_card_use_its_datasheet_fp8_rate(write_scenario, name, fp8, bf16):
+    import infermodel
+
+    path = write_scenario(f'[model]\npreset = "llama-3-8b"\n[hardware]\npreset = "{name}"\n'
+                          "[workload]\nprompt_tokens = 1024\noutput_tokens = 128\n"
+                          '[levers.quantization]\nlinear = "fp8-e4m3"\nactivations = "fp8"\n')
+    r = infermodel.evaluate(path)
+    assert r["activation_speedup"] == pytest.approx(fp8 / bf16)
+    assert "flops_fp8" in r.quantity("activation_speedup").description

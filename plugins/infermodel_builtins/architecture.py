@@ -707,6 +707,75 @@ def infermodel_define_quantities(scenario, define):
         _define_attention(scenario, define, st)
 
 
-__all__ = ["KINDS", "PatternError", "Structure", "Terms", "ffn_params",
+__all__ = ["KINDS", "PatternError", "Structure", "Terms", "chunked_overcount", "ffn_params",
            "kv_positions", "layer_kind_counts", "moe_layer_count", "parse_layer_pattern",
            "structure", "terms"]
+
+
+# ---------------------------------------------------------------------------------
+# Approximations, stated in the result with their size
+# ---------------------------------------------------------------------------------
+
+
+def _mean_context(scenario) -> float:
+    context = scenario.value("workload.context")
+    if context is not None:
+        return float(context)
+    return scenario.value("workload.prompt_tokens") + scenario.value("workload.output_tokens") / 2
+
+
+def _longest(scenario) -> int:
+    length = scenario.value("workload.sequence_length")
+    if length is not None:
+        return int(length)
+    return scenario.value("workload.prompt_tokens") + scenario.value("workload.output_tokens")
+
+
+def chunked_overcount(counts: dict, length: float, chunk: int, window: int | None) -> tuple[float, float]:
+    """(largest, typical) share by which the cache at ``length`` tokens is overstated when
+    each chunked-local layer is counted at min(length, chunk) positions.
+
+    A chunked layer holds only the tokens of the current chunk: 1 to ``chunk`` of them
+    once a sequence is past its first chunk. At its worst (a sequence that has just
+    started a new chunk) the count is min(L, c) − 1 positions per such layer too large;
+    for sequences spread evenly across a chunk, about c/2. Both are 0 within the
+    first chunk, where min(L, c) = L is exact.
+
+    Llama 4 Scout at 32,768 tokens (12 full, 36 chunked layers of 8,192):
+    >>> worst, typical = chunked_overcount({"full": 12, "sliding": 0, "chunked": 36}, 32768, 8192, None)
+    >>> round(100 * worst, 1), round(100 * typical, 1)
+    (42.9, 21.4)
+    """
+    if length <= chunk:
+        return 0.0, 0.0
+    counted = counts["full"] * length + counts["chunked"] * chunk
+    if counts["sliding"]:
+        counted += counts["sliding"] * min(length, window or length)
+    return counts["chunked"] * (chunk - 1) / counted, counts["chunked"] * (chunk / 2) / counted
+
+
+@hookimpl
+def infermodel_transform_quantities(scenario, transform):
+    st = structure(scenario)
+    if st.counts is None or not st.counts["chunked"]:
+        return
+    chunk = scenario.value("model.attention_chunk")
+    window = scenario.value("model.sliding_window")
+    context, longest = _mean_context(scenario), _longest(scenario)
+    if max(context, longest) <= chunk:
+        return   # within the first chunk, min(L, chunk) = L is exact
+    parts = []
+    worst, typical = chunked_overcount(st.counts, context, chunk, window)
+    if worst:
+        parts.append(f"the cache at the mean context of {context:,.0f} tokens is at most "
+                     f"{100 * worst:.1f} % too large (about {100 * typical:.1f} % for sequences "
+                     "spread evenly across a chunk), and decode bytes and attention FLOPs with it")
+    full_worst, _ = chunked_overcount(st.counts, longest, chunk, window)
+    if full_worst:
+        parts.append(f"the cache at full length ({longest:,} tokens) at most {100 * full_worst:.1f} % "
+                     "too large, so max_sequences and max_context, which invert it, err low")
+    transform.warn(
+        f"chunked-local cache counted at min(L, chunk) = up to {chunk:,} positions on "
+        f"{st.counts['chunked']} of {scenario.value('model.layers')} layers, though such a layer "
+        f"holds only the current chunk's tokens: " + "; ".join(parts),
+        quantity="kv_bytes_read_per_sequence" if worst else "kv_bytes_per_sequence")

@@ -660,6 +660,23 @@ def _quantization(outer: Mapping[str, Any], config: Mapping[str, Any], out: dict
         out["expert_weight_format"] = experts
 
 
+def _vision_size(vision: Mapping[str, Any]) -> str:
+    """The encoder's weights from its widths, as the note on leaving it out states them:
+    per layer 4·h² (query, key, value, output) + 2·h·ff (a plain two-matrix MLP), the
+    patch embedding 3·p²·h and one position embedding per patch; norms and biases aside.
+    """
+    h, ff, layers = (vision.get(k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers"))
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 10**7 for v in (h, ff, layers)):
+        return "its size is not given in vision_config; typically a few hundred million parameters"
+    assert isinstance(h, int) and isinstance(ff, int) and isinstance(layers, int)
+    params = layers * (4 * h * h + 2 * h * ff)
+    patch, image = vision.get("patch_size"), vision.get("image_size")
+    if isinstance(patch, int) and isinstance(image, int) and 0 < patch <= image < 10**6:
+        params += 3 * patch * patch * h + (image // patch) ** 2 * h
+    return (f"about {params / 1e9:.2f} B parameters, {2 * params / 1e9:.2f} GB at 16 bits, from "
+            f"{layers} layers of width {h} and MLP width {ff}")
+
+
 def _unmodelled(outer: Mapping[str, Any], config: Mapping[str, Any], out: dict[str, Any], path,
                 notes: list[str]) -> None:
     found = []
@@ -675,7 +692,8 @@ def _unmodelled(outer: Mapping[str, Any], config: Mapping[str, Any], out: dict[s
                      "checkpoint but not counted (one more decoder layer each, about "
                      f"{100 * mtp / out['layers']:.1f} % more weights; engines load them only for "
                      "speculative decoding)")
-    if isinstance(outer.get("vision_config"), Mapping):
+    vision = outer.get("vision_config")
+    if isinstance(vision, Mapping):
         found.append("the vision encoder (vision_config) is not counted; only the text decoder is "
-                     "modelled (a few hundred million parameters more in the checkpoint)")
+                     f"modelled ({_vision_size(vision)})")
     notes.extend(f"{path or 'config'}: {note}" for note in found)

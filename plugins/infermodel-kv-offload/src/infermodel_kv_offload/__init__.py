@@ -167,6 +167,9 @@ def infermodel_transform_quantities(scenario, transform):
                "(every layer counted as keeping every position: with windowed layers, a lower "
                "bound)",
         reference=TRADE_OFF, order=ORDER)
+    note = _max_context_note(scenario)
+    if note:
+        transform.warn(note, quantity="max_context")
     if lever.overlap:
         def step(old):
             return Max(old, S.kv_offload_time + S.t0)
@@ -181,6 +184,65 @@ def infermodel_transform_quantities(scenario, transform):
         how = "the copy of the offloaded cache share adds to every step"
     transform.wrap("decode_step_time", step, reason=how, reference=TRADE_OFF, order=ORDER)
     transform.wrap("capacity_step_time", capacity, reason=how, reference=TRADE_OFF, order=ORDER)
+
+
+def _layer_counts(scenario) -> dict[str, int] | None:
+    """Layers of each kind ("full", "sliding", "chunked", "linear") from the model's
+    ``layer_pattern`` (repeated from the first layer), or None for a uniform stack or when
+    no plugin declares per-layer kinds. The scenario is already validated.
+    """
+    model = scenario.sections["model"]
+    if not hasattr(model, "layer_pattern"):
+        return None
+    layers = scenario.value("model.layers")
+    pattern = scenario.value("model.layer_pattern")
+    if pattern is None:
+        pattern = "sliding" if getattr(model, "sliding_window", None) is not None else "full"
+    period: list[str] = []
+    for item in pattern.lower().split(","):
+        parts = [p.strip() for p in item.split("*")]
+        repeat = next((int(p) for p in parts if p.isdigit()), 1)
+        kind = next(p for p in parts if not p.isdigit())
+        period.extend([kind] * repeat)
+    counts = dict.fromkeys(("full", "sliding", "chunked", "linear"), 0)
+    for position, kind in enumerate(period):
+        if position < layers:
+            counts[kind] += (layers - 1 - position) // len(period) + 1
+    return None if counts["full"] == layers else counts
+
+
+def _max_context_note(scenario) -> str | None:
+    """What this lever's ``max_context`` leaves out for a model with windowed or fixed-state
+    layers, with its size; None for a uniform stack of full-attention layers.
+    """
+    counts = _layer_counts(scenario)
+    if counts is None:
+        return None
+    value = scenario.value
+    parts = []
+    windowed = counts["sliding"] + counts["chunked"]
+    kv_layers = counts["full"] + windowed
+    if windowed:
+        sizes = " and ".join(f"{n} {kind} layers keep at most {value(field):,} tokens"
+                             for kind, n, field in (("sliding-window", counts["sliding"], "model.sliding_window"),
+                                                    ("chunked-local", counts["chunked"], "model.attention_chunk"))
+                             if n)
+        if counts["full"]:
+            size = (f"past the windows a token costs only {counts['full']} / {kv_layers} of what is "
+                    f"counted, so the longest context can be up to {kv_layers / counts['full']:.1f}× "
+                    "the one shown (a lower bound)")
+        else:
+            size = "no layer keeps every position, so the cache stops growing and the longest context is unbounded"
+        parts.append(f"every cache layer is counted as keeping every position, but {sizes}: {size}")
+    if counts["linear"]:
+        kh, vh = value("model.linear_key_heads"), value("model.linear_value_heads")
+        kd, vd = value("model.linear_key_head_dim"), value("model.linear_value_head_dim")
+        per_layer = vh * kd * vd + (value("model.linear_conv_kernel") - 1) * (2 * kh * kd + vh * vd)
+        state = counts["linear"] * per_layer * value("model.linear_state_bits") / 8
+        parts.append(f"the fixed state of the {counts['linear']} linear layers ({state / 1e6:,.2f} MB "
+                     "per sequence) is not charged, so the longest context is overstated by up to "
+                     "that many bytes of cache per sequence")
+    return "kv_offload's max_context: " + "; ".join(parts)
 
 
 def _substitute(expression, old, new, name):
