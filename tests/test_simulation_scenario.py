@@ -125,3 +125,28 @@ def test_lever_changes_the_simulation_leaves_out_are_reported(capsys):
     # The Lab 3 scenario has nothing of the kind.
     assert main(["simulate", str(LAB3), "--policy", "chunked", "--rate", "0.2"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_latency_plot_draws_the_p50_lines_its_legend_names_on_plain_log_axes(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    drawn = {}
+    original = matplotlib.figure.Figure.savefig
+
+    def keep(self, *args, **kwargs):
+        drawn["figure"] = self
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    assert main(["simulate", str(LAB3), "--policy", "chunked", "--rate", "0.1", "--rate", "0.2",
+                 "--plot", str(tmp_path / "latency.png")]) == 0
+    top, bottom = drawn["figure"].axes[:2]
+    for panel in (top, bottom):
+        labels = [line.get_label() for line in panel.get_lines() if not line.get_label().startswith("_")]
+        assert labels == ["chunked p99", "chunked p50"]
+        legend = [t.get_text() for t in panel.get_legend().get_texts()]
+        assert legend == labels
+        assert panel.get_yscale() == "log"
+        # ticks read as plain numbers (0.5, 2, 30), never 10^x
+        assert panel.yaxis.get_major_formatter()(0.5, 0) == "0.5"
+        assert panel.yaxis.get_major_formatter()(100, 0) == "100"

@@ -676,14 +676,23 @@ def plot_latency(result, output: str | Path) -> Path:
                  label=f"{name} p50")
         bottom.plot(rates, [r.metrics["itl_p99"] * 1000 for r in runs], marker="o",
                     color=line.get_color(), label=f"{name} p99")
+        bottom.plot(rates, [r.metrics["itl_p50"] * 1000 for r in runs], linestyle=":",
+                    color=line.get_color(), label=f"{name} p50")
     top.axhline(result.slo.ttft, color="black", linestyle="--", linewidth=0.8)
     bottom.axhline(result.slo.itl * 1000, color="black", linestyle="--", linewidth=0.8)
-    top.set_yscale("log")
-    bottom.set_yscale("log")
+    # Log axes with plain numbers (0.5, 2, 30), not powers of ten.
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda value, _position: f"{value:g}")
+    for panel in (top, bottom):
+        panel.set_yscale("log")
+        panel.yaxis.set_major_formatter(plain)
+        panel.yaxis.set_minor_formatter(FuncFormatter(lambda _value, _position: ""))
     top.set_ylabel("TTFT (s)")
     bottom.set_ylabel("ITL (ms)")
     bottom.set_xlabel("nominal arrival rate (requests/s)")
     top.legend(fontsize=7, ncol=2)
+    bottom.legend(fontsize=7, ncol=2)
     top.set_title("Latency percentiles vs offered load (dashed: objective)")
     return save(figure, output)
 
