@@ -497,23 +497,19 @@ def unmodelled_changes(result, cost=None) -> list[str]:
 
 
 def _convention_notes(values) -> list[str]:
-    """The engine conventions (efficiency.embedding_reads = "rows", prefill_logits =
-    "last") that the iteration cost does not follow: it reads every weight byte each
-    iteration and scores every prompt position with the head, as Module 10 Lab 3 does.
+    """Engine conventions the iteration cost does not follow (it reads every weight byte and
+    scores every prompt position with the head each iteration, as Module 10 Lab 3 does).
     """
     notes = []
-    unread = float(values.get("embedding_bytes_unread", 0) or 0)
-    weights = float(values.get("weight_bytes", 0) or 0)
+    unread, weights = (float(values.get(n, 0) or 0) for n in ("embedding_bytes_unread", "weight_bytes"))
     if unread > 0 and weights > 0:
         notes.append(f"the simulator reads the whole input embedding table every iteration "
                      f"({unread / 1e6:.4g} MB the engine does not read, "
                      f"{unread / weights:.1%} of the weights): iterations that are bound by "
                      "weight reads are up to that much slower than efficiency.embedding_reads "
                      '= "rows" gives')
-    positions = float(values.get("prefill_logit_positions", 0) or 0)
-    prompt = float(values.get("prompt_tokens", 0) or 0)
-    head = float(values.get("params_head_matmul", 0) or 0)
-    matmul = float(values.get("params_matmul", 0) or 0)
+    positions, prompt, head, matmul = (float(values.get(n, 0) or 0) for n in (
+        "prefill_logit_positions", "prompt_tokens", "params_head_matmul", "params_matmul"))
     if head > 0 and matmul > 0 and prompt > positions > 0:
         extra = head * (prompt - positions) / (matmul * prompt)
         notes.append(f"the simulator scores every prompt position with the output head, the "
