@@ -35,12 +35,12 @@ import math
 import attrs
 import numpy as np
 
-from .continuous import ContinuousRun
 from .cost import CostModel
 from .errors import SimulationError
 from .metrics import RunRecord
 from .policies import Policy
 from .reference import check_fits, default_iteration_limit
+from .speculative_run import continuous_state
 
 __all__ = ["ROUTERS", "Deployment", "run_deployment"]
 
@@ -157,7 +157,7 @@ def _serve(workload, cost, policy, arrivals, order, prefixes, router, servers, l
         return arrivals[upcoming[0]] if upcoming[0] is not None else math.inf
 
     sources = [_Routed(horizon) for _ in range(servers)]
-    states = [ContinuousRun(workload, cost, policy, limit, source, run_times) for source in sources]
+    states = [continuous_state(workload, cost, policy, limit, source, run_times) for source in sources]
     if prefilled is not None:
         for state in states:
             state.fil = list(prefilled)  # the prompt arrives already cached

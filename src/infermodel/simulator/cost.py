@@ -30,6 +30,7 @@ import attrs
 import numpy as np
 
 from .errors import SimulationError
+from .speculation import SPECULATION_QUANTITIES, Speculation
 
 __all__ = ["EXTENSION_QUANTITIES", "QUANTITY_NAMES", "CostModel"]
 
@@ -46,7 +47,7 @@ EXTENSION_QUANTITIES = (
     "routed_expert_bytes",      # B of one routed expert over all layers (uniform routing)
     "warm_prefix_tokens",       # shared prefix held once in the cache (prefix caching)
     "warm_prefix_hit_rate",     # share of requests that find it cached
-)
+) + SPECULATION_QUANTITIES      # speculative decoding (see infermodel.simulator.speculation)
 
 #: Scenario quantity names read by :meth:`CostModel.from_quantities`.
 QUANTITY_NAMES = (
@@ -148,6 +149,8 @@ class CostModel:
     routed_expert_bytes: float = attrs.field(default=0.0, validator=_non_negative)
     experts: float = attrs.field(default=1.0, validator=_at_least_one)
     active_experts: float = attrs.field(default=1.0, validator=_at_least_one)
+    #: Speculative decoding: decodes become verification steps (None: plain decoding).
+    speculation: Speculation | None = attrs.field(default=None)
 
     @property
     def simple(self) -> bool:
@@ -288,6 +291,9 @@ class CostModel:
     def _extensions(values: Mapping[str, float], number, cache_memory: float) -> dict:
         """Fields from :data:`EXTENSION_QUANTITIES` (absent ones keep Lab 3's cost)."""
         extra: dict = {}
+        speculation = Speculation.from_quantities(values, number)
+        if speculation is not None:
+            extra["speculation"] = speculation
         if "pipeline_stages" in values:
             extra["stages"] = int(round(number("pipeline_stages")))
         for name, field in (("comm_time_per_iteration", "comm_fixed"),
@@ -421,4 +427,6 @@ class CostModel:
         if self.routed_expert_bytes:
             lines.append(f"expert coverage: W − {self.routed_expert_bytes / 1e9:.4g} GB × "
                          f"(E − E·(1 − k/E)^tokens), E = {self.experts:g}, k = {self.active_experts:g}")
+        if self.speculation is not None:
+            lines.append(self.speculation.describe())
         return lines

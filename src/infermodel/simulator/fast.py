@@ -29,13 +29,15 @@ import math
 import attrs
 import numpy as np
 
-from .continuous import Blocks, ContinuousRun, too_many
+from .continuous import Blocks, too_many
 from .cost import CostModel
 from .errors import SimulationError
 from .load import source_for
 from .metrics import GapHistogram, RunRecord
 from .policies import Policy
 from .reference import check_fits, default_iteration_limit, reservation_tokens
+from .speculation import Acceptance
+from .speculative_run import continuous_state, static_batch
 from .workload import Workload
 
 __all__ = ["run_fast"]
@@ -55,7 +57,7 @@ def run_fast(
                                   "chunked) in the fast engine; use engine=\"reference\" for static")
         tokens, counters = _static(workload, cost, policy, limit, series)
     else:
-        state = ContinuousRun(workload, cost, policy, limit, source, _RunTimes(cost), series)
+        state = continuous_state(workload, cost, policy, limit, source, _RunTimes(cost), series)
         state.run()
         blocks, segments, counters = state.result()
         if workload.session_starts is not None:  # prompts grew with each session's history
@@ -163,6 +165,8 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int, ser
     batch_size = policy.batch_size
     run_ends = _RunTimes(cost)
     tokens = _Tokens(count)
+    acceptance = None if cost.speculation is None else Acceptance(cost.speculation, workload.seed,
+                                                                  outputs.tolist())
     iterations = busy = decode_steps = 0
     now = 0.0
     head = 0  # first waiting request; requests head..arrived-1 wait in FIFO order
@@ -197,7 +201,15 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int, ser
         iterations += 1
         longest = int(batch_outputs.max())
         ends = np.empty(0)
-        if longest > 1:
+        if acceptance is not None:
+            now, steps, slot_steps, final = static_batch(cost, acceptance, batch, batch_prompts,
+                                                         batch_outputs, tokens, prefill_end)
+            iterations += steps
+            decode_steps += steps
+            busy += slot_steps
+            if points is not None:
+                points.append((now, arrived - head, size, final))
+        elif longest > 1:
             # Every slot decodes until the longest output is done; finished slots keep
             # their cache and keep growing.
             steps = longest - 1
@@ -207,8 +219,9 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int, ser
             iterations += steps
             decode_steps += steps
             busy += int((batch_outputs - 1).sum())
-        tokens.batch(batch, batch_outputs, prefill_end, ends)
-        if points is not None:
+        if acceptance is None:
+            tokens.batch(batch, batch_outputs, prefill_end, ends)
+        if points is not None and acceptance is None:
             final = int(prompts[batch].sum()) + size * (longest - 1)
             points.append((now, arrived - head, size, final))
         if iterations > limit:

@@ -81,7 +81,12 @@ def run_reference(
     """
     check_fits(workload, cost, policy)
     limit = default_iteration_limit(workload) if max_iterations is None else int(max_iterations)
-    state = _Reference(workload, cost, policy, limit, series)
+    kind = _Reference
+    if cost.speculation is not None:
+        from .speculative_run import reference_state
+
+        kind = reference_state(_Reference)
+    state = kind(workload, cost, policy, limit, series)
     state.run()
     return state.record(), state.stamps
 

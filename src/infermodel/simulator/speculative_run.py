@@ -1,0 +1,288 @@
+"""The fast engine's continuous policies with speculative decoding.
+
+A verification step emits a random number of tokens per sequence (see
+:mod:`infermodel.simulator.speculation`), so iterations no longer repeat with the same
+composition and cannot be priced in runs: :class:`SpeculativeRun` keeps
+:class:`~infermodel.simulator.continuous.ContinuousRun`'s admission, eviction, chunk
+budget, swap and prefix rules and its timeline records, and takes one iteration per
+scheduling turn.  Every decoding request is kept current (its values rebased to the
+iteration count after each iteration), so the parent's bookkeeping of evictions and
+segments applies unchanged.
+
+Inter-token gaps: the tokens one step emits arrive together.  The first of them
+follows the request's previous token by the step's time; the others follow it by 0.
+So every token after a request's first contributes one gap, as serving benchmarks
+count per-token inter-token latency, and TPOT = (last − first)/(n − 1) is the mean gap.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .continuous import ContinuousRun, too_many
+from .speculation import Acceptance
+
+__all__ = ["SpeculativeRun", "continuous_state"]
+
+
+def continuous_state(workload, cost, policy, limit, source, run_times, series: bool = False):
+    """The fast engine's state for a continuous policy: speculative when ``cost`` has it."""
+    if cost.speculation is None:
+        return ContinuousRun(workload, cost, policy, limit, source, run_times, series)
+    return SpeculativeRun(workload, cost, policy, limit, source, run_times, series)
+
+
+class SpeculativeRun(ContinuousRun):
+    """:class:`ContinuousRun` with every decode a verification step of ``k + 1`` positions."""
+
+    def __init__(self, workload, cost, policy, limit, source, run_times, series: bool = False):
+        super().__init__(workload, cost, policy, limit, source, run_times, series)
+        self.speculation = cost.speculation
+        self.cost = cost
+        self.acceptance = Acceptance(cost.speculation, workload.seed, self.outputs)
+        self.zero_gaps = 0  # tokens that arrive together with the one before them
+
+    def share(self) -> tuple[list[int], list[int], int]:
+        """The chunk budget: each verifying sequence takes k + 1 positions of it."""
+        n_dec = len(self.decoders)
+        width = self.speculation.width
+        if self.chunked:
+            taking_decoders = min(n_dec, self.chunk_tokens // width)
+            left = self.chunk_tokens - taking_decoders * width
+        else:
+            taking_decoders = n_dec
+            left = math.inf
+        takes: list[int] = []
+        remainders: list[int] = []
+        prompts, gen, fil = self.prompts, self.gen, self.fil
+        for request in self.prefillers:
+            if left <= 0:
+                break
+            remaining = prompts[request] + gen[request] - fil[request]
+            take = remaining if remaining <= left else int(left)
+            takes.append(take)
+            remainders.append(remaining)
+            left -= take
+        return takes, remainders, taking_decoders
+
+    def turn(self) -> bool:
+        queue, source = self.queue, self.source
+        arrived = source.due(self.now)
+        if arrived:
+            queue.extend(arrived)
+        if not self.decoders and not self.prefillers and not queue:
+            arrival = source.next_time()
+            if arrival == math.inf:
+                return False
+            self.now = max(self.now, arrival)
+            return True
+        running = self.admit()
+        if self.series is not None:
+            self.series.append((self.now, len(queue), running, self._cached_now()))
+        takes, _, taking_decoders = self.share()
+        verifying = self.decoders[:taking_decoders]
+        gen, outputs = self.gen, self.outputs
+        emitted = [self.acceptance.tokens(r, outputs[r] - gen[r]) for r in verifying]
+        growth = sum(emitted) + sum(takes)
+        if (self.decoder_filled + self.prefiller_filled + self.offset + growth) * self.kv > self.memory:
+            self.evict()
+            return True
+        self.stalled = 0
+        self.blocked = -1
+        self.verify(takes, verifying, emitted)
+        return True
+
+    def verify(self, takes, verifying, emitted) -> None:
+        """One iteration: verification steps, prefill chunks, completions."""
+        if self.iterations >= self.limit:
+            raise too_many(self.limit, self.completed, self.count, self.preemptions)
+        fil, gen, decoders = self.fil, self.gen, self.decoders
+        chunks = [(take, fil[request]) for request, take in zip(self.prefillers, takes)]
+        self.now += self.speculation.step_time(self.cost, [fil[r] for r in verifying], chunks)
+        self.block(self.now, self.now, 0.0)
+        index = self.iterations
+        self.iterations += 1
+        finished = []
+        for request, tokens in zip(verifying, emitted):
+            fil[request] += tokens
+            gen[request] += tokens
+            self.decoder_filled += tokens
+            self.zero_gaps += tokens - 1
+            done = gen[request] == self.outputs[request]
+            self.acceptance.taken(request, done)
+            if done:
+                finished.append(request)
+        # Starved decoders emit nothing this iteration: their token segment ends.
+        for request in decoders[len(verifying):]:
+            if self.seg_open[request] <= index - 1:
+                self.close(request, self.seg_open[request], index - 1)
+            self.seg_open[request] = index + 1
+        for request in finished:
+            decoders.remove(request)
+            self.decoding[request] = False
+            self.decoder_filled -= fil[request]
+            if self.reserve:
+                self.reserved -= self.prompts[request] + self.reserve_out
+            self.close(request, self.seg_open[request], index)
+            self.done(request)
+        later = len(verifying) + self._complete_prefills(takes, index)
+        self.finish_heap.clear()  # finishing is decided per step here, not by a schedule
+        for request in decoders:
+            self.base[request] = self.iterations
+        if later:
+            self.busy += later
+            self.decode_steps += 1
+
+    def result(self):
+        blocks, segments, counters = super().result()
+        if self.zero_gaps:
+            blocks.gaps.add(np.zeros(1), self.zero_gaps)
+        return blocks, segments, counters
+
+
+# ---------------------------------------------------------------------------- reference
+def reference_state(base):
+    """The reference engine's state class ``base`` with speculative verification steps
+    for continuous policies (the class is built here so the reference engine's module
+    needs no knowledge of speculation beyond choosing it)."""
+
+    class SpeculativeReference(base):
+        """One verification step per decoding request per iteration, literally."""
+
+        def __init__(self, workload, cost, policy, limit, series):
+            super().__init__(workload, cost, policy, limit, series)
+            self.speculation = cost.speculation
+            self.acceptance = Acceptance(cost.speculation, workload.seed, self.outputs)
+            self.decoding: set[int] = set()  # running requests whose prefill is complete
+
+        def static_turn(self) -> None:
+            if not self.running:
+                super().static_turn()  # dispatch and prefill a batch as without speculation
+                return
+            running, filled, generated, outputs = self.running, self.filled, self.generated, self.outputs
+            emitted = [self.acceptance.tokens(r, outputs[r] - generated[r])
+                       if generated[r] < outputs[r] else 0 for r in running]
+            self.now += self.speculation.step_time(self.cost, [filled[r] for r in running])
+            self.count_iteration()
+            self.decode_steps += 1
+            for r, tokens in zip(running, emitted):
+                if not tokens:
+                    filled[r] += 1  # a finished slot runs padded
+                    continue
+                filled[r] += tokens
+                generated[r] += tokens
+                self.stamps[r].extend([self.now] * tokens)
+                self.busy += 1
+                self.acceptance.taken(r, generated[r] == outputs[r])
+            if all(generated[r] == outputs[r] for r in running):
+                self.retire(running)
+                self.running = []
+
+        def evict(self) -> None:
+            self.decoding.discard(self.running[-1])
+            super().evict()
+
+        def continuous_turn(self) -> None:
+            self.admit()
+            running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
+            if self.points is not None:
+                self.points.append((self.now, len(self.queue), len(running), self.occupancy()))
+            width = self.speculation.width
+            budget = self.policy.chunk_tokens if self.policy.kind == "chunked" else math.inf
+            chunks: list[tuple[int, int]] = []
+            scheduled: list[tuple[int, int]] = []
+            verifying: list[tuple[int, int]] = []
+            for r in running:
+                if r in self.decoding:
+                    if budget >= width:
+                        verifying.append((r, self.acceptance.tokens(r, self.outputs[r] - generated[r])))
+                        budget -= width
+                    continue
+                remaining = prompts[r] + generated[r] - filled[r]
+                take = remaining if remaining <= budget else int(budget)
+                if take > 0:
+                    chunks.append((take, filled[r]))
+                    scheduled.append((r, take))
+                    budget -= take
+            growth = sum(t for _, t in verifying) + sum(take for _, take in scheduled)
+            if (self.occupancy() + growth) * self.kv > self.memory:
+                self.evict()
+                return
+            self.stalled = 0
+            self.blocked = -1
+            self.now += self.speculation.step_time(self.cost, [filled[r] for r, _ in verifying], chunks)
+            self.count_iteration()
+            later = len(verifying)
+            for r, tokens in verifying:
+                filled[r] += tokens
+                generated[r] += tokens
+                self.stamps[r].extend([self.now] * tokens)
+                self.acceptance.taken(r, generated[r] == self.outputs[r])
+            for r, take in scheduled:
+                filled[r] += take
+                if filled[r] == prompts[r] + generated[r]:
+                    if generated[r]:
+                        later += 1
+                    generated[r] += 1
+                    self.stamps[r].append(self.now)
+                    self.decoding.add(r)
+            if later:
+                self.busy += later
+                self.decode_steps += 1
+            done = [r for r in running if generated[r] == self.outputs[r]]
+            self.decoding.difference_update(done)
+            self.retire(done)
+            self.running = [r for r in running if generated[r] < self.outputs[r]]
+
+    return SpeculativeReference
+
+
+# ---------------------------------------------------------------------------- static
+def static_batch(cost, acceptance: Acceptance, batch: slice, prompts, outputs, tokens,
+                 prefill_end: float) -> tuple[float, int, int, int]:
+    """Decode one static batch with verification steps (fast engine): every slot, done
+    or not, is verified each step (a static batch runs its finished slots padded, which
+    grow by one position); the unfinished ones emit their drawn tokens.  Fills
+    ``tokens`` for the batch; returns the end time, steps, busy slot-steps and the
+    batch's final cached positions."""
+    speculation = cost.speculation
+    requests = range(batch.start, batch.stop)
+    filled = [int(p) for p in prompts]
+    goal = [int(o) for o in outputs]
+    generated = [1] * len(goal)
+    last = [prefill_end] * len(goal)
+    max_gap = [0.0] * len(goal)
+    gaps: list[float] = []
+    zeros = steps = busy = 0
+    now = prefill_end
+    left = sum(1 for o in goal if o > 1)
+    while left:
+        emitted = [acceptance.tokens(r, o - g) if g < o else 0
+                   for r, g, o in zip(requests, generated, goal)]
+        now += speculation.step_time(cost, filled)
+        steps += 1
+        for i, tokens_now in enumerate(emitted):
+            if not tokens_now:
+                filled[i] += 1
+                continue
+            gap = now - last[i]
+            gaps.append(gap)
+            max_gap[i] = max(max_gap[i], gap)
+            last[i] = now
+            zeros += tokens_now - 1
+            filled[i] += tokens_now
+            generated[i] += tokens_now
+            busy += 1
+            done = generated[i] == goal[i]
+            acceptance.taken(requests[i], done)
+            left -= done
+    tokens.first[batch] = prefill_end
+    tokens.last[batch] = last
+    tokens.max_gap[batch] = max_gap
+    if gaps:
+        tokens.gaps.add(np.array(gaps), 1)
+    if zeros:
+        tokens.gaps.add(np.zeros(1), zeros)
+    return now, steps, busy, sum(filled)
