@@ -492,7 +492,7 @@ def unmodelled_changes(result, cost=None) -> list[str]:
                          f"but this model's windowed or fixed-state layers hold "
                          f"{held / 1e6:.4g} MB per full-length sequence, not {linear / 1e6:.4g} MB "
                          f"({linear / held:.2f}x): its cache occupancy and reads are approximate")
-    notes.extend(_convention_notes(values))
+    notes.extend(_convention_notes(values) + (cost.unmodelled() if cost is not None else []))
     return notes
 
 

@@ -408,6 +408,11 @@ class CostModel:
         """How many cached positions fit in :attr:`cache_memory`."""
         return self.cache_memory / self.kv_bytes_per_token
 
+    def unmodelled(self) -> list[str]:
+        """Effects of the terms above that the iteration cost leaves out, each with its
+        size (result warnings of a simulation)."""
+        return [] if self.speculation is None else self.speculation.unmodelled(self)
+
     def describe(self) -> list[str]:
         """The terms of the iteration time beyond Lab 3's, one line each (for the
         derivation printed with a simulation)."""

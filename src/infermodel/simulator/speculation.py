@@ -186,7 +186,7 @@ class Speculation:
                 f"α = {self.acceptance:.4g}, 1 + min(k, leading acceptances) tokens per step "
                 f"(mean {self.expected_tokens:.4g}, seeded per request); {verify}; {draft}")
 
-    def unmodelled(self, cost, values: Mapping[str, float]) -> list[str]:
+    def unmodelled(self, cost) -> list[str]:
         """What the simulated speculation leaves out, each with its size."""
         notes = [
             f"speculative decoding: the up to k = {self.k} rejected proposals a verifying "
