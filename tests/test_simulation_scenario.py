@@ -109,13 +109,20 @@ def test_a_request_that_cannot_fit_is_named(write_scenario, capsys):
     assert "Traceback" not in err and "cache" in err
 
 
-def test_lever_changes_the_simulation_leaves_out_are_reported(capsys):
-    # Speculative decoding changes the time per token in a way the iteration cost does
-    # not follow: the run says so, naming the lever.
+def test_lever_changes_the_simulation_leaves_out_are_reported(autoload_host, capsys, write_scenario):
+    # The test suite's third-party lever adds host time to every decode step in a way
+    # the iteration cost does not follow: the run says so, naming the change.
+    path = write_scenario(f'extends = "{LAB3}"\n[levers.host_overhead]\nper_step = "1 ms"\n')
+    assert main(["simulate", str(path), "--policy", "chunked", "--rate", "0.2"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: decode_step_time is changed by plugin" in err
+    # Speculative decoding is simulated (verification steps): only the parts it leaves
+    # out are warnings, each with its size.
     assert main(["simulate", str(SCENARIOS / "spec-lab5.toml"), "--policy", "chunked",
                  "--rate", "0.5"]) == 0
-    err = capsys.readouterr().err
-    assert "warning: tpot is changed by plugin 'speculative'" in err
+    captured = capsys.readouterr()
+    assert "plugin 'speculative'" not in captured.err and "note: speculative decoding" in captured.out
+    assert "warning: speculative decoding: the draft model's prefill" in captured.err
     # Mixtral's expert routing is priced by the simulator itself (expert coverage at the
     # iteration's tokens): a note in the output, no warning.
     assert main(["simulate", str(SCENARIOS / "moe-mixtral-int4.toml"), "--policy", "chunked",

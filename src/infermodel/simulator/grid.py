@@ -19,9 +19,32 @@ from typing import Any
 
 from .errors import SimulationError
 
-__all__ = ["SCHEDULERS", "execute"]
+__all__ = ["SCHEDULERS", "execute", "start_local_cluster"]
 
 SCHEDULERS = ("serial", "dask")
+
+
+def _warm() -> None:
+    """Import the simulator on a worker (run once per worker at start-up)."""
+    import infermodel.simulator  # noqa: F401
+
+
+def start_local_cluster(workers: int | None = None):
+    """A local Dask cluster of ``workers`` single-threaded worker processes (default: the
+    cores), with the simulator already imported on every worker; returns
+    ``(cluster, client)``.  Processes, not threads: the simulator is Python code that
+    holds the GIL, so threads of one process would take turns.  Start one and pass its
+    ``cluster.scheduler_address`` as ``address`` to run several grids on it and pay the
+    start-up once."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise SimulationError('the dask scheduler needs Dask: pip install "infermodel[dask]"') from None
+    cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                           processes=True, dashboard_address=None)
+    client = Client(cluster)
+    client.run(_warm)
+    return cluster, client
 
 
 def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str = "serial",
@@ -45,13 +68,11 @@ def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str
                 progress(len(results), total)
         return results
     try:
-        from distributed import Client, LocalCluster, as_completed
+        from distributed import Client, as_completed
     except ImportError:
         raise SimulationError('the dask scheduler needs Dask: pip install "infermodel[dask]"') from None
     if address is None:
-        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None)
-        client = Client(cluster)
+        cluster, client = start_local_cluster(workers)
     else:
         cluster = None
         try:
