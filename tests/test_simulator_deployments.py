@@ -260,10 +260,25 @@ def test_per_pool_capacity_finds_the_bottleneck(write_scenario, capsys):
         capacity_search(COST, spec, pool="middle")
 
 
-def test_timeseries_of_several_servers_is_a_clear_error(tmp_path, capsys):
-    assert main(["simulate", str(LAB3), "--policy", "chunked", "--rate", "0.3", "--replicas", "2",
-                 "--set", "simulation.workload.count=30", "--timeseries",
-                 str(tmp_path / "t.csv")]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "recorded for one server" in err
-    assert not (tmp_path / "t.csv").exists()
+@pytest.mark.parametrize("servers, labels", [
+    (["--replicas", "2"], {"replica 0", "replica 1"}),
+    (["--prefill", "1", "--decode", "2", "--set", 'simulation.disaggregation.link_bandwidth="50 GB/s"'],
+     {"prefill 0", "decode 0", "decode 1"})])
+def test_timeseries_of_several_servers_has_one_labelled_series_each(tmp_path, capsys, servers, labels):
+    args = ["simulate", str(LAB3), "--policy", "chunked", "--rate", "0.3", *servers,
+            "--set", "simulation.workload.count=30"]
+    assert main([*args, "--timeseries", str(tmp_path / "t.csv")]) == 0
+    rows = [line.split(",") for line in (tmp_path / "t.csv").read_text().splitlines()]
+    assert rows[0][-1] == "server" and {row[-1] for row in rows[1:]} == labels
+    for label in labels:
+        times = [float(row[3]) for row in rows[1:] if row[-1] == label]
+        use = [float(row[6]) for row in rows[1:] if row[-1] == label]
+        assert times == sorted(times) and 0 <= min(use) and max(use) <= 1
+    # every request is admitted by one server of each pool: the running counts of a
+    # pool never exceed its requests
+    assert max(int(row[5]) for row in rows[1:]) <= 30
+    assert main([*args, "--timeseries", str(tmp_path / "t.svg")]) == 0
+    drawing = (tmp_path / "t.svg").read_text()
+    assert all(f"chunked 0.3/s {label}" in drawing for label in labels)
+
+

@@ -215,8 +215,9 @@ def test_requests_and_timeseries_outputs(tmp_path, capsys):
     arrival, first, finish = (float(x) for x in rows[1].split(",")[4:7])
     assert arrival <= first <= finish
     lines = series.read_text().splitlines()
-    assert lines[0] == "policy,rate,concurrency,time,waiting,running,cache_use" and len(lines) > 40
-    use = [float(line.split(",")[-1]) for line in lines[1:]]
+    assert lines[0] == "policy,rate,concurrency,time,waiting,running,cache_use,server" and len(lines) > 40
+    assert {line.split(",")[-1] for line in lines[1:]} == {"server"}
+    use = [float(line.split(",")[-2]) for line in lines[1:]]
     assert 0 <= min(use) and max(use) <= 1
     assert main([*args, "--timeseries", str(plot)]) == 0 and plot.read_text().startswith("<?xml")
     assert main([*args, "--timeseries", str(tmp_path / "t.txt")]) == 2

@@ -749,13 +749,10 @@ def requests_csv(result) -> str:
     return buffer.getvalue()
 
 
-def _series_of(run):
-    """A run's time series, or a clear error for a run that has none."""
-    if run.record is None or run.record.series is None:
-        raise ScenarioError(Problem(
-            "time series are recorded for one server; this run has several (replicas or "
-            "disaggregated pools)", expected="--timeseries without --replicas, --prefill or --decode"))
-    return run.record.series
+def _series_of(run) -> tuple[dict, list[str]]:
+    """A run's time series and each point's server: ``server``, ``replica i``, ``prefill i``..."""
+    series = run.record.series
+    return series, list(series.get("server", ["server"] * len(series["time"])))
 
 
 def timeseries_csv(result) -> str:
@@ -767,30 +764,33 @@ def timeseries_csv(result) -> str:
 
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["policy", "rate", "concurrency", "time", "waiting", "running", "cache_use"])
+    writer.writerow(["policy", "rate", "concurrency", "time", "waiting", "running", "cache_use", "server"])
     for run in result.runs:
-        series = _series_of(run)
+        series, servers = _series_of(run)
         rate = "" if math.isnan(run.rate) else repr(run.rate)
         clients = "" if run.concurrency is None else run.concurrency
-        for t, w, n, c in zip(series["time"], series["waiting"], series["running"],
-                              series["cache_use"]):
+        for t, w, n, c, server in zip(series["time"], series["waiting"], series["running"],
+                                      series["cache_use"], servers):
             writer.writerow([run.policy, rate, clients, repr(float(t)), int(w), int(n),
-                             repr(float(c))])
+                             repr(float(c)), server])
     return buffer.getvalue()
 
 
 def plot_timeseries(result, output: str | Path) -> Path:
-    """Waiting requests, running batch and cache use over time, one line per run."""
+    """Waiting requests, running batch and cache use over time, one line per run and server."""
     from .plots import _figure, save
 
     figure, axes = _figure(rows=3)
     for run in result.runs:
-        series = _series_of(run)
+        series, servers = _series_of(run)
         label = run.policy + (f" N={run.concurrency}" if run.concurrency is not None
                               else f" {run.rate:g}/s")
-        line, = axes[0].step(series["time"], series["waiting"], where="post", label=label)
-        axes[1].step(series["time"], series["running"], where="post", color=line.get_color())
-        axes[2].plot(series["time"], series["cache_use"], color=line.get_color())
+        for server in dict.fromkeys(servers):
+            at = [i for i, s in enumerate(servers) if s == server]
+            name = label if server == "server" else f"{label} {server}"
+            line, = axes[0].step(series["time"][at], series["waiting"][at], where="post", label=name)
+            axes[1].step(series["time"][at], series["running"][at], where="post", color=line.get_color())
+            axes[2].plot(series["time"][at], series["cache_use"][at], color=line.get_color())
     axes[0].set_ylabel("waiting")
     axes[1].set_ylabel("running")
     axes[2].set_ylabel("cache use")

@@ -108,7 +108,7 @@ def run_record(
     if deployment is not None and not deployment.single:
         if _check_engine(engine) != "fast":
             raise SimulationError("several servers are simulated by the fast engine only")
-        record = run_deployment(workload, cost_model, policy, deployment, max_iterations)
+        record = run_deployment(workload, cost_model, policy, deployment, max_iterations, series)
     elif _check_engine(engine) == "fast":
         record = run_fast(workload, cost_model, policy, max_iterations, series)
     else:

@@ -147,7 +147,7 @@ class _Routed:
 
 
 def _serve(workload, cost, policy, arrivals, order, prefixes, router, servers, limit, run_times,
-           prefilled=None):
+           prefilled=None, series=False):
     """Route ``order`` (request indices, by ``arrivals``) to ``servers`` servers and run
     them together; returns the servers' states."""
     stream = iter(order)
@@ -157,7 +157,8 @@ def _serve(workload, cost, policy, arrivals, order, prefixes, router, servers, l
         return arrivals[upcoming[0]] if upcoming[0] is not None else math.inf
 
     sources = [_Routed(horizon) for _ in range(servers)]
-    states = [continuous_state(workload, cost, policy, limit, source, run_times) for source in sources]
+    states = [continuous_state(workload, cost, policy, limit, source, run_times, series)
+              for source in sources]
     if prefilled is not None:
         for state in states:
             state.fil = list(prefilled)  # the prompt arrives already cached
@@ -222,9 +223,25 @@ def _merge(workload, policy, states, arrivals, outputs_of=None):
     return _record(workload, policy, _tokens(workload.count, blocks, segments), totals, arrivals)
 
 
+def _labelled_series(groups, cost: CostModel) -> dict[str, np.ndarray] | None:
+    """Every server's time series, one after another, with its label in ``server``."""
+    from .fast import _series
+
+    parts = [(f"{pool} {i}", _series(state.series, cost))
+             for pool, states in groups for i, state in enumerate(states) if state.series is not None]
+    if not parts:
+        return None
+    joined = {key: np.concatenate([part[key] for _, part in parts])
+              for key in ("time", "waiting", "running", "cache_use")}
+    joined["server"] = np.concatenate([np.full(part["time"].size, label) for label, part in parts])
+    return joined
+
+
 def run_deployment(workload, cost: CostModel, policy: Policy, deployment: Deployment,
-                   max_iterations: int | None = None) -> RunRecord:
-    """Simulate ``workload`` on a deployment of several servers (fast engine)."""
+                   max_iterations: int | None = None, series: bool = False) -> RunRecord:
+    """Simulate ``workload`` on a deployment of several servers (fast engine); with
+    ``series``, each server's time series, labelled ``replica i``, ``prefill i`` or
+    ``decode i``."""
     if policy.kind == "static":
         raise SimulationError("replicas and disaggregated pools need a continuous policy "
                               "(reserve, paged or chunked)")
@@ -240,14 +257,15 @@ def run_deployment(workload, cost: CostModel, policy: Policy, deployment: Deploy
     run_times = _RunTimes(cost)
     if not deployment.disaggregated:
         states = _serve(workload, cost, policy, arrivals, order, workload.prefixes,
-                        deployment.router, deployment.replicas, limit, run_times)
+                        deployment.router, deployment.replicas, limit, run_times, series=series)
         record = _merge(workload, policy, states, workload.arrivals)
         record.slots *= deployment.replicas
+        record.series = _labelled_series([("replica", states)], cost)
         return record
     # Prefill pool: every request ends with its first token.
     first_only = attrs.evolve(workload, outputs=np.ones(workload.count, dtype=np.int64))
     prefill = _serve(first_only, cost, policy, arrivals, order, workload.prefixes,
-                     deployment.router, deployment.prefill, limit, run_times)
+                     deployment.router, deployment.prefill, limit, run_times, series=series)
     first_record = _merge(first_only, policy, prefill, workload.arrivals)
     ready = first_record.first_token + deployment.transfer_time(workload.prompts,
                                                                cost.kv_bytes_per_token)
@@ -256,8 +274,9 @@ def run_deployment(workload, cost: CostModel, policy: Policy, deployment: Deploy
     decode_order = later[np.argsort(ready[later], kind="stable")].tolist()
     decode = _serve(workload, cost, policy, ready.tolist(), decode_order, workload.prefixes,
                     deployment.router, deployment.decode, limit, run_times,
-                    prefilled=workload.prompts.tolist())
+                    prefilled=workload.prompts.tolist(), series=series)
     record = _merge(workload, policy, [*prefill, *decode], workload.arrivals)
     record.slots *= deployment.decode
     record.transfer = ready - first_record.first_token
+    record.series = _labelled_series([("prefill", prefill), ("decode", decode)], cost)
     return record

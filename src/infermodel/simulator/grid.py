@@ -13,6 +13,7 @@ same version), since each receives the run's inputs and calls the simulator.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,18 +25,13 @@ __all__ = ["SCHEDULERS", "execute", "start_local_cluster"]
 SCHEDULERS = ("serial", "dask")
 
 
-def _warm() -> None:
-    """Import the simulator on a worker (run once per worker at start-up)."""
-    import infermodel.simulator  # noqa: F401
-
-
-def start_local_cluster(workers: int | None = None):
+def start_local_cluster(workers: int | None = None, module: str = "infermodel.simulator.api"):
     """A local Dask cluster of ``workers`` single-threaded worker processes (default: the
-    cores), with the simulator already imported on every worker; returns
-    ``(cluster, client)``.  Processes, not threads: the simulator is Python code that
-    holds the GIL, so threads of one process would take turns.  Start one and pass its
-    ``cluster.scheduler_address`` as ``address`` to run several grids on it and pay the
-    start-up once."""
+    cores), with ``module`` (the code the tasks run) already imported on every worker;
+    returns ``(cluster, client)``.  Processes, not threads: the simulator is Python code
+    that holds the GIL, so threads of one process would take turns.  Start one and pass
+    its ``cluster.scheduler_address`` as ``address`` to run several grids on it and pay
+    the start-up once."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -43,7 +39,7 @@ def start_local_cluster(workers: int | None = None):
     cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
                            processes=True, dashboard_address=None)
     client = Client(cluster)
-    client.run(_warm)
+    client.run(importlib.import_module, module)
     return cluster, client
 
 
@@ -72,7 +68,7 @@ def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str
     except ImportError:
         raise SimulationError('the dask scheduler needs Dask: pip install "infermodel[dask]"') from None
     if address is None:
-        cluster, client = start_local_cluster(workers)
+        cluster, client = start_local_cluster(workers, function.__module__)
     else:
         cluster = None
         try:

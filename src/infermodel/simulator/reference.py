@@ -83,7 +83,7 @@ def run_reference(
     limit = default_iteration_limit(workload) if max_iterations is None else int(max_iterations)
     kind = _Reference
     if cost.speculation is not None:
-        from .speculative_run import reference_state
+        from .speculative_reference import reference_state
 
         kind = reference_state(_Reference)
     state = kind(workload, cost, policy, limit, series)

@@ -1,0 +1,109 @@
+"""The reference engine's state with speculative decoding (see
+:mod:`infermodel.simulator.speculation`): one verification step per decoding request per
+iteration, applied literally, every token stamped; the yardstick the fast engine's
+:class:`~infermodel.simulator.speculative_run.SpeculativeRun` is tested against.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .speculation import Acceptance
+
+__all__ = ["reference_state"]
+
+
+def reference_state(base):
+    """The reference engine's state class ``base`` with speculative verification steps
+    for continuous policies (the class is built here so the reference engine's module
+    needs no knowledge of speculation beyond choosing it)."""
+
+    class SpeculativeReference(base):
+        """One verification step per decoding request per iteration, literally."""
+
+        def __init__(self, workload, cost, policy, limit, series):
+            super().__init__(workload, cost, policy, limit, series)
+            self.speculation = cost.speculation
+            self.acceptance = Acceptance(cost.speculation, workload.seed, self.outputs)
+            self.decoding: set[int] = set()  # running requests whose prefill is complete
+
+        def static_turn(self) -> None:
+            if not self.running:
+                super().static_turn()  # dispatch and prefill a batch as without speculation
+                return
+            running, filled, generated, outputs = self.running, self.filled, self.generated, self.outputs
+            emitted = [self.acceptance.tokens(r, outputs[r] - generated[r])
+                       if generated[r] < outputs[r] else 0 for r in running]
+            self.now += self.speculation.step_time(self.cost, [filled[r] for r in running])
+            self.count_iteration()
+            self.decode_steps += 1
+            for r, tokens in zip(running, emitted):
+                if not tokens:
+                    filled[r] += 1  # a finished slot runs padded
+                    continue
+                filled[r] += tokens
+                generated[r] += tokens
+                self.stamps[r].extend([self.now] * tokens)
+                self.busy += 1
+                self.acceptance.taken(r, generated[r] == outputs[r])
+            if all(generated[r] == outputs[r] for r in running):
+                self.retire(running)
+                self.running = []
+
+        def evict(self) -> None:
+            self.decoding.discard(self.running[-1])
+            super().evict()
+
+        def continuous_turn(self) -> None:
+            self.admit()
+            running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
+            if self.points is not None:
+                self.points.append((self.now, len(self.queue), len(running), self.occupancy()))
+            width = self.speculation.width
+            budget = self.policy.chunk_tokens if self.policy.kind == "chunked" else math.inf
+            chunks: list[tuple[int, int]] = []
+            scheduled: list[tuple[int, int]] = []
+            verifying: list[tuple[int, int]] = []
+            for r in running:
+                if r in self.decoding:
+                    if budget >= width:
+                        verifying.append((r, self.acceptance.tokens(r, self.outputs[r] - generated[r])))
+                        budget -= width
+                    continue
+                remaining = prompts[r] + generated[r] - filled[r]
+                take = remaining if remaining <= budget else int(budget)
+                if take > 0:
+                    chunks.append((take, filled[r]))
+                    scheduled.append((r, take))
+                    budget -= take
+            growth = sum(t for _, t in verifying) + sum(take for _, take in scheduled)
+            if (self.occupancy() + growth) * self.kv > self.memory:
+                self.evict()
+                return
+            self.stalled = 0
+            self.blocked = -1
+            self.now += self.speculation.step_time(self.cost, [filled[r] for r, _ in verifying], chunks)
+            self.count_iteration()
+            later = len(verifying)
+            for r, tokens in verifying:
+                filled[r] += tokens
+                generated[r] += tokens
+                self.stamps[r].extend([self.now] * tokens)
+                self.acceptance.taken(r, generated[r] == self.outputs[r])
+            for r, take in scheduled:
+                filled[r] += take
+                if filled[r] == prompts[r] + generated[r]:
+                    if generated[r]:
+                        later += 1
+                    generated[r] += 1
+                    self.stamps[r].append(self.now)
+                    self.decoding.add(r)
+            if later:
+                self.busy += later
+                self.decode_steps += 1
+            done = [r for r in running if generated[r] == self.outputs[r]]
+            self.decoding.difference_update(done)
+            self.retire(done)
+            self.running = [r for r in running if generated[r] < self.outputs[r]]
+
+    return SpeculativeReference
