@@ -41,17 +41,21 @@ def main() -> None:
     runs = len(POLICIES) * len(RATES) * len(seeds)
 
     started = time.perf_counter()
+    cpu = time.process_time()
     serial = simulate(cost, spec, POLICIES, RATES, seeds=seeds, engine=args.engine)
     serial_s = time.perf_counter() - started
+    serial_cpu = time.process_time() - cpu
 
     started = time.perf_counter()
     cluster, client = start_local_cluster(args.workers)
     startup_s = time.perf_counter() - started
     try:
+        before = sum(client.run(time.process_time).values())
         started = time.perf_counter()
         spread = simulate(cost, spec, POLICIES, RATES, seeds=seeds, scheduler="dask",
                           address=cluster.scheduler_address, engine=args.engine)
         dask_s = time.perf_counter() - started
+        workers_cpu = sum(client.run(time.process_time).values()) - before
     finally:
         client.close()
         cluster.close()
@@ -59,10 +63,11 @@ def main() -> None:
     print(f"grid: {runs} runs ({len(POLICIES)} policies x {len(RATES)} rates x {len(seeds)} seeds, "
           f"{args.count} requests each, {args.engine} engine); cores {os.cpu_count()}, load average "
           f"{os.getloadavg()[0]:.2f}")
-    print(f"serial            {serial_s:8.2f} s")
+    print(f"serial            {serial_s:8.2f} s  ({serial_cpu:.2f} CPU s)")
     print(f"dask start-up     {startup_s:8.2f} s  ({args.workers} worker processes x 1 thread, "
           "simulator imported on each)")
-    print(f"dask grid         {dask_s:8.2f} s")
+    print(f"dask grid         {dask_s:8.2f} s  ({workers_cpu:.2f} CPU s in the workers: the "
+          f"cores they got averaged {workers_cpu / dask_s:.2f})")
     print(f"speed-up          {serial_s / dask_s:8.2f}x  grid only; "
           f"{serial_s / (dask_s + startup_s):.2f}x counting the start-up")
     print(f"identical results {same}")
