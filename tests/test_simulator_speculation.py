@@ -249,3 +249,25 @@ def test_simulate_prices_speculation_instead_of_warning():
     assert "rejected proposals" in text and "prefill of every prompt is not priced" in text
     assert any("verification step" in note for note in chosen.notes)
     assert chosen.cost_model.speculation.k == 4
+
+
+# ---------------------------------------------------------------------------- fuzz
+@pytest.mark.filterwarnings("ignore::infermodel.simulation.SimulationWarning")
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(k=st.integers(0, 16), alpha=st.floats(0, 1), cost=st.floats(0.01, 3), verify=st.floats(0.5, 4),
+       policy=st.sampled_from(["static", "reserve", "paged", "chunked"]),
+       engine=st.sampled_from(["fast", "reference"]))
+def test_any_lever_setting_simulates_or_is_one_clear_error(k, alpha, cost, verify, policy, engine):
+    from infermodel.errors import InfermodelError
+    from infermodel.simulation import simulate
+
+    overrides = {"levers.speculative.k": k, "levers.speculative.acceptance": alpha,
+                 "levers.speculative.draft_cost": cost, "levers.speculative.verify_cost": verify,
+                 "simulation.workload.count": 12}
+    try:
+        result = simulate(LAB5, policies=[policy], rates=[0.5], engine=engine, overrides=overrides)
+    except InfermodelError as error:  # a refused setting names its key
+        assert "levers.speculative" in str(error)
+        return
+    metrics = result.runs[0].metrics
+    assert metrics["requests"] == 12 and metrics["tpot_p50"] > 0

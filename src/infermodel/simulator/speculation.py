@@ -191,7 +191,8 @@ class Speculation:
         notes = [
             f"speculative decoding: the up to k = {self.k} rejected proposals a verifying "
             f"sequence writes into the cache during its step are not reserved ({self.k} "
-            f"positions per running sequence, {self.k * cost.kv_bytes_per_token / 1e6:.3g} MB each)"]
+            f"positions, {self.k * cost.kv_bytes_per_token / 1e6:.3g} MB, per running sequence; "
+            f"{self.k * cost.kv_bytes_per_token / cost.cache_memory:.2%} of the cache each)"]
         if self.draft is not None:
             share = self.draft.params_matmul / cost.params_matmul
             notes.append(f"speculative decoding: the draft model's prefill of every prompt is not "
