@@ -27,6 +27,9 @@ Pieces
   (``.runs``, ``.to_dict()``, ``.to_json()``, ``.table()``); :func:`capacity_search`
   — the highest rate meeting p99 TTFT and p99 ITL objectives, with the neighbouring
   rates re-checked → :class:`CapacityResult`.
+* :class:`Speculation` (and :class:`Draft`) — speculative decoding on a cost model
+  (``CostModel(..., speculation=Speculation(k, α, draft_cost=c))``): every decode is a
+  verification step of k + 1 positions that emits a seeded random number of tokens.
 * :func:`expected_max` and :func:`static_slot_use` — E[max of B] = Σ_k (1 − F(k)^B)
   and (E[o] − 1)/(E[max of B] − 1) for a length law.
 
@@ -63,6 +66,7 @@ from .cost import EXTENSION_QUANTITIES, QUANTITY_NAMES, CostModel
 from .errors import SimulationError
 from .metrics import METRIC_NAMES, weighted_quantile
 from .policies import POLICY_KINDS, SLO, Policy, policy
+from .speculation import Draft, Speculation
 from .workload import (
     EmpiricalLength,
     FixedLength,
@@ -86,6 +90,7 @@ __all__ = [
     "CapacityResult",
     "CostModel",
     "Deployment",
+    "Draft",
     "EmpiricalLength",
     "FixedLength",
     "LogNormalLength",
@@ -93,6 +98,7 @@ __all__ = [
     "Run",
     "SimulationError",
     "SimulationResult",
+    "Speculation",
     "UniformLength",
     "Workload",
     "WorkloadSpec",
