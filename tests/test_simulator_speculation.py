@@ -130,6 +130,18 @@ def test_fast_and_reference_engines_agree_exactly(spec, policy):
     _same(actual, expected)
 
 
+@pytest.mark.parametrize("load", ["closed", "sessions"])
+def test_engines_agree_on_closed_loops_and_sessions(load):
+    cost = CostModel.lab3(speculation=Speculation(4, 0.7, draft_cost=0.1))
+    spec = attrs.evolve(WorkloadSpec.lab3(), count=40)
+    workload = spec.closed_loop(4, think_time=1.0) if load == "closed" else spec.sessions(0.3, 4, 1.0)
+    for policy in ("paged", "chunked"):
+        _, fast = run_record(cost, workload, policy)
+        _, reference = run_record(cost, workload, policy, engine="reference")
+        assert all(fast[k] == reference[k] or (math.isnan(fast[k]) and math.isnan(reference[k]))
+                   for k in fast)
+
+
 @st.composite
 def speculative_cases(draw):
     count = draw(st.integers(1, 14))

@@ -197,11 +197,16 @@ class ContinuousRun:
         running = self.admit()
         if self.series is not None:
             self.series.append((self.now, len(queue), running, self._cached_now()))
+        self.schedule(running)
+        return True
+
+    def schedule(self, running: int) -> None:
+        """Evict, or run one iteration or a steady run of them (``running`` requests)."""
         takes, remainders, taking_decoders = self.share()
         growth = taking_decoders + sum(takes)
         if (self.decoder_filled + self.prefiller_filled + self.offset + growth) * self.kv > self.memory:
             self.evict()
-            return True
+            return
         self.stalled = 0
         self.blocked = -1
         partial = len(takes) == 1 and takes[0] < remainders[0]
@@ -209,7 +214,6 @@ class ContinuousRun:
             self.steady(takes, remainders, partial, growth, running)
         else:
             self.single(takes, taking_decoders)
-        return True
 
     def _cached_now(self) -> int:
         return self.decoder_filled + self.prefiller_filled + self.offset
@@ -253,15 +257,18 @@ class ContinuousRun:
             )
         return running
 
+    def decoder_share(self, width: int = 1) -> tuple[int, float]:
+        """How many decoders take part in the iteration, each taking ``width`` positions
+        of a chunked policy's budget, and the budget left for prefills."""
+        n_dec = len(self.decoders)
+        if not self.chunked:
+            return n_dec, math.inf
+        taking = min(n_dec, self.chunk_tokens // width)
+        return taking, self.chunk_tokens - taking * width
+
     def share(self) -> tuple[list[int], list[int], int]:
         """The iteration's token budget in running order: decoders first."""
-        n_dec = len(self.decoders)
-        if self.chunked:
-            taking_decoders = min(n_dec, self.chunk_tokens)
-            left = self.chunk_tokens - taking_decoders
-        else:
-            taking_decoders = n_dec
-            left = math.inf
+        taking_decoders, left = self.decoder_share()
         takes: list[int] = []
         remainders: list[int] = []
         prompts, gen, fil = self.prompts, self.gen, self.fil

@@ -17,8 +17,6 @@ count per-token inter-token latency, and TPOT = (last − first)/(n − 1) is th
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .continuous import ContinuousRun, too_many
@@ -44,43 +42,12 @@ class SpeculativeRun(ContinuousRun):
         self.acceptance = Acceptance(cost.speculation, workload.seed, self.outputs)
         self.zero_gaps = 0  # tokens that arrive together with the one before them
 
-    def share(self) -> tuple[list[int], list[int], int]:
-        """The chunk budget: each verifying sequence takes k + 1 positions of it."""
-        n_dec = len(self.decoders)
-        width = self.speculation.width
-        if self.chunked:
-            taking_decoders = min(n_dec, self.chunk_tokens // width)
-            left = self.chunk_tokens - taking_decoders * width
-        else:
-            taking_decoders = n_dec
-            left = math.inf
-        takes: list[int] = []
-        remainders: list[int] = []
-        prompts, gen, fil = self.prompts, self.gen, self.fil
-        for request in self.prefillers:
-            if left <= 0:
-                break
-            remaining = prompts[request] + gen[request] - fil[request]
-            take = remaining if remaining <= left else int(left)
-            takes.append(take)
-            remainders.append(remaining)
-            left -= take
-        return takes, remainders, taking_decoders
+    def decoder_share(self, width: int = 1) -> tuple[int, float]:
+        """Each verifying sequence takes k + 1 positions of a chunked policy's budget."""
+        return super().decoder_share(self.speculation.width)
 
-    def turn(self) -> bool:
-        queue, source = self.queue, self.source
-        arrived = source.due(self.now)
-        if arrived:
-            queue.extend(arrived)
-        if not self.decoders and not self.prefillers and not queue:
-            arrival = source.next_time()
-            if arrival == math.inf:
-                return False
-            self.now = max(self.now, arrival)
-            return True
-        running = self.admit()
-        if self.series is not None:
-            self.series.append((self.now, len(queue), running, self._cached_now()))
+    def schedule(self, running: int) -> None:
+        """Evict, or run one iteration of verification steps and prefill chunks."""
         takes, _, taking_decoders = self.share()
         verifying = self.decoders[:taking_decoders]
         gen, outputs = self.gen, self.outputs
@@ -88,11 +55,10 @@ class SpeculativeRun(ContinuousRun):
         growth = sum(emitted) + sum(takes)
         if (self.decoder_filled + self.prefiller_filled + self.offset + growth) * self.kv > self.memory:
             self.evict()
-            return True
+            return
         self.stalled = 0
         self.blocked = -1
         self.verify(takes, verifying, emitted)
-        return True
 
     def verify(self, takes, verifying, emitted) -> None:
         """One iteration: verification steps, prefill chunks, completions."""
