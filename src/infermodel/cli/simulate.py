@@ -58,7 +58,8 @@ def add_parser(subparsers) -> None:
                              "token, finish, tokens, preemptions, rollbacks")
     parser.add_argument("--timeseries", metavar="FILE",
                         help="also write the time series of waiting and running requests and "
-                             "cache use at every scheduling decision: .csv, or a plot (.png/.svg)")
+                             "cache use at every scheduling decision, one series per server "
+                             "(replica or pool): .csv, or a plot (.png/.svg)")
     parser.set_defaults(handler=handle)
 
 
