@@ -47,9 +47,18 @@ __all__ = ["ROUTERS", "Deployment", "run_deployment"]
 ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity")
 
 
+#: Servers of one simulated deployment (replicas, or prefill plus decode servers): each
+#: keeps its own queue and cache, so the count is checked before any is built.
+MAX_SERVERS = 1_024
+
+
 def _count(value, what: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise SimulationError(f"{what} must be a whole number ≥ {minimum}, got {value!r}")
+    if value > MAX_SERVERS:
+        raise SimulationError(f"{what}: {int(value):,} is over the limit of {MAX_SERVERS:,} "
+                              "servers for one simulated deployment; simulate one replica at "
+                              "its share of the load instead")
     return int(value)
 
 
@@ -81,6 +90,10 @@ class Deployment:
         if (self.prefill == 0) != (self.decode == 0):
             raise SimulationError("a disaggregated deployment needs both prefill and decode "
                                   f"servers, got prefill={self.prefill}, decode={self.decode}")
+        if self.prefill + self.decode > MAX_SERVERS:
+            raise SimulationError(f"{self.prefill:,} prefill and {self.decode:,} decode servers "
+                                  f"are over the limit of {MAX_SERVERS:,} servers for one "
+                                  "simulated deployment")
         if self.disaggregated and self.replicas != 1:
             raise SimulationError("give either replicas or prefill/decode pools, not both")
         if not (isinstance(self.link_bandwidth, (int, float)) and self.link_bandwidth > 0):
