@@ -331,9 +331,9 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
     metrics["slo_itl"] = float(slo.itl)
     metrics["transfer_time_mean"] = float(np.mean(record.transfer)) if record.transfer is not None else 0.0
     hits = record.prefix_hits if record.prefix_hits is not None else np.zeros(count, dtype=np.int64)
-    metrics["prefix_hit_tokens"] = float(hits.sum())
     metrics["prefix_hit_rate"] = float(hits.sum()) / float(np.sum(record.prompts))
     metrics["prefix_request_hit_rate"] = float(np.count_nonzero(hits)) / count
+    metrics["prefix_hit_tokens"] = float(hits.sum())
     metrics["prefix_evicted_tokens"] = float(record.prefix_evicted)
     metrics["preemptions"] = float(record.preemptions)
     metrics["rollbacks"] = float(record.rollbacks)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import heapq
 
-__all__ = ["DEFAULT_BLOCK_TOKENS", "PrefixCache", "prefix_cache_for"]
+__all__ = ["DEFAULT_BLOCK_TOKENS", "PrefixCache", "prefix_cache_for", "prefix_policies"]
 
 #: Tokens per cache block when the scenario names none (vLLM's default block size).
 DEFAULT_BLOCK_TOKENS = 16
@@ -230,3 +230,61 @@ def prefix_cache_for(workload, policy) -> PrefixCache | None:
     if not named and not sessions:
         return None
     return PrefixCache(count, policy.block_tokens, chains, limits, len(named))
+
+
+#: Keys of a scenario's ``[simulation]`` table read here.
+SCENARIO_KEYS = ("prefix_caching", "block_tokens")
+#: Quantities that name the cache block size, first found wins (the prefix-caching
+#: lever's block, then the batching lever's page).
+BLOCK_QUANTITIES = ("prefix_block_tokens", "paged_block_tokens")
+
+
+def prefix_policies(policies, table, values, workload=None, turns: int = 1,
+                      reuse: bool = True) -> tuple[tuple, list[str]]:
+    """The policies with a scenario's prefix-cache settings, and the derivation lines.
+
+    ``[simulation] prefix_caching`` (true by default) switches the prefix cache;
+    ``block_tokens`` sets its block size, by default the scenario's own
+    (:data:`BLOCK_QUANTITIES`), else :data:`DEFAULT_BLOCK_TOKENS`.  A policy table that
+    sets either field keeps its own.  ``workload`` (the drawn spec) and ``turns`` say
+    whether anything can be shared, for the lines.
+    """
+    import attrs
+
+    from .errors import SimulationError
+
+    caching = table.get("prefix_caching", True)
+    if not isinstance(caching, bool):
+        raise SimulationError(f"simulation.prefix_caching must be true or false, got {caching!r}")
+    block, source = table.get("block_tokens"), "simulation.block_tokens"
+    if block is None:
+        found = [name for name in BLOCK_QUANTITIES if name in values]
+        source = found[0] if found else "the default"
+        block = round(float(values[found[0]])) if found else DEFAULT_BLOCK_TOKENS
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise SimulationError(f"simulation.block_tokens must be a whole number of tokens >= 1, "
+                              f"got {block!r}")
+    changed = []
+    for chosen in policies:
+        fields: dict = {}
+        if chosen.prefix_caching and not caching:
+            fields["prefix_caching"] = False
+        if chosen.block_tokens == DEFAULT_BLOCK_TOKENS:
+            fields["block_tokens"] = block
+        changed.append(attrs.evolve(chosen, **fields) if fields else chosen)
+    notes = []
+    if turns > 1:
+        notes.append(f"multi-turn sessions: rates are sessions/s, {turns} turns each; each prompt "
+                     "is the session's history plus a new message" + (
+                         "; the history is found in the prefix cache while its blocks stay "
+                         "there (idle and evictable while the client thinks)"
+                         if reuse and caching else "; the history is prefilled again every turn"))
+    trace = getattr(workload, "trace", None)
+    named = getattr(workload, "prefix_tokens", 0) or (
+        trace is not None and trace.prefix_tokens is not None)
+    if named or (turns > 1 and reuse):
+        notes.append(f"prefix cache: blocks of {block} tokens ({source}), one copy shared by "
+                     "the requests that start with the same prefix, kept while idle and "
+                     "evicted least recently released first" if caching else
+                     "prefix cache: off (simulation.prefix_caching = false)")
+    return tuple(changed), notes
