@@ -357,7 +357,9 @@ def test_scenario_block_size_and_switch(write_scenario, capsys):
                           '[simulation.workload]\ncount = 20\n')
     assert main(["simulate", str(path), "--format", "json"]) == 0
     assert main(["simulate", str(path)]) == 0
-    assert "prefix cache: blocks of 32 tokens (simulation.block_tokens)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "prefix cache: blocks of 32 tokens (simulation.block_tokens)" in out
+    assert "prefix cache, chunked 0.05/s: " in out and "of requests found cached" in out
     off = write_scenario(f'extends = "{LAB3}"\n[simulation]\nturns = 2\nprefix_caching = false\n'
                          '[simulation.workload]\ncount = 20\n')
     assert main(["simulate", str(off), "--policy", "chunked"]) == 0
