@@ -274,6 +274,17 @@ def test_thinking_sessions_hold_idle_blocks_that_a_small_cache_evicts():
     assert _same(tight, run_record(small, workload, "chunked", engine="reference")[1])
 
 
+def test_sessions_past_saturation_are_flagged_by_both_engines():
+    # Sessions start as an open stream, so they can overload the server; the reference
+    # engine used to call every session run closed (never overloaded).
+    spec = WorkloadSpec(UniformLength(1000, 2000), UniformLength(50, 100), 300)
+    workload = spec.sessions(1.0, 3, 1.0)
+    fast = run_record(CostModel.lab3(), workload, "chunked")[1]
+    reference = run_record(CostModel.lab3(), workload, "chunked", engine="reference")[1]
+    assert fast["overloaded"] == reference["overloaded"] == 1.0
+    assert _same(fast, reference)
+
+
 # ---------------------------------------------------------------------------- prefixes
 def test_prefix_affinity_raises_hits_over_round_robin():
     # 40 system prompts of 2,000 tokens (3,000-token prompts) behind three replicas with

@@ -337,7 +337,7 @@ class _Reference:
             end_time=self.now,
             preemptions=self.preemptions,
             rollbacks=self.rollbacks,
-            closed=self.source.closed,
+            closed=self.workload.clients is not None,  # sessions arrive open: they can overload
             series=None if points is None else {
                 "time": np.array([p[0] for p in points]), "waiting": np.array([p[1] for p in points]),
                 "running": np.array([p[2] for p in points]),
