@@ -220,6 +220,24 @@ def test_fast_and_reference_agree_on_sessions(turns, think, cache_tokens, kind, 
     assert _same(fast, run_record(cost, workload, chosen, engine="reference")[1])
 
 
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_warm_prefill_is_the_chunk_after_the_cached_blocks(engine):
+    # Two requests alone on Lab 3's card sharing a 1,000-token prefix, blocks of 16:
+    # the first prefills all 3,000 tokens; the second finds 62 whole blocks (992
+    # positions) and prefills the chunk (2,508 − 992 new, 992 cached).
+    cost = CostModel.lab3()
+    workload = Workload.from_arrays([0.0, 100.0], [3000, 2508], [1, 1]).with_prefixes(
+        ["doc", "doc"], 1000)
+    record, metrics = run_record(cost, workload, "paged", engine=engine)
+    ttft = record.first_token - record.arrivals
+    assert ttft[0] == cost.iteration_time([], [(3000, 0)])
+    assert record.first_token[1] == 100.0 + cost.iteration_time([], [(2508 - 992, 992)])
+    assert metrics["prefix_hit_tokens"] == 992 and metrics["prefix_request_hit_rate"] == 0.5
+    # With the cache switched off the second request prefills everything again.
+    cold, _ = run_record(cost, workload, Policy("paged", prefix_caching=False), engine=engine)
+    assert cold.first_token[1] == 100.0 + cost.iteration_time([], [(2508, 0)])
+
+
 def test_lab3_table_has_no_prefix_cache():
     # Lab 3's requests share nothing: no cache is built and every prefix metric is 0.
     record, metrics = run_record(CostModel.lab3(), WorkloadSpec.lab3(60).generate(0.3), "chunked")
