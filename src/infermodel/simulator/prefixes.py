@@ -245,9 +245,10 @@ def prefix_policies(policies, table, values, workload=None, turns: int = 1,
 
     ``[simulation] prefix_caching`` (true by default) switches the prefix cache;
     ``block_tokens`` sets its block size, by default the scenario's own
-    (:data:`BLOCK_QUANTITIES`), else :data:`DEFAULT_BLOCK_TOKENS`.  A policy table that
-    sets either field keeps its own.  ``workload`` (the drawn spec) and ``turns`` say
-    whether anything can be shared, for the lines.
+    (:data:`BLOCK_QUANTITIES`), else :data:`DEFAULT_BLOCK_TOKENS`, for every policy
+    whose ``block_tokens`` is still the default (a policy table may set its own).
+    ``workload`` (the spec) and ``turns`` say whether anything can be shared, for the
+    lines.
     """
     import attrs
 
