@@ -215,8 +215,8 @@ class _Reference:
             self.decoding[candidate] = False
             hit = self.prefix.take(candidate, total) if self.prefix is not None else 0
             if self.swapped[candidate]:
-                self.now += (max(0, self.swapped[candidate] - hit) * self.kv
-                             / policy.swap_bandwidth)
+                # seconds per position as the fast engine rounds them: kv / bandwidth
+                self.now += max(0, self.swapped[candidate] - hit) * (self.kv / policy.swap_bandwidth)
                 self.filled[candidate] = self.swapped[candidate]
                 self.swapped[candidate] = 0
             self.filled[candidate] = max(self.filled[candidate], hit)
@@ -262,7 +262,7 @@ class _Reference:
             # every cached position is copied out
             self.swapped[victim] = self.filled[victim]
             self.swapped_tokens += self.filled[victim]
-            self.now += self.filled[victim] * self.kv / self.policy.swap_bandwidth
+            self.now += self.filled[victim] * (self.kv / self.policy.swap_bandwidth)
         else:
             self.recomputed += own
         self.filled[victim] = 0
