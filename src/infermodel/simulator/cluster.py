@@ -175,6 +175,7 @@ def _serve(workload, cost, policy, arrivals, order, prefixes, router, servers, l
         for state in states:
             state.fil = list(prefilled)  # the prompt arrives already cached
             state.gen = [1] * workload.count
+            state.prefix = None  # nothing is prefilled here: no prefix cache
     affinity: dict[str, int] = {}
     turn = 0
     while upcoming[0] is not None:
@@ -211,9 +212,11 @@ def _merge(workload, policy, states, arrivals, outputs_of=None):
     gaps = GapHistogram()
     offset = 0
     totals = {"end": 0.0, "preemptions": 0, "rollbacks": 0, "recomputed": 0, "swapped": 0,
-              "iterations": 0, "busy": 0, "decode_steps": 0}
+              "iterations": 0, "busy": 0, "decode_steps": 0, "prefix_evicted": 0}
     evicted = np.zeros(workload.count, dtype=np.int64)
     undone = np.zeros(workload.count, dtype=np.int64)
+    hits = np.zeros(workload.count, dtype=np.int64)
+    cached = False
     for state in states:
         blocks, (request, first, last), counters = state.result()
         for part, column in zip(parts, blocks[:5]):
@@ -229,7 +232,12 @@ def _merge(workload, policy, states, arrivals, outputs_of=None):
             totals[key] += counters[key]
         evicted += counters["request_preemptions"]
         undone += counters["request_rollbacks"]
+        if counters["prefix_hits"] is not None:  # a request is admitted first on one server
+            hits += counters["prefix_hits"]
+            cached = True
+        totals["prefix_evicted"] += counters["prefix_evicted"]
     totals["request_preemptions"], totals["request_rollbacks"] = evicted, undone
+    totals["prefix_hits"] = hits if cached else None
     segments = (np.concatenate(requests), np.concatenate(firsts), np.concatenate(lasts))
     blocks = Blocks(*(np.concatenate(part) for part in parts), gaps)
     return _record(workload, policy, _tokens(workload.count, blocks, segments), totals, arrivals)
@@ -241,9 +249,9 @@ def run_deployment(workload, cost: CostModel, policy: Policy, deployment: Deploy
     if policy.kind == "static":
         raise SimulationError("replicas and disaggregated pools need a continuous policy "
                               "(reserve, paged or chunked)")
-    if workload.clients is not None:
+    if workload.clients is not None or workload.session_starts is not None:
         raise SimulationError("replicas and disaggregated pools take open arrivals (rates or a "
-                              "trace), not a closed loop")
+                              "trace), not a closed loop or multi-turn sessions")
     from .fast import _RunTimes
 
     check_fits(workload, cost, policy)
