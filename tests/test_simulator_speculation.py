@@ -185,6 +185,35 @@ def test_engines_agree_on_arbitrary_small_speculative_workloads(case):
     assert [len(s) for s in stamps] == workload.outputs.tolist()
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_engines_agree_with_shared_prefixes_and_their_time_series(data):
+    count = data.draw(st.integers(1, 12))
+    gaps = data.draw(st.lists(st.floats(0, 2), min_size=count, max_size=count))
+    prompts = data.draw(st.lists(st.integers(2, 300), min_size=count, max_size=count))
+    outputs = data.draw(st.lists(st.integers(1, 60), min_size=count, max_size=count))
+    names = data.draw(st.lists(st.sampled_from(["", "a", "b"]), min_size=count, max_size=count))
+    workload = Workload.from_arrays(np.cumsum(gaps), prompts, outputs).with_prefixes(
+        names, data.draw(st.integers(1, 250)))
+    spec = Speculation(data.draw(st.integers(1, 5)), data.draw(st.sampled_from([0.0, 0.6, 0.9])),
+                       draft_cost=0.1)
+    cost = CostModel.lab3(cache_memory=data.draw(st.integers(400, 2000)) * 147456.0, speculation=spec)
+    policy = Policy(data.draw(st.sampled_from(["paged", "chunked"])),
+                    chunk_tokens=data.draw(st.integers(8, 128)),
+                    block_tokens=data.draw(st.sampled_from([1, 16])))
+    try:
+        fast, _ = run_record(cost, workload, policy, series=True)
+    except SimulationError:
+        with pytest.raises(SimulationError):
+            run_record(cost, workload, policy, engine="reference")
+        return
+    reference, _ = run_record(cost, workload, policy, engine="reference", series=True)
+    _same(fast, reference)
+    assert np.array_equal(fast.prefix_hits, reference.prefix_hits)
+    for key in ("time", "waiting", "running", "cache_use"):
+        assert np.array_equal(fast.series[key], reference.series[key])
+
+
 # ---------------------------------------------------------------------------- figures
 def test_batch_one_time_per_token_is_the_levers_within_a_confidence_interval():
     # Module 10, "Derive the speed-up ...": at batch 1 a token costs

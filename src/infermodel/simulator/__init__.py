@@ -66,6 +66,7 @@ from .cost import EXTENSION_QUANTITIES, QUANTITY_NAMES, CostModel
 from .errors import SimulationError
 from .metrics import METRIC_NAMES, weighted_quantile
 from .policies import POLICY_KINDS, SLO, Policy, policy
+from .prefixes import DEFAULT_BLOCK_TOKENS, PrefixCache, prefix_policies
 from .speculation import Draft, Speculation
 from .workload import (
     EmpiricalLength,
@@ -80,6 +81,7 @@ from .workload import (
 )
 
 __all__ = [
+    "DEFAULT_BLOCK_TOKENS",
     "ENGINES",
     "EXTENSION_QUANTITIES",
     "METRIC_NAMES",
@@ -95,6 +97,7 @@ __all__ = [
     "FixedLength",
     "LogNormalLength",
     "Policy",
+    "PrefixCache",
     "Run",
     "SimulationError",
     "SimulationResult",
@@ -106,6 +109,7 @@ __all__ = [
     "expected_max",
     "length_law",
     "policy",
+    "prefix_policies",
     "run_policy",
     "run_record",
     "simulate",

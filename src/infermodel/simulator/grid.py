@@ -54,9 +54,14 @@ def start_local_cluster(workers: int | None = None, module: str = "infermodel.si
         raise SimulationError('the dask scheduler needs Dask: pip install "infermodel[dask]"') from None
     import dask
 
-    with dask.config.set(WORKER_CONFIG):
-        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None)
+    try:
+        with dask.config.set(WORKER_CONFIG):
+            cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                                   processes=True, dashboard_address=None)
+    except Exception as error:  # Dask reports a failed start in many exception types
+        raise SimulationError(f"cannot start a local Dask cluster ({error}): run with "
+                              "--scheduler serial, or give the --address of a running "
+                              "cluster") from None
     client = Client(cluster)
     client.run(importlib.import_module, module)
     return cluster, client

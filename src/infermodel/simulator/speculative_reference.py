@@ -25,7 +25,6 @@ def reference_state(base):
             super().__init__(workload, cost, policy, limit, series)
             self.speculation = cost.speculation
             self.acceptance = Acceptance(cost.speculation, workload.seed, self.outputs)
-            self.decoding: set[int] = set()  # running requests whose prefill is complete
 
         def static_turn(self) -> None:
             if not self.running:
@@ -50,22 +49,19 @@ def reference_state(base):
                 self.retire(running)
                 self.running = []
 
-        def evict(self) -> None:
-            self.decoding.discard(self.running[-1])
-            super().evict()
-
         def continuous_turn(self) -> None:
             self.admit()
             running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
             if self.points is not None:
-                self.points.append((self.now, len(self.queue), len(running), self.occupancy()))
+                idle = self.prefix.idle if self.prefix is not None else 0
+                self.points.append((self.now, len(self.queue), len(running), self.occupancy() + idle))
             width = self.speculation.width
             budget = self.policy.chunk_tokens if self.policy.kind == "chunked" else math.inf
             chunks: list[tuple[int, int]] = []
             scheduled: list[tuple[int, int]] = []
             verifying: list[tuple[int, int]] = []
             for r in running:
-                if r in self.decoding:
+                if self.decoding[r]:  # a verification step, if the budget holds its k + 1
                     if budget >= width:
                         verifying.append((r, self.acceptance.tokens(r, self.outputs[r] - generated[r])))
                         budget -= width
@@ -82,6 +78,7 @@ def reference_state(base):
                 return
             self.stalled = 0
             self.blocked = -1
+            self.trim(self.occupancy() + growth)
             self.now += self.speculation.step_time(self.cost, [filled[r] for r, _ in verifying], chunks)
             self.count_iteration()
             later = len(verifying)
@@ -92,18 +89,18 @@ def reference_state(base):
                 self.acceptance.taken(r, generated[r] == self.outputs[r])
             for r, take in scheduled:
                 filled[r] += take
-                if filled[r] == prompts[r] + generated[r]:
+                if filled[r] == prompts[r] + generated[r]:  # its (re)prefill completes
+                    self.decoding[r] = True
+                    if self.prefix is not None:
+                        self.prefix.register(r, filled[r], self.now, running=True)
                     if generated[r]:
                         later += 1
                     generated[r] += 1
                     self.stamps[r].append(self.now)
-                    self.decoding.add(r)
             if later:
                 self.busy += later
                 self.decode_steps += 1
-            done = [r for r in running if generated[r] == self.outputs[r]]
-            self.decoding.difference_update(done)
-            self.retire(done)
+            self.retire([r for r in running if generated[r] == self.outputs[r]])
             self.running = [r for r in running if generated[r] < self.outputs[r]]
 
     return SpeculativeReference

@@ -65,6 +65,7 @@ class SpeculativeRun(ContinuousRun):
         if self.iterations >= self.limit:
             raise too_many(self.limit, self.completed, self.count, self.preemptions)
         fil, gen, decoders = self.fil, self.gen, self.decoders
+        self._trim(self.decoder_filled + self.prefiller_filled + self.offset + sum(emitted) + sum(takes))
         chunks = [(take, fil[request]) for request, take in zip(self.prefillers, takes)]
         self.now += self.speculation.step_time(self.cost, [fil[r] for r in verifying], chunks)
         self.block(self.now, self.now, 0.0)
