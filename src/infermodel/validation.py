@@ -5,20 +5,29 @@ Each ledger row becomes a scenario: its model (preset or ``hf_config``) and hard
 preset, ``hardware.count = gpus``, the row's formats through the quantisation lever
 (8-bit float weights also take 8-bit activations, as FP8 checkpoints run), tensor
 parallelism with an explicit ring all-reduce over the card's interconnect, and the
-``[efficiency] preset`` its engine family names. The scenario's roofline gives the
-prefill of one prompt, the decode step at the running batch and the cache's capacity;
-:func:`infermodel.closed_loop.closed_loop` turns them into the steady state at the
-row's concurrency (exactly the roofline quantities at concurrency 1).
+``[efficiency] preset`` its engine family names. At concurrency 1 the row is the
+scenario's roofline: the prefill of one prompt (TTFT), the decode step at batch 1
+(ITL, TPOT) and ``osl / (TTFT + (osl − 1) · ITL)`` (throughput). At concurrency > 1 it
+is a closed loop of the row's clients in the serving simulator
+(:mod:`infermodel.ledger_simulation`: fixed lengths, the warm-up round excluded).
 
 Errors are relative, ``(predicted − measured) / measured``; summaries give the median
 and 90th percentile of ``|error|`` per metric.
 
 Fitting (:func:`fit`) evaluates every row once on a grid of efficiency candidates
-(prefill MFU × decode MBU × decode MFU × t0: the graph is compiled once per row and
-evaluated on arrays), then picks per engine family the candidate with the smallest
-mean |log(predicted / measured)|, each metric weighted equally. Cross-validation holds
-out whole published tables (a source's one configuration at every concurrency), so a
-held-out point's configuration was never seen by its fit.
+(prefill MFU × MBU × t0 × all-reduce latency, the decode MFU equal to the prefill MFU,
+see :func:`efficiency_grid`: the graph is compiled
+once per row and evaluated on arrays), then picks per engine family the candidate with
+the smallest mean |log(predicted / measured)|, each metric weighted equally. A
+simulation per candidate would be far too slow, so the search runs on a stand-in: the
+analytic steady state of :func:`infermodel.closed_loop.closed_loop` (exactly the
+roofline at concurrency 1), each row at concurrency > 1 scaled by its simulated /
+analytic ratio at the previous pass's choice; passes repeat until the choice is a
+fixed point (at most :data:`FIT_PASSES`), and of the candidates visited the one whose
+*simulated* loss is smallest is kept. Every error the fit reports, in-sample and
+held-out, is the simulator's. Cross-validation holds out whole published tables (a
+source's one configuration at every concurrency), so a held-out point's configuration
+was never seen by its fit.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from . import ledger_simulation
 from .closed_loop import closed_loop
 from .ledger import ENGINE_FAMILIES, METRICS, LedgerRow
 
@@ -242,13 +252,18 @@ def _row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost) 
 
 def _predict_arrays(model: _RowModel, row: LedgerRow,
                     candidates: Mapping[str, np.ndarray]) -> np.ndarray:
-    """The row's metric for every candidate (arrays of equal length)."""
+    """The row's metric for every candidate (arrays of equal length), from the analytic
+    steady state: the prediction at concurrency 1, the fit's stand-in above it.
+    """
     running = min(row.concurrency, int(model.capacity))
     values = dict(model.inputs)
     values["batch"] = np.array([[1.0], [float(running)]])
     for name in (*EFFICIENCY_QUANTITIES, LINK_LATENCY):
         if name in candidates and name in values:
             values[name] = np.asarray(candidates[name], dtype=float)[None, :]
+    if row.concurrency > 1:
+        # The simulator prices every iteration at the prefill compute rate.
+        values["decode_mfu"] = values["prefill_mfu"]
     out = model.compiled(values)
     prefill = np.broadcast_to(out["prefill_time"], (2, len(candidates["t0"])))[0]
     decode = np.broadcast_to(out["decode_step_time"], (2, len(candidates["t0"])))[1]
@@ -258,6 +273,61 @@ def _predict_arrays(model: _RowModel, row: LedgerRow,
     if row.metric in ("itl_ms", "tpot_ms"):
         return state.itl * 1e3
     return state.output_tokens_per_s
+
+
+def _cost_model(model: _RowModel, row: LedgerRow, efficiency: Efficiency):
+    """The simulator's iteration cost of the row's scenario at ``efficiency``."""
+    from .simulator import CostModel
+
+    values = dict(model.inputs)
+    values["batch"] = float(row.concurrency)
+    for name, candidate in efficiency.candidates().items():
+        if name in values:
+            values[name] = float(candidate[0])
+    out = {name: float(np.asarray(v).ravel()[0]) for name, v in model.compiled(values).items()
+           if np.size(v) == 1}
+    return CostModel.from_quantities(out)
+
+
+class Simulations:
+    """Closed-loop runs of ledger rows, each run once per configuration, concurrency and
+    efficiency (a run gives every metric of its rows).
+    """
+
+    def __init__(self) -> None:
+        self.runs: dict[tuple, ledger_simulation.ServingFigures | str] = {}
+
+    def value(self, model: _RowModel, row: LedgerRow, efficiency: Efficiency) -> float | str:
+        """The row's metric simulated at ``efficiency``, or why it cannot be."""
+        from .simulator import SimulationError
+
+        key = (_model_key(row), row.concurrency, efficiency)
+        if key not in self.runs:
+            reason = ledger_simulation.unsupported(row)
+            try:
+                self.runs[key] = reason or ledger_simulation.simulate_row(
+                    _cost_model(model, row, efficiency), row.family, row.isl, row.osl,
+                    row.concurrency)
+            except SimulationError as exc:
+                self.runs[key] = f"the closed-loop simulation failed: {exc}"
+        run = self.runs[key]
+        if isinstance(run, str):
+            return run
+        value = run.value(row.metric, row.statistic)
+        if not math.isfinite(value) or value <= 0:
+            return f"the simulated {row.metric} is not a positive number ({value})"
+        return value
+
+
+def _predict(model: _RowModel, row: LedgerRow, efficiency: Efficiency,
+             simulations: Simulations) -> float | str:
+    """One row's prediction: the roofline at concurrency 1, the simulator above."""
+    if row.concurrency > 1:
+        return simulations.value(model, row, efficiency)
+    value = float(_predict_arrays(model, row, efficiency.candidates())[0])
+    if not math.isfinite(value) or value <= 0:
+        return f"the prediction is not a positive number ({value})"
+    return value
 
 
 def preset_efficiency(family: str, *, host: PluginHost) -> Efficiency:
@@ -287,7 +357,8 @@ IDEAL = Efficiency(prefill_mfu=1.0, decode_mfu=1.0, mbu=1.0, t0=0.0)
 
 def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
                  efficiencies: Mapping[str, Efficiency] | None = None,
-                 host: PluginHost, progress=None) -> Validation:
+                 host: PluginHost, progress=None,
+                 simulations: Simulations | None = None) -> Validation:
     """Predict every row: with its engine family's efficiency preset (``calibrated``),
     or with the ideal roofline and no runtime reserve (today's defaults).
 
@@ -295,6 +366,7 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
     an interval: the range of measurements the preset's held-out errors allow.
     """
     models: dict[tuple, _RowModel | str] = {}
+    simulations = simulations if simulations is not None else Simulations()
     chosen: dict[str, Efficiency] = dict(efficiencies or {})
     bands: dict[str, dict[str, tuple[float, float]]] = {}
     points = []
@@ -316,9 +388,9 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
             except KeyError:
                 points.append(Prediction(row, None, f"no efficiency preset {row.family!r}"))
                 continue
-        value = float(_predict_arrays(model, row, chosen[row.family].candidates())[0])
-        if not math.isfinite(value) or value <= 0:
-            points.append(Prediction(row, None, f"the prediction is not a positive number ({value})"))
+        value = _predict(model, row, chosen[row.family], simulations)
+        if isinstance(value, str):
+            points.append(Prediction(row, None, value))
             continue
         band = None
         if calibrated and row.family not in bands:
@@ -342,17 +414,23 @@ def _model_key(row: LedgerRow) -> tuple:
 
 
 def efficiency_grid(*, fine: bool = False) -> dict[str, np.ndarray]:
-    """Candidate efficiencies: every combination of the axes below (t0 in seconds)."""
+    """Candidate efficiencies: every combination of the axes below (t0 in seconds).
+
+    The decode MFU is the prefill MFU: the serving simulator, which predicts every row
+    at concurrency > 1, prices every iteration at one compute rate, and the rows at
+    concurrency 1 are bound by memory, so the ledger cannot tell the two apart.
+    """
     step = 0.025 if fine else 0.05
     axes = {
         "prefill_mfu": np.round(np.arange(0.15, 0.95 + 1e-9, step), 4),
         "mbu": np.round(np.arange(0.20, 1.0 + 1e-9, step), 4),
-        "decode_mfu": np.array([0.1, 0.2, 0.3, 0.45, 0.6, 0.8]),
         "t0": np.array([0.0, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]) * 1e-3,
         LINK_LATENCY: np.array([1.0, 3.0, 10.0, 30.0]) * 1e-6,
     }
     mesh = np.meshgrid(*axes.values(), indexing="ij")
-    return {name: m.ravel() for name, m in zip(axes, mesh)}
+    grid = {name: m.ravel() for name, m in zip(axes, mesh)}
+    grid["decode_mfu"] = grid["prefill_mfu"].copy()
+    return grid
 
 
 @attrs.frozen
@@ -391,6 +469,10 @@ def _loss(log_errors: np.ndarray, metrics: Sequence[str]) -> np.ndarray:
     return total / len(names)
 
 
+#: Most passes of the fit's simulated / analytic correction (see the module docstring).
+FIT_PASSES = 4
+
+
 def fit(rows: Sequence[LedgerRow], *, host: PluginHost, folds: int = 5, progress=None,
         fine: bool = False) -> Fit:
     """Fit each engine family's efficiency on the ledger, and cross-validate the fit.
@@ -401,9 +483,12 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, folds: int = 5, progress
     """
     grid = efficiency_grid(fine=fine)
     models: dict[tuple, _RowModel | str] = {}
+    model_of: dict[str, _RowModel] = {}
+    analytic: dict[str, np.ndarray] = {}
     log_errors: dict[str, np.ndarray] = {}
     unpredictable: list[Prediction] = []
     predictable: list[LedgerRow] = []
+    simulations = Simulations()
     for row in rows:
         key = _model_key(row)
         if key not in models:
@@ -411,28 +496,60 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, folds: int = 5, progress
         model = models[key]
         if progress is not None:
             progress.update()
-        if isinstance(model, str):
-            unpredictable.append(Prediction(row, None, model))
+        reason = model if isinstance(model, str) else (
+            ledger_simulation.unsupported(row) if row.concurrency > 1 else None)
+        if reason is not None:
+            unpredictable.append(Prediction(row, None, reason))
             continue
+        assert not isinstance(model, str)
         values = _predict_arrays(model, row, grid)
         with np.errstate(all="ignore"):
             log_errors[row.id] = np.where(np.isfinite(values) & (values > 0),
                                           np.log(values / row.value), np.inf)
+        analytic[row.id] = values
+        model_of[row.id] = model
         predictable.append(row)
-
-    def choose(train: Sequence[LedgerRow]) -> int | None:
-        if not train:
-            return None
-        matrix = np.stack([log_errors[r.id] for r in train])
-        return int(np.argmin(_loss(matrix, [r.metric for r in train])))
 
     def efficiency_at(index: int) -> Efficiency:
         return Efficiency(**{n: float(grid[n][index]) for n in EFFICIENCY_QUANTITIES},
                           link_latency=float(grid[LINK_LATENCY][index]))
 
     def predicted(row: LedgerRow, index: int) -> Prediction:
-        value = float(row.value * math.exp(log_errors[row.id][index]))
-        return Prediction(row, value)
+        if row.concurrency == 1:
+            return Prediction(row, float(row.value * math.exp(log_errors[row.id][index])))
+        value = simulations.value(model_of[row.id], row, efficiency_at(index))
+        return Prediction(row, None, value) if isinstance(value, str) else Prediction(row, value)
+
+    def loss(train: Sequence[LedgerRow], index: int) -> tuple[float, np.ndarray]:
+        """The simulated loss at ``index`` and each row's log correction (simulated /
+        analytic; 0 at concurrency 1 and where either is not a positive number).
+        """
+        correction, errors, metrics = np.zeros(len(train)), [], []
+        for i, row in enumerate(train):
+            value = predicted(row, index).predicted
+            if value is None:
+                continue
+            errors.append(math.log(value / row.value))
+            metrics.append(row.metric)
+            stand_in = analytic[row.id][index]
+            if row.concurrency > 1 and math.isfinite(stand_in) and stand_in > 0:
+                correction[i] = math.log(value / stand_in)
+        total = float(_loss(np.array(errors)[:, None], metrics)[0]) if errors else math.inf
+        return total, correction
+
+    def choose(train: Sequence[LedgerRow]) -> int | None:
+        if not train:
+            return None
+        matrix = np.stack([log_errors[r.id] for r in train])
+        metrics = [r.metric for r in train]
+        index = int(np.argmin(_loss(matrix, metrics)))
+        visited: dict[int, float] = {}
+        for _ in range(FIT_PASSES):
+            if index in visited:
+                break
+            visited[index], correction = loss(train, index)
+            index = int(np.argmin(_loss(matrix + correction[:, None], metrics)))
+        return min(visited, key=lambda i: (visited[i], i))
 
     families = sorted({r.family for r in predictable})
     efficiencies: dict[str, Efficiency] = {}
