@@ -139,3 +139,61 @@ def test_shipped_ledger_prediction_is_quick(host):
     result = predict_rows(read_ledger(DEFAULT_LEDGER), host=host)
     assert time.perf_counter() - begin < 60
     assert all(math.isfinite(p.predicted) for p in result.predicted)
+
+
+# ---------------------------------------------------------------------------------
+# Per-card refinements of an engine family's preset
+# ---------------------------------------------------------------------------------
+
+
+def test_refined_cards_need_enough_tables_and_a_second_card():
+    from infermodel.ledger import DEFAULT_LEDGER
+    from infermodel.validation import REFINE_MIN_TABLES, _refined_cards
+
+    rows = [r for r in read_ledger(DEFAULT_LEDGER) if r.family == "trtllm"]
+    tables: dict[str, set] = {}
+    for r in rows:
+        tables.setdefault(r.hardware, set()).add(r.table)
+    expected = sorted(c for c, t in tables.items() if len(t) >= REFINE_MIN_TABLES)
+    assert _refined_cards(rows) == expected == ["a100-80gb", "h100-sxm", "l40s"]
+    # One card alone is the family itself: no refinement.
+    assert _refined_cards([r for r in rows if r.hardware == "h100-sxm"]) == []
+    # Fewer tables than the minimum on a card: no refinement for it.
+    few = [r for r in rows if r.hardware == "h100-sxm"] + \
+        [r for r in rows if r.hardware == "l40s"][:REFINE_MIN_TABLES - 1]
+    assert _refined_cards(few) == ["h100-sxm"]
+
+
+def test_rows_on_a_refined_card_are_predicted_with_its_preset(tmp_path, host):
+    from infermodel.validation import Simulations, predict_rows, preset_efficiency, preset_name
+
+    lines = [HEADER] + [
+        f"{card},https://example.org,trtllm 0.5,{card},1,llama-2-7b,,,,1,1,128,1,1,ttft_ms,"
+        f"unspecified,10" for card in ("l40s", "h200")]
+    path = tmp_path / "ledger.csv"
+    path.write_text("\n".join(lines) + "\n")
+    l40s, h200 = read_ledger(path)
+    assert preset_name(l40s, host=host) == "trtllm-l40s"
+    assert preset_name(h200, host=host) == "trtllm"  # no refinement for that card
+    refined = preset_efficiency("trtllm-l40s", host=host)
+    family = preset_efficiency("trtllm", host=host)
+    assert refined != family
+    (with_presets,) = predict_rows([l40s], host=host, simulations=Simulations()).points
+    (forced,) = predict_rows([l40s], host=host, efficiencies={"trtllm-l40s": family}).points
+    assert with_presets.predicted != forced.predicted
+
+
+def test_a_refinements_held_out_points_come_from_its_own_cards_tables(host):
+    from infermodel.ledger import DEFAULT_LEDGER
+    from infermodel.validation import fit
+
+    rows = [r for r in read_ledger(DEFAULT_LEDGER)
+            if r.id.startswith(("trtllm05-l40s", "trtllm05-h100", "nim180"))]
+    result = fit(rows, folds=2, host=host)
+    assert set(result.efficiencies) == {"trtllm", "trtllm-h100-sxm", "trtllm-l40s"}
+    inside, held = result.points["trtllm-l40s"]
+    assert {p.row.hardware for p in inside + held} == {"l40s"}
+    assert set(result.used["trtllm-l40s"]) == {p.row.id for p in inside}
+    # The validation's predictions of the L40S rows are the refinement's.
+    by_id = {p.row.id: p for p in result.held_out.points}
+    assert all(by_id[p.row.id] == p for p in held)
