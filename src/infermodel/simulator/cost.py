@@ -44,7 +44,7 @@ import numpy as np
 
 from .errors import SimulationError
 
-__all__ = ["EXTENSION_QUANTITIES", "QUANTITY_NAMES", "CostModel"]
+__all__ = ["CONVENTION_QUANTITIES", "EXTENSION_QUANTITIES", "QUANTITY_NAMES", "CostModel"]
 
 #: Quantities a lever defines so that the simulator prices its effect on every
 #: iteration (read by :meth:`CostModel.from_quantities`; all optional).
@@ -59,6 +59,11 @@ EXTENSION_QUANTITIES = (
     "routed_expert_bytes",      # B of one routed expert over all layers (uniform routing)
     "warm_prefix_tokens",       # shared prefix held once in the cache (prefix caching)
     "warm_prefix_hit_rate",     # share of requests that find it cached
+)
+
+#: Quantities that say which conventions a scenario follows (the physics defines them;
+#: read by :meth:`CostModel.from_quantities`, all optional).
+CONVENTION_QUANTITIES = (
     "embedding_bytes_unread",   # > 0: the engine reads input-table rows, not the table
     "embedding_row_bytes",      # B of one input-table row
     "vocab",                    # rows of the input table
@@ -84,7 +89,7 @@ QUANTITY_NAMES = (
     "t0",
     "experts",
     "active_experts",
-) + EXTENSION_QUANTITIES
+) + EXTENSION_QUANTITIES + CONVENTION_QUANTITIES
 
 
 def _positive(name: str):
