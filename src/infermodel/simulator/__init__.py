@@ -63,6 +63,7 @@ from .cost import CONVENTION_QUANTITIES, EXTENSION_QUANTITIES, QUANTITY_NAMES, C
 from .errors import SimulationError
 from .metrics import METRIC_NAMES, weighted_quantile
 from .policies import POLICY_KINDS, SLO, Policy, policy
+from .prefixes import DEFAULT_BLOCK_TOKENS, PrefixCache, prefix_policies
 from .workload import (
     EmpiricalLength,
     FixedLength,
@@ -77,6 +78,7 @@ from .workload import (
 
 __all__ = [
     "CONVENTION_QUANTITIES",
+    "DEFAULT_BLOCK_TOKENS",
     "ENGINES",
     "EXTENSION_QUANTITIES",
     "METRIC_NAMES",
@@ -91,6 +93,7 @@ __all__ = [
     "FixedLength",
     "LogNormalLength",
     "Policy",
+    "PrefixCache",
     "Run",
     "SimulationError",
     "SimulationResult",
@@ -101,6 +104,7 @@ __all__ = [
     "expected_max",
     "length_law",
     "policy",
+    "prefix_policies",
     "run_policy",
     "run_record",
     "simulate",
