@@ -10,6 +10,7 @@ import math
 import warnings
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -118,3 +119,23 @@ def test_simulate_no_longer_warns_about_the_conventions(autoload_host):
         simulate(SCENARIOS / "engine-llama-3-8b.toml", policies=["chunked"], rates=[0.5],
                  overrides={"simulation.workload.count": 20})
     assert not [w for w in caught if "head" in str(w.message) or "embedding" in str(w.message)]
+
+
+@pytest.mark.parametrize("kind", ["paged", "chunked"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_engines_agree_on_prefixes_and_sessions_with_the_engine_conventions(kind, seed):
+    from infermodel.simulator import UniformLength, Workload, run_record
+
+    cost = attrs.evolve(ENGINE, cache_memory=3000 * 147456)
+    policy = Policy(kind, chunk_tokens=64, block_tokens=16)
+    sessions = WorkloadSpec(UniformLength(20, 200), UniformLength(5, 60), 12).sessions(
+        0.5, 3, 2.0, seed)
+    rng = np.random.default_rng(seed)
+    prefixed = Workload.from_arrays(np.cumsum(rng.uniform(0, 2, 12)), rng.integers(2, 300, 12),
+                                    rng.integers(1, 60, 12)).with_prefixes(
+        list("aabbcaabcc" + "ab"), 120)
+    for workload in (sessions, prefixed):
+        fast = run_record(cost, workload, policy)[1]
+        reference = run_record(cost, workload, policy, engine="reference")[1]
+        assert all((math.isnan(fast[k]) and math.isnan(reference[k])) or fast[k] == reference[k]
+                   for k in fast)
