@@ -117,6 +117,19 @@ def test_cost_model_reads_the_levers_quantities():
     assert off.speculation is None  # k = 0 is plain decoding
 
 
+def test_verification_scores_every_position_with_the_head_on_the_engine_convention():
+    # prefill_logits = "last": a prompt chunk's head scores one position, a
+    # verification's all k + 1 (each proposal is checked against the target's logits).
+    cost = CostModel.lab3(head_params=151936 * 4096, compute=1e12)  # compute-bound
+    spec = Speculation(4, 0.8, draft_cost=0.1)
+    contexts, chunks = [1000, 2000], [(300, 0)]
+    target = spec.step_time(cost, contexts, chunks) - spec.draft_time(cost, contexts)
+    counts = dict(positions=5 + 5 + 300, cached=3000,
+                  attention=5 * 1000 + 15 + 5 * 2000 + 15 + 300 * 301 // 2, sequences=3)
+    assert target == cost.time_from_counts(**counts, scored=5 + 5 + 1)
+    assert target > cost.time_from_counts(**counts)  # more than one head position each
+
+
 # ---------------------------------------------------------------------------- engines agree
 @pytest.mark.parametrize("spec", SPECS, ids=["ratio", "draft-model", "alpha0-measured-v", "alpha1-params"])
 @pytest.mark.parametrize("policy", ["static", "reserve", "paged", "chunked",

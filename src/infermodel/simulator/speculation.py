@@ -18,7 +18,9 @@ prefill chunks is the target's pass plus the draft's ``k`` steps (:meth:`step_ti
 
 * target, roofline (no measured ``verify_cost``): each verifying sequence is a chunk of
   ``k + 1`` new positions over its ``c_i`` cached ones, priced by
-  :meth:`CostModel.iteration_time` with the prefill chunks;
+  :meth:`CostModel.iteration_time` with the prefill chunks; where the head scores one
+  position per sequence (``prefill_logits = "last"``) it scores all ``k + 1`` of a
+  verification, whose every position needs its logits;
 * target, measured ratio ``v``: the plain iteration (one position per decoding
   sequence) plus ``(v − 1)`` times the plain decode step of the decoding sequences;
 * draft, a model (weights, matrix parameters, cache per token, layers, query width):
@@ -149,8 +151,10 @@ class Speculation:
         if not contexts:
             return cost.iteration_time([], chunks)
         if self.verify_cost is None:
+            # the head scores all k + 1 positions of a verification, one of a prompt chunk
             width = self.width
-            target = cost.iteration_time([], [*((width, c) for c in contexts), *chunks])
+            target = cost.iteration_time([], [*((width, c) for c in contexts), *chunks],
+                                         scored=width * len(contexts) + len(chunks))
         else:
             target = (cost.iteration_time(contexts, chunks)
                       + (self.verify_cost - 1) * cost.iteration_time(contexts))
