@@ -116,6 +116,8 @@ def sweep_overhead(path: str, rounds: int) -> dict[str, object]:
     for _ in range(rounds):
         for n in SIZES:
             over = {"workload.batch": f"1..{n}"}
+            # The previous round's clear_models() forgot the kept plans: plan once, untimed.
+            infermodel.sweep(path, over, use_table=False)
             kept[n].append(_timed(lambda over=over: infermodel.sweep(path, over, use_table=False),
                                   5))
             afresh[n].append(_timed(
