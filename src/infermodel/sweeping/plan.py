@@ -642,6 +642,10 @@ def sweep(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     quantity). ``progress`` draws a bar on standard error (None: when it is a
     terminal).
 
+    The plan is kept by the scenario's kept model: a call with the same arguments (compared
+    exactly: ``1``, ``1.0`` and ``True`` differ) only evaluates the arrays again, until a
+    file the scenario was read from changes.
+
     >>> r = sweep("scenarios/case-study-24gb.toml", {"workload.batch": [1, 18]},  # doctest: +SKIP
     ...           quantities=["tokens_per_s_total"])
     >>> r["tokens_per_s_total"]  # doctest: +SKIP
