@@ -167,3 +167,30 @@ def test_equal_keys_only_for_the_same_arguments(a, b):
     assert key_a is not None and key_b is not None
     hash(key_a)
     assert (key_a == key_b) == (_exact(a) == _exact(b))
+
+
+def test_a_file_an_axis_reads_that_changes_is_read_again(tmp_path):
+    # The Hugging Face configs are read while the blocks are planned, not by the scenario
+    # itself: a kept plan notices that one changed, as a fresh plan would read it.
+    import json
+    import os
+    import shutil
+
+    from conftest import DATA
+
+    clear_models()
+    for name in ("a", "b"):
+        shutil.copy(DATA / "hf" / "smollm2-135m.json", tmp_path / f"{name}.json")
+    path = tmp_path / "s.toml"
+    path.write_text(f'[model]\nhf_config = "{tmp_path / "a.json"}"\n[hardware]\n'
+                    'preset = "h200"\n[workload]\nprompt_tokens = 100\noutput_tokens = 10\n',
+                    encoding="utf-8")
+    over = {"model.hf_config": [str(tmp_path / "a.json"), str(tmp_path / "b.json")]}
+    first = infermodel.sweep(path, over, quantities=["layers"], use_table=False)
+    config = json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))
+    config["num_hidden_layers"] += 2
+    (tmp_path / "b.json").write_text(json.dumps(config), encoding="utf-8")
+    stat = os.stat(tmp_path / "b.json")
+    os.utime(tmp_path / "b.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    again = infermodel.sweep(path, over, quantities=["layers"], use_table=False)
+    assert again["layers"].tolist() == [first["layers"][0], first["layers"][1] + 2]

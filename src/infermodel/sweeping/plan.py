@@ -644,7 +644,7 @@ def sweep(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
 
     The plan is kept by the scenario's kept model: a call with the same arguments (compared
     exactly: ``1``, ``1.0`` and ``True`` differ) only evaluates the arrays again, until a
-    file the scenario was read from changes.
+    file the scenario or one of its blocks was read from changes.
 
     >>> r = sweep("scenarios/case-study-24gb.toml", {"workload.batch": [1, 18]},  # doctest: +SKIP
     ...           quantities=["tokens_per_s_total"])
@@ -659,6 +659,8 @@ def sweep(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     return (plan() if key is None else _kept_plan(scenario, host, key, plan)).run(chunk_size)
 
 
+#: Where an axis's values come from (see SweepPlan): names, not files.
+_AXIS_ORIGINS = frozenset({"--over", "over", "choices", "table"})
 #: Sweep plans kept per kept scenario (see :func:`_kept_plan`).
 PLANS_KEPT = 32
 _PLAIN = frozenset({str, int, float, bool})
@@ -701,20 +703,29 @@ def _kept_plan(scenario, host, key: tuple, make) -> SweepPlan:
     files change) and reused while the same arguments come again.
 
     Each call gets a shallow copy: :meth:`SweepPlan.select` on a result's plan changes
-    that copy only. Planning failures are not kept: they are raised again.
+    that copy only. Planning failures are not kept: they are raised again. A file one of
+    the plan's blocks was resolved from (a preset or a Hugging Face config an axis names)
+    that has changed since makes it planned again, as the model does for the scenario's
+    own files.
     """
     import copy
 
     from ..scenario import Scenario
-    from .structures import model_for
+    from .structures import _NOT_FILES, _signature, model_for
 
     model = model_for(scenario if isinstance(scenario, Scenario) else Path(scenario), host=host)
     plans = model.sweep_plans
     found = plans.get(key)
-    if found is None:
-        found = plans[key] = make()
-        if len(plans) > PLANS_KEPT:
-            plans.popitem(last=False)
-    else:
+    if found is not None and _signature(found[1]) == found[2]:
         plans.move_to_end(key)
-    return copy.copy(found)
+        return copy.copy(found[0])
+    plan = make()
+    files = tuple(sorted({o.file for _, block, _, _ in plan._graphs
+                         for o in block.origins.values()
+                         if isinstance(o.file, str) and o.file not in _NOT_FILES
+                         and o.file not in _AXIS_ORIGINS}))
+    plans[key] = (plan, files, _signature(files))
+    plans.move_to_end(key)
+    if len(plans) > PLANS_KEPT:
+        plans.popitem(last=False)
+    return copy.copy(plan)
