@@ -40,8 +40,16 @@ ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
 DATA = Path(__file__).resolve().parent / "data"
 
-#: The most one case may take (a hang shows as a timeout, not as a stuck suite).
+#: The most processor time one case may take (a hang shows as a timeout, not as a stuck
+#: suite). Processor time, not elapsed time: on a loaded machine a case's elapsed time
+#: grows with the load, its processor time does not.
 CASE_SECONDS = 20.0
+#: The processor time of a command that measures this machine or a real model for a
+#: bounded time (``validate``, ``calibrate``; their ``--quick`` runs, threads included).
+MEASURING_SECONDS = 60.0
+MEASURING = ("validate", "calibrate")
+#: The elapsed time after which a case that waits without computing is stopped.
+WALL_SECONDS = 240.0
 #: Address space the fuzz may use above what the process holds when it starts.
 EXTRA_MEMORY = 3 * 2**30
 
@@ -615,8 +623,20 @@ def memory_limit(extra: int = EXTRA_MEMORY):
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def run_case(case: Case, ctx: Context, seconds: float = CASE_SECONDS) -> Outcome:
+def case_seconds(case: Case) -> float:
+    """The processor-time limit of a case."""
+    return MEASURING_SECONDS if case.command in MEASURING else CASE_SECONDS
+
+
+def run_case(case: Case, ctx: Context, seconds: float | None = None,
+             wall: float | None = None) -> Outcome:
+    """Run one case; ``seconds`` of processor time (default :func:`case_seconds`) or
+    ``wall`` seconds elapsed (default :data:`WALL_SECONDS`) stop it.
+    """
     from infermodel.cli import main
+
+    seconds = case_seconds(case) if seconds is None else seconds
+    wall = max(seconds, WALL_SECONDS) if wall is None else wall
 
     path = ctx.workdir / "scenarios" / "case.toml"
     if case.text is not None:
@@ -633,7 +653,9 @@ def run_case(case: Case, ctx: Context, seconds: float = CASE_SECONDS) -> Outcome
     status: int | None = None
     timed_out = memory_error = False
     previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous_prof = signal.signal(signal.SIGPROF, _alarm)
+    signal.setitimer(signal.ITIMER_PROF, seconds)  # processor time, every thread's
+    signal.setitimer(signal.ITIMER_REAL, wall)
     start = time.monotonic()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -647,7 +669,9 @@ def run_case(case: Case, ctx: Context, seconds: float = CASE_SECONDS) -> Outcome
         memory_error = True
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGPROF, previous_prof)
     return Outcome(status, out.getvalue(), err.getvalue(), time.monotonic() - start,
                    timed_out, memory_error)
 
@@ -656,7 +680,8 @@ def judge(case: Case, outcome: Outcome, ctx: Context) -> list[str]:
     """What is wrong with a case's outcome (empty when it passed)."""
     wrong = []
     if outcome.timed_out:
-        wrong.append(f"ran past the {CASE_SECONDS:.0f} s limit")
+        wrong.append(f"ran past the {case_seconds(case):.0f} s processor-time limit "
+                     f"(or {WALL_SECONDS:.0f} s elapsed)")
     if outcome.memory_error:
         wrong.append("MemoryError escaped")
     # 1 is a formula disagreeing with an experiment: a witness, or a real-model check.

@@ -521,7 +521,8 @@ def _caps():
                    "infermodel.errors", "infermodel.formula", "infermodel.sweeping",
                    "infermodel.plots", "infermodel.simulation", "infermodel.cli.sweep",
                    "infermodel.sweeping.ranges", "infermodel.sweeping.plan",
-                   "infermodel.schema", "infermodel.ledger", "infermodel.tomlfile"):
+                   "infermodel.schema", "infermodel.ledger", "infermodel.tomlfile",
+                   "infermodel.simulator.cluster"):
         loaded = importlib.import_module(module)  # a module that moves is renamed here
         for name in dir(loaded):
             if (name.startswith("MAX_") or name in ("NAME_MAX", "PATH_MAX")) \
@@ -653,3 +654,35 @@ def test_calibrate_cannot_write_over_a_preset(host, capsys):
     assert status == 2
     _one_error(err, "refusing to write over")
     assert preset.read_bytes() == before
+
+
+# ---------------------------------------------------------------------------------
+# Found by the 10,000-case fuzz on the merged simulator
+# ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flags", [["--replicas", "2147483647"],
+                                   ["--prefill", "1000", "--decode", "1000", "--set",
+                                    "simulation.disaggregation.link_bandwidth=50 GB/s"]])
+def test_server_count_is_capped_before_servers_are_built(host, capsys, flags):
+    from infermodel.simulator.cluster import MAX_SERVERS
+
+    scenario = str(SCENARIOS / "module10-lab3-policies.toml")
+    status, _, err = _run(capsys, "simulate", scenario, "--policy", "chunked", "--rate", "0.2",
+                          *flags, "--set", "simulation.workload.count=5")
+    assert status == 2
+    assert f"limit of {MAX_SERVERS:,} servers" in err
+    assert err.count("error:") == 1 and "Traceback" not in err
+
+
+def test_a_local_dask_cluster_that_cannot_start_is_one_message(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    from infermodel.simulator import SimulationError
+    from infermodel.simulator.grid import execute
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("Nanny failed to start.")
+
+    monkeypatch.setattr(distributed, "LocalCluster", refuse)
+    with pytest.raises(SimulationError, match="cannot start a local Dask cluster.*--scheduler serial"):
+        execute(abs, [(1,)], scheduler="dask")

@@ -109,10 +109,12 @@ def infermodel_define_quantities(scenario, define):
            description="prefix tokens in whole cache blocks (a partly filled block is not shared)",
            reference=SHARE)
     define("warm_prefix_tokens", S.prefix_block_aligned_tokens, unit="token",
-           description="shared prefix the serving simulator holds once in the cache; a hit "
-                       "request prefills only what follows it", reference=SHARE)
+           description="shared prefix the serving simulator gives its requests (whole "
+                       "blocks); once computed, requests find it in the prefix cache and "
+                       "prefill only what follows it", reference=SHARE)
     define("warm_prefix_hit_rate", S.prefix_hit_rate, unit="1",
-           description="share of simulated requests that find the prefix cached (a seeded draw)",
+           description="share of simulated requests whose prompt starts with the prefix "
+                       "(a seeded draw)",
            reference=REUSE)
     define("prefix_reused_tokens", Min(S.prefix_block_aligned_tokens, S.prompt_tokens - 1),
            unit="token",

@@ -50,7 +50,8 @@ from .errors import Problem, ScenarioError
 from .formatting import non_finite_json
 
 KEYS = ("policies", "rates", "concurrency", "think_time", "seed", "engine", "cache_memory",
-        "replicas", "router", "disaggregation", "turns", "history", "workload", "slo", "capacity")
+        "replicas", "router", "disaggregation", "turns", "history", "prefix_caching",
+        "block_tokens", "workload", "slo", "capacity")
 DISAGGREGATION_KEYS = ("prefill", "decode", "link_bandwidth", "link_latency")
 #: The most requests one simulated workload may hold (each request costs a few dozen
 #: bytes and its share of the run's time; tail percentiles settle long before this).
@@ -173,12 +174,11 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     servers = _deployment(scenario, table, deployment or {}, quantity)
     notes.extend(_deployment_notes(servers, workload, cost))
     turns, reuse = _sessions(scenario, table, (deployment or {}).get("turns"))
-    if turns > 1:
-        notes.append(f"multi-turn sessions: rates are sessions/s, {turns} turns each; each prompt "
-                     "is the session's history plus a new message" + (
-                         "; the history is a cached prefix (kept between turns, not charged to "
-                         "the cache while the client thinks)" if reuse else
-                         "; the history is prefilled again every turn"))
+    try:  # the prefix cache's block and switch, for every policy
+        chosen, more = simulator.prefix_policies(chosen, table, result.values, workload, turns, reuse)
+    except simulator.SimulationError as exc:
+        _fail(scenario, "simulation", str(exc))
+    notes.extend(more)
     price = result.values.get("cost_per_hour")
     if price is not None and not servers.single:
         price = float(price) * servers.servers  # every server is priced as the scenario's cards
@@ -215,9 +215,7 @@ def _deployment_notes(servers, workload, cost) -> list[str]:
 
 
 def _mean_prompt(workload) -> float:
-    if workload.trace is not None:
-        return float(workload.trace.prompts.mean())
-    return float(workload.prompt.mean())
+    return float(workload.trace.prompts.mean() if workload.trace is not None else workload.prompt.mean())
 
 
 def _deployment(scenario, table: Mapping, chosen: Mapping, quantity):
@@ -366,9 +364,9 @@ def workload_defaults(written: Mapping, values: Mapping, defaults: Mapping) -> t
     if "prefix_tokens" not in table and values.get("warm_prefix_tokens"):
         table["prefix_tokens"] = round(float(values["warm_prefix_tokens"]))
         table["prefix_hit_rate"] = float(values.get("warm_prefix_hit_rate", 1.0))
-        notes.append(f"shared prefix: {table['prefix_tokens']} tokens held once in the cache "
-                     f"(from the start); a request finds it cached with probability "
-                     f"{table['prefix_hit_rate']:g} and prefills only what follows it")
+        notes.append(f"shared prefix: {table['prefix_tokens']} tokens start a share "
+                     f"{table['prefix_hit_rate']:g} of the prompts; once computed, requests find "
+                     "it in the prefix cache and prefill only what follows it")
     if "trace" in table:
         return table, notes
     if "prompt" not in table and "prompt_tokens" in values:
@@ -601,7 +599,9 @@ def _capacity(scenario, chosen, policies, seeds, scheduler, address, progress, p
     settings = dict(chosen.capacity)
     named = settings.pop("policy", "chunked")
     defaults = lever_defaults(scenario)
-    searched = list(chosen.policies) if policies else [_policy(named, defaults)]
+    first = chosen.policies[0]  # its prefix-cache settings apply to the searched policy too
+    searched = list(chosen.policies) if policies else [attrs.evolve(_policy(named, defaults),
+        prefix_caching=first.prefix_caching, block_tokens=first.block_tokens)]
     seed_list = list(seeds) if seeds else [chosen.seed]
     tasks = [(chosen.cost_model, chosen.workload, p, chosen.slo, settings.get("low", 0.01),
               settings.get("high", 4.0), settings.get("steps", 10), settings.get("neighbour", 0.005),

@@ -63,6 +63,7 @@ from .cost import EXTENSION_QUANTITIES, QUANTITY_NAMES, CostModel
 from .errors import SimulationError
 from .metrics import METRIC_NAMES, weighted_quantile
 from .policies import POLICY_KINDS, SLO, Policy, policy
+from .prefixes import DEFAULT_BLOCK_TOKENS, PrefixCache, prefix_policies
 from .workload import (
     EmpiricalLength,
     FixedLength,
@@ -76,6 +77,7 @@ from .workload import (
 )
 
 __all__ = [
+    "DEFAULT_BLOCK_TOKENS",
     "ENGINES",
     "EXTENSION_QUANTITIES",
     "METRIC_NAMES",
@@ -90,6 +92,7 @@ __all__ = [
     "FixedLength",
     "LogNormalLength",
     "Policy",
+    "PrefixCache",
     "Run",
     "SimulationError",
     "SimulationResult",
@@ -100,6 +103,7 @@ __all__ = [
     "expected_max",
     "length_law",
     "policy",
+    "prefix_policies",
     "run_policy",
     "run_record",
     "simulate",

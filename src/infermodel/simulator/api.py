@@ -217,11 +217,20 @@ class SimulationResult:
 
     @property
     def footnotes(self) -> list[str]:
-        """Lines explaining the table's flags (printed after it by the command line)."""
+        """Lines explaining the table's flags (printed after it by the command line), and
+        the prefix cache's hit rates where requests shared a prefix."""
+        lines = []
         if any(run.overloaded for run in self.runs):
-            return ["OVERLOADED: past saturation, the queue grows while requests arrive; "
-                    "its percentiles depend on how many requests were simulated"]
-        return []
+            lines.append("OVERLOADED: past saturation, the queue grows while requests arrive; "
+                         "its percentiles depend on how many requests were simulated")
+        for run in self.runs:
+            m = run.metrics
+            if m.get("prefix_hit_tokens", 0) > 0:
+                load = f"N={run.concurrency}" if run.concurrency is not None else f"{run.rate:g}/s"
+                lines.append(f"prefix cache, {run.policy} {load}: {m['prefix_hit_rate']:.1%} of "
+                             f"prompt tokens and {m['prefix_request_hit_rate']:.1%} of requests "
+                             f"found cached ({m['prefix_evicted_tokens']:.0f} positions evicted)")
+        return lines
 
 
 def _policies(policies: Iterable[Policy | str | Mapping[str, Any]] | Policy | str) -> list[Policy]:

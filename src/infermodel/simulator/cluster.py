@@ -47,9 +47,18 @@ __all__ = ["ROUTERS", "Deployment", "run_deployment"]
 ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity")
 
 
+#: Servers of one simulated deployment (replicas, or prefill plus decode servers): each
+#: keeps its own queue and cache, so the count is checked before any is built.
+MAX_SERVERS = 1_024
+
+
 def _count(value, what: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise SimulationError(f"{what} must be a whole number ≥ {minimum}, got {value!r}")
+    if value > MAX_SERVERS:
+        raise SimulationError(f"{what}: {int(value):,} is over the limit of {MAX_SERVERS:,} "
+                              "servers for one simulated deployment; simulate one replica at "
+                              "its share of the load instead")
     return int(value)
 
 
@@ -81,6 +90,10 @@ class Deployment:
         if (self.prefill == 0) != (self.decode == 0):
             raise SimulationError("a disaggregated deployment needs both prefill and decode "
                                   f"servers, got prefill={self.prefill}, decode={self.decode}")
+        if self.prefill + self.decode > MAX_SERVERS:
+            raise SimulationError(f"{self.prefill:,} prefill and {self.decode:,} decode servers "
+                                  f"are over the limit of {MAX_SERVERS:,} servers for one "
+                                  "simulated deployment")
         if self.disaggregated and self.replicas != 1:
             raise SimulationError("give either replicas or prefill/decode pools, not both")
         if not (isinstance(self.link_bandwidth, (int, float)) and self.link_bandwidth > 0):
@@ -162,6 +175,7 @@ def _serve(workload, cost, policy, arrivals, order, prefixes, router, servers, l
         for state in states:
             state.fil = list(prefilled)  # the prompt arrives already cached
             state.gen = [1] * workload.count
+            state.prefix = None  # nothing is prefilled here: no prefix cache
     affinity: dict[str, int] = {}
     turn = 0
     while upcoming[0] is not None:
@@ -198,9 +212,11 @@ def _merge(workload, policy, states, arrivals, outputs_of=None):
     gaps = GapHistogram()
     offset = 0
     totals = {"end": 0.0, "preemptions": 0, "rollbacks": 0, "recomputed": 0, "swapped": 0,
-              "iterations": 0, "busy": 0, "decode_steps": 0}
+              "iterations": 0, "busy": 0, "decode_steps": 0, "prefix_evicted": 0}
     evicted = np.zeros(workload.count, dtype=np.int64)
     undone = np.zeros(workload.count, dtype=np.int64)
+    hits = np.zeros(workload.count, dtype=np.int64)
+    cached = False
     for state in states:
         blocks, (request, first, last), counters = state.result()
         for part, column in zip(parts, blocks[:5]):
@@ -216,7 +232,12 @@ def _merge(workload, policy, states, arrivals, outputs_of=None):
             totals[key] += counters[key]
         evicted += counters["request_preemptions"]
         undone += counters["request_rollbacks"]
+        if counters["prefix_hits"] is not None:  # a request is admitted first on one server
+            hits += counters["prefix_hits"]
+            cached = True
+        totals["prefix_evicted"] += counters["prefix_evicted"]
     totals["request_preemptions"], totals["request_rollbacks"] = evicted, undone
+    totals["prefix_hits"] = hits if cached else None
     segments = (np.concatenate(requests), np.concatenate(firsts), np.concatenate(lasts))
     blocks = Blocks(*(np.concatenate(part) for part in parts), gaps)
     return _record(workload, policy, _tokens(workload.count, blocks, segments), totals, arrivals)
@@ -228,9 +249,9 @@ def run_deployment(workload, cost: CostModel, policy: Policy, deployment: Deploy
     if policy.kind == "static":
         raise SimulationError("replicas and disaggregated pools need a continuous policy "
                               "(reserve, paged or chunked)")
-    if workload.clients is not None:
+    if workload.clients is not None or workload.session_starts is not None:
         raise SimulationError("replicas and disaggregated pools take open arrivals (rates or a "
-                              "trace), not a closed loop")
+                              "trace), not a closed loop or multi-turn sessions")
     from .fast import _RunTimes
 
     check_fits(workload, cost, policy)

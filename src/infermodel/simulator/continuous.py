@@ -33,6 +33,7 @@ from .cost import CostModel
 from .errors import SimulationError
 from .metrics import GapHistogram
 from .policies import Policy
+from .prefixes import prefix_cache_for
 from .reference import reservation_tokens
 
 __all__ = ["Blocks", "ContinuousRun"]
@@ -77,8 +78,13 @@ class ContinuousRun:
         self.outputs = workload.outputs.tolist()
         self.count = count
         self.fil = [0] * count
+        # Shared prefix blocks (None without any): ``offset`` is what the cache holds
+        # beyond Σ fil of the running requests (each shared block once; 0 without a
+        # prefix cache, leaving Lab 3's arithmetic unchanged).
+        self.prefix = prefix_cache_for(workload, policy)
+        self.offset = 0
         if hasattr(source, "attach"):
-            source.attach(self.prompts, self.fil, self.outputs)
+            source.attach(self.prompts, self.fil, self.outputs, self.prefix)
         self.kv = cost.kv_bytes_per_token
         self.memory = cost.cache_memory
         self.admit_limit = self.memory * policy.admit_fraction
@@ -97,12 +103,6 @@ class ContinuousRun:
         self.decoding = [False] * count
         self.evicted = [0] * count  # per request: preemptions (cached positions discarded)
         self.undone = [0] * count  # per request: rollbacks (nothing cached yet)
-        # A shared prefix resident once (warmed at start-up): hit requests start with
-        # ``warm`` positions cached that they do not occupy.  ``offset`` is what the
-        # cache holds beyond Σ fil: the resident prefix minus the running requests'
-        # shared positions (0 without a prefix, leaving Lab 3's arithmetic unchanged).
-        self.warm = workload.warm.tolist() if workload.warm is not None else [0] * count
-        self.offset = int(workload.resident_prefix)
         self.swap = policy.preemption == "swap"
         self.swap_seconds_per_token = (self.kv / policy.swap_bandwidth) if self.swap else 0.0
         self.swapped = [0] * count  # per request: positions held in host memory
@@ -152,7 +152,9 @@ class ContinuousRun:
         self.seg_last.append(last)
 
     def done(self, request: int) -> None:
-        self.offset += self.warm[request]
+        if self.prefix is not None:
+            self.prefix.leave(request, self.prompts[request] + self.outputs[request] - 1, self.now)
+            self.offset = self.prefix.excess
         self.completed += 1
         self.source.finished(request, self.now)
 
@@ -212,32 +214,47 @@ class ContinuousRun:
         return True
 
     def _cached_now(self) -> int:
-        return self.decoder_filled + self.prefiller_filled + self.offset
+        """Positions the cache holds (idle prefix blocks included)."""
+        idle = self.prefix.idle if self.prefix is not None else 0
+        return self.decoder_filled + self.prefiller_filled + self.offset + idle
+
+    def _trim(self, occupied: int) -> None:
+        """Evict idle prefix blocks until ``occupied`` positions and the rest fit."""
+        if self.prefix is not None and self.prefix.idle:
+            self.prefix.trim(occupied, self.kv, self.memory)
 
     def admit(self) -> int:
         """FIFO admission; returns how many requests run."""
         queue, prompts, gen = self.queue, self.prompts, self.gen
         reserve, reserve_out, kv = self.reserve, self.reserve_out, self.kv
         used = self.reserved if reserve else self.decoder_filled + self.prefiller_filled + self.offset
-        warm = self.warm
+        prefix = self.prefix
         running = len(self.decoders) + len(self.prefillers)
         while queue and running < self.max_running:
             candidate = queue[0]
             if candidate == self.blocked:
                 break
-            need = prompts[candidate] + (reserve_out if reserve else gen[candidate] - warm[candidate])
+            total = prompts[candidate] + gen[candidate]
+            if reserve:
+                need = prompts[candidate] + reserve_out
+            else:
+                need = total if prefix is None else prefix.need(candidate, total)
             if (used + need) * kv > self.admit_limit:
                 break
             queue.popleft()
+            hit = 0
+            if prefix is not None:
+                # the cached blocks of its prefix: only the rest is prefilled
+                hit = prefix.take(candidate, total)
+                self.offset = prefix.excess
             if self.swap and self.swapped[candidate]:
-                # Its cache comes back from host memory instead of being recomputed.
+                # Its cache comes back from host memory (what the prefix cache does
+                # not hold) instead of being recomputed.
+                self.now += max(0, self.swapped[candidate] - hit) * self.swap_seconds_per_token
                 self.fil[candidate] = self.swapped[candidate]
-                self.now += (self.swapped[candidate] - warm[candidate]) * self.swap_seconds_per_token
                 self.swapped[candidate] = 0
-            if warm[candidate]:
-                # the shared prefix is cached already: only the rest is prefilled
-                self.fil[candidate] = max(self.fil[candidate], warm[candidate])
-                self.offset -= warm[candidate]
+            if hit > self.fil[candidate]:
+                self.fil[candidate] = hit
             self.prefillers.append(candidate)
             self.prefiller_filled += self.fil[candidate]  # 0 unless it arrives with its prompt cached
             used += need
@@ -251,6 +268,7 @@ class ContinuousRun:
                 f"{(prompts[head] + gen[head]) * kv:,.0f} bytes of cache, "
                 f"budget {self.admit_limit:,.0f} bytes"
             )
+        self._trim(self.decoder_filled + self.prefiller_filled + self.offset)
         return running
 
     def share(self) -> tuple[list[int], list[int], int]:
@@ -290,9 +308,12 @@ class ContinuousRun:
             self.decoder_filled -= fil[victim]
             if self.seg_open[victim] <= self.iterations - 1:
                 self.close(victim, self.seg_open[victim], self.iterations - 1)
-        shared = self.warm[victim]
-        own = fil[victim] - shared
-        self.offset += shared
+        own = fil[victim]
+        if self.prefix is not None:
+            # its prefix blocks stay cached (idle once nobody references them)
+            own -= self.prefix.held[victim] * self.prefix.block
+            self.prefix.leave(victim, fil[victim], self.now)
+            self.offset = self.prefix.excess
         if own:
             self.evicted[victim] += 1
         else:
@@ -300,9 +321,11 @@ class ContinuousRun:
             self.rollbacks += 1
             self.blocked = victim
         if self.swap and own:
+            # every cached position is copied out (its prefix blocks may be evicted
+            # before it returns)
             self.swapped[victim] = fil[victim]
-            self.swapped_tokens += own
-            self.now += own * self.swap_seconds_per_token
+            self.swapped_tokens += fil[victim]
+            self.now += fil[victim] * self.swap_seconds_per_token
         else:
             self.recomputed += own
         fil[victim] = 0
@@ -369,7 +392,11 @@ class ContinuousRun:
             # turns only cache more, so the next turn is the one to check.
             waiting = queue[0]
             current = self.decoder_filled + self.prefiller_filled + self.offset
-            need = self.prompts[waiting] + self.gen[waiting] - self.warm[waiting]
+            need = self.prompts[waiting] + self.gen[waiting]
+            if self.prefix is not None:
+                # idle blocks evicted during the run change the hit and the revived
+                # blocks alike: the need stays what it is now
+                need = self.prefix.need(waiting, need)
             if (current + growth + need) * self.kv <= self.admit_limit:
                 length = 1
         arrival = self.source.next_time()
@@ -388,6 +415,7 @@ class ContinuousRun:
         if partial:
             self.fil[head] += done * chunk
             self.prefiller_filled += done * chunk
+        self._trim(self.decoder_filled + self.prefiller_filled + self.offset)
         self.finish_due()
 
     def _advance(self, length, watch, arrival, positions, attention, step_attention, cached,
@@ -469,6 +497,7 @@ class ContinuousRun:
             positions += take
             attention += take * fil[request] + take * (take + 1) // 2
             cached += fil[request]
+        self._trim(self.decoder_filled + self.prefiller_filled + self.offset + positions)
         self.now += self.time_from_counts(positions, attention, cached, taking_decoders + len(takes))
         self.block(self.now, self.now, 0.0)
         index = self.iterations
@@ -502,6 +531,9 @@ class ContinuousRun:
             if fil[request] != prompts[request] + gen[request]:
                 continue
             completions += 1
+            if self.prefix is not None:
+                self.prefix.register(request, fil[request], self.now, running=True)
+                self.offset = self.prefix.excess
             if gen[request]:
                 later += 1
             gen[request] += 1
@@ -543,5 +575,8 @@ class ContinuousRun:
                     "busy": self.busy, "decode_steps": self.decode_steps,
                     "request_preemptions": np.array(self.evicted, dtype=np.int64),
                     "request_rollbacks": np.array(self.undone, dtype=np.int64),
-                    "series": self.series}
+                    "series": self.series,
+                    "prefix_hits": (None if self.prefix is None
+                                    else np.array(self.prefix.hits, dtype=np.int64)),
+                    "prefix_evicted": 0 if self.prefix is None else self.prefix.evicted}
         return blocks, segments, counters

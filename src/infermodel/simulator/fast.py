@@ -328,6 +328,8 @@ def _record(workload: Workload, policy: Policy, tokens: _Tokens, counters, arriv
         closed=workload.clients is not None,
         recomputed_tokens=int(counters["recomputed"]),
         swapped_tokens=int(counters.get("swapped", 0)),
+        prefix_hits=counters.get("prefix_hits"),
+        prefix_evicted=int(counters.get("prefix_evicted", 0)),
         iterations=int(counters["iterations"]),
         busy_slot_steps=int(counters["busy"]),
         decode_steps=int(counters["decode_steps"]),

@@ -49,8 +49,13 @@ def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str
     except ImportError:
         raise SimulationError('the dask scheduler needs Dask: pip install "infermodel[dask]"') from None
     if address is None:
-        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None)
+        try:
+            cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                                   processes=True, dashboard_address=None)
+        except Exception as error:  # Dask reports a failed start in many exception types
+            raise SimulationError(f"cannot start a local Dask cluster ({error}): run with "
+                                  "--scheduler serial, or give the --address of a running "
+                                  "cluster") from None
         client = Client(cluster)
     else:
         cluster = None

@@ -98,8 +98,10 @@ class Sessions:
     """Multi-turn sessions: each session starts at its own arrival time and sends
     ``turns`` requests, each ``think`` seconds after the previous one's last token.
     Turn k's prompt is the session's history (every earlier prompt and output) plus a
-    new message (the drawn prompt length); with ``reuse`` the history is a cached
-    prefix, so only the message is prefilled."""
+    new message (the drawn prompt length); with ``reuse`` the history is the start of
+    the session's prefix chain, which the server's prefix cache finds as far as it
+    still holds it (:mod:`infermodel.simulator.prefixes`), so only the rest is
+    prefilled."""
 
     closed = True
 
@@ -116,13 +118,15 @@ class Sessions:
         self.sent = [0] * len(starts)
         self.session_of = [0] * self.count
         self.prompts: list[int] = []
-        self.cached: list[int] = []
         self.outputs: list[int] = []
+        self.prefix = None
 
-    def attach(self, prompts: list[int], cached: list[int], outputs: list[int]) -> None:
-        """The engine's prompt lengths and cached positions (set as turns arrive) and
-        output lengths (a turn's output joins the session's history)."""
-        self.prompts, self.cached, self.outputs = prompts, cached, outputs
+    def attach(self, prompts: list[int], cached: list[int], outputs: list[int],
+               prefix=None) -> None:
+        """The engine's prompt lengths (set as turns arrive), output lengths (a turn's
+        output joins the session's history) and prefix cache (None: the history is
+        prefilled again).  ``cached`` is the engine's cached positions (unused)."""
+        self.prompts, self.outputs, self.prefix = prompts, outputs, prefix
 
     def _submit(self, when: float, session: int) -> None:
         heapq.heappush(self.pending, (when, self.order, session))
@@ -138,8 +142,8 @@ class Sessions:
             self.session_of[request] = session
             message = self.prompts[request]
             self.prompts[request] = self.history[session] + message
-            if self.reuse:
-                self.cached[request] = self.history[session]
+            if self.reuse and self.prefix is not None:
+                self.prefix.set_session(request, session, self.history[session])
             self.sent[session] += 1
             arrived.append(request)
         return arrived

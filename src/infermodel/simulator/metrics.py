@@ -18,6 +18,10 @@ Metric names (all floats; counts are whole numbers stored as floats):
   (requests / duration), ``goodput`` (requests with TTFT ≤ ``slo_ttft`` and every gap
   ≤ ``slo_itl``, per second of duration), ``goodput_fraction``, ``slo_ttft``,
   ``slo_itl``;
+* ``prefix_hit_tokens`` (prompt tokens found in the prefix cache at each request's
+  first admission), ``prefix_hit_rate`` (those over all prompt tokens),
+  ``prefix_request_hit_rate`` (share of requests that found at least one block),
+  ``prefix_evicted_tokens`` (positions of idle prefix blocks evicted to make room);
 * ``preemptions``, ``recomputed_tokens`` (cached positions discarded by preemption),
   ``iterations`` (model iterations run);
 * ``slot_use`` = busy slot-steps / (slots × decode steps) (Inference lab, "Many
@@ -57,7 +61,8 @@ METRIC_NAMES = (
     "e2e_p50", "e2e_p90", "e2e_p99", "e2e_max",
     "throughput_tokens_per_s", "requests_per_s", "goodput", "goodput_fraction",
     "slo_ttft", "slo_itl",
-    "transfer_time_mean", "preemptions", "rollbacks", "recompute_preemptions", "recomputed_tokens",
+    "transfer_time_mean", "prefix_hit_rate", "prefix_request_hit_rate", "prefix_hit_tokens",
+    "prefix_evicted_tokens", "preemptions", "rollbacks", "recompute_preemptions", "recomputed_tokens",
     "swapped_tokens", "iterations",
     "slot_use", "mean_batch",
     "little_l", "little_lambda_w", "little_ratio", "in_system_growth_per_s", "ttft_trend", "ttft_trend_t",
@@ -98,6 +103,8 @@ class RunRecord:
     swapped_tokens: int = 0  # cached positions copied to host memory by swap preemption
     gaps_exact: bool = True  # False: the gaps were binned by GapHistogram's sketch
     gap_max: float | None = None  # the largest gap, exact even when the gaps were binned
+    prefix_hits: np.ndarray | None = None  # per request: prompt tokens found in the prefix cache
+    prefix_evicted: int = 0  # positions of idle prefix blocks evicted to make room
 
 
 #: Distinct gap values kept exactly; past this many a run's gaps are binned.
@@ -323,6 +330,11 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
     metrics["slo_ttft"] = float(slo.ttft)
     metrics["slo_itl"] = float(slo.itl)
     metrics["transfer_time_mean"] = float(np.mean(record.transfer)) if record.transfer is not None else 0.0
+    hits = record.prefix_hits if record.prefix_hits is not None else np.zeros(count, dtype=np.int64)
+    metrics["prefix_hit_rate"] = float(hits.sum()) / float(np.sum(record.prompts))
+    metrics["prefix_request_hit_rate"] = float(np.count_nonzero(hits)) / count
+    metrics["prefix_hit_tokens"] = float(hits.sum())
+    metrics["prefix_evicted_tokens"] = float(record.prefix_evicted)
     metrics["preemptions"] = float(record.preemptions)
     metrics["rollbacks"] = float(record.rollbacks)
     metrics["recompute_preemptions"] = float(record.preemptions - record.rollbacks)

@@ -80,6 +80,10 @@ class Policy:
         and re-prefilled) or ``"swap"`` (copied to host memory and back, each way
         taking cached bytes / ``swap_bandwidth``, added to the time).
     :param swap_bandwidth: bytes/s of the host link, for ``preemption="swap"``.
+    :param prefix_caching: keep cache blocks of shared prefixes (named prefixes, session
+        histories) for later requests (:mod:`infermodel.simulator.prefixes`); on by
+        default, as in serving engines.  Without any shared prefix it changes nothing.
+    :param block_tokens: positions per cache block of the prefix cache (16).
 
     >>> Policy("chunked", chunk_tokens=512).name
     'chunked'
@@ -95,6 +99,13 @@ class Policy:
     static_memory_check: bool = attrs.field(default=False)
     preemption: str = attrs.field(default="recompute")
     swap_bandwidth: float | None = attrs.field(default=None)
+    prefix_caching: bool = attrs.field(default=True)
+    block_tokens: int = attrs.field(default=16, validator=_positive_int)
+
+    @prefix_caching.validator
+    def _prefix_caching(self, attribute, value):
+        if not isinstance(value, bool):
+            raise SimulationError(f"policy prefix_caching must be true or false, got {value!r}")
 
     @preemption.validator
     def _preemption(self, attribute, value):

@@ -19,6 +19,7 @@ from .errors import SimulationError
 from .load import source_for
 from .metrics import RunRecord
 from .policies import Policy
+from .prefixes import prefix_cache_for
 from .workload import Workload
 
 __all__ = ["check_fits", "default_iteration_limit", "run_reference"]
@@ -100,8 +101,11 @@ class _Reference:
         self.admit_limit = self.memory * policy.admit_fraction
         self.reserve_out = reservation_tokens(workload, policy)
         self.filled = [0] * count  # positions in the cache
+        self.decoding = [False] * count  # (re)prefill complete since its admission
+        # Shared prefix blocks, held once (None without any shared prefix).
+        self.prefix = prefix_cache_for(workload, policy) if policy.kind != "static" else None
         if hasattr(self.source, "attach"):
-            self.source.attach(self.prompts, self.filled, self.outputs)
+            self.source.attach(self.prompts, self.filled, self.outputs, self.prefix)
         self.generated = [0] * count  # tokens emitted
         self.stamps: list[list[float]] = [[] for _ in range(count)]
         self.queue: deque[int] = deque()
@@ -109,10 +113,6 @@ class _Reference:
         self.evicted = [0] * count  # per request: preemptions that discarded cached positions
         self.undone = [0] * count  # per request: rollbacks of an admission with nothing cached
         self.blocked = -1  # the request rolled back in this scheduling turn waits for an iteration
-        # A shared prefix held once: hit requests start with ``warm`` positions cached
-        # that they do not occupy; the cache holds the prefix itself (``resident``).
-        self.warm = workload.warm.tolist() if workload.warm is not None else [0] * count
-        self.resident = int(workload.resident_prefix)
         self.swap = policy.preemption == "swap"
         self.swapped = [0] * count  # per request: positions held in host memory
         self.swapped_tokens = 0
@@ -146,6 +146,8 @@ class _Reference:
 
     def retire(self, done: list[int]) -> None:
         for r in done:
+            if self.prefix is not None:
+                self.prefix.leave(r, self.prompts[r] + self.outputs[r] - 1, self.now)
             self.source.finished(r, self.now)
         self.completed += len(done)
 
@@ -200,20 +202,24 @@ class _Reference:
             candidate = queue[0]
             if candidate == self.blocked:
                 break
+            total = prompts[candidate] + self.generated[candidate]
             if policy.kind == "reserve":
                 need = prompts[candidate] + self.reserve_out
+            elif self.prefix is not None:
+                need = self.prefix.need(candidate, total)
             else:
-                need = prompts[candidate] + self.generated[candidate] - self.warm[candidate]
+                need = total
             if (used + need) * self.kv > self.admit_limit:
                 break
             running.append(queue.popleft())
+            self.decoding[candidate] = False
+            hit = self.prefix.take(candidate, total) if self.prefix is not None else 0
             if self.swapped[candidate]:
+                # seconds per position as the fast engine rounds them: kv / bandwidth
+                self.now += max(0, self.swapped[candidate] - hit) * (self.kv / policy.swap_bandwidth)
                 self.filled[candidate] = self.swapped[candidate]
-                self.now += ((self.swapped[candidate] - self.warm[candidate]) * self.kv
-                             / policy.swap_bandwidth)
                 self.swapped[candidate] = 0
-            if self.warm[candidate]:
-                self.filled[candidate] = max(self.filled[candidate], self.warm[candidate])
+            self.filled[candidate] = max(self.filled[candidate], hit)
             used += need
         if not running:
             head = queue[0]
@@ -222,15 +228,30 @@ class _Reference:
                 f"{(prompts[head] + self.generated[head]) * self.kv:,.0f} bytes of cache, "
                 f"budget {self.admit_limit:,.0f} bytes"
             )
+        self.trim(self.occupancy())
 
     def occupancy(self) -> int:
-        """Positions the cache holds: each running request's own, plus the shared prefix."""
-        return sum(self.filled[r] - self.warm[r] for r in self.running) + self.resident
+        """Positions the cache holds for running requests: each one's own, and every
+        prefix block one of them references, once (idle prefix blocks not counted)."""
+        own = sum(self.filled[r] for r in self.running)
+        if self.prefix is None:
+            return own
+        return own - sum(self.prefix.held[r] for r in self.running) * self.prefix.block \
+            + self.prefix.referenced
+
+    def trim(self, occupied: int) -> None:
+        """Evict idle prefix blocks until ``occupied`` positions and the rest fit."""
+        if self.prefix is not None:
+            self.prefix.trim(occupied, self.kv, self.memory)
 
     def evict(self) -> None:
         """The newest running request leaves; it re-prefills later."""
         victim = self.running.pop()
-        own = self.filled[victim] - self.warm[victim]
+        own = self.filled[victim]
+        if self.prefix is not None:
+            # its prefix blocks stay cached (idle once nobody references them)
+            own -= self.prefix.held[victim] * self.prefix.block
+            self.prefix.leave(victim, self.filled[victim], self.now)
         if own:
             self.evicted[victim] += 1
         else:
@@ -238,9 +259,10 @@ class _Reference:
             self.rollbacks += 1
             self.blocked = victim
         if self.swap and own:
+            # every cached position is copied out
             self.swapped[victim] = self.filled[victim]
-            self.swapped_tokens += own
-            self.now += own * self.kv / self.policy.swap_bandwidth
+            self.swapped_tokens += self.filled[victim]
+            self.now += self.filled[victim] * (self.kv / self.policy.swap_bandwidth)
         else:
             self.recomputed += own
         self.filled[victim] = 0
@@ -258,7 +280,8 @@ class _Reference:
         self.admit()
         running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
         if self.points is not None:
-            self.points.append((self.now, len(self.queue), len(running), self.occupancy()))
+            idle = self.prefix.idle if self.prefix is not None else 0
+            self.points.append((self.now, len(self.queue), len(running), self.occupancy() + idle))
         budget = self.policy.chunk_tokens if self.policy.kind == "chunked" else math.inf
         chunks: list[tuple[int, int]] = []
         scheduled: list[tuple[int, int]] = []
@@ -275,6 +298,7 @@ class _Reference:
             return
         self.stalled = 0
         self.blocked = -1
+        self.trim(self.occupancy() + growth)
         # A decode is a one-token chunk over its cached positions.
         self.now += self.cost.iteration_time([], chunks)
         self.count_iteration()
@@ -282,6 +306,10 @@ class _Reference:
         for r, take in scheduled:
             filled[r] += take
             if filled[r] == prompts[r] + generated[r]:
+                if not self.decoding[r]:  # its (re)prefill completes
+                    self.decoding[r] = True
+                    if self.prefix is not None:
+                        self.prefix.register(r, filled[r], self.now, running=True)
                 if generated[r]:
                     later += 1
                 generated[r] += 1
@@ -309,7 +337,7 @@ class _Reference:
             end_time=self.now,
             preemptions=self.preemptions,
             rollbacks=self.rollbacks,
-            closed=self.source.closed,
+            closed=self.workload.clients is not None,  # sessions arrive open: they can overload
             series=None if points is None else {
                 "time": np.array([p[0] for p in points]), "waiting": np.array([p[1] for p in points]),
                 "running": np.array([p[2] for p in points]),
@@ -318,6 +346,9 @@ class _Reference:
             request_rollbacks=np.array(self.undone, dtype=np.int64),
             recomputed_tokens=self.recomputed,
             swapped_tokens=self.swapped_tokens,
+            prefix_hits=(None if self.prefix is None
+                         else np.array(self.prefix.hits, dtype=np.int64)),
+            prefix_evicted=0 if self.prefix is None else self.prefix.evicted,
             iterations=self.iterations,
             busy_slot_steps=self.busy,
             decode_steps=self.decode_steps,

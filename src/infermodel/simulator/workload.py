@@ -459,15 +459,31 @@ class Workload:
     session_starts: np.ndarray | None = None  # multi-turn: each session's first arrival
     turns: int = 1
     reuse_history: bool = True
-    warm: np.ndarray | None = None  # per request: positions of the shared prefix it finds cached
-    resident_prefix: int = 0  # positions of the shared prefix held once in the cache
+    prefix_tokens: np.ndarray | None = None  # per request: tokens its named prefix holds
 
-    def with_prefixes(self, prefixes) -> Workload:
-        """The same workload with a shared-prefix identifier per request."""
+    def with_prefixes(self, prefixes, tokens=None) -> Workload:
+        """The same workload with a shared-prefix identifier per request ("" for none)
+        and, with ``tokens`` (one length, or one per request), the prefix's length:
+        requests with the same identifier start with the same ``tokens`` prompt tokens,
+        which a server's prefix cache can share (:mod:`infermodel.simulator.prefixes`).
+        Without lengths the identifiers only steer the ``prefix_affinity`` router.
+
+        >>> w = Workload.from_arrays([0.0, 1.0], [100, 120], [3, 4]).with_prefixes(["a", "a"], 64)
+        >>> w.prefix_tokens.tolist()
+        [64, 64]
+        """
         prefixes = tuple(str(p) for p in prefixes)
         if len(prefixes) != self.count:
             raise SimulationError("one prefix identifier per request is needed")
-        return attrs.evolve(self, prefixes=prefixes)
+        lengths = None
+        if tokens is not None:
+            lengths = np.broadcast_to(np.asarray(tokens), (self.count,))
+            if lengths.dtype.kind not in "iu" or np.any(lengths < 0):
+                raise SimulationError("prefix lengths must be whole numbers of tokens >= 0")
+            # a prefix is part of the prompt, whose last token is always computed
+            lengths = np.minimum(lengths.astype(np.int64), self.prompts)
+            lengths = np.where([bool(p) for p in prefixes], lengths, 0)
+        return attrs.evolve(self, prefixes=prefixes, prefix_tokens=lengths)
 
     def scaled(self, rate: float) -> Workload:
         """The same requests with every gap divided by ``rate`` / the recorded rate."""
@@ -534,9 +550,9 @@ def read_trace(path: str | os.PathLike) -> Workload:
     arrival, prompt and output per row, pairing kept, prefix ids if named."""
     from .trace import read_rows
 
-    arrivals, prompts, outputs, prefixes = read_rows(path)
+    arrivals, prompts, outputs, prefixes, lengths = read_rows(path)
     workload = Workload.from_arrays(arrivals, prompts, outputs)
-    return workload.with_prefixes(prefixes) if prefixes is not None else workload
+    return workload.with_prefixes(prefixes, lengths) if prefixes is not None else workload
 
 
 def _check_rate(rate: Any) -> float:
@@ -587,14 +603,20 @@ class WorkloadSpec:
             raise SimulationError(f"prefix hit rate must be in [0, 1], got {value!r}")
 
     def _with_prefix(self, drawn: Workload, seed: int) -> Workload:
-        """Mark the requests that find the shared prefix cached (a seeded draw of its
-        own, so the lengths and arrivals are those drawn without a prefix)."""
+        """Give the shared prefix to its share of requests: ``prefix_hit_rate`` of them,
+        by a seeded draw of its own (so the lengths and arrivals are those drawn without
+        a prefix), start with the same ``prefix_tokens`` tokens (named ``"shared"``).  A
+        trace naming its own prefixes keeps them; ``prefix_tokens`` is then their length
+        where the trace gives none."""
         if not self.prefix_tokens:
             return drawn
-        hits = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EED]).random(drawn.count) \
+        if drawn.prefixes is not None:
+            if drawn.prefix_tokens is not None:
+                return drawn
+            return drawn.with_prefixes(drawn.prefixes, self.prefix_tokens)
+        carries = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EED]).random(drawn.count) \
             < self.prefix_hit_rate
-        warm = np.where(hits, np.minimum(self.prefix_tokens, drawn.prompts - 1), 0)
-        return attrs.evolve(drawn, warm=warm.astype(np.int64), resident_prefix=int(self.prefix_tokens))
+        return drawn.with_prefixes(np.where(carries, "shared", ""), self.prefix_tokens)
 
     @arrivals.validator
     def _arrivals(self, attribute, value):
