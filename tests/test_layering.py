@@ -26,7 +26,8 @@ FEATURES = ("infermodel.sweeping", "infermodel.cli", "infermodel.sphinxext", "in
 #: accuracy ledger, measuring this machine and a real decoder).
 ANALYSES = ("infermodel.searching", "infermodel.plots", "infermodel.simulation",
             "infermodel.simulator", "infermodel.validation", "infermodel.calibration",
-            "infermodel.realmodel")
+            "infermodel.realmodel", "infermodel.ledger_simulation",
+            "infermodel.validation_report")
 
 
 def _module_name(path: Path) -> str:

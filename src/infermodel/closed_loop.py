@@ -24,8 +24,13 @@ the roofline quantities exactly (``TTFT = T_p``, ``ITL = T_d(1)``). A static bat
 prefill work and decode steps per cycle); its first-token time is the batch's prefill,
 which the ledger only records at batch 1.
 
-:func:`closed_loop` is the one door: a discrete-event simulation can replace it
-without changing its callers.
+The ledger's predictions at concurrency > 1 come from the serving simulator
+(:mod:`infermodel.ledger_simulation`); this model is the fit's stand-in, evaluated on
+every efficiency candidate at once where a simulation per candidate would be too slow,
+and scaled per row by its simulated / analytic ratio (:func:`infermodel.validation.fit`).
+Throughput and ITL agree with the simulation within a few percent below the cache's
+capacity; TTFT does not where fixed-length clients stay in phase (see
+``docs/accuracy.rst``).
 """
 
 from __future__ import annotations

@@ -490,29 +490,6 @@ def unmodelled_changes(result, cost=None) -> list[str]:
                          f"but this model's windowed or fixed-state layers hold "
                          f"{held / 1e6:.4g} MB per full-length sequence, not {linear / 1e6:.4g} MB "
                          f"({linear / held:.2f}x): its cache occupancy and reads are approximate")
-    notes.extend(_convention_notes(values))
-    return notes
-
-
-def _convention_notes(values) -> list[str]:
-    """Engine conventions the iteration cost does not follow (it reads every weight byte and
-    scores every prompt position with the head each iteration, as Module 10 Lab 3 does).
-    """
-    notes = []
-    unread, weights = (float(values.get(n, 0) or 0) for n in ("embedding_bytes_unread", "weight_bytes"))
-    if unread > 0 and weights > 0:
-        notes.append(f"the simulator reads the whole input embedding table every iteration "
-                     f"({unread / 1e6:.4g} MB the engine does not read, "
-                     f"{unread / weights:.1%} of the weights): iterations that are bound by "
-                     "weight reads are up to that much slower than efficiency.embedding_reads "
-                     '= "rows" gives')
-    positions, prompt, head, matmul = (float(values.get(n, 0) or 0) for n in (
-        "prefill_logit_positions", "prompt_tokens", "params_head_matmul", "params_matmul"))
-    if head > 0 and matmul > 0 and prompt > positions > 0:
-        extra = head * (prompt - positions) / (matmul * prompt)
-        notes.append(f"the simulator scores every prompt position with the output head, the "
-                     f'engine only the last (efficiency.prefill_logits = "last"): prefill '
-                     f"matrix FLOPs are {extra:.1%} higher than the scenario's")
     return notes
 
 

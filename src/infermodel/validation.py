@@ -5,20 +5,29 @@ Each ledger row becomes a scenario: its model (preset or ``hf_config``) and hard
 preset, ``hardware.count = gpus``, the row's formats through the quantisation lever
 (8-bit float weights also take 8-bit activations, as FP8 checkpoints run), tensor
 parallelism with an explicit ring all-reduce over the card's interconnect, and the
-``[efficiency] preset`` its engine family names. The scenario's roofline gives the
-prefill of one prompt, the decode step at the running batch and the cache's capacity;
-:func:`infermodel.closed_loop.closed_loop` turns them into the steady state at the
-row's concurrency (exactly the roofline quantities at concurrency 1).
+``[efficiency] preset`` its engine family names. At concurrency 1 the row is the
+scenario's roofline: the prefill of one prompt (TTFT), the decode step at batch 1
+(ITL, TPOT) and ``osl / (TTFT + (osl − 1) · ITL)`` (throughput). At concurrency > 1 it
+is a closed loop of the row's clients in the serving simulator
+(:mod:`infermodel.ledger_simulation`: fixed lengths, the warm-up round excluded).
 
 Errors are relative, ``(predicted − measured) / measured``; summaries give the median
 and 90th percentile of ``|error|`` per metric.
 
 Fitting (:func:`fit`) evaluates every row once on a grid of efficiency candidates
-(prefill MFU × decode MBU × decode MFU × t0: the graph is compiled once per row and
-evaluated on arrays), then picks per engine family the candidate with the smallest
-mean |log(predicted / measured)|, each metric weighted equally. Cross-validation holds
-out whole published tables (a source's one configuration at every concurrency), so a
-held-out point's configuration was never seen by its fit.
+(prefill MFU × MBU × t0 × all-reduce latency, the decode MFU equal to the prefill MFU,
+see :func:`efficiency_grid`: the graph is compiled
+once per row and evaluated on arrays), then picks per engine family the candidate with
+the smallest mean |log(predicted / measured)|, each metric weighted equally. A
+simulation per candidate would be far too slow, so the search runs on a stand-in: the
+analytic steady state of :func:`infermodel.closed_loop.closed_loop` (exactly the
+roofline at concurrency 1), each row at concurrency > 1 scaled by its simulated /
+analytic ratio at the previous pass's choice; passes repeat until the choice is a
+fixed point (at most :data:`FIT_PASSES`), and of the candidates visited the one whose
+*simulated* loss is smallest is kept. Every error the fit reports, in-sample and
+held-out, is the simulator's. Cross-validation holds out whole published tables (a
+source's one configuration at every concurrency), so a held-out point's configuration
+was never seen by its fit.
 """
 
 from __future__ import annotations
@@ -30,8 +39,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from . import ledger_simulation
 from .closed_loop import closed_loop
-from .ledger import ENGINE_FAMILIES, METRICS, LedgerRow
+from .ledger import ENGINE_FAMILIES, LedgerRow
 
 if TYPE_CHECKING:
     from .host import PluginHost
@@ -204,8 +214,9 @@ class _RowModel:
 def _row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost) -> _RowModel | str:
     """Compile the row's scenario once; a string is the reason it cannot be predicted.
 
-    With ``engine_preset`` the engine family's preset supplies what is not fitted (the
-    runtime reserve); without it the card's defaults stay (no reserve).
+    With ``engine_preset`` the row's efficiency preset (:func:`preset_name`) supplies
+    what is not fitted (the runtime reserve); without it the card's defaults stay (no
+    reserve).
     """
     from .errors import InfermodelError
     from .evaluation import compile_graph
@@ -218,7 +229,7 @@ def _row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost) 
     # Placeholder efficiency: the candidates are set on the compiled inputs.
     table: dict[str, Any] = {"prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0}
     if engine_preset:
-        table["preset"] = row.family
+        table["preset"] = preset_name(row, host=host)
     data = scenario_data(row, table)
     try:
         scenario = resolve(data, {}, None, host=host)
@@ -242,13 +253,18 @@ def _row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost) 
 
 def _predict_arrays(model: _RowModel, row: LedgerRow,
                     candidates: Mapping[str, np.ndarray]) -> np.ndarray:
-    """The row's metric for every candidate (arrays of equal length)."""
+    """The row's metric for every candidate (arrays of equal length), from the analytic
+    steady state: the prediction at concurrency 1, the fit's stand-in above it.
+    """
     running = min(row.concurrency, int(model.capacity))
     values = dict(model.inputs)
     values["batch"] = np.array([[1.0], [float(running)]])
     for name in (*EFFICIENCY_QUANTITIES, LINK_LATENCY):
         if name in candidates and name in values:
             values[name] = np.asarray(candidates[name], dtype=float)[None, :]
+    if row.concurrency > 1:
+        # The simulator prices every iteration at the prefill compute rate.
+        values["decode_mfu"] = values["prefill_mfu"]
     out = model.compiled(values)
     prefill = np.broadcast_to(out["prefill_time"], (2, len(candidates["t0"])))[0]
     decode = np.broadcast_to(out["decode_step_time"], (2, len(candidates["t0"])))[1]
@@ -258,6 +274,61 @@ def _predict_arrays(model: _RowModel, row: LedgerRow,
     if row.metric in ("itl_ms", "tpot_ms"):
         return state.itl * 1e3
     return state.output_tokens_per_s
+
+
+def _cost_model(model: _RowModel, row: LedgerRow, efficiency: Efficiency):
+    """The simulator's iteration cost of the row's scenario at ``efficiency``."""
+    from .simulator import CostModel
+
+    values = dict(model.inputs)
+    values["batch"] = float(row.concurrency)
+    for name, candidate in efficiency.candidates().items():
+        if name in values:
+            values[name] = float(candidate[0])
+    out = {name: float(np.asarray(v).ravel()[0]) for name, v in model.compiled(values).items()
+           if np.size(v) == 1}
+    return CostModel.from_quantities(out)
+
+
+class Simulations:
+    """Closed-loop runs of ledger rows, each run once per configuration, concurrency and
+    efficiency (a run gives every metric of its rows).
+    """
+
+    def __init__(self) -> None:
+        self.runs: dict[tuple, ledger_simulation.ServingFigures | str] = {}
+
+    def value(self, model: _RowModel, row: LedgerRow, efficiency: Efficiency) -> float | str:
+        """The row's metric simulated at ``efficiency``, or why it cannot be."""
+        from .simulator import SimulationError
+
+        key = (_model_key(row), row.concurrency, efficiency)
+        if key not in self.runs:
+            reason = ledger_simulation.unsupported(row)
+            try:
+                self.runs[key] = reason or ledger_simulation.simulate_row(
+                    _cost_model(model, row, efficiency), row.family, row.isl, row.osl,
+                    row.concurrency)
+            except SimulationError as exc:
+                self.runs[key] = f"the closed-loop simulation failed: {exc}"
+        run = self.runs[key]
+        if isinstance(run, str):
+            return run
+        value = run.value(row.metric, row.statistic)
+        if not math.isfinite(value) or value <= 0:
+            return f"the simulated {row.metric} is not a positive number ({value})"
+        return value
+
+
+def _predict(model: _RowModel, row: LedgerRow, efficiency: Efficiency,
+             simulations: Simulations) -> float | str:
+    """One row's prediction: the roofline at concurrency 1, the simulator above."""
+    if row.concurrency > 1:
+        return simulations.value(model, row, efficiency)
+    value = float(_predict_arrays(model, row, efficiency.candidates())[0])
+    if not math.isfinite(value) or value <= 0:
+        return f"the prediction is not a positive number ({value})"
+    return value
 
 
 def preset_efficiency(family: str, *, host: PluginHost) -> Efficiency:
@@ -287,14 +358,18 @@ IDEAL = Efficiency(prefill_mfu=1.0, decode_mfu=1.0, mbu=1.0, t0=0.0)
 
 def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
                  efficiencies: Mapping[str, Efficiency] | None = None,
-                 host: PluginHost, progress=None) -> Validation:
-    """Predict every row: with its engine family's efficiency preset (``calibrated``),
-    or with the ideal roofline and no runtime reserve (today's defaults).
+                 host: PluginHost, progress=None,
+                 simulations: Simulations | None = None) -> Validation:
+    """Predict every row: with its efficiency preset (``calibrated``; the family's, or
+    its refinement for the row's card, :func:`preset_name`), or with the ideal roofline
+    and no runtime reserve (today's defaults).
 
-    ``efficiencies`` replaces a family's preset values. Calibrated predictions carry
-    an interval: the range of measurements the preset's held-out errors allow.
+    ``efficiencies`` replaces a preset's values (keyed by preset or family name).
+    Calibrated predictions carry an interval: the range of measurements the preset's
+    held-out errors allow.
     """
     models: dict[tuple, _RowModel | str] = {}
+    simulations = simulations if simulations is not None else Simulations()
     chosen: dict[str, Efficiency] = dict(efficiencies or {})
     bands: dict[str, dict[str, tuple[float, float]]] = {}
     points = []
@@ -308,23 +383,26 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
         if isinstance(model, str):
             points.append(Prediction(row, None, model))
             continue
+        name = preset_name(row, host=host) if calibrated else row.family
         if not calibrated:
-            chosen.setdefault(row.family, IDEAL)
-        if row.family not in chosen:
+            chosen.setdefault(name, IDEAL)
+        if name not in chosen and row.family in (efficiencies or {}):
+            chosen[name] = chosen[row.family]
+        if name not in chosen:
             try:
-                chosen[row.family] = preset_efficiency(row.family, host=host)
+                chosen[name] = preset_efficiency(name, host=host)
             except KeyError:
-                points.append(Prediction(row, None, f"no efficiency preset {row.family!r}"))
+                points.append(Prediction(row, None, f"no efficiency preset {name!r}"))
                 continue
-        value = float(_predict_arrays(model, row, chosen[row.family].candidates())[0])
-        if not math.isfinite(value) or value <= 0:
-            points.append(Prediction(row, None, f"the prediction is not a positive number ({value})"))
+        value = _predict(model, row, chosen[name], simulations)
+        if isinstance(value, str):
+            points.append(Prediction(row, None, value))
             continue
         band = None
-        if calibrated and row.family not in bands:
-            bands[row.family] = held_out_intervals(row.family, host=host)
-        if calibrated and row.metric in bands[row.family]:
-            low, high = bands[row.family][row.metric]
+        if calibrated and name not in bands:
+            bands[name] = held_out_intervals(name, host=host)
+        if calibrated and row.metric in bands[name]:
+            low, high = bands[name][row.metric]
             # measured = predicted / (1 + error): the held-out errors' spread, inverted.
             band = (value / (1.0 + high), value / (1.0 + low))
         points.append(Prediction(row, value, interval=band))
@@ -342,17 +420,23 @@ def _model_key(row: LedgerRow) -> tuple:
 
 
 def efficiency_grid(*, fine: bool = False) -> dict[str, np.ndarray]:
-    """Candidate efficiencies: every combination of the axes below (t0 in seconds)."""
+    """Candidate efficiencies: every combination of the axes below (t0 in seconds).
+
+    The decode MFU is the prefill MFU: the serving simulator, which predicts every row
+    at concurrency > 1, prices every iteration at one compute rate, and the rows at
+    concurrency 1 are bound by memory, so the ledger cannot tell the two apart.
+    """
     step = 0.025 if fine else 0.05
     axes = {
         "prefill_mfu": np.round(np.arange(0.15, 0.95 + 1e-9, step), 4),
         "mbu": np.round(np.arange(0.20, 1.0 + 1e-9, step), 4),
-        "decode_mfu": np.array([0.1, 0.2, 0.3, 0.45, 0.6, 0.8]),
         "t0": np.array([0.0, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]) * 1e-3,
         LINK_LATENCY: np.array([1.0, 3.0, 10.0, 30.0]) * 1e-6,
     }
     mesh = np.meshgrid(*axes.values(), indexing="ij")
-    return {name: m.ravel() for name, m in zip(axes, mesh)}
+    grid = {name: m.ravel() for name, m in zip(axes, mesh)}
+    grid["decode_mfu"] = grid["prefill_mfu"].copy()
+    return grid
 
 
 @attrs.frozen
@@ -363,8 +447,10 @@ class Fit:
     in_sample: Validation
     held_out: Validation
     folds: int
-    #: Rows each family's fit used, by family.
+    #: Rows each preset's fit used, by preset (a family, or a family on one card).
     used: Mapping[str, tuple[str, ...]]
+    #: Each preset's own in-sample and held-out predictions of its rows.
+    points: Mapping[str, tuple[tuple[Prediction, ...], tuple[Prediction, ...]]] = {}
 
     def intervals(self) -> dict[str, tuple[float, float]]:
         """Per metric, the 10th and 90th percentiles of held-out relative errors."""
@@ -391,17 +477,133 @@ def _loss(log_errors: np.ndarray, metrics: Sequence[str]) -> np.ndarray:
     return total / len(names)
 
 
+#: Most passes of the fit's simulated / analytic correction (see the module docstring).
+FIT_PASSES = 4
+#: Published tables a card needs, in a family with rows on several cards, for a
+#: per-card refinement of the family's preset (``FAMILY-CARD``, e.g. ``trtllm-l40s``).
+REFINE_MIN_TABLES = 5
+
+
+def refined_name(family: str, hardware: str) -> str:
+    """The efficiency preset refining ``family`` on one hardware preset."""
+    return f"{family}-{hardware}"
+
+
+def preset_name(row: LedgerRow, *, host: PluginHost) -> str:
+    """The efficiency preset that predicts ``row``: its family's refinement for its card
+    where one is shipped, else its family's.
+    """
+    name = refined_name(row.family, row.hardware)
+    host.check_loaded()
+    return name if name in host.registries.presets.get("efficiency", {}) else row.family
+
+
+class _Fitter:
+    """The fit's state: every row's analytic stand-in on the grid, and the simulations."""
+
+    def __init__(self, grid: Mapping[str, np.ndarray], folds: int) -> None:
+        self.grid, self.folds = grid, folds
+        self.model_of: dict[str, _RowModel] = {}
+        self.analytic: dict[str, np.ndarray] = {}
+        self.log_errors: dict[str, np.ndarray] = {}
+        self.simulations = Simulations()
+
+    def add(self, row: LedgerRow, model: _RowModel) -> None:
+        values = _predict_arrays(model, row, self.grid)
+        with np.errstate(all="ignore"):
+            self.log_errors[row.id] = np.where(np.isfinite(values) & (values > 0),
+                                               np.log(values / row.value), np.inf)
+        self.analytic[row.id] = values
+        self.model_of[row.id] = model
+
+    def efficiency_at(self, index: int) -> Efficiency:
+        return Efficiency(**{n: float(self.grid[n][index]) for n in EFFICIENCY_QUANTITIES},
+                          link_latency=float(self.grid[LINK_LATENCY][index]))
+
+    def predicted(self, row: LedgerRow, index: int) -> Prediction:
+        if row.concurrency == 1:
+            return Prediction(row, float(row.value * math.exp(self.log_errors[row.id][index])))
+        value = self.simulations.value(self.model_of[row.id], row, self.efficiency_at(index))
+        return Prediction(row, None, value) if isinstance(value, str) else Prediction(row, value)
+
+    def loss(self, train: Sequence[LedgerRow], index: int) -> tuple[float, np.ndarray]:
+        """The simulated loss at ``index`` and each row's log correction (simulated /
+        analytic; 0 at concurrency 1 and where either is not a positive number).
+        """
+        correction, errors, metrics = np.zeros(len(train)), [], []
+        for i, row in enumerate(train):
+            value = self.predicted(row, index).predicted
+            if value is None:
+                continue
+            errors.append(math.log(value / row.value))
+            metrics.append(row.metric)
+            stand_in = self.analytic[row.id][index]
+            if row.concurrency > 1 and math.isfinite(stand_in) and stand_in > 0:
+                correction[i] = math.log(value / stand_in)
+        total = float(_loss(np.array(errors)[:, None], metrics)[0]) if errors else math.inf
+        return total, correction
+
+    def choose(self, train: Sequence[LedgerRow]) -> int | None:
+        if not train:
+            return None
+        matrix = np.stack([self.log_errors[r.id] for r in train])
+        metrics = [r.metric for r in train]
+        index = int(np.argmin(_loss(matrix, metrics)))
+        visited: dict[int, float] = {}
+        for _ in range(FIT_PASSES):
+            if index in visited:
+                break
+            visited[index], correction = self.loss(train, index)
+            index = int(np.argmin(_loss(matrix + correction[:, None], metrics)))
+        return min(visited, key=lambda i: (visited[i], i))
+
+    def group(self, members: Sequence[LedgerRow], label: str
+              ) -> tuple[Efficiency, list[Prediction], list[Prediction]]:
+        """Fit ``members``; their in-sample predictions, and their held-out ones (each
+        fold of whole tables predicted by a fit on the others).
+        """
+        best = self.choose(members)
+        assert best is not None  # every group has members
+        inside = [self.predicted(r, best) for r in members]
+        tables = list(dict.fromkeys(r.table for r in members))
+        fold_of = {table: i % self.folds for i, table in enumerate(tables)}
+        held: list[Prediction] = []
+        for k in range(self.folds):
+            test = [r for r in members if fold_of[r.table] == k]
+            if not test:
+                continue
+            index = self.choose([r for r in members if fold_of[r.table] != k])
+            if index is None:
+                held.extend(Prediction(r, None, f"no other {label} table to fit on") for r in test)
+                continue
+            held.extend(self.predicted(r, index) for r in test)
+        return self.efficiency_at(best), inside, held
+
+
+def _refined_cards(members: Sequence[LedgerRow]) -> list[str]:
+    """Cards with at least :data:`REFINE_MIN_TABLES` tables, in a family on several."""
+    tables: dict[str, set] = {}
+    for row in members:
+        tables.setdefault(row.hardware, set()).add(row.table)
+    if len(tables) < 2:
+        return []
+    return sorted(card for card, found in tables.items() if len(found) >= REFINE_MIN_TABLES)
+
+
 def fit(rows: Sequence[LedgerRow], *, host: PluginHost, folds: int = 5, progress=None,
         fine: bool = False) -> Fit:
     """Fit each engine family's efficiency on the ledger, and cross-validate the fit.
 
     Rows are grouped into published tables (:attr:`LedgerRow.table`); the tables are
     dealt round-robin into ``folds`` folds (in ledger order, so the split is
-    deterministic), and each fold is predicted by a fit on the others.
+    deterministic), and each fold is predicted by a fit on the others. A card with
+    :data:`REFINE_MIN_TABLES` tables or more, in a family with rows on several cards,
+    also gets its own fit (a refinement of the family's preset, cross-validated on that
+    card's tables alone); its rows' in-sample and held-out predictions are then the
+    refinement's, as ``validate --calibrated`` predicts them with it.
     """
-    grid = efficiency_grid(fine=fine)
+    fitter = _Fitter(efficiency_grid(fine=fine), folds)
     models: dict[tuple, _RowModel | str] = {}
-    log_errors: dict[str, np.ndarray] = {}
     unpredictable: list[Prediction] = []
     predictable: list[LedgerRow] = []
     for row in rows:
@@ -411,63 +613,40 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, folds: int = 5, progress
         model = models[key]
         if progress is not None:
             progress.update()
-        if isinstance(model, str):
-            unpredictable.append(Prediction(row, None, model))
+        reason = model if isinstance(model, str) else (
+            ledger_simulation.unsupported(row) if row.concurrency > 1 else None)
+        if reason is not None:
+            unpredictable.append(Prediction(row, None, reason))
             continue
-        values = _predict_arrays(model, row, grid)
-        with np.errstate(all="ignore"):
-            log_errors[row.id] = np.where(np.isfinite(values) & (values > 0),
-                                          np.log(values / row.value), np.inf)
+        assert not isinstance(model, str)
+        fitter.add(row, model)
         predictable.append(row)
-
-    def choose(train: Sequence[LedgerRow]) -> int | None:
-        if not train:
-            return None
-        matrix = np.stack([log_errors[r.id] for r in train])
-        return int(np.argmin(_loss(matrix, [r.metric for r in train])))
-
-    def efficiency_at(index: int) -> Efficiency:
-        return Efficiency(**{n: float(grid[n][index]) for n in EFFICIENCY_QUANTITIES},
-                          link_latency=float(grid[LINK_LATENCY][index]))
-
-    def predicted(row: LedgerRow, index: int) -> Prediction:
-        value = float(row.value * math.exp(log_errors[row.id][index]))
-        return Prediction(row, value)
-
-    families = sorted({r.family for r in predictable})
     efficiencies: dict[str, Efficiency] = {}
     used: dict[str, tuple[str, ...]] = {}
-    in_sample: list[Prediction] = []
-    held: list[Prediction] = []
-    for family in families:
+    points: dict[str, tuple[tuple[Prediction, ...], tuple[Prediction, ...]]] = {}
+    chosen: dict[str, tuple[Prediction, Prediction]] = {}
+    for family in sorted({r.family for r in predictable}):
         members = [r for r in predictable if r.family == family]
-        best = choose(members)
-        assert best is not None  # every family here has members
-        efficiencies[family] = efficiency_at(best)
-        used[family] = tuple(r.id for r in members)
-        in_sample.extend(predicted(r, best) for r in members)
-        tables = list(dict.fromkeys(r.table for r in members))
-        fold_of = {table: i % folds for i, table in enumerate(tables)}
-        for k in range(folds):
-            test = [r for r in members if fold_of[r.table] == k]
-            train = [r for r in members if fold_of[r.table] != k]
-            if not test:
-                continue
-            index = choose(train)
-            if index is None:
-                held.extend(Prediction(r, None, f"no other {family} table to fit on")
-                            for r in test)
-                continue
-            held.extend(predicted(r, index) for r in test)
-    order = {r.id: i for i, r in enumerate(rows)}
-    in_sample.extend(unpredictable)
-    held.extend(unpredictable)
-    in_sample.sort(key=lambda p: order[p.row.id])
-    held.sort(key=lambda p: order[p.row.id])
-    return Fit(efficiencies, Validation(tuple(in_sample)), Validation(tuple(held)), folds, used)
+        groups = [(family, members)] + [
+            (refined_name(family, card), [r for r in members if r.hardware == card])
+            for card in _refined_cards(members)]
+        for name, group in groups:
+            efficiencies[name], inside, held = fitter.group(group, name)
+            used[name] = tuple(r.id for r in group)
+            points[name] = (tuple(inside), tuple(held))
+            by_id = {p.row.id: p for p in held}
+            chosen.update({p.row.id: (p, by_id[p.row.id]) for p in inside})
+    in_sample = [chosen[r.id][0] if r.id in chosen else None for r in rows]
+    held_out = [chosen[r.id][1] if r.id in chosen else None for r in rows]
+    missing = {p.row.id: p for p in unpredictable}
+    return Fit(efficiencies,
+               Validation(tuple(p or missing[r.id] for p, r in zip(in_sample, rows))),
+               Validation(tuple(p or missing[r.id] for p, r in zip(held_out, rows))),
+               folds, used, points)
 
 
-__all__ += ["preset_efficiency", "scenario_data"]
+__all__ += ["ENGINE_RESERVES", "REFINE_MIN_TABLES", "errors_by_metric", "held_out_intervals",
+            "preset_efficiency", "preset_name", "preset_toml", "refined_name", "scenario_data"]
 
 
 # ---------------------------------------------------------------------------------
@@ -487,17 +666,22 @@ ENGINE_RESERVES = {
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
 
-def preset_toml(family: str, result: Fit, ledger: str) -> str:
-    """The efficiency preset file for ``family`` that a fit determines."""
-    eff = result.efficiencies[family]
-    ids = result.used[family]
-    held = summarise(p for p in result.held_out.predicted if p.row.family == family)
-    inside = summarise(p for p in result.in_sample.predicted if p.row.family == family)
-    errors = errors_by_metric(p for p in result.held_out.predicted if p.row.family == family)
+def preset_toml(name: str, result: Fit, ledger: str) -> str:
+    """The efficiency preset file ``name`` (a family, or a family on one card) that a fit
+    determines.
+    """
+    eff = result.efficiencies[name]
+    ids = result.used[name]
+    family, _, card = name.partition("-")
+    inside_points, held_points = result.points[name]
+    held = summarise(p for p in held_points if p.predicted is not None)
+    inside = summarise(p for p in inside_points if p.predicted is not None)
+    errors = errors_by_metric(held_points)
     reserve, reserve_source = ENGINE_RESERVES[family]
+    served = ENGINE_NAMES[family] + (f" on {card} cards" if card else "")
     lines = [
-        f'# Efficiency preset "{family}": the [efficiency] table of a scenario served by '
-        f"{ENGINE_NAMES[family]}.",
+        f'# Efficiency preset "{name}": the [efficiency] table of a scenario served by '
+        f"{served}.",
         "# Written by `infermodel validate --ledger LEDGER --fit --presets-dir DIR` from the",
         f"# {ledger}: the efficiencies below minimise the mean |log(predicted / "
         "measured)| over the",
@@ -514,7 +698,9 @@ def preset_toml(family: str, result: Fit, ledger: str) -> str:
         "# Any field written in a scenario's [efficiency] table overrides the value here.",
         "",
         "[preset]",
-        f'description = "{ENGINE_NAMES[family]}: efficiencies fitted on the accuracy ledger"',
+        (f'description = "{served}: efficiencies fitted on the accuracy ledger\'s {card} rows '
+         f'(a refinement of the {family} preset)"' if card else
+         f'description = "{served}: efficiencies fitted on the accuracy ledger"'),
         f'source = "infermodel accuracy ledger ({len(ids)} published measurements), '
         f'{result.folds}-fold cross-validation by published table"',
         "rows = [",
@@ -555,122 +741,3 @@ def held_out_intervals(family: str, *, host: PluginHost) -> dict[str, tuple[floa
     table = data.get("preset", {}).get("held_out_error", {})
     return {m: (float(v[0]), float(v[1])) for m, v in table.items()
             if isinstance(v, list) and len(v) == 2}
-
-
-# ---------------------------------------------------------------------------------
-# Text reports
-# ---------------------------------------------------------------------------------
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.1%}"
-
-
-def _num(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
-
-
-def validation_table(result: Validation, *, heading: str) -> str:
-    """Every row's measured and predicted figure, the per-metric summary, and the rows
-    that could not be predicted with their reasons.
-    """
-    lines = [heading, ""]
-    width = max([len(p.row.id) for p in result.points] + [2])
-    lines.append(f"{'id'.ljust(width)}  {'metric':<20} {'measured':>10} {'predicted':>10} "
-                 f"{'error':>8}  interval")
-    for p in result.predicted:
-        band = f"{_num(p.interval[0])} … {_num(p.interval[1])}" if p.interval else ""
-        lines.append(f"{p.row.id.ljust(width)}  {p.row.metric:<20} {_num(p.row.value):>10} "
-                     f"{_num(p.predicted):>10} {_pct(p.error):>8}  {band}")
-    lines += ["", summary_table(result.summary())]
-    if result.unpredictable:
-        lines += ["", f"{len(result.unpredictable)} rows could not be predicted:"]
-        lines += [f"  {p.row.id} ({p.row.metric}): {p.reason}" for p in result.unpredictable]
-    return "\n".join(lines)
-
-
-def summary_table(summary: Mapping[str, Mapping[str, float]]) -> str:
-    lines = [f"{'metric':<20} {'n':>4} {'median |error|':>15} {'p90 |error|':>12}"]
-    for metric, s in summary.items():
-        lines.append(f"{metric:<20} {s['n']:>4} {s['median_abs_error']:>15.1%} "
-                     f"{s['p90_abs_error']:>12.1%}")
-    return "\n".join(lines)
-
-
-def fit_table(result: Fit) -> str:
-    """Fitted efficiencies, then in-sample and held-out errors side by side."""
-    lines = [f"Efficiencies fitted per engine family ({result.folds}-fold cross-validation, "
-             "whole published tables held out):", ""]
-    lines.append(f"{'family':<8} {'rows':>5} {'prefill_mfu':>12} {'decode_mfu':>11} {'mbu':>6} "
-                 f"{'t0':>8} {'link latency':>13}")
-    for family, eff in sorted(result.efficiencies.items()):
-        link = f"{eff.link_latency * 1e6:g} us" if eff.link_latency is not None else "—"
-        lines.append(f"{family:<8} {len(result.used[family]):>5} {eff.prefill_mfu:>12.3g} "
-                     f"{eff.decode_mfu:>11.3g} {eff.mbu:>6.3g} {eff.t0 * 1e3:>6.3g} ms {link:>13}")
-    groups: list[tuple[str, str | None]] = [("all", None),
-                                            *[(f, f) for f in sorted(result.efficiencies)]]
-    lines += ["", f"{'family':<8} {'metric':<20} {'n':>4} {'in-sample median':>17} {'p90':>7} "
-                  f"{'held-out median':>16} {'p90':>7}"]
-    for label, only in groups:
-        inside = summarise(p for p in result.in_sample.predicted
-                           if only is None or p.row.family == only)
-        held = summarise(p for p in result.held_out.predicted
-                         if only is None or p.row.family == only)
-        for metric, a in inside.items():
-            b = held.get(metric)
-            lines.append(f"{label:<8} {metric:<20} {a['n']:>4} {a['median_abs_error']:>17.1%} "
-                         f"{a['p90_abs_error']:>7.1%} "
-                         f"{(b['median_abs_error'] if b else float('nan')):>16.1%} "
-                         f"{(b['p90_abs_error'] if b else float('nan')):>7.1%}")
-    missing = result.in_sample.unpredictable
-    if missing:
-        lines += ["", f"{len(missing)} rows could not be predicted:"]
-        lines += [f"  {p.row.id} ({p.row.metric}): {p.reason}" for p in missing]
-    return "\n".join(lines)
-
-
-__all__ += ["ENGINE_RESERVES", "errors_by_metric", "fit_table", "held_out_intervals", "preset_toml",
-            "summary_table", "validation_table"]
-
-
-def plot_validation(panels: Sequence[tuple[str, Validation]]):
-    """Measured against predicted, one panel per prediction (log-log, one colour per
-    metric), with the diagonal and a ±25 % band; returns a matplotlib figure.
-    """
-    from .plots import _COLOURS, _matplotlib
-
-    _, Figure = _matplotlib()
-    figure = Figure(figsize=(5.0 * len(panels), 4.8), dpi=110, layout="constrained")
-    axes = figure.subplots(1, len(panels), squeeze=False)[0]
-    colours = dict(zip(METRICS, _COLOURS))
-    for ax, (title, validation) in zip(axes, panels):
-        points = validation.predicted
-        values = [v for p in points for v in (p.row.value, p.predicted) if v is not None]
-        low, high = min(values) / 2, max(values) * 2
-        line = np.array([low, high])
-        ax.fill_between(line, line * 0.75, line * 1.25, color="#999999", alpha=0.2,
-                        label="±25 %")
-        ax.plot(line, line, color="#555555", linewidth=1)
-        for metric in METRICS:
-            chosen = [p for p in points if p.row.metric == metric]
-            if not chosen:
-                continue
-            summary = summarise(chosen)[metric]
-            ax.scatter([p.row.value for p in chosen], [p.predicted for p in chosen], s=16,
-                       color=colours[metric], alpha=0.85,
-                       label=f"{metric} (median |error| {summary['median_abs_error']:.0%})")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlim(low, high)
-        ax.set_ylim(low, high)
-        ax.set_xlabel("measured (published)")
-        ax.set_ylabel("predicted")
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="major", alpha=0.35)
-        ax.legend(fontsize=7, loc="upper left")
-    return figure
-
-
-__all__ += ["plot_validation"]

@@ -87,7 +87,8 @@ def _ledger(args) -> int:
     from ..ledger import DEFAULT_LEDGER, read_ledger
     from ..output import atomic_write, check_target, emit, protect
     from ..progress import Progress
-    from ..validation import fit, fit_table, predict_rows, preset_toml, validation_table
+    from ..validation import fit, predict_rows, preset_toml
+    from ..validation_report import fit_table, validation_table
 
     if args.presets_dir and not args.fit:
         raise InfermodelError(Problem("--presets-dir needs --fit", suggestion="add --fit"))
@@ -131,7 +132,7 @@ def _ledger(args) -> int:
         return 0
     if args.plot:
         from ..plots import save
-        from ..validation import plot_validation
+        from ..validation_report import plot_validation
 
         other = predict_rows(rows, calibrated=not args.calibrated, host=host)
         ideal, presets = (other, validation) if args.calibrated else (validation, other)

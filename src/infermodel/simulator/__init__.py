@@ -59,7 +59,7 @@ from .api import (
     simulate,
 )
 from .cluster import ROUTERS, Deployment
-from .cost import EXTENSION_QUANTITIES, QUANTITY_NAMES, CostModel
+from .cost import CONVENTION_QUANTITIES, EXTENSION_QUANTITIES, QUANTITY_NAMES, CostModel
 from .errors import SimulationError
 from .metrics import METRIC_NAMES, weighted_quantile
 from .policies import POLICY_KINDS, SLO, Policy, policy
@@ -77,6 +77,7 @@ from .workload import (
 )
 
 __all__ = [
+    "CONVENTION_QUANTITIES",
     "DEFAULT_BLOCK_TOKENS",
     "ENGINES",
     "EXTENSION_QUANTITIES",

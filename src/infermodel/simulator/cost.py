@@ -16,6 +16,19 @@ and the compute time of the *whole* iteration (Module 10: Inference and serving,
 A chunk ``(k, c)`` is ``k`` new prompt positions whose queries attend to the ``c``
 cached positions and, causally, to each other (hence ``k(k+1)/2``).
 
+Those are Lab 3's whole-model conventions (every weight byte read, the output head
+applied to every position).  A scenario on the engine conventions prices two terms
+more exactly (both optional fields, read by :meth:`CostModel.from_quantities`):
+
+* ``efficiency.embedding_reads = "rows"``: an iteration reads one row of the untied
+  input table per position, so ``W`` is replaced by
+  ``W − row_bytes · (vocab − min(positions, vocab))``;
+* ``efficiency.prefill_logits = "last"``: the head scores one position per scheduled
+  sequence (a decode, or the last position of a prompt chunk, as engines compute the
+  logits of every scheduled sequence's last position and discard a partial prompt's
+  sample), so ``2·N_matmul · positions`` becomes
+  ``2·(N_matmul − N_head) · positions + 2·N_head · sequences``.
+
 Every term is an integer count multiplied by a constant, so the vectorised form
 :meth:`CostModel.iteration_times` gives bit-for-bit the same floats as the scalar
 :meth:`CostModel.iteration_time` as long as the counts stay below 2**53.
@@ -31,7 +44,7 @@ import numpy as np
 
 from .errors import SimulationError
 
-__all__ = ["EXTENSION_QUANTITIES", "QUANTITY_NAMES", "CostModel"]
+__all__ = ["CONVENTION_QUANTITIES", "EXTENSION_QUANTITIES", "QUANTITY_NAMES", "CostModel"]
 
 #: Quantities a lever defines so that the simulator prices its effect on every
 #: iteration (read by :meth:`CostModel.from_quantities`; all optional).
@@ -46,6 +59,17 @@ EXTENSION_QUANTITIES = (
     "routed_expert_bytes",      # B of one routed expert over all layers (uniform routing)
     "warm_prefix_tokens",       # shared prefix held once in the cache (prefix caching)
     "warm_prefix_hit_rate",     # share of requests that find it cached
+)
+
+#: Quantities that say which conventions a scenario follows (the physics defines them;
+#: read by :meth:`CostModel.from_quantities`, all optional).
+CONVENTION_QUANTITIES = (
+    "embedding_bytes_unread",   # > 0: the engine reads input-table rows, not the table
+    "embedding_row_bytes",      # B of one input-table row
+    "vocab",                    # rows of the input table
+    "prefill_logit_positions",  # < prompt_tokens: the head scores the last position only
+    "prompt_tokens",
+    "params_head_matmul",       # N_head = vocab · d, the head's weights per scored position
 )
 
 #: Scenario quantity names read by :meth:`CostModel.from_quantities`.
@@ -65,7 +89,7 @@ QUANTITY_NAMES = (
     "t0",
     "experts",
     "active_experts",
-) + EXTENSION_QUANTITIES
+) + EXTENSION_QUANTITIES + CONVENTION_QUANTITIES
 
 
 def _positive(name: str):
@@ -120,6 +144,11 @@ class CostModel:
     :param compute: effective FLOP/s (peak already multiplied by the MFU).
     :param cache_memory: bytes available to the KV cache (after weights and reserve).
     :param overhead: a fixed time added to every iteration (t0); 0 in Lab 3.
+    :param embedding_row_bytes: bytes of one input-table row when an iteration reads
+        rows, not the table (0: the whole of ``weight_bytes`` is read, as in Lab 3).
+    :param embedding_rows: rows of that table (the vocabulary).
+    :param head_params: N_head when the head scores one position per scheduled
+        sequence (0: every position, as in Lab 3).
 
     Example, Lab 3's 24 GB card (16 GB left for the cache)::
 
@@ -148,13 +177,18 @@ class CostModel:
     routed_expert_bytes: float = attrs.field(default=0.0, validator=_non_negative)
     experts: float = attrs.field(default=1.0, validator=_at_least_one)
     active_experts: float = attrs.field(default=1.0, validator=_at_least_one)
+    embedding_row_bytes: float = attrs.field(default=0.0, validator=_non_negative)
+    embedding_rows: float = attrs.field(default=0.0, validator=_non_negative)
+    head_params: float = attrs.field(default=0.0, validator=_non_negative)
 
     @property
     def simple(self) -> bool:
         """Whether this is Lab 3's single-device cost (no stages, communication, host
-        cache share or expert coverage): the arithmetic then is exactly Lab 3's."""
+        cache share, expert coverage or engine conventions): the arithmetic then is
+        exactly Lab 3's."""
         return (self.stages == 1 and not self.comm_fixed and not self.comm_per_token
-                and not self.host_fraction and not self.routed_expert_bytes)
+                and not self.host_fraction and not self.routed_expert_bytes
+                and not self.embedding_row_bytes and not self.head_params)
 
     def microbatches(self, positions: float, sequences: float | None = None) -> float:
         """Micro-batches in flight: min(stages, sequences), at least 1."""
@@ -164,12 +198,18 @@ class CostModel:
     def weights_read(self, tokens):
         """Weight bytes one micro-batch of ``tokens`` reads: the routed experts that at
         least one token chose, E·(1 − (1 − k/E)^tokens) per layer under uniform routing
-        (the MoE lever's expert coverage); all of W for a dense model."""
-        if not self.routed_expert_bytes:
-            return self.weight_bytes
-        e, k = self.experts, self.active_experts
-        read = e * (1 - (1 - k / e) ** np.asarray(tokens, dtype=np.float64))
-        return self.weight_bytes - self.routed_expert_bytes * (e - read)
+        (the MoE lever's expert coverage); all of W for a dense model. With
+        :attr:`embedding_row_bytes`, less the input-table rows no token reads."""
+        weights = self.weight_bytes
+        if self.routed_expert_bytes:
+            e, k = self.experts, self.active_experts
+            read = e * (1 - (1 - k / e) ** np.asarray(tokens, dtype=np.float64))
+            weights = weights - self.routed_expert_bytes * (e - read)
+        if self.embedding_row_bytes:
+            rows = self.embedding_rows
+            weights = weights - self.embedding_row_bytes * (
+                rows - np.minimum(np.asarray(tokens, dtype=np.float64), rows))
+        return weights
 
     # Products computed once so the scalar and vectorised paths do the same float
     # operations in the same order.
@@ -177,6 +217,16 @@ class CostModel:
     def flops_per_position(self) -> float:
         """2 · N_matmul: FLOPs of the matrix products for one position."""
         return 2.0 * self.params_matmul
+
+    @property
+    def flops_per_body_position(self) -> float:
+        """2 · (N_matmul − N_head): FLOPs of a position the head does not score."""
+        return 2.0 * (self.params_matmul - self.head_params)
+
+    @property
+    def flops_per_head_position(self) -> float:
+        """2 · N_head: FLOPs of the head for one scored position."""
+        return 2.0 * self.head_params
 
     @property
     def flops_per_attention_pair(self) -> float:
@@ -224,7 +274,12 @@ class CostModel:
         * cache memory: the ``cache_memory`` argument if given, else
           ``kv_budget_bytes``, else ``memory_bytes − weight_bytes − reserve_bytes``
           (``reserve_bytes`` defaults to 0);
-        * ``t0`` (optional, default 0): a fixed time added to every iteration.
+        * ``t0`` (optional, default 0): a fixed time added to every iteration;
+        * the engine conventions (optional): ``embedding_bytes_unread`` > 0 (the
+          scenario reads input-table rows) sets :attr:`embedding_row_bytes` and
+          :attr:`embedding_rows` from ``embedding_row_bytes`` and ``vocab``;
+          ``prefill_logit_positions`` < ``prompt_tokens`` (the head scores the last
+          prompt position) sets :attr:`head_params` from ``params_head_matmul``.
 
         >>> q = dict(weight_bytes=5.5e9, kv_bytes_per_token=147456, params_matmul=8927875072,
         ...          layers=36, query_width=4096, bandwidth=1e12, flops_peak=165e12,
@@ -298,6 +353,7 @@ class CostModel:
         if extra.get("routed_expert_bytes"):
             extra["experts"] = number("experts")
             extra["active_experts"] = number("active_experts")
+        extra.update(CostModel._conventions(values, number))
         if "kv_host_fraction" in values and number("kv_host_fraction") > 0:
             f = number("kv_host_fraction")
             if f >= 1:
@@ -311,6 +367,20 @@ class CostModel:
             extra.update(host_fraction=f, host_bandwidth=number("kv_host_bandwidth"),
                          host_overlap=bool(values.get("kv_host_overlap", 0)),
                          cache_memory=tokens * kv)
+        return extra
+
+    @staticmethod
+    def _conventions(values: Mapping[str, float], number) -> dict:
+        """Fields for a scenario's engine conventions (absent quantities: Lab 3's)."""
+        extra: dict = {}
+        if (all(n in values for n in ("embedding_bytes_unread", "embedding_row_bytes", "vocab"))
+                and number("embedding_bytes_unread") > 0):
+            extra["embedding_row_bytes"] = number("embedding_row_bytes")
+            extra["embedding_rows"] = number("vocab")
+        if ("params_head_matmul" in values and "prefill_logit_positions" in values
+                and "prompt_tokens" in values
+                and number("prefill_logit_positions") < number("prompt_tokens")):
+            extra["head_params"] = number("params_head_matmul")
         return extra
 
     # ------------------------------------------------------------------ costs
@@ -387,9 +457,13 @@ class CostModel:
         weights = self.weights_read(positions / micro)
         memory_time = (self.stages * weights
                        + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
-        compute_time = scale * (
-            self.flops_per_position * positions + self.flops_per_attention_pair * attention
-        ) / self.compute
+        if self.head_params:
+            # The head scores one position per scheduled sequence (engine convention).
+            matmul = (self.flops_per_body_position * positions
+                      + self.flops_per_head_position * count)
+        else:
+            matmul = self.flops_per_position * positions
+        compute_time = scale * (matmul + self.flops_per_attention_pair * attention) / self.compute
         time = np.maximum(memory_time, compute_time)
         if self.host_fraction:
             # The host-resident share of every cached position crosses the host link.
@@ -418,6 +492,14 @@ class CostModel:
             how = "overlapping the step" if self.host_overlap else "added to the step"
             lines.append(f"host-resident cache: {self.host_fraction:g} of every cached position "
                          f"over {self.host_bandwidth / 1e9:.4g} GB/s, {how}")
+        if self.embedding_row_bytes:
+            lines.append(f"input-table rows: W − {self.embedding_row_bytes:.6g} B × (vocab "
+                         f"{self.embedding_rows:g} − min(positions, vocab)) read per iteration "
+                         '(efficiency.embedding_reads = "rows")')
+        if self.head_params:
+            lines.append(f"output head: 2 × {self.head_params:.6g} FLOPs per scheduled sequence "
+                         "(its last position), not per position "
+                         '(efficiency.prefill_logits = "last")')
         if self.routed_expert_bytes:
             lines.append(f"expert coverage: W − {self.routed_expert_bytes / 1e9:.4g} GB × "
                          f"(E − E·(1 − k/E)^tokens), E = {self.experts:g}, k = {self.active_experts:g}")

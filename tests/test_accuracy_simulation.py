@@ -1,0 +1,199 @@
+"""Ledger rows at concurrency > 1: a closed loop of the row's clients in the serving
+simulator (``infermodel.ledger_simulation``), and its cross-check against the analytic
+steady state the fit searches on (``infermodel.closed_loop``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from infermodel.closed_loop import closed_loop
+from infermodel.ledger import read_ledger
+from infermodel.ledger_simulation import MAX_TOKENS, ROUNDS, simulate_row, unsupported
+from infermodel.simulator import CostModel
+
+HEADER = ("id,source,engine,hardware,gpus,model,hf_config,weights,kv_cache,tensor,expert,"
+          "isl,osl,concurrency,metric,statistic,value")
+
+
+def _rows(tmp_path: Path, concurrency: int, *, isl=1024, osl=256, metrics=("ttft_ms", "itl_ms",
+          "tpot_ms", "output_tokens_per_s"), statistic="mean", model="llama-3.1-8b"):
+    lines = [HEADER] + [f"{m},https://example.org,vllm 0.10,h100-sxm,1,{model},,,,1,1,{isl},{osl},"
+                        f"{concurrency},{m},{statistic},10" for m in metrics]
+    path = tmp_path / "ledger.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return read_ledger(path)
+
+
+def test_one_client_in_the_simulator_is_one_prefill_then_decode_steps():
+    # One client: every request runs alone, so its first token is one prefill iteration
+    # and each later token one decode iteration over its growing context (Lab 3's cost).
+    cost = CostModel.lab3(overhead=1e-3)
+    figures = simulate_row(cost, "vllm", 100, 10, 1)
+    assert figures.measured == ROUNDS - 2 and figures.warmup == 1
+    ttft = cost.iteration_time([], [(100, 0)])
+    gaps = [cost.iteration_time([100 + j], []) for j in range(9)]
+    assert figures.value("ttft_ms", "mean") == pytest.approx(ttft * 1e3, rel=1e-12)
+    assert figures.value("tpot_ms", "median") == pytest.approx(sum(gaps) / 9 * 1e3, rel=1e-12)
+    assert figures.value("itl_ms", "mean") == pytest.approx(sum(gaps) / 9 * 1e3, rel=1e-12)
+    assert figures.value("output_tokens_per_s", "mean") == pytest.approx(
+        10 / (ttft + sum(gaps)), rel=1e-12)
+
+
+def test_statistics_and_littles_law():
+    cost = CostModel.lab3()
+    figures = simulate_row(cost, "sglang", 2000, 200, 12)
+    assert figures.measured == (ROUNDS - 2) * 12
+    ttft = figures.ttft * 1e3
+    assert figures.value("ttft_ms", "mean") == pytest.approx(np.mean(ttft))
+    assert figures.value("ttft_ms", "unspecified") == figures.value("ttft_ms", "mean")
+    assert figures.value("ttft_ms", "median") == pytest.approx(np.median(ttft))
+    assert figures.value("ttft_ms", "p99") == pytest.approx(np.quantile(ttft, 0.99))
+    assert figures.value("itl_ms", "median") <= figures.value("itl_ms", "p99")
+    # A closed loop with no think time keeps 12 requests in the system: throughput is
+    # 12 · osl / E[e2e], and each request's e2e is its TTFT plus (osl − 1) gaps.
+    e2e = np.mean(figures.ttft) + np.mean(figures.tpot) * 199
+    assert figures.output_tokens_per_s == pytest.approx(12 * 200 / e2e, rel=1e-9)
+
+
+def test_warm_up_is_excluded():
+    # Every client starts at once, so the first round queues behind all prompts; the
+    # measured rounds see the staggered steady state.
+    cost = CostModel.lab3()
+    figures = simulate_row(cost, "vllm", 4000, 300, 8)
+    one_prefill = cost.iteration_time([], [(4000, 0)])
+    assert np.mean(figures.ttft) < 3 * one_prefill
+
+
+@pytest.mark.parametrize("concurrency", [4, 16, 64])
+def test_simulator_and_analytic_steady_state_agree_below_capacity(tmp_path, host, concurrency):
+    """The analytic stand-in the fit searches on is close to the simulation it scales:
+    throughput within 10 % and ITL within 20 % on a deployment whose cache holds every
+    client (the residual is the stand-in's approximations: an M/D/1 wait, a mean stall).
+    """
+    from infermodel.validation import (
+        _cost_model,
+        _predict_arrays,
+        _row_model,
+        preset_efficiency,
+    )
+
+    efficiency = preset_efficiency("vllm", host=host)
+    for row in _rows(tmp_path, concurrency, metrics=("itl_ms", "output_tokens_per_s")):
+        model = _row_model(row, host=host)
+        assert not isinstance(model, str) and model.capacity > concurrency
+        analytic = float(_predict_arrays(model, row, efficiency.candidates())[0])
+        simulated = simulate_row(_cost_model(model, row, efficiency), "vllm", row.isl, row.osl,
+                                 concurrency).value(row.metric, row.statistic)
+        tolerance = 0.10 if row.metric == "output_tokens_per_s" else 0.20
+        assert simulated == pytest.approx(analytic, rel=tolerance), row.metric
+
+
+def test_calibrated_rows_above_one_client_are_the_simulation(tmp_path, host):
+    from infermodel.validation import (
+        Simulations,
+        _cost_model,
+        _row_model,
+        predict_rows,
+        preset_efficiency,
+    )
+
+    rows = _rows(tmp_path, 8, statistic="median")
+    points = predict_rows(rows, host=host, simulations=Simulations()).points
+    efficiency = preset_efficiency("vllm", host=host)
+    model = _row_model(rows[0], host=host)
+    figures = simulate_row(_cost_model(model, rows[0], efficiency), "vllm", 1024, 256, 8)
+    for point in points:
+        assert point.predicted == pytest.approx(figures.value(point.row.metric, "median"),
+                                                rel=1e-12)
+
+
+def test_the_analytic_stand_in_at_one_client_is_the_roofline():
+    state = closed_loop(0.2, 0.01, 1, 10, 50)
+    assert float(state.ttft) == 0.2 and float(state.itl) == 0.01
+
+
+def test_rows_beyond_the_simulation_bound_give_a_reason(tmp_path, host):
+    from infermodel.validation import predict_rows
+
+    (row,) = _rows(tmp_path, 40_000, isl=400, osl=400, metrics=("ttft_ms",),
+                   model="smollm2-135m")
+    assert ROUNDS * 40_000 * 800 > MAX_TOKENS
+    assert "tokens" in unsupported(row)
+    (point,) = predict_rows([row], host=host).points
+    assert point.predicted is None and "bound" in point.reason
+
+
+def test_shipped_ledger_prediction_is_quick(host):
+    """The whole shipped ledger (about 60 closed loops) predicts in seconds."""
+    import time
+
+    from infermodel.ledger import DEFAULT_LEDGER
+    from infermodel.validation import predict_rows
+
+    begin = time.perf_counter()
+    result = predict_rows(read_ledger(DEFAULT_LEDGER), host=host)
+    assert time.perf_counter() - begin < 60
+    assert all(math.isfinite(p.predicted) for p in result.predicted)
+
+
+# ---------------------------------------------------------------------------------
+# Per-card refinements of an engine family's preset
+# ---------------------------------------------------------------------------------
+
+
+def test_refined_cards_need_enough_tables_and_a_second_card():
+    from infermodel.ledger import DEFAULT_LEDGER
+    from infermodel.validation import REFINE_MIN_TABLES, _refined_cards
+
+    rows = [r for r in read_ledger(DEFAULT_LEDGER) if r.family == "trtllm"]
+    tables: dict[str, set] = {}
+    for r in rows:
+        tables.setdefault(r.hardware, set()).add(r.table)
+    expected = sorted(c for c, t in tables.items() if len(t) >= REFINE_MIN_TABLES)
+    assert _refined_cards(rows) == expected == ["a100-80gb", "h100-sxm", "l40s"]
+    # One card alone is the family itself: no refinement.
+    assert _refined_cards([r for r in rows if r.hardware == "h100-sxm"]) == []
+    # Fewer tables than the minimum on a card: no refinement for it.
+    few = [r for r in rows if r.hardware == "h100-sxm"] + \
+        [r for r in rows if r.hardware == "l40s"][:REFINE_MIN_TABLES - 1]
+    assert _refined_cards(few) == ["h100-sxm"]
+
+
+def test_rows_on_a_refined_card_are_predicted_with_its_preset(tmp_path, host):
+    from infermodel.validation import Simulations, predict_rows, preset_efficiency, preset_name
+
+    lines = [HEADER] + [
+        f"{card},https://example.org,trtllm 0.5,{card},1,llama-2-7b,,,,1,1,128,1,1,ttft_ms,"
+        f"unspecified,10" for card in ("l40s", "h200")]
+    path = tmp_path / "ledger.csv"
+    path.write_text("\n".join(lines) + "\n")
+    l40s, h200 = read_ledger(path)
+    assert preset_name(l40s, host=host) == "trtllm-l40s"
+    assert preset_name(h200, host=host) == "trtllm"  # no refinement for that card
+    refined = preset_efficiency("trtllm-l40s", host=host)
+    family = preset_efficiency("trtllm", host=host)
+    assert refined != family
+    (with_presets,) = predict_rows([l40s], host=host, simulations=Simulations()).points
+    (forced,) = predict_rows([l40s], host=host, efficiencies={"trtllm-l40s": family}).points
+    assert with_presets.predicted != forced.predicted
+
+
+def test_a_refinements_held_out_points_come_from_its_own_cards_tables(host):
+    from infermodel.ledger import DEFAULT_LEDGER
+    from infermodel.validation import fit
+
+    rows = [r for r in read_ledger(DEFAULT_LEDGER)
+            if r.id.startswith(("trtllm05-l40s", "trtllm05-h100", "nim180"))]
+    result = fit(rows, folds=2, host=host)
+    assert set(result.efficiencies) == {"trtllm", "trtllm-h100-sxm", "trtllm-l40s"}
+    inside, held = result.points["trtllm-l40s"]
+    assert {p.row.hardware for p in inside + held} == {"l40s"}
+    assert set(result.used["trtllm-l40s"]) == {p.row.id for p in inside}
+    # The validation's predictions of the L40S rows are the refinement's.
+    by_id = {p.row.id: p for p in result.held_out.points}
+    assert all(by_id[p.row.id] == p for p in held)
