@@ -40,9 +40,15 @@ class CompiledGraph:
     def __call__(self, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Evaluate every quantity; inputs may be scalars or broadcastable arrays."""
         args = [np.asarray(values[name], dtype=float) for name in self.inputs]
+        return dict(zip(self.outputs, self.call(args)))
+
+    def call(self, arguments) -> tuple:
+        """The outputs, in :attr:`outputs` order, for ``arguments`` in :attr:`inputs` order
+        (float64 arrays, as :meth:`__call__` makes them).
+        """
         try:
             with np.errstate(all="ignore"):
-                results = self.function(*args)
+                return self.function(*arguments)
         except NameError as exc:
             from .errors import PluginError, Problem
 
@@ -52,7 +58,6 @@ class CompiledGraph:
                 "with no numeric implementation",
                 expected="sympy functions with a numeric meaning (Max, Min, floor, ceiling, "
                          "sqrt, log, exp, Abs, Piecewise, ...)")) from None
-        return dict(zip(self.outputs, results))
 
 
 def compile_graph(graph: QuantityGraph) -> CompiledGraph:

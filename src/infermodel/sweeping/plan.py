@@ -22,6 +22,7 @@ from ..errors import (
     count_text,
 )
 from ..output import atomic_stream
+from ..scenario import REMOVE
 from .axes import Axis, grid_axes
 from .reads import PluginReads, is_read, plugin_reads
 from .result import Chunk, SweepResult
@@ -45,6 +46,8 @@ MAX_VALIDATED_POINTS = 1_000_000
 #: (:meth:`SweepPlan.run`, :func:`sweep`): 400 MB of float64.
 MAX_IN_MEMORY_VALUES = 50_000_000
 _MISSING = object()
+_FLOAT = np.dtype(np.float64)
+_BOOL = np.dtype(bool)
 
 
 def _chunk_size(chunk_size: Any) -> int:
@@ -65,6 +68,13 @@ class _Block:
     base: Mapping[str, Any]
     names: frozenset
     vectors: tuple  # (axis index, quantity name, float64 values per label)
+    #: The compiled function's arguments with the scenario's values (float64 0-d arrays,
+    #: as :class:`~infermodel.evaluation.CompiledGraph` makes them), made once.
+    arguments: tuple = ()
+    #: Per vector, the position of its quantity among the arguments.
+    positions: tuple = ()
+    #: Per quantity asked for: (name, position among the outputs or None, whether bool).
+    outputs: tuple = ()
 
 
 def _subgraph(graph, wanted: Sequence[str]):
@@ -103,7 +113,9 @@ class SweepPlan:
                            "sweep per value of an axis, each written to its own file with -o"))
         self._progress = progress
         self._cache: dict[tuple, tuple] = {}
-        self._label_arrays: list[np.ndarray] | None = None
+        # Made on first use, and shared by the copies a kept plan hands out (see
+        # _kept_plan): the label arrays, the whole grid's indices, the result's dtypes.
+        self._memo: dict[str, Any] = {}
         self._where = {}
         from ..scenario import Origin
 
@@ -275,7 +287,13 @@ class SweepPlan:
                     if spec.quantity not in base:
                         continue  # the quantities asked for do not depend on it
                     vectors.append((i, spec.quantity, self._vector_values(axis, path, spec, scenario)))
-            self.blocks.append(_Block(scenario, compiled, base, frozenset(sub.order), tuple(vectors)))
+            place = {n: k for k, n in enumerate(compiled.inputs)}
+            out = {n: k for k, n in enumerate(compiled.outputs)}
+            self.blocks.append(_Block(
+                scenario, compiled, base, frozenset(sub.order), tuple(vectors),
+                tuple(np.asarray(base[n], dtype=float) for n in compiled.inputs),
+                tuple(place[q] for _, q, _ in vectors),
+                tuple((n, out.get(n), self.units[n] == "bool") for n in wanted)))
 
     def _validate_points(self, combination, scenario, reads: PluginReads, vector) -> None:
         """Run the validation hooks on every combination of the vector values they read.
@@ -353,6 +371,18 @@ class SweepPlan:
         flat = np.arange(start, stop, dtype=np.int64)
         return [(flat // stride) % length for stride, length in zip(self.strides, self.shape)]
 
+    def _index(self, start: int, stop: int) -> list[np.ndarray]:
+        # indices(), kept read-only for a whole grid of one chunk (every call of a kept
+        # plan asks for the same).
+        if start or stop != self.total or stop > DEFAULT_CHUNK:
+            return self.indices(start, stop)
+        found = self._memo.get("index")
+        if found is None:
+            found = self._memo["index"] = self.indices(start, stop)
+            for array in found:
+                array.flags.writeable = False
+        return found
+
     def evaluate_range(self, start: int, stop: int, *,
                        shared_constants: bool = False) -> tuple[dict, dict]:
         """Quantity columns (and masks of where each is defined) for points ``start``..``stop``.
@@ -361,7 +391,7 @@ class SweepPlan:
         view of its one value rather than a filled array.
         """
         n = stop - start
-        index = self.indices(start, stop)
+        index = self._index(start, stop)
         if self._structural_strides:
             block_id: np.ndarray = np.add.reduce([index[i] * s for i, s in self._structural_strides])
             first = int(block_id[0])
@@ -375,33 +405,20 @@ class SweepPlan:
                           for a, b in zip(np.r_[0, cuts], np.r_[cuts, n])]
         else:
             groups = [(self.blocks[0], None)]
+        if groups[0][1] is None:
+            return self._whole(groups[0][0], index, n, shared_constants)
         columns: dict[str, np.ndarray] = {}
         defined: dict[str, np.ndarray] = {}
         for block, selection in groups:
+            assert selection is not None
             inputs = dict(block.base)
             for axis_index, quantity, values in block.vectors:
-                positions = index[axis_index] if selection is None else index[axis_index][selection]
-                inputs[quantity] = values[positions]
-            size = n if selection is None else len(selection)
+                inputs[quantity] = values[index[axis_index][selection]]
+            size = len(selection)
             outputs = block.compiled(inputs)
             for name in self.quantities:
                 boolean = self.units[name] == "bool"
                 value = outputs.get(name)
-                if selection is None:
-                    if value is None:
-                        columns[name] = np.zeros(n, bool) if boolean else np.full(n, np.nan)
-                        defined[name] = np.zeros(n, bool)
-                        continue
-                    array = np.asarray(value)
-                    dtype = bool if boolean else np.float64
-                    if array.shape == ():
-                        # A quantity the swept fields do not reach: one value, repeated.
-                        array = (np.broadcast_to(array.astype(dtype), (n,)) if shared_constants
-                                 else np.full(n, array, dtype=dtype))
-                    elif array.shape != (n,) or array.dtype != dtype or not array.flags.writeable:
-                        array = np.array(np.broadcast_to(array, (n,)), dtype=dtype)
-                    columns[name] = array
-                    continue
                 if name not in columns:
                     columns[name] = np.zeros(n, bool) if boolean else np.full(n, np.nan)
                 if value is None:
@@ -410,13 +427,56 @@ class SweepPlan:
                 columns[name][selection] = np.broadcast_to(np.asarray(value), (size,))
         return columns, defined
 
+    def _whole(self, block: _Block, index: list[np.ndarray], n: int,
+               shared_constants: bool) -> tuple[dict, dict]:
+        """:meth:`evaluate_range` where every point is in one block: its function is called
+        once on the block's arguments, each vector's values put in place.
+        """
+        arguments = list(block.arguments)
+        for (axis_index, _, values), position in zip(block.vectors, block.positions):
+            arguments[position] = values[index[axis_index]]
+        outputs = block.compiled.call(arguments)
+        columns: dict[str, np.ndarray] = {}
+        defined: dict[str, np.ndarray] = {}
+        # Quantities the swept fields do not reach come out as one value; with shared
+        # constants they become rows of one read-only broadcast table (one view each).
+        constant: list[tuple[str, Any, bool]] = []
+        for name, position, boolean in block.outputs:
+            if position is None:
+                columns[name] = np.zeros(n, bool) if boolean else np.full(n, np.nan)
+                defined[name] = np.zeros(n, bool)
+                continue
+            value = outputs[position]
+            dtype = _BOOL if boolean else _FLOAT
+            if type(value) is np.ndarray and value.shape == (n,):
+                if value.dtype != dtype or not value.flags.writeable:
+                    value = np.array(value, dtype=dtype)
+                columns[name] = value
+            elif np.ndim(value) == 0:
+                if shared_constants:
+                    columns[name] = None  # type: ignore[assignment]  # keeps the order
+                    constant.append((name, value, boolean))
+                else:
+                    columns[name] = np.full(n, value, dtype=dtype)
+            else:
+                columns[name] = np.array(np.broadcast_to(np.asarray(value), (n,)), dtype=dtype)
+        for boolean in (False, True):
+            group = [(name, value) for name, value, b in constant if b is boolean]
+            if group:
+                row = np.array([value for _, value in group], dtype=_BOOL if boolean else _FLOAT)
+                table = np.broadcast_to(row[:, None], (len(group), n))
+                for k, (name, _) in enumerate(group):
+                    columns[name] = table[k]
+        return columns, defined
+
     def label_columns(self, index: list[np.ndarray]) -> dict[str, np.ndarray]:
         """The axes' label columns for a chunk's indices."""
-        if self._label_arrays is None:
-            self._label_arrays = [np.asarray(a.labels, dtype=np.float64 if a.numeric else object)
-                                  for a in self.axes]
+        arrays = self._memo.get("labels")
+        if arrays is None:
+            arrays = self._memo["labels"] = [
+                np.asarray(a.labels, dtype=np.float64 if a.numeric else object) for a in self.axes]
         return {axis.name: labels[positions]
-                for axis, labels, positions in zip(self.axes, self._label_arrays, index)}
+                for axis, labels, positions in zip(self.axes, arrays, index)}
 
     def chunks(self, chunk_size: int | None = None) -> Iterator[Chunk]:
         """Evaluate the grid chunk by chunk, in grid order, showing progress if asked."""
@@ -450,9 +510,7 @@ class SweepPlan:
                 suggestion="stream the points instead: SweepPlan.write(path) or "
                            "SweepPlan.chunks() (the command line's sweep -o FILE.csv does), or "
                            "ask for only the quantities you need"))
-        dtypes = {a.name: np.dtype(np.float64 if a.numeric else object) for a in self.axes}
-        for name in self.quantities:
-            dtypes[name] = np.dtype(bool if self.units[name] == "bool" else np.float64)
+        dtypes = self._dtypes()
         defined: dict[str, np.ndarray] = {}
         if 0 < self.total <= int(chunk_size or DEFAULT_CHUNK):
             # One chunk: its columns are the result (none shared between two names; a
@@ -461,7 +519,7 @@ class SweepPlan:
 
             with Progress(self.total, "sweep", enabled=self._progress) as bar:
                 columns, defined = self.evaluate_range(0, self.total, shared_constants=True)
-                labels = self.label_columns(self.indices(0, self.total))
+                labels = self.label_columns(self._index(0, self.total))
                 bar.update(self.total)
             whole: dict[str, np.ndarray] = {}
             seen: set[int] = set()
@@ -478,6 +536,16 @@ class SweepPlan:
             for name, mask in chunk.defined.items():
                 defined.setdefault(name, np.ones(self.total, bool))[chunk.start:chunk.stop] = mask
         return SweepResult(self, columns, defined)
+
+    def _dtypes(self) -> dict[str, np.dtype]:
+        """Each column's dtype, by name: axes, then the quantities selected."""
+        quantities, dtypes = self._memo.get("dtypes", (None, None))
+        if quantities is not self.quantities or dtypes is None:
+            dtypes = {a.name: np.dtype(np.float64 if a.numeric else object) for a in self.axes}
+            for name in self.quantities:
+                dtypes[name] = _BOOL if self.units[name] == "bool" else _FLOAT
+            self._memo["dtypes"] = (self.quantities, dtypes)
+        return dtypes
 
     def write(self, output: str | os.PathLike | None, format: str = "csv", *,
               chunk_size: int | None = None, stream=None) -> None:
@@ -574,11 +642,90 @@ def sweep(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     quantity). ``progress`` draws a bar on standard error (None: when it is a
     terminal).
 
+    The plan is kept by the scenario's kept model: a call with the same arguments (compared
+    exactly: ``1``, ``1.0`` and ``True`` differ) only evaluates the arrays again, until a
+    file the scenario or one of its blocks was read from changes.
+
     >>> r = sweep("scenarios/case-study-24gb.toml", {"workload.batch": [1, 18]},  # doctest: +SKIP
     ...           quantities=["tokens_per_s_total"])
     >>> r["tokens_per_s_total"]  # doctest: +SKIP
     array([160.3..., 958.9...])
     """
-    plan = plan_sweep(scenario, over, choices=choices, quantities=quantities,
-                      use_table=use_table, progress=progress, host=host)
-    return plan.run(chunk_size)
+    def plan() -> SweepPlan:
+        return plan_sweep(scenario, over, choices=choices, quantities=quantities,
+                          use_table=use_table, progress=progress, host=host)
+
+    key = _sweep_key((over, choices, quantities, use_table, progress))
+    return (plan() if key is None else _kept_plan(scenario, host, key, plan)).run(chunk_size)
+
+
+#: Where an axis's values come from (see SweepPlan): names, not files.
+_AXIS_ORIGINS = frozenset({"--over", "over", "choices", "table"})
+#: Sweep plans kept per kept scenario (see :func:`_kept_plan`).
+PLANS_KEPT = 32
+_PLAIN = frozenset({str, int, float, bool})
+
+
+def _sweep_key(value: Any) -> Any:
+    """A hashable stand-in for :func:`sweep`'s arguments, or None where one is not of a
+    kind keyed here (an array, an iterator, an object): that sweep is planned afresh.
+
+    Values that could plan a different grid never share a key: types are kept apart
+    (``1``, ``1.0``, ``True``) and so are ``0.0`` and ``-0.0``; mappings keep their order
+    (the order of the axes).
+    """
+    kind = type(value)
+    if kind is float:
+        return ("float", repr(value))
+    if value is None or kind in _PLAIN:
+        return (kind.__name__, value)
+    if value is REMOVE:
+        return ("remove",)
+    if kind is list or kind is tuple:
+        items = tuple(value)
+        types = tuple(map(type, items))
+        if _PLAIN.issuperset(types):
+            # Long ranges and lists key at C speed; a zero is told apart by its sign.
+            signs = tuple(map(repr, items)) if float in types and 0.0 in items else None
+            return (kind.__name__, items, types, signs)
+        inner = tuple(_sweep_key(v) for v in items)
+        return None if None in inner else (kind.__name__, inner)
+    if isinstance(value, Mapping):
+        pairs = tuple((k, _sweep_key(v)) for k, v in value.items())
+        if any(type(k) is not str or v is None for k, v in pairs):
+            return None
+        return ("table", pairs)
+    return None
+
+
+def _kept_plan(scenario, host, key: tuple, make) -> SweepPlan:
+    """The plan of a sweep, kept by the scenario's kept model (so read again when its
+    files change) and reused while the same arguments come again.
+
+    Each call gets a shallow copy: :meth:`SweepPlan.select` on a result's plan changes
+    that copy only. Planning failures are not kept: they are raised again. A file one of
+    the plan's blocks was resolved from (a preset or a Hugging Face config an axis names)
+    that has changed since makes it planned again, as the model does for the scenario's
+    own files.
+    """
+    import copy
+
+    from ..scenario import Scenario
+    from .structures import _NOT_FILES, _signature, model_for
+
+    model = model_for(scenario if isinstance(scenario, Scenario) else Path(scenario), host=host)
+    plans = model.sweep_plans
+    found = plans.get(key)
+    if found is not None and _signature(found[1]) == found[2]:
+        plans.move_to_end(key)
+        return copy.copy(found[0])
+    plan = make()
+    files = tuple(sorted({o.file for _, block, _, _ in plan._graphs
+                         for o in block.origins.values()
+                         if isinstance(o.file, str) and o.file not in _NOT_FILES
+                         and o.file not in _AXIS_ORIGINS}))
+    plans[key] = (plan, files, _signature(files))
+    plans.move_to_end(key)
+    if len(plans) > PLANS_KEPT:
+        plans.popitem(last=False)
+    return copy.copy(plan)
