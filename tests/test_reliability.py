@@ -686,3 +686,21 @@ def test_a_local_dask_cluster_that_cannot_start_is_one_message(monkeypatch):
     monkeypatch.setattr(distributed, "LocalCluster", refuse)
     with pytest.raises(SimulationError, match="cannot start a local Dask cluster.*--scheduler serial"):
         execute(abs, [(1,)], scheduler="dask")
+
+
+@pytest.mark.parametrize("value", ["{a = " * 500, "[" * 500, "[1" + "0" * 5000 + "]"])
+def test_over_values_nested_too_deeply_or_too_long_are_one_message(host, capsys, value):
+    status, _, err = _run(capsys, "sweep", QUANT, "--over", f"model.layers={value}")
+    assert status == 2
+    assert err.count("error:") == 1 and "--over" in err
+
+
+def test_a_preset_file_path_too_long_for_the_file_system_is_one_message(host, tmp_path, capsys):
+    name = "/".join(["d" * 200] * 30) + "/x.toml"
+    scenario = tmp_path / "long.toml"
+    scenario.write_text(f'[model]\npreset = "{name}"\n[hardware]\npreset = "h100-sxm"\n',
+                        encoding="utf-8")
+    status, _, err = _run(capsys, "graph", scenario)
+    assert status == 2
+    assert "model.preset: cannot read the preset file: the path is" in err
+    assert err.count("error:") == 1

@@ -385,7 +385,14 @@ def _load_preset(kind: str, name: Any, registries: Registries, key: str,
     if info is None and name.endswith(".toml"):
         # A preset file of one's own (``infermodel calibrate --output`` writes one),
         # relative to the scenario that names it.
+        from .output import path_problem
+
         candidate = (reading.path.parent if reading.path else Path.cwd()) / name
+        problem = path_problem(candidate)
+        if problem is not None:
+            reading.add(key, f"cannot read the preset file: {problem}",
+                        expected=f"a {kind} preset name or a .toml file relative to the scenario")
+            return {}, {}
         if not candidate.is_file():
             reading.add(key, f"preset file {str(candidate)!r} does not exist",
                         expected=f"a {kind} preset name or a .toml file relative to the scenario")

@@ -309,7 +309,11 @@ def parse_over(items: Iterable[str]) -> dict[str, Any]:
         if text.startswith("["):
             try:
                 values = tomli.loads(f"v = {text}")["v"]
-            except tomli.TOMLDecodeError as exc:
+            except RecursionError:
+                raise ScenarioError(Problem(f"--over {path}: the array is nested too deeply",
+                                            file="--over", key=path,
+                                            expected="a flat TOML array such as [1, 2, 4]")) from None
+            except ValueError as exc:  # not TOML, or an integer of over 4,300 digits
                 raise ScenarioError(Problem(f"--over {path}: {text!r} is not a TOML array ({exc})",
                                             file="--over", key=path)) from None
         elif is_range(text):
@@ -323,7 +327,12 @@ def parse_over(items: Iterable[str]) -> dict[str, Any]:
                                                 file="--over", key=path))
                 try:
                     values.append(tomli.loads(f"v = {piece}")["v"])
-                except tomli.TOMLDecodeError:
+                except RecursionError:
+                    raise ScenarioError(Problem(f"--over {path}: a value is nested too deeply",
+                                                file="--over", key=path,
+                                                expected="numbers or names separated by commas"
+                                                )) from None
+                except ValueError:  # not TOML (a name), or an integer of over 4,300 digits
                     values.append(piece)
         if path in out:
             raise ScenarioError(Problem(f"--over {path} is given twice", file="--over", key=path))
