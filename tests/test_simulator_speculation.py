@@ -305,6 +305,20 @@ def test_simulate_prices_speculation_instead_of_warning():
     assert chosen.cost_model.speculation.k == 4
 
 
+def test_disaggregated_pools_name_the_plain_first_decode_step_with_its_size():
+    from infermodel.simulation import plan
+
+    scenario = infermodel.load_scenario(
+        LAB5, overrides={"simulation.disaggregation.link_bandwidth": "50 GB/s"})
+    colocated = plan(scenario, policies=["paged"], rates=[0.5])
+    assert not any("decode pool" in w for w in colocated.warnings)
+    split = plan(scenario, policies=["paged"], rates=[0.5],
+                 deployment={"prefill": 1, "decode": 1})
+    [note] = [w for w in split.warnings if "decode pool" in w]
+    mean = float(split.workload.output.mean())
+    assert f"mean {mean:.0f} output tokens" in note and f"{1 / mean:.2%}" in note
+
+
 # ---------------------------------------------------------------------------- fuzz
 @pytest.mark.filterwarnings("ignore::infermodel.simulation.SimulationWarning")
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

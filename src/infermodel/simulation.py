@@ -183,7 +183,8 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     if price is not None and not servers.single:
         price = float(price) * servers.servers  # every server is priced as the scenario's cards
     return SimulationPlan(cost, workload, chosen, tuple(float(r) for r in rates_), int(seed_),
-                          engine_, slo, capacity, price, tuple(unmodelled_changes(result, cost)),
+                          engine_, slo, capacity, price,
+                          tuple(unmodelled_changes(result, cost)) + _pool_notes(servers, cost, workload),
                           clients, float(think), tuple(notes), servers, turns, reuse)
 
 
@@ -212,6 +213,17 @@ def _deployment_notes(servers, workload, cost) -> list[str]:
             f"{servers.link_bandwidth / 1e9:.4g} GB/s + {servers.link_latency * 1e3:.4g} ms = "
             f"{transfer * 1e3:.4g} ms for the mean prompt")
     return notes
+
+
+def _pool_notes(servers, cost, workload) -> tuple[str, ...]:
+    """What a disaggregated deployment leaves out of speculation, with its size."""
+    if not servers.disaggregated or getattr(cost, "speculation", None) is None:
+        return ()
+    spec = workload.trace if workload.trace is not None else workload.output
+    mean = float(spec.outputs.mean() if workload.trace is not None else spec.mean())
+    return (f"speculative decoding: the decode pool's first step after each cache transfer "
+            f"is a plain one-token step, not a verification (1 of the mean {mean:.0f} output "
+            f"tokens per request, {1 / max(mean, 1):.2%})",)
 
 
 def _mean_prompt(workload) -> float:
