@@ -761,6 +761,21 @@ def fuzz(ctx: Context, seeds: range, *, budget: float | None = None) -> tuple[in
     return ran, failures
 
 
+def worker(job: tuple[int, int, int, str]) -> tuple[int, list[str], float]:
+    """Run ``count`` cases from seed ``first`` in steps of ``step`` in a folder of ``root``
+    (one process of the long fuzz); return how many ran, the failures and the seconds.
+    """
+    os.environ.setdefault("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD", "1")
+    first, count, step, root = job
+    workdir = Path(root) / f"worker-{first}"
+    workdir.mkdir()
+    os.chdir(workdir)
+    context = Context.build(workdir)
+    start = time.monotonic()
+    ran, failures = fuzz(context, range(first, first + count * step, step))
+    return ran, failures, time.monotonic() - start
+
+
 if __name__ == "__main__":  # replay: python tests/fuzzing.py SEED [SEED...]
     import tempfile
 

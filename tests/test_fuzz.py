@@ -62,17 +62,6 @@ def test_fuzz_short(context):
     assert not failures, _report(ran, failures)
 
 
-def _worker(job: tuple[int, int, int, str]) -> tuple[int, list[str], float]:
-    first, count, step, root = job
-    workdir = Path(root) / f"worker-{first}"
-    workdir.mkdir()
-    os.chdir(workdir)
-    context = fuzzing.Context.build(workdir)
-    start = time.monotonic()
-    ran, failures = fuzzing.fuzz(context, range(first, first + count * step, step))
-    return ran, failures, time.monotonic() - start
-
-
 @pytest.mark.slow
 def test_fuzz_ten_thousand_cases(tmp_path, request):
     from infermodel.host import set_host
@@ -92,8 +81,10 @@ def test_fuzz_ten_thousand_cases(tmp_path, request):
             for k in range(workers)]
     here = os.getcwd()
     try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            results = pool.map(_worker, jobs)
+        # Fresh interpreters, not forks: the suite's process holds threads (numeric
+        # libraries' pools) by the time this runs, and a fork can inherit a held lock.
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            results = pool.map(fuzzing.worker, jobs)
     finally:
         os.chdir(here)
         set_host(None)
