@@ -688,6 +688,57 @@ def test_a_local_dask_cluster_that_cannot_start_is_one_message(monkeypatch):
         execute(abs, [(1,)], scheduler="dask")
 
 
+def test_dask_logs_of_a_failed_start_are_one_message_naming_the_cause(monkeypatch, capfd):
+    # Found by the 10,000-case fuzz in a pool worker: Dask logs each nanny's failure
+    # with its traceback on standard error, then raises; the cause is in the message.
+    distributed = pytest.importorskip("distributed")
+    import logging
+
+    from infermodel.simulator import SimulationError
+    from infermodel.simulator.grid import execute
+
+    def refuse(*args, **kwargs):
+        try:
+            raise AssertionError("daemonic processes are not allowed to have children")
+        except AssertionError:
+            logging.getLogger("distributed.nanny").exception("Failed to start process")
+        raise RuntimeError("Nanny failed to start.")
+
+    monkeypatch.setattr(distributed, "LocalCluster", refuse)
+    with pytest.raises(SimulationError) as caught:
+        execute(abs, [(1,)], scheduler="dask")
+    assert "Nanny failed to start. AssertionError: daemonic processes" in str(caught.value)
+    out, err = capfd.readouterr()
+    assert "Traceback" not in err + out and "Failed to start process" not in err + out
+    assert not any(type(h).__name__ == "_Keep" for h in logging.getLogger("distributed").handlers)
+
+
+def _start_in_a_pool_worker(_):
+    import io
+    import sys
+
+    sys.stderr = io.StringIO()  # before Dask's handler is made
+    from infermodel.simulator import SimulationError
+    from infermodel.simulator.grid import start_local_cluster
+
+    try:
+        start_local_cluster(1)
+    except SimulationError as error:
+        return str(error), sys.stderr.getvalue()
+    return "started", sys.stderr.getvalue()
+
+
+@pytest.mark.slow
+def test_a_local_cluster_from_a_daemonic_pool_worker_is_one_message():
+    pytest.importorskip("distributed")
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        message, err = pool.map(_start_in_a_pool_worker, [0])[0]
+    assert "cannot start a local Dask cluster" in message and "daemonic" in message
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize("value", ["{a = " * 500, "[" * 500, "[1" + "0" * 5000 + "]"])
 def test_over_values_nested_too_deeply_or_too_long_are_one_message(host, capsys, value):
     status, _, err = _run(capsys, "sweep", QUANT, "--over", f"model.layers={value}")

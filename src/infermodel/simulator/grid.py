@@ -13,9 +13,11 @@ same version), since each receives the run's inputs and calls the simulator.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .errors import SimulationError
@@ -54,17 +56,67 @@ def start_local_cluster(workers: int | None = None, module: str = "infermodel.si
         raise SimulationError('the dask scheduler needs Dask: pip install "infermodel[dask]"') from None
     import dask
 
-    try:
-        with dask.config.set(WORKER_CONFIG):
-            cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                                   processes=True, dashboard_address=None)
-    except Exception as error:  # Dask reports a failed start in many exception types
-        raise SimulationError(f"cannot start a local Dask cluster ({error}): run with "
-                              "--scheduler serial, or give the --address of a running "
-                              "cluster") from None
+    with _dask_records() as records:
+        try:
+            with dask.config.set(WORKER_CONFIG):
+                cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1,
+                                       threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+        except Exception as error:  # Dask reports a failed start in many exception types
+            raise SimulationError(f"cannot start a local Dask cluster ({_reason(error, records)}): "
+                                  "run with --scheduler serial, or give the --address of a "
+                                  "running cluster") from None
     client = Client(cluster)
     client.run(importlib.import_module, module)
     return cluster, client
+
+
+class _Keep(logging.Handler):
+    def __init__(self, records: list[logging.LogRecord]) -> None:
+        super().__init__(logging.NOTSET)
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def _dask_records() -> Iterator[list[logging.LogRecord]]:
+    """Dask's log records while a local cluster starts, kept instead of printed.
+
+    A worker process that fails to start is logged by Dask with its whole traceback on
+    standard error before the start raises; the failure is reported once, as a
+    :class:`SimulationError` naming the cause (:func:`_reason`).  When the cluster starts,
+    the kept records go to Dask's own handlers as they would have.
+    """
+    logger = logging.getLogger("distributed")
+    records: list[logging.LogRecord] = []
+    saved = logger.handlers[:], logger.propagate
+    logger.handlers, logger.propagate = [_Keep(records)], False
+    started = False
+    try:
+        yield records
+        started = True
+    finally:
+        logger.handlers, logger.propagate = saved
+        if started:
+            for record in records:
+                logger.handle(record)
+
+
+def _reason(error: Exception, records: list[logging.LogRecord]) -> str:
+    """The failed start in one line: Dask's exception and, when a logged error carries
+    one, the exception underneath it (``daemonic processes are not allowed to have
+    children`` in a worker of a multiprocessing pool, for one)."""
+    reason = str(error) or type(error).__name__
+    for record in records:  # the first: later ones follow from it
+        cause = record.exc_info[1] if record.exc_info else None
+        if cause is not None:
+            text = f"{type(cause).__name__}: {cause}".strip()
+            if text not in reason:
+                reason = f"{reason} {text}"
+            break
+    return reason[:300]
 
 
 def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str = "serial",
