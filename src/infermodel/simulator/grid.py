@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -56,6 +57,11 @@ def start_local_cluster(workers: int | None = None, module: str = "infermodel.si
         raise SimulationError('the dask scheduler needs Dask: pip install "infermodel[dask]"') from None
     import dask
 
+    if multiprocessing.current_process().daemon:  # Dask would try, log, leak and fail
+        raise SimulationError("cannot start a local Dask cluster from a daemonic process (a "
+                              "worker of a multiprocessing pool may not start processes): "
+                              "run with --scheduler serial, or give the --address of a "
+                              "running cluster")
     with _dask_records() as records:
         try:
             with dask.config.set(WORKER_CONFIG):
