@@ -420,6 +420,22 @@ def plot_memory(scenario, over=None, *, x: str | None = None, title: str | None 
     return figure
 
 
+def _finish_roofline(ax, peak: float, lowest: float, ylabel: str) -> None:
+    """Log axes of a roofline: attained FLOP/s from a third of the lowest point shown
+    (``lowest``, the memory roof at the smallest intensity, or ``peak``) to 2.5× the peak.
+    """
+    from matplotlib.ticker import EngFormatter
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(min(peak, lowest) / 3, peak * 2.5)
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.yaxis.set_major_formatter(_unit_formatter("FLOP/s"))
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8, frameon=False, loc="lower right")
+
+
 def plot_roofline(scenario, over=None, *, title: str | None = None, host=None):
     """The roofline with the prefill and decode operating points."""
     from .units import format_value
@@ -473,16 +489,7 @@ def plot_roofline(scenario, over=None, *, title: str | None = None, host=None):
                     offset, align = (9, -4), "left"
                 ax.annotate(text, (xs[k], ys[k]), textcoords="offset points", xytext=offset,
                             ha=align, fontsize=8, color=colour)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_ylim(min(peak, low * bandwidth) / 3, peak * 2.5)
-    from matplotlib.ticker import EngFormatter
-
-    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-    ax.yaxis.set_major_formatter(_unit_formatter("FLOP/s"))
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-    ax.set_ylabel("attained compute")
-    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    _finish_roofline(ax, peak, low * bandwidth, "attained compute")
     figure.suptitle(title or f"{scenario.name}: roofline", fontsize=11)
     return figure
 
@@ -544,17 +551,8 @@ def plot_operators(scenario, over=None, *, title: str | None = None, host=None):
         for r in tables[phase]:
             if r.bound == "own":
                 ax.plot([], [], " ", label=f"{phase} {r.name}: {r.time * 1e3:.3g} ms over the link")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    _finish_roofline(ax, peak, low * bandwidth, "attained compute (FLOPs / operator time)")
     ax.set_xlim(low, high * 3)
-    ax.set_ylim(min(peak, low * bandwidth) / 3, peak * 2.5)
-    from matplotlib.ticker import EngFormatter
-
-    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-    ax.yaxis.set_major_formatter(_unit_formatter("FLOP/s"))
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-    ax.set_ylabel("attained compute (FLOPs / operator time)")
-    ax.legend(fontsize=8, frameon=False, loc="lower right")
     figure.suptitle(title or f"{scenario.name}: operators on the roofline", fontsize=11)
     return figure
 
