@@ -16,6 +16,7 @@ import pytest
 os.environ.setdefault("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD", "1")
 
 pytest_plugins = ("sphinx.testing.fixtures",)
+pytest.register_assert_rewrite("simcheck")  # its asserts report their values
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"

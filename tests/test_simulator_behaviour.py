@@ -31,6 +31,7 @@ from infermodel.simulator import (
 )
 from infermodel.simulator.fast import run_fast
 from infermodel.simulator.reference import run_reference
+from simcheck import assert_same_run
 
 LAB = CostModel.lab3()
 
@@ -170,16 +171,7 @@ def test_fast_engine_equals_reference_engine_on_small_workloads(case):
         assert str(caught.value).split(":")[0] == str(error).split(":")[0]
         return
     actual = run_fast(workload, cost, policy, max_iterations=200_000)
-    assert actual.iterations == expected.iterations
-    assert actual.preemptions == expected.preemptions
-    assert actual.recomputed_tokens == expected.recomputed_tokens
-    assert (actual.busy_slot_steps, actual.decode_steps) == (expected.busy_slot_steps, expected.decode_steps)
-    assert actual.end_time == expected.end_time
-    assert np.array_equal(actual.first_token, expected.first_token)
-    assert np.array_equal(actual.last_token, expected.last_token)
-    assert np.array_equal(actual.max_gap, expected.max_gap)
-    pooled = np.repeat(actual.gap_values, actual.gap_weights)
-    assert np.array_equal(np.sort(pooled), np.sort(expected.gap_values))
+    assert_same_run(actual, expected)
 
 
 # ---------------------------------------------------------------------------- results

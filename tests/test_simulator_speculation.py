@@ -29,6 +29,7 @@ from infermodel.simulator import (
 from infermodel.simulator.fast import run_fast
 from infermodel.simulator.reference import run_reference
 from infermodel.simulator.speculation import Acceptance, Draft, Speculation
+from simcheck import assert_same_run
 
 ROOT = Path(__file__).resolve().parents[1]
 COLLAPSE = ROOT / "scenarios" / "spec-batch-collapse.toml"
@@ -51,19 +52,6 @@ def _one_at_a_time(count: int, prompt: int, output: int) -> Workload:
     """Requests far enough apart that each runs alone (batch 1, no queueing)."""
     return Workload(np.arange(count) * 1000.0, np.full(count, prompt), np.full(count, output),
                     0.001, 0, output)
-
-
-def _same(actual, expected) -> None:
-    assert actual.iterations == expected.iterations
-    assert actual.preemptions == expected.preemptions
-    assert actual.recomputed_tokens == expected.recomputed_tokens
-    assert (actual.busy_slot_steps, actual.decode_steps) == (expected.busy_slot_steps, expected.decode_steps)
-    assert actual.end_time == expected.end_time
-    assert np.array_equal(actual.first_token, expected.first_token)
-    assert np.array_equal(actual.last_token, expected.last_token)
-    assert np.array_equal(actual.max_gap, expected.max_gap)
-    pooled = np.repeat(actual.gap_values, actual.gap_weights)
-    assert np.array_equal(np.sort(pooled), np.sort(expected.gap_values))
 
 
 # ---------------------------------------------------------------------------- the law
@@ -140,7 +128,7 @@ def test_fast_and_reference_engines_agree_exactly(spec, policy):
     workload = attrs.evolve(WorkloadSpec.lab3(), count=60).generate(0.4, seed=1)
     expected, _ = run_reference(workload, cost, Policy(policy) if isinstance(policy, str) else policy)
     actual = run_fast(workload, cost, Policy(policy) if isinstance(policy, str) else policy)
-    _same(actual, expected)
+    assert_same_run(actual, expected)
 
 
 @pytest.mark.parametrize("load", ["closed", "sessions"])
@@ -193,7 +181,7 @@ def test_engines_agree_on_arbitrary_small_speculative_workloads(case):
             run_fast(workload, cost, policy, max_iterations=100_000)
         assert str(caught.value).split(":")[0] == str(error).split(":")[0]
         return
-    _same(run_fast(workload, cost, policy, max_iterations=100_000), expected)
+    assert_same_run(run_fast(workload, cost, policy, max_iterations=100_000), expected)
     # every output token is stamped once; a step's tokens share its time
     assert [len(s) for s in stamps] == workload.outputs.tolist()
 
@@ -221,7 +209,7 @@ def test_engines_agree_with_shared_prefixes_and_their_time_series(data):
             run_record(cost, workload, policy, engine="reference")
         return
     reference, _ = run_record(cost, workload, policy, engine="reference", series=True)
-    _same(fast, reference)
+    assert_same_run(fast, reference)
     assert np.array_equal(fast.prefix_hits, reference.prefix_hits)
     for key in ("time", "waiting", "running", "cache_use"):
         assert np.array_equal(fast.series[key], reference.series[key])
