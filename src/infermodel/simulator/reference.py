@@ -282,12 +282,8 @@ class _Reference:
 
     def continuous_turn(self) -> None:
         """FIFO admission, then one iteration (or an eviction)."""
-        self.admit()
+        budget = self.begin_turn()
         running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
-        if self.points is not None:
-            idle = self.prefix.idle if self.prefix is not None else 0
-            self.points.append((self.now, len(self.queue), len(running), self.occupancy() + idle))
-        budget = self.policy.chunk_tokens if self.policy.kind == "chunked" else math.inf
         chunks: list[tuple[int, int]] = []
         scheduled: list[tuple[int, int]] = []
         for r in running:
@@ -297,17 +293,36 @@ class _Reference:
                 chunks.append((take, filled[r]))
                 scheduled.append((r, take))
                 budget -= take
-        growth = sum(take for _, take in scheduled)
-        if (self.occupancy() + growth) * self.kv > self.memory:
-            self.evict()
+        if not self.make_room(sum(take for _, take in scheduled)):
             return
-        self.stalled = 0
-        self.blocked = -1
-        self.trim(self.occupancy() + growth)
         # A decode is a one-token chunk over its cached positions.
         self.now += self.cost.iteration_time([], chunks)
         self.count_iteration()
-        later = 0
+        self.complete(scheduled, 0)
+
+    def begin_turn(self) -> float:
+        """Admit (FIFO), record a series point, and return the iteration's token budget."""
+        self.admit()
+        if self.points is not None:
+            idle = self.prefix.idle if self.prefix is not None else 0
+            self.points.append((self.now, len(self.queue), len(self.running),
+                                self.occupancy() + idle))
+        return self.policy.chunk_tokens if self.policy.kind == "chunked" else math.inf
+
+    def make_room(self, growth: int) -> bool:
+        """Whether ``growth`` more cached positions fit; if not, evict (the turn ends)."""
+        if (self.occupancy() + growth) * self.kv > self.memory:
+            self.evict()
+            return False
+        self.stalled = 0
+        self.blocked = -1
+        self.trim(self.occupancy() + growth)
+        return True
+
+    def complete(self, scheduled: list[tuple[int, int]], later: int) -> None:
+        """Apply the iteration's ``scheduled`` (request, tokens) chunks after ``later``
+        decode tokens already emitted this iteration; retire the finished requests."""
+        running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
         for r, take in scheduled:
             filled[r] += take
             if filled[r] == prompts[r] + generated[r]:

@@ -6,8 +6,6 @@ iteration, applied literally, every token stamped; the yardstick the fast engine
 
 from __future__ import annotations
 
-import math
-
 from .speculation import Acceptance
 
 __all__ = ["reference_state"]
@@ -50,13 +48,9 @@ def reference_state(base):
                 self.running = []
 
         def continuous_turn(self) -> None:
-            self.admit()
+            budget = self.begin_turn()
             running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
-            if self.points is not None:
-                idle = self.prefix.idle if self.prefix is not None else 0
-                self.points.append((self.now, len(self.queue), len(running), self.occupancy() + idle))
             width = self.speculation.width
-            budget = self.policy.chunk_tokens if self.policy.kind == "chunked" else math.inf
             chunks: list[tuple[int, int]] = []
             scheduled: list[tuple[int, int]] = []
             verifying: list[tuple[int, int]] = []
@@ -72,35 +66,15 @@ def reference_state(base):
                     chunks.append((take, filled[r]))
                     scheduled.append((r, take))
                     budget -= take
-            growth = sum(t for _, t in verifying) + sum(take for _, take in scheduled)
-            if (self.occupancy() + growth) * self.kv > self.memory:
-                self.evict()
+            if not self.make_room(sum(t for _, t in verifying) + sum(take for _, take in scheduled)):
                 return
-            self.stalled = 0
-            self.blocked = -1
-            self.trim(self.occupancy() + growth)
             self.now += self.speculation.step_time(self.cost, [filled[r] for r, _ in verifying], chunks)
             self.count_iteration()
-            later = len(verifying)
             for r, tokens in verifying:
                 filled[r] += tokens
                 generated[r] += tokens
                 self.stamps[r].extend([self.now] * tokens)
                 self.acceptance.taken(r, generated[r] == self.outputs[r])
-            for r, take in scheduled:
-                filled[r] += take
-                if filled[r] == prompts[r] + generated[r]:  # its (re)prefill completes
-                    self.decoding[r] = True
-                    if self.prefix is not None:
-                        self.prefix.register(r, filled[r], self.now, running=True)
-                    if generated[r]:
-                        later += 1
-                    generated[r] += 1
-                    self.stamps[r].append(self.now)
-            if later:
-                self.busy += later
-                self.decode_steps += 1
-            self.retire([r for r in running if generated[r] == self.outputs[r]])
-            self.running = [r for r in running if generated[r] < self.outputs[r]]
+            self.complete(scheduled, len(verifying))  # prefill chunks; their first tokens
 
     return SpeculativeReference
