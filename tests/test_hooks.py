@@ -7,11 +7,14 @@ plugin-author guide.
 
 from __future__ import annotations
 
+import json
+
 import attrs
 import pytest
 import sympy
 
 import infermodel
+import infermodel.plugin
 from infermodel import S, hookimpl
 from infermodel.errors import GraphError, PluginError, ScenarioError
 
@@ -225,6 +228,113 @@ def test_infermodel_register_headlines_twice_is_an_error_naming_both(register_pl
     with pytest.raises(PluginError, match="'tpot' is registered by both") as caught:
         _ = host.registries
     assert "'clash'" in str(caught.value) and "'physics'" in str(caught.value)
+
+
+# ---------------------------------------------------------------------------------
+# infermodel_register_number_formats
+# ---------------------------------------------------------------------------------
+
+
+#: Symmetric int3 codes: −3 … 3 in units of the scale.
+_INT3 = infermodel.plugin.Encoding("int3", "int", 3, largest=3, lowest=-3, smallest_normal=1,
+                                   smallest_subnormal=None, epsilon=1, infinity=False,
+                                   nan=False, overflow="clamped")
+_HALF = infermodel.plugin.Encoding("half", "float", 16, largest=65504.0, lowest=-65504.0,
+                                   smallest_normal=2.0**-14, smallest_subnormal=2.0**-24,
+                                   epsilon=2.0**-10, infinity=True, nan=True, overflow="inf")
+
+
+class _Int3:
+    @hookimpl
+    def infermodel_register_number_formats(self, register):
+        register("int3-g64", description="symmetric int3, one fp16 scale per 64", bits=3,
+                 element=_INT3, metadata_bits=16, granularity="group", values_per_scale=64,
+                 scale=_HALF, reference="test, §2")
+
+
+def test_infermodel_register_number_formats_lists_the_format_in_formats_json(register_plugin,
+                                                                            capsys):
+    from infermodel.cli import main
+
+    register_plugin(_Int3(), "int3")
+    info = infermodel.get_host().registries.number_formats["int3-g64"]
+    assert info.plugin == "int3" and info.bits_per_value == 3 + 16 / 64
+    assert main(["formats", "int3-g64", "--format", "json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert listed["range"] == [-3, 3] and listed["epsilon"] == 1 and listed["bits_per_value"] == 3.25
+    assert listed["scale"]["largest_finite"] == 65504.0 and listed["plugin"] == "int3"
+
+
+class _BadFormat:
+    @hookimpl
+    def infermodel_register_number_formats(self, register):
+        register("int3-tensor", description="a scale without granularity", bits=3,
+                 element=_INT3, scale=_HALF)
+
+
+def test_infermodel_register_number_formats_refuses_inconsistent_and_repeated_formats(
+        register_plugin, host):
+    register_plugin(_BadFormat(), "bad")
+    with pytest.raises(PluginError, match="'bad'.*int3-tensor.*granularity"):
+        _ = host.registries
+    host.unregister("bad")
+    register_plugin(_Int3(), "first")
+    register_plugin(_Int3(), "second")
+    with pytest.raises(PluginError, match="'int3-g64' is registered by both 'first' and 'second'"):
+        _ = host.registries
+
+
+# ---------------------------------------------------------------------------------
+# infermodel_register_quantisers
+# ---------------------------------------------------------------------------------
+
+
+def _halving(values, *, bits, zero_point):
+    """Codes of every value at a scale of one half (a toy grid)."""
+    codes = tuple(round(2 * v) for v in values)
+    back = tuple(c / 2 for c in codes)
+    errors = [b - v for b, v in zip(back, values)]
+    return infermodel.plugin.Quantisation(
+        method="halves", bits=bits, values=tuple(values), scale=0.5, zero_point=0,
+        lowest_code=-(2 ** (bits - 1)), highest_code=2 ** (bits - 1) - 1, codes=codes,
+        reconstruction=back, rms_error=(sum(e * e for e in errors) / len(errors)) ** 0.5,
+        max_error=max(abs(e) for e in errors))
+
+
+class _Halves:
+    @hookimpl
+    def infermodel_register_quantisers(self, register):
+        register("halves", _halving, description="round to halves", reference="test, §3")
+
+
+def test_infermodel_register_quantisers_runs_the_chosen_quantiser_from_quantize(register_plugin,
+                                                                                capsys):
+    from infermodel.cli import main
+
+    register_plugin(_Halves(), "halves")
+    assert infermodel.get_host().registries.quantisers["halves"].plugin == "halves"
+    assert main(["quantize", "--bits", "4", "--method", "halves", "0.3", "-0.8",
+                 "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["codes"] == [1, -2] and data["reconstruction"] == [0.5, -1.0]
+    assert data["quantiser"] == "halves" and data["plugin"] == "halves"
+    # With two quantisers loaded, quantize asks which one.
+    assert main(["quantize", "--bits", "4", "0.3"]) == 2
+    assert "--method" in capsys.readouterr().err
+
+
+class _BrokenQuantiser:
+    @hookimpl
+    def infermodel_register_quantisers(self, register):
+        register("broken", lambda values, *, bits, zero_point: 1 / 0, description="fails")
+
+
+def test_infermodel_register_quantisers_failure_names_the_plugin(register_plugin, capsys):
+    from infermodel.cli import main
+
+    register_plugin(_BrokenQuantiser(), "breaker")
+    assert main(["quantize", "--bits", "4", "--method", "broken", "0.3"]) != 0
+    assert "'breaker' failed in quantiser 'broken'" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------

@@ -244,6 +244,7 @@ def test_the_core_knows_no_lever():
     assert registries.all_fields() == [] and registries.levers == {}
     assert registries.presets == {"model": {}, "hardware": {}, "efficiency": {}}
     assert registries.witnesses == {}
+    assert registries.number_formats == {} and registries.quantisers == {}
 
 
 #: Where get_host() may be called: the entry points (the command line, the Sphinx

@@ -102,7 +102,7 @@ def test_plain_hookimpl_options_are_accepted(register_plugin):
 
 def test_every_hookspec_parameter_is_annotated():
     specs = [f for name, f in vars(hookspecs).items() if name.startswith("infermodel_")]
-    assert len(specs) == 11
+    assert len(specs) == 13
     for function in specs:
         signature = inspect.signature(function)
         assert signature.return_annotation == "None", function.__name__
@@ -153,6 +153,14 @@ def test_the_callbacks_given_to_plugins_match_their_protocols(register_plugin):
         def infermodel_register_witnesses(self, register):
             seen["witnesses"] = inspect.signature(register)
 
+        @hookimpl
+        def infermodel_register_number_formats(self, register):
+            seen["number_formats"] = inspect.signature(register)
+
+        @hookimpl
+        def infermodel_register_quantisers(self, register):
+            seen["quantisers"] = inspect.signature(register)
+
     register_plugin(Recorder(), "recorder")
     plugin.operator_table(infermodel.evaluate(CASE), "decode")
     protocols = {"define": hookspecs.Define.__call__, "replace": hookspecs.Transform.replace,
@@ -162,7 +170,9 @@ def test_the_callbacks_given_to_plugins_match_their_protocols(register_plugin):
                  "levers": hookspecs.LeverRegistrar.__call__,
                  "value_types": hookspecs.ValueTypeRegistrar.__call__,
                  "presets": hookspecs.PresetRegistrar.__call__,
-                 "witnesses": hookspecs.WitnessRegistrar.__call__}
+                 "witnesses": hookspecs.WitnessRegistrar.__call__,
+                 "number_formats": hookspecs.NumberFormatRegistrar.__call__,
+                 "quantisers": hookspecs.QuantiserRegistrar.__call__}
     assert set(seen) == set(protocols)
     for name, method in protocols.items():
         promised = [p for p in inspect.signature(method).parameters if p != "self"]
@@ -181,7 +191,8 @@ def test_the_plugin_guide_names_everything_the_door_exports():
 
 def test_protocols_are_protocols():
     for name in ("FieldRegistrar", "LeverRegistrar", "ValueTypeRegistrar", "PresetRegistrar",
-                 "WitnessRegistrar", "Report", "Define", "Transform", "OperatorDefine"):
+                 "WitnessRegistrar", "NumberFormatRegistrar", "QuantiserRegistrar", "Quantiser",
+                 "Report", "Define", "Transform", "OperatorDefine"):
         assert typing.Protocol in getattr(hookspecs, name).__mro__, name
         assert getattr(plugin, name) is getattr(hookspecs, name)
 

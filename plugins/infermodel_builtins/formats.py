@@ -70,6 +70,10 @@ class Format:
     #: Side of a square 2-D block sharing one scale (128 for 128×128), or None: the
     #: group runs along a row. Rows must then be tiled by ``block_side``, not the group.
     block_side: int | None = None
+    #: The encoding of the codes (a name in :data:`encodings.ENCODINGS`), when known.
+    element: str | None = None
+    #: The encoding of the shared scale, when the format has one and it is known.
+    scale_format: str | None = None
 
     @property
     def metadata_bits(self) -> float:
@@ -119,11 +123,15 @@ class Format:
 
 
 def _named(name, bits, kind, granularity, *, group_size=None, scale_bits=16.0, zero_point_bits=0.0,
-           description, block_side=None):
+           description, block_side=None, element=None, scale_format=None):
+    if element is None and kind == "int":
+        element = f"uint{bits}" if zero_point_bits else f"int{bits}"
+    if scale_format is None and granularity != "none":
+        scale_format = {16: "fp16", 32: "fp32"}[int(scale_bits)]
     return Format(bits=float(bits), kind=kind, symmetric=zero_point_bits == 0, granularity=granularity,
                   group_size=group_size, scale_bits=float(scale_bits) if granularity != "none" else 0.0,
                   zero_point_bits=float(zero_point_bits), name=name, description=description,
-                  block_side=block_side)
+                  block_side=block_side, element=element, scale_format=scale_format)
 
 
 def _checkpoint_int_formats():
@@ -141,12 +149,15 @@ def _checkpoint_int_formats():
 
 #: Named formats a scenario may use; each is a shorthand for an explicit table.
 NAMED_FORMATS: dict[str, Format] = {f.name: f for f in (
-    _named("fp32", 32, "float", "none", description="IEEE single precision, no scale"),
-    _named("fp16", 16, "float", "none", description="IEEE half precision, no scale"),
-    _named("bf16", 16, "float", "none", description="bfloat16 (fp32's range, 8 fraction bits), no scale"),
-    _named("fp8-e4m3", 8, "float", "tensor", scale_bits=32,
+    _named("fp32", 32, "float", "none", description="IEEE single precision, no scale",
+           element="fp32"),
+    _named("fp16", 16, "float", "none", description="IEEE half precision, no scale",
+           element="fp16"),
+    _named("bf16", 16, "float", "none", description="bfloat16 (fp32's range, 8 significand "
+           "bits: 7 stored), no scale", element="bf16"),
+    _named("fp8-e4m3", 8, "float", "tensor", scale_bits=32, element="E4M3",
            description="FP8 E4M3 (finite-only, max 448) with one fp32 scale per tensor"),
-    _named("fp8-e5m2", 8, "float", "tensor", scale_bits=32,
+    _named("fp8-e5m2", 8, "float", "tensor", scale_bits=32, element="E5M2",
            description="FP8 E5M2 with one fp32 scale per tensor"),
     _named("int8", 8, "int", "channel",
            description="symmetric int8 with one fp16 scale per output row (per channel)"),
@@ -162,16 +173,23 @@ NAMED_FORMATS: dict[str, Format] = {f.name: f for f in (
            description="int4 on a min-max grid, fp16 scale and fp16 zero point per 128 values"),
     _named("int4-g64-zp", 4, "int", "group", group_size=64, zero_point_bits=16,
            description="int4 on a min-max grid, fp16 scale and fp16 zero point per 64 values"),
-    _named("mxfp4", 4, "float", "group", group_size=32, scale_bits=8,
+    _named("mxfp4", 4, "float", "group", group_size=32, scale_bits=8, element="E2M1",
+           scale_format="E8M0",
            description="OCP microscaling FP4 (E2M1 elements), one 8-bit shared scale per 32"),
-    _named("mxfp6", 6, "float", "group", group_size=32, scale_bits=8,
-           description="OCP microscaling FP6, one 8-bit shared scale per 32"),
-    _named("mxfp8", 8, "float", "group", group_size=32, scale_bits=8,
-           description="OCP microscaling FP8, one 8-bit shared scale per 32"),
-    _named("nvfp4", 4, "float", "group", group_size=16, scale_bits=8,
+    _named("mxfp6", 6, "float", "group", group_size=32, scale_bits=8, element="E2M3",
+           scale_format="E8M0",
+           description="OCP microscaling FP6 (E2M3 elements; the spec also defines E3M2), one "
+                       "8-bit shared scale per 32"),
+    _named("mxfp8", 8, "float", "group", group_size=32, scale_bits=8, element="E4M3",
+           scale_format="E8M0",
+           description="OCP microscaling FP8 (E4M3 elements; the spec also defines E5M2), one "
+                       "8-bit shared scale per 32"),
+    _named("nvfp4", 4, "float", "group", group_size=16, scale_bits=8, element="E2M1",
+           scale_format="E4M3",
            description="NVIDIA FP4 (E2M1 elements), one FP8 E4M3 scale per 16 (plus one fp32 "
                        "scale per tensor)"),
     _named("fp8-b128", 8, "float", "group", group_size=128 * 128, scale_bits=32, block_side=128,
+           element="E4M3",
            description="FP8 E4M3, one fp32 scale per 128×128 block of a weight matrix "
                        "(DeepSeek-V3's checkpoints)"),
     *_checkpoint_int_formats(),

@@ -5,6 +5,9 @@ cached key/value element.
 fp16 scale per 128 weights is 4.125). It changes ``weight_bytes`` and
 ``kv_value_bytes`` (hence ``kv_bytes_per_token``) by transformation, so a derivation
 shows the base 16-bit definition and this lever's change.
+
+The plugin also describes every named storage format (``infermodel formats``): the
+range and resolution of its codes (:mod:`.encodings`) and the scale beside them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from sympy import Rational
 from infermodel.plugin import S, Stage, hookimpl
 
 from . import LAB, M10
+from .encodings import ENCODINGS, RANGE
+from .formats import GRANULARITY, NAMED_FORMATS
 
 FORMATS = f"{M10}, §11 'Account for the whole weight artifact' and 'Granularity costs metadata'"
 CACHE_FORMAT = f"{M10}, 'Quantise the cache and evaluate the final artifact'"
@@ -47,6 +52,19 @@ def infermodel_register_levers(register):
              description="bits per stored weight (block linears, embeddings and head, norms) "
                          "and per cached key/value element",
              reference=FORMATS)
+
+
+@hookimpl
+def infermodel_register_number_formats(register):
+    for name, fmt in NAMED_FORMATS.items():
+        assert fmt.element is not None  # every named format says what its codes are
+        scaled = fmt.granularity != "none"
+        register(name, description=fmt.description, bits=fmt.bits,
+                 element=ENCODINGS[fmt.element], metadata_bits=fmt.metadata_bits,
+                 granularity=fmt.granularity,
+                 values_per_scale=fmt.group_size if fmt.granularity == "group" else None,
+                 scale=ENCODINGS[fmt.scale_format] if scaled and fmt.scale_format else None,
+                 reference=f"{RANGE}; {GRANULARITY}")
 
 
 @hookimpl

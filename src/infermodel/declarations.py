@@ -1,4 +1,5 @@
-"""What plugins declare: scenario fields, levers, presets, witnesses and their options.
+"""What plugins declare: scenario fields, levers, presets, witnesses and their options,
+number formats and quantisers.
 
 These records get their own module, at the bottom of the package, so that the
 schema, the registries and the plugin host can all import them without importing
@@ -230,6 +231,111 @@ class WitnessInfo:
     options: Mapping[str, Option] = attrs.field(factory=dict)
 
 
+#: What a number format's codes are: floating-point numbers or integers on a grid.
+ENCODING_KINDS = ("float", "int")
+
+
+@attrs.frozen
+class Encoding:
+    """How one stored code becomes a number: its range and its resolution.
+
+    For a floating-point encoding the figures are numbers; for an integer grid they are
+    codes, in units of the scale the grid is stored with (largest code 7 for symmetric
+    int4). ``epsilon`` is the spacing above one (``2**-m`` for m fraction bits; one code
+    for an integer grid), not an error bound over all values; ``smallest_subnormal`` is
+    None when the encoding has none (or is an integer grid).
+
+    >>> Encoding("int4", "int", 4, 7, -7, 1, None, 1, False, False, "clamped").range
+    (-7, 7)
+    """
+
+    name: str
+    kind: str
+    bits: int
+    largest: float
+    lowest: float
+    smallest_normal: float
+    smallest_subnormal: float | None
+    epsilon: float
+    infinity: bool
+    nan: bool
+    #: What a value beyond ``largest`` becomes, in words.
+    overflow: str
+    description: str = ""
+
+    @property
+    def range(self) -> tuple[float, float]:
+        return (self.lowest, self.largest)
+
+
+@attrs.frozen
+class NumberFormatInfo:
+    """A storage format: its element codes, the scale beside them and their bits.
+
+    ``metadata_bits`` are the bits of one shared scale plus its zero point;
+    ``values_per_scale`` how many values share them (None when that depends on the
+    tensor: one scale per row or per tensor). ``granularity`` is ``"none"`` (no
+    metadata), ``"tensor"``, ``"channel"`` or ``"group"``.
+    """
+
+    name: str
+    description: str
+    bits: float
+    element: Encoding
+    plugin: str
+    metadata_bits: float = 0.0
+    granularity: str = "none"
+    values_per_scale: int | None = None
+    scale: Encoding | None = None
+    reference: str | None = None
+
+    @property
+    def bits_per_value(self) -> float | None:
+        """Bits per stored value with the metadata spread over the values sharing it:
+        ``bits + metadata_bits / values_per_scale`` (None when that is unknown).
+        """
+        if self.granularity == "none":
+            return float(self.bits)
+        if self.values_per_scale is None:
+            return None
+        return self.bits + self.metadata_bits / self.values_per_scale
+
+
+@attrs.frozen
+class Quantisation:
+    """Values rounded onto a grid of integer codes, and what came back.
+
+    ``reconstruction[i] = scale * (codes[i] - zero_point)``; the codes run from
+    ``lowest_code`` to ``highest_code``. ``rms_error`` is the root mean square of
+    ``reconstruction - values`` and ``max_error`` its largest magnitude.
+    """
+
+    method: str
+    bits: int
+    values: tuple[float, ...]
+    scale: float
+    zero_point: int
+    lowest_code: int
+    highest_code: int
+    codes: tuple[int, ...]
+    reconstruction: tuple[float, ...]
+    rms_error: float
+    max_error: float
+
+
+@attrs.frozen
+class QuantiserInfo:
+    """A quantiser of given values: ``function(values, *, bits, zero_point)`` returns a
+    :class:`Quantisation`.
+    """
+
+    name: str
+    function: Callable[..., Any]
+    description: str
+    plugin: str
+    reference: str | None = None
+
+
 @attrs.frozen
 class HeadlineInfo:
     """A quantity the short summary of ``infermodel run`` shows, under ``group``."""
@@ -251,16 +357,21 @@ class PresetInfo:
 
 
 __all__ = [
+    "ENCODING_KINDS",
     "FIELD_KINDS",
     "FIELD_SECTIONS",
     "OPTION_KINDS",
     "PRESET_KINDS",
     "REQUIRED",
     "UNIT_WORDS",
+    "Encoding",
     "FieldSpec",
     "LeverInfo",
+    "NumberFormatInfo",
     "Option",
     "PresetInfo",
+    "Quantisation",
+    "QuantiserInfo",
     "Stage",
     "WitnessInfo",
 ]

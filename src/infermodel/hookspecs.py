@@ -26,7 +26,7 @@ import pluggy
 if TYPE_CHECKING:  # annotations only: the host imports this module first
     import sympy
 
-    from .declarations import Option
+    from .declarations import Encoding, Option, Quantisation
     from .evaluation import Result
     from .scenario import Scenario
     from .witnessing import Witness
@@ -77,6 +77,29 @@ class WitnessRegistrar(Protocol):
     def __call__(self, name: str, function: Callable[[Scenario, dict[str, Any]], Witness], *,
                  description: str, reference: str | None = None,
                  options: Mapping[str, Option] | None = None) -> None: ...
+
+
+class NumberFormatRegistrar(Protocol):
+    """``register`` of :func:`infermodel_register_number_formats`."""
+
+    def __call__(self, name: str, *, description: str, bits: float, element: Encoding,
+                 metadata_bits: float = 0.0, granularity: str = "none",
+                 values_per_scale: int | None = None, scale: Encoding | None = None,
+                 reference: str | None = None) -> None: ...
+
+
+class Quantiser(Protocol):
+    """A quantiser a plugin registers with :func:`infermodel_register_quantisers`."""
+
+    def __call__(self, values: Sequence[float], *, bits: int,
+                 zero_point: bool) -> Quantisation: ...
+
+
+class QuantiserRegistrar(Protocol):
+    """``register`` of :func:`infermodel_register_quantisers`."""
+
+    def __call__(self, name: str, function: Quantiser, *, description: str,
+                 reference: str | None = None) -> None: ...
 
 
 class HeadlineRegistrar(Protocol):
@@ -221,6 +244,46 @@ def infermodel_register_witnesses(register: WitnessRegistrar) -> None:
         core checks what a user writes against them, fills in the defaults and passes
         ``function`` a dict of typed values. A name registered twice is an error naming
         both plugins.
+    :return: ignored.
+    """
+
+
+@hookspec
+def infermodel_register_number_formats(register: NumberFormatRegistrar) -> None:
+    """Describe the number formats values may be stored in: the range and resolution of
+    their codes, and the scale metadata beside them.
+
+    Called once per session. ``infermodel formats`` lists what is registered; nothing
+    here changes a scenario (a lever that stores values in these formats reads its own
+    tables).
+
+    :param register: ``register(name, *, description, bits, element, metadata_bits=0.0,
+        granularity="none", values_per_scale=None, scale=None, reference=None)``.
+        ``element`` is an :class:`infermodel.plugin.Encoding` (the codes: kind, bits,
+        largest finite and most negative values, smallest normal and subnormal, machine
+        epsilon, infinities, NaN, what overflow becomes); ``scale``, when the codes share
+        a scale, is the scale's own encoding, and ``metadata_bits`` the bits of one
+        scale plus its zero point, shared by ``values_per_scale`` values (None when that
+        depends on the tensor). A name registered twice is an error naming both plugins.
+    :return: ignored.
+    """
+
+
+@hookspec
+def infermodel_register_quantisers(register: QuantiserRegistrar) -> None:
+    """Contribute quantisers of given values: ``infermodel quantize`` rounds the numbers
+    a user gives with one of them and prints the scale, zero point, codes,
+    reconstruction and error.
+
+    Called once per session.
+
+    :param register: ``register(name, function, *, description, reference=None)`` where
+        ``function(values, *, bits, zero_point)`` receives a tuple of finite floats, the
+        bits of the integer codes and whether to use a zero point (a min-max grid of
+        unsigned codes) rather than a symmetric grid, and returns an
+        :class:`infermodel.plugin.Quantisation`. It raises
+        :class:`infermodel.plugin.InfermodelError` for bits it does not support. A name
+        registered twice is an error naming both plugins.
     :return: ignored.
     """
 

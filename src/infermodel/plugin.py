@@ -17,7 +17,10 @@ What is here, by what a plugin does with it:
   :data:`Dollars`, :data:`DollarsPerHour`, :data:`Watts`, :func:`unit_type`),
   :class:`Fraction`; in a value-type function, :func:`structure` and
   :class:`FieldValueError`;
-* witnesses: :class:`Option`, :class:`Row`, :class:`Witness`;
+* witnesses: :class:`Option`, :class:`Row`, :class:`Witness`, :class:`DecisionMap` (a
+  picture a witness can draw);
+* number formats and quantisers: :class:`Encoding` (a format's codes: range and
+  resolution) and :class:`Quantisation` (what a quantiser returns);
 * operators: :func:`collect_operators` (every plugin's operators of a phase) and
   :func:`operator_table` (evaluated against a result);
 * mistakes: :class:`InfermodelError` and :class:`Problem` (one user mistake, with
@@ -34,15 +37,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .declarations import REQUIRED, Option, Stage
+from .declarations import REQUIRED, Encoding, Option, Quantisation, Stage
 from .errors import InfermodelError, Problem, close_match, suggest
 from .hookspecs import (
     Define,
     FieldRegistrar,
     HeadlineRegistrar,
     LeverRegistrar,
+    NumberFormatRegistrar,
     OperatorDefine,
     PresetRegistrar,
+    Quantiser,
+    QuantiserRegistrar,
     Report,
     Transform,
     ValueTypeRegistrar,
@@ -53,7 +59,7 @@ from .hookspecs import (
 from .operators import collect_operators, operator_table
 from .quantity import S
 from .schema import FieldValueError, structure, unit_type
-from .witnessing import Row, Witness
+from .witnessing import DecisionMap, Row, Witness
 
 if TYPE_CHECKING:
     # To a type checker a unit or fraction field holds what the scenario reader hands
@@ -89,9 +95,11 @@ __all__ = [
     "REQUIRED",
     "Bytes",
     "BytesPerSecond",
+    "DecisionMap",
     "Define",
     "Dollars",
     "DollarsPerHour",
+    "Encoding",
     "FieldRegistrar",
     "FieldValueError",
     "FlopsPerSecond",
@@ -99,10 +107,14 @@ __all__ = [
     "HeadlineRegistrar",
     "InfermodelError",
     "LeverRegistrar",
+    "NumberFormatRegistrar",
     "OperatorDefine",
     "Option",
     "PresetRegistrar",
     "Problem",
+    "Quantisation",
+    "Quantiser",
+    "QuantiserRegistrar",
     "Report",
     "Row",
     "S",

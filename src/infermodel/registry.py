@@ -1,4 +1,5 @@
-"""Registries filled by the registration hooks: scenario fields, levers, presets, witnesses.
+"""Registries filled by the registration hooks: scenario fields, levers, presets, witnesses,
+headlines, number formats and quantisers.
 
 :func:`build_registries` calls each registration hook with a ``register`` callback
 that knows the calling plugin, collects every name declared twice, and raises once.
@@ -17,16 +18,20 @@ import attrs
 import cattrs
 
 from .declarations import (
+    ENCODING_KINDS,
     FIELD_KINDS,
     FIELD_SECTIONS,
     PRESET_KINDS,
     REQUIRED,
     UNIT_WORDS,
+    Encoding,
     FieldSpec,
     HeadlineInfo,
     LeverInfo,
+    NumberFormatInfo,
     Option,
     PresetInfo,
+    QuantiserInfo,
     WitnessInfo,
 )
 from .errors import PluginError, Problem
@@ -34,7 +39,9 @@ from .hookspecs import (
     FieldRegistrar,
     HeadlineRegistrar,
     LeverRegistrar,
+    NumberFormatRegistrar,
     PresetRegistrar,
+    QuantiserRegistrar,
     ValueTypeRegistrar,
     WitnessRegistrar,
 )
@@ -60,6 +67,8 @@ class Registries:
     presets: dict[str, dict[str, PresetInfo]]
     witnesses: dict[str, WitnessInfo] = attrs.field(factory=dict)
     headlines: dict[str, HeadlineInfo] = attrs.field(factory=dict)
+    number_formats: dict[str, NumberFormatInfo] = attrs.field(factory=dict)
+    quantisers: dict[str, QuantiserInfo] = attrs.field(factory=dict)
     converter: cattrs.Converter = attrs.field(factory=BASE_CONVERTER.copy, repr=False)
     section_classes: Mapping[str, type] = attrs.field(factory=dict, repr=False)
 
@@ -80,6 +89,8 @@ class _Collector:
         self.presets: dict[str, dict[str, PresetInfo]] = {kind: {} for kind in PRESET_KINDS}
         self.witnesses: dict[str, WitnessInfo] = {}
         self.headlines: dict[str, HeadlineInfo] = {}
+        self.number_formats: dict[str, NumberFormatInfo] = {}
+        self.quantisers: dict[str, QuantiserInfo] = {}
         self.value_types: dict[type, str] = {}
         self.converter = BASE_CONVERTER.copy()
         self.problems: list[Problem] = []
@@ -163,6 +174,35 @@ class _Collector:
                                                MappingProxyType(options))
         return register
 
+    def number_format_registrar(self, plugin: str) -> NumberFormatRegistrar:
+        def register(name, *, description, bits, element, metadata_bits=0.0, granularity="none",
+                     values_per_scale=None, scale=None, reference=None):
+            _check_number_format(plugin, name, element, scale, granularity, values_per_scale)
+            if name in self.number_formats:
+                self.problems.append(Problem(
+                    f"number format {name!r} is registered by both "
+                    f"{self.number_formats[name].plugin!r} and {plugin!r}"))
+                return
+            self.number_formats[name] = NumberFormatInfo(
+                name, description, float(bits), element, plugin, float(metadata_bits),
+                granularity, values_per_scale, scale, reference)
+        return register
+
+    def quantiser_registrar(self, plugin: str) -> QuantiserRegistrar:
+        def register(name, function, *, description, reference=None):
+            if check_name(name):
+                raise PluginError(f"plugin {plugin!r}: quantiser name {name!r}: {check_name(name)}")
+            if not callable(function):
+                raise PluginError(f"plugin {plugin!r}: quantiser {name!r} needs a callable "
+                                  "function(values, *, bits, zero_point)")
+            if name in self.quantisers:
+                self.problems.append(Problem(
+                    f"quantiser {name!r} is registered by both {self.quantisers[name].plugin!r} "
+                    f"and {plugin!r}"))
+                return
+            self.quantisers[name] = QuantiserInfo(name, function, description, plugin, reference)
+        return register
+
     def type_registrar(self, plugin: str) -> ValueTypeRegistrar:
         def register(type_, function):
             if not isinstance(type_, type) or not callable(function):
@@ -210,6 +250,34 @@ def _check_witness(plugin: str, name: Any, function: Any, options: Any) -> dict[
     return options
 
 
+#: How many values may share a number format's scale.
+_GRANULARITIES = ("none", "tensor", "channel", "group")
+
+
+def _check_number_format(plugin: str, name: Any, element: Any, scale: Any, granularity: Any,
+                         values_per_scale: Any) -> None:
+    where = f"plugin {plugin!r}: number format {name!r}"
+    if not isinstance(name, str) or not name or len(name) > 64 or not name.isprintable():
+        raise PluginError(f"plugin {plugin!r}: a number format needs a printable name "
+                          "of at most 64 characters")
+    for label, encoding in (("element", element), ("scale", scale)):
+        if encoding is None and label == "scale":
+            continue
+        if not isinstance(encoding, Encoding) or encoding.kind not in ENCODING_KINDS:
+            raise PluginError(f"{where}: {label} must be an infermodel.plugin.Encoding of kind "
+                              + " or ".join(repr(k) for k in ENCODING_KINDS))
+    if granularity not in _GRANULARITIES:
+        raise PluginError(f"{where}: granularity {granularity!r} is not one of "
+                          + ", ".join(map(repr, _GRANULARITIES)))
+    if (granularity == "none") != (scale is None):
+        raise PluginError(f"{where}: a scale encoding goes with a granularity other than "
+                          "'none', and only with one")
+    if values_per_scale is not None and (isinstance(values_per_scale, bool)
+                                         or not isinstance(values_per_scale, int)
+                                         or values_per_scale < 1):
+        raise PluginError(f"{where}: values_per_scale must be a positive integer or None")
+
+
 def _check_defaults(fields: Mapping[str, Mapping[str, FieldSpec]]) -> None:
     for section in FIELD_SECTIONS:
         for spec in fields[section].values():
@@ -227,6 +295,8 @@ _REGISTRATION_HOOKS = (
     ("infermodel_register_presets", _Collector.preset_registrar),
     ("infermodel_register_witnesses", _Collector.witness_registrar),
     ("infermodel_register_headlines", _Collector.headline_registrar),
+    ("infermodel_register_number_formats", _Collector.number_format_registrar),
+    ("infermodel_register_quantisers", _Collector.quantiser_registrar),
 )
 
 
@@ -244,7 +314,8 @@ def build_registries(host: PluginHost) -> Registries:
     classes = {section: section_class(section, collected.fields[section])
                for section in FIELD_SECTIONS}
     return Registries(collected.fields, collected.levers, collected.presets, collected.witnesses,
-                      collected.headlines, converter=collected.converter, section_classes=MappingProxyType(classes))
+                      collected.headlines, collected.number_formats, collected.quantisers,
+                      converter=collected.converter, section_classes=MappingProxyType(classes))
 
 
 __all__ = [

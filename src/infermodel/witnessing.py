@@ -91,18 +91,56 @@ def _strings(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(values)
 
 
+def _grid(rows) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(int(c) for c in row) for row in rows)
+
+
+def _points(points) -> tuple[tuple[float, float, int], ...]:
+    return tuple((float(x), float(y), int(label)) for x, y, label in points)
+
+
+def _floats(values) -> tuple[float, ...]:
+    return tuple(float(v) for v in values)
+
+
+@attrs.frozen
+class DecisionMap:
+    """A picture a witness can draw: the class a model predicts over a grid of two
+    inputs, with labelled sample points on top.
+
+    ``classes[i][j]`` is the class predicted at ``(x[j], y[i])``; each point is
+    ``(x, y, label)``. ``infermodel witness ... --plot FILE`` draws a witness's maps side
+    by side.
+
+    >>> DecisionMap("m", [0, 1], [0], [[0, 1]]).classes
+    ((0, 1),)
+    """
+
+    title: str
+    x: tuple[float, ...] = attrs.field(converter=_floats)
+    y: tuple[float, ...] = attrs.field(converter=_floats)
+    classes: tuple[tuple[int, ...], ...] = attrs.field(converter=_grid)
+    points: tuple[tuple[float, float, int], ...] = attrs.field(default=(), converter=_points)
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.classes) != len(self.y) or any(len(row) != len(self.x) for row in self.classes):
+            raise ValueError("a decision map's classes need one row per y and one column per x")
+
+
 @attrs.frozen
 class Witness:
     """The outcome of one witness experiment.
 
     A witness function returns ``Witness(rows=[...], parameters={...}, notes=[...])``;
     :func:`run_witness` fills in ``name``, ``description``, ``reference`` (unless the
-    function gave one) and ``plugin`` from the registration.
+    function gave one) and ``plugin`` from the registration. ``figures`` are the
+    :class:`DecisionMap` pictures the witness can draw (``--plot``).
     """
 
     rows: tuple[Row, ...] = attrs.field(converter=_rows)
     parameters: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
     notes: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    figures: tuple[DecisionMap, ...] = attrs.field(default=(), converter=tuple)
     name: str | None = None
     description: str | None = None
     reference: str | None = None
@@ -133,7 +171,7 @@ class Witness:
                 "parameters": {k: (json_value(v) if isinstance(v, float) else v)
                                for k, v in self.parameters.items()},
                 "rows": [row.to_dict() for row in self.rows], "notes": list(self.notes),
-                "passed": self.passed}
+                "figures": [figure.title for figure in self.figures], "passed": self.passed}
 
 
 def _number(value: Any, unit: str) -> str:
@@ -321,5 +359,5 @@ def scenario_witnesses(scenario, *, host=None) -> list[tuple[str, dict[str, Any]
     return planned
 
 
-__all__ = ["OPTION_KINDS", "Option", "Row", "Witness", "run_witness", "scenario_witnesses", "typed_options",
+__all__ = ["OPTION_KINDS", "DecisionMap", "Option", "Row", "Witness", "run_witness", "scenario_witnesses", "typed_options",
            "witness_text"]
