@@ -120,6 +120,9 @@ def quantise_values(values: Sequence[float], *, bits: int, zero_point: bool) -> 
         low, high, z = -levels(bits), levels(bits), 0
         method = "rtn, symmetric absmax grid"
     s = float(scale[0, 0])
+    if not math.isfinite(s):
+        raise InfermodelError(Problem("the values spread wider than a float64 scale can hold",
+                                      expected="values of magnitude at most 1e300"))
     reconstruction = s * (codes[0] - z)
     error = reconstruction - w[0]
     return Quantisation(
