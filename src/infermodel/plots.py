@@ -557,6 +557,37 @@ def plot_operators(scenario, over=None, *, title: str | None = None, host=None):
     return figure
 
 
+def plot_decision_maps(maps: Sequence[Any], *, title: str | None = None):
+    """Decision maps (:class:`~infermodel.witnessing.DecisionMap`) side by side: each
+    grid's predicted class as a shaded region, its labelled points on top.
+    """
+    from matplotlib.colors import ListedColormap
+
+    _, Figure = _matplotlib()
+    if not maps:
+        raise InfermodelError(Problem("there is no decision map to draw"))
+    figure = Figure(figsize=(4.0 * len(maps), 4.3), dpi=110, layout="constrained")
+    axes = figure.subplots(1, len(maps), squeeze=False)[0]
+    shades = ListedColormap(["#c6dbef", "#fdd0a2", "#c7e9c0", "#dadaeb"])
+    for ax, m in zip(axes, maps):
+        classes = np.asarray(m.classes)
+        ax.pcolormesh(m.x, m.y, classes, cmap=shades, vmin=0, vmax=3, shading="nearest",
+                      rasterized=True)
+        points = np.asarray(m.points, dtype=float).reshape(-1, 3)
+        for label in np.unique(points[:, 2]).astype(int):
+            chosen = points[points[:, 2] == label]
+            ax.scatter(chosen[:, 0], chosen[:, 1], s=6, color=_COLOURS[label % len(_COLOURS)],
+                       label=f"class {label}")
+        ax.set_title(m.title, fontsize=10)
+        ax.set_aspect("equal")
+        ax.set_xlim(min(m.x), max(m.x))
+        ax.set_ylim(min(m.y), max(m.y))
+    axes[0].legend(loc="lower left", fontsize=8)
+    if title:
+        figure.suptitle(title, fontsize=11)
+    return figure
+
+
 def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None = None,
          x: str | None = None, y: Sequence[str] | None = None, output: str | Path | None = None,
          title: str | None = None, host=None, use_table: bool = True):
@@ -601,6 +632,7 @@ __all__ = [
     "KINDS",
     "plot",
     "plot_cost",
+    "plot_decision_maps",
     "plot_memory",
     "plot_operators",
     "plot_roofline",

@@ -24,6 +24,9 @@ def add_parser(subparsers) -> None:
                         help="list the loaded witnesses and their options, then stop")
     parser.add_argument("--format", choices=FORMATS, default="text")
     parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE (atomically)")
+    parser.add_argument("--plot", metavar="FILE",
+                        help="draw the witness's figures (a trained network's decision "
+                             "boundaries, say) to FILE.png or FILE.svg; needs matplotlib")
     parser.set_defaults(handler=handle)
 
 
@@ -71,6 +74,19 @@ def _listing(scenario, fmt: str) -> str:
     return "\n".join(lines)
 
 
+def _plot(results, output: str) -> None:
+    from ..errors import InfermodelError, Problem
+    from ..plots import plot_decision_maps, save
+
+    maps = [figure for w in results for figure in w.figures]
+    if not maps:
+        names = ", ".join(str(w.name) for w in results)
+        raise InfermodelError(Problem(f"witness {names} draws no figure", key="--plot",
+                                      suggestion="leave out --plot: `--list` shows the witnesses, and only some draw"))
+    title = " · ".join(str(w.name) for w in results if w.figures)
+    save(plot_decision_maps(maps, title=title), output)
+
+
 def handle(args) -> int:
     import json
     import sys
@@ -100,6 +116,8 @@ def handle(args) -> int:
         from_table = dict(planned).get(args.name, {})
         runs = [(args.name, {**from_table, **options})]
     results = [run_witness(scenario, name, opts) for name, opts in runs]
+    if args.plot:
+        _plot(results, args.plot)
     if args.format == "json":
         data = [w.to_dict() for w in results]
         text = json.dumps(data[0] if args.name is not None else data, indent=2)
