@@ -22,7 +22,6 @@ from infermodel.errors import InfermodelError, PluginError
 from infermodel.witnessing import Option, Row, Witness, run_witness, scenario_witnesses
 from infermodel_builtins import witness_kv_cache as kv
 from infermodel_builtins import witness_speculative as spec
-from infermodel_builtins import witness_sqnr as wsqnr
 
 BASE = SCENARIOS / "module10-case-base.toml"
 
@@ -184,7 +183,7 @@ def test_witness_command_user_mistakes_exit_2(capsys, write_scenario):
     assert main(["witness", str(BASE)]) == 2
     assert "no [witness] table" in capsys.readouterr().err
     path = write_scenario(f'extends = "{BASE.as_posix()}"\n[witness.kv_cache]\nsteps = 4\n'
-                          '[witness.sqnr]\nhidden = 4\n')
+                          '[witness.sqnr]\nseed = 4\n')
     assert main(["witness", str(path), "--format", "json"]) == 0
     assert [w["name"] for w in json.loads(capsys.readouterr().out)] == ["kv_cache", "sqnr"]
 
@@ -338,25 +337,8 @@ def test_sqnr_witness_measured_matches_predicted(bits, group):
     assert witness.parameters["weights"] >= 64 * group
 
 
-def test_sqnr_outlier_network_computes_the_same_function_and_loses_its_small_weights():
-    witness = run_witness(_scenario(), "sqnr", {"bits": 4})
-    rows = {row.label: row for row in witness.rows}
-    assert rows["network output change after ×20 / ÷20"].measured < 1e-12
-    plain = rows["ordinary first-layer weights rounded to zero, plain"].measured
-    outlier = rows["ordinary first-layer weights rounded to zero, with the outlier"].measured
-    assert outlier > plain and outlier > 0.9         # almost every small weight is gone
-    error_plain = rows["network output error, RMS relative, plain"].measured
-    error_outlier = rows["network output error, RMS relative, with the outlier"].measured
-    assert error_outlier > 5 * error_plain
-    # Exactness of the rescaling, for any positive factor.
-    net = wsqnr.network(2, 16, 2, seed=3)
-    x = np.random.default_rng(0).standard_normal((200, 2))
-    np.testing.assert_allclose(wsqnr.forward(wsqnr.with_outlier(net, 5, 20.0), x),
-                               wsqnr.forward(net, x), rtol=1e-12, atol=1e-12)
-
-
 def test_sqnr_witness_takes_bits_and_group_from_the_quantization_lever():
-    witness = run_witness(_scenario(SCENARIOS / "quant-int4.toml"), "sqnr", {"hidden": 4})
+    witness = run_witness(_scenario(SCENARIOS / "quant-int4.toml"), "sqnr", {"seed": 4})
     assert (witness.parameters["bits"], witness.parameters["group_size"]) == (4, 128)
     assert witness.passed
 
