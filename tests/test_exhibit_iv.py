@@ -18,7 +18,7 @@ import pytest
 
 from conftest import SCENARIOS
 from infermodel.cli import main
-from infermodel_builtins import spirals
+from infermodel_builtins import spirals, witness_sqnr
 from infermodel_builtins.witness_sqnr import OPTIONS_FEWER_BITS, fewer_bits_witness
 
 INT4 = SCENARIOS / "quant-int4.toml"
@@ -147,3 +147,10 @@ def test_fewer_bits_passes_over_seeds_and_bits(granularity):
             witness = fewer_bits_witness(None, _options(bits=bits, seed=seed, grid=11,
                                                         granularity=granularity))
             assert witness.passed, witness.text()
+
+
+def test_the_modules_doctests_pass():
+    import doctest
+
+    assert doctest.testmod(spirals).failed == 0
+    assert doctest.testmod(witness_sqnr).failed == 0

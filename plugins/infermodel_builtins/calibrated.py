@@ -100,7 +100,7 @@ def gptq_update(h_inverse: np.ndarray, q: int, error: float | np.ndarray) -> np.
     With H = [[2, 1], [1, 2]], H⁻¹ = [[2, −1], [−1, 2]]/3 and e_0 = −0.2 the update is
     (0.2, −0.1): the rounded coordinate moves by −e_0 and its neighbour compensates.
 
-    >>> [round(v, 12) for v in gptq_update(np.linalg.inv([[2.0, 1], [1, 2]]), 0, -0.2)]
+    >>> gptq_update(np.linalg.inv([[2.0, 1], [1, 2]]), 0, -0.2).round(12).tolist()
     [0.2, -0.1]
     """
     column = h_inverse[:, q] / h_inverse[q, q]

@@ -127,6 +127,10 @@ class DecisionMap:
             raise ValueError("a decision map's classes need one row per y and one column per x")
 
 
+def _figures(figures: Iterable[DecisionMap]) -> tuple[DecisionMap, ...]:
+    return tuple(figures)
+
+
 @attrs.frozen
 class Witness:
     """The outcome of one witness experiment.
@@ -140,7 +144,7 @@ class Witness:
     rows: tuple[Row, ...] = attrs.field(converter=_rows)
     parameters: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
     notes: tuple[str, ...] = attrs.field(default=(), converter=_strings)
-    figures: tuple[DecisionMap, ...] = attrs.field(default=(), converter=tuple)
+    figures: tuple[DecisionMap, ...] = attrs.field(default=(), converter=_figures)
     name: str | None = None
     description: str | None = None
     reference: str | None = None
