@@ -314,6 +314,49 @@ def test_speculative_witness_catches_a_wrong_rule(monkeypatch):
     assert "TV(emitted, target), n = 100,000" in [row.label for row in witness.failures]
 
 
+def test_lenient_acceptance_law_by_hand():
+    # Inference lab, "Guess ahead, check in one pass": accepting "close enough" tokens is no
+    # longer exact. p = (0.6, 0.4), q = (0.2, 0.8). Exact rule (l = 1): min(p, q) = (0.2, 0.4),
+    # α = 0.6, residual (0.4, 0)/0.4 = (1, 0), emitted (0.2, 0.4) + 0.4·(1, 0) = p.
+    # Lenient l = 0.8: min(q, p/l) = (min(0.2, 0.75), min(0.8, 0.5)) = (0.2, 0.5), α_l = 0.7,
+    # emitted (0.2, 0.5) + 0.3·(1, 0) = (0.5, 0.5), at TV 0.1 from p; l = 0.5 emits q itself.
+    p, q = np.array([[0.6, 0.4]]), np.array([[0.2, 0.8]])
+    np.testing.assert_allclose(spec.lenient_law(p, q, 1.0), p)
+    np.testing.assert_allclose(spec.lenient_law(p, q, 0.8), [[0.5, 0.5]])
+    np.testing.assert_allclose(spec.lenient_law(p, q, 0.5), q)
+
+
+def test_a_lenient_rule_moves_the_output_distribution_and_the_exact_one_does_not():
+    options = {**_defaults(spec.OPTIONS), "k": 4, "samples": 50_000, "points": 2}
+    witness = run_witness(_scenario(), "speculative", options)
+    assert witness.passed, witness.text()
+    rows = {row.label: row for row in witness.rows}
+    exact = rows["TV(emitted, target), n = 50,000"]
+    lenient = rows["lenient l = 0.5: TV(draft-position tokens, target)"]
+    assert exact.measured < 1.6 * exact.predicted               # sampling noise only
+    assert lenient.measured > 5 * exact.predicted and lenient.ok  # the distance P_l predicts
+    assert rows["lenient l = 0.5: TV(all emitted, target) over the exact rule's sampling "
+                "noise"].measured > 5
+    assert rows["lenient l = 0.5: tokens per target pass"].measured > \
+        rows["tokens per target pass"].measured                 # the speed it buys
+    # The bonus tokens are the target's own draws; the run marks them.
+    run = spec.speculative_decode(*spec.markov_models(8, 0.5, 0), 4, 2_000, 0, leniency=0.5)
+    assert 0 < run.bonus.sum() < len(run.tokens)
+    # l = 1 is the exact rule: no lenient rows.
+    plain = run_witness(_scenario(), "speculative", {**options, "leniency": 1.0})
+    assert not any(row.label.startswith("lenient") for row in plain.rows)
+
+
+def test_the_lenient_check_fails_if_the_rule_were_exact(monkeypatch):
+    # If the lenient run secretly used the exact rule, its output would match p, not P_l.
+    original = spec.speculative_decode
+    monkeypatch.setattr(spec, "speculative_decode",
+                        lambda *a, leniency=1.0, **k: original(*a, **k))
+    options = {**_defaults(spec.OPTIONS), "k": 4, "samples": 50_000, "points": 1}
+    labels = [row.label for row in run_witness(_scenario(), "speculative", options).failures]
+    assert "lenient l = 0.5: TV(draft-position tokens, P_l)" in labels
+
+
 def test_speculative_witness_takes_k_from_the_scenario_lever(write_scenario):
     path = write_scenario(f'extends = "{(SCENARIOS / "spec-lab5.toml").as_posix()}"\n'
                           "[levers.speculative]\nk = 2\n")
