@@ -538,6 +538,12 @@ def make_case(seed: int, ctx: Context) -> Case:
         elif action.dest == "name":
             if rng.random() < 0.8:
                 argv.append(rng.choice(ctx.witnesses + ["nope"]))
+        elif action.dest == "values":       # quantize: numbers, extremes and junk
+            argv += [str(rng.choice(EXTREME_NUMBERS + INJECTED[:6] + [0.12, -0.48, "-1e-3"]))
+                     for _ in range(rng.choice([1, 2, 8, 40]))]
+        elif action.dest == "names":        # formats: known, misspelt and odd names
+            argv += rng.sample(["fp8-e4m3", "mxfp4", "int4-g128", "bf16", "nope", "", "x" * 500],
+                               rng.randint(0, 3))
         else:
             argv.append(_option_value(rng, ctx, ctx.workdir, action, scenario))
     optional = [a for a in actions if a.option_strings and a.dest != "help"]
