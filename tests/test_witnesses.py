@@ -1,6 +1,7 @@
-"""Witness experiments: the hook, the core that runs them, the command, and the three
-built-in witnesses (Inference lab, "Memory that grows with every token", "Fewer bits
-per weight" and "Guess ahead, check in one pass").
+"""Witness experiments: the hook, the core that runs them, the command, and the built-in
+witnesses kv_cache, speculative and sqnr (Inference lab, "Memory that grows with every
+token", "Guess ahead, check in one pass" and "Fewer bits per weight"); fewer_bits is in
+tests/test_exhibit_iv.py, smoothquant, gptq and awq in tests/test_quantisers.py.
 """
 
 from __future__ import annotations
