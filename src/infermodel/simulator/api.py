@@ -12,12 +12,11 @@ import numpy as np
 
 from .cluster import Deployment, run_deployment
 from .cost import CostModel
+from .engines import run_fast, run_reference
 from .errors import SimulationError
-from .fast import run_fast
 from .metrics import RunRecord, compute_metrics
 from .policies import POLICY_KINDS, SLO, Policy
 from .policies import policy as as_policy
-from .reference import run_reference
 from .workload import Workload, WorkloadSpec, _check_rate
 
 __all__ = [

@@ -36,11 +36,11 @@ import attrs
 import numpy as np
 
 from .cost import CostModel
+from .engines.fast_speculative import continuous_state
+from .engines.reference import check_fits, default_iteration_limit
 from .errors import SimulationError
 from .metrics import RunRecord
 from .policies import Policy
-from .reference import check_fits, default_iteration_limit
-from .speculative_run import continuous_state
 
 __all__ = ["ROUTERS", "Deployment", "run_deployment"]
 
@@ -204,8 +204,8 @@ def _serve(workload, cost, policy, arrivals, order, prefixes, router, servers, l
 
 def _merge(workload, policy, states, arrivals, outputs_of=None):
     """One record from several servers' blocks and token segments."""
-    from .continuous import Blocks
-    from .fast import _record, _tokens
+    from .engines.fast import _record, _tokens
+    from .engines.fast_continuous import Blocks
     from .metrics import GapHistogram
 
     parts: list[list[np.ndarray]] = [[], [], [], [], []]
@@ -246,7 +246,7 @@ def _merge(workload, policy, states, arrivals, outputs_of=None):
 
 def _labelled_series(groups, cost: CostModel) -> dict[str, np.ndarray] | None:
     """Every server's time series, one after another, with its label in ``server``."""
-    from .fast import _series
+    from .engines.fast import _series
 
     parts = [(f"{pool} {i}", _series(state.series, cost))
              for pool, states in groups for i, state in enumerate(states) if state.series is not None]
@@ -269,7 +269,7 @@ def run_deployment(workload, cost: CostModel, policy: Policy, deployment: Deploy
     if workload.clients is not None or workload.session_starts is not None:
         raise SimulationError("replicas and disaggregated pools take open arrivals (rates or a "
                               "trace), not a closed loop or multi-turn sessions")
-    from .fast import _RunTimes
+    from .engines.fast import _RunTimes
 
     check_fits(workload, cost, policy)
     limit = default_iteration_limit(workload) if max_iterations is None else int(max_iterations)

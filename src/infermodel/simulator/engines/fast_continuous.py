@@ -29,11 +29,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .cost import CostModel
-from .errors import SimulationError
-from .metrics import GapHistogram
-from .policies import Policy
-from .prefixes import prefix_cache_for
+from ..cost import CostModel
+from ..errors import SimulationError
+from ..metrics import GapHistogram
+from ..policies import Policy
+from ..prefixes import prefix_cache_for
 from .reference import reservation_tokens
 
 __all__ = ["Blocks", "ContinuousRun"]

@@ -14,13 +14,13 @@ from collections import deque
 
 import numpy as np
 
-from .cost import CostModel
-from .errors import SimulationError
-from .load import source_for
-from .metrics import RunRecord
-from .policies import Policy
-from .prefixes import prefix_cache_for
-from .workload import Workload
+from ..cost import CostModel
+from ..errors import SimulationError
+from ..load import source_for
+from ..metrics import RunRecord
+from ..policies import Policy
+from ..prefixes import prefix_cache_for
+from ..workload import Workload
 
 __all__ = ["check_fits", "default_iteration_limit", "run_reference"]
 
@@ -84,7 +84,7 @@ def run_reference(
     limit = default_iteration_limit(workload) if max_iterations is None else int(max_iterations)
     kind = _Reference
     if cost.speculation is not None:
-        from .speculative_reference import reference_state
+        from .reference_speculative import reference_state
 
         kind = reference_state(_Reference)
     state = kind(workload, cost, policy, limit, series)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .continuous import ContinuousRun, too_many
-from .speculation import Acceptance
+from ..speculation import Acceptance
+from .fast_continuous import ContinuousRun, too_many
 
 __all__ = ["SpeculativeRun", "continuous_state"]
 

@@ -29,16 +29,16 @@ import math
 import attrs
 import numpy as np
 
-from .continuous import Blocks, too_many
-from .cost import CostModel
-from .errors import SimulationError
-from .load import source_for
-from .metrics import GapHistogram, RunRecord
-from .policies import Policy
+from ..cost import CostModel
+from ..errors import SimulationError
+from ..load import source_for
+from ..metrics import GapHistogram, RunRecord
+from ..policies import Policy
+from ..speculation import Acceptance
+from ..workload import Workload
+from .fast_continuous import Blocks, too_many
+from .fast_speculative import continuous_state, static_batch
 from .reference import check_fits, default_iteration_limit, reservation_tokens
-from .speculation import Acceptance
-from .speculative_run import continuous_state, static_batch
-from .workload import Workload
 
 __all__ = ["run_fast"]
 

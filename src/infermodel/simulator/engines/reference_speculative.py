@@ -6,7 +6,7 @@ iteration, applied literally, every token stamped; the yardstick the fast engine
 
 from __future__ import annotations
 
-from .speculation import Acceptance
+from ..speculation import Acceptance
 
 __all__ = ["reference_state"]
 
