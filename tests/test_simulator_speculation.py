@@ -26,8 +26,8 @@ from infermodel.simulator import (
     WorkloadSpec,
     run_record,
 )
+from infermodel.simulator.engines import run_reference
 from infermodel.simulator.engines.fast import run_fast
-from infermodel.simulator.engines.reference import run_reference
 from infermodel.simulator.speculation import Acceptance, Draft, Speculation
 from simcheck import assert_same_run
 

@@ -17,7 +17,7 @@ from .errors import SimulationError
 from .metrics import RunRecord, compute_metrics
 from .policies import POLICY_KINDS, SLO, Policy
 from .policies import policy as as_policy
-from .workload import Workload, WorkloadSpec, _check_rate
+from .workload import Workload, WorkloadSpec, check_rate
 
 __all__ = [
     "ENGINES",
@@ -244,7 +244,7 @@ def _policies(policies: Iterable[Policy | str | Mapping[str, Any]] | Policy | st
 def _rates(rates: Iterable[float] | float) -> list[float]:
     if isinstance(rates, (int, float)) and not isinstance(rates, bool):
         rates = [rates]
-    chosen = [_check_rate(rate) for rate in rates]
+    chosen = [check_rate(rate) for rate in rates]
     if not chosen:
         raise SimulationError("choose at least one arrival rate")
     return chosen
@@ -447,7 +447,7 @@ class CapacityResult:
 
 
 def _search_range(low, high, steps, neighbour) -> tuple[float, float]:
-    low, high = _check_rate(low), _check_rate(high)
+    low, high = check_rate(low), check_rate(high)
     if high <= low:
         raise SimulationError(f"capacity search needs low < high, got low={low} and high={high}")
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 60:

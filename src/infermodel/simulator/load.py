@@ -12,12 +12,36 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from .errors import SimulationError
 
-__all__ = ["ClosedLoop", "OpenArrivals", "Sessions", "source_for"]
+if TYPE_CHECKING:
+    from .prefixes import PrefixCache
+    from .workload import Workload
+
+__all__ = ["ClosedLoop", "OpenArrivals", "Sessions", "Source", "source_for"]
+
+
+class Source(Protocol):
+    """What an engine asks of where its requests come from (see the module text)."""
+
+    closed: bool
+
+    def due(self, now: float) -> Sequence[int]:
+        """The requests that have arrived by ``now`` and were not returned before."""
+        ...
+
+    def next_time(self) -> float:
+        """When the next request arrives (∞ when none is known yet)."""
+        ...
+
+    def finished(self, request: int, now: float) -> None:
+        """``request`` received its last token at ``now``."""
+        ...
 
 
 class OpenArrivals:
@@ -119,10 +143,10 @@ class Sessions:
         self.session_of = [0] * self.count
         self.prompts: list[int] = []
         self.outputs: list[int] = []
-        self.prefix = None
+        self.prefix: PrefixCache | None = None
 
     def attach(self, prompts: list[int], cached: list[int], outputs: list[int],
-               prefix=None) -> None:
+               prefix: PrefixCache | None = None) -> None:
         """The engine's prompt lengths (set as turns arrive), output lengths (a turn's
         output joins the session's history) and prefix cache (None: the history is
         prefilled again).  ``cached`` is the engine's cached positions (unused)."""
@@ -164,7 +188,7 @@ class Sessions:
         return times
 
 
-def source_for(workload) -> OpenArrivals | ClosedLoop | Sessions:
+def source_for(workload: Workload) -> OpenArrivals | ClosedLoop | Sessions:
     """The arrival source of a drawn workload (closed loop when it names clients,
     sessions when it has session start times)."""
     if workload.session_starts is not None:

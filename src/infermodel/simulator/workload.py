@@ -48,6 +48,7 @@ __all__ = [
     "UniformLength",
     "Workload",
     "WorkloadSpec",
+    "check_rate",
     "expected_max",
     "length_law",
     "static_slot_use",
@@ -487,7 +488,7 @@ class Workload:
 
     def scaled(self, rate: float) -> Workload:
         """The same requests with every gap divided by ``rate`` / the recorded rate."""
-        rate = _check_rate(rate)
+        rate = check_rate(rate)
         if rate == self.rate:
             return self
         return attrs.evolve(self, arrivals=self.arrivals * (self.rate / rate), rate=rate)
@@ -555,7 +556,7 @@ def read_trace(path: str | os.PathLike) -> Workload:
     return workload.with_prefixes(prefixes, lengths) if prefixes is not None else workload
 
 
-def _check_rate(rate: Any) -> float:
+def check_rate(rate: Any) -> float:
     if isinstance(rate, bool) or not isinstance(rate, (int, float, np.number)):
         raise SimulationError(f"arrival rate must be a number of requests/s, got {rate!r}")
     rate = float(rate)
@@ -733,7 +734,7 @@ class WorkloadSpec:
 
     def generate(self, rate: float, seed: int = 0) -> Workload:
         """Draw the workload at nominal ``rate`` requests/s with ``seed``."""
-        rate = _check_rate(rate)
+        rate = check_rate(rate)
         if self.trace is not None:
             return self._with_prefix(self.trace.scaled(rate), seed)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):

@@ -15,13 +15,39 @@ fast           :mod:`~.fast`, :mod:`~.fast_continuous`    :mod:`~.fast_speculati
 timestamp: simple enough to check by reading, and the yardstick.  ``fast`` advances
 over runs of identical-composition iterations with vectorised arithmetic; its static
 policy and its entry point are in :mod:`~.fast`, its continuous policies' state in
-:mod:`~.fast_continuous`.  Each engine's entry point (:func:`run_fast`,
-:func:`run_reference`) chooses the speculative state when the cost model speculates.
+:mod:`~.fast_continuous`.  Each engine's entry point (:func:`run_fast`, in :mod:`~.fast`, and
+:func:`run_reference`, here: its speculative state builds on its plain one) chooses
+the speculative state when the cost model speculates.
 """
 
 from __future__ import annotations
 
+from ..cost import CostModel
+from ..policies import Policy
+from ..records import RunRecord
+from ..rules import check_fits, default_iteration_limit
+from ..workload import Workload
 from .fast import run_fast
-from .reference import run_reference
+from .reference import Reference
+from .reference_speculative import SpeculativeReference
 
 __all__ = ["run_fast", "run_reference"]
+
+
+def run_reference(
+    workload: Workload, cost: CostModel, policy: Policy, max_iterations: int | None = None,
+    series: bool = False,
+) -> tuple[RunRecord, list[list[float]]]:
+    """Simulate ``workload`` under ``policy`` one iteration at a time.
+
+    Returns the run record and every request's token timestamps.
+    """
+    check_fits(workload, cost, policy)
+    limit = default_iteration_limit(workload) if max_iterations is None else int(max_iterations)
+    state: Reference
+    if cost.speculation is None:
+        state = Reference(workload, cost, policy, limit, series)
+    else:
+        state = SpeculativeReference(cost.speculation, workload, cost, policy, limit, series)
+    state.run()
+    return state.record(), state.stamps
