@@ -94,11 +94,11 @@ class Deployment:
     link_latency: float = attrs.field(default=0.0)
 
     @router.validator
-    def _router(self, attribute, value):
+    def _router(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value not in ROUTERS:
             raise SimulationError(f"router must be one of {', '.join(ROUTERS)}, got {value!r}")
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         if (self.prefill == 0) != (self.decode == 0):
             raise SimulationError("a disaggregated deployment needs both prefill and decode "
                                   f"servers, got prefill={self.prefill}, decode={self.decode}")
@@ -139,7 +139,8 @@ class Deployment:
 
 class _Routed:
     """One server's arrival source: the requests the router sent it, and the next
-    arrival of the whole stream as a horizon its runs must stop at."""
+    arrival of the whole stream as a horizon its runs must stop at.
+    """
 
     closed = False
 
@@ -176,7 +177,8 @@ def _serve(workload: Workload, cost: CostModel, policy: Policy, arrivals: Sequen
            limit: int, run_times: RunTimes, prefilled: list[int] | None = None,
            series: bool = False) -> list[ContinuousRun]:
     """Route ``order`` (request indices, by ``arrivals``) to ``servers`` servers and run
-    them together; returns the servers' states."""
+    them together; returns the servers' states.
+    """
     stream = iter(order)
     upcoming = [next(stream, None)]
 
@@ -277,7 +279,8 @@ def run_deployment(workload: Workload, cost: CostModel, policy: Policy, deployme
                    max_iterations: int | None = None, series: bool = False) -> RunRecord:
     """Simulate ``workload`` on a deployment of several servers (fast engine); with
     ``series``, each server's time series, labelled ``replica i``, ``prefill i`` or
-    ``decode i``."""
+    ``decode i``.
+    """
     if policy.kind == "static":
         raise SimulationError("replicas and disaggregated pools need a continuous policy "
                               "(reserve, paged or chunked)")

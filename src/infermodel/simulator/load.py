@@ -77,7 +77,8 @@ class OpenArrivals:
 
 class ClosedLoop:
     """``clients`` users, each sending a request at time 0 and its next one ``think``
-    seconds after the previous one's last token, until ``count`` requests are sent."""
+    seconds after the previous one's last token, until ``count`` requests are sent.
+    """
 
     closed = True
 
@@ -125,7 +126,8 @@ class Sessions:
     new message (the drawn prompt length); with ``reuse`` the history is the start of
     the session's prefix chain, which the server's prefix cache finds as far as it
     still holds it (:mod:`infermodel.simulator.prefixes`), so only the rest is
-    prefilled."""
+    prefilled.
+    """
 
     closed = True
 
@@ -149,7 +151,8 @@ class Sessions:
                prefix: PrefixCache | None = None) -> None:
         """The engine's prompt lengths (set as turns arrive), output lengths (a turn's
         output joins the session's history) and prefix cache (None: the history is
-        prefilled again).  ``cached`` is the engine's cached positions (unused)."""
+        prefilled again).  ``cached`` is the engine's cached positions (unused).
+        """
         self.prompts, self.outputs, self.prefix = prompts, outputs, prefix
 
     def _submit(self, when: float, session: int) -> None:
@@ -190,7 +193,8 @@ class Sessions:
 
 def source_for(workload: Workload) -> OpenArrivals | ClosedLoop | Sessions:
     """The arrival source of a drawn workload (closed loop when it names clients,
-    sessions when it has session start times)."""
+    sessions when it has session start times).
+    """
     if workload.session_starts is not None:
         return Sessions(workload.session_starts, workload.turns, workload.think_time,
                         workload.reuse_history)

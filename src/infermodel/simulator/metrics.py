@@ -43,7 +43,7 @@ Metric names (all floats; counts are whole numbers stored as floats):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -126,7 +126,8 @@ def _select(values: np.ndarray, weights: np.ndarray, ranks: list[int]) -> list[f
     top bits of ``bits − min(bits)`` are monotone bins that are roughly logarithmic in
     the value (tight clusters of gaps still spread over many bins).  Count the weight
     per bin and look for each rank inside its own bin only; each level narrows the bit
-    spread by 2**16, so the recursion ends within four levels."""
+    spread by 2**16, so the recursion ends within four levels.
+    """
     if values.size <= _SORT_AT_MOST or values.min() < 0:
         return _sorted_pick(values, weights, ranks)
     bits = values.view(np.int64)
@@ -172,7 +173,7 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
         record.gap_values.size if record.gap_weights is None else record.gap_weights.sum(dtype=np.int64)
     )
     if gap_count:
-        *itl, itl_max = weighted_quantile(record.gap_values, record.gap_weights, QUANTILES + (1.0,))
+        *itl, itl_max = weighted_quantile(record.gap_values, record.gap_weights, (*QUANTILES, 1.0))
         if record.gap_max is not None:
             itl_max = record.gap_max
     else:
@@ -245,12 +246,13 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
 OVERLOAD_GROWTH = 0.05
 
 
-def overloaded(metrics) -> bool:
+def overloaded(metrics: Mapping[str, float]) -> bool:
     """Past saturation: TTFT trends upward with the arrival time (least-squares slope
     ``ttft_trend`` above :data:`OVERLOAD_GROWTH`), or the number of requests in the
     system keeps growing (``in_system_growth_per_s`` above :data:`OVERLOAD_GROWTH` ×
     the realised rate).  Percentiles of such a run depend on how many requests were
-    simulated, not on a steady state."""
+    simulated, not on a steady state.
+    """
     growth, trend = metrics["in_system_growth_per_s"], metrics["ttft_trend"]
     rate, t = metrics["realised_rate"], metrics["ttft_trend_t"]
     grows = (metrics["requests"] >= OVERLOAD_MIN_REQUESTS and math.isfinite(growth)
@@ -269,7 +271,8 @@ OVERLOAD_T = 4.0
 
 def _slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Least-squares slope of y on x and its t statistic (NaN with fewer than 3
-    points or no spread)."""
+    points or no spread).
+    """
     if x.size < 3:
         return math.nan, math.nan
     centred = x - x.mean()

@@ -205,7 +205,8 @@ class TokenTimes:
     def batch(self, batch: slice, outputs: np.ndarray, prefill_end: float, ends: np.ndarray) -> None:
         """A static batch: every request's first token at ``prefill_end``, its n-th at
         ``ends[n − 2]``; gap j (from ``prefill_end`` on) is shared by the requests
-        with more than j + 1 tokens."""
+        with more than j + 1 tokens.
+        """
         self.first[batch] = prefill_end
         later = outputs > 1
         self.last[batch] = prefill_end
@@ -221,7 +222,8 @@ class TokenTimes:
 
 def series_of(points: list[Point] | None, cost: CostModel) -> dict[str, np.ndarray] | None:
     """The time series of a run: at every scheduling decision, the requests waiting,
-    the requests running and the share of the cache in use."""
+    the requests running and the share of the cache in use.
+    """
     if points is None:
         return None
     data = np.array(points, dtype=np.float64).reshape(-1, 4)

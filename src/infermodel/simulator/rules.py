@@ -43,7 +43,8 @@ __all__ = [
 def default_iteration_limit(workload: Workload) -> int:
     """A generous bound on model iterations: every iteration advances at least one
     token, so ten times all prompt and output tokens (plus a margin) is reached only
-    by a simulation that thrashes."""
+    by a simulation that thrashes.
+    """
     return int(10 * (int(workload.prompts.sum()) + int(workload.outputs.sum())) + 1_000_000)
 
 
@@ -54,7 +55,8 @@ def reservation_tokens(workload: Workload, policy: Policy) -> int:
 
 def check_fits(workload: Workload, cost: CostModel, policy: Policy) -> None:
     """Raise :class:`SimulationError` naming the first request that can never be
-    served within the cache budget under ``policy``."""
+    served within the cache budget under ``policy``.
+    """
     kv = cost.kv_bytes_per_token
     memory = cost.cache_memory
     admit_limit = memory * policy.admit_fraction
@@ -93,7 +95,8 @@ def admission_need(reserve: bool, request: int, prompt: int, generated: int, res
                    prefix: PrefixCache | None) -> int:
     """Cache positions ``request`` (``prompt`` tokens, ``generated`` already sent) must
     find free to be admitted: its full-length reservation under ``reserve``, else its
-    prompt and generated tokens less the blocks the prefix cache holds for it."""
+    prompt and generated tokens less the blocks the prefix cache holds for it.
+    """
     if reserve:
         return prompt + reserve_out
     total = prompt + generated
@@ -127,7 +130,8 @@ class Evictions:
     def evict(self, victim: int, own: int, filled: int, now: float) -> float:
         """Count the eviction of ``victim``, which caches ``filled`` positions, ``own`` of
         them not shared prefix blocks; returns the time after its cache is copied out
-        (``now`` unless it is swapped)."""
+        (``now`` unless it is swapped).
+        """
         if own:
             self.preempted[victim] += 1
         else:
@@ -153,7 +157,8 @@ class Evictions:
 
     def swap_in(self, request: int, hit: int, now: float) -> tuple[float, int]:
         """At admission: the time after ``request``'s swapped cache comes back (what the
-        prefix cache's ``hit`` does not hold), and the positions it brings (0: none)."""
+        prefix cache's ``hit`` does not hold), and the positions it brings (0: none).
+        """
         held = self.swapped[request]
         if not held:
             return now, 0

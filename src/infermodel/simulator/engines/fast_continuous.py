@@ -167,7 +167,8 @@ class ContinuousRun:
 
     def turn(self) -> bool:
         """One scheduling turn: take arrivals, admit, then evict or run iterations.
-        Returns False when nothing runs, waits or is still to arrive."""
+        Returns False when nothing runs, waits or is still to arrive.
+        """
         queue, source = self.queue, self.source
         arrived = source.due(self.now)
         if arrived:
@@ -251,7 +252,8 @@ class ContinuousRun:
 
     def decoder_share(self, width: int = 1) -> tuple[int, float]:
         """How many decoders take part in the iteration, each taking ``width`` positions
-        of a chunked policy's budget, and the budget left for prefills."""
+        of a chunked policy's budget, and the budget left for prefills.
+        """
         n_dec = len(self.decoders)
         if not self.chunked:
             return n_dec, math.inf
@@ -320,7 +322,8 @@ class ContinuousRun:
             fits += 1
         return fits
 
-    def steady(self, takes, remainders, partial: bool, growth: int, running: int) -> None:
+    def steady(self, takes: list[int], remainders: list[int], partial: bool, growth: int,
+               running: int) -> None:
         """A run of identical-composition iterations."""
         length = self.limit - self.iterations
         if length <= 0:
@@ -379,8 +382,8 @@ class ContinuousRun:
         self._trim(self.decoder_filled + self.prefiller_filled + self.offset)
         self.finish_due()
 
-    def _advance(self, length, watch, arrival, positions, attention, step_attention, cached,
-                 step_cached, sequences) -> int:
+    def _advance(self, length: int, watch: bool, arrival: float, positions: int, attention: int,
+                 step_attention: int, cached: int, step_cached: int, sequences: int) -> int:
         """Price ``length`` iterations (fewer when an arrival comes first); returns how many."""
         decoders = len(self.decoders)
         if length < SCALAR_RUN:
@@ -440,7 +443,7 @@ class ContinuousRun:
             self._scalar_gaps = array("d")
             self._scalar_weights = array("q")
 
-    def single(self, takes, taking_decoders: int) -> None:
+    def single(self, takes: list[int], taking_decoders: int) -> None:
         """One iteration with prefill completions (or starved decoders)."""
         if self.iterations >= self.limit:
             raise out_of_iterations(self.limit, self.completed, self.count,
@@ -482,9 +485,10 @@ class ContinuousRun:
             self.decode_steps += 1
         self.finish_due()
 
-    def _complete_prefills(self, takes, index: int) -> int:
+    def _complete_prefills(self, takes: list[int], index: int) -> int:
         """Apply the prefill chunks of iteration ``index``; returns the re-prefills whose
-        token follows tokens sent before an eviction."""
+        token follows tokens sent before an eviction.
+        """
         fil, gen, prompts, outputs = self.fil, self.gen, self.prompts, self.outputs
         later = completions = 0
         for request, take in zip(self.prefillers, takes):
@@ -520,7 +524,8 @@ class ContinuousRun:
     # ------------------------------------------------------------------ results
     def result(self) -> tuple[Blocks, Segments, Counters]:
         """(blocks, segments, counters) for
-        :func:`~infermodel.simulator.records.timeline_record`."""
+        :func:`~infermodel.simulator.records.timeline_record`.
+        """
         self._flush_scalar_gaps()
         blocks = Blocks(np.frombuffer(self.block_start, dtype=np.int64),
                         np.frombuffer(self.block_first, dtype=np.float64),

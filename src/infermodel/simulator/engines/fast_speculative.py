@@ -123,7 +123,8 @@ def static_batch(cost: CostModel, acceptance: Acceptance, batch: slice, prompts:
     or not, is verified each step (a static batch runs its finished slots padded, which
     grow by one position); the unfinished ones emit their drawn tokens.  Fills
     ``tokens`` for the batch; returns the end time, steps, busy slot-steps and the
-    batch's final cached positions."""
+    batch's final cached positions.
+    """
     speculation = acceptance.speculation
     requests = range(batch.start, batch.stop)
     filled = [int(p) for p in prompts]

@@ -162,7 +162,8 @@ class Reference:
 
     def occupancy(self) -> int:
         """Positions the cache holds for running requests: each one's own, and every
-        prefix block one of them references, once (idle prefix blocks not counted)."""
+        prefix block one of them references, once (idle prefix blocks not counted).
+        """
         own = sum(self.filled[r] for r in self.running)
         if self.prefix is None:
             return own
@@ -226,7 +227,8 @@ class Reference:
 
     def complete(self, scheduled: list[tuple[int, int]], later: int) -> None:
         """Apply the iteration's ``scheduled`` (request, tokens) chunks after ``later``
-        decode tokens already emitted this iteration; retire the finished requests."""
+        decode tokens already emitted this iteration; retire the finished requests.
+        """
         running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
         for r, take in scheduled:
             filled[r] += take

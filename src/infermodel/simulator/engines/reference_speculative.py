@@ -19,7 +19,8 @@ __all__ = ["SpeculativeReference"]
 
 class SpeculativeReference(Reference):
     """The reference engine's state with speculative verification steps: one per
-    decoding request per iteration, literally."""
+    decoding request per iteration, literally.
+    """
 
     def __init__(self, speculation: Speculation, workload: Workload, cost: CostModel,
                  policy: Policy, limit: int, series: bool):
