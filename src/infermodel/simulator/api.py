@@ -13,9 +13,10 @@ from .cluster import Deployment, run_deployment
 from .cost import CostModel
 from .engines import run_fast, run_reference
 from .errors import SimulationError
-from .metrics import RunRecord, compute_metrics
+from .metrics import compute_metrics
 from .policies import POLICY_KINDS, SLO, Policy
 from .policies import policy as as_policy
+from .records import RunRecord
 from .workload import Workload, WorkloadSpec, check_rate
 
 __all__ = [

@@ -1,22 +1,25 @@
 """The simulator's two engines, each with and without speculative decoding.
 
-Both engines apply the same rules (:mod:`infermodel.simulator.policies` states them)
-and fill the same :class:`~infermodel.simulator.metrics.RunRecord`; their metrics agree
-exactly.  The grid, one module per cell:
+Both engines apply the same rules (:mod:`infermodel.simulator.policies` states them,
+:mod:`infermodel.simulator.rules` holds their shared parts) and fill the same
+:class:`~infermodel.simulator.records.RunRecord`; their metrics agree exactly.  The
+grid, one module per cell:
 
-=============  =========================================  ===========================================
-               plain decoding                             speculative decoding
-=============  =========================================  ===========================================
-reference      :mod:`~.reference`                         :mod:`~.reference_speculative`
-fast           :mod:`~.fast`, :mod:`~.fast_continuous`    :mod:`~.fast_speculative`
-=============  =========================================  ===========================================
+=========  =======================================  ==============================
+           plain decoding                           speculative decoding
+=========  =======================================  ==============================
+reference  :mod:`~.reference`                       :mod:`~.reference_speculative`
+fast       :mod:`~.fast`, :mod:`~.fast_continuous`  :mod:`~.fast_speculative`
+=========  =======================================  ==============================
 
 ``reference`` takes one loop turn per model iteration and keeps every token
 timestamp: simple enough to check by reading, and the yardstick.  ``fast`` advances
-over runs of identical-composition iterations with vectorised arithmetic; its static
-policy and its entry point are in :mod:`~.fast`, its continuous policies' state in
-:mod:`~.fast_continuous`.  Each engine's entry point (:func:`run_fast`, in :mod:`~.fast`, and
-:func:`run_reference`, here: its speculative state builds on its plain one) chooses
+over runs of identical-composition iterations with vectorised arithmetic; its entry
+point, pricing and static policy are in :mod:`~.fast`, its continuous policies' state
+in :mod:`~.fast_continuous`.  Each speculative state subclasses its engine's plain one.
+
+The entry points: :func:`run_fast` (defined in :mod:`~.fast`) and :func:`run_reference`
+(defined here, as the speculative reference state imports the plain one); each picks
 the speculative state when the cost model speculates.
 """
 
