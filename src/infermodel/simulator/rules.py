@@ -166,7 +166,9 @@ class Evictions:
         return now + max(0, held - hit) * self.seconds_per_token, held
 
     def progress(self) -> None:
-        """An iteration runs: the turn's rollback may be admitted again, the stall ends."""
+        """An iteration runs: the turn's rollback may be admitted again, the stall ends
+        (nothing to do while ``stalled`` is 0: a rollback is an eviction too).
+        """
         self.stalled = 0
         self.blocked = -1
 

@@ -192,7 +192,8 @@ class ContinuousRun:
         if (self.decoder_filled + self.prefiller_filled + self.offset + growth) * self.kv > self.memory:
             self.evict()
             return
-        self.evictions.progress()
+        if self.evictions.stalled:  # evictions since the last iteration: their stall ends
+            self.evictions.progress()
         partial = len(takes) == 1 and takes[0] < remainders[0]
         if taking_decoders == len(self.decoders) and (not takes or partial):
             self.steady(takes, remainders, partial, growth, running)
@@ -231,11 +232,12 @@ class ContinuousRun:
                 # the cached blocks of its prefix: only the rest is prefilled
                 hit = prefix.take(candidate, total)
                 self.offset = prefix.excess
-            # A swapped cache comes back from host memory (what the prefix cache does
-            # not hold) instead of being recomputed.
-            self.now, back = evictions.swap_in(candidate, hit, self.now)
-            if back:
-                self.fil[candidate] = back
+            if evictions.swap:
+                # A swapped cache comes back from host memory (what the prefix cache
+                # does not hold) instead of being recomputed.
+                self.now, back = evictions.swap_in(candidate, hit, self.now)
+                if back:
+                    self.fil[candidate] = back
             if hit > self.fil[candidate]:
                 self.fil[candidate] = hit
             self.prefillers.append(candidate)

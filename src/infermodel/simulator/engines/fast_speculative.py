@@ -62,7 +62,8 @@ class SpeculativeRun(ContinuousRun):
         if (self.decoder_filled + self.prefiller_filled + self.offset + growth) * self.kv > self.memory:
             self.evict()
             return
-        self.evictions.progress()
+        if self.evictions.stalled:
+            self.evictions.progress()
         self.verify(takes, verifying, emitted)
 
     def verify(self, takes: list[int], verifying: list[int], emitted: list[int]) -> None:
