@@ -99,7 +99,8 @@ def test_tox_builds_the_docs_with_warnings_as_errors_and_installs_the_worked_plu
 
 
 def test_every_analysis_table_key_is_documented_in_the_scenario_file_reference():
-    from infermodel import searching, simulation
+    from infermodel.analyses import searching
+    from infermodel.analyses.simulation import table as simulation
     from infermodel.sweeping import axes
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "scenario-files.rst").read_text()

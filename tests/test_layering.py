@@ -22,12 +22,12 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 #: Feature packages built on the engine (and ``python -m infermodel``, which runs the
 #: command line); the engine never imports them.
 FEATURES = ("infermodel.sweeping", "infermodel.cli", "infermodel.sphinxext", "infermodel.__main__")
-#: Analyses built on the engine (searching, plotting, simulating a scenario, predicting the
-#: accuracy ledger, measuring this machine and a real decoder).
-ANALYSES = ("infermodel.searching", "infermodel.plots", "infermodel.simulation",
-            "infermodel.simulator", "infermodel.validation", "infermodel.calibration",
-            "infermodel.realmodel", "infermodel.ledger_simulation",
-            "infermodel.validation_report")
+#: The wings built on the engine: the analyses (search, plots, simulating a scenario,
+#: witnesses), the accuracy checks and the self-contained serving simulator.
+WINGS = ("infermodel.analyses", "infermodel.accuracy", "infermodel.simulator")
+#: The door for plugins hands them what they may use from every layer (the witness
+#: records of the analyses, the simulator): it is an entry point, not part of the engine.
+DOOR = ("infermodel.plugin",)
 
 
 def _module_name(path: Path) -> str:
@@ -78,7 +78,7 @@ def imports(path: Path, module: str | None = None, *,
     """(imported module, line) for every runtime import in ``path``, relative ones
     resolved; ``from package import name`` also counts ``package.name`` when that is
     a module of the package, and with ``through_package`` the module behind a name the
-    package loads on first use (``from infermodel import evaluate``: evaluation).
+    package loads on first use (``from infermodel import evaluate``: engine.kept).
     """
     is_package = path.name == "__init__.py"
     found = []
@@ -146,9 +146,9 @@ def test_simulator_imports_only_errors_of_the_package():
 
 
 def test_the_engine_never_imports_the_features():
-    engine = [m for m in MODULES if not _in(m, FEATURES + ANALYSES)]
-    assert "infermodel.graph" in engine and "infermodel.scenario" in engine
-    offenders = {m: sorted(i for i in GRAPH[m] if _in(i, FEATURES + ANALYSES)) for m in engine}
+    engine = [m for m in MODULES if not _in(m, FEATURES + WINGS + DOOR)]
+    assert "infermodel.engine.graph" in engine and "infermodel.scenario" in engine
+    offenders = {m: sorted(i for i in GRAPH[m] if _in(i, FEATURES + WINGS)) for m in engine}
     assert {m: i for m, i in offenders.items() if i} == {}
 
 
@@ -183,13 +183,13 @@ def test_no_import_cycle_among_the_packages_modules():
 
 
 def test_a_name_the_package_loads_on_first_use_counts_as_its_module(tmp_path):
-    # ``from infermodel import Result`` inside a function imports infermodel.evaluation
-    # (and ``evaluate``, the kept-structure one, infermodel.sweeping).
+    # ``from infermodel import Result`` inside a function imports infermodel.engine.evaluation
+    # (and ``evaluate``, the kept-structure one, infermodel.engine.kept).
     source = tmp_path / "probe.py"
     source.write_text("def f():\n    from .. import Result, __version__\n", encoding="utf-8")
-    assert ("infermodel.evaluation", 2) in imports(source, "infermodel.sweeping.probe",
+    assert ("infermodel.engine.evaluation", 2) in imports(source, "infermodel.sweeping.probe",
                                                    through_package=True)
-    assert GRAPH["infermodel.sphinxext.loading"] >= {"infermodel.sweeping",
+    assert GRAPH["infermodel.sphinxext.loading"] >= {"infermodel.engine.kept",
                                                      "infermodel.scenario"}
 
 
@@ -253,7 +253,7 @@ GET_HOST_ALLOWED = ("infermodel.cli", "infermodel.sphinxext", "infermodel.host",
                     "infermodel.scenario:load_scenario",
                     # evaluate(path) and sweep(path) without a host keep a model per path
                     # for the host load_scenario would read it with.
-                    "infermodel.sweeping.structures:model_for")
+                    "infermodel.engine.kept:model_for")
 
 
 class _GetHostCalls(ast.NodeVisitor):
@@ -340,7 +340,8 @@ def _diagram_rows() -> dict[str, int]:
 
 def _package_of(module: str) -> str:
     parts = module.split(".")
-    packages = ("sweeping", "sphinxext", "cli", "simulator")
+    packages = ("engine", "kernels", "sweeping", "analyses", "accuracy", "simulator", "cli",
+                "sphinxext")
     return ".".join(parts[:2]) if len(parts) > 2 and parts[1] in packages else module
 
 
@@ -390,7 +391,8 @@ def _described_modules(package: str) -> set[str]:
     return set(re.findall(r"``([a-z_]+)``", entry))
 
 
-@pytest.mark.parametrize("package", ["sweeping", "sphinxext", "cli"])
+@pytest.mark.parametrize("package", ["engine", "sweeping", "analyses", "accuracy", "sphinxext",
+                                     "cli"])
 def test_the_page_names_each_feature_packages_modules(package):
     modules = {m.rpartition(".")[2] for m in MODULES
                if m.startswith(f"infermodel.{package}.")} - {"__main__"}
@@ -400,3 +402,30 @@ def test_the_page_names_each_feature_packages_modules(package):
         assert described <= modules and "app" in described
     else:
         assert described == modules
+
+
+#: The most modules at the top of the package (``__init__`` and ``__main__`` included):
+#: anything more goes into a package with one job.
+MAX_TOP_LEVEL_MODULES = 20
+
+
+def test_the_top_of_the_package_holds_few_modules():
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+
+
+def _module_level_functions(name: str) -> list[str]:
+    found = []
+    for module, path in MODULES.items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+                found.append(module)
+    return found
+
+
+def test_there_is_one_module_level_evaluate_and_it_is_infermodel_evaluate():
+    import infermodel
+    from infermodel.engine import kept
+
+    assert _module_level_functions("evaluate") == ["infermodel.engine.kept"]
+    assert infermodel.evaluate is kept.evaluate

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from infermodel.analyses.searching import FEASIBLE, OBJECTIVE, search
 from infermodel.cli import main
+from infermodel.engine.evaluation import evaluate_afresh as evaluate
 from infermodel.errors import FormulaError, InfermodelError, ScenarioError
-from infermodel.evaluation import evaluate
 from infermodel.scenario import load_scenario
-from infermodel.searching import FEASIBLE, OBJECTIVE, search
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANNER = ROOT / "scenarios" / "planner-70b-32-users.toml"

@@ -18,7 +18,7 @@ LAB3 = SCENARIOS / "module10-lab3-policies.toml"
 
 
 def test_cost_model_comes_from_the_scenario_quantities():
-    from infermodel.simulation import plan
+    from infermodel.analyses.simulation import plan
 
     chosen = plan(infermodel.load_scenario(LAB3))
     cost = chosen.cost_model

@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
 def handle(args) -> int:
     import json
 
-    from ..graph import build_graph
+    from ..engine.graph import build_graph
     from ..output import emit
 
     if args.format in ("png", "svg"):
@@ -61,8 +61,8 @@ def draw(graph, output: str, fmt: str) -> None:
 
     import networkx
 
+    from ..analyses.plots import _matplotlib
     from ..output import atomic_write
-    from ..plots import _matplotlib
 
     _, Figure = _matplotlib()
     g = graph.nx

@@ -34,7 +34,7 @@ class OperatorsDirective(SphinxDirective):
     option_spec: ClassVar[dict] = {"phase": _phase_option, "set": _overrides_option}
 
     def run(self) -> list[nodes.Node]:
-        from ..operators import operator_summary, operator_table
+        from ..engine.operators import operator_summary, operator_table
         from ..units import format_value
 
         rel, absolute = self.env.relfn2path(self.arguments[0], self.env.docname)

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ..engine.reads import PluginReads, is_read, plugin_reads
 from ..errors import (
     InfermodelError,
     Problem,
@@ -24,7 +25,6 @@ from ..errors import (
 from ..output import atomic_stream
 from ..scenario import REMOVE
 from .axes import Axis, grid_axes
-from .reads import PluginReads, is_read, plugin_reads
 from .result import Chunk, SweepResult
 from .writers import WRITERS
 
@@ -69,7 +69,7 @@ class _Block:
     names: frozenset
     vectors: tuple  # (axis index, quantity name, float64 values per label)
     #: The compiled function's arguments with the scenario's values (float64 0-d arrays,
-    #: as :class:`~infermodel.evaluation.CompiledGraph` makes them), made once.
+    #: as :class:`~infermodel.engine.evaluation.CompiledGraph` makes them), made once.
     arguments: tuple = ()
     #: Per vector, the position of its quantity among the arguments.
     positions: tuple = ()
@@ -79,7 +79,7 @@ class _Block:
 
 def _subgraph(graph, wanted: Sequence[str]):
     """The part of ``graph`` that ``wanted`` needs (so a sweep computes nothing more)."""
-    from ..graph import QuantityGraph
+    from ..engine.graph import QuantityGraph
 
     keep = set()
     for name in wanted:
@@ -142,7 +142,7 @@ class SweepPlan:
     def _classify(self) -> set[int]:
         # The scenario's own structure is kept (see .structures): its graph, reads and
         # compiled subsets serve every sweep of it.
-        from .structures import model_for
+        from ..engine.kept import model_for
 
         self._kept = model_for(self.scenario, host=self.host).structure()
         self._base_reads = self._kept.reads
@@ -161,7 +161,7 @@ class SweepPlan:
         if not combination:
             found = self._cache[combination] = (self.scenario, self._kept.graph, self._base_reads)
             return found
-        from ..graph import build_graph
+        from ..engine.graph import build_graph
 
         overrides: dict[str, Any] = {}
         for axis_index, label_index in combination:
@@ -252,7 +252,7 @@ class SweepPlan:
 
     def select(self, quantities: Sequence[str] | None) -> None:
         """Compute only ``quantities`` (and what they depend on); None: every quantity."""
-        from ..evaluation import compile_graph
+        from ..engine.evaluation import compile_graph
 
         names = self.all_quantities
         if quantities is None:
@@ -596,8 +596,8 @@ class SweepPlan:
 
 
 def _as_scenario(scenario, host):
+    from ..engine.kept import model_for
     from ..scenario import Scenario
-    from .structures import model_for
 
     if isinstance(scenario, Scenario):
         return scenario
@@ -710,8 +710,8 @@ def _kept_plan(scenario, host, key: tuple, make) -> SweepPlan:
     """
     import copy
 
+    from ..engine.kept import _NOT_FILES, _signature, model_for
     from ..scenario import Scenario
-    from .structures import _NOT_FILES, _signature, model_for
 
     model = model_for(scenario if isinstance(scenario, Scenario) else Path(scenario), host=host)
     plans = model.sweep_plans

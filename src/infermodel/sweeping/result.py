@@ -105,9 +105,9 @@ class SweepResult:
 
     def evaluate_at(self, index: int):
         """:func:`infermodel.evaluate` of point ``index``: every quantity, with derivations."""
-        from ..evaluation import evaluate
+        from ..engine.evaluation import evaluate_afresh
 
-        return evaluate(self.scenario_at(index), host=self.plan.host)
+        return evaluate_afresh(self.scenario_at(index), host=self.plan.host)
 
     def row(self, index: int) -> dict[str, Any]:
         """Point ``index`` as a dict: labels, then quantity values (None where undefined)."""

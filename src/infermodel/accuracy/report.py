@@ -1,4 +1,4 @@
-"""Reports of :mod:`infermodel.validation`: the per-row table, the per-metric summary,
+"""Accuracy reports (:mod:`.predictions`, :mod:`.fits`): the per-row table, the per-metric summary,
 the fit's side-by-side table and the measured-against-predicted plot.
 """
 
@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .fits import Fit
 from .ledger import METRICS
-from .validation import Fit, Validation, summarise
+from .predictions import Validation, summarise
 
 __all__ = ["fit_table", "plot_validation", "summary_table", "validation_table"]
 
@@ -107,7 +108,7 @@ def plot_validation(panels: Sequence[tuple[str, Validation]]):
     """Measured against predicted, one panel per prediction (log-log, one colour per
     metric), with the diagonal and a ±25 % band; returns a matplotlib figure.
     """
-    from .plots import _COLOURS, _matplotlib
+    from ..analyses.plots import _COLOURS, _matplotlib
 
     _, Figure = _matplotlib()
     figure = Figure(figsize=(5.0 * len(panels), 4.8), dpi=110, layout="constrained")

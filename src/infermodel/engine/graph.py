@@ -19,8 +19,8 @@ import attrs
 import sympy
 from sympy.core.function import AppliedUndef
 
-from .declarations import Stage
-from .errors import (
+from ..declarations import Stage
+from ..errors import (
     PLUGIN_FAILURES,
     GraphError,
     PluginError,
@@ -28,13 +28,13 @@ from .errors import (
     UnknownQuantityError,
     close_match,
 )
-from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, ResultWarning, check_name
+from ..quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, ResultWarning, check_name
 
 if TYPE_CHECKING:  # annotations only
-    from .hookspecs import Define
-    from .host import PluginHost
-    from .registry import Registries
-    from .scenario import Scenario
+    from ..hookspecs import Define
+    from ..host import PluginHost
+    from ..registry import Registries
+    from ..scenario import Scenario
 
 DEFAULT_ORDER = Stage.DEFAULT
 
@@ -403,8 +403,8 @@ def _hold(nodes: dict[str, Quantity], name: str, plugin: str, at: Mapping[str, f
     over twins and the fixed numbers; quantities that do not depend on them are shared.
     ``ttft`` is ``prefill_time`` with ``batch`` held at 1: one request's own prefill.
     """
-    from .formatting import plain_number
-    from .quantity import symbol
+    from ..formatting import plain_number
+    from ..quantity import symbol
 
     for key in at:
         if key not in nodes or not nodes[key].is_input:

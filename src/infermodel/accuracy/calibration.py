@@ -239,7 +239,7 @@ def plot_calibration(result: Calibration):
     """The measured products on the machine's roofline (log-log, FLOP/byte against
     GFLOP/s), as Lab 1 draws them; returns a matplotlib figure.
     """
-    from .plots import _figure
+    from ..analyses.plots import _figure
 
     figure, (ax,) = _figure()
     x = np.logspace(np.log10(0.1), np.log10(max(p.intensity for p in result.products) * 4), 200)

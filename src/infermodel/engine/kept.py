@@ -104,8 +104,8 @@ class Structure:
     """One resolved scenario's graph, compiled function and value fields (see module doc)."""
 
     def __init__(self, scenario, host) -> None:
-        from ..evaluation import compile_graph
-        from ..graph import build_graph
+        from .evaluation import compile_graph
+        from .graph import build_graph
 
         self.scenario = scenario
         self.host = host
@@ -160,7 +160,7 @@ class Structure:
         """The part of the graph ``wanted`` needs (``cut(graph, wanted)``) and its
         compiled function, kept per list of names.
         """
-        from ..evaluation import compile_graph
+        from .evaluation import compile_graph
 
         key = tuple(wanted)
         found = self._subsets.get(key)
@@ -215,7 +215,7 @@ class Structure:
 
     def result(self):
         """The result of the structure's own scenario."""
-        from ..evaluation import Result
+        from .evaluation import Result
 
         if self._result is None:
             self._result = (self._values(self.arguments),)
@@ -238,9 +238,9 @@ class Structure:
         written. None when a cross-field check fails (the caller loads the scenario the
         ordinary way to report it).
         """
-        from ..evaluation import Result
         from ..quantity import INPUT, Change
         from ..scenario import Origin
+        from .evaluation import Result
 
         base = self.scenario
         sections = dict(base.sections)
@@ -441,7 +441,7 @@ class KeptScenario:
 
     def _fresh(self, wanted: Mapping[str, Any]):
         # The ordinary path: load, build, compile (cached), evaluate; raises its errors.
-        from ..evaluation import evaluate as evaluate_afresh
+        from .evaluation import evaluate_afresh
 
         return evaluate_afresh(self._resolve(wanted), host=self._host)
 
@@ -522,7 +522,7 @@ def clear_models() -> None:
 def evaluate(scenario, overrides: Mapping[str, Any] | Iterable[str] | None = None, *,
              host=None):
     """Every quantity of a scenario (a path or a :class:`~infermodel.scenario.Scenario`),
-    as :func:`infermodel.evaluation.evaluate` gives them, keeping the structure.
+    as :func:`~infermodel.engine.evaluation.evaluate_afresh` gives them, keeping the structure.
 
     This is ``infermodel.evaluate``: evaluating the same scenario again with only values
     changed (``workload.batch``, ``hardware.bandwidth``, ...) skips loading and building.

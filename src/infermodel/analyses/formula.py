@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from .errors import FormulaError, Problem, close_match
+from ..errors import FormulaError, Problem, close_match
 
 MAX_LENGTH = 1000
 MAX_NODES = 200
@@ -210,7 +210,7 @@ class _Builder(ast.NodeVisitor):
         return sympy.Float(value), NUMBER
 
     def visit_Name(self, node) -> tuple[Any, str]:
-        from .quantity import check_name, symbol
+        from ..quantity import check_name, symbol
 
         name = node.id
         if not isinstance(node.ctx, ast.Load):
@@ -356,7 +356,7 @@ def evaluate_formula(formula: Formula, values: Mapping[str, Any], size: int | No
     import numpy as np
     import sympy
 
-    from .quantity import symbol
+    from ..quantity import symbol
 
     key = (sympy.srepr(formula.expression), formula.names)
     function = _COMPILED.get(key)

@@ -39,15 +39,13 @@ A scenario's ``[simulation]`` table (every key optional)::
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from .errors import Problem, ScenarioError
-from .formatting import non_finite_json
+from ...errors import ScenarioError
 
 KEYS = ("policies", "rates", "concurrency", "think_time", "seed", "engine", "cache_memory",
         "replicas", "router", "disaggregation", "turns", "history", "prefix_caching",
@@ -62,10 +60,6 @@ MAX_LENGTH_FILE_BYTES = 64_000_000
 MAX_RUNS = 1_000
 CAPACITY_KEYS = ("policy", "low", "high", "steps", "neighbour")
 SLO_KEYS = ("ttft", "itl")
-
-
-class SimulationWarning(UserWarning):
-    """A lever's change that the simulation does not include."""
 
 
 @attrs.frozen
@@ -99,10 +93,10 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
          concurrency: Sequence[int] | None = None,
          deployment: Mapping[str, Any] | None = None) -> SimulationPlan:
     """Read the scenario's ``[simulation]`` table into a :class:`SimulationPlan`."""
-    from . import simulator
-    from .errors import close_match
-    from .evaluation import evaluate
-    from .units import UnitError, parse_quantity
+    from ... import simulator
+    from ...engine.evaluation import evaluate_afresh
+    from ...errors import close_match
+    from ...units import UnitError, parse_quantity
 
     table = dict(scenario.tables.get("simulation", {}))
     for key in table:
@@ -117,7 +111,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
         except UnitError as exc:
             _fail(scenario, key, exc.message, exc.expected)
 
-    result = result if result is not None else evaluate(scenario)
+    result = result if result is not None else evaluate_afresh(scenario)
     cache = table.get("cache_memory")
     cache_memory = quantity("simulation.cache_memory", cache, "B") if cache is not None else None
     notes: list[str] = []
@@ -132,7 +126,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
         notes.extend(law_notes)
         workload = simulator.WorkloadSpec.from_mapping(workload_table, base_dir=base)
         if workload.trace is not None:
-            from .output import protect
+            from ...output import protect
 
             trace = Path(workload_table["trace"])
             protect([trace if trace.is_absolute() or base is None else base / trace])
@@ -232,7 +226,7 @@ def _mean_prompt(workload) -> float:
 
 def _deployment(scenario, table: Mapping, chosen: Mapping, quantity):
     """The :class:`~infermodel.simulator.Deployment` from the table and command-line choices."""
-    from . import simulator
+    from ... import simulator
 
     split = dict(table.get("disaggregation", {}))
     for key in split:
@@ -266,14 +260,14 @@ def _policies_and_rates(scenario, table, defaults, policies, rates, workload):
     """The policies and nominal rates to run (the table is checked even where
     command-line choices replace it).
     """
-    from . import simulator
+    from ... import simulator
 
     listed = table.get("policies", defaults.get("policies") or list(simulator.POLICY_KINDS))
     if isinstance(listed, (str, Mapping)):
         listed = [listed]
     for p in listed:
-        _policy(p, defaults)
-    chosen = tuple(_policy(p, defaults) for p in (policies or listed))
+        policy_with_defaults(p, defaults)
+    chosen = tuple(policy_with_defaults(p, defaults) for p in (policies or listed))
     if not chosen:
         _fail(scenario, "simulation.policies", "no policy chosen", "at least one policy")
     listed_rates = table.get("rates", [workload.trace.rate] if workload.trace is not None
@@ -344,9 +338,9 @@ def lever_defaults(scenario) -> dict[str, Any]:
     return defaults
 
 
-def _policy(value, defaults):
+def policy_with_defaults(value, defaults):
     """A policy, with the limits the levers propose for a kind named without them."""
-    from . import simulator
+    from ... import simulator
 
     if isinstance(value, str):
         value = {"kind": value}
@@ -404,7 +398,7 @@ def workload_defaults(written: Mapping, values: Mapping, defaults: Mapping) -> t
 
 def _cost_model(scenario, values: Mapping, cache_memory):
     """The simulator's cost model, with a clear message when nothing is left for the cache."""
-    from . import simulator
+    from ... import simulator
 
     budget = values.get("kv_budget_bytes")
     if cache_memory is None and budget is not None and float(budget) <= 0:
@@ -425,8 +419,8 @@ def _check_workload(scenario, table: Any, base: Path | None) -> None:
     against :data:`MAX_REQUESTS`, and each length file's path (recorded as an input, so
     that no output of the run replaces it).
     """
-    from .errors import count_text
-    from .output import note_read, path_problem
+    from ...errors import count_text
+    from ...output import note_read, path_problem
 
     if not isinstance(table, Mapping):
         return  # the simulator's own reader names the mistake
@@ -479,7 +473,7 @@ def unmodelled_changes(result, cost=None) -> list[str]:
     a host-resident cache share, expert coverage) has its step-time changes priced by
     the simulator itself, so they are not reported.
     """
-    from .simulator import EXTENSION_QUANTITIES
+    from ...simulator import EXTENSION_QUANTITIES
 
     modelled = {result.graph[name].plugin for name in EXTENSION_QUANTITIES if name in result.graph}
     notes = []
@@ -522,269 +516,3 @@ def _effect(result, quantity) -> str:
         return ""
     return (f" (with it {quantity.name} = {after:.4g}, without it {before:.4g}: "
             f"{after / before:.3g}x; the simulated times follow the value without it)")
-
-
-def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, capacity=False,
-             overrides: Mapping[str, Any] | None = None, progress: Callable | None = None,
-             concurrency: Sequence[int] | int | None = None, think_time: float | None = None,
-             keep_records: bool = False, replicas: int | None = None, router: str | None = None,
-             prefill: int | None = None, decode: int | None = None,
-             seeds: Sequence[int] | None = None, scheduler: str = "serial",
-             address: str | None = None, turns: int | None = None, pool: str = "both"):
-    """Simulate a scenario (a path or a :class:`~infermodel.scenario.Scenario`).
-
-    ``concurrency`` (or the table's ``concurrency``) runs a closed loop of that many
-    clients instead of open arrivals, each waiting ``think_time`` seconds (or the
-    table's ``think_time``) between a response and its next request.
-
-    Returns a :class:`~infermodel.simulator.SimulationResult`, or with ``capacity=True``
-    a :class:`CapacityReport` (the highest nominal rate meeting the objectives, its
-    neighbours re-checked, and its price from the scenario's cost model).
-
-    >>> r = simulate("scenarios/module10-lab3-policies.toml", policies=["chunked"], rates=[0.2])  # doctest: +SKIP
-    >>> round(r.runs[0].metrics["ttft_p50"], 2)  # doctest: +SKIP
-    1.09
-    """
-    from . import simulator
-    from .scenario import Scenario, load_scenario
-
-    if not isinstance(scenario, Scenario):
-        scenario = load_scenario(Path(scenario), overrides)
-    elif overrides:
-        scenario = scenario.with_overrides(overrides)
-    clients: Sequence[int] | None = (
-        [concurrency] if isinstance(concurrency, int) and not isinstance(concurrency, bool)
-        else concurrency)  # type: ignore[assignment]
-    chosen = plan(scenario, policies=policies, rates=rates, seed=seed, engine=engine,
-                  concurrency=clients, deployment={"replicas": replicas, "router": router,
-                                                       "prefill": prefill, "decode": decode,
-                                                       "turns": turns})
-    think = chosen.think_time if think_time is None else think_time
-    for note in chosen.warnings:
-        warnings.warn(note, SimulationWarning, stacklevel=2)
-    try:
-        if capacity:
-            return _capacity(scenario, chosen, policies, seeds, scheduler, address, progress, pool)
-        closed = bool(chosen.concurrency) and not rates
-        result = simulator.simulate(chosen.cost_model, chosen.workload, chosen.policies,
-                                    chosen.rates, seed=chosen.seed, slo=chosen.slo,
-                                    engine=chosen.engine, progress=progress,
-                                    keep_records=keep_records, deployment=chosen.deployment,
-                                    seeds=seeds, scheduler=scheduler, address=address,
-                                    concurrency=chosen.concurrency if closed else None,
-                                    think_time=think if closed or chosen.turns > 1 else 0.0,
-                                    turns=1 if closed else chosen.turns,
-                                    reuse_history=chosen.reuse_history)
-        return attrs.evolve(result, notes=chosen.notes)
-    except simulator.SimulationError as exc:
-        raise ScenarioError(Problem(str(exc), file=str(scenario.path) if scenario.path else None,
-                                    key="simulation")) from None
-
-
-def _capacity(scenario, chosen, policies, seeds, scheduler, address, progress, pool="both"):
-    """One capacity search, or one per policy and seed (run by the grid's scheduler)."""
-    from . import simulator
-    from .simulator.grid import execute
-
-    settings = dict(chosen.capacity)
-    named = settings.pop("policy", "chunked")
-    defaults = lever_defaults(scenario)
-    first = chosen.policies[0]  # its prefix-cache settings apply to the searched policy too
-    searched = list(chosen.policies) if policies else [attrs.evolve(_policy(named, defaults),
-        prefix_caching=first.prefix_caching, block_tokens=first.block_tokens)]
-    seed_list = list(seeds) if seeds else [chosen.seed]
-    tasks = [(chosen.cost_model, chosen.workload, p, chosen.slo, settings.get("low", 0.01),
-              settings.get("high", 4.0), settings.get("steps", 10), settings.get("neighbour", 0.005),
-              s, chosen.engine, None, None, chosen.deployment, pool)
-             for p in searched for s in seed_list]
-    if len(tasks) == 1:
-        return CapacityReport(simulator.capacity_search(*tasks[0][:10], progress=progress,
-                                                        deployment=chosen.deployment, pool=pool),
-                              chosen.price_per_hour)
-    found = execute(simulator.capacity_search, tasks, scheduler, address, progress)
-    return CapacityReports(tuple(CapacityReport(f, chosen.price_per_hour) for f in found),
-                           tuple(s for _ in searched for s in seed_list))
-
-
-@attrs.frozen
-class CapacityReports:
-    """Several capacity searches (one per policy and seed)."""
-
-    reports: tuple
-    seeds: tuple
-
-    def to_dict(self) -> dict:
-        return {"searches": [dict(r.to_dict(), seed=s) for r, s in zip(self.reports, self.seeds)]}
-
-    def text(self) -> str:
-        return "\n\n".join(f"seed {s}: {r.text()}" for r, s in zip(self.reports, self.seeds))
-
-
-@attrs.frozen
-class CapacityReport:
-    """A capacity search result priced with the scenario's hourly cost."""
-
-    search: Any
-    price_per_hour: float | None
-
-    @property
-    def usd_per_million_output_tokens(self) -> float | None:
-        if self.price_per_hour is None:
-            return None
-        return self.search.usd_per_million_output_tokens(self.price_per_hour)
-
-    def to_dict(self) -> dict:
-        data = self.search.to_dict()
-        data["price_per_hour"] = self.price_per_hour
-        cost = self.usd_per_million_output_tokens
-        # Nothing finished (no throughput) prices at infinity: JSON writes it as "inf".
-        data["usd_per_million_output_tokens"] = (
-            non_finite_json(cost) if cost is not None and not math.isfinite(cost) else cost)
-        return data
-
-    def text(self) -> str:
-        s = self.search
-        m = s.metrics
-        judged = {"both": f"p99 TTFT <= {s.slo.ttft:g} s and p99 ITL <= {s.slo.itl * 1000:g} ms",
-                  "prefill": f"prefill pool: p99 TTFT <= {s.slo.ttft:g} s",
-                  "decode": f"decode pool: p99 ITL <= {s.slo.itl * 1000:g} ms"}[s.pool]
-        head = f"capacity ({s.policy}, {judged}):"
-        if not s.passes:
-            return "\n".join([head, f"  {s.message}",
-                               "  try looser objectives, another policy or more hardware"])
-        lines = [
-            head,
-            f"  nominal rate      {s.rate:.3f} requests/s ({s.rate * 3600:.0f} requests/h)",
-            f"  realised rate     {m['realised_rate']:.3f} requests/s",
-            f"  output            {m['throughput_tokens_per_s']:.1f} tokens/s",
-            f"  goodput           {m['goodput']:.3f} requests/s (per-request TTFT and max-gap rule)",
-            f"  TTFT p50/p99      {m['ttft_p50']:.2f} / {m['ttft_p99']:.2f} s",
-            f"  ITL p50/p99/max   {m['itl_p50'] * 1000:.1f} / {m['itl_p99'] * 1000:.1f} / "
-            f"{m['itl_max'] * 1000:.1f} ms",
-        ]
-        for rate, passed, _ in s.neighbours:
-            lines.append(f"  neighbour {rate:.3f}/s  {'passes' if passed else 'fails'}")
-        if not s.monotone:
-            lines.append("  note: the neighbours do not bracket a clean pass/fail boundary here")
-        if s.widened:
-            lines.append(f"  note: {s.message}")
-        cost = self.usd_per_million_output_tokens
-        if cost is not None:
-            lines.append(f"  cost              USD {cost:.3f} per million output tokens "
-                         f"at USD {self.price_per_hour:.2f}/h")
-        return "\n".join(lines)
-
-
-def plot_latency(result, output: str | Path) -> Path:
-    """Latency percentiles vs offered load, one line per policy (PNG or SVG)."""
-    from .plots import _figure, save
-
-    figure, axes = _figure(rows=2)
-    top, bottom = axes
-    for name in dict.fromkeys(run.policy for run in result.runs):
-        runs = sorted((r for r in result.runs if r.policy == name), key=lambda r: r.rate)
-        rates = [r.rate for r in runs]
-        line, = top.plot(rates, [r.metrics["ttft_p99"] for r in runs], marker="o", label=f"{name} p99")
-        top.plot(rates, [r.metrics["ttft_p50"] for r in runs], linestyle=":", color=line.get_color(),
-                 label=f"{name} p50")
-        bottom.plot(rates, [r.metrics["itl_p99"] * 1000 for r in runs], marker="o",
-                    color=line.get_color(), label=f"{name} p99")
-        bottom.plot(rates, [r.metrics["itl_p50"] * 1000 for r in runs], linestyle=":",
-                    color=line.get_color(), label=f"{name} p50")
-    top.axhline(result.slo.ttft, color="black", linestyle="--", linewidth=0.8)
-    bottom.axhline(result.slo.itl * 1000, color="black", linestyle="--", linewidth=0.8)
-    # Log axes with plain numbers (0.5, 2, 30), not powers of ten.
-    from matplotlib.ticker import FuncFormatter
-
-    plain = FuncFormatter(lambda value, _position: f"{value:g}")
-    for panel in (top, bottom):
-        panel.set_yscale("log")
-        panel.yaxis.set_major_formatter(plain)
-        panel.yaxis.set_minor_formatter(FuncFormatter(lambda _value, _position: ""))
-    top.set_ylabel("TTFT (s)")
-    bottom.set_ylabel("ITL (ms)")
-    bottom.set_xlabel("nominal arrival rate (requests/s)")
-    top.legend(fontsize=7, ncol=2)
-    bottom.legend(fontsize=7, ncol=2)
-    top.set_title("Latency percentiles vs offered load (dashed: objective)")
-    return save(figure, output)
-
-
-REQUEST_COLUMNS = ("policy", "rate", "concurrency", "request", "arrival", "first_token", "finish",
-                   "prompt_tokens", "output_tokens", "preemptions", "rollbacks")
-
-
-def requests_csv(result) -> str:
-    """One row per request of every run (runs kept with ``keep_records``): times in
-    seconds from the start of the run; ``preemptions`` counts evictions that discarded
-    the request's cached positions, ``rollbacks`` admissions undone with nothing cached.
-    """
-    import csv
-    import io
-
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(REQUEST_COLUMNS)
-    for run in result.runs:
-        r = run.record
-        zeros = [0] * r.arrivals.size
-        evicted = r.request_preemptions if r.request_preemptions is not None else zeros
-        undone = r.request_rollbacks if r.request_rollbacks is not None else zeros
-        rate = "" if math.isnan(run.rate) else repr(run.rate)
-        clients = "" if run.concurrency is None else run.concurrency
-        for i in range(r.arrivals.size):
-            writer.writerow([run.policy, rate, clients, i, repr(float(r.arrivals[i])),
-                             repr(float(r.first_token[i])), repr(float(r.last_token[i])),
-                             int(r.prompts[i]), int(r.outputs[i]), int(evicted[i]), int(undone[i])])
-    return buffer.getvalue()
-
-
-def _series_of(run) -> tuple[dict, list[str]]:
-    """A run's time series and each point's server: ``server``, ``replica i``, ``prefill i``..."""
-    series = run.record.series
-    return series, list(series.get("server", ["server"] * len(series["time"])))
-
-
-def timeseries_csv(result) -> str:
-    """Every run's time series: at each scheduling decision, the requests waiting, the
-    requests running and the share of the cache in use.
-    """
-    import csv
-    import io
-
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["policy", "rate", "concurrency", "time", "waiting", "running", "cache_use", "server"])
-    for run in result.runs:
-        series, servers = _series_of(run)
-        rate = "" if math.isnan(run.rate) else repr(run.rate)
-        clients = "" if run.concurrency is None else run.concurrency
-        for t, w, n, c, server in zip(series["time"], series["waiting"], series["running"],
-                                      series["cache_use"], servers):
-            writer.writerow([run.policy, rate, clients, repr(float(t)), int(w), int(n),
-                             repr(float(c)), server])
-    return buffer.getvalue()
-
-
-def plot_timeseries(result, output: str | Path) -> Path:
-    """Waiting requests, running batch and cache use over time, one line per run and server."""
-    from .plots import _figure, save
-
-    figure, axes = _figure(rows=3)
-    for run in result.runs:
-        series, servers = _series_of(run)
-        label = run.policy + (f" N={run.concurrency}" if run.concurrency is not None
-                              else f" {run.rate:g}/s")
-        for server in dict.fromkeys(servers):
-            at = [i for i, s in enumerate(servers) if s == server]
-            name = label if server == "server" else f"{label} {server}"
-            line, = axes[0].step(series["time"][at], series["waiting"][at], where="post", label=name)
-            axes[1].step(series["time"][at], series["running"][at], where="post", color=line.get_color())
-            axes[2].plot(series["time"][at], series["cache_use"][at], color=line.get_color())
-    axes[0].set_ylabel("waiting")
-    axes[1].set_ylabel("running")
-    axes[2].set_ylabel("cache use")
-    axes[2].set_xlabel("time (s)")
-    axes[0].legend(fontsize=7, ncol=2)
-    axes[0].set_title("Queue, running batch and cache use over time")
-    return save(figure, output)

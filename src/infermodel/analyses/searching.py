@@ -2,7 +2,7 @@
 
 ``[search]`` in a scenario (or the arguments of :func:`search`) names an objective
 to minimise or maximise and constraints, each a formula over quantities parsed by
-:mod:`infermodel.formula` (never executed)::
+:mod:`infermodel.analyses.formula` (never executed)::
 
     [search]
     minimise = "cost_per_million_output_tokens"
@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .errors import FormulaError, InfermodelError, Problem, ScenarioError, close_match
+from ..errors import FormulaError, InfermodelError, Problem, ScenarioError, close_match
 from .formula import CONDITION, NUMBER, Formula, parse_formula
 
 SEARCH_KEYS = ("minimise", "maximise", "minimize", "maximize", "constraints", "show", "quantities")
@@ -200,7 +200,7 @@ class SearchResult:
 
     def explain(self, name: str, index: int | None = None, *, depth: int | None = None):
         """The derivation of quantity ``name`` at the winner (or at point ``index``)."""
-        from .derivation import derive
+        from ..derivation import derive
 
         index = self.best if index is None else index
         if index is None:
@@ -256,7 +256,7 @@ class SearchResult:
         return names
 
     def _values_text(self, index: int, names: Iterable[str]) -> str:
-        from .printing import show
+        from ..printing import show
 
         parts = []
         for name in names:
@@ -272,7 +272,7 @@ class SearchResult:
         return ", ".join(parts)
 
     def _objective_text(self, index: int) -> str:
-        from .printing import show
+        from ..printing import show
 
         value = float(self.values[index])
         if self.objective.names == (self.objective.text,):
@@ -285,7 +285,7 @@ class SearchResult:
 
     def set_arguments(self, index: int) -> list[str]:
         """``--set`` arguments that reproduce point ``index`` with ``infermodel run``."""
-        from .scenario import REMOVE
+        from ..scenario import REMOVE
 
         out = []
         for path, value in self.sweep.overrides(index).items():
@@ -361,7 +361,7 @@ class SearchResult:
         return self.report()
 
     def _point_dict(self, index: int) -> dict:
-        from .formatting import json_value
+        from ..formatting import json_value
 
         values: dict[str, Any] = {}
         for name in self._shown():
@@ -458,8 +458,8 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     numbers, arithmetic, comparisons, ``and``/``or``/``not`` and a few functions;
     they are parsed, never executed.
     """
-    from .scenario import Scenario, load_scenario
-    from .sweeping import plan_sweep
+    from ..scenario import Scenario, load_scenario
+    from ..sweeping import plan_sweep
 
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(Path(scenario), host=host)

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InfermodelError, Problem, ScenarioError
+from ..errors import InfermodelError, Problem, ScenarioError
 
 KINDS = ("roofline", "operators", "throughput", "memory", "cost", "sweep")
 FORMATS = (".png", ".svg")
@@ -79,7 +79,7 @@ def _figure(rows: int = 1, height: float = 4.6):
 def _unit_formatter(unit: str):
     from matplotlib.ticker import FuncFormatter
 
-    from .units import format_value
+    from ..units import format_value
 
     if unit in ("1", "bool"):
         return FuncFormatter(lambda v, _: f"{v:g}")
@@ -93,7 +93,7 @@ def _log_worthy(values: np.ndarray) -> bool:
 
 def save(figure, output: str | Path) -> Path:
     """Write ``figure`` to ``output`` (``.png`` or ``.svg``) atomically; return the path."""
-    from .output import atomic_write
+    from ..output import atomic_write
 
     path = Path(output)
     suffix = path.suffix.lower()
@@ -114,7 +114,7 @@ def save(figure, output: str | Path) -> Path:
 
 def _sweep(scenario, over, quantities, *, default_axis: str | None = None,
            default_values: Any = None, host=None, use_table: bool = True, x: str | None = None):
-    from .sweeping import grid_axes, parse_over, plan_sweep
+    from ..sweeping import grid_axes, parse_over, plan_sweep
 
     over = dict(over if isinstance(over, Mapping) else parse_over(over or []))
     axes, _ = grid_axes(scenario, over, use_table=use_table, host=host)
@@ -153,7 +153,7 @@ def _series(result, x: str):
     """Split a sweep into lines along axis ``x``: [(label, point indices in x order)]."""
     names = [a.name for a in result.axes]
     if x not in names:
-        from .errors import close_match
+        from ..errors import close_match
 
         near = close_match(x, names)
         raise ScenarioError(Problem(
@@ -263,7 +263,7 @@ def _legend(ax, lines):
 def plot_sweep(scenario, over=None, *, x: str | None = None, y: Sequence[str] | None = None,
                title: str | None = None, host=None):
     """Quantities ``y`` against swept field ``x``, one line per other combination."""
-    from .sweeping import grid_axes
+    from ..sweeping import grid_axes
 
     axes, table_quantities = grid_axes(scenario, over, host=host)
     if not axes:
@@ -277,7 +277,7 @@ def plot_sweep(scenario, over=None, *, x: str | None = None, y: Sequence[str] | 
     result = _sweep(scenario, over, y, host=host, x=x)
     missing = [q for q in y if q not in result]
     if missing:
-        from .graph import unknown_quantity
+        from ..engine.graph import unknown_quantity
 
         raise unknown_quantity(missing[0], result.plan.all_quantities)
     lines = _series(result, x)
@@ -354,9 +354,9 @@ def _crossing_range(scenario, limit: str, low: int, host=None) -> str:
     """A log2 range from ``low`` to at least twice the point where the memory runs out
     (``max_sequences`` or ``max_context`` plus one), so the plot shows the crossing.
     """
-    from .evaluation import evaluate
+    from ..engine.evaluation import evaluate_afresh
 
-    first_misfit = float(evaluate(scenario, host=host)[limit]) + 1
+    first_misfit = float(evaluate_afresh(scenario, host=host)[limit]) + 1
     high = max(8 * low, 2 * first_misfit)
     top = low * 2 ** max(3, math.ceil(math.log2(high / low)))
     return f"{low}..{int(min(top, low * 2**20))} log2"
@@ -376,7 +376,7 @@ def plot_memory(scenario, over=None, *, x: str | None = None, title: str | None 
             values = _crossing_range(scenario, "max_context", 1024, host)
         else:
             values = over.pop("workload.sequence_length", None) or over.pop("workload.context")
-        from .sweeping import expand_range, is_range
+        from ..sweeping import expand_range, is_range
 
         numbers = expand_range(values, integer=True) if is_range(values) else list(values)
         both = scenario.value("workload.context") is not None
@@ -438,7 +438,7 @@ def _finish_roofline(ax, peak: float, lowest: float, ylabel: str) -> None:
 
 def plot_roofline(scenario, over=None, *, title: str | None = None, host=None):
     """The roofline with the prefill and decode operating points."""
-    from .units import format_value
+    from ..units import format_value
 
     names = ["flops_peak", "flops_effective_prefill", "flops_effective_decode", "bandwidth",
              "ridge_intensity", "decode_intensity", "decode_flops", "decode_step_time",
@@ -500,13 +500,13 @@ def plot_operators(scenario, over=None, *, title: str | None = None, host=None):
     grows with its share of the phase's time. Operators timed by a link (an all-reduce)
     have no place on the card's roofline and are listed in the legend only.
     """
-    from .evaluation import evaluate
-    from .operators import PHASE_RATE, operator_table
+    from ..engine.evaluation import evaluate_afresh
+    from ..engine.operators import PHASE_RATE, operator_table
 
     if over:
         raise InfermodelError(Problem("the operators plot shows one scenario",
                                       expected="no --over (use --set to change a field)"))
-    result = evaluate(scenario, host=host)
+    result = evaluate_afresh(scenario, host=host)
     peak = float(result["flops_peak"])
     bandwidth = float(result["bandwidth"])
     phases = [("decode", "#1f77b4", "o"), ("prefill", "#d62728", "s")]
@@ -567,15 +567,15 @@ def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None 
 
     >>> plot("scenarios/inference-lab-roofline.toml", "roofline", output="roofline.svg")  # doctest: +SKIP
     """
-    from .scenario import Scenario, load_scenario
-    from .sweeping import parse_over
+    from ..scenario import Scenario, load_scenario
+    from ..sweeping import parse_over
 
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(Path(scenario), host=host)
     if over is not None and not isinstance(over, Mapping):
         over = parse_over(over)
     if kind not in KINDS:
-        from .errors import close_match
+        from ..errors import close_match
 
         near = close_match(str(kind), KINDS)
         raise InfermodelError(Problem(f"no plot named {kind!r}", expected="one of " + ", ".join(KINDS),

@@ -22,9 +22,9 @@ from typing import Any
 
 import attrs
 
-from .declarations import OPTION_KINDS, Option, WitnessInfo
-from .errors import InfermodelError, PluginError, Problem, close_match
-from .formatting import json_value
+from ..declarations import OPTION_KINDS, Option, WitnessInfo
+from ..errors import InfermodelError, PluginError, Problem, close_match
+from ..formatting import json_value
 
 
 @attrs.frozen
@@ -269,7 +269,7 @@ def run_witness(scenario, name: str, options: Mapping[str, Any] | None = None, *
                           f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(result, Witness):
         raise PluginError(f"plugin {info.plugin!r}: witness {name!r} returned "
-                          f"{type(result).__name__}, not an infermodel.witnessing.Witness")
+                          f"{type(result).__name__}, not an infermodel.analyses.witnessing.Witness")
     return attrs.evolve(result, name=name, description=info.description,
                         reference=result.reference or info.reference, plugin=info.plugin)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from .errors import PluginError, Problem, ScenarioError
+from ..errors import PluginError, Problem, ScenarioError
 
 PHASES = ("prefill", "decode")
 #: The compute rate each phase reaches, as a quantity name.
@@ -196,7 +196,7 @@ def operator_summary(result, phase: str, rows: list[OperatorRow]) -> dict[str, f
 
 
 def _cells(row: OperatorRow) -> list[str]:
-    from .units import format_value
+    from ..units import format_value
 
     intensity = "∞" if math.isinf(row.intensity) else format_value(row.intensity, "FLOP/B", digits=3)
     return [row.name, format_value(row.flops, "FLOP", digits=4), format_value(row.bytes, "B", digits=4),
@@ -207,7 +207,7 @@ def _cells(row: OperatorRow) -> list[str]:
 
 def format_table(result, phase: str, rows: list[OperatorRow]) -> str:
     """The operator table as aligned text, with the totals beside the whole-step figures."""
-    from .units import format_value
+    from ..units import format_value
 
     header = ["operator", "FLOPs", "bytes", "intensity", "bound", "t_compute", "t_memory",
               "time", "share"]
