@@ -718,8 +718,8 @@ FUZZ_CAPS = {
     "infermodel.sweeping.plan.MAX_GRID_POINTS": 200_000,
     "infermodel.sweeping.plan.MAX_BLOCKS": 100,
     "infermodel.sweeping.plan.MAX_VALIDATED_POINTS": 5_000,
-    "infermodel.analyses.simulation.table.MAX_REQUESTS": 2_000,
-    "infermodel.analyses.simulation.table.MAX_RUNS": 12,
+    "infermodel.analyses.simulation.plan.MAX_REQUESTS": 2_000,
+    "infermodel.analyses.simulation.plan.MAX_RUNS": 12,
 }
 
 

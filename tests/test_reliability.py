@@ -519,7 +519,7 @@ def _caps():
     found = {}
     for module in ("infermodel.scenario", "infermodel.hf_config", "infermodel.output",
                    "infermodel.errors", "infermodel.analyses.formula", "infermodel.sweeping",
-                   "infermodel.analyses.plots", "infermodel.analyses.simulation.table",
+                   "infermodel.analyses.plots", "infermodel.analyses.simulation.plan",
                    "infermodel.cli.sweep",
                    "infermodel.sweeping.ranges", "infermodel.sweeping.plan",
                    "infermodel.schema", "infermodel.accuracy.ledger", "infermodel.tomlfile",

@@ -6,7 +6,8 @@
   with the shared figure helpers of :mod:`.figures`;
 * :mod:`.simulation` — the bridge from a scenario to the serving simulator
   (:mod:`infermodel.simulator`): its ``[simulation]`` table (:mod:`.simulation.table`),
-  the runs (:mod:`.simulation.runs`) and their reports (:mod:`.simulation.reports`);
+  the plan read from it (:mod:`.simulation.plan`), the runs (:mod:`.simulation.runs`) and
+  their reports (:mod:`.simulation.reports`);
 * :mod:`.witnessing` — witness experiments, small seeded runs that check a formula.
 
 A deployment planner belongs here too. The engine never imports this package; this

@@ -30,7 +30,7 @@ def _search(scenario):
 
 
 def _simulation(scenario):
-    from ..analyses.simulation.table import plan
+    from ..analyses.simulation.plan import plan
 
     plan(scenario)
 

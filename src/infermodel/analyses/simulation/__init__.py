@@ -1,10 +1,12 @@
-"""Simulating a scenario in the serving simulator, split by job: :mod:`.table` reads and
-checks the scenario's ``[simulation]`` table into a plan, :mod:`.runs` runs it (or
-searches its capacity), :mod:`.reports` prints, plots and writes what came out.
+"""Simulating a scenario in the serving simulator, split by job: :mod:`.table` types the
+scenario's ``[simulation]`` table, :mod:`.plan` reads it with the scenario's quantities
+into what to simulate, :mod:`.runs` runs that (or searches its capacity) and
+:mod:`.reports` prints, plots and writes what came out.
 
 >>> r = simulate("scenarios/module10-lab3-policies.toml", policies=["chunked"], rates=[0.2])  # doctest: +SKIP
 """
 
+from .plan import SimulationPlan, lever_defaults, plan, unmodelled_changes, workload_defaults
 from .reports import (
     REQUEST_COLUMNS,
     CapacityReport,
@@ -15,13 +17,14 @@ from .reports import (
     timeseries_csv,
 )
 from .runs import SimulationWarning, simulate
-from .table import SimulationPlan, lever_defaults, plan, unmodelled_changes, workload_defaults
+from .table import SimulationTable
 
 __all__ = [
     "REQUEST_COLUMNS",
     "CapacityReport",
     "CapacityReports",
     "SimulationPlan",
+    "SimulationTable",
     "SimulationWarning",
     "lever_defaults",
     "plan",

@@ -12,8 +12,8 @@ from typing import Any
 import attrs
 
 from ...errors import Problem, ScenarioError
+from .plan import lever_defaults, plan, policy_with_defaults
 from .reports import CapacityReport, CapacityReports
-from .table import lever_defaults, plan, policy_with_defaults
 
 
 class SimulationWarning(UserWarning):

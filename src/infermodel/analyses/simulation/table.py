@@ -1,15 +1,9 @@
-"""Simulating a scenario: its ``[simulation]`` table, its quantities, the serving simulator.
+"""The ``[simulation]`` table of a scenario, typed: :class:`SimulationTable` and its
+nested tables, read by the strict converter lever tables go through.
 
-The simulator (:mod:`infermodel.simulator`) prices each iteration from the scenario's
-own quantities — ``weight_bytes``, ``kv_bytes_per_token``, ``params_matmul``,
-``layers``, ``query_width``, ``bandwidth``, the prefill compute and the KV-cache
-budget — so a lever that changes those (number formats, a quantised cache, card
-counts) changes the simulation too. A lever that changes the step time some other way
-(speculative decoding, all-reduce time, expert routing, offload copies) is not part of
-the iteration cost: :func:`plan` lists each such change in ``warnings`` and the command
-line prints them, so a simulated figure is never silently missing a lever.
-
-A scenario's ``[simulation]`` table (every key optional)::
+Every problem in it (an unknown key, a value of the wrong type or out of range) is
+reported at once with its file, key path and line. A scenario's ``[simulation]`` table
+(every key optional)::
 
     [simulation]
     policies = ["static", "reserve", "paged", "chunked"]   # or tables: {kind = "chunked", chunk_tokens = 512}
@@ -39,417 +33,24 @@ A scenario's ``[simulation]`` table (every key optional)::
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ...errors import ScenarioError
+from ...schema import FieldValueError, TableValue
 
-KEYS = ("policies", "rates", "concurrency", "think_time", "seed", "engine", "cache_memory",
-        "replicas", "router", "disaggregation", "turns", "history", "prefix_caching",
-        "block_tokens", "workload", "slo", "capacity")
-DISAGGREGATION_KEYS = ("prefill", "decode", "link_bandwidth", "link_latency")
-#: The most requests one simulated workload may hold (each request costs a few dozen
-#: bytes and its share of the run's time; tail percentiles settle long before this).
-MAX_REQUESTS = 1_000_000
-#: The largest length file (CSV) a workload may read.
-MAX_LENGTH_FILE_BYTES = 64_000_000
-#: The most runs (policies × rates) one simulation may ask for.
-MAX_RUNS = 1_000
-CAPACITY_KEYS = ("policy", "low", "high", "steps", "neighbour")
-SLO_KEYS = ("ttft", "itl")
+RATES_EXPECTED = "arrival rates in requests/s, each > 0"
+CLIENTS_EXPECTED = "closed-loop client counts, whole numbers >= 1 (e.g. [1, 8, 32])"
 
 
-@attrs.frozen
-class SimulationPlan:
-    """What to simulate, read and checked from a scenario (and command-line choices)."""
-
-    cost_model: Any
-    workload: Any
-    policies: tuple
-    rates: tuple[float, ...]
-    seed: int
-    engine: str
-    slo: Any
-    capacity: Mapping[str, Any]
-    price_per_hour: float | None
-    warnings: tuple[str, ...] = ()
-    concurrency: tuple[int, ...] | None = None
-    think_time: float = 0.0
-    notes: tuple[str, ...] = ()
-    deployment: Any = None
-    turns: int = 1
-    reuse_history: bool = True
+# ---------------------------------------------------------------------------------
+# The [simulation] table's schema, read as a lever table is (infermodel.schema)
+# ---------------------------------------------------------------------------------
 
 
-def _fail(scenario, key: str, message: str, expected: str | None = None, suggestion=None):
-    raise ScenarioError(scenario.problem(key, message, expected=expected, suggestion=suggestion))
-
-
-def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] | None = None,
-         seed: int | None = None, engine: str | None = None, result=None,
-         concurrency: Sequence[int] | None = None,
-         deployment: Mapping[str, Any] | None = None) -> SimulationPlan:
-    """Read the scenario's ``[simulation]`` table into a :class:`SimulationPlan`."""
-    from ... import simulator
-    from ...engine.evaluation import evaluate_afresh
-    from ...errors import close_match
-    from ...units import UnitError, parse_quantity
-
-    table = dict(scenario.tables.get("simulation", {}))
-    for key in table:
-        if key not in KEYS:
-            near = close_match(key, KEYS)
-            _fail(scenario, f"simulation.{key}", f"unknown key {key!r}", "one of " + ", ".join(KEYS),
-                  f"did you mean {near!r}?" if near else None)
-
-    def quantity(key, value, unit):
-        try:
-            return parse_quantity(value, unit)
-        except UnitError as exc:
-            _fail(scenario, key, exc.message, exc.expected)
-
-    result = result if result is not None else evaluate_afresh(scenario)
-    cache = table.get("cache_memory")
-    cache_memory = quantity("simulation.cache_memory", cache, "B") if cache is not None else None
-    notes: list[str] = []
-    defaults = lever_defaults(scenario)
-    try:
-        cost = _cost_model(scenario, result.values, cache_memory)
-        notes.extend(cost.describe())
-        base = scenario.path.parent if scenario.path else None
-        written = table.get("workload", {})
-        _check_workload(scenario, written, base)
-        workload_table, law_notes = workload_defaults(written, result.values, defaults)
-        notes.extend(law_notes)
-        workload = simulator.WorkloadSpec.from_mapping(workload_table, base_dir=base)
-        if workload.trace is not None:
-            from ...output import protect
-
-            trace = Path(workload_table["trace"])
-            protect([trace if trace.is_absolute() or base is None else base / trace])
-            notes.append(f"arrivals, prompts and outputs: the trace {workload_table['trace']} "
-                         f"({workload.trace.count} requests, recorded rate "
-                         f"{workload.trace.rate:.4g}/s; other rates scale its gaps)")
-        chosen, rates_ = _policies_and_rates(scenario, table, defaults, policies, rates, workload)
-        slo_table = table.get("slo", {})
-        for key in slo_table:
-            if key not in SLO_KEYS:
-                _fail(scenario, f"simulation.slo.{key}", f"unknown key {key!r}", "ttft or itl")
-        slo = simulator.SLO(
-            ttft=quantity("simulation.slo.ttft", slo_table.get("ttft", 3.0), "s"),
-            itl=quantity("simulation.slo.itl", slo_table.get("itl", 0.1), "s"))
-    except simulator.SimulationError as exc:
-        _fail(scenario, "simulation", str(exc))
-    except (TypeError, ValueError) as exc:
-        _fail(scenario, "simulation", str(exc))
-    capacity = table.get("capacity", {})
-    if not isinstance(capacity, Mapping):
-        _fail(scenario, "simulation.capacity", f"got {capacity!r}",
-              "a [simulation.capacity] table with keys " + ", ".join(CAPACITY_KEYS))
-    capacity = dict(capacity)
-    for key in capacity:
-        if key not in CAPACITY_KEYS:
-            near = close_match(key, CAPACITY_KEYS)
-            _fail(scenario, f"simulation.capacity.{key}", f"unknown key {key!r}",
-                  "one of " + ", ".join(CAPACITY_KEYS), f"did you mean {near!r}?" if near else None)
-    seed_ = table.get("seed", 0) if seed is None else seed
-    if isinstance(seed_, bool) or not isinstance(seed_, int):
-        _fail(scenario, "simulation.seed", f"got {seed_!r}", "a whole number")
-    engine_ = engine or table.get("engine", "fast")
-    if engine_ not in ("fast", "reference"):
-        _fail(scenario, "simulation.engine", f"got {engine_!r}", '"fast" or "reference"')
-    clients = _concurrency(scenario, concurrency if concurrency is not None else table.get("concurrency"))
-    think = quantity("simulation.think_time", table.get("think_time", 0), "s")
-    if think < 0:
-        _fail(scenario, "simulation.think_time", f"got {think!r}", "a non-negative time such as \"2 s\"")
-    servers = _deployment(scenario, table, deployment or {}, quantity)
-    notes.extend(_deployment_notes(servers, workload, cost))
-    turns, reuse = _sessions(scenario, table, (deployment or {}).get("turns"))
-    try:  # the prefix cache's block and switch, for every policy
-        chosen, more = simulator.prefix_policies(chosen, table, result.values, workload, turns, reuse)
-    except simulator.SimulationError as exc:
-        _fail(scenario, "simulation", str(exc))
-    notes.extend(more)
-    price = result.values.get("cost_per_hour")
-    if price is not None and not servers.single:
-        price = float(price) * servers.servers  # every server is priced as the scenario's cards
-    return SimulationPlan(cost, workload, chosen, tuple(float(r) for r in rates_), int(seed_),
-                          engine_, slo, capacity, price,
-                          tuple(unmodelled_changes(result, cost)) + _pool_notes(servers, cost, workload),
-                          clients, float(think), tuple(notes), servers, turns, reuse)
-
-
-def _sessions(scenario, table: Mapping, chosen) -> tuple[int, bool]:
-    turns = chosen if chosen is not None else table.get("turns", 1)
-    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
-        _fail(scenario, "simulation.turns", f"got {turns!r}", "a whole number of turns >= 1")
-    history = table.get("history", "reuse")
-    if history not in ("reuse", "recompute"):
-        _fail(scenario, "simulation.history", f"got {history!r}", '"reuse" or "recompute"')
-    return int(turns), history == "reuse"
-
-
-def _deployment_notes(servers, workload, cost) -> list[str]:
-    """Derivation lines of a deployment: its servers and the priced cache transfer."""
-    notes = []
-    if not servers.single:
-        notes.append(f"deployment: {servers.label}" + ("" if servers.disaggregated else
-                     f" ({servers.replicas} servers, each with the cost and cache above)"))
-    if servers.disaggregated:
-        mean_prompt = _mean_prompt(workload)
-        transfer = float(servers.transfer_time(mean_prompt, cost.kv_bytes_per_token))
-        notes.append(
-            f"cache transfer prefill -> decode: prompt x kv_bytes_per_token / link + latency = "
-            f"{mean_prompt:.0f} x {cost.kv_bytes_per_token:.6g} B / "
-            f"{servers.link_bandwidth / 1e9:.4g} GB/s + {servers.link_latency * 1e3:.4g} ms = "
-            f"{transfer * 1e3:.4g} ms for the mean prompt")
-    return notes
-
-
-def _pool_notes(servers, cost, workload) -> tuple[str, ...]:
-    """What a disaggregated deployment leaves out of speculation, with its size."""
-    if not servers.disaggregated or getattr(cost, "speculation", None) is None:
-        return ()
-    spec = workload.trace if workload.trace is not None else workload.output
-    mean = float(spec.outputs.mean() if workload.trace is not None else spec.mean())
-    return (f"speculative decoding: the decode pool's first step after each cache transfer "
-            f"is a plain one-token step, not a verification (1 of the mean {mean:.0f} output "
-            f"tokens per request, {1 / max(mean, 1):.2%})",)
-
-
-def _mean_prompt(workload) -> float:
-    return float(workload.trace.prompts.mean() if workload.trace is not None else workload.prompt.mean())
-
-
-def _deployment(scenario, table: Mapping, chosen: Mapping, quantity):
-    """The :class:`~infermodel.simulator.Deployment` from the table and command-line choices."""
-    from ... import simulator
-
-    split = dict(table.get("disaggregation", {}))
-    for key in split:
-        if key not in DISAGGREGATION_KEYS:
-            _fail(scenario, f"simulation.disaggregation.{key}", f"unknown key {key!r}",
-                  "one of " + ", ".join(DISAGGREGATION_KEYS))
-    split.update({k: v for k, v in chosen.items() if k in ("prefill", "decode") and v})
-    replicas = chosen.get("replicas") or table.get("replicas", 1)
-    router = chosen.get("router") or table.get("router", "round_robin")
-    link = split.get("link_bandwidth")
-    latency = split.get("link_latency")
-    bandwidth = (quantity("simulation.disaggregation.link_bandwidth", link, "B/s") if link is not None
-                 else scenario.value("hardware.interconnect_bandwidth"))
-    delay = (quantity("simulation.disaggregation.link_latency", latency, "s") if latency is not None
-             else scenario.value("hardware.interconnect_latency") or 0.0)
-    try:
-        if split.get("prefill") or split.get("decode"):
-            if bandwidth is None:
-                _fail(scenario, "simulation.disaggregation.link_bandwidth",
-                      "a disaggregated deployment moves each prompt's cache over a link, and "
-                      "neither the table nor hardware.interconnect_bandwidth gives its bandwidth",
-                      "a bandwidth such as \"50 GB/s\"")
-            return simulator.Deployment(1, router, split.get("prefill", 0), split.get("decode", 0),
-                                        float(bandwidth), float(delay))
-        return simulator.Deployment(replicas, router)
-    except simulator.SimulationError as exc:
-        _fail(scenario, "simulation", str(exc))
-
-
-def _policies_and_rates(scenario, table, defaults, policies, rates, workload):
-    """The policies and nominal rates to run (the table is checked even where
-    command-line choices replace it).
-    """
-    from ... import simulator
-
-    listed = table.get("policies", defaults.get("policies") or list(simulator.POLICY_KINDS))
-    if isinstance(listed, (str, Mapping)):
-        listed = [listed]
-    for p in listed:
-        policy_with_defaults(p, defaults)
-    chosen = tuple(policy_with_defaults(p, defaults) for p in (policies or listed))
-    if not chosen:
-        _fail(scenario, "simulation.policies", "no policy chosen", "at least one policy")
-    listed_rates = table.get("rates", [workload.trace.rate] if workload.trace is not None
-                             else [0.2])
-    if isinstance(listed_rates, (int, float)):
-        listed_rates = [listed_rates]
-    rates_ = list(rates or listed_rates)
-    for rate in [*listed_rates, *rates_]:
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0 \
-                or not _finite(rate):
-            _fail(scenario, "simulation.rates", f"got rate {rate!r}",
-                  "arrival rates in requests/s, each > 0")
-    if not rates_:
-        _fail(scenario, "simulation.rates", "no arrival rate given", "at least one rate > 0")
-    runs = len(chosen) * len(rates_)
-    if runs > MAX_RUNS:
-        _fail(scenario, "simulation.rates",
-              f"{len(chosen)} policies × {len(rates_)} rates make {runs:,} runs, over the "
-              f"limit of {MAX_RUNS:,} runs for one simulation",
-              f"at most {MAX_RUNS:,} policy and rate pairs",
-              "split the rates over several runs, or use --capacity to search the rate")
-    return chosen, rates_
-
-
-def _concurrency(scenario, value) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = [value]
-    if not isinstance(value, (list, tuple)) or not value or any(
-            isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in value):
-        _fail(scenario, "simulation.concurrency", f"got {value!r}",
-              "closed-loop client counts, whole numbers >= 1 (e.g. [1, 8, 32])")
-    return tuple(int(n) for n in value)
-
-
-def lever_defaults(scenario) -> dict[str, Any]:
-    """What the scenario's levers propose for the simulation.
-
-    A lever's settings object may define ``simulation_defaults(scenario)`` returning a
-    mapping with ``"policy"`` (a policy table: ``kind`` and its limits) and/or
-    ``"output"`` (an output-length law table).  Proposed policies become the default
-    ``policies`` (a chunked proposal replaces a paged one: chunked is paged plus a
-    token budget) and fill the limits of a policy named without them.
-    """
-    proposed: list[dict] = []
-    output = None
-    for name in sorted(scenario.levers):
-        method = getattr(scenario.levers[name], "simulation_defaults", None)
-        if method is None:
-            continue
-        offer = method(scenario) or {}
-        if offer.get("policy"):
-            proposed.append(dict(offer["policy"]))
-        if offer.get("output") is not None and output is None:
-            output = (name, offer["output"])
-    kinds = {p["kind"] for p in proposed}
-    if "chunked" in kinds:
-        proposed = [p for p in proposed if p["kind"] != "paged"]
-    fields: dict[str, dict] = {}
-    for p in proposed:
-        fields.setdefault(p["kind"], {}).update({k: v for k, v in p.items() if k != "kind"})
-    defaults: dict[str, Any] = {"fields": fields}
-    if proposed:
-        defaults["policies"] = [dict(kind=k, **v) for k, v in fields.items()]
-    if output is not None:
-        defaults["output"] = output
-    return defaults
-
-
-def policy_with_defaults(value, defaults):
-    """A policy, with the limits the levers propose for a kind named without them."""
-    from ... import simulator
-
-    if isinstance(value, str):
-        value = {"kind": value}
-    if isinstance(value, Mapping) and "kind" in value:
-        extra = defaults["fields"].get(value["kind"], {})
-        value = {**extra, **value}
-    return simulator.policy(value)
-
-
-#: σ of the default output law (log-normal around the scenario's mean output length).
-DEFAULT_OUTPUT_SIGMA = 0.6
-
-
-def workload_defaults(written: Mapping, values: Mapping, defaults: Mapping) -> tuple[dict, list[str]]:
-    """The ``[simulation.workload]`` table with the scenario's own lengths filled in.
-
-    A law the table does not write comes from a lever (the batching lever's output
-    law) or is the documented default around the scenario's ``prompt_tokens`` and
-    ``output_tokens``: prompts uniform on [m − ⌊m/2⌋, m + ⌊m/2⌋] (mean m), outputs
-    log-normal with σ = 0.6 and median m·e^(−σ²/2) (mean m before clipping), clipped
-    to [1, 4m].
-    """
-    if not isinstance(written, Mapping):
-        return dict(written), []  # the simulator reports the wrong type
-    table = dict(written)
-    notes: list[str] = []
-    if "prefix_tokens" not in table and values.get("warm_prefix_tokens"):
-        table["prefix_tokens"] = round(float(values["warm_prefix_tokens"]))
-        table["prefix_hit_rate"] = float(values.get("warm_prefix_hit_rate", 1.0))
-        notes.append(f"shared prefix: {table['prefix_tokens']} tokens start a share "
-                     f"{table['prefix_hit_rate']:g} of the prompts; once computed, requests find "
-                     "it in the prefix cache and prefill only what follows it")
-    if "trace" in table:
-        return table, notes
-    if "prompt" not in table and "prompt_tokens" in values:
-        m = max(1, round(float(values["prompt_tokens"])))
-        half = m // 2
-        table["prompt"] = {"law": "uniform", "low": m - half, "high": m + half} if half else m
-        notes.append(f"prompt lengths: default law around the scenario's prompt_tokens = {m}: "
-                     f"uniform on [{m - half}, {m + half}]")
-    if "output" not in table and "output" in defaults:
-        lever, law = defaults["output"]
-        table["output"] = law
-        notes.append(f"output lengths: the {lever} lever's output law {law}")
-    elif "output" not in table and "output_tokens" in values:
-        m = max(1, round(float(values["output_tokens"])))
-        sigma = DEFAULT_OUTPUT_SIGMA
-        median = m * math.exp(-sigma * sigma / 2)
-        table["output"] = ({"law": "lognormal", "median": median, "sigma": sigma, "min": 1,
-                            "max": 4 * m} if m > 1 else 1)
-        notes.append(f"output lengths: default law around the scenario's output_tokens = {m}: "
-                     f"log-normal, sigma {sigma}, median {median:.1f}, clipped to [1, {4 * m}]")
-    return table, notes
-
-
-def _cost_model(scenario, values: Mapping, cache_memory):
-    """The simulator's cost model, with a clear message when nothing is left for the cache."""
-    from ... import simulator
-
-    budget = values.get("kv_budget_bytes")
-    if cache_memory is None and budget is not None and float(budget) <= 0:
-        weights = float(values.get("weight_bytes", math.nan))
-        memory = float(values.get("memory_bytes", math.nan))
-        raise ScenarioError(scenario.problem(
-            "hardware", f"the weights ({weights / 1e9:.4g} GB) leave no memory for the KV cache on "
-            f"{memory / 1e9:.4g} GB of cards (kv_budget_bytes = {float(budget) / 1e9:.4g} GB): "
-            "nothing can be served",
-            expected="weights and reserve smaller than the cards' memory",
-            suggestion="more or larger cards (hardware.count, hardware.preset), fewer weight "
-                       "bits, or a smaller model"))
-    return simulator.CostModel.from_quantities(values, cache_memory=cache_memory)
-
-
-def _check_workload(scenario, table: Any, base: Path | None) -> None:
-    """Check what the simulator would allocate or read before it does: the request count
-    against :data:`MAX_REQUESTS`, and each length file's path (recorded as an input, so
-    that no output of the run replaces it).
-    """
-    from ...errors import count_text
-    from ...output import note_read, path_problem
-
-    if not isinstance(table, Mapping):
-        return  # the simulator's own reader names the mistake
-    count = table.get("count")
-    if isinstance(count, int) and not isinstance(count, bool) and count > MAX_REQUESTS:
-        _fail(scenario, "simulation.workload.count",
-              f"{count_text(count)} requests is over the limit of {MAX_REQUESTS:,} for one "
-              "simulated workload", f"a request count of at most {MAX_REQUESTS:,}",
-              "percentiles settle within a few thousand requests: simulate fewer, or run "
-              "several seeds with --seed and compare")
-    for law in ("prompt", "output"):
-        spec = table.get(law)
-        if not isinstance(spec, Mapping) or not isinstance(spec.get("file"), str):
-            continue
-        key = f"simulation.workload.{law}.file"
-        path = Path(spec["file"])
-        if base is not None and path_problem(path) is None and not path.is_absolute():
-            path = base / path
-        problem = path_problem(path)
-        if problem is None and path.exists():
-            if not path.is_file():
-                problem = "it is not a regular file"
-            elif path.stat().st_size > MAX_LENGTH_FILE_BYTES:
-                problem = (f"it is {path.stat().st_size:,} bytes, over the "
-                           f"{MAX_LENGTH_FILE_BYTES:,}-byte limit for a length file")
-        if problem is not None:
-            _fail(scenario, key, f"cannot read the length file: {problem}",
-                  "a CSV file of lengths, relative to the scenario")
-        note_read(path)
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _finite(value: float) -> bool:
@@ -459,60 +60,199 @@ def _finite(value: float) -> bool:
         return False
 
 
-#: Quantities whose changes by levers the iteration cost does not follow. (Every
-#: iteration is priced at the prefill compute rate, as Module 10 Lab 3 does, so
-#: ``decode_mfu`` plays no part.)
-STEP_QUANTITIES = ("decode_step_time", "prefill_time", "tpot", "weight_bytes_per_step")
+class RateList(TableValue):
+    """``rates``: one nominal arrival rate or a list of them, each a finite number > 0."""
+
+    @classmethod
+    def structure(cls, value: Any) -> tuple[float, ...]:
+        listed = [value] if _is_number(value) else value
+        if not isinstance(listed, list):
+            raise FieldValueError(f"got rate {value!r}", expected=RATES_EXPECTED)
+        for rate in listed:
+            if not (_is_number(rate) and rate > 0 and _finite(rate)):
+                raise FieldValueError(f"got rate {rate!r}", expected=RATES_EXPECTED)
+        return tuple(float(rate) for rate in listed)
 
 
-def unmodelled_changes(result, cost=None) -> list[str]:
-    """Lever changes to the step time that the simulator's iteration cost leaves out.
+class ClientCounts(TableValue):
+    """``concurrency``: closed-loop client counts, whole numbers >= 1."""
 
-    A plugin that defines one of the simulator's cost terms
-    (:data:`infermodel.simulator.EXTENSION_QUANTITIES`: pipeline stages, communication,
-    a host-resident cache share, expert coverage) has its step-time changes priced by
-    the simulator itself, so they are not reported.
+    @classmethod
+    def structure(cls, value: Any) -> tuple[int, ...]:
+        listed = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+        if not isinstance(listed, list | tuple) or not listed or any(
+                isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in listed):
+            raise FieldValueError(f"got {value!r}", expected=CLIENTS_EXPECTED)
+        return tuple(int(n) for n in listed)
+
+
+class EngineName(TableValue):
+    """``engine``: the simulator's engine, ``"fast"`` or ``"reference"``."""
+
+    @classmethod
+    def structure(cls, value: Any) -> str:
+        if value not in ("fast", "reference"):
+            raise FieldValueError(f"got {value!r}", expected='"fast" or "reference"')
+        return value
+
+
+class HistoryMode(TableValue):
+    """``history``: a session's earlier turns found in the prefix cache, or recomputed."""
+
+    @classmethod
+    def structure(cls, value: Any) -> str:
+        if value not in ("reuse", "recompute"):
+            raise FieldValueError(f"got {value!r}", expected='"reuse" or "recompute"')
+        return value
+
+
+class Seed(TableValue):
+    """``seed``: the random seed, a whole number."""
+
+    @classmethod
+    def structure(cls, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise FieldValueError(f"got {value!r}", expected="a whole number")
+        return value
+
+
+class TurnCount(TableValue):
+    """``turns``: turns per session, a whole number >= 1."""
+
+    @classmethod
+    def structure(cls, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FieldValueError(f"got {value!r}", expected="a whole number of turns >= 1")
+        return value
+
+
+class ThinkTime(TableValue):
+    """``think_time``: a client's pause between a response and its next request."""
+
+    @classmethod
+    def structure(cls, value: Any) -> float:
+        from ...schema import Seconds as SecondsType
+        from ...schema import structure
+
+        seconds = float(structure(value, SecondsType))
+        if seconds < 0:
+            raise FieldValueError(f"got {seconds!r}", expected='a non-negative time such as "2 s"')
+        return seconds
+
+
+class PolicyEntry(TableValue):
+    """A policy: its kind's name or a table with ``kind`` and its limits (checked by the
+    simulator once the levers' proposals are known).
     """
-    from ...simulator import EXTENSION_QUANTITIES
 
-    modelled = {result.graph[name].plugin for name in EXTENSION_QUANTITIES if name in result.graph}
-    notes = []
-    for name in STEP_QUANTITIES:
-        if name not in result.graph:
-            continue
-        quantity = result.graph[name]
-        for change in quantity.history[1:]:
-            if change.plugin in modelled:
-                continue
-            notes.append(f"{name} is changed by plugin {change.plugin!r} ({change.reason}); "
-                         "the simulator's iteration cost does not include that change"
-                         + _effect(result, quantity))
-    values = result.values
-    if "kv_bytes_per_sequence" in values and "kv_bytes_per_token" in values:
-        linear = values["kv_bytes_per_token"] * values.get("sequence_length", 0)
-        held = values["kv_bytes_per_sequence"]
-        if held and linear and abs(linear / held - 1) > 0.01 and "kv_layers" in values:
-            notes.append(f"the simulator charges kv_bytes_per_token for every cached position, "
-                         f"but this model's windowed or fixed-state layers hold "
-                         f"{held / 1e6:.4g} MB per full-length sequence, not {linear / 1e6:.4g} MB "
-                         f"({linear / held:.2f}x): its cache occupancy and reads are approximate")
-    notes.extend(cost.unmodelled() if cost is not None else [])
-    return notes
+    @classmethod
+    def structure(cls, value: Any) -> Any:
+        if not isinstance(value, str | Mapping):
+            raise FieldValueError(f"got {value!r}", expected=(
+                'a policy: "static", "reserve", "paged", "chunked" or a table such as '
+                '{kind = "chunked", chunk_tokens = 512}'))
+        return value
 
 
-def _effect(result, quantity) -> str:
-    """How big the left-out change is: the quantity with and without the levers."""
-    first = quantity.history[0]
-    expression = first.expression
-    try:
-        if first.kind == "input" or not hasattr(expression, "free_symbols"):
-            before = float(expression)
-        else:
-            before = float(expression.subs({s: result.values[s.name] for s in expression.free_symbols}))
-        after = float(result.values[quantity.name])
-    except (KeyError, TypeError, ValueError):
-        return ""
-    if not (math.isfinite(before) and math.isfinite(after)) or before == 0 or after == before:
-        return ""
-    return (f" (with it {quantity.name} = {after:.4g}, without it {before:.4g}: "
-            f"{after / before:.3g}x; the simulated times follow the value without it)")
+class PolicyList(TableValue):
+    """``policies``: one policy or a list of them."""
+
+    @classmethod
+    def structure(cls, value: Any) -> tuple:
+        return tuple(PolicyEntry.structure(p) for p in
+                     (value if isinstance(value, list) else [value]))
+
+
+class WorkloadTable(TableValue):
+    """``[simulation.workload]``: kept as written; the simulator's reader types it."""
+
+    @classmethod
+    def structure(cls, value: Any) -> dict:
+        if not isinstance(value, Mapping):
+            raise FieldValueError(f"got {value!r}", expected="a [simulation.workload] table")
+        return dict(value)
+
+
+if TYPE_CHECKING:
+    # To a type checker each field holds what its type's reader returns.
+    Bytes = float
+    BytesPerSecond = float
+    Seconds = float
+    Rates = tuple[float, ...]
+    Clients = tuple[int, ...]
+    Policy = Any
+    Policies = tuple
+    Workload = dict
+    Engine = str
+    History = str
+    SeedValue = int
+    Turns = int
+    Think = float
+else:
+    from ...schema import Bytes, BytesPerSecond, Seconds
+
+    Rates, Clients, Policy, Policies, Workload = (RateList, ClientCounts, PolicyEntry,
+                                                  PolicyList, WorkloadTable)
+    Engine, History, SeedValue, Turns, Think = EngineName, HistoryMode, Seed, TurnCount, ThinkTime
+
+
+@attrs.frozen
+class SloTable:
+    """``[simulation.slo]``: the objectives a run is judged by (p99 TTFT and ITL)."""
+
+    ttft: Seconds = 3.0
+    itl: Seconds = 0.1
+
+
+@attrs.frozen
+class CapacityTable:
+    """``[simulation.capacity]``: the capacity search's policy and rate bracket."""
+
+    policy: Policy = "chunked"
+    low: float = 0.01
+    high: float = 4.0
+    steps: int = 10
+    neighbour: float = 0.005
+
+
+@attrs.frozen
+class DisaggregationTable:
+    """``[simulation.disaggregation]``: prefill and decode servers and the link between."""
+
+    prefill: int = 0
+    decode: int = 0
+    link_bandwidth: BytesPerSecond | None = None
+    link_latency: Seconds | None = None
+
+
+@attrs.frozen
+class SimulationTable:
+    """The ``[simulation]`` table, typed (every key optional; see the module docstring)."""
+
+    policies: Policies | None = None
+    rates: Rates | None = None
+    concurrency: Clients | None = None
+    think_time: Think = 0.0
+    seed: SeedValue = 0
+    engine: Engine = "fast"
+    cache_memory: Bytes | None = None
+    replicas: int = 1
+    router: str = "round_robin"
+    disaggregation: DisaggregationTable = DisaggregationTable()
+    turns: Turns = 1
+    history: History = "reuse"
+    prefix_caching: bool = True
+    block_tokens: int | None = None
+    workload: Workload = attrs.Factory(dict)
+    slo: SloTable = SloTable()
+    capacity: CapacityTable = CapacityTable()
+
+
+def _keys(schema: type) -> tuple[str, ...]:
+    return tuple(a.name for a in attrs.fields(schema))
+
+
+KEYS = _keys(SimulationTable)
+DISAGGREGATION_KEYS = _keys(DisaggregationTable)
+CAPACITY_KEYS = _keys(CapacityTable)
+SLO_KEYS = _keys(SloTable)
