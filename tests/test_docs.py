@@ -116,7 +116,7 @@ def test_every_lever_field_has_a_meaning_and_a_type_a_reader_understands():
     import attrs
 
     from infermodel.host import get_host
-    from infermodel.sphinxext.directives import _type_text
+    from infermodel.sphinxext.directives import type_text as _type_text
 
     for name, info in get_host().registries.levers.items():
         attrs.resolve_types(info.schema)

@@ -429,3 +429,106 @@ def test_there_is_one_module_level_evaluate_and_it_is_infermodel_evaluate():
 
     assert _module_level_functions("evaluate") == ["infermodel.engine.kept"]
     assert infermodel.evaluate is kept.evaluate
+
+
+#: Underscore names the simulator's modules still import from each other while its
+#: engines are regrouped on another branch; remove each entry once that lands.
+ALLOWED_PRIVATE_IMPORTS = {
+    "infermodel.simulator.api imports infermodel.simulator.workload._check_rate",
+    "infermodel.simulator.cluster imports infermodel.simulator.fast._record",
+    "infermodel.simulator.cluster imports infermodel.simulator.fast._tokens",
+    "infermodel.simulator.cluster imports infermodel.simulator.fast._series",
+    "infermodel.simulator.cluster imports infermodel.simulator.fast._RunTimes",
+}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_uses(source: str, module: str, *, is_package: bool = False) -> list[str]:
+    """Underscore names of another module of the package that ``module`` imports
+    (``from .x import _y``) or reads from an imported module (``x._y``).
+    """
+    found, bound = [], {}
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")
+                keep = len(parts) - node.level + (1 if is_package else 0)
+                base = ".".join(parts[:keep] + ([base] if base else []))
+            if not (base == "infermodel" or base.startswith("infermodel.")):
+                continue
+            for alias in node.names:
+                if f"{base}.{alias.name}" in MODULES:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+                elif _is_private(alias.name) and base != module:
+                    found.append(f"{module} imports {base}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("infermodel.") and alias.asname:
+                    bound[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in bound and _is_private(node.attr)):
+            found.append(f"{module} reads {bound[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_module_uses_another_modules_underscore_names():
+    found = []
+    for module, path in MODULES.items():
+        found += _private_uses(path.read_text(encoding="utf-8"), module,
+                               is_package=path.name == "__init__.py")
+    assert sorted(set(found) - ALLOWED_PRIVATE_IMPORTS) == []
+    # An allowance that is no longer needed is removed.
+    assert ALLOWED_PRIVATE_IMPORTS <= set(found)
+
+
+def test_the_underscore_rule_sees_an_import_and_an_attribute():
+    source = ("from .figures import _hidden, shown\n"
+              "from . import plots\n"
+              "def f():\n    return plots._sweep, plots.plot\n")
+    assert _private_uses(source, "infermodel.analyses.probe") == [
+        "infermodel.analyses.probe imports infermodel.analyses.figures._hidden",
+        "infermodel.analyses.probe reads infermodel.analyses.plots._sweep"]
+
+
+def _file_writers(source: str) -> set[str]:
+    """The calls that replace or create files behind a writer's back (``os.replace``,
+    ``os.rename``, ``tempfile``), by name.
+    """
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in {("os", "replace"), ("os", "rename")} \
+                    or node.value.id == "tempfile":
+                found.add(f"{node.value.id}.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "tempfile":
+            found.add("tempfile")
+    return found
+
+
+#: A copy of the atomic write that moves onto infermodel.output on another branch.
+OTHER_WRITERS = {"infermodel.sphinxext.pages"}
+
+
+def test_files_are_written_atomically_in_one_place():
+    writers = {m for m, path in MODULES.items()
+               if _file_writers(path.read_text(encoding="utf-8"))}
+    assert "infermodel.output" in writers
+    assert writers - {"infermodel.output"} - OTHER_WRITERS == set()
+
+
+def test_the_writer_rule_sees_a_rename():
+    assert _file_writers("import os\ndef f(a, b):\n    os.replace(a, b)\n") == {"os.replace"}
+
+
+def test_the_package_ships_py_typed_for_plugins_type_checkers():
+    import tomllib
+
+    assert (PACKAGE / "py.typed").is_file()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["infermodel"]

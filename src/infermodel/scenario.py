@@ -24,7 +24,7 @@ from .registry import Registries
 from .schema import FieldValueError, converting_with, parse_field, report_structure, structure_table
 
 # read_toml, line_index and MAX_FILE_BYTES are also read from here by other modules.
-from .tomlfile import MAX_FILE_BYTES, MAX_NESTING, _depth, _shown, line_index, read_toml  # noqa: F401
+from .tomlfile import MAX_FILE_BYTES, MAX_NESTING, line_index, nesting_depth, read_toml, shown_path  # noqa: F401
 
 MAX_EXTENDS_DEPTH = 16
 
@@ -85,7 +85,7 @@ def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, dict[str,
     path = Path(path)
     problem = path_problem(path)
     if problem is not None:
-        raise ScenarioError(Problem(f"cannot read file: {problem}", file=_shown(path)))
+        raise ScenarioError(Problem(f"cannot read file: {problem}", file=shown_path(path)))
     resolved = path.resolve()
     if resolved in _chain:
         cycle = " -> ".join(str(p) for p in (*_chain, resolved))
@@ -144,7 +144,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         value = raw
     except RecursionError:
         value = None
-    if value is None or _depth(value) > MAX_NESTING - 2:
+    if value is None or nesting_depth(value) > MAX_NESTING - 2:
         raise ScenarioError(Problem(f"override {key}: the value is nested too deeply",
                                     file="--set", key=key,
                                     expected=f"at most {MAX_NESTING - 2} levels of nested "
@@ -231,10 +231,9 @@ class Scenario:
         known = registries.presets.get(kind, {})
         info = known.get(name)
         if info is None:
-            near = close_match(str(name), known)
             raise ScenarioError(Problem(f"no {kind} preset named {name!r}",
                                         expected=f"a {kind} preset",
-                                        suggestion=f"did you mean {near!r}?" if near else None))
+                                        suggestion=suggest(str(name), known)))
         data, lines = read_toml(info.path)
         table = data.get(kind, {})
         specs = registries.fields[kind]

@@ -26,7 +26,7 @@ import cattrs
 from cattrs.errors import ForbiddenExtraKeysError
 
 from .declarations import REQUIRED, FieldSpec
-from .errors import CarriesProblem, Problem, close_match, suggest
+from .errors import CarriesProblem, Problem, did_you_mean, suggest
 from .units import UnitError, parse_quantity
 
 
@@ -113,8 +113,9 @@ class Fraction:
 
 
 def _suggest(text: str | None) -> str | None:
+    # A unit error's suggestion is the unit alone ("GB"), or already a sentence.
     if text and " " not in text.strip():
-        return f"did you mean {text.strip()!r}?"
+        return did_you_mean(text.strip())
     return text
 
 
@@ -218,9 +219,8 @@ def parse_field(spec: FieldSpec, value: Any) -> Any:
     elif kind == "choice":
         out = _strict_str(value)
         if out not in (spec.choices or ()):
-            near = close_match(out, spec.choices or ())
             raise FieldValueError(f"got {out!r}", expected=spec.expected(),
-                                  suggestion=f"did you mean {near!r}?" if near else None)
+                                  suggestion=suggest(out, spec.choices or ()))
         return out
     elif kind == "size_or_fraction":
         if isinstance(value, str):

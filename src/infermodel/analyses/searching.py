@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from ..errors import FormulaError, InfermodelError, Problem, ScenarioError, close_match
+from ..errors import FormulaError, InfermodelError, Problem, ScenarioError, suggest
 from ..schema import FieldValueError, TableValue
 from .formula import CONDITION, NUMBER, Formula, parse_formula
 
@@ -491,10 +491,9 @@ def parse_search(scenario, spec: SearchSpec, plan) -> tuple[Formula, list[Formul
             raise _located(exc, scenario, spec.keys.get(text)) from None
     for name in spec.quantities:
         if name not in units:
-            near = close_match(name, units)
             raise ScenarioError(scenario.problem(
                 "search.quantities", f"no quantity named {name!r}",
-                suggestion=f"did you mean {near!r}?" if near else None))
+                suggestion=suggest(name, units)))
     return objective, formulas
 
 

@@ -55,7 +55,7 @@ def handle(args) -> int:
     if args.output:
         atomic_write(args.output, preset_toml(result, Path(args.output).stem))
     if args.plot:
-        from ..analyses.plots import save
+        from ..analyses.figures import save
 
         save(plot_calibration(result), args.plot)
     if args.format == "json":

@@ -61,10 +61,10 @@ def draw(graph, output: str, fmt: str) -> None:
 
     import networkx
 
-    from ..analyses.plots import _matplotlib
+    from ..analyses.figures import load_matplotlib
     from ..output import atomic_write
 
-    _, Figure = _matplotlib()
+    _, Figure = load_matplotlib()
     g = graph.nx
     for layer, names in enumerate(networkx.topological_generations(g)):
         for name in names:

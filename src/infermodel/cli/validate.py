@@ -133,7 +133,7 @@ def _ledger(args) -> int:
         return 0
     if args.plot:
         from ..accuracy.report import plot_validation
-        from ..analyses.plots import save
+        from ..analyses.figures import save
 
         other = predict_rows(rows, calibrated=not args.calibrated, host=host)
         ideal, presets = (other, validation) if args.calibrated else (validation, other)

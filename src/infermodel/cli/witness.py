@@ -46,9 +46,9 @@ def _parse_options(items: list[str]) -> dict[str, str]:
 def _listing(scenario, fmt: str) -> str:
     import json
 
-    from ..analyses.witnessing import _registries
+    from ..analyses.witnessing import witness_registries
 
-    witnesses = _registries(scenario).witnesses
+    witnesses = witness_registries(scenario).witnesses
     asked = set(scenario.tables.get("witness") or {})
     if fmt == "json":
         return json.dumps([

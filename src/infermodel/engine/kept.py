@@ -45,7 +45,8 @@ from .reads import PluginReads
 STRUCTURES_KEPT = 32
 MODELS_KEPT = 16
 
-_NOT_FILES = frozenset({"--set", "sweep", ""})
+#: Origins that name no file (``Origin.file`` of an override or a sweep's value).
+NOT_FILES = frozenset({"--set", "sweep", ""})
 _FLOAT = np.dtype(np.float64)
 
 
@@ -317,7 +318,7 @@ class KeptScenario:
             self._base = load_scenario(self.path, host=host)
             self._host = self._base.host
             self._raw = load_raw(self.path)
-            self._files = _signature(_files_read(self.path, self._base))
+            self._files = files_signature(_files_read(self.path, self._base))
         self._structures: OrderedDict[Any, Structure] = OrderedDict()
         self._plans: OrderedDict[Any, tuple[Structure, tuple[str, ...]]] = OrderedDict()
         #: Sweep plans by their arguments (see :func:`~infermodel.sweeping.plan.sweep`).
@@ -334,7 +335,7 @@ class KeptScenario:
 
     def stale(self) -> bool:
         """Whether a file the model was read from has changed since."""
-        return bool(self._files) and _signature(tuple(p for p, *_ in self._files)) != self._files
+        return bool(self._files) and files_signature(tuple(p for p, *_ in self._files)) != self._files
 
     # -- evaluation ------------------------------------------------------------------
 
@@ -468,12 +469,13 @@ def _files_read(path: Path, scenario) -> tuple[str, ...]:
         parent = data.get("extends")
         current = current.parent / parent if isinstance(parent, str) else None
     for origin in scenario.origins.values():
-        if origin.file not in _NOT_FILES and origin.file not in files:
+        if origin.file not in NOT_FILES and origin.file not in files:
             files.append(origin.file)
     return tuple(files)
 
 
-def _signature(files: Iterable[str]) -> tuple:
+def files_signature(files: Iterable[str]) -> tuple:
+    """What says whether ``files`` changed on disk: each one's time, size and inode."""
     out: list[tuple] = []
     for file in files:
         try:

@@ -91,7 +91,7 @@ def collect_operators(scenario, phase: str, *, host=None) -> tuple[Operator, ...
     """
     import sympy
 
-    from .graph import _check_definition
+    from .graph import check_definition
 
     if phase not in PHASES:
         raise ScenarioError(Problem(f"no phase named {phase!r}", expected=" or ".join(PHASES)))
@@ -110,7 +110,7 @@ def collect_operators(scenario, phase: str, *, host=None) -> tuple[Operator, ...
                 raise PluginError(f"plugin {plugin!r} defined operator {name!r} without a "
                                   "one-line description")
             parts = {"flops": flops, "bytes": bytes} | ({"time": time} if time is not None else {})
-            checked = {key: _check_definition(plugin, f"{name}.{key}", value, "defined operator")
+            checked = {key: check_definition(plugin, f"{name}.{key}", value, "defined operator")
                        for key, value in parts.items()}
             checked = {key: sympy.Float(v) if isinstance(v, float) else v for key, v in checked.items()}
             op = Operator(phase, name, checked["flops"], checked["bytes"], description, plugin,

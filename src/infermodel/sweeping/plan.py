@@ -19,8 +19,8 @@ from ..errors import (
     Problem,
     ScenarioError,
     UnknownQuantityError,
-    close_match,
     count_text,
+    suggest,
 )
 from ..output import atomic_stream
 from ..scenario import REMOVE
@@ -261,10 +261,9 @@ class SweepPlan:
             wanted = []
             for name in quantities:
                 if name not in names:
-                    near = close_match(str(name), names)
                     raise UnknownQuantityError(Problem(
                         f"no quantity named {name!r}", expected="a quantity defined by a loaded plugin",
-                        suggestion=(f"did you mean {near!r}?" if near else "check for typos?")
+                        suggestion=(suggest(str(name), names) or "check for typos?")
                         + " (`infermodel run SCENARIO --format json` lists every quantity)"))
                 if name not in wanted:
                     wanted.append(name)
@@ -710,21 +709,21 @@ def _kept_plan(scenario, host, key: tuple, make) -> SweepPlan:
     """
     import copy
 
-    from ..engine.kept import _NOT_FILES, _signature, model_for
+    from ..engine.kept import NOT_FILES, files_signature, model_for
     from ..scenario import Scenario
 
     model = model_for(scenario if isinstance(scenario, Scenario) else Path(scenario), host=host)
     plans = model.sweep_plans
     found = plans.get(key)
-    if found is not None and _signature(found[1]) == found[2]:
+    if found is not None and files_signature(found[1]) == found[2]:
         plans.move_to_end(key)
         return copy.copy(found[0])
     plan = make()
     files = tuple(sorted({o.file for _, block, _, _ in plan._graphs
                          for o in block.origins.values()
-                         if isinstance(o.file, str) and o.file not in _NOT_FILES
+                         if isinstance(o.file, str) and o.file not in NOT_FILES
                          and o.file not in _AXIS_ORIGINS}))
-    plans[key] = (plan, files, _signature(files))
+    plans[key] = (plan, files, files_signature(files))
     plans.move_to_end(key)
     if len(plans) > PLANS_KEPT:
         plans.popitem(last=False)

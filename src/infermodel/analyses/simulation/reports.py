@@ -84,9 +84,9 @@ class CapacityReport:
 
 def plot_latency(result, output: str | Path) -> Path:
     """Latency percentiles vs offered load, one line per policy (PNG or SVG)."""
-    from ..plots import _figure, save
+    from ..figures import new_figure, save
 
-    figure, axes = _figure(rows=2)
+    figure, axes = new_figure(rows=2)
     top, bottom = axes
     for name in dict.fromkeys(run.policy for run in result.runs):
         runs = sorted((r for r in result.runs if r.policy == name), key=lambda r: r.rate)
@@ -175,9 +175,9 @@ def timeseries_csv(result) -> str:
 
 def plot_timeseries(result, output: str | Path) -> Path:
     """Waiting requests, running batch and cache use over time, one line per run and server."""
-    from ..plots import _figure, save
+    from ..figures import new_figure, save
 
-    figure, axes = _figure(rows=3)
+    figure, axes = new_figure(rows=3)
     for run in result.runs:
         series, servers = _series_of(run)
         label = run.policy + (f" N={run.concurrency}" if run.concurrency is not None
