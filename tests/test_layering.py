@@ -384,11 +384,14 @@ def test_the_bottom_modules_import_nothing_of_the_package():
 
 
 def _described_modules(package: str) -> set[str]:
-    """The module names (````name```` written alone) in the page's entry for ``package``."""
+    """The module names (````name```` written alone) in the bullets of the page's entry
+    for ``package``.
+    """
     text = (ROOT / "docs" / "internals.rst").read_text(encoding="utf-8")
     entry = text.split(f"``infermodel.{package}``\n", 1)[1].split("\n``", 1)[0]
-    entry = entry.split("\n\n", 1)[0]
-    return set(re.findall(r"``([a-z_]+)``", entry))
+    entry = entry.split("\nLayers\n", 1)[0]
+    bullets = re.findall(r"^    \* .*(?:\n      .*)*", entry, flags=re.MULTILINE)
+    return {name for bullet in bullets for name in re.findall(r"``([a-z_]+)``", bullet)}
 
 
 @pytest.mark.parametrize("package", ["engine", "sweeping", "analyses", "accuracy", "sphinxext",
@@ -532,3 +535,32 @@ def test_the_package_ships_py_typed_for_plugins_type_checkers():
     assert (PACKAGE / "py.typed").is_file()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert "py.typed" in project["tool"]["setuptools"]["package-data"]["infermodel"]
+
+
+#: Measured operator times go into a ``kernels`` package beside the engine
+#: (docs/internals.rst): it reads its tables with the bottom of the core only, and the
+#: engine and the wings use it, never the other way round.
+KERNELS = "infermodel.kernels"
+KERNELS_MAY_IMPORT = ("infermodel.declarations", "infermodel.errors", "infermodel.units",
+                      "infermodel.formatting", "infermodel.quantity", "infermodel.output",
+                      "infermodel.progress", "infermodel.tomlfile")
+
+
+def _kernel_violations(graph: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for module, imported in sorted(graph.items()):
+        if _in(module, [KERNELS]):
+            wrong += [f"{module} imports {m}" for m in sorted(imported)
+                      if not _in(m, [KERNELS, *KERNELS_MAY_IMPORT])]
+    return wrong
+
+
+def test_kernels_sit_beside_the_engine():
+    assert _kernel_violations(GRAPH) == []
+
+
+def test_the_kernels_rule_can_fail(monkeypatch):
+    monkeypatch.setitem(GRAPH, "infermodel.kernels.probe",
+                        {"infermodel.errors", "infermodel.engine.graph"})
+    assert _kernel_violations(GRAPH) == [
+        "infermodel.kernels.probe imports infermodel.engine.graph"]
