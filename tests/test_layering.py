@@ -434,16 +434,6 @@ def test_there_is_one_module_level_evaluate_and_it_is_infermodel_evaluate():
     assert infermodel.evaluate is kept.evaluate
 
 
-#: Underscore names the simulator's modules still import from each other while its
-#: engines are regrouped on another branch; remove each entry once that lands.
-ALLOWED_PRIVATE_IMPORTS = {
-    "infermodel.simulator.api imports infermodel.simulator.workload._check_rate",
-    "infermodel.simulator.cluster imports infermodel.simulator.fast._record",
-    "infermodel.simulator.cluster imports infermodel.simulator.fast._tokens",
-    "infermodel.simulator.cluster imports infermodel.simulator.fast._series",
-    "infermodel.simulator.cluster imports infermodel.simulator.fast._RunTimes",
-}
-
 
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
@@ -485,9 +475,7 @@ def test_no_module_uses_another_modules_underscore_names():
     for module, path in MODULES.items():
         found += _private_uses(path.read_text(encoding="utf-8"), module,
                                is_package=path.name == "__init__.py")
-    assert sorted(set(found) - ALLOWED_PRIVATE_IMPORTS) == []
-    # An allowance that is no longer needed is removed.
-    assert ALLOWED_PRIVATE_IMPORTS <= set(found)
+    assert sorted(found) == []
 
 
 def test_the_underscore_rule_sees_an_import_and_an_attribute():
