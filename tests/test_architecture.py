@@ -20,7 +20,7 @@ from conftest import DATA, ROOT
 from infermodel.cli import main
 from infermodel.errors import ScenarioError
 from infermodel.hf_config import HFConfigError, map_hf_config
-from infermodel_builtins.architecture import (
+from infermodel_builtins.shapes import (
     PatternError,
     layer_kind_counts,
     parse_layer_pattern,

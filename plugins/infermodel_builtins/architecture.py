@@ -65,6 +65,10 @@ E biases with ``expert_bias``) sits in every MoE layer.
 a second query-sized projection, ``qk_norm`` two head-width norms per layer,
 ``expert_bias`` the experts' and the router's biases. They change the weights only.
 
+The formulas themselves live in the shape library (:mod:`infermodel_builtins.shapes`),
+which the base physics and the other levers call too; this plugin declares the fields,
+checks them and defines the per-layer quantities from those formulas.
+
 References: DeepSeek-V2 (arXiv:2405.04434) §2.1 and DeepSeek-V3 (arXiv:2412.19437)
 §2.1 for latent attention; Gemma 2 (arXiv:2408.00118) and Gemma 3 (arXiv:2503.19786)
 for local/global layers; gpt-oss model card (arXiv:2508.10925); Gated Delta Networks
@@ -74,14 +78,23 @@ published config.json of each model for its dimensions.
 
 from __future__ import annotations
 
-import re
-
-import attrs
 import sympy
-from sympy import Max as _Max
-from sympy import Min, Piecewise, floor, oo
+from sympy import floor
 
 from infermodel.plugin import S, hookimpl
+
+from .shapes import (
+    ATTENTION_KINDS,
+    PatternError,
+    Structure,
+    attention_layer,
+    chunked_overcount,
+    kv_positions,
+    linear_layer,
+    parse_layer_pattern,
+    structure,
+    terms,
+)
 
 MLA = "DeepSeek-V2 (arXiv:2405.04434) §2.1 'Multi-Head Latent Attention'; DeepSeek-V3 (arXiv:2412.19437) §2.1"
 WINDOWS = ("Gemma 2 (arXiv:2408.00118) §2 'local sliding window and global attention'; Gemma 3 "
@@ -94,286 +107,7 @@ MOE_SHAPE = ("DeepSeek-V3 (arXiv:2412.19437) §2.1.2 (first_k_dense_replace, sha
              "Llama 4 config.json (interleave_moe_layer_step)")
 SINKS = "gpt-oss model card (arXiv:2508.10925) §2 'attention sinks, biases'"
 
-#: Layer kinds a pattern may name; "full", "sliding" and "chunked" keep a KV cache.
-KINDS = ("full", "sliding", "chunked", "linear")
-ATTENTION_KINDS = ("full", "sliding", "chunked")
 MLA_DECODE = ("absorbed", "naive")
-_TOKEN = re.compile(r"^(?:(\d+)\s*\*\s*)?([a-z]+)(?:\s*\*\s*(\d+))?$")
-#: Longest pattern accepted (a layer count is a few hundred at most).
-MAX_PATTERN = 4096
-
-
-def Max(*args):
-    return _Max(*args, evaluate=False)
-
-
-# ---------------------------------------------------------------------------------
-# Pure helpers
-# ---------------------------------------------------------------------------------
-
-
-class PatternError(ValueError):
-    """A layer pattern that cannot be read; the message says what was expected."""
-
-
-def parse_layer_pattern(text: str) -> tuple[str, ...]:
-    """The kinds of one period of layers, from a pattern such as ``"5*sliding,full"``.
-
-    Items are separated by commas; ``N*kind`` (or ``kind*N``) repeats a kind.
-
-    >>> parse_layer_pattern("5*sliding,full")
-    ('sliding', 'sliding', 'sliding', 'sliding', 'sliding', 'full')
-    >>> parse_layer_pattern("linear*3, full")
-    ('linear', 'linear', 'linear', 'full')
-    """
-    if not isinstance(text, str) or not text.strip():
-        raise PatternError("the pattern is empty")
-    out: list[str] = []
-    for item in text.split(","):
-        match = _TOKEN.match(item.strip().lower())
-        if match is None:
-            raise PatternError(f"cannot read {item.strip()!r}")
-        before, kind, after = match.groups()
-        if kind not in KINDS:
-            raise PatternError(f"unknown layer kind {kind!r}")
-        if before and after:
-            raise PatternError(f"{item.strip()!r} repeats twice")
-        repeat = int(before or after or 1)
-        if repeat < 1 or len(out) + repeat > MAX_PATTERN:
-            raise PatternError(f"{item.strip()!r}: a repeat must be 1 to {MAX_PATTERN}")
-        out.extend([kind] * repeat)
-    return tuple(out)
-
-
-def layer_kind_counts(pattern: tuple[str, ...], layers: int) -> dict[str, int]:
-    """How many of ``layers`` layers have each kind when ``pattern`` repeats from layer 0.
-
-    Gemma-3-27B: 62 layers, every 6th global → 52 sliding and 10 full.
-
-    >>> layer_kind_counts(("sliding",) * 5 + ("full",), 62)
-    {'full': 10, 'sliding': 52, 'chunked': 0, 'linear': 0}
-    """
-    period = len(pattern)
-    counts = dict.fromkeys(KINDS, 0)
-    for position, kind in enumerate(pattern):
-        if position < layers:
-            counts[kind] += (layers - 1 - position) // period + 1
-    return counts
-
-
-@attrs.frozen
-class Structure:
-    """What the scenario's model declares beyond a uniform stack of ordinary layers."""
-
-    counts: dict | None          # layer kind -> number of layers, or None: every layer "full"
-    mla: bool
-    extras: bool                 # biases, sinks, output gate, q/k norms
-    ffn: bool                    # dense-first, MoE period, shared-expert width or expert biases
-
-    @property
-    def attention(self) -> bool:
-        """The attention or cache formulas differ from the base ones."""
-        return self.counts is not None or self.mla or self.extras
-
-    @property
-    def windows(self) -> bool:
-        return self.counts is not None and (self.counts["sliding"] or self.counts["chunked"])
-
-    @property
-    def linear(self) -> bool:
-        return self.counts is not None and self.counts["linear"] > 0
-
-
-def structure(scenario) -> Structure:
-    """Read the architecture fields of a validated scenario.
-
-    The base physics calls this too; when this plugin is not loaded (only the physics
-    is), the fields do not exist and the model is a uniform stack.
-    """
-    if not hasattr(scenario.sections["model"], "layer_pattern"):
-        return Structure(counts=None, mla=False, extras=False, ffn=False)
-    value = scenario.value
-    pattern = value("model.layer_pattern")
-    counts = None
-    if pattern is None and value("model.sliding_window") is not None:
-        pattern = "sliding"   # every layer windowed (Mistral 7B v0.1's config)
-    if pattern is not None:
-        counts = layer_kind_counts(parse_layer_pattern(pattern), value("model.layers"))
-        if counts["full"] == value("model.layers"):
-            counts = None
-    extras = any(value(f"model.{name}") for name in
-                 ("attention_bias", "attention_sinks", "attention_output_gate", "qk_norm"))
-    ffn = (value("model.dense_layers") > 0 or value("model.moe_layer_period") > 1
-           or value("model.shared_expert_d_ff") is not None or value("model.expert_bias"))
-    return Structure(counts=counts, mla=value("model.kv_lora_rank") is not None, extras=extras, ffn=ffn)
-
-
-def kv_positions(st: Structure, length):
-    """Layer-averaged cached positions at ``length`` tokens (``length`` itself for full attention)."""
-    if not st.windows or st.counts is None:
-        return length
-    terms = S.layers_full_attention * length
-    if st.counts["sliding"]:
-        terms += S.layers_sliding_window * Min(length, S.sliding_window)
-    if st.counts["chunked"]:
-        terms += S.layers_chunked_local * Min(length, S.attention_chunk)
-    return terms / S.kv_layers
-
-
-def _causal_pairs(n, window=None):
-    """Query-key pairs of causal attention over n tokens (n²/2 convention), windowed."""
-    if window is None:
-        return n**2 / 2
-    return (n**2 - Max(0, n - window) ** 2) / 2
-
-
-def _chunked_pairs(n, chunk):
-    whole = floor(n / chunk)
-    return (whole * chunk**2 + (n - whole * chunk) ** 2) / 2
-
-
-# ---------------------------------------------------------------------------------
-# The terms the base physics routes through
-# ---------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Terms:
-    """Expressions the base physics uses for the cache and attention of one scenario.
-
-    For a model without architecture fields every method returns the base physics'
-    original expression, so its derivations and numbers are unchanged.
-    """
-
-    st: Structure
-
-    @property
-    def plain(self) -> bool:
-        return not self.st.attention
-
-    def cache_read(self, context):
-        """Bytes of cache (and fixed state) one sequence reads in a decode step at ``context``."""
-        if not self.st.windows and not self.st.linear:
-            return context * S.kv_bytes_per_token
-        if context == S.context:
-            return S.kv_bytes_read_per_sequence
-        return S.kv_bytes_per_token * kv_positions(self.st, context) + 2 * self._state()
-
-    def cache_held(self, length):
-        """Bytes one sequence holds at ``length`` tokens (cache and fixed state)."""
-        if not self.st.windows and not self.st.linear:
-            return S.kv_bytes_per_token * length
-        return S.kv_bytes_per_token * kv_positions(self.st, length) + self._state()
-
-    def _state(self):
-        return S.linear_state_bytes_per_sequence if self.st.linear else 0
-
-    def attention_decode(self, context):
-        """Attention FLOPs of one sequence's decode step at ``context``."""
-        if self.plain:
-            return 4 * S.layers * S.query_width * context
-        if context == S.context:
-            return S.attention_flops_decode
-        return self._attention_decode(context)
-
-    def _attention_decode(self, context):
-        flops = S.attention_flops_per_position * S.kv_layers * kv_positions(self.st, context)
-        if self.st.linear:
-            flops += S.layers_linear_attention * S.linear_flops_per_token
-        return flops
-
-    def attention_prefill(self, n):
-        """Attention FLOPs to prefill ``n`` tokens of one sequence (causal)."""
-        if self.plain:
-            return 2 * S.layers * S.query_width * n**2
-        if n == S.prompt_tokens:
-            return S.attention_flops_prefill
-        return self._attention_prefill(n)
-
-    def attention_chunk(self, cached, chunk):
-        """Attention FLOPs of ``chunk`` new prompt tokens after ``cached`` ones (causal).
-
-        Query i (1-based) attends to min(i, window) keys; the chunk's queries are
-        ``cached + 1`` to ``cached + chunk``, so a layer of window w does
-        P(cached + chunk, w) − P(cached, w) pairs with P(n, w) = Σ_{i ≤ n} min(i, w) =
-        (n(n + 1) − m(m + 1))/2, m = max(0, n − w). Without a window that is
-        chunk·cached + chunk(chunk + 1)/2.
-        """
-        full = chunk * cached + chunk * (chunk + 1) / 2
-        if self.plain:
-            return 4 * S.layers * S.query_width * full
-        per_pair = S.attention_flops_per_pair_prefill
-        if self.st.counts is None:
-            return per_pair * S.layers * full
-
-        def window_pairs(window):
-            def upto(n):
-                m = Max(0, n - window)
-                return (n * (n + 1) - m * (m + 1)) / 2
-            return upto(cached + chunk) - upto(cached)
-
-        pairs = S.layers_full_attention * full
-        if self.st.counts["sliding"]:
-            pairs += S.layers_sliding_window * window_pairs(S.sliding_window)
-        if self.st.counts["chunked"]:
-            # At most a whole chunk of keys per query: an upper bound for chunked layers.
-            pairs += S.layers_chunked_local * window_pairs(S.attention_chunk)
-        flops = per_pair * pairs
-        if self.st.linear:
-            flops += S.layers_linear_attention * S.linear_flops_per_token * chunk
-        return flops
-
-    def _attention_prefill(self, n):
-        per_pair = S.attention_flops_per_pair_prefill
-        if self.st.counts is None:
-            return per_pair * S.layers * _causal_pairs(n)
-        pairs = S.layers_full_attention * _causal_pairs(n)
-        if self.st.counts["sliding"]:
-            pairs += S.layers_sliding_window * _causal_pairs(n, S.sliding_window)
-        if self.st.counts["chunked"]:
-            pairs += S.layers_chunked_local * _chunked_pairs(n, S.attention_chunk)
-        flops = per_pair * pairs
-        if self.st.linear:
-            flops += S.layers_linear_attention * S.linear_flops_per_token * n
-        return flops
-
-    def max_context(self, budget, batch):
-        """Longest context each of ``batch`` sequences reaches within ``budget`` bytes.
-
-        The cache is concave and piecewise linear in the context (each window saturates),
-        so its inverse is the largest of its segments' affine inverses.
-        """
-        if not self.st.windows and not self.st.linear:
-            return Max(0, floor(budget / (S.kv_bytes_per_token * batch)))
-        positions = (budget / batch - self._state()) * S.kv_layers / S.kv_bytes_per_token
-        if not self.st.windows:
-            return Max(0, floor(positions / S.kv_layers))
-        counts = self.st.counts
-        assert counts is not None  # windows are counted layers
-        windows = []
-        if counts["sliding"]:
-            windows.append((S.sliding_window, S.layers_sliding_window, counts["sliding"]))
-        if counts["chunked"]:
-            windows.append((S.attention_chunk, S.layers_chunked_local, counts["chunked"]))
-        # Any choice of "saturated" windows gives an affine upper bound of the cache
-        # (min(L, w) ≤ L and ≤ w), hence a lower bound of its inverse; the right choice
-        # is exact, so the inverse is the largest of them.
-        pieces = []
-        for mask in range(1 << len(windows)):
-            held = sum(symbol * count for i, (symbol, count, _) in enumerate(windows) if mask >> i & 1)
-            open_layers = S.layers_full_attention + sum(
-                count for i, (_, count, _) in enumerate(windows) if not mask >> i & 1)
-            open_count = counts["full"] + sum(
-                n for i, (_, _, n) in enumerate(windows) if not mask >> i & 1)
-            if open_count:
-                pieces.append((positions - held) / open_layers)
-            else:
-                pieces.append(Piecewise((oo, positions >= held), (0, True)))
-        return Max(0, floor(Max(*pieces)))
-
-
-def terms(scenario) -> Terms:
-    return Terms(structure(scenario))
 
 
 # ---------------------------------------------------------------------------------
@@ -508,32 +242,6 @@ def infermodel_validate_scenario(scenario, report):
 # ---------------------------------------------------------------------------------
 
 
-def moe_layer_count(scenario):
-    """The symbol for the number of mixture-of-experts layers (``layers`` without shapes)."""
-    return S.moe_layers if structure(scenario).ffn else S.layers
-
-
-def ffn_params(scenario):
-    """(all, one token's) feed-forward weights, or None for the base formulas."""
-    st = structure(scenario)
-    if not st.ffn:
-        return None
-    dense = S.ffn_matrices * S.d_model * S.d_ff
-    expert = S.ffn_matrices * S.d_model * S.expert_d_ff
-    shared = S.shared_experts * S.ffn_matrices * S.d_model * S.shared_expert_d_ff
-    moe = scenario.value("model.experts") > 1
-    router = S.d_model * S.experts if moe else 0
-    if scenario.value("model.expert_bias"):
-        # Biases of gate/up (2·width or width) and down (d_model) in each expert; router bias.
-        expert += (S.ffn_matrices - 1) * S.expert_d_ff + S.d_model
-        router += S.experts if moe else 0
-    routed_all = S.experts * expert if moe else expert
-    routed_active = S.active_experts * expert if moe else expert
-    rest = S.layers - S.moe_layers
-    return (rest * dense + S.moe_layers * (routed_all + shared + router),
-            rest * dense + S.moe_layers * (routed_active + shared + router))
-
-
 def _define_moe_shape(scenario, define):
     value = scenario.value
     period = value("model.moe_layer_period")
@@ -575,74 +283,34 @@ def _define_layer_counts(define, st: Structure):
 def _define_attention_layer(scenario, define, st: Structure):
     """One attention layer: weights, cached values, FLOPs per position; returns its norms."""
     value = scenario.value
-    h, d = S.heads, S.d_model
-    norms = 0
-    if st.mla:
-        if value("model.q_lora_rank") is not None:
-            query = d * S.q_lora_rank + S.q_lora_rank * h * (S.qk_nope_head_dim + S.qk_rope_head_dim)
-            norms += S.q_lora_rank
-        else:
-            query = d * h * (S.qk_nope_head_dim + S.qk_rope_head_dim)
-        norms += S.kv_lora_rank
-        layer = (query + d * (S.kv_lora_rank + S.qk_rope_head_dim)
-                 + S.kv_lora_rank * h * (S.qk_nope_head_dim + S.v_head_dim) + h * S.v_head_dim * d)
-        bias = h * (S.qk_nope_head_dim + S.qk_rope_head_dim) + S.kv_lora_rank + S.qk_rope_head_dim + d
-        define("kv_values_per_layer_token", S.kv_lora_rank + S.qk_rope_head_dim, unit="1",
-               description="values cached per token and layer: the key/value latent and the shared "
-                           "rotary key", reference=MLA)
-        prefill_pair = 2 * h * (S.qk_nope_head_dim + S.qk_rope_head_dim) + 2 * h * S.v_head_dim
-        if value("model.mla_decode") == "absorbed":
-            decode_pair = 2 * h * (S.kv_lora_rank + S.qk_rope_head_dim) + 2 * h * S.kv_lora_rank
-            how = ("absorbed: scores over latent + rotary key, values over the latent "
-                   "(vLLM, SGLang decode)")
-        else:
-            decode_pair = (prefill_pair
-                           + 2 * S.kv_lora_rank * h * (S.qk_nope_head_dim + S.v_head_dim))
-            how = "naive: each cached latent decompressed to keys and values every step, then attention"
-    else:
-        gate = 2 if value("model.attention_output_gate") else 1
-        layer = (gate * d * S.query_width + 2 * d * S.kv_heads * S.head_dim + S.query_width * d)
-        bias = S.query_width + 2 * S.kv_heads * S.head_dim + d
-        if value("model.qk_norm"):
-            norms += 2 * S.head_dim
-        define("kv_values_per_layer_token", 2 * S.kv_heads * S.head_dim, unit="1",
-               description="values cached per token and layer: a key and a value per KV head",
-               reference=WINDOWS)
-        prefill_pair = decode_pair = 4 * S.query_width
-        how = "scores and weighted values: 2·d_q + 2·d_q"
-    if value("model.attention_bias"):
-        layer += bias
-    if value("model.attention_sinks"):
-        layer += h
-    define("params_attention_layer", layer, unit="param",
+    layer = attention_layer(scenario, st)
+    define("kv_values_per_layer_token", layer.kv_values, unit="1",
+           description=f"values cached per token and layer: {layer.kv_what}",
+           reference=MLA if st.mla else WINDOWS)
+    define("params_attention_layer", layer.params, unit="param",
            description="weights of one attention layer's projections" + (
                " (latent attention)" if st.mla else "")
            + (", biases" if value("model.attention_bias") else "")
            + (", sinks" if value("model.attention_sinks") else ""),
            reference=MLA if st.mla else SINKS)
-    define("attention_flops_per_position", decode_pair, unit="FLOP",
-           description=f"decode attention FLOPs per cached position and layer ({how})",
+    define("attention_flops_per_position", layer.decode_pair, unit="FLOP",
+           description=f"decode attention FLOPs per cached position and layer ({layer.decode_how})",
            reference=MLA if st.mla else WINDOWS)
-    define("attention_flops_per_pair_prefill", prefill_pair, unit="FLOP",
+    define("attention_flops_per_pair_prefill", layer.prefill_pair, unit="FLOP",
            description="prefill attention FLOPs per query-key pair and layer", reference=MLA if st.mla else WINDOWS)
-    return norms
+    return layer.norms
 
 
 def _define_linear_layer(define, st: Structure):
     """One fixed-state layer: weights, state and recurrence FLOPs; returns the norms of all."""
     if not st.linear:
         return 0
-    d = S.d_model
-    kh, vh, kd, vd = (S.linear_key_heads, S.linear_value_heads, S.linear_key_head_dim,
-                      S.linear_value_head_dim)
-    conv = 2 * kh * kd + vh * vd
-    define("params_linear_layer",
-           d * (2 * kh * kd + 2 * vh * vd) + d * 2 * vh + conv * S.linear_conv_kernel + 2 * vh
-           + vh * vd * d, unit="param",
+    layer = linear_layer()
+    define("params_linear_layer", layer.params, unit="param",
            description="weights of one fixed-state layer: in-projection (q, k, v, gate), "
                        "per-head gates, short convolution, decay constants, out-projection",
            reference=LINEAR)
-    define("linear_state_values_per_layer", vh * kd * vd + (S.linear_conv_kernel - 1) * conv,
+    define("linear_state_values_per_layer", layer.state_values,
            unit="1", description="state values one sequence keeps per fixed-state layer: the "
                                  "recurrent state and the convolution's last tokens",
            reference=LINEAR)
@@ -650,10 +318,10 @@ def _define_linear_layer(define, st: Structure):
            S.layers_linear_attention * S.linear_state_values_per_layer * S.linear_state_bits / 8,
            unit="B", description="fixed state of one sequence in all fixed-state layers, "
                                  "the same at every context length", reference=LINEAR)
-    define("linear_flops_per_token", 8 * vh * kd * vd, unit="FLOP",
+    define("linear_flops_per_token", layer.flops_per_token, unit="FLOP",
            description="recurrence FLOPs per token and fixed-state layer (about four "
                        "multiply-adds per state value)", reference=LINEAR)
-    return S.layers_linear_attention * vd
+    return S.layers_linear_attention * layer.norms
 
 
 def _define_attention(scenario, define, st: Structure):
@@ -670,7 +338,7 @@ def _define_attention(scenario, define, st: Structure):
     define("params_norm_attention", kv_layers_count * norms + linear_norms, unit="param",
            description="norms inside the attention layers (latent, q/k and gated-output norms)",
            reference=MLA if st.mla else LINEAR)
-    t = Terms(st)
+    t = terms(scenario)
     if st.windows:
         define("kv_positions_at_context", kv_positions(st, S.context), unit="token",
                description="cached positions per attention layer at the mean decode context: "
@@ -689,7 +357,7 @@ def _define_attention(scenario, define, st: Structure):
     define("attention_flops_decode", decode, unit="FLOP",
            description="attention FLOPs of one sequence's decode step at the mean context",
            reference=MLA if st.mla else WINDOWS)
-    define("attention_flops_prefill", t._attention_prefill(S.prompt_tokens), unit="FLOP",
+    define("attention_flops_prefill", t.prefill_attention(S.prompt_tokens), unit="FLOP",
            description="attention FLOPs to prefill one prompt (causal; windows cut the pairs)",
            reference=MLA if st.mla else WINDOWS)
     define("kv_full_layer_share",
@@ -707,9 +375,7 @@ def infermodel_define_quantities(scenario, define):
         _define_attention(scenario, define, st)
 
 
-__all__ = ["KINDS", "PatternError", "Structure", "Terms", "chunked_overcount", "ffn_params",
-           "kv_positions", "layer_kind_counts", "moe_layer_count", "parse_layer_pattern",
-           "structure", "terms"]
+__all__ = ["MLA_DECODE"]
 
 
 # ---------------------------------------------------------------------------------
@@ -729,29 +395,6 @@ def _longest(scenario) -> int:
     if length is not None:
         return int(length)
     return scenario.value("workload.prompt_tokens") + scenario.value("workload.output_tokens")
-
-
-def chunked_overcount(counts: dict, length: float, chunk: int, window: int | None) -> tuple[float, float]:
-    """(largest, typical) share by which the cache at ``length`` tokens is overstated when
-    each chunked-local layer is counted at min(length, chunk) positions.
-
-    A chunked layer holds only the tokens of the current chunk: 1 to ``chunk`` of them
-    once a sequence is past its first chunk. At its worst (a sequence that has just
-    started a new chunk) the count is min(L, c) − 1 positions per such layer too large;
-    for sequences spread evenly across a chunk, about c/2. Both are 0 within the
-    first chunk, where min(L, c) = L is exact.
-
-    Llama 4 Scout at 32,768 tokens (12 full, 36 chunked layers of 8,192):
-    >>> worst, typical = chunked_overcount({"full": 12, "sliding": 0, "chunked": 36}, 32768, 8192, None)
-    >>> round(100 * worst, 1), round(100 * typical, 1)
-    (42.9, 21.4)
-    """
-    if length <= chunk:
-        return 0.0, 0.0
-    counted = counts["full"] * length + counts["chunked"] * chunk
-    if counts["sliding"]:
-        counted += counts["sliding"] * min(length, window or length)
-    return counts["chunked"] * (chunk - 1) / counted, counts["chunked"] * (chunk / 2) / counted
 
 
 @hookimpl

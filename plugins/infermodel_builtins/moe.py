@@ -44,8 +44,8 @@ from sympy import Max, ceiling
 from infermodel.plugin import S, Stage, hookimpl
 
 from . import M10
-from .architecture import moe_layer_count
 from .formats import choice_type
+from .shapes import ffn_block, moe_layer_count
 
 MOE = f"{M10}, mixture-of-experts paragraph ('Other proposals and smaller models')"
 EP = ("DeepSeek-V3 (arXiv:2412.19437) §3.4 'Inference and Deployment' (expert parallelism "
@@ -125,7 +125,7 @@ def infermodel_define_quantities(scenario, define):
            "active": "the active experts only (routing = \"active\")",
            "all": "every expert (routing = \"all\")"}[routing]
     per_param, why = _bytes_per_expert_param(scenario)
-    define("expert_params", S.ffn_matrices * S.d_model * S.expert_d_ff, unit="param",
+    define("expert_params", ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff), unit="param",
            description="weights of one routed expert in one layer", reference=MOE)
     define("expert_bytes_per_param", per_param, unit="B",
            description=f"bytes per routed-expert weight ({why})", reference=MOE)

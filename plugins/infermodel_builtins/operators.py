@@ -59,6 +59,7 @@ from sympy import Min as _Min
 from infermodel.plugin import S, Stage, collect_operators, hookimpl
 
 from . import LAB, M10
+from .shapes import ffn_block, router_params
 
 ROOFLINE = f"{M10}, §2 arithmetic intensity and the roofline; {LAB}, 'Two costs for one answer'"
 COUNT_OPS = f"{M10}, §1 'Count operations and traffic separately'"
@@ -115,7 +116,7 @@ def _shapes(phase):
 
 
 def _router(scenario):
-    return S.layers * S.d_model * S.experts if _moe(scenario) else sympy.Integer(0)
+    return router_params(scenario)
 
 
 def _weights(scenario, phase):
@@ -124,8 +125,8 @@ def _weights(scenario, phase):
     router = _router(scenario)
     if phase == "decode" and _moe(scenario):
         # Routed experts as the batch's tokens read them (the MoE lever's expectation).
-        ffn = S.layers * (S.experts_read_per_layer + S.shared_experts) * S.ffn_matrices \
-            * S.d_model * S.expert_d_ff
+        ffn = S.layers * (S.experts_read_per_layer + S.shared_experts) \
+            * ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff)
     elif _moe(scenario):
         ffn = S.params_ffn - router  # a prompt's tokens reach every expert
     else:

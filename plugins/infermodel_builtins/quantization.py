@@ -64,6 +64,7 @@ from .formats import (
     FormatSpec,
     SqnrBits,
 )
+from .shapes import ffn_block, moe_layer_count
 from .sqnr import DB_PER_BIT, OFFSET_DB, max_over_sigma_for
 
 ARTIFACT = f"{M10}, §11 'Account for the whole weight artifact'; {GRANULARITY}"
@@ -361,8 +362,6 @@ def _class_params(key, split=False):
 
 
 def _routed(scenario):
-    from .architecture import moe_layer_count
-
     return moe_layer_count(scenario) * S.experts
 
 
@@ -407,10 +406,8 @@ def _define_weights(scenario, define, lever):
     formats = weight_formats(scenario, lever)
     split = "experts" in formats
     if split:
-        from .architecture import moe_layer_count
-
         define("params_routed_experts",
-               moe_layer_count(scenario) * S.experts * S.ffn_matrices * S.d_model * S.expert_d_ff,
+               moe_layer_count(scenario) * S.experts * ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff),
                unit="param", description="weights of the routed experts' matrices (biases excluded)",
                reference=ARTIFACT)
     for key, suffix, what in _classes(formats):
