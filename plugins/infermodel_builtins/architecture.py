@@ -83,15 +83,20 @@ from sympy import floor
 
 from infermodel.plugin import S, hookimpl
 
+from .architecture_fields import register_fields, validate
 from .shapes import (
-    ATTENTION_KINDS,
-    PatternError,
+    MAMBA,
+    MAMBA2,
     Structure,
     attention_layer,
     chunked_overcount,
     kv_positions,
     linear_layer,
-    parse_layer_pattern,
+    mamba_default_dt_rank,
+    mamba_inner_width,
+    row_label,
+    row_terms,
+    state_layer,
     structure,
     terms,
 )
@@ -105,10 +110,10 @@ LINEAR = ("Gated Delta Networks (arXiv:2412.06464) §3; Mamba-2 (arXiv:2405.2106
           "Qwen3-Next config.json (linear_* keys, full_attention_interval)")
 MOE_SHAPE = ("DeepSeek-V3 (arXiv:2412.19437) §2.1.2 (first_k_dense_replace, shared experts); "
              "Llama 4 config.json (interleave_moe_layer_step)")
+PER_LAYER = ("the per-layer model: each layer's mixer and feed-forward block, from layer_pattern "
+             "(the config's layer_types, attn_type_list, hybrid_override_pattern, attention and "
+             "expert periods, block_configs)")
 SINKS = "gpt-oss model card (arXiv:2508.10925) §2 'attention sinks, biases'"
-
-MLA_DECODE = ("absorbed", "naive")
-
 
 # ---------------------------------------------------------------------------------
 # Fields and validation
@@ -117,124 +122,12 @@ MLA_DECODE = ("absorbed", "naive")
 
 @hookimpl
 def infermodel_register_fields(register):
-    def model(name, kind, description, **kw):
-        register("model", name, kind=kind, description=description, **kw)
-
-    model("layer_pattern", "str",
-          'kinds of successive layers, repeated from the first: "full", "sliding", "chunked", '
-          '"linear"; "N*kind" repeats (Gemma 3: "5*sliding,full"; default: every layer "full", '
-          'or "sliding" when sliding_window is given)', default=None)
-    model("sliding_window", "int", "tokens a sliding-window layer attends to (and caches)",
-          minimum=1, default=None, quantity="sliding_window")
-    model("attention_chunk", "int", "tokens per chunk of a chunked-local attention layer",
-          minimum=1, default=None, quantity="attention_chunk")
-    model("q_lora_rank", "int", "latent attention: rank of the query down-projection "
-          "(unset: a direct query projection)", minimum=1, default=None, quantity="q_lora_rank")
-    model("kv_lora_rank", "int", "latent attention: width of the cached key/value latent "
-          "(setting it makes the model use latent attention)", minimum=1, default=None,
-          quantity="kv_lora_rank")
-    model("qk_nope_head_dim", "int", "latent attention: per-head query/key width without rotary "
-          "embedding", minimum=1, default=None, quantity="qk_nope_head_dim")
-    model("qk_rope_head_dim", "int", "latent attention: rotary key width (shared by the heads, cached)",
-          minimum=1, default=None, quantity="qk_rope_head_dim")
-    model("v_head_dim", "int", "latent attention: per-head value width", minimum=1, default=None,
-          quantity="v_head_dim")
-    model("mla_decode", "choice", 'latent attention decode: "absorbed" (up-projection folded into '
-          'query and output; vLLM, SGLang) or "naive" (latents decompressed every step)',
-          choices=MLA_DECODE, default="absorbed")
-    model("linear_key_heads", "int", "fixed-state layers: key heads (Mamba-2: groups)", minimum=1,
-          default=None, quantity="linear_key_heads")
-    model("linear_value_heads", "int", "fixed-state layers: value heads (Mamba-2: heads)", minimum=1,
-          default=None, quantity="linear_value_heads")
-    model("linear_key_head_dim", "int", "fixed-state layers: key width per head (Mamba-2: d_state)",
-          minimum=1, default=None, quantity="linear_key_head_dim")
-    model("linear_value_head_dim", "int", "fixed-state layers: value width per head", minimum=1,
-          default=None, quantity="linear_value_head_dim")
-    model("linear_conv_kernel", "int", "fixed-state layers: width of the short convolution",
-          minimum=1, default=4, quantity="linear_conv_kernel")
-    model("linear_state_bits", "float", "fixed-state layers: bits per stored state value",
-          minimum=1, maximum=32, default=16.0, quantity="linear_state_bits")
-    model("dense_layers", "int", "leading layers with a dense feed-forward block in a mixture of "
-          "experts (DeepSeek's first_k_dense_replace)", minimum=0, default=0, quantity="dense_layers")
-    model("moe_layer_period", "int", "after the dense layers, every Nth layer is a mixture of "
-          "experts and the rest dense (Llama 4 Maverick: 2)", minimum=1, default=1,
-          quantity="moe_layer_period")
-    model("shared_expert_d_ff", "int", "intermediate width of one shared expert (default: "
-          "expert_d_ff)", minimum=1, default=None, quantity="shared_expert_d_ff")
-    model("attention_bias", "bool", "Q, K, V and O projections have biases", default=False)
-    model("attention_sinks", "bool", "one learnt sink logit per head and layer (gpt-oss)",
-          default=False)
-    model("attention_output_gate", "bool", "a query-sized gate projection on the attention output "
-          "(Qwen3-Next)", default=False)
-    model("qk_norm", "bool", "per-head norms of queries and keys (Qwen3, Gemma 3)", default=False)
-    model("expert_bias", "bool", "experts' projections and the router have biases (gpt-oss)",
-          default=False)
-
-
-def _pattern_problems(scenario, report) -> tuple[str, ...] | None:
-    text = scenario.value("model.layer_pattern")
-    if text is None:
-        return None
-    try:
-        pattern = parse_layer_pattern(text)
-    except PatternError as exc:
-        report("model.layer_pattern", f"{exc}",
-               expected='comma-separated layer kinds (full, sliding, chunked, linear), "N*kind" to '
-                        'repeat, e.g. "5*sliding,full"')
-        return None
-    layers = scenario.value("model.layers")
-    if len(pattern) > layers:
-        report("model.layer_pattern",
-               f"the pattern names {len(pattern)} layers but the model has {layers}",
-               expected=f"at most {layers} layer kinds (the pattern repeats to cover the layers)")
-        return None
-    return pattern
+    register_fields(register)
 
 
 @hookimpl
 def infermodel_validate_scenario(scenario, report):
-    value = scenario.value
-    pattern = _pattern_problems(scenario, report)
-    kinds = set(pattern) if pattern else ({"sliding"} if value("model.sliding_window") else set())
-    if "sliding" in kinds and value("model.sliding_window") is None:
-        report("model.sliding_window", "the layer pattern has sliding-window layers but no window",
-               expected="model.sliding_window, the tokens each such layer attends to")
-    if "chunked" in kinds and value("model.attention_chunk") is None:
-        report("model.attention_chunk", "the layer pattern has chunked-local layers but no chunk size",
-               expected="model.attention_chunk, the tokens per chunk")
-    if "linear" in kinds:
-        missing = [n for n in ("linear_key_heads", "linear_value_heads", "linear_key_head_dim",
-                               "linear_value_head_dim") if value(f"model.{n}") is None]
-        for name in missing:
-            report(f"model.{name}", "the layer pattern has fixed-state (linear) layers but not "
-                   "their dimensions", expected=f"model.{name}, a positive integer")
-    if kinds and not kinds & set(ATTENTION_KINDS):
-        report("model.layer_pattern", "no layer keeps a cache: the pattern has only linear layers",
-               expected="at least one full, sliding or chunked layer")
-    if value("model.kv_lora_rank") is not None:
-        for name in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-            if value(f"model.{name}") is None:
-                report(f"model.{name}", "latent attention (kv_lora_rank) needs this width",
-                       expected="a positive integer from the model's config")
-    else:
-        for name in ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-            if value(f"model.{name}") is not None:
-                report(f"model.{name}", f"{name} is a latent-attention width, but kv_lora_rank is unset",
-                       expected="model.kv_lora_rank as well, or no latent-attention fields")
-    experts = value("model.experts")
-    if experts <= 1:
-        for name in ("dense_layers", "shared_expert_d_ff"):
-            if scenario.given(f"model.{name}") and value(f"model.{name}") not in (None, 0):
-                report(f"model.{name}", f"{name} describes a mixture of experts, but model.experts = 1",
-                       expected="model.experts > 1, or no such key")
-    if value("model.moe_layer_period") > value("model.layers"):
-        report("model.moe_layer_period", f"a period of {value('model.moe_layer_period')} layers is "
-               f"longer than the model's {value('model.layers')}",
-               expected=f"at most {value('model.layers')}")
-    if value("model.dense_layers") >= value("model.layers") and experts > 1:
-        report("model.dense_layers", f"dense_layers = {value('model.dense_layers')} leaves no "
-               f"mixture-of-experts layer among {value('model.layers')}",
-               expected=f"fewer than {value('model.layers')}")
+    validate(scenario, report)
 
 
 # ---------------------------------------------------------------------------------
@@ -242,10 +135,14 @@ def infermodel_validate_scenario(scenario, report):
 # ---------------------------------------------------------------------------------
 
 
-def _define_moe_shape(scenario, define):
+def _define_moe_shape(scenario, define, st: Structure):
     value = scenario.value
     period = value("model.moe_layer_period")
-    if value("model.experts") <= 1:
+    if st.explicit_ffn:
+        moe_layers = st.ffn_count("moe")
+        how = "the layers whose pattern item says +moe"
+        _define_ffn_counts(define, st)
+    elif value("model.experts") <= 1:
         moe_layers = S.layers
         how = "every layer (a dense model's feed-forward block)"
     elif period == 1:
@@ -263,6 +160,29 @@ def _define_moe_shape(scenario, define):
                reference=MOE_SHAPE)
 
 
+def _define_ffn_counts(define, st: Structure):
+    """Dense widths and the other blocks when the pattern names every layer's block."""
+    widths = sum(row.count * (row.width if row.width is not None else S.d_ff)
+                 for row in st.rows if row.ffn == "dense")
+    define("dense_ffn_width_sum", widths, unit="1",
+           description="sum over the dense feed-forward blocks of their widths (each layer's "
+                       "own, or d_ff)", reference=PER_LAYER)
+    for ffn, name, what in (("projection", "layers_projection_ffn", "a d×d projection"),
+                            ("none", "layers_without_ffn", "no feed-forward block")):
+        if st.ffn_count(ffn):
+            define(name, st.ffn_count(ffn), unit="1",
+                   description=f"layers whose feed-forward block is {what} (from layer_pattern)",
+                   reference=PER_LAYER)
+
+
+#: Quantity names and descriptions of the mixers beyond the original four.
+MIXER_COUNTS = {"lightning": ("layers_lightning_attention", "lightning (linear) attention"),
+                "mamba": ("layers_mamba", "a Mamba-1 state space"),
+                "mamba2": ("layers_mamba2", "a Mamba-2 state space"),
+                "projection": ("layers_projection_mixer", "a d×d projection in place of attention"),
+                "none": ("layers_without_mixer", "no mixer (a feed-forward block alone)")}
+
+
 def _define_layer_counts(define, st: Structure):
     counts = st.counts
     if counts is not None:
@@ -273,11 +193,22 @@ def _define_layer_counts(define, st: Structure):
             define(name, counts[kind], unit="1",
                    description=f"layers with {what} (from layer_pattern)",
                    reference=LINEAR if kind == "linear" else WINDOWS)
+        for kind, (name, what) in MIXER_COUNTS.items():
+            if counts.get(kind):
+                define(name, counts[kind], unit="1", description=f"layers with {what} "
+                       "(from layer_pattern)", reference=PER_LAYER)
         define("kv_layers", S.layers_full_attention + S.layers_sliding_window + S.layers_chunked_local,
                unit="1", description="layers that keep a key/value cache", reference=WINDOWS)
     else:
         define("kv_layers", S.layers, unit="1", description="layers that keep a key/value cache (all)",
                reference=MLA if st.mla else SINKS)
+    if st.missing_sublayers:
+        missing = sum(S[name] for kind, name in (("none", "layers_without_mixer"),)
+                      if counts is not None and counts.get(kind)) + (
+            S.layers_without_ffn if st.ffn_count("none") else 0)
+        define("sublayers", 2 * S.layers - missing, unit="1",
+               description="mixers and feed-forward blocks in all layers (each with its pre-norm "
+                           "and, split over tensor ranks, its all-reduce)", reference=PER_LAYER)
 
 
 def _define_attention_layer(scenario, define, st: Structure):
@@ -302,9 +233,7 @@ def _define_attention_layer(scenario, define, st: Structure):
 
 
 def _define_linear_layer(define, st: Structure):
-    """One fixed-state layer: weights, state and recurrence FLOPs; returns the norms of all."""
-    if not st.linear:
-        return 0
+    """One gated delta-net layer: weights, state and recurrence FLOPs."""
     layer = linear_layer()
     define("params_linear_layer", layer.params, unit="param",
            description="weights of one fixed-state layer: in-projection (q, k, v, gate), "
@@ -314,28 +243,102 @@ def _define_linear_layer(define, st: Structure):
            unit="1", description="state values one sequence keeps per fixed-state layer: the "
                                  "recurrent state and the convolution's last tokens",
            reference=LINEAR)
-    define("linear_state_bytes_per_sequence",
-           S.layers_linear_attention * S.linear_state_values_per_layer * S.linear_state_bits / 8,
-           unit="B", description="fixed state of one sequence in all fixed-state layers, "
-                                 "the same at every context length", reference=LINEAR)
     define("linear_flops_per_token", layer.flops_per_token, unit="FLOP",
            description="recurrence FLOPs per token and fixed-state layer (about four "
                        "multiply-adds per state value)", reference=LINEAR)
-    return S.layers_linear_attention * layer.norms
+
+
+#: Defaults of the Mamba widths a config may leave out (Mamba's and Mamba-2's own).
+MAMBA_DEFAULTS = (("mamba_d_conv", 4, "width of the short convolution of a Mamba layer"),
+                  ("mamba_expand", 2, "inner width of a Mamba layer over the model width"))
+
+
+def _define_mamba_widths(scenario, define, st: Structure):
+    value = scenario.value
+    for name, default, what in MAMBA_DEFAULTS:
+        if value(f"model.{name}") is None:
+            define(name, default, unit="1", description=f"{what} (the default)", reference=MAMBA)
+    if st.has("mamba2") and value("model.mamba_groups") is None:
+        define("mamba_groups", 1, unit="1", description="groups sharing B and C of a Mamba-2 "
+               "layer (the default)", reference=MAMBA2)
+    if st.has("mamba"):
+        if value("model.mamba_dt_rank") is None:
+            define("mamba_dt_rank", mamba_default_dt_rank(), unit="1",
+                   description="rank of the Δ projection of a Mamba-1 layer, ⌈d/16⌉", reference=MAMBA)
+        define("mamba_inner", mamba_inner_width(), unit="1",
+               description="inner width of a Mamba-1 layer, expand·d", reference=MAMBA)
+    if st.has("mamba2") and value("model.mamba_head_dim") is None:
+        define("mamba_head_dim", S.mamba_expand * S.d_model / S.mamba_heads, unit="1",
+               description="channels per head of a Mamba-2 layer, expand·d/heads", reference=MAMBA2)
+
+
+def _define_state_layer(scenario, define, mixer: str):
+    """One lightning, Mamba-1 or Mamba-2 layer: weights, state and recurrence FLOPs."""
+    layer = state_layer(scenario, mixer)
+    name = MIXER_COUNTS[mixer][1]
+    define(f"params_{mixer}_layer", layer.params, unit="param",
+           description=f"weights of one layer with {name}: {layer.what}", reference=layer.reference)
+    define(f"{mixer}_state_values_per_layer", layer.state_values, unit="1",
+           description=f"state values one sequence keeps per layer with {name}, the same at "
+                       "every context length", reference=layer.reference)
+    define(f"{mixer}_flops_per_token", layer.flops_per_token, unit="FLOP",
+           description=f"recurrence FLOPs per token and layer with {name}",
+           reference=layer.reference)
+
+
+#: (mixer, its layer count, its per-layer state values, its per-layer FLOPs) of every
+#: fixed-state mixer.
+STATE_TERMS = (("linear", "layers_linear_attention", "linear_state_values_per_layer",
+                "linear_flops_per_token"),
+               ("lightning", "layers_lightning_attention", "lightning_state_values_per_layer",
+                "lightning_flops_per_token"),
+               ("mamba", "layers_mamba", "mamba_state_values_per_layer", "mamba_flops_per_token"),
+               ("mamba2", "layers_mamba2", "mamba2_state_values_per_layer", "mamba2_flops_per_token"))
+
+
+def _define_state_layers(scenario, define, st: Structure):
+    """Every fixed-state mixer's layer, the state of one sequence and its recurrence FLOPs;
+    returns the norms inside those layers and the projection mixers' weights.
+    """
+    if st.has("mamba") or st.has("mamba2"):
+        _define_mamba_widths(scenario, define, st)
+    norms, params = 0, 0
+    for mixer, count, _, _ in STATE_TERMS:
+        if not st.has(mixer):
+            continue
+        if mixer == "linear":
+            _define_linear_layer(define, st)
+            norms += S[count] * linear_layer().norms
+            params += S[count] * S.params_linear_layer
+        else:
+            _define_state_layer(scenario, define, mixer)
+            norms += S[count] * state_layer(scenario, mixer).norms
+            params += S[count] * S[f"params_{mixer}_layer"]
+    if st.has("projection"):
+        params += S.layers_projection_mixer * S.d_model**2
+    if st.linear:
+        present = [t for t in STATE_TERMS if st.has(t[0])]
+        values = sum(S[count] * S[state] for _, count, state, _ in present)
+        define("linear_state_bytes_per_sequence", values * S.linear_state_bits / 8,
+               unit="B", description="fixed state of one sequence in all fixed-state layers "
+                                     "(linear attention, state space), the same at every context "
+                                     "length", reference=LINEAR)
+        define("fixed_state_flops_per_token", sum(S[count] * S[flops] for _, count, _, flops in present),
+               unit="FLOP", description="recurrence FLOPs of one token in all fixed-state layers",
+               reference=LINEAR)
+    return norms, params
 
 
 def _define_attention(scenario, define, st: Structure):
     counts = st.counts
     _define_layer_counts(define, st)
     norms = _define_attention_layer(scenario, define, st)
-    linear_norms = _define_linear_layer(define, st)
+    state_norms, state_params = _define_state_layers(scenario, define, st)
     kv_layers_count = S.kv_layers
-    params = kv_layers_count * S.params_attention_layer
-    if st.linear:
-        params += S.layers_linear_attention * S.params_linear_layer
-    define("params_attention_stack", params, unit="param",
-           description="attention and fixed-state layer weights in all layers", reference=MLA if st.mla else WINDOWS)
-    define("params_norm_attention", kv_layers_count * norms + linear_norms, unit="param",
+    define("params_attention_stack", kv_layers_count * S.params_attention_layer + state_params,
+           unit="param", description="attention and fixed-state layer weights in all layers",
+           reference=MLA if st.mla else WINDOWS)
+    define("params_norm_attention", kv_layers_count * norms + state_norms, unit="param",
            description="norms inside the attention layers (latent, q/k and gated-output norms)",
            reference=MLA if st.mla else LINEAR)
     t = terms(scenario)
@@ -353,7 +356,7 @@ def _define_attention(scenario, define, st: Structure):
     decode = S.attention_flops_per_position * S.kv_layers * (
         S.kv_positions_at_context if st.windows else S.context)
     if st.linear:
-        decode += S.layers_linear_attention * S.linear_flops_per_token
+        decode += S.fixed_state_flops_per_token
     define("attention_flops_decode", decode, unit="FLOP",
            description="attention FLOPs of one sequence's decode step at the mean context",
            reference=MLA if st.mla else WINDOWS)
@@ -366,16 +369,48 @@ def _define_attention(scenario, define, st: Structure):
                        "cached only there)", reference=WINDOWS)
 
 
+def _define_rows(scenario, define, st: Structure):
+    """The per-layer table: one set of quantities per distinct layer kind, and what lies
+    outside the layers (``infermodel layers`` prints them).
+    """
+    for row in st.rows:
+        sums = row_terms(scenario, st, row)
+        label = row_label(row, st)
+        prefix = f"layer_kind_{row.key}"
+        define(f"{prefix}_count", row.count, unit="1", description=f"layers of {label}",
+               reference=PER_LAYER)
+        define(f"{prefix}_params", sums.params, unit="param",
+               description=f"weights of the layers of {label}: mixer, feed-forward block (every "
+                           "expert) and norms", reference=PER_LAYER)
+        define(f"{prefix}_cache_bytes_per_token", sums.cache_bytes_per_token, unit="B",
+               description=f"cache bytes each cached token adds in the layers of {label}",
+               reference=PER_LAYER)
+        define(f"{prefix}_state_bytes", sums.state_bytes, unit="B",
+               description=f"fixed state one sequence keeps in the layers of {label}, the same "
+                           "at every context length", reference=PER_LAYER)
+        define(f"{prefix}_flops_per_token", sums.flops_per_token, unit="FLOP",
+               description=f"FLOPs of one decoded token at the mean context in the layers of "
+                           f"{label}: 2 × the weights it multiplies, plus attention over the "
+                           "cached positions (windows cut) or the recurrence", reference=PER_LAYER)
+    define("params_outside_layers", S.params_embedding + S.params_head + S.d_model, unit="param",
+           description="weights outside the layers: the input embedding, the output head and the "
+                       "final norm", reference=PER_LAYER)
+    define("flops_per_token_outside_layers", 2 * (S.params_head_matmul + S.d_model), unit="FLOP",
+           description="FLOPs of one decoded token outside the layers: the final norm and the "
+                       "output head", reference=PER_LAYER)
+
+
 @hookimpl
 def infermodel_define_quantities(scenario, define):
     st = structure(scenario)
     if st.ffn:
-        _define_moe_shape(scenario, define)
+        _define_moe_shape(scenario, define, st)
     if st.attention:
         _define_attention(scenario, define, st)
+    _define_rows(scenario, define, st)
 
 
-__all__ = ["MLA_DECODE"]
+__all__: list[str] = []
 
 
 # ---------------------------------------------------------------------------------

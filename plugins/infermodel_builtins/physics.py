@@ -251,7 +251,7 @@ def _model(scenario, define, terms):
            reference=f"{M10}, mixture-of-experts paragraph")
     define("params_block_linear", S.params_attention + S.params_ffn, unit="param",
            description="weights of the block linears (attention and feed-forward)", reference=WEIGHTS)
-    define("params_norm", stack.norms if terms.plain else stack.norms + S.params_norm_attention,
+    define("params_norm", stack.norms if terms.plain else terms.block_norms() + S.params_norm_attention,
            unit="param",
            description="normalisation weights (two per block and a final one)", reference=WEIGHTS)
     define("params_embedding", stack.embedding, unit="param",

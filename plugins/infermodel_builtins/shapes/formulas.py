@@ -129,9 +129,10 @@ def attention_prefill_flops(layers, query_width, n):
 
 def tensor_parallel_reductions(scenario):
     """All-reduces a tensor-parallel forward pass makes per token: one after each layer's
-    attention (mixer) and one after its feed-forward block, 2·L.
+    attention (mixer) and one after its feed-forward block, 2·L (``sublayers`` when some
+    layers have no mixer or no feed-forward block).
     """
-    return 2 * S.layers
+    return S.sublayers if structure(scenario).missing_sublayers else 2 * S.layers
 
 
 def router_params(scenario):
@@ -145,24 +146,32 @@ def router_params(scenario):
 
 
 def ffn_params(scenario):
-    """(all, one token's) feed-forward weights, or None for the base formulas."""
+    """(all, one token's) feed-forward weights, or None for the base formulas.
+
+    Under the dense/MoE rule the ``layers − moe_layers`` dense blocks have width d_ff;
+    when the layer pattern names every layer's block, the dense ones add up their own
+    widths (``dense_ffn_width_sum``), projection blocks are d×d and ``none`` blocks
+    weigh nothing.
+    """
+    from .rows import expert_params, router_per_layer
+
     st = structure(scenario)
     if not st.ffn:
         return None
-    dense = ffn_block(S.ffn_matrices, S.d_model, S.d_ff)
-    expert = ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff)
+    expert = expert_params(scenario)
     shared = S.shared_experts * ffn_block(S.ffn_matrices, S.d_model, S.shared_expert_d_ff)
     moe = scenario.value("model.experts") > 1
-    router = S.d_model * S.experts if moe else 0
-    if scenario.value("model.expert_bias"):
-        # Biases of gate/up (2·width or width) and down (d_model) in each expert; router bias.
-        expert += (S.ffn_matrices - 1) * S.expert_d_ff + S.d_model
-        router += S.experts if moe else 0
+    router = router_per_layer(scenario) if moe else 0
     routed_all = S.experts * expert if moe else expert
     routed_active = S.active_experts * expert if moe else expert
-    rest = S.layers - S.moe_layers
-    return (rest * dense + S.moe_layers * (routed_all + shared + router),
-            rest * dense + S.moe_layers * (routed_active + shared + router))
+    if st.explicit_ffn:
+        rest = ffn_block(S.ffn_matrices, S.d_model, S.dense_ffn_width_sum)
+        if st.ffn_count("projection"):
+            rest += S.layers_projection_ffn * S.d_model**2
+    else:
+        rest = (S.layers - S.moe_layers) * ffn_block(S.ffn_matrices, S.d_model, S.d_ff)
+    return (rest + S.moe_layers * (routed_all + shared + router),
+            rest + S.moe_layers * (routed_active + shared + router))
 
 
 # ---------------------------------------------------------------------------------

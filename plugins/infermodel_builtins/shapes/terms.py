@@ -76,6 +76,14 @@ class Terms:
     def plain(self) -> bool:
         return not self.st.attention
 
+    def block_norms(self):
+        """Norm weights of the blocks: one before each mixer and feed-forward block, and a
+        final one, (2·L + 1)·d (``sublayers`` + 1 when some layers lack one or the other).
+        """
+        if self.st.missing_sublayers:
+            return (S.sublayers + 1) * S.d_model
+        return (2 * S.layers + 1) * S.d_model
+
     def cache_read(self, context):
         """Bytes of cache (and fixed state) one sequence reads in a decode step at ``context``."""
         if not self.st.windows and not self.st.linear:
@@ -105,7 +113,7 @@ class Terms:
         """Attention (and recurrence) FLOPs of one decode step at ``context``, per layer kind."""
         flops = S.attention_flops_per_position * S.kv_layers * kv_positions(self.st, context)
         if self.st.linear:
-            flops += S.layers_linear_attention * S.linear_flops_per_token
+            flops += S.fixed_state_flops_per_token
         return flops
 
     def attention_prefill(self, n):
@@ -146,7 +154,7 @@ class Terms:
             pairs += S.layers_chunked_local * window_pairs(S.attention_chunk)
         flops = per_pair * pairs
         if self.st.linear:
-            flops += S.layers_linear_attention * S.linear_flops_per_token * chunk
+            flops += S.fixed_state_flops_per_token * chunk
         return flops
 
     def prefill_attention(self, n):
@@ -161,7 +169,7 @@ class Terms:
             pairs += S.layers_chunked_local * chunked_pairs(n, S.attention_chunk)
         flops = per_pair * pairs
         if self.st.linear:
-            flops += S.layers_linear_attention * S.linear_flops_per_token * n
+            flops += S.fixed_state_flops_per_token * n
         return flops
 
     def max_context(self, budget, batch):
