@@ -20,7 +20,7 @@ import infermodel
 from conftest import ROOT
 from infermodel.cli import main
 from infermodel.hf_config import HFConfigError, map_hf_config, read_hf_config
-from infermodel.hf_layers import SHAPING_KEYS, decilm_width
+from infermodel.hf_config.layers import SHAPING_KEYS, decilm_width
 
 CONFIGS = ROOT / "src" / "infermodel" / "data" / "configs"
 
@@ -315,7 +315,7 @@ def test_layers_command_user_mistake_exits_2(capsys, tmp_path):
 
 
 def test_hybrid_scenarios_simulate_with_the_layer_models_figures():
-    from infermodel.simulation import layered_values
+    from infermodel.analyses.simulation import layered_values
 
     r = infermodel.evaluate(ROOT / "scenarios" / "nemotron-h-8b-one-h100.toml")
     values = layered_values(r.values)

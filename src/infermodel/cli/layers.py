@@ -98,11 +98,11 @@ def format_table(result, rows: list[dict]) -> str:
 
 
 def handle(args) -> int:
+    from ..engine.evaluation import evaluate_afresh
     from ..errors import InfermodelError, Problem
-    from ..evaluation import evaluate
     from ..output import emit
 
-    result = evaluate(load(args))
+    result = evaluate_afresh(load(args))
     rows = layer_rows(result)
     if not rows:
         raise InfermodelError(Problem(

@@ -1,0 +1,98 @@
+"""Steady state of a closed-loop benchmark: C clients, each sending its next request as
+soon as the previous one finishes (how ``vllm bench serve --max-concurrency``, AIPerf and
+genai-perf's concurrency mode drive a server).
+
+The analytic model, from two times the roofline gives (the prefill of one prompt
+``T_p`` and one decode step at the running batch ``T_d(B)``) and the most sequences
+the cache holds ``N``:
+
+* running batch ``B = min(C, N)``; the ``C − B`` other clients wait in a queue;
+* Little's law for the running requests: arrival rate ``λ = B / E`` with
+  ``E = TTFT + (osl − 1) · ITL`` the end-to-end time of a running request;
+* each decoding request is stalled by the prefills of the other ``B − 1`` slots:
+  the share of time they take is ``ρ = (B − 1) · T_p / E``, so
+  ``ITL = T_d(B) / (1 − ρ)``;
+* a new request waits for the step under way (``T_d / 2`` on average when others are
+  running) and for prefills ahead of it (an M/D/1 wait ``ρ · T_p / (2 (1 − ρ))``):
+  ``TTFT = T_p + T_d / 2 + ρ · T_p / (2 (1 − ρ))``; with ``C = 1`` simply ``T_p``;
+* clients beyond the cache's capacity wait ``(C − B) · E / B`` more for a slot;
+* output throughput ``= B · osl / E``.
+
+These equations are solved by fixed-point iteration on ``E``. At ``C = 1`` they give
+the roofline quantities exactly (``TTFT = T_p``, ``ITL = T_d(1)``). A static batch
+(every request starts together) has the same throughput to first order (the same
+prefill work and decode steps per cycle); its first-token time is the batch's prefill,
+which the ledger only records at batch 1.
+
+The ledger's predictions at concurrency > 1 come from the serving simulator
+(:mod:`infermodel.accuracy.row_simulation`); this model is the fit's stand-in, evaluated on
+every efficiency candidate at once where a simulation per candidate would be too slow,
+and scaled per row by its simulated / analytic ratio (:func:`infermodel.accuracy.fits.fit`).
+Throughput and ITL agree with the simulation within a few percent below the cache's
+capacity; TTFT does not where fixed-length clients stay in phase (see
+``docs/accuracy.rst``).
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+__all__ = ["ClosedLoop", "closed_loop"]
+
+#: Prefill share at which the iteration stops growing the stall (a saturated prefill
+#: queue); beyond it the model is outside its range and says so through ``saturated``.
+MAX_PREFILL_SHARE = 0.95
+
+
+@attrs.frozen
+class ClosedLoop:
+    """Steady-state serving figures (seconds, tokens per second); arrays broadcast."""
+
+    ttft: np.ndarray
+    itl: np.ndarray
+    e2e: np.ndarray
+    output_tokens_per_s: np.ndarray
+    running: np.ndarray
+    saturated: np.ndarray
+
+
+def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_tokens,
+                *, iterations: int = 200) -> ClosedLoop:
+    """Steady state of ``concurrency`` clients (see the module docstring).
+
+    ``prefill_time`` is one prompt's prefill, ``decode_step_time`` one decode step at
+    the running batch ``min(concurrency, capacity)``; all arguments broadcast.
+
+    >>> r = closed_loop(0.1, 0.02, 1, 10, 101)
+    >>> float(r.ttft), float(r.itl), round(float(r.output_tokens_per_s), 3)
+    (0.1, 0.02, 48.095)
+    """
+    tp = np.asarray(prefill_time, dtype=float)
+    td = np.asarray(decode_step_time, dtype=float)
+    clients = np.asarray(concurrency, dtype=float)
+    running = np.minimum(clients, np.maximum(np.floor(np.asarray(capacity, dtype=float)), 1.0))
+    steps = np.maximum(np.asarray(output_tokens, dtype=float) - 1.0, 0.0)
+    others = running - 1.0
+    wait_step = np.where(others > 0, td / 2, 0.0)
+    e2e = tp + steps * td
+    share = np.zeros(np.broadcast(tp, td, running).shape)
+    for _ in range(iterations):
+        share = np.minimum(others * tp / e2e, MAX_PREFILL_SHARE)
+        itl = td / (1.0 - share)
+        ttft = tp + wait_step + share * tp / (2.0 * (1.0 - share))
+        updated = ttft + steps * itl
+        if np.allclose(updated, e2e, rtol=1e-10, atol=0.0):
+            e2e = updated
+            break
+        # Damped: the map is monotone, and half steps settle without oscillating.
+        e2e = 0.5 * (e2e + updated)
+    share = np.minimum(others * tp / e2e, MAX_PREFILL_SHARE)
+    itl = td / (1.0 - share)
+    ttft = tp + wait_step + share * tp / (2.0 * (1.0 - share))
+    e2e = ttft + steps * itl
+    queued = (clients - running) * e2e / running
+    throughput = running * (steps + 1.0) / e2e
+    return ClosedLoop(ttft=ttft + queued, itl=itl, e2e=e2e + queued,
+                      output_tokens_per_s=throughput, running=running,
+                      saturated=share >= MAX_PREFILL_SHARE)
