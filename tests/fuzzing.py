@@ -568,14 +568,23 @@ def make_case(seed: int, ctx: Context) -> Case:
     return Case(seed, command, argv, text, note, extra)
 
 
+HYBRID_CONFIGS = [ROOT / "src" / "infermodel" / "data" / "configs" / f"{name}.json" for name in (
+    "ai21-jamba-1.5-mini", "nemotron-h-8b-base-8k", "minimax-m1", "llama-3.3-nemotron-super-49b-v1")]
+
+
 def _mutated_config(rng: random.Random, ctx: Context) -> str:
     """A Hugging Face config.json with a few keys changed, dropped or nested."""
     import json
 
-    config = json.loads((DATA / "hf" / "llama-3.1-8b.json").read_text(encoding="utf-8"))
+    # A dense config, or a hybrid whose architectural keys (layer periods, Mamba widths,
+    # hybrid patterns, block configs) get mutated too.
+    base = rng.choice([DATA / "hf" / "llama-3.1-8b.json", *HYBRID_CONFIGS])
+    config = json.loads(base.read_text(encoding="utf-8"))
     for _ in range(rng.randint(1, 4)):
         key = rng.choice(list(config) + ["text_config", "quantization_config", "model_type",
-                                         "num_local_experts", "head_dim"])
+                                         "num_local_experts", "head_dim", "hybrid_override_pattern",
+                                         "attn_type_list", "block_configs", "attn_layer_period",
+                                         "mamba_d_state", "ssm_state_size", "layers_block_type"])
         pick = rng.random()
         if pick < 0.3 and key in config:
             del config[key]

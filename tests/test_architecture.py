@@ -20,7 +20,8 @@ from conftest import DATA, ROOT
 from infermodel.cli import main
 from infermodel.errors import ScenarioError
 from infermodel.hf_config import HFConfigError, map_hf_config
-from infermodel_builtins.architecture import (
+from infermodel_builtins.shapes import (
+    KINDS,
     PatternError,
     layer_kind_counts,
     parse_layer_pattern,
@@ -63,10 +64,19 @@ MLA_LAYER = (D * QR + QR * HEADS * (NOPE + ROPE) + D * (KVR + ROPE) + KVR * HEAD
 EXPERT = 3 * D * EXPERT_FF
 DS_NORMS = (2 * LAYERS + 1) * D + LAYERS * (QR + KVR)
 DS_EMBED = VOCAB * D
+# Each MoE layer's router: D x EXPERTS weights (bf16 in the FP8 checkpoint) and, with
+# topk_method "noaux_tc", EXPERTS fp32 score-correction biases (e_score_correction_bias).
+DS_ROUTER, DS_SCORE = (LAYERS - DENSE) * D * EXPERTS, (LAYERS - DENSE) * EXPERTS
 DS_TOTAL = (LAYERS * MLA_LAYER + DENSE * 3 * D * DENSE_FF
-            + (LAYERS - DENSE) * ((EXPERTS + 1) * EXPERT + D * EXPERTS) + DS_NORMS + 2 * DS_EMBED)
+            + (LAYERS - DENSE) * ((EXPERTS + 1) * EXPERT + D * EXPERTS) + DS_NORMS + 2 * DS_EMBED
+            + DS_SCORE)
 DS_ACTIVE = (LAYERS * MLA_LAYER + DENSE * 3 * D * DENSE_FF
-             + (LAYERS - DENSE) * ((ACTIVE + 1) * EXPERT + D * EXPERTS) + DS_NORMS + 2 * DS_EMBED)
+             + (LAYERS - DENSE) * ((ACTIVE + 1) * EXPERT + D * EXPERTS) + DS_NORMS + 2 * DS_EMBED
+             + DS_SCORE)
+# FP8 codes with one fp32 scale per 128x128 block; routers in bf16, score-correction biases
+# in fp32; embedding, head and norms in bf16.
+DS_FP8_BYTES = ((DS_TOTAL - DS_NORMS - 2 * DS_EMBED - DS_ROUTER - DS_SCORE) * (8 + 32 / (128 * 128)) / 8
+                + DS_ROUTER * 2 + DS_SCORE * 4 + (DS_NORMS + 2 * DS_EMBED) * 2)
 
 
 def test_deepseek_v3_latent_cache_is_70272_bytes_per_token(write_scenario):
@@ -89,11 +99,8 @@ def test_deepseek_v3_parameters_total_and_active(write_scenario):
 
 def test_deepseek_v3_fp8_checkpoint_size_from_quantization_config(write_scenario):
     r = evaluate(write_scenario, hf("deepseek-v3"))
-    linear = DS_TOTAL - DS_NORMS - 2 * DS_EMBED
-    # FP8 codes, one fp32 scale per 128x128 block; embedding, head and norms in bf16.
-    expected = linear * (8 + 32 / (128 * 128)) / 8 + (DS_NORMS + 2 * DS_EMBED) * 2
-    assert r["weight_bytes"] == pytest.approx(expected, rel=1e-9)
-    assert r["weight_bytes"] / GB == pytest.approx(673.04, abs=0.01)
+    assert r["weight_bytes"] == pytest.approx(DS_FP8_BYTES, rel=1e-9)
+    assert r["weight_bytes"] / GB == pytest.approx(673.15, abs=0.01)
     # The derivation says where the format came from.
     assert "quantization_config" in r.quantity("weight_code_bits_linear").description or \
         "weight_format" in r.quantity("weight_code_bits_linear").description
@@ -368,7 +375,7 @@ def test_pattern_parser_fuzz_only_raises_pattern_errors(text):
         kinds = parse_layer_pattern(text)
     except PatternError:
         return
-    assert kinds and all(k in ("full", "sliding", "chunked", "linear") for k in kinds)
+    assert kinds and all(k in KINDS for k in kinds)
 
 
 @settings(max_examples=100, deadline=None)
@@ -435,8 +442,7 @@ def test_batching_reservations_follow_the_windows(write_scenario):
 
 def test_deepseek_v3_sessions_on_8_h200_in_fp8():
     r = infermodel.evaluate(ROOT / "scenarios" / "deepseek-v3-8xh200-fp8.toml")
-    linear = DS_TOTAL - DS_NORMS - 2 * DS_EMBED
-    weights = linear * (8 + 32 / (128 * 128)) / 8 + (DS_NORMS + 2 * DS_EMBED) * 2
+    weights = DS_FP8_BYTES
     usable = 8 * r["card_memory"] * 0.9
     per_session = 8 * 70_272 * 32768          # the latent replicated on 8 tensor ranks
     assert r["max_sequences"] == math.floor((usable - weights) / per_session)

@@ -342,7 +342,7 @@ def _diagram_rows() -> dict[str, int]:
 def _package_of(module: str) -> str:
     parts = module.split(".")
     packages = ("engine", "kernels", "sweeping", "analyses", "accuracy", "simulator", "cli",
-                "sphinxext")
+                "sphinxext", "hf_config")
     return ".".join(parts[:2]) if len(parts) > 2 and parts[1] in packages else module
 
 

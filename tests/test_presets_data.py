@@ -27,12 +27,15 @@ MODEL_KEYS = {
     "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "linear_key_heads", "linear_value_heads",
     "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel", "dense_layers",
     "moe_layer_period", "shared_expert_d_ff", "attention_bias", "attention_sinks",
-    "attention_output_gate", "qk_norm", "expert_bias",
+    "attention_output_gate", "qk_norm", "expert_bias", "score_correction_bias",
+    "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_dt_rank", "mamba_heads",
+    "mamba_head_dim", "mamba_groups", "mamba_conv_bias", "mamba_proj_bias", "mamba_inner_norms",
     # checkpoint formats (fields registered by the quantization lever)
     "weight_format", "expert_weight_format",
 }
 TEXT_KEYS = {"layer_pattern", "weight_format", "expert_weight_format"}
-FLAG_KEYS = {"attention_bias", "attention_sinks", "attention_output_gate", "qk_norm", "expert_bias"}
+FLAG_KEYS = {"attention_bias", "attention_sinks", "attention_output_gate", "qk_norm", "expert_bias",
+             "score_correction_bias", "mamba_conv_bias", "mamba_proj_bias", "mamba_inner_norms"}
 MODEL_REQUIRED = {"layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "ffn", "vocab",
                   "tied_embeddings"}
 HARDWARE_UNITS = {

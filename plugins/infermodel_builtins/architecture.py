@@ -65,6 +65,10 @@ E biases with ``expert_bias``) sits in every MoE layer.
 a second query-sized projection, ``qk_norm`` two head-width norms per layer,
 ``expert_bias`` the experts' and the router's biases. They change the weights only.
 
+The formulas themselves live in the shape library (:mod:`infermodel_builtins.shapes`),
+which the base physics and the other levers call too; this plugin declares the fields,
+checks them and defines the per-layer quantities from those formulas.
+
 References: DeepSeek-V2 (arXiv:2405.04434) §2.1 and DeepSeek-V3 (arXiv:2412.19437)
 §2.1 for latent attention; Gemma 2 (arXiv:2408.00118) and Gemma 3 (arXiv:2503.19786)
 for local/global layers; gpt-oss model card (arXiv:2508.10925); Gated Delta Networks
@@ -74,14 +78,28 @@ published config.json of each model for its dimensions.
 
 from __future__ import annotations
 
-import re
-
-import attrs
 import sympy
-from sympy import Max as _Max
-from sympy import Min, Piecewise, floor, oo
+from sympy import floor
 
 from infermodel.plugin import S, hookimpl
+
+from .architecture_fields import register_fields, validate
+from .shapes import (
+    MAMBA,
+    MAMBA2,
+    Structure,
+    attention_layer,
+    chunked_overcount,
+    kv_positions,
+    linear_layer,
+    mamba_default_dt_rank,
+    mamba_inner_width,
+    row_label,
+    row_terms,
+    state_layer,
+    structure,
+    terms,
+)
 
 MLA = "DeepSeek-V2 (arXiv:2405.04434) §2.1 'Multi-Head Latent Attention'; DeepSeek-V3 (arXiv:2412.19437) §2.1"
 WINDOWS = ("Gemma 2 (arXiv:2408.00118) §2 'local sliding window and global attention'; Gemma 3 "
@@ -92,289 +110,10 @@ LINEAR = ("Gated Delta Networks (arXiv:2412.06464) §3; Mamba-2 (arXiv:2405.2106
           "Qwen3-Next config.json (linear_* keys, full_attention_interval)")
 MOE_SHAPE = ("DeepSeek-V3 (arXiv:2412.19437) §2.1.2 (first_k_dense_replace, shared experts); "
              "Llama 4 config.json (interleave_moe_layer_step)")
+PER_LAYER = ("the per-layer model: each layer's mixer and feed-forward block, from layer_pattern "
+             "(the config's layer_types, attn_type_list, hybrid_override_pattern, attention and "
+             "expert periods, block_configs)")
 SINKS = "gpt-oss model card (arXiv:2508.10925) §2 'attention sinks, biases'"
-
-#: Layer kinds a pattern may name; "full", "sliding" and "chunked" keep a KV cache.
-KINDS = ("full", "sliding", "chunked", "linear")
-ATTENTION_KINDS = ("full", "sliding", "chunked")
-MLA_DECODE = ("absorbed", "naive")
-_TOKEN = re.compile(r"^(?:(\d+)\s*\*\s*)?([a-z]+)(?:\s*\*\s*(\d+))?$")
-#: Longest pattern accepted (a layer count is a few hundred at most).
-MAX_PATTERN = 4096
-
-
-def Max(*args):
-    return _Max(*args, evaluate=False)
-
-
-# ---------------------------------------------------------------------------------
-# Pure helpers
-# ---------------------------------------------------------------------------------
-
-
-class PatternError(ValueError):
-    """A layer pattern that cannot be read; the message says what was expected."""
-
-
-def parse_layer_pattern(text: str) -> tuple[str, ...]:
-    """The kinds of one period of layers, from a pattern such as ``"5*sliding,full"``.
-
-    Items are separated by commas; ``N*kind`` (or ``kind*N``) repeats a kind.
-
-    >>> parse_layer_pattern("5*sliding,full")
-    ('sliding', 'sliding', 'sliding', 'sliding', 'sliding', 'full')
-    >>> parse_layer_pattern("linear*3, full")
-    ('linear', 'linear', 'linear', 'full')
-    """
-    if not isinstance(text, str) or not text.strip():
-        raise PatternError("the pattern is empty")
-    out: list[str] = []
-    for item in text.split(","):
-        match = _TOKEN.match(item.strip().lower())
-        if match is None:
-            raise PatternError(f"cannot read {item.strip()!r}")
-        before, kind, after = match.groups()
-        if kind not in KINDS:
-            raise PatternError(f"unknown layer kind {kind!r}")
-        if before and after:
-            raise PatternError(f"{item.strip()!r} repeats twice")
-        repeat = int(before or after or 1)
-        if repeat < 1 or len(out) + repeat > MAX_PATTERN:
-            raise PatternError(f"{item.strip()!r}: a repeat must be 1 to {MAX_PATTERN}")
-        out.extend([kind] * repeat)
-    return tuple(out)
-
-
-def layer_kind_counts(pattern: tuple[str, ...], layers: int) -> dict[str, int]:
-    """How many of ``layers`` layers have each kind when ``pattern`` repeats from layer 0.
-
-    Gemma-3-27B: 62 layers, every 6th global → 52 sliding and 10 full.
-
-    >>> layer_kind_counts(("sliding",) * 5 + ("full",), 62)
-    {'full': 10, 'sliding': 52, 'chunked': 0, 'linear': 0}
-    """
-    period = len(pattern)
-    counts = dict.fromkeys(KINDS, 0)
-    for position, kind in enumerate(pattern):
-        if position < layers:
-            counts[kind] += (layers - 1 - position) // period + 1
-    return counts
-
-
-@attrs.frozen
-class Structure:
-    """What the scenario's model declares beyond a uniform stack of ordinary layers."""
-
-    counts: dict | None          # layer kind -> number of layers, or None: every layer "full"
-    mla: bool
-    extras: bool                 # biases, sinks, output gate, q/k norms
-    ffn: bool                    # dense-first, MoE period, shared-expert width or expert biases
-
-    @property
-    def attention(self) -> bool:
-        """The attention or cache formulas differ from the base ones."""
-        return self.counts is not None or self.mla or self.extras
-
-    @property
-    def windows(self) -> bool:
-        return self.counts is not None and (self.counts["sliding"] or self.counts["chunked"])
-
-    @property
-    def linear(self) -> bool:
-        return self.counts is not None and self.counts["linear"] > 0
-
-
-def structure(scenario) -> Structure:
-    """Read the architecture fields of a validated scenario.
-
-    The base physics calls this too; when this plugin is not loaded (only the physics
-    is), the fields do not exist and the model is a uniform stack.
-    """
-    if not hasattr(scenario.sections["model"], "layer_pattern"):
-        return Structure(counts=None, mla=False, extras=False, ffn=False)
-    value = scenario.value
-    pattern = value("model.layer_pattern")
-    counts = None
-    if pattern is None and value("model.sliding_window") is not None:
-        pattern = "sliding"   # every layer windowed (Mistral 7B v0.1's config)
-    if pattern is not None:
-        counts = layer_kind_counts(parse_layer_pattern(pattern), value("model.layers"))
-        if counts["full"] == value("model.layers"):
-            counts = None
-    extras = any(value(f"model.{name}") for name in
-                 ("attention_bias", "attention_sinks", "attention_output_gate", "qk_norm"))
-    ffn = (value("model.dense_layers") > 0 or value("model.moe_layer_period") > 1
-           or value("model.shared_expert_d_ff") is not None or value("model.expert_bias"))
-    return Structure(counts=counts, mla=value("model.kv_lora_rank") is not None, extras=extras, ffn=ffn)
-
-
-def kv_positions(st: Structure, length):
-    """Layer-averaged cached positions at ``length`` tokens (``length`` itself for full attention)."""
-    if not st.windows or st.counts is None:
-        return length
-    terms = S.layers_full_attention * length
-    if st.counts["sliding"]:
-        terms += S.layers_sliding_window * Min(length, S.sliding_window)
-    if st.counts["chunked"]:
-        terms += S.layers_chunked_local * Min(length, S.attention_chunk)
-    return terms / S.kv_layers
-
-
-def _causal_pairs(n, window=None):
-    """Query-key pairs of causal attention over n tokens (n²/2 convention), windowed."""
-    if window is None:
-        return n**2 / 2
-    return (n**2 - Max(0, n - window) ** 2) / 2
-
-
-def _chunked_pairs(n, chunk):
-    whole = floor(n / chunk)
-    return (whole * chunk**2 + (n - whole * chunk) ** 2) / 2
-
-
-# ---------------------------------------------------------------------------------
-# The terms the base physics routes through
-# ---------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Terms:
-    """Expressions the base physics uses for the cache and attention of one scenario.
-
-    For a model without architecture fields every method returns the base physics'
-    original expression, so its derivations and numbers are unchanged.
-    """
-
-    st: Structure
-
-    @property
-    def plain(self) -> bool:
-        return not self.st.attention
-
-    def cache_read(self, context):
-        """Bytes of cache (and fixed state) one sequence reads in a decode step at ``context``."""
-        if not self.st.windows and not self.st.linear:
-            return context * S.kv_bytes_per_token
-        if context == S.context:
-            return S.kv_bytes_read_per_sequence
-        return S.kv_bytes_per_token * kv_positions(self.st, context) + 2 * self._state()
-
-    def cache_held(self, length):
-        """Bytes one sequence holds at ``length`` tokens (cache and fixed state)."""
-        if not self.st.windows and not self.st.linear:
-            return S.kv_bytes_per_token * length
-        return S.kv_bytes_per_token * kv_positions(self.st, length) + self._state()
-
-    def _state(self):
-        return S.linear_state_bytes_per_sequence if self.st.linear else 0
-
-    def attention_decode(self, context):
-        """Attention FLOPs of one sequence's decode step at ``context``."""
-        if self.plain:
-            return 4 * S.layers * S.query_width * context
-        if context == S.context:
-            return S.attention_flops_decode
-        return self._attention_decode(context)
-
-    def _attention_decode(self, context):
-        flops = S.attention_flops_per_position * S.kv_layers * kv_positions(self.st, context)
-        if self.st.linear:
-            flops += S.layers_linear_attention * S.linear_flops_per_token
-        return flops
-
-    def attention_prefill(self, n):
-        """Attention FLOPs to prefill ``n`` tokens of one sequence (causal)."""
-        if self.plain:
-            return 2 * S.layers * S.query_width * n**2
-        if n == S.prompt_tokens:
-            return S.attention_flops_prefill
-        return self._attention_prefill(n)
-
-    def attention_chunk(self, cached, chunk):
-        """Attention FLOPs of ``chunk`` new prompt tokens after ``cached`` ones (causal).
-
-        Query i (1-based) attends to min(i, window) keys; the chunk's queries are
-        ``cached + 1`` to ``cached + chunk``, so a layer of window w does
-        P(cached + chunk, w) − P(cached, w) pairs with P(n, w) = Σ_{i ≤ n} min(i, w) =
-        (n(n + 1) − m(m + 1))/2, m = max(0, n − w). Without a window that is
-        chunk·cached + chunk(chunk + 1)/2.
-        """
-        full = chunk * cached + chunk * (chunk + 1) / 2
-        if self.plain:
-            return 4 * S.layers * S.query_width * full
-        per_pair = S.attention_flops_per_pair_prefill
-        if self.st.counts is None:
-            return per_pair * S.layers * full
-
-        def window_pairs(window):
-            def upto(n):
-                m = Max(0, n - window)
-                return (n * (n + 1) - m * (m + 1)) / 2
-            return upto(cached + chunk) - upto(cached)
-
-        pairs = S.layers_full_attention * full
-        if self.st.counts["sliding"]:
-            pairs += S.layers_sliding_window * window_pairs(S.sliding_window)
-        if self.st.counts["chunked"]:
-            # At most a whole chunk of keys per query: an upper bound for chunked layers.
-            pairs += S.layers_chunked_local * window_pairs(S.attention_chunk)
-        flops = per_pair * pairs
-        if self.st.linear:
-            flops += S.layers_linear_attention * S.linear_flops_per_token * chunk
-        return flops
-
-    def _attention_prefill(self, n):
-        per_pair = S.attention_flops_per_pair_prefill
-        if self.st.counts is None:
-            return per_pair * S.layers * _causal_pairs(n)
-        pairs = S.layers_full_attention * _causal_pairs(n)
-        if self.st.counts["sliding"]:
-            pairs += S.layers_sliding_window * _causal_pairs(n, S.sliding_window)
-        if self.st.counts["chunked"]:
-            pairs += S.layers_chunked_local * _chunked_pairs(n, S.attention_chunk)
-        flops = per_pair * pairs
-        if self.st.linear:
-            flops += S.layers_linear_attention * S.linear_flops_per_token * n
-        return flops
-
-    def max_context(self, budget, batch):
-        """Longest context each of ``batch`` sequences reaches within ``budget`` bytes.
-
-        The cache is concave and piecewise linear in the context (each window saturates),
-        so its inverse is the largest of its segments' affine inverses.
-        """
-        if not self.st.windows and not self.st.linear:
-            return Max(0, floor(budget / (S.kv_bytes_per_token * batch)))
-        positions = (budget / batch - self._state()) * S.kv_layers / S.kv_bytes_per_token
-        if not self.st.windows:
-            return Max(0, floor(positions / S.kv_layers))
-        counts = self.st.counts
-        assert counts is not None  # windows are counted layers
-        windows = []
-        if counts["sliding"]:
-            windows.append((S.sliding_window, S.layers_sliding_window, counts["sliding"]))
-        if counts["chunked"]:
-            windows.append((S.attention_chunk, S.layers_chunked_local, counts["chunked"]))
-        # Any choice of "saturated" windows gives an affine upper bound of the cache
-        # (min(L, w) ≤ L and ≤ w), hence a lower bound of its inverse; the right choice
-        # is exact, so the inverse is the largest of them.
-        pieces = []
-        for mask in range(1 << len(windows)):
-            held = sum(symbol * count for i, (symbol, count, _) in enumerate(windows) if mask >> i & 1)
-            open_layers = S.layers_full_attention + sum(
-                count for i, (_, count, _) in enumerate(windows) if not mask >> i & 1)
-            open_count = counts["full"] + sum(
-                n for i, (_, _, n) in enumerate(windows) if not mask >> i & 1)
-            if open_count:
-                pieces.append((positions - held) / open_layers)
-            else:
-                pieces.append(Piecewise((oo, positions >= held), (0, True)))
-        return Max(0, floor(Max(*pieces)))
-
-
-def terms(scenario) -> Terms:
-    return Terms(structure(scenario))
-
 
 # ---------------------------------------------------------------------------------
 # Fields and validation
@@ -383,124 +122,12 @@ def terms(scenario) -> Terms:
 
 @hookimpl
 def infermodel_register_fields(register):
-    def model(name, kind, description, **kw):
-        register("model", name, kind=kind, description=description, **kw)
-
-    model("layer_pattern", "str",
-          'kinds of successive layers, repeated from the first: "full", "sliding", "chunked", '
-          '"linear"; "N*kind" repeats (Gemma 3: "5*sliding,full"; default: every layer "full", '
-          'or "sliding" when sliding_window is given)', default=None)
-    model("sliding_window", "int", "tokens a sliding-window layer attends to (and caches)",
-          minimum=1, default=None, quantity="sliding_window")
-    model("attention_chunk", "int", "tokens per chunk of a chunked-local attention layer",
-          minimum=1, default=None, quantity="attention_chunk")
-    model("q_lora_rank", "int", "latent attention: rank of the query down-projection "
-          "(unset: a direct query projection)", minimum=1, default=None, quantity="q_lora_rank")
-    model("kv_lora_rank", "int", "latent attention: width of the cached key/value latent "
-          "(setting it makes the model use latent attention)", minimum=1, default=None,
-          quantity="kv_lora_rank")
-    model("qk_nope_head_dim", "int", "latent attention: per-head query/key width without rotary "
-          "embedding", minimum=1, default=None, quantity="qk_nope_head_dim")
-    model("qk_rope_head_dim", "int", "latent attention: rotary key width (shared by the heads, cached)",
-          minimum=1, default=None, quantity="qk_rope_head_dim")
-    model("v_head_dim", "int", "latent attention: per-head value width", minimum=1, default=None,
-          quantity="v_head_dim")
-    model("mla_decode", "choice", 'latent attention decode: "absorbed" (up-projection folded into '
-          'query and output; vLLM, SGLang) or "naive" (latents decompressed every step)',
-          choices=MLA_DECODE, default="absorbed")
-    model("linear_key_heads", "int", "fixed-state layers: key heads (Mamba-2: groups)", minimum=1,
-          default=None, quantity="linear_key_heads")
-    model("linear_value_heads", "int", "fixed-state layers: value heads (Mamba-2: heads)", minimum=1,
-          default=None, quantity="linear_value_heads")
-    model("linear_key_head_dim", "int", "fixed-state layers: key width per head (Mamba-2: d_state)",
-          minimum=1, default=None, quantity="linear_key_head_dim")
-    model("linear_value_head_dim", "int", "fixed-state layers: value width per head", minimum=1,
-          default=None, quantity="linear_value_head_dim")
-    model("linear_conv_kernel", "int", "fixed-state layers: width of the short convolution",
-          minimum=1, default=4, quantity="linear_conv_kernel")
-    model("linear_state_bits", "float", "fixed-state layers: bits per stored state value",
-          minimum=1, maximum=32, default=16.0, quantity="linear_state_bits")
-    model("dense_layers", "int", "leading layers with a dense feed-forward block in a mixture of "
-          "experts (DeepSeek's first_k_dense_replace)", minimum=0, default=0, quantity="dense_layers")
-    model("moe_layer_period", "int", "after the dense layers, every Nth layer is a mixture of "
-          "experts and the rest dense (Llama 4 Maverick: 2)", minimum=1, default=1,
-          quantity="moe_layer_period")
-    model("shared_expert_d_ff", "int", "intermediate width of one shared expert (default: "
-          "expert_d_ff)", minimum=1, default=None, quantity="shared_expert_d_ff")
-    model("attention_bias", "bool", "Q, K, V and O projections have biases", default=False)
-    model("attention_sinks", "bool", "one learnt sink logit per head and layer (gpt-oss)",
-          default=False)
-    model("attention_output_gate", "bool", "a query-sized gate projection on the attention output "
-          "(Qwen3-Next)", default=False)
-    model("qk_norm", "bool", "per-head norms of queries and keys (Qwen3, Gemma 3)", default=False)
-    model("expert_bias", "bool", "experts' projections and the router have biases (gpt-oss)",
-          default=False)
-
-
-def _pattern_problems(scenario, report) -> tuple[str, ...] | None:
-    text = scenario.value("model.layer_pattern")
-    if text is None:
-        return None
-    try:
-        pattern = parse_layer_pattern(text)
-    except PatternError as exc:
-        report("model.layer_pattern", f"{exc}",
-               expected='comma-separated layer kinds (full, sliding, chunked, linear), "N*kind" to '
-                        'repeat, e.g. "5*sliding,full"')
-        return None
-    layers = scenario.value("model.layers")
-    if len(pattern) > layers:
-        report("model.layer_pattern",
-               f"the pattern names {len(pattern)} layers but the model has {layers}",
-               expected=f"at most {layers} layer kinds (the pattern repeats to cover the layers)")
-        return None
-    return pattern
+    register_fields(register)
 
 
 @hookimpl
 def infermodel_validate_scenario(scenario, report):
-    value = scenario.value
-    pattern = _pattern_problems(scenario, report)
-    kinds = set(pattern) if pattern else ({"sliding"} if value("model.sliding_window") else set())
-    if "sliding" in kinds and value("model.sliding_window") is None:
-        report("model.sliding_window", "the layer pattern has sliding-window layers but no window",
-               expected="model.sliding_window, the tokens each such layer attends to")
-    if "chunked" in kinds and value("model.attention_chunk") is None:
-        report("model.attention_chunk", "the layer pattern has chunked-local layers but no chunk size",
-               expected="model.attention_chunk, the tokens per chunk")
-    if "linear" in kinds:
-        missing = [n for n in ("linear_key_heads", "linear_value_heads", "linear_key_head_dim",
-                               "linear_value_head_dim") if value(f"model.{n}") is None]
-        for name in missing:
-            report(f"model.{name}", "the layer pattern has fixed-state (linear) layers but not "
-                   "their dimensions", expected=f"model.{name}, a positive integer")
-    if kinds and not kinds & set(ATTENTION_KINDS):
-        report("model.layer_pattern", "no layer keeps a cache: the pattern has only linear layers",
-               expected="at least one full, sliding or chunked layer")
-    if value("model.kv_lora_rank") is not None:
-        for name in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-            if value(f"model.{name}") is None:
-                report(f"model.{name}", "latent attention (kv_lora_rank) needs this width",
-                       expected="a positive integer from the model's config")
-    else:
-        for name in ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-            if value(f"model.{name}") is not None:
-                report(f"model.{name}", f"{name} is a latent-attention width, but kv_lora_rank is unset",
-                       expected="model.kv_lora_rank as well, or no latent-attention fields")
-    experts = value("model.experts")
-    if experts <= 1:
-        for name in ("dense_layers", "shared_expert_d_ff"):
-            if scenario.given(f"model.{name}") and value(f"model.{name}") not in (None, 0):
-                report(f"model.{name}", f"{name} describes a mixture of experts, but model.experts = 1",
-                       expected="model.experts > 1, or no such key")
-    if value("model.moe_layer_period") > value("model.layers"):
-        report("model.moe_layer_period", f"a period of {value('model.moe_layer_period')} layers is "
-               f"longer than the model's {value('model.layers')}",
-               expected=f"at most {value('model.layers')}")
-    if value("model.dense_layers") >= value("model.layers") and experts > 1:
-        report("model.dense_layers", f"dense_layers = {value('model.dense_layers')} leaves no "
-               f"mixture-of-experts layer among {value('model.layers')}",
-               expected=f"fewer than {value('model.layers')}")
+    validate(scenario, report)
 
 
 # ---------------------------------------------------------------------------------
@@ -508,36 +135,14 @@ def infermodel_validate_scenario(scenario, report):
 # ---------------------------------------------------------------------------------
 
 
-def moe_layer_count(scenario):
-    """The symbol for the number of mixture-of-experts layers (``layers`` without shapes)."""
-    return S.moe_layers if structure(scenario).ffn else S.layers
-
-
-def ffn_params(scenario):
-    """(all, one token's) feed-forward weights, or None for the base formulas."""
-    st = structure(scenario)
-    if not st.ffn:
-        return None
-    dense = S.ffn_matrices * S.d_model * S.d_ff
-    expert = S.ffn_matrices * S.d_model * S.expert_d_ff
-    shared = S.shared_experts * S.ffn_matrices * S.d_model * S.shared_expert_d_ff
-    moe = scenario.value("model.experts") > 1
-    router = S.d_model * S.experts if moe else 0
-    if scenario.value("model.expert_bias"):
-        # Biases of gate/up (2·width or width) and down (d_model) in each expert; router bias.
-        expert += (S.ffn_matrices - 1) * S.expert_d_ff + S.d_model
-        router += S.experts if moe else 0
-    routed_all = S.experts * expert if moe else expert
-    routed_active = S.active_experts * expert if moe else expert
-    rest = S.layers - S.moe_layers
-    return (rest * dense + S.moe_layers * (routed_all + shared + router),
-            rest * dense + S.moe_layers * (routed_active + shared + router))
-
-
-def _define_moe_shape(scenario, define):
+def _define_moe_shape(scenario, define, st: Structure):
     value = scenario.value
     period = value("model.moe_layer_period")
-    if value("model.experts") <= 1:
+    if st.explicit_ffn:
+        moe_layers = st.ffn_count("moe")
+        how = "the layers whose pattern item says +moe"
+        _define_ffn_counts(define, st)
+    elif value("model.experts") <= 1:
         moe_layers = S.layers
         how = "every layer (a dense model's feed-forward block)"
     elif period == 1:
@@ -555,6 +160,29 @@ def _define_moe_shape(scenario, define):
                reference=MOE_SHAPE)
 
 
+def _define_ffn_counts(define, st: Structure):
+    """Dense widths and the other blocks when the pattern names every layer's block."""
+    widths = sum(row.count * (row.width if row.width is not None else S.d_ff)
+                 for row in st.rows if row.ffn == "dense")
+    define("dense_ffn_width_sum", widths, unit="1",
+           description="sum over the dense feed-forward blocks of their widths (each layer's "
+                       "own, or d_ff)", reference=PER_LAYER)
+    for ffn, name, what in (("projection", "layers_projection_ffn", "a d×d projection"),
+                            ("none", "layers_without_ffn", "no feed-forward block")):
+        if st.ffn_count(ffn):
+            define(name, st.ffn_count(ffn), unit="1",
+                   description=f"layers whose feed-forward block is {what} (from layer_pattern)",
+                   reference=PER_LAYER)
+
+
+#: Quantity names and descriptions of the mixers beyond the original four.
+MIXER_COUNTS = {"lightning": ("layers_lightning_attention", "lightning (linear) attention"),
+                "mamba": ("layers_mamba", "a Mamba-1 state space"),
+                "mamba2": ("layers_mamba2", "a Mamba-2 state space"),
+                "projection": ("layers_projection_mixer", "a d×d projection in place of attention"),
+                "none": ("layers_without_mixer", "no mixer (a feed-forward block alone)")}
+
+
 def _define_layer_counts(define, st: Structure):
     counts = st.counts
     if counts is not None:
@@ -565,112 +193,155 @@ def _define_layer_counts(define, st: Structure):
             define(name, counts[kind], unit="1",
                    description=f"layers with {what} (from layer_pattern)",
                    reference=LINEAR if kind == "linear" else WINDOWS)
+        for kind, (name, what) in MIXER_COUNTS.items():
+            if counts.get(kind):
+                define(name, counts[kind], unit="1", description=f"layers with {what} "
+                       "(from layer_pattern)", reference=PER_LAYER)
         define("kv_layers", S.layers_full_attention + S.layers_sliding_window + S.layers_chunked_local,
                unit="1", description="layers that keep a key/value cache", reference=WINDOWS)
     else:
         define("kv_layers", S.layers, unit="1", description="layers that keep a key/value cache (all)",
                reference=MLA if st.mla else SINKS)
+    if st.missing_sublayers:
+        missing = sum(S[name] for kind, name in (("none", "layers_without_mixer"),)
+                      if counts is not None and counts.get(kind)) + (
+            S.layers_without_ffn if st.ffn_count("none") else 0)
+        define("sublayers", 2 * S.layers - missing, unit="1",
+               description="mixers and feed-forward blocks in all layers (each with its pre-norm "
+                           "and, split over tensor ranks, its all-reduce)", reference=PER_LAYER)
 
 
 def _define_attention_layer(scenario, define, st: Structure):
     """One attention layer: weights, cached values, FLOPs per position; returns its norms."""
     value = scenario.value
-    h, d = S.heads, S.d_model
-    norms = 0
-    if st.mla:
-        if value("model.q_lora_rank") is not None:
-            query = d * S.q_lora_rank + S.q_lora_rank * h * (S.qk_nope_head_dim + S.qk_rope_head_dim)
-            norms += S.q_lora_rank
-        else:
-            query = d * h * (S.qk_nope_head_dim + S.qk_rope_head_dim)
-        norms += S.kv_lora_rank
-        layer = (query + d * (S.kv_lora_rank + S.qk_rope_head_dim)
-                 + S.kv_lora_rank * h * (S.qk_nope_head_dim + S.v_head_dim) + h * S.v_head_dim * d)
-        bias = h * (S.qk_nope_head_dim + S.qk_rope_head_dim) + S.kv_lora_rank + S.qk_rope_head_dim + d
-        define("kv_values_per_layer_token", S.kv_lora_rank + S.qk_rope_head_dim, unit="1",
-               description="values cached per token and layer: the key/value latent and the shared "
-                           "rotary key", reference=MLA)
-        prefill_pair = 2 * h * (S.qk_nope_head_dim + S.qk_rope_head_dim) + 2 * h * S.v_head_dim
-        if value("model.mla_decode") == "absorbed":
-            decode_pair = 2 * h * (S.kv_lora_rank + S.qk_rope_head_dim) + 2 * h * S.kv_lora_rank
-            how = ("absorbed: scores over latent + rotary key, values over the latent "
-                   "(vLLM, SGLang decode)")
-        else:
-            decode_pair = (prefill_pair
-                           + 2 * S.kv_lora_rank * h * (S.qk_nope_head_dim + S.v_head_dim))
-            how = "naive: each cached latent decompressed to keys and values every step, then attention"
-    else:
-        gate = 2 if value("model.attention_output_gate") else 1
-        layer = (gate * d * S.query_width + 2 * d * S.kv_heads * S.head_dim + S.query_width * d)
-        bias = S.query_width + 2 * S.kv_heads * S.head_dim + d
-        if value("model.qk_norm"):
-            norms += 2 * S.head_dim
-        define("kv_values_per_layer_token", 2 * S.kv_heads * S.head_dim, unit="1",
-               description="values cached per token and layer: a key and a value per KV head",
-               reference=WINDOWS)
-        prefill_pair = decode_pair = 4 * S.query_width
-        how = "scores and weighted values: 2·d_q + 2·d_q"
-    if value("model.attention_bias"):
-        layer += bias
-    if value("model.attention_sinks"):
-        layer += h
-    define("params_attention_layer", layer, unit="param",
+    layer = attention_layer(scenario, st)
+    define("kv_values_per_layer_token", layer.kv_values, unit="1",
+           description=f"values cached per token and layer: {layer.kv_what}",
+           reference=MLA if st.mla else WINDOWS)
+    define("params_attention_layer", layer.params, unit="param",
            description="weights of one attention layer's projections" + (
                " (latent attention)" if st.mla else "")
            + (", biases" if value("model.attention_bias") else "")
            + (", sinks" if value("model.attention_sinks") else ""),
            reference=MLA if st.mla else SINKS)
-    define("attention_flops_per_position", decode_pair, unit="FLOP",
-           description=f"decode attention FLOPs per cached position and layer ({how})",
+    define("attention_flops_per_position", layer.decode_pair, unit="FLOP",
+           description=f"decode attention FLOPs per cached position and layer ({layer.decode_how})",
            reference=MLA if st.mla else WINDOWS)
-    define("attention_flops_per_pair_prefill", prefill_pair, unit="FLOP",
+    define("attention_flops_per_pair_prefill", layer.prefill_pair, unit="FLOP",
            description="prefill attention FLOPs per query-key pair and layer", reference=MLA if st.mla else WINDOWS)
-    return norms
+    return layer.norms
 
 
 def _define_linear_layer(define, st: Structure):
-    """One fixed-state layer: weights, state and recurrence FLOPs; returns the norms of all."""
-    if not st.linear:
-        return 0
-    d = S.d_model
-    kh, vh, kd, vd = (S.linear_key_heads, S.linear_value_heads, S.linear_key_head_dim,
-                      S.linear_value_head_dim)
-    conv = 2 * kh * kd + vh * vd
-    define("params_linear_layer",
-           d * (2 * kh * kd + 2 * vh * vd) + d * 2 * vh + conv * S.linear_conv_kernel + 2 * vh
-           + vh * vd * d, unit="param",
+    """One gated delta-net layer: weights, state and recurrence FLOPs."""
+    layer = linear_layer()
+    define("params_linear_layer", layer.params, unit="param",
            description="weights of one fixed-state layer: in-projection (q, k, v, gate), "
                        "per-head gates, short convolution, decay constants, out-projection",
            reference=LINEAR)
-    define("linear_state_values_per_layer", vh * kd * vd + (S.linear_conv_kernel - 1) * conv,
+    define("linear_state_values_per_layer", layer.state_values,
            unit="1", description="state values one sequence keeps per fixed-state layer: the "
                                  "recurrent state and the convolution's last tokens",
            reference=LINEAR)
-    define("linear_state_bytes_per_sequence",
-           S.layers_linear_attention * S.linear_state_values_per_layer * S.linear_state_bits / 8,
-           unit="B", description="fixed state of one sequence in all fixed-state layers, "
-                                 "the same at every context length", reference=LINEAR)
-    define("linear_flops_per_token", 8 * vh * kd * vd, unit="FLOP",
+    define("linear_flops_per_token", layer.flops_per_token, unit="FLOP",
            description="recurrence FLOPs per token and fixed-state layer (about four "
                        "multiply-adds per state value)", reference=LINEAR)
-    return S.layers_linear_attention * vd
+
+
+#: Defaults of the Mamba widths a config may leave out (Mamba's and Mamba-2's own).
+MAMBA_DEFAULTS = (("mamba_d_conv", 4, "width of the short convolution of a Mamba layer"),
+                  ("mamba_expand", 2, "inner width of a Mamba layer over the model width"))
+
+
+def _define_mamba_widths(scenario, define, st: Structure):
+    value = scenario.value
+    for name, default, what in MAMBA_DEFAULTS:
+        if value(f"model.{name}") is None:
+            define(name, default, unit="1", description=f"{what} (the default)", reference=MAMBA)
+    if st.has("mamba2") and value("model.mamba_groups") is None:
+        define("mamba_groups", 1, unit="1", description="groups sharing B and C of a Mamba-2 "
+               "layer (the default)", reference=MAMBA2)
+    if st.has("mamba"):
+        if value("model.mamba_dt_rank") is None:
+            define("mamba_dt_rank", mamba_default_dt_rank(), unit="1",
+                   description="rank of the Δ projection of a Mamba-1 layer, ⌈d/16⌉", reference=MAMBA)
+        define("mamba_inner", mamba_inner_width(), unit="1",
+               description="inner width of a Mamba-1 layer, expand·d", reference=MAMBA)
+    if st.has("mamba2") and value("model.mamba_head_dim") is None:
+        define("mamba_head_dim", S.mamba_expand * S.d_model / S.mamba_heads, unit="1",
+               description="channels per head of a Mamba-2 layer, expand·d/heads", reference=MAMBA2)
+
+
+def _define_state_layer(scenario, define, mixer: str):
+    """One lightning, Mamba-1 or Mamba-2 layer: weights, state and recurrence FLOPs."""
+    layer = state_layer(scenario, mixer)
+    name = MIXER_COUNTS[mixer][1]
+    define(f"params_{mixer}_layer", layer.params, unit="param",
+           description=f"weights of one layer with {name}: {layer.what}", reference=layer.reference)
+    define(f"{mixer}_state_values_per_layer", layer.state_values, unit="1",
+           description=f"state values one sequence keeps per layer with {name}, the same at "
+                       "every context length", reference=layer.reference)
+    define(f"{mixer}_flops_per_token", layer.flops_per_token, unit="FLOP",
+           description=f"recurrence FLOPs per token and layer with {name}",
+           reference=layer.reference)
+
+
+#: (mixer, its layer count, its per-layer state values, its per-layer FLOPs) of every
+#: fixed-state mixer.
+STATE_TERMS = (("linear", "layers_linear_attention", "linear_state_values_per_layer",
+                "linear_flops_per_token"),
+               ("lightning", "layers_lightning_attention", "lightning_state_values_per_layer",
+                "lightning_flops_per_token"),
+               ("mamba", "layers_mamba", "mamba_state_values_per_layer", "mamba_flops_per_token"),
+               ("mamba2", "layers_mamba2", "mamba2_state_values_per_layer", "mamba2_flops_per_token"))
+
+
+def _define_state_layers(scenario, define, st: Structure):
+    """Every fixed-state mixer's layer, the state of one sequence and its recurrence FLOPs;
+    returns the norms inside those layers and the projection mixers' weights.
+    """
+    if st.has("mamba") or st.has("mamba2"):
+        _define_mamba_widths(scenario, define, st)
+    norms, params = 0, 0
+    for mixer, count, _, _ in STATE_TERMS:
+        if not st.has(mixer):
+            continue
+        if mixer == "linear":
+            _define_linear_layer(define, st)
+            norms += S[count] * linear_layer().norms
+            params += S[count] * S.params_linear_layer
+        else:
+            _define_state_layer(scenario, define, mixer)
+            norms += S[count] * state_layer(scenario, mixer).norms
+            params += S[count] * S[f"params_{mixer}_layer"]
+    if st.has("projection"):
+        params += S.layers_projection_mixer * S.d_model**2
+    if st.linear:
+        present = [t for t in STATE_TERMS if st.has(t[0])]
+        values = sum(S[count] * S[state] for _, count, state, _ in present)
+        define("linear_state_bytes_per_sequence", values * S.linear_state_bits / 8,
+               unit="B", description="fixed state of one sequence in all fixed-state layers "
+                                     "(linear attention, state space), the same at every context "
+                                     "length", reference=LINEAR)
+        define("fixed_state_flops_per_token", sum(S[count] * S[flops] for _, count, _, flops in present),
+               unit="FLOP", description="recurrence FLOPs of one token in all fixed-state layers",
+               reference=LINEAR)
+    return norms, params
 
 
 def _define_attention(scenario, define, st: Structure):
     counts = st.counts
     _define_layer_counts(define, st)
     norms = _define_attention_layer(scenario, define, st)
-    linear_norms = _define_linear_layer(define, st)
+    state_norms, state_params = _define_state_layers(scenario, define, st)
     kv_layers_count = S.kv_layers
-    params = kv_layers_count * S.params_attention_layer
-    if st.linear:
-        params += S.layers_linear_attention * S.params_linear_layer
-    define("params_attention_stack", params, unit="param",
-           description="attention and fixed-state layer weights in all layers", reference=MLA if st.mla else WINDOWS)
-    define("params_norm_attention", kv_layers_count * norms + linear_norms, unit="param",
+    define("params_attention_stack", kv_layers_count * S.params_attention_layer + state_params,
+           unit="param", description="attention and fixed-state layer weights in all layers",
+           reference=MLA if st.mla else WINDOWS)
+    define("params_norm_attention", kv_layers_count * norms + state_norms, unit="param",
            description="norms inside the attention layers (latent, q/k and gated-output norms)",
            reference=MLA if st.mla else LINEAR)
-    t = Terms(st)
+    t = terms(scenario)
     if st.windows:
         define("kv_positions_at_context", kv_positions(st, S.context), unit="token",
                description="cached positions per attention layer at the mean decode context: "
@@ -685,11 +356,11 @@ def _define_attention(scenario, define, st: Structure):
     decode = S.attention_flops_per_position * S.kv_layers * (
         S.kv_positions_at_context if st.windows else S.context)
     if st.linear:
-        decode += S.layers_linear_attention * S.linear_flops_per_token
+        decode += S.fixed_state_flops_per_token
     define("attention_flops_decode", decode, unit="FLOP",
            description="attention FLOPs of one sequence's decode step at the mean context",
            reference=MLA if st.mla else WINDOWS)
-    define("attention_flops_prefill", t._attention_prefill(S.prompt_tokens), unit="FLOP",
+    define("attention_flops_prefill", t.prefill_attention(S.prompt_tokens), unit="FLOP",
            description="attention FLOPs to prefill one prompt (causal; windows cut the pairs)",
            reference=MLA if st.mla else WINDOWS)
     define("kv_full_layer_share",
@@ -698,18 +369,48 @@ def _define_attention(scenario, define, st: Structure):
                        "cached only there)", reference=WINDOWS)
 
 
+def _define_rows(scenario, define, st: Structure):
+    """The per-layer table: one set of quantities per distinct layer kind, and what lies
+    outside the layers (``infermodel layers`` prints them).
+    """
+    for row in st.rows:
+        sums = row_terms(scenario, st, row)
+        label = row_label(row, st)
+        prefix = f"layer_kind_{row.key}"
+        define(f"{prefix}_count", row.count, unit="1", description=f"layers of {label}",
+               reference=PER_LAYER)
+        define(f"{prefix}_params", sums.params, unit="param",
+               description=f"weights of the layers of {label}: mixer, feed-forward block (every "
+                           "expert) and norms", reference=PER_LAYER)
+        define(f"{prefix}_cache_bytes_per_token", sums.cache_bytes_per_token, unit="B",
+               description=f"cache bytes each cached token adds in the layers of {label}",
+               reference=PER_LAYER)
+        define(f"{prefix}_state_bytes", sums.state_bytes, unit="B",
+               description=f"fixed state one sequence keeps in the layers of {label}, the same "
+                           "at every context length", reference=PER_LAYER)
+        define(f"{prefix}_flops_per_token", sums.flops_per_token, unit="FLOP",
+               description=f"FLOPs of one decoded token at the mean context in the layers of "
+                           f"{label}: 2 × the weights it multiplies, plus attention over the "
+                           "cached positions (windows cut) or the recurrence", reference=PER_LAYER)
+    define("params_outside_layers", S.params_embedding + S.params_head + S.d_model, unit="param",
+           description="weights outside the layers: the input embedding, the output head and the "
+                       "final norm", reference=PER_LAYER)
+    define("flops_per_token_outside_layers", 2 * (S.params_head_matmul + S.d_model), unit="FLOP",
+           description="FLOPs of one decoded token outside the layers: the final norm and the "
+                       "output head", reference=PER_LAYER)
+
+
 @hookimpl
 def infermodel_define_quantities(scenario, define):
     st = structure(scenario)
     if st.ffn:
-        _define_moe_shape(scenario, define)
+        _define_moe_shape(scenario, define, st)
     if st.attention:
         _define_attention(scenario, define, st)
+    _define_rows(scenario, define, st)
 
 
-__all__ = ["KINDS", "PatternError", "Structure", "Terms", "chunked_overcount", "ffn_params",
-           "kv_positions", "layer_kind_counts", "moe_layer_count", "parse_layer_pattern",
-           "structure", "terms"]
+__all__: list[str] = []
 
 
 # ---------------------------------------------------------------------------------
@@ -729,29 +430,6 @@ def _longest(scenario) -> int:
     if length is not None:
         return int(length)
     return scenario.value("workload.prompt_tokens") + scenario.value("workload.output_tokens")
-
-
-def chunked_overcount(counts: dict, length: float, chunk: int, window: int | None) -> tuple[float, float]:
-    """(largest, typical) share by which the cache at ``length`` tokens is overstated when
-    each chunked-local layer is counted at min(length, chunk) positions.
-
-    A chunked layer holds only the tokens of the current chunk: 1 to ``chunk`` of them
-    once a sequence is past its first chunk. At its worst (a sequence that has just
-    started a new chunk) the count is min(L, c) − 1 positions per such layer too large;
-    for sequences spread evenly across a chunk, about c/2. Both are 0 within the
-    first chunk, where min(L, c) = L is exact.
-
-    Llama 4 Scout at 32,768 tokens (12 full, 36 chunked layers of 8,192):
-    >>> worst, typical = chunked_overcount({"full": 12, "sliding": 0, "chunked": 36}, 32768, 8192, None)
-    >>> round(100 * worst, 1), round(100 * typical, 1)
-    (42.9, 21.4)
-    """
-    if length <= chunk:
-        return 0.0, 0.0
-    counted = counts["full"] * length + counts["chunked"] * chunk
-    if counts["sliding"]:
-        counted += counts["sliding"] * min(length, window or length)
-    return counts["chunked"] * (chunk - 1) / counted, counts["chunked"] * (chunk / 2) / counted
 
 
 @hookimpl

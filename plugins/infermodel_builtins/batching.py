@@ -48,7 +48,7 @@ from sympy import Max, Piecewise, ceiling, floor
 from infermodel.plugin import FieldValueError, S, Stage, hookimpl, suggest
 
 from . import LAB, M10
-from .architecture import terms as architecture_terms
+from .shapes import terms as layer_terms
 
 
 def _simulator():
@@ -246,7 +246,7 @@ def infermodel_define_quantities(scenario, define):
            description="tokens per cache block (page)", reference=PAGES)
 
     _define_lengths(scenario, lever, define, block)
-    arch = architecture_terms(scenario)
+    arch = layer_terms(scenario)
     _define_slots(lever, define, static, arch)
     _define_reservation(lever, define, arch)
 

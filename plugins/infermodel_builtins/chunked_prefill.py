@@ -36,7 +36,7 @@ from sympy import Max, ceiling
 from infermodel.plugin import S, hookimpl
 
 from . import M10
-from .architecture import terms as architecture_terms
+from .shapes import terms as layer_terms
 
 STALL = f"{M10}, 'A joining prompt can stall everybody'"
 LAB3 = f"{M10}, Lab 3 (cost model: one hybrid iteration)"
@@ -128,7 +128,7 @@ def infermodel_define_quantities(scenario, define):
     define("hybrid_attention_pairs", d * c + k * p + k * (k + 1) / 2, unit="1",
            description="query–key pairs: each decode over its cache, the chunk over the cached "
                        "prompt and causally over itself", reference=LAB3)
-    arch = architecture_terms(scenario)
+    arch = layer_terms(scenario)
     define("hybrid_bytes", S.weight_bytes + d * arch.cache_read(c) + arch.cache_held(p), unit="B",
            description="bytes read by the iteration: weights once, every decode's cache and the "
                        "chunk's cached prompt", reference=BOTH)

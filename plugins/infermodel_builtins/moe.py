@@ -44,8 +44,8 @@ from sympy import Max, ceiling
 from infermodel.plugin import S, Stage, hookimpl
 
 from . import M10
-from .architecture import moe_layer_count
 from .formats import choice_type
+from .shapes import expert_params, ffn_block, moe_layer_count
 
 MOE = f"{M10}, mixture-of-experts paragraph ('Other proposals and smaller models')"
 EP = ("DeepSeek-V3 (arXiv:2412.19437) §3.4 'Inference and Deployment' (expert parallelism "
@@ -100,11 +100,26 @@ def _bytes_per_expert_param(scenario):
         return S.weight_bytes_experts / S.params_routed_experts, \
             "effective bytes per routed-expert weight (the experts' own format)"
     if lever is not None:
-        return S.weight_bytes_linear / S.params_block_linear, \
+        return S.bits_per_weight_linear / 8, \
             "effective bytes per block-linear weight (quantization lever)"
     if scenario.lever("number_formats") is not None:
         return S.weight_bits_linear / 8, "block-linear bits / 8 (number_formats lever)"
     return S.weight_value_bytes, "bytes per weight value"
+
+
+def _bytes_per_bias(scenario):
+    """Bytes per expert bias: they stay in the block linears' format (bf16 in gpt-oss's
+    MXFP4 checkpoint, whose experts' matrices alone are MXFP4).
+    """
+    if scenario.value("model.weight_bytes") is not None:
+        return S.weight_bytes / S.params_total
+    from .quantization import effective_lever
+
+    if effective_lever(scenario) is not None:
+        return S.bits_per_weight_linear / 8
+    if scenario.lever("number_formats") is not None:
+        return S.weight_bits_linear / 8
+    return S.weight_value_bytes
 
 
 def _experts_read(routing: str, batch):
@@ -125,8 +140,12 @@ def infermodel_define_quantities(scenario, define):
            "active": "the active experts only (routing = \"active\")",
            "all": "every expert (routing = \"all\")"}[routing]
     per_param, why = _bytes_per_expert_param(scenario)
-    define("expert_params", S.ffn_matrices * S.d_model * S.expert_d_ff, unit="param",
-           description="weights of one routed expert in one layer", reference=MOE)
+    define("expert_params", ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff), unit="param",
+           description="weights of one routed expert's matrices in one layer", reference=MOE)
+    if scenario.value("model.expert_bias"):
+        define("expert_params_with_biases", expert_params(scenario), unit="param",
+               description="weights of one routed expert in one layer, its biases included",
+               reference=MOE)
     define("expert_bytes_per_param", per_param, unit="B",
            description=f"bytes per routed-expert weight ({why})", reference=MOE)
     define("experts_read_per_layer", _experts_read(routing, S.batch), unit="1",
@@ -134,7 +153,17 @@ def infermodel_define_quantities(scenario, define):
            reference=MOE)
     define("weight_bytes_total", S.weight_bytes, unit="B",
            description="bytes of every expert and shared weight: all must be stored", reference=MOE)
-    missed = moe_layer_count(scenario) * S.expert_params * S.expert_bytes_per_param
+    one_expert = S.expert_params * S.expert_bytes_per_param
+    if scenario.value("model.expert_bias"):
+        define("expert_bias_params", S.expert_params_with_biases - S.expert_params, unit="param",
+               description="biases of one routed expert in one layer (gate/up and down)",
+               reference=MOE)
+        define("expert_bias_bytes_per_param", _bytes_per_bias(scenario), unit="B",
+               description="bytes per expert bias (the block linears' format: biases are not "
+                           "in the experts' own format)", reference=MOE)
+        one_expert += S.expert_bias_params * S.expert_bias_bytes_per_param
+    # Only the experts a step reads are read, biases included (per expert, not per layer).
+    missed = moe_layer_count(scenario) * one_expert
     define("weight_bytes_active", S.weight_bytes - missed * (S.experts - S.active_experts), unit="B",
            description="weight bytes one token reads (active and shared experts, attention, embeddings)",
            reference=MOE)

@@ -30,6 +30,8 @@ Counting, for T tokens in the pass (B in decode, B·n in prefill), 16-bit activa
     attention_score     decode 2·B·L·d_q·c; prefill B·L·d_q·n² (causal half)
     attention_value     the same; together 4·B·L·d_q·c (decode), 2·B·L·d_q·n² (prefill)
     output_projection   2·T·L·d_q·d
+    state_mixer         2·T·(weights of the layers without attention)   (hybrids)
+    state_update        T·(recurrence FLOPs per token); reads and writes each state
     router              2·T·L·d·E                  (mixture of experts only)
     ffn                 2·T·L·(k + s)·m·d·d_ff_e   (m matrices; k routed, s shared experts)
     head                2·P·V·d                    (P scored positions: B in decode; B or
@@ -59,6 +61,7 @@ from sympy import Min as _Min
 from infermodel.plugin import S, Stage, collect_operators, hookimpl
 
 from . import LAB, M10
+from .shapes import ffn_block, moe_layer_count, router_params, structure
 
 ROOFLINE = f"{M10}, §2 arithmetic intensity and the roofline; {LAB}, 'Two costs for one answer'"
 COUNT_OPS = f"{M10}, §1 'Count operations and traffic separately'"
@@ -115,26 +118,65 @@ def _shapes(phase):
 
 
 def _router(scenario):
-    return S.layers * S.d_model * S.experts if _moe(scenario) else sympy.Integer(0)
+    return router_params(scenario)
+
+
+def _layered(scenario) -> bool:
+    """Some layers have no attention: their mixers get operators of their own."""
+    st = structure(scenario)
+    return st.linear or st.has("projection") or st.has("none")
+
+
+def _attention_weights(scenario):
+    """(Q, K, V weights, output projection weights) of the attention layers."""
+    if not _layered(scenario):
+        output = S.layers * S.query_width * S.d_model
+        return S.params_attention - output, output
+    output = S.kv_layers * S.query_width * S.d_model
+    return S.kv_layers * S.params_attention_layer - output, output
 
 
 def _weights(scenario, phase):
     """Weights each operator multiplies (for its share of the step's weight bytes)."""
-    output = S.layers * S.query_width * S.d_model
+    qkv, output = _attention_weights(scenario)
     router = _router(scenario)
     if phase == "decode" and _moe(scenario):
         # Routed experts as the batch's tokens read them (the MoE lever's expectation).
-        ffn = S.layers * (S.experts_read_per_layer + S.shared_experts) * S.ffn_matrices \
-            * S.d_model * S.expert_d_ff
+        ffn = S.layers * (S.experts_read_per_layer + S.shared_experts) \
+            * ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff)
+        if structure(scenario).ffn:   # dense layers beside the MoE ones
+            ffn = S.params_ffn_active - router + moe_layer_count(scenario) * (
+                S.experts_read_per_layer - S.active_experts) * ffn_block(S.ffn_matrices, S.d_model,
+                                                                          S.expert_d_ff)
     elif _moe(scenario):
         ffn = S.params_ffn - router  # a prompt's tokens reach every expert
     else:
         ffn = S.params_ffn_active
-    weights = {"norms": S.params_norm, "qkv_projection": S.params_attention - output,
+    weights = {"norms": S.params_norm, "qkv_projection": qkv,
                "output_projection": output, "ffn": ffn, "head": S.params_head_matmul}
+    if _layered(scenario):
+        weights["state_mixer"] = S.params_attention - qkv - output
     if _moe(scenario):
         weights["router"] = router
     return weights
+
+
+def _state_ops(scenario, phase, tokens, w):
+    """The fixed-state and projection mixers: their projections and their recurrence."""
+    a = ACTIVATION_BYTES
+    st = structure(scenario)
+    mixers = S.layers - S.kv_layers - (S.layers_without_mixer if st.has("none") else 0)
+    ops = {"state_mixer": (2 * tokens * S.params_attention - 2 * tokens * sum(_attention_weights(scenario)),
+                           w("state_mixer") + tokens * mixers * 2 * S.d_model * a,
+                           "projections of the layers without attention (linear attention, "
+                           "state space, d×d projections)")}
+    if st.linear:
+        state = S.batch * S.linear_state_bytes_per_sequence
+        ops["state_update"] = (tokens * S.fixed_state_flops_per_token,
+                               2 * state if phase == "decode" else state,
+                               "recurrence of the fixed-state layers: each sequence's state read "
+                               "and written (prefill writes it once)")
+    return ops
 
 
 def operators(scenario, phase):
@@ -167,23 +209,31 @@ def operators(scenario, phase):
     def w(name):
         return weights[name] * rate
 
-    output = L * dq * d
+    qkv, output = _attention_weights(scenario)
+    layered = _layered(scenario)
+    extra = _state_ops(scenario, phase, tokens, w) if layered else {}
+    if "state_update" in extra:
+        attention = attention - extra["state_update"][0]
+        if phase == "decode":
+            cache_read = cache_read - extra["state_update"][1]
+    A = S.kv_layers if layered else L
     ops = {
         "embedding": (sympy.Integer(0), embedding + tokens * d * a,
                       "look up each token's row of the input table (the head's table when tied)"),
         "norms": (2 * tokens * S.params_norm, w("norms") + 2 * tokens * (2 * L + 1) * d * a,
                   "RMS/layer normalisations: two per block and a final one"),
-        "qkv_projection": (2 * tokens * (S.params_attention - output),
-                           w("qkv_projection") + tokens * L * (d + dq + 2 * dkv) * a
+        "qkv_projection": (2 * tokens * qkv,
+                           w("qkv_projection") + tokens * A * (d + dq + 2 * dkv) * a
                            + tokens * S.kv_bytes_per_token,
                            "query, key and value projections; the new keys and values are "
                            "written to the cache"),
-        "attention_score": (attention / 2, cache_read / 2 + tokens * L * dq * a,
+        "attention_score": (attention / 2, cache_read / 2 + tokens * A * dq * a,
                             "query–key scores over the cached keys"),
-        "attention_value": (attention / 2, cache_read / 2 + tokens * L * dq * a,
+        "attention_value": (attention / 2, cache_read / 2 + tokens * A * dq * a,
                             "weighted sum of the cached values"),
-        "output_projection": (2 * tokens * output, w("output_projection") + tokens * L * (dq + d) * a,
+        "output_projection": (2 * tokens * output, w("output_projection") + tokens * A * (dq + d) * a,
                               "attention output projection back to the model width"),
+        **extra,
     }
     k = S.active_experts + S.shared_experts
     if _moe(scenario):

@@ -34,6 +34,7 @@ from sympy import Min, ceiling
 from infermodel.plugin import BytesPerSecond, S, Seconds, Stage, hookimpl
 
 from . import LAB, M10
+from .shapes import structure, tensor_parallel_reductions
 
 DEPLOY = f"{M10}, 'Choose a deployment, not only a chip'"
 PLANNER = f"{LAB}, 'What it costs to keep it running'"
@@ -246,7 +247,7 @@ def infermodel_define_quantities(scenario, define):
            reference=DEPLOY)
     define("parallel_stage_layers", ceiling(S.layers / S.parallel_pipeline_degree), unit="1",
            description="layers on the largest pipeline stage", reference=DEPLOY)
-    latent = getattr(scenario.sections["model"], "kv_lora_rank", None) is not None
+    latent = structure(scenario).mla
     if latent:
         # One latent per token serves every head: each tensor rank keeps the whole of it.
         define("parallel_kv_heads_per_card", 1, unit="1",
@@ -307,31 +308,32 @@ def _communication(scenario, lever, define):
     define("parallel_activation_bytes", lever.activation_bytes, unit="B",
            description="bytes per activation value exchanged", reference=DEPLOY)
     per_micro = S.batch / S.parallel_microbatches
+    reductions = tensor_parallel_reductions(scenario)
     define("parallel_allreduce_time", _ring(per_micro), unit="s",
            description="one ring all-reduce of a decode micro-batch's activations: "
                        "2(N−1)/N·bytes/link + 2(N−1)·latency", reference=DEPLOY)
     define("parallel_decode_comm_time",
-           2 * S.layers * S.parallel_allreduce_time + _hops(per_micro), unit="s",
+           reductions * S.parallel_allreduce_time + _hops(per_micro), unit="s",
            description="communication per decode step: two all-reduces per layer and the "
                        "pipeline hops, not overlapped", reference=DEPLOY)
     define("parallel_prefill_comm_time",
-           2 * S.layers * _ring(per_micro * S.prompt_tokens) + _hops(per_micro * S.prompt_tokens),
+           reductions * _ring(per_micro * S.prompt_tokens) + _hops(per_micro * S.prompt_tokens),
            unit="s", description="communication in prefill: the prompts' activations, two "
                                  "all-reduces per layer and the pipeline hops", reference=DEPLOY)
     n, p = S.parallel_tensor_degree, S.parallel_pipeline_degree
     define("comm_time_per_iteration",
-           2 * S.layers * 2 * (n - 1) * S.parallel_link_latency + (p - 1) * S.parallel_link_latency,
+           reductions * 2 * (n - 1) * S.parallel_link_latency + (p - 1) * S.parallel_link_latency,
            unit="s", description="latency part of an iteration's communication (the serving "
                                  "simulator adds it to every iteration)", reference=DEPLOY)
     define("comm_time_per_token",
-           (2 * S.layers * 2 * (n - 1) / n + (p - 1)) * S.d_model * S.parallel_activation_bytes
+           (reductions * 2 * (n - 1) / n + (p - 1)) * S.d_model * S.parallel_activation_bytes
            / S.parallel_link_bandwidth, unit="s",
            description="communication per token of a micro-batch: two ring all-reduces per "
                        "layer and the stage hops (the serving simulator's iteration cost)",
            reference=DEPLOY)
     full = sympy.Max(1, S.max_sequences)
     per_micro_full = full / Min(full, S.parallel_pipeline_degree)
-    define("parallel_capacity_comm_time", 2 * S.layers * _ring(per_micro_full) + _hops(per_micro_full),
+    define("parallel_capacity_comm_time", reductions * _ring(per_micro_full) + _hops(per_micro_full),
            unit="s", description="communication per decode step with the cache full", reference=DEPLOY)
 
 
@@ -343,7 +345,8 @@ def infermodel_define_operators(scenario, define):
     for phase, tokens, time in (("decode", S.batch, S.parallel_decode_comm_time),
                                 ("prefill", S.batch * S.prompt_tokens, S.parallel_prefill_comm_time)):
         define(phase, "all_reduce", flops=0,
-               bytes=2 * S.layers * tokens * S.d_model * S.parallel_activation_bytes, time=time,
+               bytes=tensor_parallel_reductions(scenario) * tokens * S.d_model
+               * S.parallel_activation_bytes, time=time,
                description="tensor-parallel all-reduces (two per layer) and pipeline hops over "
                            "the link; added to the step by the parallelism lever",
                reference=DEPLOY)
@@ -362,7 +365,7 @@ def infermodel_transform_quantities(scenario, transform):
     transform.wrap("flops_peak", lambda old: old * e,
                    reason="the cards reach only a share e of their summed compute",
                    reference=PLANNER, order=Stage.PARALLELISM)
-    latent = getattr(scenario.sections["model"], "kv_lora_rank", None) is not None
+    latent = structure(scenario).mla
     transform.wrap("kv_bytes_per_token", lambda old: old * S.parallel_kv_storage_factor,
                    reason=("a latent cache is not split by heads: every tensor rank keeps the whole "
                            "latent of its layers (replicas counted)" if latent else

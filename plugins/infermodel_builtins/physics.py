@@ -19,7 +19,8 @@ from sympy import Piecewise, floor, oo
 
 from infermodel.plugin import S, hookimpl
 
-from . import LAB, M10, architecture
+from . import LAB, M10
+from .shapes import ffn_params, kv_bytes_per_token, stack_params, target_stack, terms
 
 
 def Max(*args):
@@ -209,13 +210,13 @@ HEADLINES = {
 
 @hookimpl
 def infermodel_define_quantities(scenario, define):
-    terms = architecture.terms(scenario)
-    _model(scenario, define, terms)
+    layer_terms = terms(scenario)
+    _model(scenario, define, layer_terms)
     _hardware(scenario, define)
     _workload(scenario, define)
-    _decode(define, terms)
-    _prefill(scenario, define, terms)
-    _memory(scenario, define, terms)
+    _decode(define, layer_terms)
+    _prefill(scenario, define, layer_terms)
+    _memory(scenario, define, layer_terms)
     _cost(scenario, define)
     _held_out_range(scenario, define)
 
@@ -235,22 +236,13 @@ def _model(scenario, define, terms):
     matrices = 3 if value("model.ffn") == "swiglu" else 2
     define("ffn_matrices", matrices, unit="1",
            description=f"matrices in one feed-forward block ({value('model.ffn')})", reference=WEIGHTS)
-    moe = value("model.experts") > 1
-    router = S.d_model * S.experts if moe else sympy.Integer(0)
-    # --- architecture routing (plugin "architecture"): per-layer attention and FFN shapes
-    if terms.plain:
-        attention_params = S.layers * (2 * S.d_model * S.query_width
-                                       + 2 * S.d_model * S.kv_heads * S.head_dim)
-    else:
-        attention_params = S.params_attention_stack
+    # The shape library's uniform stack, unless the layer model says otherwise.
+    stack = stack_params(target_stack(scenario))
+    attention_params = stack.attention if terms.plain else S.params_attention_stack
     define("params_attention", attention_params,
            unit="param", description="attention projection weights (Q, K, V, O) in all layers",
            reference=WEIGHTS)
-    per_expert = S.ffn_matrices * S.d_model * S.expert_d_ff
-    shaped = architecture.ffn_params(scenario)
-    ffn_all, ffn_active = shaped or (S.layers * ((S.experts + S.shared_experts) * per_expert + router),
-                                     S.layers * ((S.active_experts + S.shared_experts) * per_expert + router))
-    # --- end of architecture routing
+    ffn_all, ffn_active = ffn_params(scenario) or (stack.ffn, stack.ffn_active)
     define("params_ffn", ffn_all,
            unit="param", description="feed-forward weights in all layers (every expert)",
            reference=WEIGHTS)
@@ -259,13 +251,13 @@ def _model(scenario, define, terms):
            reference=f"{M10}, mixture-of-experts paragraph")
     define("params_block_linear", S.params_attention + S.params_ffn, unit="param",
            description="weights of the block linears (attention and feed-forward)", reference=WEIGHTS)
-    norms = (2 * S.layers + 1) * S.d_model
-    define("params_norm", norms if terms.plain else norms + S.params_norm_attention, unit="param",
+    define("params_norm", stack.norms if terms.plain else terms.block_norms() + S.params_norm_attention,
+           unit="param",
            description="normalisation weights (two per block and a final one)", reference=WEIGHTS)
-    define("params_embedding", S.vocab * S.d_model, unit="param",
+    define("params_embedding", stack.embedding, unit="param",
            description="input embedding table", reference=WEIGHTS)
     tied = value("model.tied_embeddings")
-    define("params_head", sympy.Integer(0) if tied else S.vocab * S.d_model, unit="param",
+    define("params_head", stack.head, unit="param",
            description="output head weights" + (" (tied to the embedding table)" if tied else ""),
            reference=WEIGHTS)
     define("params_total", S.params_block_linear + S.params_norm + S.params_embedding + S.params_head,
@@ -286,7 +278,7 @@ def _model(scenario, define, terms):
                description="size of the weight artifact W", reference=WEIGHTS)
     _embedding_reads(scenario, define)
     rows = _reads_rows(scenario)
-    if moe:
+    if value("model.experts") > 1:
         define("weight_bytes_per_step", S.weight_bytes * S.params_active / S.params_total
                - (S.embedding_bytes_unread if rows else 0), unit="B",
                description="weight bytes read per decode step (active experts at batch 1"
@@ -302,7 +294,7 @@ def _model(scenario, define, terms):
                            "included: the documents' convention)", reference=TWO_TIMES)
     define("kv_value_bytes", 2, unit="B",
            description="bytes per cached key or value element (16-bit without a number-format lever)")
-    per_token = (2 * S.layers * S.kv_heads * S.head_dim * S.kv_value_bytes if terms.plain
+    per_token = (kv_bytes_per_token(S.layers, S.kv_heads * S.head_dim, S.kv_value_bytes) if terms.plain
                  else S.kv_layers * S.kv_values_per_layer_token * S.kv_value_bytes)
     define("kv_bytes_per_token", per_token, unit="B", latex=r"\mathrm{kv}",
            description="KV-cache bytes per token of one sequence (keys and values, every layer)",

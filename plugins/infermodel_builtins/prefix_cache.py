@@ -28,7 +28,7 @@ from sympy import Max, Min, Piecewise, floor
 from infermodel.plugin import S, Stage, hookimpl
 
 from . import M10
-from .architecture import terms as architecture_terms
+from .shapes import terms as layer_terms
 
 REUSE = f"{M10}, 'Reuse a stable prefix across separate requests'"
 SHARE = f"{M10}, 'Share only states with the same identity' and 'Map logical positions to physical blocks'"
@@ -124,7 +124,7 @@ def infermodel_define_quantities(scenario, define):
            S.prompt_tokens - S.prefix_hit_rate * S.prefix_reused_tokens, unit="token",
            description="prompt tokens computed per request on average", reference=REUSE)
     r = S.prefix_reused_tokens
-    arch = architecture_terms(scenario)
+    arch = layer_terms(scenario)
     # Under prefill_logits = "last" the head never scored the prefix's positions.
     scored = (S.params_matmul if scenario.value("efficiency.prefill_logits") == "all"
               else S.params_matmul - S.params_head_matmul)
@@ -185,7 +185,7 @@ def infermodel_transform_quantities(scenario, transform):
     transform.replace("kv_bytes_shared", S.prefix_shared_bytes,
                       reason="the prefix's whole blocks are stored once and shared",
                       reference=SHARE, order=Stage.ALGORITHMS)
-    if architecture_terms(scenario).st.windows or architecture_terms(scenario).st.linear:
+    if layer_terms(scenario).st.windows or layer_terms(scenario).st.linear:
         transform.wrap("kv_bytes_per_sequence",
                        lambda old: old - S.prefix_hit_rate * S.prefix_shared_bytes,
                        reason="the full-attention layers' shared prefix blocks are stored once; "

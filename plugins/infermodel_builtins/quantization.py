@@ -64,6 +64,7 @@ from .formats import (
     FormatSpec,
     SqnrBits,
 )
+from .shapes import ffn_block, moe_layer_count, structure
 from .sqnr import DB_PER_BIT, OFFSET_DB, max_over_sigma_for
 
 ARTIFACT = f"{M10}, §11 'Account for the whole weight artifact'; {GRANULARITY}"
@@ -78,9 +79,14 @@ CLASSES = (("linear", "linear", "block linear weights (attention and feed-forwar
            ("norm", "norm", "normalisation weights"))
 #: The class of routed experts' matrices, split from the block linears when its format differs.
 EXPERTS = ("experts", "experts", "routed experts' matrices")
-SPLIT_LINEAR = "block linear weights other than the routed experts (attention, dense and shared "\
-               "feed-forward, router)"
+SPLIT_LINEAR = "block linear weights other than the routed experts and the router (attention, "\
+               "dense and shared feed-forward)"
+ROUTER = ("vLLM's mixture-of-experts models build the router gate unquantised (quant_config=None: "
+          "DeepSeek-V2/V3, Qwen2/3-MoE, Mixtral), and FP8, AWQ and GPTQ checkpoints store it in "
+          "16 bits; DeepSeek-V3 keeps e_score_correction_bias in fp32")
 CHECKPOINT_FIELD = {"linear": "weight_format", "experts": "expert_weight_format"}
+#: Groups a checkpoint may keep out of its format (``model.unquantized``).
+UNQUANTIZED_GROUPS = ("attention", "mixers")
 #: Hardware field that declares native arithmetic in each activation format.
 NATIVE_FIELD = {"int8": "native_int8", "fp8": "native_fp8", "fp4": "flops_fp4"}
 #: Largest stored bits of the block linears each activation format can multiply with.
@@ -175,6 +181,11 @@ def infermodel_register_fields(register):
     register("model", "weight_format", kind="str", default=None,
              description="number format of the checkpoint's block linears (read from "
                          "quantization_config): the quantization lever's default for linear")
+    register("model", "unquantized", kind="str", default=None,
+             description='parameter groups the checkpoint keeps in 16 bits whatever its format, '
+                         'comma-separated: "attention", "mixers" (the layers without attention); '
+                         "read from the quantization_config's modules_to_not_convert / ignore / "
+                         "exclude_modules")
     register("model", "expert_weight_format", kind="str", default=None,
              description="number format of the checkpoint's routed experts (MXFP4 in gpt-oss): "
                          "the quantization lever's default for experts")
@@ -277,6 +288,11 @@ def infermodel_validate_scenario(scenario, report):
             problem = unknown_format(name)
             report(f"model.{field}", problem.message, expected=problem.expected,
                    suggestion=problem.suggestion)
+    kept = scenario.value("model.unquantized")
+    for group in (kept.split(",") if kept else []):
+        if group.strip() not in UNQUANTIZED_GROUPS:
+            report("model.unquantized", f"unknown parameter group {group.strip()!r}",
+                   expected="comma-separated: " + ", ".join(UNQUANTIZED_GROUPS))
     if (scenario.value("model.expert_weight_format") is not None
             and scenario.value("model.experts") <= 1):
         report("model.expert_weight_format", "expert_weight_format needs a mixture of experts, but "
@@ -350,9 +366,12 @@ def _default_sqnr_bits(lever) -> int | None:
 # ---------------------------------------------------------------------------------
 
 
-def _class_params(key, split=False):
+def _class_params(key, split=False, router=False):
     if key == "linear":
-        return S.params_block_linear - S.params_routed_experts if split else S.params_block_linear
+        linear = S.params_block_linear - S.params_routed_experts if split else S.params_block_linear
+        # The routers and the groups the checkpoint leaves out (0 when none) keep 16 bits.
+        return linear - S.params_router - S.params_router_fp32 - S.params_unquantized if router \
+            else linear
     if key == "experts":
         return S.params_routed_experts
     if key == "embedding":
@@ -361,56 +380,96 @@ def _class_params(key, split=False):
 
 
 def _routed(scenario):
-    from .architecture import moe_layer_count
-
     return moe_layer_count(scenario) * S.experts
 
 
-def _class_tensors(scenario, key, split=False):
+def _class_tensors(scenario, key, split=False, router=False):
     value = scenario.value
     if key == "experts":
         return _routed(scenario) * S.ffn_matrices
     if key == "linear":
-        moe = value("model.experts") > 1
-        tensors = S.layers * (4 + (S.experts + S.shared_experts) * S.ffn_matrices + (1 if moe else 0))
+        gate = 1 if value("model.experts") > 1 and not router else 0
+        tensors = S.layers * (4 + (S.experts + S.shared_experts) * S.ffn_matrices + gate)
         return tensors - _routed(scenario) * S.ffn_matrices if split else tensors
     if key == "embedding":
         return sympy.Integer(1 if value("model.tied_embeddings") else 2)
     return 2 * S.layers + 1
 
 
-def _class_rows(scenario, key, split=False):
+def _class_rows(scenario, key, split=False, router=False):
     per_expert = (S.ffn_matrices - 1) * S.expert_d_ff + S.d_model
     if key == "experts":
         return _routed(scenario) * per_expert
     if key == "linear":
-        moe = scenario.value("model.experts") > 1
+        gate = S.experts if scenario.value("model.experts") > 1 and not router else 0
         rows = S.layers * (S.query_width + 2 * S.kv_heads * S.head_dim + S.d_model
-                           + (S.experts + S.shared_experts) * per_expert + (S.experts if moe else 0))
+                           + (S.experts + S.shared_experts) * per_expert + gate)
         return rows - _routed(scenario) * per_expert if split else rows
     if key == "embedding":
         return (S.params_embedding + S.params_head) / S.d_model
     return 2 * S.layers + 1
 
 
-def _scale_count(scenario, key, fmt: Format, split=False):
+def _scale_count(scenario, key, fmt: Format, split=False, router=False):
     if fmt.granularity == "group":
         how = (f"one per {fmt.block_side}×{fmt.block_side} block" if fmt.block_side
                else f"one per group of {fmt.group_size} values")
-        return _class_params(key, split) / fmt.group_size, how
+        return _class_params(key, split, router) / fmt.group_size, how
     if fmt.granularity == "channel":
-        return _class_rows(scenario, key, split), "one per row (output channel)"
-    return _class_tensors(scenario, key, split), "one per tensor"
+        return _class_rows(scenario, key, split, router), "one per row (output channel)"
+    return _class_tensors(scenario, key, split, router), "one per tensor"
+
+
+def _router_kept(scenario, formats) -> bool:
+    """Some block linears stay in 16 bits: the routers of a mixture of experts, and the
+    groups the checkpoint leaves out, when the block linears take the checkpoint's format
+    (a format the lever gives applies to every block linear, as stated).
+    """
+    kept = scenario.value("model.experts") > 1 or scenario.value("model.unquantized")
+    return bool(kept) and formats["linear"][1].startswith("the checkpoint")
+
+
+def _unquantized_params(scenario):
+    kept = {g.strip() for g in (scenario.value("model.unquantized") or "").split(",") if g.strip()}
+    st = structure(scenario)
+    attention = S.kv_layers * S.params_attention_layer if st.attention else S.params_attention
+    groups = {"attention": attention, "mixers": S.params_attention - attention}
+    return sum((groups[g] for g in UNQUANTIZED_GROUPS if g in kept), sympy.Integer(0))
+
+
+def _define_router(scenario, define):
+    """The routers, kept in 16 bits (score-correction biases in 32) whatever the format, and
+    the groups the checkpoint leaves out of it.
+    """
+    moe = scenario.value("model.experts") > 1
+    bias = S.experts if scenario.value("model.expert_bias") else 0
+    define("params_router", moe_layer_count(scenario) * (S.d_model * S.experts + bias) if moe else 0,
+           unit="param", description="router weights (and biases) of every mixture-of-experts "
+                                     "layer", reference=ROUTER)
+    define("params_unquantized", _unquantized_params(scenario), unit="param",
+           description="block-linear weights the checkpoint leaves out of its format "
+                       f"(model.unquantized = {scenario.value('model.unquantized')!r}), 16-bit",
+           reference=ARTIFACT)
+    score = moe_layer_count(scenario) * S.experts if scenario.value("model.score_correction_bias") else 0
+    define("params_router_fp32", score, unit="param",
+           description="score-correction biases of the routers (fp32)", reference=ROUTER)
+    define("weight_bytes_router", 2 * (S.params_router + S.params_unquantized) + 4 * S.params_router_fp32,
+           unit="B",
+           description="bytes of the block linears kept out of the checkpoint's format: the "
+                       "routers (16-bit weights and biases, fp32 score-correction biases) and the "
+                       "groups model.unquantized names (16-bit)",
+           reference=ROUTER)
 
 
 def _define_weights(scenario, define, lever):
     formats = weight_formats(scenario, lever)
     split = "experts" in formats
+    router = _router_kept(scenario, formats)
+    if router:
+        _define_router(scenario, define)
     if split:
-        from .architecture import moe_layer_count
-
         define("params_routed_experts",
-               moe_layer_count(scenario) * S.experts * S.ffn_matrices * S.d_model * S.expert_d_ff,
+               moe_layer_count(scenario) * S.experts * ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff),
                unit="param", description="weights of the routed experts' matrices (biases excluded)",
                reference=ARTIFACT)
     for key, suffix, what in _classes(formats):
@@ -418,14 +477,14 @@ def _define_weights(scenario, define, lever):
         if key == "linear" and split:
             what = SPLIT_LINEAR
         label = fmt.label() + ("" if source == "[levers.quantization]" else f"; {source}")
-        params = _class_params(key, split)
+        params = _class_params(key, split, router)
         define(f"weight_code_bits_{suffix}", fmt.bits, unit="bit",
                description=f"bits per stored code of the {what}: {label}", reference=ARTIFACT)
         code_bytes = ceiling(S[f"weight_code_bits_{suffix}"] * params / 8)
         if fmt.granularity == "none":
             total = code_bytes
         else:
-            count, how = _scale_count(scenario, key, fmt, split)
+            count, how = _scale_count(scenario, key, fmt, split, router)
             if isinstance(count, sympy.Integer):
                 count = int(count)
             define(f"weight_scales_{suffix}", count, unit="1",
@@ -575,6 +634,8 @@ def infermodel_transform_quantities(scenario, transform):
         total = S.weight_bytes_linear + S.weight_bytes_embedding + S.weight_bytes_norm
         if "experts" in weight_formats(scenario, lever):
             total += S.weight_bytes_experts
+        if _router_kept(scenario, weight_formats(scenario, lever)):
+            total += S.weight_bytes_router
         transform.replace(
             "weight_bytes", total,
             reason="sum of the parameter classes, each stored in its own format with its scale "
@@ -601,7 +662,8 @@ def weight_bytes_by_class(result) -> dict[str, float]:
     >>> weight_bytes_by_class(evaluate("scenarios/quant-int4.toml"))  # doctest: +SKIP
     {'linear': ..., 'embedding': ..., 'norm': ...}
     """
-    return {suffix: result[f"weight_bytes_{suffix}"] for _, suffix, _ in (*CLASSES, EXPERTS)
+    return {suffix: result[f"weight_bytes_{suffix}"]
+            for suffix in [c[1] for c in (*CLASSES, EXPERTS)] + ["router"]
             if f"weight_bytes_{suffix}" in result}
 
 

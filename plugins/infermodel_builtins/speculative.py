@@ -26,6 +26,12 @@ from sympy import Eq, Ge, Max, Piecewise
 from infermodel.plugin import InfermodelError, S, Stage, hookimpl
 
 from . import LAB, M10
+from .shapes import (
+    StackShape,
+    attention_decode_flops,
+    kv_bytes_per_token,
+    stack_params,
+)
 
 GUESS = f"{LAB}, 'Guess ahead, check in one pass'"
 SPEED = f"{M10}, 'Derive the speed-up rather than naming an acceptance rate'"
@@ -279,22 +285,25 @@ def _draft(scenario, lever, define):
                                  ("vocab", "1", "vocabulary size")):
             define(f"spec_draft_{name}", shape[name], unit=unit,
                    description=f"draft model {what} ({source})")
-        L, d, dq = S.spec_draft_layers, S.spec_draft_d_model, S.spec_draft_query_width
-        kvw, dff, m, V = S.spec_draft_kv_width, S.spec_draft_d_ff, S.spec_draft_ffn_matrices, S.spec_draft_vocab
-        tables = 1 if shape["tied"] else 2
-        define("spec_draft_params",
-               L * (2 * d * dq + 2 * d * kvw + m * d * dff + 2 * d) + d + tables * V * d,
+        L, dq = S.spec_draft_layers, S.spec_draft_query_width
+        # The target's own formula (the shape library's uniform stack) with the draft's widths.
+        draft = stack_params(StackShape(
+            layers=L, d_model=S.spec_draft_d_model, query_width=dq, kv_width=S.spec_draft_kv_width,
+            ffn_width=S.spec_draft_d_ff, ffn_matrices=S.spec_draft_ffn_matrices,
+            vocab=S.spec_draft_vocab, tied=shape["tied"]))
+        define("spec_draft_params", draft.total,
                unit="param", description="draft model parameters (same shape formula as the target)",
                reference=f"{M10}, §11 'Account for the whole weight artifact'")
-        lookup = 0 if shape["tied"] else V * d
-        define("spec_draft_params_matmul", S.spec_draft_params - lookup, unit="param",
+        define("spec_draft_params_matmul", S.spec_draft_params - draft.lookup, unit="param",
                description="draft weights multiplied per token (an untied input table is a lookup)",
                reference=f"{M10}, §1 'Count operations and traffic separately'")
-        define("spec_draft_kv_bytes_per_token", 2 * L * kvw * S.kv_value_bytes, unit="B",
+        define("spec_draft_kv_bytes_per_token",
+               kv_bytes_per_token(L, S.spec_draft_kv_width, S.kv_value_bytes), unit="B",
                description="draft KV-cache bytes per token (same cache format as the target)",
                reference=f"{LAB}, 'Memory that grows with every token'")
         memory = (S.spec_draft_weight_bytes + batch_ctx * S.spec_draft_kv_bytes_per_token) / S.bandwidth
-        compute = S.batch * (2 * S.spec_draft_params_matmul + 4 * L * dq * S.context) / S.flops_effective_decode
+        compute = S.batch * (2 * S.spec_draft_params_matmul + attention_decode_flops(L, dq, S.context)) \
+            / S.flops_effective_decode
         what = "weights and every sequence's draft cache, or its compute"
     else:
         define("spec_draft_params", lever.draft_params, unit="param",

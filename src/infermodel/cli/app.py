@@ -16,7 +16,8 @@ import traceback
 import warnings
 
 COMMANDS = ("run", "explain", "check", "graph", "sweep", "search", "plot", "simulate",
-            "witness", "validate", "calibrate", "ops", "presets", "formats", "quantize", "plugins")
+            "witness", "validate", "calibrate", "ops", "layers", "presets", "formats",
+            "quantize", "plugins")
 #: Modules named apart from their command, where the name is taken by the package
 #: (``infermodel.cli.run`` is the console script).
 MODULES = {"run": "run_command"}

@@ -6,7 +6,14 @@ into what to simulate, :mod:`.runs` runs that (or searches its capacity) and
 >>> r = simulate("scenarios/module10-lab3-policies.toml", policies=["chunked"], rates=[0.2])  # doctest: +SKIP
 """
 
-from .plan import SimulationPlan, lever_defaults, plan, unmodelled_changes, workload_defaults
+from .plan import (
+    SimulationPlan,
+    layered_values,
+    lever_defaults,
+    plan,
+    unmodelled_changes,
+    workload_defaults,
+)
 from .reports import (
     REQUEST_COLUMNS,
     CapacityReport,
@@ -26,6 +33,7 @@ __all__ = [
     "SimulationPlan",
     "SimulationTable",
     "SimulationWarning",
+    "layered_values",
     "lever_defaults",
     "plan",
     "plot_latency",

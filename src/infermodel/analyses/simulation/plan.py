@@ -451,7 +451,17 @@ def _cost_model(scenario, values: Mapping, cache_memory):
             expected="weights and reserve smaller than the cards' memory",
             suggestion="more or larger cards (hardware.count, hardware.preset), fewer weight "
                        "bits, or a smaller model"))
-    return simulator.CostModel.from_quantities(values, cache_memory=cache_memory)
+    return simulator.CostModel.from_quantities(layered_values(values), cache_memory=cache_memory)
+
+
+def layered_values(values: Mapping) -> Mapping:
+    """Per-layer model: bytes per position and FLOPs per pair from the layer model's sums."""
+    names = ("kv_layers", "kv_bytes_per_sequence", "sequence_length", "attention_flops_decode",
+             "context", "query_width")
+    if not all(n in values for n in names) or min(float(values[n]) for n in names[2:]) <= 0:
+        return values
+    return {**values, "kv_bytes_per_token": values["kv_bytes_per_sequence"] / values["sequence_length"],
+            "layers": values["attention_flops_decode"] / (4 * values["query_width"] * values["context"])}
 
 
 def _check_workload(table: Mapping, base: Path | None, problems: _Problems) -> None:
@@ -524,10 +534,10 @@ def unmodelled_changes(result, cost=None) -> list[str]:
         linear = values["kv_bytes_per_token"] * values.get("sequence_length", 0)
         held = values["kv_bytes_per_sequence"]
         if held and linear and abs(linear / held - 1) > 0.01 and "kv_layers" in values:
-            notes.append(f"the simulator charges kv_bytes_per_token for every cached position, "
-                         f"but this model's windowed or fixed-state layers hold "
-                         f"{held / 1e6:.4g} MB per full-length sequence, not {linear / 1e6:.4g} MB "
-                         f"({linear / held:.2f}x): its cache occupancy and reads are approximate")
+            notes.append(f"windowed or fixed-state layers hold {held / 1e6:.4g} MB per full-length "
+                         f"sequence, charged as {layered_values(values)['kv_bytes_per_token']:,.0f} B "
+                         "per cached position: exact at full length, a shorter sequence up to "
+                         f"{abs(held - linear) / 1e6:.4g} MB off (its fixed state, saturated windows)")
     notes.extend(cost.unmodelled() if cost is not None else [])
     return notes
 

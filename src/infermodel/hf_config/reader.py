@@ -59,14 +59,26 @@ result's warnings.
 from __future__ import annotations
 
 import json
-import math
 import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import CarriesProblem, Problem
+from .layers import (
+    MINIMAX,
+    HFConfigError,
+    HFConfigWarning,
+    TrackedConfig,
+    apply_overrides,
+    layer_items,
+    mamba_from_layer_types,
+    positive_int,
+    refuse,
+    state_bits,
+    unquantized_groups,
+    unread_keys,
+)
 
 __all__ = ["MAX_CONFIG_BYTES", "MODEL_TYPE_DEFAULTS", "HFConfigError", "HFConfigWarning",
            "map_hf_config", "read_hf_config"]
@@ -81,6 +93,7 @@ GATED_MODEL_TYPES = frozenset({
     "internlm2", "yi", "baichuan", "smollm3", "ministral", "mistral3", "exaone", "glm", "glm4",
     "starcoder2_gated", "jamba", "dbrx", "arcee", "hunyuan", "llama4", "llama4_text",
     "gpt_oss", "qwen3_next", "kimi_k2", "granitemoeshared", "phi4", "minimax",
+    "minimax_text_01", "minimax_m1", "nemotron-nas",
 })
 PLAIN_MLP_MODEL_TYPES = frozenset({
     "gpt2", "gpt_neo", "gpt_neox", "gptj", "gpt_bigcode", "falcon", "starcoder2", "opt",
@@ -123,7 +136,7 @@ _TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k2": "dee
 _QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text"})
 _LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding",
                 "chunked_attention": "chunked", "linear_attention": "linear",
-                "mamba": "linear", "attention": "full"}
+                "mamba": "mamba2", "attention": "full"}
 
 _ALIASES = {
     "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
@@ -149,43 +162,6 @@ _MEANING = {
 }
 
 
-class HFConfigError(CarriesProblem, ValueError):
-    """A config.json could not be read as a model shape.
-
-    Its :class:`~infermodel.errors.Problem` (``.problem``) holds the file (``path``,
-    or ``None``), the config key at fault (or ``None``), the message and what would
-    have been accepted (``expected``).
-    """
-
-    def __init__(self, message: str, *, path: str | os.PathLike | None = None, key: str | None = None,
-                 expected: str | None = None):
-        self.problem = Problem(message, file=None if path is None else str(path), key=key,
-                               expected=expected)
-        super().__init__(str(self))
-
-    @property
-    def path(self) -> str | None:
-        return self.problem.file
-
-    @property
-    def key(self) -> str | None:
-        return self.problem.key
-
-    def __str__(self) -> str:  # pragma: no cover - trivial
-        return self.problem.render()
-
-    def __reduce__(self):
-        return (_rebuild, (type(self), self.message, self.path, self.key, self.expected))
-
-
-def _rebuild(cls, message, path, key, expected):
-    return cls(message, path=path, key=key, expected=expected)
-
-
-class HFConfigWarning(UserWarning):
-    """The configuration has a feature the shape fields cannot express exactly."""
-
-
 def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
     """Read the model shape from the Hugging Face ``config.json`` at ``path``.
 
@@ -196,7 +172,7 @@ def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
     ``expert_d_ff``).  Raises :class:`HFConfigError` naming the file and the key for a
     missing, unreadable, oversized (over :data:`MAX_CONFIG_BYTES`) or inconsistent file.
     """
-    from .output import note_read, path_problem
+    from ..output import note_read, path_problem
 
     problem = path_problem(path)
     if problem is not None:
@@ -232,7 +208,8 @@ def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise HFConfigError("file is not UTF-8 text", path=file, expected="a JSON config.json") from None
     try:
-        config = json.loads(text, parse_constant=_reject_constant)
+        # Infinity and NaN as Python reads them (Nemotron-H: "time_step_limit": [0.0, Infinity]).
+        config = json.loads(text)
     except json.JSONDecodeError as exc:
         raise HFConfigError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                             path=file, expected="a JSON config.json") from None
@@ -247,10 +224,6 @@ def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
 def _shown(path: Any) -> str:
     text = repr(str(path))[1:-1]
     return text if len(text) <= 160 else text[:100] + " … " + text[-40:]
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not allowed in a config.json")
 
 
 def map_hf_config(config: Mapping[str, Any], *, path: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -278,8 +251,10 @@ def _map(config: Mapping[str, Any], path) -> tuple[dict[str, Any], list[str]]:
         model_type = _TEXT_TYPES.get(outer["model_type"], outer["model_type"])
     if model_type is not None:
         model_type = "gemma3_text" if model_type == "gemma3" else _TEXT_TYPES.get(model_type, model_type)
+    refuse(model_type, path)
     defaults = MODEL_TYPE_DEFAULTS.get(model_type or "", {})
     config = {**defaults, **{k: v for k, v in config.items() if v is not None or k not in defaults}}
+    config = TrackedConfig({**config, **apply_overrides(config, model_type, path)})
 
     out: dict[str, Any] = {}
     out["layers"] = _required(config, "layers", path)
@@ -315,7 +290,7 @@ def _map(config: Mapping[str, Any], path) -> tuple[dict[str, Any], list[str]]:
         # Llama 4: intermediate_size is the experts' width, intermediate_size_mlp the dense one.
         _, moe_width = _first(config, ("intermediate_size",), "expert_d_ff", path)
         _, dense_width = _first(config, ("intermediate_size_mlp",), "d_ff", path)
-        config = {**config, "intermediate_size": dense_width or moe_width}
+        dict.__setitem__(config, "intermediate_size", dense_width or moe_width)
     ff_key, d_ff = _optional(config, "d_ff", path)
     if d_ff is None:
         if ff_key == "n_inner" or model_type in ("gpt2", "gpt_neo", "gpt_bigcode", "codegen", "falcon"):
@@ -337,11 +312,16 @@ def _map(config: Mapping[str, Any], path) -> tuple[dict[str, Any], list[str]]:
     out["tied_embeddings"] = tied
 
     _experts(config, out, moe_width, path, notes)
-    _layer_pattern(config, model_type, out, path)
+    explicit = _layer_pattern(config, model_type, out, path, notes)
     _attention_family(config, model_type, out, path)
-    _moe_shape(config, model_type, out, path, notes)
+    if not explicit:
+        _moe_shape(config, model_type, out, path, notes)
     _quantization(outer, config, out, path, notes)
     _unmodelled(outer, config, out, path, notes)
+    for key in unread_keys(config):
+        notes.append(f"{path or 'config'}: {key} = {dict.get(config, key)!r} shapes the network in "
+                     f"some families but is not read for model_type {model_type!r}: the layers "
+                     "it describes are counted as the other keys say")
     return out, notes
 
 
@@ -363,18 +343,7 @@ def _text_config(config: Mapping[str, Any], path) -> Mapping[str, Any]:
 
 
 def _positive_int(value: Any, key: str, field: str, path) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise HFConfigError(f"got {value!r}", path=path, key=key,
-                            expected=f"a positive integer: {_MEANING.get(field, field)}")
-    if isinstance(value, float):
-        if not math.isfinite(value) or not value.is_integer():
-            raise HFConfigError(f"got {value!r}", path=path, key=key,
-                                expected=f"a positive integer: {_MEANING.get(field, field)}")
-        value = int(value)
-    if value < 1:
-        raise HFConfigError(f"got {value!r}", path=path, key=key,
-                            expected=f"a positive integer: {_MEANING.get(field, field)}")
-    return value
+    return positive_int(value, key, _MEANING.get(field, field), path)
 
 
 def _first(config: Mapping[str, Any], keys: tuple[str, ...], field: str, path) -> tuple[str | None, int | None]:
@@ -407,7 +376,10 @@ def _ffn_kind(config: Mapping[str, Any], model_type: str | None, path) -> str:
         return "swiglu"
     if model_type in PLAIN_MLP_MODEL_TYPES:
         return "gelu"
-    key = next((k for k in ("hidden_act", "activation_function", "hidden_activation") if k in config), None)
+    # Nemotron-H names its MLP's activation mlp_hidden_act (hidden_act, if present, is the
+    # Mamba mixer's).
+    key = next((k for k in ("mlp_hidden_act", "hidden_act", "activation_function",
+                            "hidden_activation") if k in config), None)
     activation = config.get(key) if key else None
     if isinstance(activation, str):
         name = activation.lower()
@@ -446,6 +418,12 @@ def _experts(config: Mapping[str, Any], out: dict[str, Any], moe_width: int | No
         out["expert_d_ff"] = moe_width
     width = out.get("expert_d_ff", out["d_ff"])
     _, shared = _first(config, ("n_shared_experts", "num_shared_experts"), "shared_experts", path)
+    if shared and config.get("moe_shared_expert_intermediate_size") not in (None, 0):
+        # Nemotron-H's MoE layers: n_shared_experts of one joint width.
+        joint = _positive_int(config["moe_shared_expert_intermediate_size"],
+                              "moe_shared_expert_intermediate_size", "shared_experts", path)
+        if joint != shared * width:
+            out["shared_expert_d_ff"] = joint // shared
     if shared is None:
         shared_width = config.get("shared_expert_intermediate_size")
         if shared_width not in (None, 0):
@@ -509,57 +487,77 @@ def _compact_pattern(kinds: list[str]) -> str:
     return ",".join(items)
 
 
-def _layer_pattern(config: Mapping[str, Any], model_type: str | None, out: dict[str, Any], path) -> None:
-    """layer_pattern, sliding_window and attention_chunk from whichever keys the family uses."""
+def _layer_kinds(config: Mapping[str, Any], model_type: str | None, out: dict[str, Any],
+                 path) -> list[str] | None:
+    """Mixers of the families that say them in layer_types or a period key."""
     layers = out["layers"]
-    kinds: list[str] | None = None
     types = config.get("layer_types")
     if isinstance(types, list) and types:
-        unknown = sorted({t for t in types if t not in _LAYER_TYPES}, key=str)
+        table = {**_LAYER_TYPES, "linear_attention": "lightning" if model_type in MINIMAX else "linear"}
+        unknown = sorted({t for t in types if t not in table}, key=str)
         if unknown:
             raise HFConfigError(f"unknown layer type(s) {', '.join(map(repr, unknown))}", path=path,
-                                key="layer_types", expected=", ".join(sorted(_LAYER_TYPES)))
-        kinds = [_LAYER_TYPES[t] for t in _pattern_from_list(types, "layer_types", layers, path)]
-    elif model_type == "qwen3_next":
+                                key="layer_types", expected=", ".join(sorted(table)))
+        kinds = [table[t] for t in _pattern_from_list(types, "layer_types", layers, path)]
+        if "mamba2" in kinds:
+            mamba_from_layer_types(config, out, path)
+        return kinds
+    if model_type == "qwen3_next":
         interval = _period(config, "full_attention_interval", layers, path)
-        kinds = ["linear"] * (interval - 1) + ["full"]
-    elif model_type == "llama4_text":
+        return ["linear"] * (interval - 1) + ["full"]
+    if model_type == "llama4_text":
         flags = config.get("no_rope_layers")
         if isinstance(flags, list) and flags:
             # 1: a rotary (chunked-local) layer, 0: a global layer without rotary embedding.
-            kinds = ["chunked" if f else "full" for f in _pattern_from_list(flags, "no_rope_layers",
-                                                                             layers, path)]
-        else:
-            interval = _period(config, "no_rope_layer_interval", layers, path)
-            kinds = ["chunked"] * (interval - 1) + ["full"]
-    elif model_type == "gemma3_text":
+            return ["chunked" if f else "full" for f in _pattern_from_list(flags, "no_rope_layers",
+                                                                            layers, path)]
+        interval = _period(config, "no_rope_layer_interval", layers, path)
+        return ["chunked"] * (interval - 1) + ["full"]
+    if model_type == "gemma3_text":
         period = _period(config, "sliding_window_pattern", layers, path)
-        kinds = ["sliding"] * (period - 1) + ["full"]
-    elif model_type == "gemma2":
-        kinds = ["sliding", "full"]
-    elif config.get("sliding_window") and config.get("use_sliding_window", True) is not False:
-        kinds = ["sliding"]
+        return ["sliding"] * (period - 1) + ["full"]
+    if model_type == "gemma2":
+        return ["sliding", "full"]
+    if config.get("sliding_window") and config.get("use_sliding_window", True) is not False:
+        return ["sliding"]
+    return None
+
+
+def _layer_pattern(config: Mapping[str, Any], model_type: str | None, out: dict[str, Any], path,
+                   notes: list[str]) -> bool:
+    """layer_pattern, sliding_window and attention_chunk from whichever keys the family
+    uses; True when the pattern names every layer's feed-forward block too.
+    """
+    layers = out["layers"]
+    kinds = layer_items(config, model_type, out, path, notes)
     if kinds is None:
-        return
+        kinds = _layer_kinds(config, model_type, out, path)
+    if kinds is None:
+        return False
     if len(kinds) > layers:
         raise HFConfigError(f"the layer pattern has {len(kinds)} layers but num_hidden_layers is "
                             f"{layers}", path=path, key="layer_types", expected=f"at most {layers}")
-    if set(kinds) == {"full"}:
-        return
+    explicit = all("+" in kind for kind in kinds)
+    mixers = {kind.partition("+")[0] for kind in kinds}
+    if mixers == {"full"} and not explicit:
+        return False
     out["layer_pattern"] = _compact_pattern(kinds)
-    if "sliding" in kinds:
+    if "sliding" in mixers and "sliding_window" not in out:
         out["sliding_window"] = _positive_int(config.get("sliding_window"), "sliding_window",
                                               "sliding_window", path)
-    if "chunked" in kinds:
+    if "chunked" in mixers:
         out["attention_chunk"] = _positive_int(config.get("attention_chunk_size"),
                                                "attention_chunk_size", "attention_chunk", path)
-    if "linear" in kinds:
+    if mixers & {"linear", "lightning", "mamba", "mamba2"}:
+        state_bits(config, out)
+    if "linear" in mixers:
         for field, key in (("linear_key_heads", "linear_num_key_heads"),
                            ("linear_value_heads", "linear_num_value_heads"),
                            ("linear_key_head_dim", "linear_key_head_dim"),
                            ("linear_value_head_dim", "linear_value_head_dim"),
                            ("linear_conv_kernel", "linear_conv_kernel_dim")):
             out[field] = _positive_int(config.get(key), key, field, path)
+    return explicit
 
 
 def _attention_family(config: Mapping[str, Any], model_type: str | None, out: dict[str, Any], path) -> None:
@@ -578,6 +576,8 @@ def _attention_family(config: Mapping[str, Any], model_type: str | None, out: di
         out["attention_output_gate"] = True
     if model_type in _QK_NORM:
         out["qk_norm"] = True
+    if "experts" in out and config.get("topk_method") == "noaux_tc":
+        out["score_correction_bias"] = True   # DeepSeek-V3's e_score_correction_bias
 
 
 def _moe_shape(config: Mapping[str, Any], model_type: str | None, out: dict[str, Any], path,
@@ -656,6 +656,9 @@ def _quantization(outer: Mapping[str, Any], config: Mapping[str, Any], out: dict
     linear, experts = _format_for(qc, path, notes)
     if linear:
         out["weight_format"] = linear
+        kept = unquantized_groups(qc, f"{path or 'config'}: quantization_config", notes)
+        if kept:
+            out["unquantized"] = kept
     if experts and "experts" in out and experts != linear:
         out["expert_weight_format"] = experts
 

@@ -1,0 +1,15 @@
+"""A model's shape read from a Hugging Face ``config.json`` (``[model] hf_config``).
+
+Two modules, one job each: :mod:`.reader` maps a configuration's keys to the fields of a
+scenario's ``[model]`` table (:func:`read_hf_config`, :func:`map_hf_config`, the model
+types' defaults, checkpoint formats), and :mod:`.layers` reads which layer is which in
+hybrid, heterogeneous and state-space families (Jamba, MiniMax, Nemotron-H, DeciLM) into
+the scenario's ``layer_pattern``, with the errors and warnings both raise. Nothing in a
+file is executed, no weights are loaded and nothing is downloaded.
+"""
+
+from .layers import HFConfigError, HFConfigWarning
+from .reader import MAX_CONFIG_BYTES, MODEL_TYPE_DEFAULTS, map_hf_config, read_hf_config
+
+__all__ = ["MAX_CONFIG_BYTES", "MODEL_TYPE_DEFAULTS", "HFConfigError", "HFConfigWarning",
+           "map_hf_config", "read_hf_config"]

@@ -1,0 +1,408 @@
+"""Every layer as the published config declares it: hybrid, heterogeneous and state-space
+families (src/infermodel/data/configs/), and the ``infermodel layers`` table.
+
+Every expected number is computed by hand here from the configuration's values, with the
+source cited; published totals come from the model's report or model card (each rounded
+as published, so the tolerance is the rounding).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import infermodel
+from conftest import ROOT
+from infermodel.cli import main
+from infermodel.hf_config import HFConfigError, map_hf_config, read_hf_config
+from infermodel.hf_config.layers import SHAPING_KEYS, decilm_width
+
+CONFIGS = ROOT / "src" / "infermodel" / "data" / "configs"
+
+
+def evaluate(write_scenario, model: str, *, prompt=8192, output=1, extra="", hardware="h200",
+             count=8, name="scenario.toml"):
+    path = write_scenario(f"""
+[model]
+{model}
+[hardware]
+preset = "{hardware}"
+count = {count}
+[workload]
+prompt_tokens = {prompt}
+output_tokens = {output}
+sequence_length = {prompt}
+{extra}
+""", name)
+    return infermodel.evaluate(path)
+
+
+def hf(name: str) -> str:
+    return f'hf_config = "{CONFIGS / name}.json"'
+
+
+def rows(result) -> dict[str, dict[str, float]]:
+    from infermodel.cli.layers import layer_rows
+
+    return {row["kind"]: row for row in layer_rows(result)}
+
+
+# ------------------------------------------------------------------------ Jamba-1.5-Mini
+
+# ai21labs/AI21-Jamba-1.5-Mini config.json: 32 layers of width 4096; attention (32 heads of
+# 128, 8 KV heads) where i % 8 == 4, Mamba-1 elsewhere (d_state 16, d_conv 4, expand 2,
+# dt_rank 256, convolution biases, no projection biases; Jamba's norms of Δ, B and C); a
+# mixture of 16 experts (2 active, SwiGLU 14336) where i % 2 == 1, a dense SwiGLU 14336
+# elsewhere; vocab 65536, untied.
+J_D, J_FF, J_V, J_N, J_R, J_K = 4096, 14336, 65536, 16, 256, 4
+J_DI = 2 * J_D
+J_ATTENTION = 2 * J_D * 4096 + 2 * J_D * 1024
+J_MAMBA = (J_D * 2 * J_DI + J_DI * J_K + J_DI + J_DI * (J_R + 2 * J_N) + J_R * J_DI + J_DI
+           + J_DI * J_N + J_DI + J_DI * J_D)
+J_MAMBA_NORMS = J_R + 2 * J_N
+J_DENSE = 3 * J_D * J_FF
+J_MOE = 16 * J_DENSE + J_D * 16
+# layers 4, 12, 20, 28 are attention (all even: dense); of the 28 Mamba layers 16 are odd (MoE).
+J_TOTAL = (4 * (J_ATTENTION + J_DENSE + 2 * J_D) + 12 * (J_MAMBA + J_MAMBA_NORMS + J_DENSE + 2 * J_D)
+           + 16 * (J_MAMBA + J_MAMBA_NORMS + J_MOE + 2 * J_D) + 2 * J_V * J_D + J_D)
+J_STATE = 28 * (J_DI * J_N + (J_K - 1) * J_DI) * 2
+
+
+def test_jamba_mini_parameters_cache_and_state(write_scenario):
+    r = evaluate(write_scenario, hf("ai21-jamba-1.5-mini"))
+    assert r["params_total"] == J_TOTAL
+    # Jamba-1.5 report (arXiv:2408.12570): 52 B total, 12 B active (both rounded).
+    assert r["params_total"] == pytest.approx(52e9, rel=0.01)
+    assert r["params_active"] == pytest.approx(12e9, rel=0.02)
+    # Only the 4 attention layers cache keys and values: 8x less than 32 would.
+    assert r["kv_bytes_per_token"] == 4 * 2 * 8 * 128 * 2 == 16_384
+    assert r["linear_state_bytes_per_sequence"] == J_STATE == 8_716_288
+    table = rows(r)
+    assert {k: v["count"] for k, v in table.items()} == {"mamba_dense": 12, "mamba_moe": 16,
+                                                          "full_dense": 4}
+    assert table["full_dense"]["cache_bytes_per_token"] == 16_384
+    assert table["mamba_moe"]["state_bytes"] == 16 * (J_DI * J_N + 3 * J_DI) * 2
+
+
+def test_jamba_state_is_the_same_at_every_context_length(write_scenario):
+    short = evaluate(write_scenario, hf("ai21-jamba-1.5-mini"), prompt=8192, name="a.toml")
+    long = evaluate(write_scenario, hf("ai21-jamba-1.5-mini"), prompt=262144, name="b.toml")
+    assert short["linear_state_bytes_per_sequence"] == long["linear_state_bytes_per_sequence"]
+    assert long["kv_bytes_per_sequence"] - short["kv_bytes_per_sequence"] == 16_384 * (262144 - 8192)
+    # A decode step reads each sequence's cache and reads and writes its state.
+    assert short["decode_bytes"] == pytest.approx(
+        short["weight_bytes_per_step"] + 16_384 * (8192 + 0.5) + 2 * J_STATE)
+
+
+# ------------------------------------------------------------------------ MiniMax-M1
+
+# MiniMaxAI/MiniMax-M1-80k config.json (MiniMax-Text-01's architecture): 80 layers of width
+# 6144, attn_type_list 0 (lightning) x 7 then 1 (softmax); 64 heads of 128 (8 KV heads in the
+# softmax layers); every layer a mixture of 32 SwiGLU experts of 9216, 2 active; vocab 200064.
+M_D, M_W, M_V = 6144, 64 * 128, 200064
+M_LIGHTNING = 3 * M_D * M_W + M_D * M_W + M_W * M_D          # q/k/v, output gate, output
+M_SOFTMAX = 2 * M_D * M_W + 2 * M_D * 8 * 128
+M_EXPERT = 3 * M_D * 9216
+M_MOE = 32 * M_EXPERT + M_D * 32
+M_TOTAL = (70 * (M_LIGHTNING + M_W + M_MOE + 2 * M_D) + 10 * (M_SOFTMAX + M_MOE + 2 * M_D)
+           + 2 * M_V * M_D + M_D)
+
+
+def test_minimax_lightning_and_softmax_layers(write_scenario):
+    r = evaluate(write_scenario, hf("minimax-m1"))
+    assert r["params_total"] == M_TOTAL
+    # MiniMax-01 (arXiv:2501.08313) and the M1 / Text-01 model cards: 456 B total, 45.9 B
+    # activated (without the embedding and the head).
+    assert r["params_total"] == pytest.approx(456e9, rel=0.001)
+    assert r["params_active"] - r["params_embedding"] - r["params_head"] == pytest.approx(
+        45.9e9, rel=0.002)
+    assert r["kv_bytes_per_token"] == 10 * 2 * 8 * 128 * 2 == 40_960
+    # One 128 x 128 state per head and lightning layer, 2 bytes a value.
+    assert r["linear_state_bytes_per_sequence"] == 70 * 64 * 128 * 128 * 2
+    assert {k: v["count"] for k, v in rows(r).items()} == {"lightning_moe": 70, "full_moe": 10}
+
+
+# ------------------------------------------------------------------------ Nemotron-H
+
+# nvidia/Nemotron-H-8B-Base-8K config.json: 52 blocks from hybrid_override_pattern (24 M,
+# 4 *, 24 -), width 4096; Mamba-2 with 128 heads of 64, 8 groups, state 128, conv 4 (with
+# biases, no projection biases); attention 32 heads of 128, 8 KV heads; squared-ReLU MLP
+# (mlp_hidden_act relu2: two matrices) of 21504; vocab 131072, untied; time_step_limit
+# [0.0, Infinity].
+def _nemotron(d, heads, mamba_heads, state, ff, attention, mamba, mlp, vocab=131072):
+    di, conv = mamba_heads * 64, mamba_heads * 64 + 2 * 8 * state
+    mixer = d * (2 * di + 2 * 8 * state + mamba_heads) + conv * 4 + conv + 3 * mamba_heads + di * d
+    attn = 2 * d * heads * 128 + 2 * d * 8 * 128
+    total = (mamba * (mixer + di + d) + attention * (attn + d) + mlp * (2 * d * ff + d)
+             + 2 * vocab * d + d)
+    state_bytes = mamba * (mamba_heads * 64 * state + 3 * conv) * 2
+    return total, state_bytes
+
+
+def test_nemotron_h_8b_blocks_with_one_mixer_or_one_mlp(write_scenario):
+    r = evaluate(write_scenario, hf("nemotron-h-8b-base-8k"))
+    total, state = _nemotron(4096, 32, 128, 128, 21504, attention=4, mamba=24, mlp=24)
+    assert r["params_total"] == total
+    assert r["params_total"] == pytest.approx(8e9, rel=0.02)   # Nemotron-H report: "8B"
+    assert r["ffn_matrices"] == 2                                 # relu2, not gated
+    assert r["kv_bytes_per_token"] == 4 * 2 * 8 * 128 * 2
+    assert r["linear_state_bytes_per_sequence"] == state
+    assert {k: v["count"] for k, v in rows(r).items()} == {
+        "mamba2_none": 24, "none_dense": 24, "full_none": 4}
+    # One norm per block (each has one sub-layer) and a final one.
+    assert r["sublayers"] == 52
+
+
+def test_nemotron_h_56b(write_scenario):
+    r = evaluate(write_scenario, hf("nemotron-h-56b-base-8k"))
+    total, state = _nemotron(8192, 64, 256, 256, 32768, attention=10, mamba=54, mlp=54)
+    assert r["params_total"] == total
+    assert r["params_total"] == pytest.approx(56e9, rel=0.01)  # Nemotron-H report: "56B"
+    assert r["linear_state_bytes_per_sequence"] == state
+
+
+def test_fp32_state_from_the_config_or_the_field(write_scenario):
+    r16 = evaluate(write_scenario, 'preset = "nemotron-h-8b"', name="a.toml")
+    r32 = evaluate(write_scenario, 'preset = "nemotron-h-8b"\nlinear_state_bits = 32', name="b.toml")
+    assert r32["linear_state_bytes_per_sequence"] == 2 * r16["linear_state_bytes_per_sequence"]
+    config = json.loads((CONFIGS / "nemotron-h-8b-base-8k.json").read_text())
+    config["mamba_ssm_cache_dtype"] = "float32"   # as Nemotron-H-based Nano v2 configs write it
+    assert map_hf_config(config)["linear_state_bits"] == 32
+
+
+def test_infinity_in_a_config_is_read_as_python_reads_it():
+    text = (CONFIGS / "nemotron-h-8b-base-8k.json").read_text()
+    assert "Infinity" in text
+    assert json.loads(text)["time_step_limit"][1] == math.inf
+    assert read_hf_config(CONFIGS / "nemotron-h-8b-base-8k.json")["layers"] == 52
+
+
+# ------------------------------------------------------------------------ Llama-3.3-Nemotron-Super-49B
+
+# nvidia/Llama-3_3-Nemotron-Super-49B-v1 config.json (block_configs): 80 DeciLM blocks of
+# width 8192, 64 heads of 128; 49 keep attention (n_heads_in_group 8: 8 KV heads), 31 have
+# none (no_op); each block's SwiGLU width from ffn_mult: 28672 (5.25) x 48 + 1 without
+# attention, 14336 (2.625) x 1 + 5, 17920 (3.28125) x 1, 7168 (1.3125) x 10, 5632 (1.0) x 8,
+# 2816 (0.5) x 6; vocab 128256, untied.
+S_WIDTHS = 28672 * 49 + 14336 * 6 + 17920 + 7168 * 10 + 5632 * 8 + 2816 * 6
+S_TOTAL = (49 * (2 * 8192 * 8192 + 2 * 8192 * 1024) + 3 * 8192 * S_WIDTHS
+           + (49 + 80 + 1) * 8192 + 2 * 128256 * 8192)
+
+
+def test_nemotron_super_per_block_attention_and_widths(write_scenario):
+    r = evaluate(write_scenario, hf("llama-3.3-nemotron-super-49b-v1"))
+    assert r["params_total"] == S_TOTAL == 49_867_145_216
+    # 49.9 B in the safetensors-derived metadata of its GGUF conversion; the card says 49 B.
+    assert r["params_total"] == pytest.approx(49.9e9, rel=0.001)
+    assert r["kv_bytes_per_token"] == 49 * 2 * 8 * 128 * 2 == 200_704
+    table = rows(r)
+    assert sum(row["count"] for row in table.values()) == 80
+    assert table["full_dense28672"]["count"] == 48 and table["none_dense2816"]["count"] == 6
+
+
+def test_decilm_width_from_the_multiplier():
+    # DeciLM remote code: _ffn_mult_to_intermediate_size(m, d) = multiple of 256 above
+    # int(2·m·d/3).
+    assert decilm_width(5.25, 8192, None, 0) == 28672
+    assert decilm_width(0.5, 8192, None, 0) == 2816       # int(2730.67) -> 2816
+    assert decilm_width(1.0, 8192, None, 0) == 5632
+
+
+def test_decilm_projection_blocks_and_differing_key_value_heads(write_scenario):
+    config = json.loads((CONFIGS / "llama-3.3-nemotron-super-49b-v1.json").read_text())
+    config["block_configs"][1]["attention"].update(replace_with_linear=True)
+    config["block_configs"][2]["ffn"].update(replace_with_linear=True)
+    shape = map_hf_config(config)
+    assert "projection+dense:28672" in shape["layer_pattern"]
+    assert "full+projection" in shape["layer_pattern"]
+    config["block_configs"][0]["attention"]["n_heads_in_group"] = 4
+    with pytest.raises(HFConfigError, match="one count per model") as caught:
+        map_hf_config(config)
+    assert "n_heads_in_group" in caught.value.key
+
+
+def test_projection_layers_weigh_d_squared(write_scenario):
+    base = evaluate(write_scenario, 'preset = "llama-3.1-8b"\nlayer_pattern = "full+dense"',
+                    name="a.toml")
+    swapped = evaluate(write_scenario, 'preset = "llama-3.1-8b"\n'
+                       'layer_pattern = "31*full+dense,projection+projection"', name="b.toml")
+    attention, mlp = 2 * 4096 * 4096 + 2 * 4096 * 1024, 3 * 4096 * 14336
+    assert base["params_total"] - swapped["params_total"] == attention + mlp - 2 * 4096**2
+    assert swapped["kv_bytes_per_token"] == 31 * 2 * 8 * 128 * 2
+
+
+# ------------------------------------------------------------------------ every mixer in the table
+
+def test_layer_table_of_the_earlier_families(write_scenario):
+    # gpt-oss-120b: sliding and full alternate, every layer MoE.
+    oss = rows(evaluate(write_scenario, 'preset = "gpt-oss-120b"', name="a.toml"))
+    assert {k: v["count"] for k, v in oss.items()} == {"sliding_moe": 18, "full_moe": 18}
+    assert oss["sliding_moe"]["cache_bytes_per_token"] == 18 * 2 * 8 * 64 * 2
+    # Llama 4 Maverick: 3 chunked then 1 full; MoE every other layer.
+    mav = rows(evaluate(write_scenario, 'preset = "llama-4-maverick"', name="b.toml"))
+    assert {k: v["count"] for k, v in mav.items()} == {"chunked_dense": 24, "chunked_moe": 12,
+                                                        "full_moe": 12}
+    # DeepSeek-V3: latent attention, 3 dense layers then MoE.
+    ds = evaluate(write_scenario, 'preset = "deepseek-v3"', name="c.toml")
+    table = rows(ds)
+    assert {k: v["count"] for k, v in table.items()} == {"full_dense": 3, "full_moe": 58}
+    assert table["full_dense"]["label"].startswith("latent attention")
+    assert table["full_dense"]["cache_bytes_per_token"] == 3 * (512 + 64) * 2
+    # Qwen3-Next: gated delta-net 3 of 4.
+    qn = rows(evaluate(write_scenario, 'preset = "qwen3-next-80b-a3b"', name="d.toml"))
+    assert qn["linear_moe"]["state_bytes"] == 36 * (32 * 128 * 128 + 3 * (2 * 16 * 128 + 32 * 128)) * 2
+
+
+SUMS = ["jamba-1.5-mini", "minimax-m1", "nemotron-h-8b", "llama-3.3-nemotron-super-49b",
+        "deepseek-v3", "gemma-3-27b", "gpt-oss-120b", "llama-4-maverick", "qwen3-next-80b-a3b",
+        "mixtral-8x7b", "llama-3.1-8b"]
+
+
+@pytest.mark.parametrize("preset", SUMS)
+def test_the_rows_add_up_to_the_model(write_scenario, preset):
+    r = evaluate(write_scenario, f'preset = "{preset}"', prompt=20000, extra="batch = 3")
+    table = list(rows(r).values())
+    assert sum(t["count"] for t in table) == r["layers"]
+    assert sum(t["params"] for t in table) + r["params_outside_layers"] == r["params_total"]
+    assert sum(t["cache_bytes_per_token"] for t in table) == pytest.approx(r["kv_bytes_per_token"])
+    assert sum(t["state_bytes"] for t in table) == pytest.approx(
+        r.values.get("linear_state_bytes_per_sequence", 0))
+    assert sum(t["flops_per_token"] for t in table) + r["flops_per_token_outside_layers"] == \
+        pytest.approx(r["decode_flops"] / r["batch"], rel=1e-12)
+
+
+@pytest.mark.parametrize(("preset", "config"), [
+    ("jamba-1.5-mini", "ai21-jamba-1.5-mini"), ("minimax-m1", "minimax-m1"),
+    ("nemotron-h-8b", "nemotron-h-8b-base-8k"), ("nemotron-h-56b", "nemotron-h-56b-base-8k"),
+    ("llama-3.3-nemotron-super-49b", "llama-3.3-nemotron-super-49b-v1"),
+])
+def test_hybrid_presets_equal_their_config(write_scenario, preset, config):
+    a = evaluate(write_scenario, f'preset = "{preset}"', name="a.toml")
+    b = evaluate(write_scenario, hf(config), name="b.toml")
+    for name in ("params_total", "weight_bytes", "kv_bytes_per_sequence", "decode_flops",
+                 "linear_state_bytes_per_sequence"):
+        assert a.values.get(name) == b.values.get(name), name
+
+
+# ------------------------------------------------------------------------ the command
+
+def test_layers_command_table_and_json(capsys):
+    scenario = str(ROOT / "scenarios" / "nemotron-h-8b-one-h100.toml")
+    assert main(["layers", scenario]) == 0
+    out = capsys.readouterr().out
+    assert "Mamba-2 state space + no feed-forward" in out and "51.81 MB" in out
+    assert main(["layers", scenario, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {row["kind"] for row in data["rows"]} == {"mamba2_none", "none_dense", "full_none"}
+    assert data["model"]["params"] == sum(r["params"] for r in data["rows"]) + \
+        data["outside_layers"]["params"]
+
+
+def test_every_number_the_table_prints_is_explained(capsys):
+    scenario = str(ROOT / "scenarios" / "jamba-1.5-mini-256k.toml")
+    assert main(["explain", scenario, "layer_kind_mamba_moe_state_bytes"]) == 0
+    assert "mamba_state_values_per_layer" in capsys.readouterr().out
+
+
+def test_layers_command_user_mistake_exits_2(capsys, tmp_path):
+    assert main(["layers", str(tmp_path / "nope.toml")]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_hybrid_scenarios_simulate_with_the_layer_models_figures():
+    from infermodel.analyses.simulation import layered_values
+
+    r = infermodel.evaluate(ROOT / "scenarios" / "nemotron-h-8b-one-h100.toml")
+    values = layered_values(r.values)
+    assert values["kv_bytes_per_token"] == r["kv_bytes_per_sequence"] / r["sequence_length"]
+    assert values["layers"] == pytest.approx(r["attention_flops_decode"]
+                                             / (4 * r["query_width"] * r["context"]))
+    plain = infermodel.evaluate(ROOT / "scenarios" / "module10-case-base.toml")
+    assert layered_values(plain.values) is plain.values
+
+
+# ------------------------------------------------------------------------ never silent
+
+def test_a_family_that_cannot_be_read_is_refused_by_name():
+    config = json.loads((CONFIGS / "nemotron-h-8b-base-8k.json").read_text())
+    config["model_type"] = "falcon_h1"
+    with pytest.raises(HFConfigError, match="falcon_h1.*side by side") as caught:
+        map_hf_config(config)
+    assert caught.value.key == "model_type"
+
+
+def test_an_unread_shaping_key_is_a_warning_naming_it(write_scenario):
+    config = json.loads((ROOT / "tests" / "data" / "hf" / "llama-3.1-8b.json").read_text())
+    config["attn_layer_indices"] = [3, 7]          # Bamba's key: no reader uses it here
+    with pytest.warns(UserWarning, match="attn_layer_indices"):
+        map_hf_config(config)
+
+
+def test_scores_correction_biases_and_routers_in_16_bits(write_scenario):
+    # DeepSeek-V3's topk_method "noaux_tc": e_score_correction_bias, 256 fp32 values in each
+    # of the 58 MoE layers; its router gate stays bf16 in the FP8 checkpoint.
+    r = evaluate(write_scenario, 'hf_config = "' + str(ROOT / "tests" / "data" / "hf" / "deepseek-v3.json")
+                 + '"')
+    assert r["params_router_fp32"] == 58 * 256
+    assert r["weight_bytes_router"] == 2 * 58 * 7168 * 256 + 4 * 58 * 256
+
+
+def test_expert_biases_are_read_for_the_chosen_experts_only(write_scenario):
+    # gpt-oss-120b: each expert's biases (2 x 2880 + 2880, bf16) are read with its matrices.
+    one = evaluate(write_scenario, 'preset = "gpt-oss-120b"', extra="batch = 1", name="a.toml")
+    assert one["expert_bias_params"] == 3 * 2880
+    unread = 36 * (128 - 4) * (one["expert_params"] * one["expert_bytes_per_param"] + 3 * 2880 * 2)
+    assert one["weight_bytes_total"] - one["weight_bytes_active"] == pytest.approx(unread)
+
+
+_BASES = {name: json.loads((CONFIGS / f"{name}.json").read_text())
+          for name in ("nemotron-h-8b-base-8k", "ai21-jamba-1.5-mini")}
+_MUTABLE = sorted(SHAPING_KEYS - {"topk_method"})
+_VALUES = st.one_of(st.integers(2, 300), st.integers(-5, -1), st.just(2.5), st.just("abc"),
+                    st.just([5, 6]), st.just({"a": 1}), st.just(math.nan), st.just(math.inf))
+
+
+def _quiet_map(config):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        shape = map_hf_config(config)
+    return shape, " ".join(str(w.message) for w in caught)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.sampled_from(sorted(_BASES)), st.sampled_from(_MUTABLE), _VALUES)
+def test_a_mutated_architectural_key_is_used_warned_about_or_refused(base, key, value):
+    config = json.loads(json.dumps(_BASES[base]))
+    assume(config.get(key) != value)
+    expected, _ = _quiet_map(config)
+    config[key] = value
+    try:
+        shape, notes = _quiet_map(config)
+    except HFConfigError as exc:
+        assert exc.key and exc.message
+        return
+    assert shape != expected or key in notes, (key, value)
+
+
+def test_a_checkpoints_exclusions_stay_16_bit(write_scenario, tmp_path):
+    # An FP8 checkpoint of Nemotron-H-8B that leaves its attention and Mamba mixers out of
+    # the format (modules_to_not_convert): only the 24 MLPs are FP8, the mixers 16-bit
+    # (the per-tensor fp32 scales, a few kB, are counted as for a uniform stack).
+    config = json.loads((CONFIGS / "nemotron-h-8b-base-8k.json").read_text())
+    config["quantization_config"] = {"quant_method": "fp8", "modules_to_not_convert": [
+        "backbone.layers.7.mixer.q_proj", "backbone.layers.0.mixer.in_proj", "lm_head"]}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    r = evaluate(write_scenario, f'hf_config = "{path}"')
+    assert r.scenario.value("model.unquantized") == "attention,mixers"
+    mlp = 24 * 2 * 4096 * 21504
+    assert r["weight_bytes_linear"] == pytest.approx(mlp, rel=1e-6)
+    assert r["params_unquantized"] == r["params_attention"]
+    config["quantization_config"]["modules_to_not_convert"].append("something_else")
+    with pytest.warns(UserWarning, match="something_else"):
+        map_hf_config(config)
