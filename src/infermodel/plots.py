@@ -91,6 +91,33 @@ def _log_worthy(values: np.ndarray) -> bool:
     return bool(len(values) > 1 and (values > 0).all() and values.max() / values.min() >= 30)
 
 
+def check_title(title: str | None) -> None:
+    r"""Refuse a title that matplotlib cannot draw, before any work: text between ``$``
+    signs is mathtext, and a formula it cannot parse (``$\frac{$``) would fail only when
+    the figure is saved.
+
+    >>> check_title(r"decode at $\alpha = 0.8$")
+    >>> check_title(r"$\frac{$")
+    Traceback (most recent call last):
+    ...
+    infermodel.errors.InfermodelError: the plot title is not valid mathtext: ...
+    """
+    from matplotlib import cbook
+    from matplotlib.mathtext import MathTextParser
+
+    if not title or not cbook.is_math_text(title):
+        return
+    try:
+        MathTextParser("path").parse(title, dpi=72)
+    except (ValueError, RuntimeError) as exc:
+        detail = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        reason = (detail[-1] if detail else type(exc).__name__)[:200]
+        raise InfermodelError(Problem(
+            f"the plot title is not valid mathtext: {reason}",
+            expected="a title whose $...$ parts are matplotlib mathtext",
+            suggestion=r"write \$ for a literal dollar sign, or close each $...$ formula")) from None
+
+
 def save(figure, output: str | Path) -> Path:
     """Write ``figure`` to ``output`` (``.png`` or ``.svg``) atomically; return the path."""
     from .output import atomic_write
@@ -570,6 +597,7 @@ def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None 
     from .scenario import Scenario, load_scenario
     from .sweeping import parse_over
 
+    check_title(title)
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(Path(scenario), host=host)
     if over is not None and not isinstance(over, Mapping):
@@ -599,6 +627,7 @@ def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None 
 
 __all__ = [
     "KINDS",
+    "check_title",
     "plot",
     "plot_cost",
     "plot_memory",

@@ -66,13 +66,21 @@ def scenario_page(path: Path, page_dir: Path, headline: list[str], shower=None) 
 
 
 def _write_if_changed(path: Path, text: str) -> None:
-    # An unchanged page keeps its time stamp, so Sphinx does not read it again.
+    """Write a generated page through infermodel's atomic writer, which refuses a target
+    that is not a regular file; an unchanged page keeps its time stamp, so Sphinx does not
+    read it again.
+    """
+    from ..errors import InfermodelError
+    from ..output import atomic_write
+
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, text)
+    except (OSError, InfermodelError) as exc:
+        problem = exc.render() if isinstance(exc, InfermodelError) else str(exc)
+        raise InfermodelSphinxError(f"cannot write the scenario pages: {problem}") from None
 
 
 def generate_scenario_pages(app) -> list[Path]:
