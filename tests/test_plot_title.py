@@ -1,5 +1,5 @@
-"""A plot title matplotlib cannot draw is one message before any drawing (found by the
-2,262-case fuzz: ``plot --title '$\\frac{$'`` ended in a mathtext parse traceback).
+r"""A plot title matplotlib cannot draw is one message before any drawing (found by the
+2,262-case fuzz: ``plot --title '$\frac{$'`` ended in a mathtext parse traceback).
 """
 
 from __future__ import annotations
