@@ -118,3 +118,13 @@ def test_a_wide_max_is_broken_between_its_arguments():
     # the numbers fit on one row: no break there
     assert rows[2] == (r"\mathrm{operator\_time} &= \max\left(\frac{3}{4}, \frac{1}{2}\right)"
                        r" = \text{500 ms}")
+
+
+def test_a_wide_product_with_a_sum_is_broken_inside_its_bracket():
+    # DeepSeek-V3: params_ffn_active = moe_layers · (router + routed + shared) + dense part.
+    result = infermodel.evaluate(SCENARIOS / "deepseek-v3-8xh200-fp8.toml")
+    (step,) = derive(result, "params_ffn_active", depth=0).steps
+    rows = step_rows(step, result.values, {})
+    assert rows[0].startswith(r"\mathrm{params\_ffn\_active} &= \mathrm{moe\_layers} \cdot \biggl(")
+    assert sum(r"\biggr)" in row for row in rows) == 1
+    assert len(rows) >= 4 and all(latex_width(row) <= WRAP_WIDTH + 8 for row in rows)

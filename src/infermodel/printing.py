@@ -237,6 +237,20 @@ def _pieces(expression, printer, width: int) -> list[str]:
                 parts = _pieces(term, printer, width)
             out += [sign + parts[0], *parts[1:]]
         return out
+    if isinstance(expression, sympy.Mul) and _splittable_product(expression):
+        out, before = [], []
+        for factor in expression.args:
+            if not isinstance(factor, sympy.Add):
+                before.append(printer.doprint(factor))
+                continue
+            parts = _pieces(factor, printer, width)
+            lead = " \\cdot ".join(before) + (" \\cdot " if before else "")
+            out += [lead + r"\biggl(" + parts[0], *parts[1:]]
+            out[-1] += r"\biggr)"
+            before = []
+        if before:
+            out[-1] += " \\cdot " + " \\cdot ".join(before)
+        return out
     if isinstance(expression, (sympy.Max, sympy.Min)):
         out = []
         arguments = list(expression.args)
@@ -250,6 +264,16 @@ def _pieces(expression, printer, width: int) -> list[str]:
         out[-1] += r"\biggr)"
         return out
     return [text]
+
+
+def _splittable_product(expression) -> bool:
+    """A product of plain factors and at least one sum, with no denominator or sign."""
+    import sympy
+
+    return (any(isinstance(f, sympy.Add) for f in expression.args)
+            and not expression.could_extract_minus_sign()
+            and not any(isinstance(f, sympy.Pow) and f.exp.is_negative for f in expression.args)
+            and not any(f.is_Number and f != 1 and not f.is_Integer for f in expression.args))
 
 
 def _wrapped(left: str, terms: list[str], tail: str, width: int) -> list[str]:
