@@ -136,9 +136,12 @@ def test_pages_load_mathjax_from_the_build_not_a_cdn(built):
     app, _warnings, _host = built
     out = Path(app.outdir)
     assert (out / "_static" / "mathjax" / "tex-chtml.js").is_file()
-    for page in ("scenarios/quant-int4", "plugin-guide", "sphinx-extension"):
+    for page in ("scenarios/quant-int4", "worked-plugin", "sphinx-extension", "plugin-guide"):
         html = (out / f"{page}.html").read_text(encoding="utf-8")
-        assert "_static/mathjax/tex-chtml.js" in html and "cdn.jsdelivr" not in html, page
+        assert "cdn.jsdelivr" not in html, page
+        # a page with formulas loads the copy (one without, such as the guide, loads none)
+        assert ("_static/mathjax/tex-chtml.js" in html) == ('class="math' in html), page
+    assert 'class="math' in (out / "worked-plugin.html").read_text(encoding="utf-8")
 
 
 def test_the_extension_page_compares_bf16_and_int4(built):

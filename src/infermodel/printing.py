@@ -74,8 +74,14 @@ class _NamesLatexPrinter(LatexPrinter):
 def as_written(expression):
     """``expression`` with nested unevaluated sums and products flattened, so that a
     formula a plugin wrote with ``sympy.evaluate(False)`` prints as written
-    (``cost*1000000/(3600*rate*utilisation)``) without a bracket per operation; an
-    evaluated expression comes back unchanged.
+    (``cost*1000000/(3600*rate*utilisation)``) without a bracket per operation. A sum
+    whose first term is negative opens with its first positive one instead: sympy sorts
+    the terms it builds, and ``-a + b`` reads worse than ``b - a``.
+
+    >>> import sympy
+    >>> a, b = sympy.symbols("a b")
+    >>> formula_text(-a + 2 * b)
+    '2*b - a'
     """
     import sympy
 
@@ -86,6 +92,9 @@ def as_written(expression):
         flat: list[Any] = []
         for arg in args:
             flat.extend(arg.args if type(arg) is type(expression) else [arg])
+        if isinstance(expression, sympy.Add) and flat[0].could_extract_minus_sign():
+            lead = next((i for i, a in enumerate(flat) if not a.could_extract_minus_sign()), 0)
+            flat.insert(0, flat.pop(lead))
         if flat == list(expression.args):
             return expression
         return type(expression)(*flat, evaluate=False)
