@@ -21,7 +21,7 @@ import pytest
 from docutils import nodes
 
 import infermodel
-from infermodel.comparison import compare
+from infermodel.analyses.comparison import compare
 from infermodel.printing import show
 
 ROOTS = Path(__file__).resolve().parent / "roots"

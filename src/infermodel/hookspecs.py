@@ -26,10 +26,10 @@ import pluggy
 if TYPE_CHECKING:  # annotations only: the host imports this module first
     import sympy
 
+    from .analyses.witnessing import Witness
     from .declarations import Option
-    from .evaluation import Result
+    from .engine.evaluation import Result
     from .scenario import Scenario
-    from .witnessing import Witness
 
 hookspec = pluggy.HookspecMarker("infermodel")
 hookimpl = pluggy.HookimplMarker("infermodel")
@@ -360,7 +360,7 @@ def infermodel_check_result(result: Result, warn: Warn) -> None:
     ``explain``, notebooks and the Sphinx directives show them). Never a silent
     approximation: when something is not modelled, say how big its effect is.
 
-    :param result: the :class:`infermodel.evaluation.Result`; ``result["tpot"]`` is a
+    :param result: the :class:`infermodel.engine.evaluation.Result`; ``result["tpot"]`` is a
         value, ``result.scenario`` the scenario.
     :param warn: ``warn(quantity, message)``: a warning about ``quantity`` (a name, or
         None for the whole scenario), recorded as a

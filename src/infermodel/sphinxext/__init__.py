@@ -88,26 +88,25 @@ from .. import __version__
 from .assets import setup_assets
 from .catalogue import CatalogueDirective, collect_catalogue
 from .compare import CompareDirective
-from .config import CONFIG_VALUES, InfermodelSphinxError, _setup_config
+from .config import CONFIG_VALUES, InfermodelSphinxError, setup_config
 from .directives import (
     CliDirective,
     CommandDirective,
     FieldsDirective,
     LeversDirective,
-)
-from .directives import (
-    _subcommands as _subcommands,
-)
-from .directives import (
-    _type_text as _type_text,
+    subcommands,
+    type_text,
 )
 from .freshness import plugin_fingerprint, setup_freshness
 from .layout import DetailsDirective, setup_layout
-from .loading import _split_names as _split_names
-from .loading import _split_overrides as _split_overrides
+from .loading import split_names, split_overrides
 from .operators import OperatorsDirective
-from .pages import GENERATED_MARKER, _generate_pages, generate_scenario_pages, scenario_page
+from .pages import GENERATED_MARKER, generate_pages, generate_scenario_pages, scenario_page
 from .scenario import ScenarioDirective
+
+# The helpers' earlier private names, which the package has always offered.
+_subcommands, _type_text, _split_names, _split_overrides = (subcommands, type_text, split_names,
+                                                            split_overrides)
 
 
 def _setup_directives(app) -> None:
@@ -122,14 +121,14 @@ def _setup_directives(app) -> None:
 
 
 def _setup_pages(app) -> None:
-    app.connect("builder-inited", _generate_pages)
+    app.connect("builder-inited", generate_pages)
 
 
 def setup(app) -> dict[str, Any]:
     """Register the directives, configuration values, page layout, bundled MathJax,
     plugin-change tracking and page generation.
     """
-    _setup_config(app)
+    setup_config(app)
     _setup_directives(app)
     setup_layout(app)
     setup_assets(app)

@@ -1,8 +1,8 @@
 """The ``infermodel-compare`` directive: two or more scenarios side by side.
 
-The numbers come from :func:`infermodel.comparison.compare`; this module only lays them
-out: a column of values per scenario, then each later scenario's difference from the
-first and its ratio to it.
+The numbers come from :func:`infermodel.analyses.comparison.compare`; this module only
+lays them out: a column of values per scenario, then each later scenario's difference
+from the first and its ratio to it.
 """
 
 from __future__ import annotations
@@ -18,23 +18,23 @@ from .config import WARNING_TYPE, logger
 from .freshness import note_document
 from .layout import name as name_node
 from .loading import (
-    _evaluate,
-    _note_dependencies,
-    _overrides_option,
-    _problem_text,
-    _quantity_list,
-    _scenario_files,
-    _split_names,
-    _split_overrides,
+    cached_result,
+    note_dependencies,
+    overrides_option,
+    problem_text,
+    quantity_list,
+    scenario_files,
+    split_names,
+    split_overrides,
 )
-from .nodes import _para, _table
+from .nodes import para_node, table_node
 
 #: The column groups a comparison can show, in this order.
 COMPARE_COLUMNS = ("values", "difference", "ratio")
 
 
 def _compare_columns(argument: str | None) -> list[str]:
-    names = _split_names(argument or "")
+    names = split_names(argument or "")
     unknown = [n for n in names if n not in COMPARE_COLUMNS]
     if not names or unknown:
         raise ValueError(f"columns are {', '.join(COMPARE_COLUMNS)}"
@@ -82,31 +82,31 @@ class CompareDirective(SphinxDirective):
     final_argument_whitespace = False
     has_content = False
     option_spec: ClassVar[dict] = {
-        "quantities": _quantity_list,
+        "quantities": quantity_list,
         "labels": _labels_option,
         "columns": _compare_columns,
-        "set": _overrides_option,
+        "set": overrides_option,
         "changed": directives.flag,
     }
 
     def run(self) -> list[nodes.Node]:
-        from ..comparison import compare
+        from ..analyses.comparison import compare
 
         note_document(self.env)
-        overrides = _split_overrides(self.options.get("set", ""))
+        overrides = split_overrides(self.options.get("set", ""))
         results = []
         for argument in self.arguments:
             rel, absolute = self.env.relfn2path(argument, self.env.docname)
             path = Path(absolute)
-            _note_dependencies(self.env, _scenario_files(path))
+            note_dependencies(self.env, scenario_files(path))
             if not path.is_file():
                 return self._warn(f"scenario file {rel} not found", "file")
             try:
-                result = _evaluate(path, overrides)
+                result = cached_result(path, overrides)
             except Exception as exc:
                 return self._warn(f"cannot compare scenario {rel}: "
-                                  f"{_problem_text(exc, overrides_as=':set')}", "scenario")
-            _note_dependencies(self.env, (o.file for o in result.scenario.origins.values()))
+                                  f"{problem_text(exc, overrides_as=':set')}", "scenario")
+            note_dependencies(self.env, (o.file for o in result.scenario.origins.values()))
             results.append(result)
         labels = self.options.get("labels") or [r.scenario.name for r in results]
         if len(labels) != len(results):
@@ -123,7 +123,7 @@ class CompareDirective(SphinxDirective):
         container = nodes.container(classes=["infermodel", "infermodel-comparison"])
         container += self._table(rows, labels)
         if not rows:
-            container += _para("No quantity differs between these scenarios.")
+            container += para_node("No quantity differs between these scenarios.")
         return [container]
 
     @staticmethod
@@ -151,7 +151,7 @@ class CompareDirective(SphinxDirective):
             headers += [f"{label} / {base}" for label in others]
         body = []
         for row in rows:
-            cells: list = [[_para(name_node(row.name)), _para(row.description)]]
+            cells: list = [[para_node(name_node(row.name)), para_node(row.description)]]
             if "values" in groups:
                 cells += ["—" if v is None else show(v, row.unit) for v in row.values]
             if "difference" in groups:
@@ -162,7 +162,7 @@ class CompareDirective(SphinxDirective):
         numbers = len(headers) - 1
         widths = [max(24, 100 - 11 * numbers)] + [11] * numbers
         title = " against ".join([", ".join(others), base]) if len(others) < 3 else f"against {base}"
-        return _table(headers, body, widths, title=title, classes=["infermodel-compare"],
+        return table_node(headers, body, widths, title=title, classes=["infermodel-compare"],
                       numeric=range(1, len(headers)))
 
 

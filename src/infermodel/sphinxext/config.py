@@ -9,7 +9,7 @@ from typing import Any
 from sphinx.errors import SphinxError
 from sphinx.util import logging
 
-from .loading import _split_names
+from .loading import split_names
 
 logger = logging.getLogger(__package__)
 
@@ -48,7 +48,7 @@ CONFIG_VALUES: dict[str, tuple[Any, str]] = {
 RESULT_COLUMN_NAMES = ("quantity", "value", "meaning", "defined-by", "reference")
 
 
-def _setup_config(app) -> None:
+def setup_config(app) -> None:
     for name, (default, _about) in CONFIG_VALUES.items():
         kinds = {type(default), type(None)} | ({tuple, str} if isinstance(default, list) else set())
         app.add_config_value(name, default, "env", types=frozenset(kinds))
@@ -76,7 +76,7 @@ def _check_config(app, config) -> None:
                                     f"source directory, such as 'scenarios', not {pages_dir!r}")
     columns = config.infermodel_result_columns
     if isinstance(columns, str):
-        columns = _split_names(columns)
+        columns = split_names(columns)
     if (not isinstance(columns, (list, tuple)) or not columns
             or any(c not in RESULT_COLUMN_NAMES for c in columns)):
         raise InfermodelSphinxError("infermodel_result_columns must list columns among "
@@ -91,8 +91,8 @@ def _check_config(app, config) -> None:
         if value is None:
             setattr(config, name, [])
         elif isinstance(value, str):
-            setattr(config, name, _split_names(value))
+            setattr(config, name, split_names(value))
         elif not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise InfermodelSphinxError(f"{name} must be a list of quantity names, not {value!r}")
         else:
-            setattr(config, name, [n for v in value for n in _split_names(v)])
+            setattr(config, name, [n for v in value for n in split_names(v)])

@@ -18,17 +18,17 @@ from .config import WARNING_TYPE, logger
 from .freshness import note_document
 from .layout import name as name_node
 from .loading import (
-    _note_dependencies,
-    _problem_text,
-    _quantity_list,
-    _scenario_files,
-    _split_names,
+    note_dependencies,
+    problem_text,
+    quantity_list,
+    scenario_files,
+    split_names,
 )
 from .nodes import (
-    _cited,
-    _code,
-    _para,
-    _table,
+    cited_nodes,
+    code_node,
+    para_node,
+    table_node,
 )
 
 # ---------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ def _host_registries(directive) -> Any | None:
         host.check_loaded()
         return host.registries
     except Exception as exc:
-        logger.warning(f"cannot read the plugins' registrations: {_problem_text(exc)}",
+        logger.warning(f"cannot read the plugins' registrations: {problem_text(exc)}",
                        location=directive.get_location(), type=WARNING_TYPE, subtype="plugin")
         return None
 
@@ -73,7 +73,7 @@ class FieldsDirective(SphinxDirective):
     """The fields the loaded plugins declare, one table per section."""
 
     has_content = False
-    option_spec: ClassVar[dict] = {"sections": _quantity_list}
+    option_spec: ClassVar[dict] = {"sections": quantity_list}
 
     def run(self) -> list[nodes.Node]:
         from ..registry import FIELD_SECTIONS
@@ -92,17 +92,17 @@ class FieldsDirective(SphinxDirective):
         for section in sections:
             rows = []
             for spec in registries.fields[section].values():
-                key = _para(name_node(spec.name), ids=[nodes.make_id(f"field-{spec.path}")])
+                key = para_node(name_node(spec.name), ids=[nodes.make_id(f"field-{spec.path}")])
                 rows.append([key, spec.expected(), "" if spec.unit == "1" else spec.unit,
                              _default_text(spec), spec.description,
-                             _code(spec.quantity) if spec.quantity else "", spec.plugin])
-            out.append(_table(["Key", "Accepts", "Unit", "Default", "Meaning", "Quantity", "Plugin"],
+                             code_node(spec.quantity) if spec.quantity else "", spec.plugin])
+            out.append(table_node(["Key", "Accepts", "Unit", "Default", "Meaning", "Quantity", "Plugin"],
                               rows, [14, 22, 6, 12, 30, 12, 10], title=f"[{section}]",
                               classes=["infermodel-fields"]))
         return out
 
 
-def _type_text(annotation: Any) -> str:
+def type_text(annotation: Any) -> str:
     import types
     import typing
 
@@ -129,16 +129,16 @@ def _type_text(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         # (an optional key shows "not set" as its default: no need to say it twice)
-        return " or ".join(_type_text(a) for a in typing.get_args(annotation)
+        return " or ".join(type_text(a) for a in typing.get_args(annotation)
                            if a is not type(None))
     if origin is typing.Literal:
         return "one of " + ", ".join(_toml_value(a) for a in typing.get_args(annotation))
     if origin is dict:
         key_value = typing.get_args(annotation)
-        return "table of " + (_type_text(key_value[1]) + "s" if len(key_value) == 2 else "values")
+        return "table of " + (type_text(key_value[1]) + "s" if len(key_value) == 2 else "values")
     if origin in (list, tuple):
         args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
-        return "list of " + (_type_text(args[0]) + "s" if args else "values")
+        return "list of " + (type_text(args[0]) + "s" if args else "values")
     return str(annotation)
 
 
@@ -146,7 +146,7 @@ class LeversDirective(SphinxDirective):
     """Every registered lever's ``[levers.<name>]`` table: keys, types and defaults."""
 
     has_content = False
-    option_spec: ClassVar[dict] = {"levers": _quantity_list}
+    option_spec: ClassVar[dict] = {"levers": quantity_list}
 
     def run(self) -> list[nodes.Node]:
         import attrs
@@ -165,17 +165,17 @@ class LeversDirective(SphinxDirective):
                                location=self.get_location(), type=WARNING_TYPE, subtype="option")
                 continue
             heading = nodes.rubric("", "", ids=[nodes.make_id(f"lever-{name}")])
-            heading += _code(f"[levers.{name}]")
+            heading += code_node(f"[levers.{name}]")
             out.append(heading)
             record = get_host().records.get(info.plugin)
             origin = ""
             if record is not None and record.distribution and not record.builtin:
                 origin = f" (distribution {record.distribution} {record.version})"
-            about = _para(f"{info.description[:1].upper()}{info.description[1:]}. "
-                          f"Provided by plugin ", _code(info.plugin), origin + ".")
+            about = para_node(f"{info.description[:1].upper()}{info.description[1:]}. "
+                          f"Provided by plugin ", code_node(info.plugin), origin + ".")
             if info.reference:
                 about += nodes.Text(" Reference: ")
-                about.extend(_cited(info.reference))
+                about.extend(cited_nodes(info.reference))
                 about += nodes.Text(".")
             out.append(about)
             with contextlib.suppress(Exception):  # unresolvable annotations are shown as written
@@ -193,9 +193,9 @@ class LeversDirective(SphinxDirective):
                     shown = _toml_value(default)
                 meta = attribute.metadata
                 about_key = meta.get("description") or meta.get("help") or ""
-                rows.append([name_node(attribute.name), _type_text(attribute.type), shown, about_key])
+                rows.append([name_node(attribute.name), type_text(attribute.type), shown, about_key])
             if rows:
-                out.append(_table(["Key", "Accepts", "Default", "Meaning"], rows, [18, 30, 12, 40],
+                out.append(table_node(["Key", "Accepts", "Default", "Meaning"], rows, [18, 30, 12, 40],
                                   classes=["infermodel-lever"]))
         return out
 
@@ -213,7 +213,7 @@ def _fixed_width(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = lambda prog: formatter(prog, width=HELP_WIDTH)  # type: ignore[call-arg]
 
 
-def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)
@@ -224,7 +224,7 @@ class CliDirective(SphinxDirective):
     """The command line's help, one section per subcommand."""
 
     has_content = False
-    option_spec: ClassVar[dict] = {"commands": _quantity_list}
+    option_spec: ClassVar[dict] = {"commands": quantity_list}
 
     def run(self) -> list[nodes.Node]:
         from ..cli import build_parser
@@ -232,11 +232,11 @@ class CliDirective(SphinxDirective):
         try:
             parser = build_parser()
         except Exception as exc:
-            logger.warning(f"cannot build the command-line parser: {_problem_text(exc)}",
+            logger.warning(f"cannot build the command-line parser: {problem_text(exc)}",
                            location=self.get_location(), type=WARNING_TYPE, subtype="cli")
             return []
         _fixed_width(parser)
-        commands = _subcommands(parser)
+        commands = subcommands(parser)
         wanted = self.options.get("commands") or list(commands)
         out: list[nodes.Node] = []
         if not self.options.get("commands"):
@@ -250,7 +250,7 @@ class CliDirective(SphinxDirective):
                 continue
             _fixed_width(sub)
             section = nodes.section(ids=[nodes.make_id(f"cli-{name}")], names=[f"infermodel {name}"])
-            section += nodes.title("", "", _code(f"infermodel {name}"))
+            section += nodes.title("", "", code_node(f"infermodel {name}"))
             text = sub.format_help()
             section += nodes.literal_block(text, text, language="text", classes=["infermodel-cli"])
             out.append(section)
@@ -258,7 +258,7 @@ class CliDirective(SphinxDirective):
 
 
 def _plugins_option(argument: str | None) -> list[str]:
-    names = _split_names(argument or "")
+    names = split_names(argument or "")
     if not names:
         raise ValueError("give entry-point names of plugins, and 'builtin' for every "
                          "plugin that ships with infermodel")
@@ -323,15 +323,15 @@ def _plugins(names: list[str] | None):
 
 
 def _unknown_plugins(names: list[str]) -> list[str]:
-    from ..errors import close_match
+    from ..errors import suggest
     from ..host import ENTRY_POINT_GROUP
 
     known = sorted({ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)} | {BUILTIN})
     out = []
     for plugin in names:
         if plugin not in known:
-            near = close_match(plugin, known)
-            out.append(f"{plugin!r}" + (f" (did you mean {near!r}?)" if near else ""))
+            hint = suggest(plugin, known)
+            out.append(f"{plugin!r}" + (f" ({hint})" if hint else ""))
     return out
 
 
@@ -373,7 +373,7 @@ class CommandDirective(SphinxDirective):
         cwd = Path(self.config.infermodel_command_cwd)  # absolute since the config was read
         for arg in argv:
             if arg.endswith(".toml"):
-                _note_dependencies(self.env, _scenario_files(cwd / arg))
+                note_dependencies(self.env, scenario_files(cwd / arg))
         out, err = io.StringIO(), io.StringIO()
         with (_plugins(selection), contextlib.chdir(cwd), contextlib.redirect_stdout(out),
               contextlib.redirect_stderr(err)):

@@ -8,7 +8,7 @@ from typing import Any
 from docutils import nodes
 
 
-def _table(headers: list[str], rows: list[list[Any]], widths: list[int], *, title: str | None = None,
+def table_node(headers: list[str], rows: list[list[Any]], widths: list[int], *, title: str | None = None,
            classes: Iterable[str] = (), numeric: Iterable[int] = ()) -> nodes.table:
     """A table whose columns keep the relative ``widths`` given (HTML: a ``colgroup``
     and, with the extension's stylesheet, a fixed layout as wide as the content);
@@ -47,26 +47,26 @@ def _block(item: Any) -> nodes.Node:
     if isinstance(item, (nodes.paragraph, nodes.table, nodes.literal_block, nodes.bullet_list)):
         return item
     if isinstance(item, nodes.Node):
-        return _para(item)
-    return _para(str(item))
+        return para_node(item)
+    return para_node(str(item))
 
 
-def _para(*children, **attributes) -> nodes.paragraph:
+def para_node(*children, **attributes) -> nodes.paragraph:
     para = nodes.paragraph("", "", **attributes)
     for child in children:
         para += nodes.Text(child) if isinstance(child, str) else child
     return para
 
 
-def _code(text: str) -> nodes.literal:
+def code_node(text: str) -> nodes.literal:
     return nodes.literal(text, text)
 
 
-def _inline_math(latex: str) -> nodes.math:
+def inline_math_node(latex: str) -> nodes.math:
     return nodes.math(latex, latex)
 
 
-def _math_block(latex: str, docname: str) -> nodes.math_block:
+def math_block_node(latex: str, docname: str) -> nodes.math_block:
     return nodes.math_block(latex, latex, nowrap=False, number=None, docname=docname, label=None)
 
 
@@ -75,7 +75,7 @@ SOURCES = {"Module 10: Inference and serving": "source-module-10",
            "Inference lab": "source-inference-lab"}
 
 
-def _cited(text: str) -> list[nodes.Node]:
+def cited_nodes(text: str) -> list[nodes.Node]:
     """``text`` with every source title in it a link to that source's entry."""
     from sphinx import addnodes
 
@@ -97,9 +97,9 @@ def _cited(text: str) -> list[nodes.Node]:
     return out
 
 
-def _reference(text: str | None) -> nodes.paragraph | str:
+def reference_node(text: str | None) -> nodes.paragraph | str:
     """A reference cell: the text, with its cited sources linked."""
-    return _para(*_cited(text)) if text else ""
+    return para_node(*cited_nodes(text)) if text else ""
 
 
 #: A short label's longest part (a source's name before its first comma or colon).
@@ -146,7 +146,7 @@ class ReferenceNotes:
         wanted = [t for t in dict.fromkeys(texts) if t]
         if not wanted:
             return ""
-        para = _para()
+        para = para_node()
         for position, text in enumerate(wanted):
             if text not in self.texts:
                 self.texts.append(text)
@@ -168,15 +168,15 @@ class ReferenceNotes:
         items = nodes.enumerated_list(enumtype="arabic", prefix="", suffix=".")
         for text, anchor in zip(self.texts, self.ids):
             item = nodes.list_item(ids=[anchor])
-            item += _para(*_cited(text))
+            item += para_node(*cited_nodes(text))
             items += item
         box += items
         return [box]
 
 
-def _changed(kind: str) -> str:
+def changed_text(kind: str) -> str:
     return {"replace": "replaced by", "wrap": "wrapped by"}.get(kind, f"{kind} by")
 
 
-def _plugins_text(q) -> str:
+def plugins_text(q) -> str:
     return " → ".join([q.plugin, *q.changed_by])

@@ -14,26 +14,26 @@ from .config import RESULT_COLUMN_NAMES, WARNING_TYPE, logger
 from .freshness import note_document
 from .layout import name as name_node
 from .loading import (
-    _evaluate,
-    _note_dependencies,
-    _overrides_option,
-    _problem_text,
-    _quantity_list,
-    _scenario_files,
-    _Shower,
-    _split_names,
-    _split_overrides,
+    Shower,
+    cached_result,
+    note_dependencies,
+    overrides_option,
+    problem_text,
+    quantity_list,
+    scenario_files,
+    split_names,
+    split_overrides,
 )
 from .nodes import (
     ReferenceNotes,
-    _changed,
-    _cited,
-    _code,
-    _inline_math,
-    _math_block,
-    _para,
-    _plugins_text,
-    _table,
+    changed_text,
+    cited_nodes,
+    code_node,
+    inline_math_node,
+    math_block_node,
+    para_node,
+    plugins_text,
+    table_node,
 )
 
 #: The columns a results table can show: key -> (heading, relative width).
@@ -43,7 +43,7 @@ RESULT_COLUMNS = dict(zip(RESULT_COLUMN_NAMES, [("Quantity", 21), ("Value", 11),
 
 def columns_option(argument: str | None) -> list[str]:
     """``:columns: quantity, value, meaning`` — which columns, in this order."""
-    names = _split_names(argument or "")
+    names = split_names(argument or "")
     unknown = [n for n in names if n not in RESULT_COLUMNS]
     if not names or unknown:
         raise ValueError(f"columns are {', '.join(RESULT_COLUMNS)}"
@@ -61,10 +61,10 @@ class ScenarioDirective(SphinxDirective):
     final_argument_whitespace = True
     has_content = False
     option_spec: ClassVar[dict] = {
-        "quantities": _quantity_list,
+        "quantities": quantity_list,
         "chain": directives.flag,
         "depth": directives.nonnegative_int,
-        "set": _overrides_option,
+        "set": overrides_option,
         "columns": columns_option,
         "summary": directives.flag,
     }
@@ -73,28 +73,28 @@ class ScenarioDirective(SphinxDirective):
         note_document(self.env)
         rel, absolute = self.env.relfn2path(self.arguments[0], self.env.docname)
         path = Path(absolute)
-        overrides = _split_overrides(self.options.get("set", ""))
-        _note_dependencies(self.env, _scenario_files(path))
+        overrides = split_overrides(self.options.get("set", ""))
+        note_dependencies(self.env, scenario_files(path))
         if not path.is_file():
             return self._warn(f"scenario file {rel} not found", "file")
         try:
-            result = _evaluate(path, overrides)
+            result = cached_result(path, overrides)
         except Exception as exc:
-            problem = _problem_text(exc, overrides_as=":set")  # reads ":set: key: ..."
+            problem = problem_text(exc, overrides_as=":set")  # reads ":set: key: ..."
             return self._warn(f"cannot render scenario {rel}: {problem}", "scenario")
-        _note_dependencies(self.env, (o.file for o in result.scenario.origins.values()))
+        note_dependencies(self.env, (o.file for o in result.scenario.origins.values()))
 
         names = self.options.get("quantities") or list(self.config.infermodel_default_quantities)
         unknown = [n for n in names if n not in result]
         if unknown:
-            from ..errors import close_match
+            from ..errors import suggest
 
             hints = []
             for n in unknown:
-                near = close_match(n, result.values)
-                hints.append(f"{n!r}" + (f" (did you mean {near!r}?)" if near else ""))
+                hint = suggest(n, result.values)
+                hints.append(f"{n!r}" + (f" ({hint})" if hint else ""))
             return self._warn(f"scenario {rel} defines no quantity {', '.join(hints)}", "quantity")
-        shower = _Shower(self.env.srcdir)
+        shower = Shower(self.env.srcdir)
         if "chain" in self.options:
             out = self._chains(result, names or list(result.graph.order), shower)
         elif "summary" in self.options:
@@ -130,7 +130,7 @@ class ScenarioDirective(SphinxDirective):
         box += nodes.title("", "Read these figures with")
         items = nodes.bullet_list()
         for warning in notes:
-            items += nodes.list_item("", _para(str(warning)))
+            items += nodes.list_item("", para_node(str(warning)))
         box += items
         return box
 
@@ -148,10 +148,10 @@ class ScenarioDirective(SphinxDirective):
         for quantity in names or result.graph.order:
             q = result.graph[quantity]
             cells = {"quantity": name_node(quantity), "value": show(result.values[quantity], q.unit),
-                     "meaning": q.description, "defined-by": _plugins_text(q),
+                     "meaning": q.description, "defined-by": plugins_text(q),
                      "reference": references.cell(q.reference) if "reference" in columns else ""}
             rows.append([cells[c] for c in columns])
-        table = _table([RESULT_COLUMNS[c][0] for c in columns], rows,
+        table = table_node([RESULT_COLUMNS[c][0] for c in columns], rows,
                        [RESULT_COLUMNS[c][1] for c in columns], title=title,
                        classes=["infermodel-results"],
                        numeric=[i for i, c in enumerate(columns) if c == "value"])
@@ -172,12 +172,12 @@ class ScenarioDirective(SphinxDirective):
                              show(result.values[headline.name], q.unit), name_node(headline.name)])
         if not rows:
             return self._results(result, None, overrides)
-        out: list[nodes.Node] = [_table(["Group", "Figure", "Value", "Quantity"], rows,
+        out: list[nodes.Node] = [table_node(["Group", "Figure", "Value", "Quantity"], rows,
                                         [15, 37, 16, 32], title=title, numeric=[2],
                                         classes=["infermodel-summary"])]
         assumptions = assumptions_line(result)
         if assumptions:
-            out.append(_para(assumptions[:1].upper() + assumptions[1:] + "."))
+            out.append(para_node(assumptions[:1].upper() + assumptions[1:] + "."))
         return out
 
     # -- derivation chains ---------------------------------------------------------
@@ -192,7 +192,7 @@ class ScenarioDirective(SphinxDirective):
             box = nodes.container(classes=["infermodel-derivation"])
             heading = nodes.rubric("", "")
             heading += nodes.Text("Derivation of ")
-            heading += _code(target)
+            heading += code_node(target)
             heading += nodes.Text(f" in {result.scenario.name}")
             box += heading
             for step in derivation.steps:
@@ -211,13 +211,13 @@ class ScenarioDirective(SphinxDirective):
         below = self._changed_below(step, derivation)
         step_box = nodes.container(classes=["infermodel-step"]
                                    + (["infermodel-changed-below"] if below else []))
-        head = _para(nodes.strong("", "", _code(step.name)), " = ", show(step.value, step.unit),
+        head = para_node(nodes.strong("", "", code_node(step.name)), " = ", show(step.value, step.unit),
                      f" — {step.description}")
         if below:
             head += nodes.Text(" ")
             head += nodes.inline("◆", "◆", classes=["infermodel-mark"])
         step_box += head
-        step_box += _math_block(r" \\ ".join(step_rows(step, derivation.values, display)),
+        step_box += math_block_node(r" \\ ".join(step_rows(step, derivation.values, display)),
                                 self.env.docname)
         step_box += self._provenance(step, display, below, derivation)
         return step_box
@@ -238,15 +238,15 @@ class ScenarioDirective(SphinxDirective):
             original = (plain_number(first.expression) if first.kind == "input"
                         else formula_latex(first.expression, display))
             body += [nodes.Text(", originally "),
-                     _inline_math(f"{latex_name(step.name, display.get(step.name))} = {original}")]
+                     inline_math_node(f"{latex_name(step.name, display.get(step.name))} = {original}")]
         if first.reference:
-            body += [nodes.Text(" — "), *_cited(first.reference)]
+            body += [nodes.Text(" — "), *cited_nodes(first.reference)]
         fields += _field("defined by", body)
         for change in step.history[1:]:
             body = [nodes.Text(f"{change.plugin}: {change.reason}")]
             if change.reference:
-                body += [nodes.Text(" — "), *_cited(change.reference)]
-            fields += _field(_changed(change.kind), body)
+                body += [nodes.Text(" — "), *cited_nodes(change.reference)]
+            fields += _field(changed_text(change.kind), body)
         if below:
             body = [nodes.inline("◆", "◆", classes=["infermodel-mark"]),
                     nodes.Text(" a lever changed what this rests on, below the depth shown: ")]
@@ -254,7 +254,7 @@ class ScenarioDirective(SphinxDirective):
                 if index:
                     body.append(nodes.Text("; "))
                 value = show(derivation.values[change.quantity], change.unit)
-                body += [_code(change.quantity), nodes.Text(f" = {value} ({_changed(change.kind)} "
+                body += [code_node(change.quantity), nodes.Text(f" = {value} ({changed_text(change.kind)} "
                                                             f"{change.plugin}: {change.reason})")]
             fields += _field("changed below", body)
         return fields
@@ -269,9 +269,9 @@ class ScenarioDirective(SphinxDirective):
             symbols = nodes.paragraph(classes=["infermodel-legend"])
             symbols += nodes.Text("Symbols: ")
             for index, (symbol, quantity, meaning) in enumerate(legend):
-                symbols += _inline_math(symbol)
+                symbols += inline_math_node(symbol)
                 symbols += nodes.Text(" is ")
-                symbols += _code(quantity)
+                symbols += code_node(quantity)
                 symbols += nodes.Text(f" ({meaning})" + ("; " if index < len(legend) - 1 else "."))
             out.append(symbols)
         if derivation.cut:
@@ -280,7 +280,7 @@ class ScenarioDirective(SphinxDirective):
             for index, step in enumerate(derivation.cut):
                 if index:
                     cut += nodes.Text("; ")
-                cut += _code(step.name)
+                cut += code_node(step.name)
                 cut += nodes.Text(f" = {show(step.value, step.unit)}")
                 changes = derivation.changed_below.get(step.name, ())
                 if changes:
@@ -289,7 +289,7 @@ class ScenarioDirective(SphinxDirective):
                     cut += nodes.inline("◆", "◆", classes=["infermodel-mark"])
                     cut += nodes.Text(f" (changed by {plugins})")
             cut += nodes.Text(". ")
-            cut += _code(f"infermodel explain SCENARIO {derivation.target}")
+            cut += code_node(f"infermodel explain SCENARIO {derivation.target}")
             cut += nodes.Text(" shows every level.")
             out.append(cut)
         return out
@@ -302,7 +302,7 @@ class ScenarioDirective(SphinxDirective):
         for step in inputs:
             rows.append([name_node(step.name), show(step.value, step.unit), step.description,
                          self._input_source(result, step, shower), references.cell(step.reference)])
-        table = _table(["Input", "Value", "Meaning", "From", "Reference"], rows,
+        table = table_node(["Input", "Value", "Meaning", "From", "Reference"], rows,
                        [18, 11, 29, 24, 18], classes=["infermodel-inputs"], numeric=[1])
         return [table, *references.notes()]
 
@@ -324,7 +324,7 @@ def _field(label: str, body: list[nodes.Node]) -> nodes.field:
     field = nodes.field()
     field += nodes.field_name(label, label)
     content = nodes.field_body()
-    content += _para(*body)
+    content += para_node(*body)
     field += content
     return field
 

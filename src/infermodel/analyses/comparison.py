@@ -66,7 +66,7 @@ def _difference(first: Any, other: Any) -> tuple[float | None, float | None]:
 
 
 def compare(results: Sequence[Any], names: Sequence[str] | None = None) -> list[ComparedQuantity]:
-    """Compare evaluated scenarios (:class:`~infermodel.evaluation.Result`), the first as
+    """Compare evaluated scenarios (:class:`~infermodel.engine.evaluation.Result`), the first as
     the base.
 
     ``names`` are the quantities to compare (default: every quantity all of them define,
