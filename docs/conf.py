@@ -53,11 +53,19 @@ autodoc_typehints = "none"
 
 html_theme = "alabaster"
 html_title = f"infermodel {release}"
+# Alabaster's default 940 px page leaves tables of five columns about 650 px; the page
+# is as wide as a 1,280 px screen allows, and the body has no narrower cap of its own.
+# (The extension's stylesheet makes its tables fit whatever the content width is.)
 html_theme_options = {
     "description": "What happens to the speed, memory and bill of serving a language model "
                    "if you change X — with the working shown.",
     "fixed_sidebar": True,
+    "page_width": "min(1220px, 100%)",
+    "sidebar_width": "230px",
+    "body_max_width": "none",
 }
+html_static_path = ["_static"]
+html_css_files = ["infermodel-docs.css"]
 
 
 def _drop_unmatched_patterns(app, docname, source):

@@ -130,3 +130,24 @@ def test_worked_plugin_is_rendered_with_its_derivation(built):
     assert "kv_offload: infermodel_kv_offload from infermodel-kv-offload" in text  # plugins command
     assert "wrapped by" in text and "kv_offload" in text
     assert any("kv\\_offload\\_time" in m.astext() for m in doctree.findall(nodes.math_block))
+
+
+def test_pages_load_mathjax_from_the_build_not_a_cdn(built):
+    app, _warnings, _host = built
+    out = Path(app.outdir)
+    assert (out / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    for page in ("scenarios/quant-int4", "worked-plugin", "sphinx-extension", "plugin-guide"):
+        html = (out / f"{page}.html").read_text(encoding="utf-8")
+        assert "cdn.jsdelivr" not in html, page
+        # a page with formulas loads the copy (one without, such as the guide, loads none)
+        assert ("_static/mathjax/tex-chtml.js" in html) == ('class="math' in html), page
+    assert 'class="math' in (out / "worked-plugin.html").read_text(encoding="utf-8")
+
+
+def test_the_extension_page_compares_bf16_and_int4(built):
+    app, _warnings, _host = built
+    doctree = app.env.get_doctree("sphinx-extension")
+    tables = [t for t in doctree.findall(nodes.table) if "infermodel-compare" in t["classes"]]
+    assert len(tables) == 1
+    header = [e.astext() for e in next(tables[0].findall(nodes.thead)).findall(nodes.entry)]
+    assert header == ["Quantity", "BF16", "INT4", "INT4 − BF16", "INT4 / BF16"]

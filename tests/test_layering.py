@@ -503,15 +503,11 @@ def _file_writers(source: str) -> set[str]:
     return found
 
 
-#: A copy of the atomic write that moves onto infermodel.output on another branch.
-OTHER_WRITERS = {"infermodel.sphinxext.pages"}
-
-
 def test_files_are_written_atomically_in_one_place():
     writers = {m for m, path in MODULES.items()
                if _file_writers(path.read_text(encoding="utf-8"))}
     assert "infermodel.output" in writers
-    assert writers - {"infermodel.output"} - OTHER_WRITERS == set()
+    assert writers == {"infermodel.output"}
 
 
 def test_the_writer_rule_sees_a_rename():

@@ -342,6 +342,12 @@ def test_a_page_is_generated_per_scenario_and_stale_pages_are_removed(app, warni
     assert beta.startswith(sphinxext.GENERATED_MARKER)
     assert ".. infermodel:: ../scenarios/beta.toml" in beta and ":chain:" in beta
     assert "alpha with 18 sequences" in beta
+    # Summary first; every long part folded below it.
+    assert beta.index("   :summary:") < beta.index(".. infermodel-details:: Every quantity")
+    assert ".. infermodel-details:: The scenario file" in beta
+    assert re.search(r"\.\. infermodel-details:: tpot = [\d.]+ ms — time per output token", beta)
+    html = (app.outdir / "generated" / "beta.html").read_text(encoding="utf-8")
+    assert html.index("infermodel-summary") < html.index('<details class="infermodel-details">')
     assert (app.outdir / "generated" / "beta.html").is_file()
     (table,) = _results(app, "generated/beta")[:1]
     assert table["batch"][0] == "18"

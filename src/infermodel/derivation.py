@@ -31,12 +31,31 @@ class Step:
 
 
 @attrs.frozen
+class LeverChange:
+    """A lever's change to a quantity that a shown formula rests on but a depth cut hides."""
+
+    quantity: str
+    unit: str
+    plugin: str
+    kind: str  # "replace" or "wrap"
+    reason: str
+
+
+@attrs.frozen
 class Derivation:
-    """The chain of formulas behind one quantity; print it as text, Markdown, LaTeX, JSON."""
+    """The chain of formulas behind one quantity; print it as text, Markdown, LaTeX, JSON.
+
+    When a depth cuts the chain, ``cut`` holds the quantities the shown formulas name
+    but do not derive (so a legend can still say what each symbol is), and
+    ``changed_below`` maps each of them to the lever changes made to it or to anything
+    it rests on: a lever's effect below the cut stays visible.
+    """
 
     target: str
     steps: tuple[Step, ...]
     values: Mapping[str, Any]
+    cut: tuple[Step, ...] = ()
+    changed_below: Mapping[str, tuple[LeverChange, ...]] = attrs.field(factory=dict)
 
     def text(self) -> str:
         from .printing import derivation_text
@@ -108,10 +127,25 @@ def derive(result, name: str, *, depth: int | None = None) -> Derivation:
     # Derived quantities first (closest to the target), inputs last.
     derived = [n for n in chain if not graph[n].is_input]
     inputs = sorted(n for n in chain if graph[n].is_input)
-    steps = []
-    for n in derived + inputs:
-        q = graph[n]
-        steps.append(Step(name=n, unit=q.unit, description=q.description, plugin=q.plugin,
-                          value=result.values[n], expression=q.expression, history=q.history,
-                          reference=q.reference, source=_source(result, q.history), latex=q.latex))
-    return Derivation(name, tuple(steps), dict(result.values))
+    shown = set(chain)
+    cut = [d for n in derived for d in graph[n].dependencies if d not in shown]
+    cut = list(dict.fromkeys(cut))
+    below = {n: changes for n in cut if (changes := _changes_below(graph, n))}
+    return Derivation(name, tuple(_step(result, n) for n in derived + inputs), dict(result.values),
+                      cut=tuple(_step(result, n) for n in cut), changed_below=below)
+
+
+def _step(result, name: str) -> Step:
+    q = result.graph[name]
+    return Step(name=name, unit=q.unit, description=q.description, plugin=q.plugin,
+                value=result.values[name], expression=q.expression, history=q.history,
+                reference=q.reference, source=_source(result, q.history), latex=q.latex)
+
+
+def _changes_below(graph, name: str) -> tuple[LeverChange, ...]:
+    """Every lever change to ``name`` or to a quantity it rests on, nearest first."""
+    out = []
+    for n in (name, *reversed(graph.ancestors(name))):
+        for change in graph[n].history[1:]:
+            out.append(LeverChange(n, graph[n].unit, change.plugin, change.kind, change.reason))
+    return tuple(out)

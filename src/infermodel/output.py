@@ -5,8 +5,10 @@ beside the target, renamed into place at the end), and no command ever writes ov
 file it read: every reader of user files (scenarios and what they extend, presets,
 ``hf_config`` files, length files) records the file with :func:`note_read`, and a
 target is checked against those files both before the work and again just before the
-rename. A target that exists and is not a regular file (``/dev/null``, ``/dev/stdout``,
-a named pipe) is written directly: only regular files are replaced by a rename.
+rename. Only regular files are written: a target that exists and is not one (a named
+pipe, a device such as ``/dev/null``, a socket, a directory) or that is a stream reached
+through ``/proc`` or ``/dev/fd`` (``/dev/stdout``) is refused before any work starts —
+opening a named pipe waits for a reader, and a rename would replace a device node.
 """
 
 from __future__ import annotations
@@ -140,6 +142,13 @@ def check_target(path: str | os.PathLike) -> Path:
         if target.is_dir():
             raise InfermodelError(Problem(f"cannot write {_show(target)}: it is a directory",
                                           expected="a file name"))
+        kind = not_regular(target)
+        if kind is not None:
+            raise InfermodelError(Problem(
+                f"cannot write {_show(target)}: it is {kind}, not a regular file",
+                expected="a regular file or a new file name (outputs are written through a "
+                         "temporary file renamed into place)",
+                suggestion="leave out the output option to print to the terminal"))
         parent = target.parent if str(target.parent) else Path(".")
         if not parent.is_dir():
             raise InfermodelError(Problem(f"cannot write {_show(target)}: the directory "
@@ -151,13 +160,47 @@ def check_target(path: str | os.PathLike) -> Path:
     return target
 
 
-def _special(path: Path) -> bool:
-    """Whether ``path`` exists and is not a regular file (a device, a pipe, a socket)."""
+#: What a file of each non-regular kind is called in a message.
+_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISDIR, "a directory"))
+#: Places whose files are streams or views of the process, never regular files to replace.
+_STREAMS = ("/proc/", "/dev/fd/", "/dev/stdin", "/dev/stdout", "/dev/stderr")
+_MAX_LINKS = 40
+
+
+def _link_hops(path: Path) -> list[str]:
+    """``path`` made absolute and every target its chain of symbolic links passes through."""
+    hops = [os.path.abspath(path)]
+    for _ in range(_MAX_LINKS):
+        try:
+            target = os.readlink(hops[-1])
+        except OSError:
+            break
+        hops.append(os.path.normpath(os.path.join(os.path.dirname(hops[-1]), target)))
+    return hops
+
+
+def not_regular(path: str | os.PathLike) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (``"a named pipe"``,
+    ``"a character device"``, ...), or None: a regular file, a new name, or a link to one.
+
+    >>> not_regular("/dev/null")
+    'a character device'
+    >>> not_regular("no-such-file.csv") is None
+    True
+    """
+    for hop in _link_hops(Path(path)):
+        if hop.startswith(_STREAMS) or hop + "/" in _STREAMS:
+            return "a stream of this process (under /proc or /dev/fd)"
     try:
         mode = os.stat(path).st_mode
     except OSError:
-        return False
-    return not stat.S_ISREG(mode)
+        return None
+    for test, kind in _KINDS:
+        if test(mode):
+            return kind
+    return None if stat.S_ISREG(mode) else "not a file"
 
 
 #: What a full, failing or read-only target reports while it is written.
@@ -174,8 +217,8 @@ class atomic_stream:
     r"""Open a temporary file beside ``path``; rename it into place on success only.
 
     An exception (a KeyboardInterrupt included) removes the temporary file. A target
-    that is not a regular file (a device such as ``/dev/null``, a named pipe) is opened
-    and written directly instead: renaming over it would replace the device node.
+    that is not a regular file (a named pipe, a device, ``/dev/stdout``) is refused by
+    :func:`check_target` before anything is opened.
 
     >>> with atomic_stream("out.csv") as handle:  # doctest: +SKIP
     ...     handle.write("a,b\n")
@@ -188,25 +231,11 @@ class atomic_stream:
         self.path = check_target(path)
         self.binary = binary
         self.temporary: str | None = None
-        self.direct = False
         if self.path.is_symlink():
-            # Replace what the link names, never the link itself; a link into /proc or
-            # /dev (/dev/stdout is /proc/self/fd/1) is written through.
-            real = Path(os.path.realpath(self.path))
-            if str(real).startswith(("/proc/", "/dev/")) or _special(real):
-                self.direct = True
-            else:
-                self.path = check_target(real)
-        self.direct = self.direct or _special(self.path)
+            # Replace what the link names, never the link itself.
+            self.path = check_target(Path(os.path.realpath(self.path)))
 
     def __enter__(self):
-        if self.direct:
-            try:
-                self.handle = self._open(self.path)
-            except OSError as exc:
-                raise InfermodelError(Problem(
-                    f"cannot write {_show(self.path)}: {exc.strerror or exc}")) from None
-            return self.handle
         directory = self.path.parent if str(self.path.parent) else Path(".")
         try:
             fd, self.temporary = tempfile.mkstemp(prefix=f".{self.path.name[:64]}.",

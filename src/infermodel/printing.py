@@ -74,8 +74,14 @@ class _NamesLatexPrinter(LatexPrinter):
 def as_written(expression):
     """``expression`` with nested unevaluated sums and products flattened, so that a
     formula a plugin wrote with ``sympy.evaluate(False)`` prints as written
-    (``cost*1000000/(3600*rate*utilisation)``) without a bracket per operation; an
-    evaluated expression comes back unchanged.
+    (``cost*1000000/(3600*rate*utilisation)``) without a bracket per operation. A sum
+    whose first term is negative opens with its first positive one instead: sympy sorts
+    the terms it builds, and ``-a + b`` reads worse than ``b - a``.
+
+    >>> import sympy
+    >>> a, b = sympy.symbols("a b")
+    >>> formula_text(-a + 2 * b)
+    '2*b - a'
     """
     import sympy
 
@@ -86,6 +92,9 @@ def as_written(expression):
         flat: list[Any] = []
         for arg in args:
             flat.extend(arg.args if type(arg) is type(expression) else [arg])
+        if isinstance(expression, sympy.Add) and flat[0].could_extract_minus_sign():
+            lead = next((i for i, a in enumerate(flat) if not a.could_extract_minus_sign()), 0)
+            flat.insert(0, flat.pop(lead))
         if flat == list(expression.args):
             return expression
         return type(expression)(*flat, evaluate=False)
@@ -106,11 +115,209 @@ def substituted_text(expression, values) -> str:
 
 
 def formula_latex(expression, names=None) -> str:
-    return _NamesLatexPrinter(names or {}).doprint(expression)
+    """The formula in LaTeX, terms in the order the expression holds them (sympy's
+    default LaTeX order sorts them: ``- M + u - W`` for ``u - W - M``).
+    """
+    return _NamesLatexPrinter(names or {}, order="none").doprint(as_written(expression))
 
 
 def substituted_latex(expression, values, names=None) -> str:
-    return _NamesLatexPrinter(names or {}, values).doprint(expression)
+    return _NamesLatexPrinter(names or {}, values, order="none").doprint(as_written(expression))
+
+
+def written(step):
+    """A derived step's expression with its terms in the order its authors wrote them.
+
+    sympy sorts the terms of a sum or product when it builds one, so a lever's
+    ``wrap(name, lambda old: old - S.prefill_memory)`` is stored as
+    ``-prefill_memory + ...``. Following the step's history puts each wrapped
+    expression first and what the wrap added after it, as written; the result is the
+    same expression (its terms only reordered, left unevaluated).
+
+    >>> import sympy
+    >>> from infermodel.quantity import Change
+    >>> u, w, m = sympy.symbols("memory_usable weight_bytes prefill_memory")
+    >>> history = (Change("define", "physics", u - w), Change("wrap", "lever", u - w - m))
+    >>> formula_text(written(type("Step", (), {"history": history, "expression": u - w - m})))
+    'memory_usable - weight_bytes - prefill_memory'
+    """
+    import sympy
+
+    expression = step.expression
+    if expression is None or not step.history or step.history[0].kind == "input":
+        return expression
+    shown, stored = step.history[0].expression, step.history[0].expression
+    for change in step.history[1:]:
+        new = change.expression
+        if change.kind == "wrap" and isinstance(new, (sympy.Add, sympy.Mul)):
+            shown = _follow(stored, shown, new)
+        else:
+            shown = new
+        stored = new
+    return shown if stored == expression else expression
+
+
+def _follow(old, old_shown, new):
+    """``new`` (a sum or product) with ``old``'s terms first, shown as ``old_shown``."""
+    kind = type(new)
+    rest = list(new.args)
+    if isinstance(old, kind) and all(rest.count(a) >= list(old.args).count(a) for a in old.args):
+        for arg in old.args:
+            rest.remove(arg)
+    elif old in rest:
+        rest.remove(old)
+    else:
+        return new
+    return kind(old_shown, *rest, evaluate=False)
+
+
+#: Wider formulas (in characters as they render, roughly) are broken at their top-level
+#: + and − into several lines: at 1,280 px a page's content is about this wide.
+WRAP_WIDTH = 78
+
+
+def latex_width(latex: str) -> int:
+    r"""About how many characters wide ``latex`` renders: commands that print nothing
+    themselves (``\mathrm``, ``\left``, braces) count nothing, other commands one, and a
+    fraction as wide as the wider of its numerator and denominator.
+
+    >>> latex_width(r"\mathrm{decode\_step\_time} \cdot 2")
+    19
+    >>> latex_width(r"\frac{\mathrm{decode\_bytes}}{\mathrm{BW}} = 1")
+    15
+    """
+    import re
+
+    at = latex.find(r"\frac{")
+    if at >= 0:
+        numerator, after = _braced(latex, at + len(r"\frac"))
+        denominator, rest = _braced(latex, after)
+        if numerator is not None and denominator is not None:
+            return (latex_width(latex[:at]) + max(latex_width(numerator), latex_width(denominator))
+                    + latex_width(latex[rest:]))
+    text = re.sub(r"\\(mathrm|text|operatorname|left|right|mathit|mathbf|,|;|!)"
+                  r"(?![A-Za-z])", "", latex)
+    text = re.sub(r"\\(quad|qquad)(?![A-Za-z])", "  ", text)
+    text = re.sub(r"\\[A-Za-z]+", "x", text)
+    text = re.sub(r"\\(.)", r"\1", text)
+    return len(re.sub(r"[{}^\s]", "", text)) + text.count(" ") // 2
+
+
+def _braced(text: str, start: int) -> tuple[str | None, int]:
+    """The group ``{...}`` opening at ``text[start]`` (its inside) and the index after it."""
+    if start >= len(text) or text[start] != "{":
+        return None, start
+    depth = 0
+    for index in range(start, len(text)):
+        char = text[index]
+        if char == "{" and text[index - 1] != "\\":
+            depth += 1
+        elif char == "}" and text[index - 1] != "\\":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1:index], index + 1
+    return None, start
+
+
+def _terms_latex(expression, names, values=None, width: int = WRAP_WIDTH) -> list[str]:
+    """The formula in pieces a line may break between: the terms of a sum (each after
+    the first with its sign) and, when one is wider than ``width``, the arguments of a
+    ``max``/``min`` (between fixed-size brackets, which may span lines).
+    """
+    printer = _NamesLatexPrinter(names, values, order="none")
+    return _pieces(as_written(expression), printer, width)
+
+
+def _pieces(expression, printer, width: int) -> list[str]:
+    import sympy
+
+    text = printer.doprint(expression)
+    if latex_width(text) <= width:
+        return [text]
+    if isinstance(expression, sympy.Add):
+        out: list[str] = []
+        for index, term in enumerate(expression.args):
+            sign = "" if index == 0 else "+ "
+            if index and term.could_extract_minus_sign():
+                sign, term = "- ", -term
+            if isinstance(term, sympy.Add):
+                parts = [rf"\left({printer.doprint(term)}\right)"]
+            else:
+                parts = _pieces(term, printer, width)
+            out += [sign + parts[0], *parts[1:]]
+        return out
+    if isinstance(expression, sympy.Mul) and _splittable_product(expression):
+        out, before = [], []
+        for factor in expression.args:
+            if not isinstance(factor, sympy.Add):
+                before.append(printer.doprint(factor))
+                continue
+            parts = _pieces(factor, printer, width)
+            lead = " \\cdot ".join(before) + (" \\cdot " if before else "")
+            out += [lead + r"\biggl(" + parts[0], *parts[1:]]
+            out[-1] += r"\biggr)"
+            before = []
+        if before:
+            out[-1] += " \\cdot " + " \\cdot ".join(before)
+        return out
+    if isinstance(expression, (sympy.Max, sympy.Min)):
+        out = []
+        arguments = list(expression.args)
+        for index, argument in enumerate(arguments):
+            parts = _pieces(argument, printer, width)
+            if index < len(arguments) - 1:
+                parts[-1] += ","
+            out += parts
+        name = r"\max" if isinstance(expression, sympy.Max) else r"\min"
+        out[0] = name + r"\biggl(" + out[0]
+        out[-1] += r"\biggr)"
+        return out
+    return [text]
+
+
+def _splittable_product(expression) -> bool:
+    """A product of plain factors and at least one sum, with no denominator or sign."""
+    import sympy
+
+    return (any(isinstance(f, sympy.Add) for f in expression.args)
+            and not expression.could_extract_minus_sign()
+            and not any(isinstance(f, sympy.Pow) and f.exp.is_negative for f in expression.args)
+            and not any(f.is_Number and f != 1 and not f.is_Integer for f in expression.args))
+
+
+def _wrapped(left: str, terms: list[str], tail: str, width: int) -> list[str]:
+    """Aligned rows ``left &= ...``; a row that would pass ``width`` continues below."""
+    rows, line = [], f"{left} &= {terms[0]}"
+    for term in terms[1:]:
+        if latex_width(line + " " + term) > width:
+            rows.append(line)
+            line = rf"&\quad {term}"
+        else:
+            line += " " + term
+    if tail and latex_width(line + tail) > width and latex_width(line) > width // 2:
+        rows.append(line)
+        line = "&" + tail
+    else:
+        line += tail
+    rows.append(line)
+    return rows
+
+
+def step_rows(step, values, names, width: int = WRAP_WIDTH) -> list[str]:
+    r"""The aligned LaTeX rows of one step: the formula as written, then with numbers and
+    the value (``\text{6.24 ms}``), each broken at top-level + and − when it is wider than
+    ``width``. Join them with ``\\`` inside an ``aligned`` (or Sphinx's ``split``).
+    """
+    left = latex_name(step.name, names.get(step.name))
+    if step.is_input:
+        return [f"{left} &= {substituted_latex(_symbol(step.name), values, names)}"]
+    expression = written(step)
+    value = show(step.value, step.unit).replace("%", r"\%")
+    room = max(width - latex_width(left) - 2, width // 2)
+    formula = _wrapped(left, _terms_latex(expression, names, width=room), "", width)
+    numbers = _wrapped(left, _terms_latex(expression, names, values, width=room),
+                       f" = \\text{{{value}}}", width)
+    return formula + numbers
 
 
 # ---------------------------------------------------------------------------------
@@ -338,8 +545,8 @@ def derivation_text(derivation) -> str:
             base = step.history[0]
             if len(step.history) > 1 and base.kind == "define":
                 lines.append(f"  base:        {step.name} = {formula_text(base.expression)}")
-            lines.append(f"  formula:     {step.name} = {formula_text(step.expression)}")
-            lines.append(f"  with values: {step.name} = {substituted_text(step.expression, derivation.values)}")
+            lines.append(f"  formula:     {step.name} = {formula_text(written(step))}")
+            lines.append(f"  with values: {step.name} = {substituted_text(written(step), derivation.values)}")
         lines.extend(_history_lines(step))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
@@ -350,22 +557,23 @@ def derivation_markdown(derivation) -> str:
     for step in derivation.steps:
         lines.append(f"- **`{step.name}`** = {show(step.value, step.unit)} — {step.description}")
         if not step.is_input:
-            lines.append(f"  - formula: `{step.name} = {formula_text(step.expression)}`")
+            lines.append(f"  - formula: `{step.name} = {formula_text(written(step))}`")
             lines.append(f"  - with values: `{step.name} = "
-                         f"{substituted_text(step.expression, derivation.values)}`")
+                         f"{substituted_text(written(step), derivation.values)}`")
         for text in _history_lines(step):
             lines.append(f"  - {text.strip()}")
     return "\n".join(lines) + "\n"
 
 
 def step_latex(step, values, names) -> tuple[str, str | None]:
-    """(formula line, substituted line) in LaTeX for one step."""
+    """(formula line, substituted line) in LaTeX for one step, terms as written."""
     left = latex_name(step.name, names.get(step.name))
     if step.is_input:
         return f"{left} = {substituted_latex(_symbol(step.name), values, names)}", None
-    formula = f"{left} = {formula_latex(step.expression, names)}"
+    expression = written(step)
+    formula = f"{left} = {formula_latex(expression, names)}"
     value = show(step.value, step.unit).replace("%", r"\%")
-    substituted = (f"{left} = {substituted_latex(step.expression, values, names)}"
+    substituted = (f"{left} = {substituted_latex(expression, values, names)}"
                    f" = \\text{{{value}}}")
     return formula, substituted
 
@@ -379,8 +587,17 @@ def _symbol(name):
 def symbol_legend(steps) -> list[tuple[str, str, str]]:
     r"""``(symbol, quantity name, meaning)`` for every step shown by a declared symbol
     (``L``, ``\mathrm{BW}``, ``N_{\mathrm{matmul}}``...), so a reader can decode them.
+    Pass a derivation's ``steps`` and ``cut`` both (:func:`derivation_legend`) so that a
+    symbol a shown formula names below a depth cut is decoded too.
     """
     return [(step.latex, step.name, step.description) for step in steps if step.latex]
+
+
+def derivation_legend(derivation) -> list[tuple[str, str, str]]:
+    """The legend of every symbol a derivation's printed formulas use, those of
+    quantities below a depth cut included.
+    """
+    return symbol_legend([*derivation.steps, *derivation.cut])
 
 
 def legend_latex(steps) -> str:
@@ -391,14 +608,12 @@ def legend_latex(steps) -> str:
 
 
 def derivation_latex(derivation) -> str:
-    names = {s.name: s.latex for s in derivation.steps if s.latex}
+    everything = [*derivation.steps, *derivation.cut]
+    names = {s.name: s.latex for s in everything if s.latex}
     rows = []
     for step in derivation.steps:
-        formula, substituted = step_latex(step, derivation.values, names)
-        rows.append(formula.replace(" = ", " &= ", 1))
-        if substituted:
-            rows.append(substituted.replace(" = ", " &= ", 1))
-    legend = legend_latex(derivation.steps)
+        rows.extend(step_rows(step, derivation.values, names))
+    legend = legend_latex(everything)
     if legend:
         rows.append("&" + legend)
     return r"\begin{aligned}" + r" \\ ".join(rows) + r"\end{aligned}"
@@ -414,8 +629,8 @@ def derivation_to_dict(derivation) -> dict:
             "display": show(step.value, step.unit),
             "description": step.description,
             "input": step.is_input,
-            "formula": None if step.is_input else formula_text(step.expression),
-            "substituted": None if step.is_input else substituted_text(step.expression, derivation.values),
+            "formula": None if step.is_input else formula_text(written(step)),
+            "substituted": None if step.is_input else substituted_text(written(step), derivation.values),
             "source": step.source,
             "reference": step.reference,
             "history": [{"kind": c.kind, "plugin": c.plugin, "reason": c.reason,

@@ -8,7 +8,10 @@
   (:mod:`infermodel.simulator`): its ``[simulation]`` table (:mod:`.simulation.table`),
   the plan read from it (:mod:`.simulation.plan`), the runs (:mod:`.simulation.runs`) and
   their reports (:mod:`.simulation.reports`);
-* :mod:`.witnessing` — witness experiments, small seeded runs that check a formula.
+* :mod:`.witnessing` — witness experiments, small seeded runs that check a formula;
+* :mod:`.comparison` — evaluated scenarios side by side (values, and each one's
+  difference from and ratio to the first), for the documentation's compare directive
+  and any other printer.
 
 A deployment planner belongs here too. The engine never imports this package; this
 package imports nothing on its own.

@@ -1,5 +1,6 @@
 """The figure helpers every plot of infermodel shares: matplotlib loaded on first use,
-a new figure of stacked panels, axis formatters in a quantity's unit, and an atomic save.
+a new figure of stacked panels, axis formatters in a quantity's unit, a title check, and an
+atomic save.
 
 matplotlib is imported only when a figure is made, and only its object-oriented API is
 used (a :class:`~matplotlib.figure.Figure` saved through the Agg or SVG canvas), so that
@@ -71,6 +72,33 @@ def log_worthy(values: np.ndarray) -> bool:
     return bool(len(values) > 1 and (values > 0).all() and values.max() / values.min() >= 30)
 
 
+def check_title(title: str | None) -> None:
+    r"""Refuse a title that matplotlib cannot draw, before any work: text between ``$``
+    signs is mathtext, and a formula it cannot parse (``$\frac{$``) would fail only when
+    the figure is saved.
+
+    >>> check_title(r"decode at $\alpha = 0.8$")
+    >>> check_title(r"$\frac{$")
+    Traceback (most recent call last):
+    ...
+    infermodel.errors.InfermodelError: the plot title is not valid mathtext: ...
+    """
+    from matplotlib import cbook
+    from matplotlib.mathtext import MathTextParser
+
+    if not title or not cbook.is_math_text(title):
+        return
+    try:
+        MathTextParser("path").parse(title, dpi=72)
+    except (ValueError, RuntimeError) as exc:
+        detail = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        reason = (detail[-1] if detail else type(exc).__name__)[:200]
+        raise InfermodelError(Problem(
+            f"the plot title is not valid mathtext: {reason}",
+            expected="a title whose $...$ parts are matplotlib mathtext",
+            suggestion=r"write \$ for a literal dollar sign, or close each $...$ formula")) from None
+
+
 def save(figure, output: str | Path) -> Path:
     """Write ``figure`` to ``output`` (``.png`` or ``.svg``) atomically; return the path."""
     from ..output import atomic_write
@@ -87,5 +115,5 @@ def save(figure, output: str | Path) -> Path:
     return path
 
 
-__all__ = ["COLOURS", "FORMATS", "load_matplotlib", "log_worthy", "new_figure", "save",
-           "unit_formatter"]
+__all__ = ["COLOURS", "FORMATS", "check_title", "load_matplotlib", "log_worthy", "new_figure",
+           "save", "unit_formatter"]

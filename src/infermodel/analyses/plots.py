@@ -35,7 +35,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import InfermodelError, Problem, ScenarioError
-from .figures import COLOURS, load_matplotlib, log_worthy, new_figure, save, unit_formatter
+from .figures import (
+    COLOURS,
+    check_title,
+    load_matplotlib,
+    log_worthy,
+    new_figure,
+    save,
+    unit_formatter,
+)
 
 KINDS = ("roofline", "operators", "throughput", "memory", "cost", "sweep")
 #: At most this many lines in one panel.
@@ -542,6 +550,7 @@ def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None 
     from ..scenario import Scenario, load_scenario
     from ..sweeping import parse_over
 
+    check_title(title)
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(Path(scenario), host=host)
     if over is not None and not isinstance(over, Mapping):
@@ -570,6 +579,7 @@ def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None 
 
 __all__ = [
     "KINDS",
+    "check_title",
     "plot",
     "plot_cost",
     "plot_decision_maps",

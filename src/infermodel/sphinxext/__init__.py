@@ -85,20 +85,24 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from .assets import setup_assets
 from .catalogue import CatalogueDirective, collect_catalogue
+from .compare import CompareDirective
 from .config import CONFIG_VALUES, InfermodelSphinxError, setup_config
 from .directives import (
     CliDirective,
     CommandDirective,
     FieldsDirective,
     LeversDirective,
-    ScenarioDirective,
     subcommands,
     type_text,
 )
+from .freshness import plugin_fingerprint, setup_freshness
+from .layout import DetailsDirective, setup_layout
 from .loading import split_names, split_overrides
 from .operators import OperatorsDirective
 from .pages import GENERATED_MARKER, generate_pages, generate_scenario_pages, scenario_page
+from .scenario import ScenarioDirective
 
 # The helpers' earlier private names, which the package has always offered.
 _subcommands, _type_text, _split_names, _split_overrides = (subcommands, type_text, split_names,
@@ -107,6 +111,7 @@ _subcommands, _type_text, _split_names, _split_overrides = (subcommands, type_te
 
 def _setup_directives(app) -> None:
     app.add_directive("infermodel", ScenarioDirective)
+    app.add_directive("infermodel-compare", CompareDirective)
     app.add_directive("infermodel-quantities", CatalogueDirective)
     app.add_directive("infermodel-fields", FieldsDirective)
     app.add_directive("infermodel-levers", LeversDirective)
@@ -120,11 +125,18 @@ def _setup_pages(app) -> None:
 
 
 def setup(app) -> dict[str, Any]:
-    """Register the directives, configuration values and page generation."""
+    """Register the directives, configuration values, page layout, bundled MathJax,
+    plugin-change tracking and page generation.
+    """
     setup_config(app)
     _setup_directives(app)
+    setup_layout(app)
+    setup_assets(app)
+    setup_freshness(app)
     _setup_pages(app)
-    return {"version": __version__, "env_version": 1,
+    # 2: the environment records the documents using the extension and the plugins'
+    # fingerprint (an environment pickled by an older version is read afresh).
+    return {"version": __version__, "env_version": 2,
             "parallel_read_safe": True, "parallel_write_safe": True}
 
 
@@ -134,6 +146,8 @@ __all__ = [
     "CatalogueDirective",
     "CliDirective",
     "CommandDirective",
+    "CompareDirective",
+    "DetailsDirective",
     "FieldsDirective",
     "InfermodelSphinxError",
     "LeversDirective",
@@ -141,6 +155,7 @@ __all__ = [
     "ScenarioDirective",
     "collect_catalogue",
     "generate_scenario_pages",
+    "plugin_fingerprint",
     "scenario_page",
     "setup",
 ]

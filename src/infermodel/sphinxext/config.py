@@ -39,12 +39,19 @@ CONFIG_VALUES: dict[str, tuple[Any, str]] = {
     "infermodel_catalogue_scenarios": ("", "glob of scenarios the catalogue is built from"),
     "infermodel_default_quantities": ([], "quantities .. infermodel:: shows by default"),
     "infermodel_command_cwd": (".", "folder infermodel-command runs in, relative to conf.py"),
+    "infermodel_result_columns": (
+        ["quantity", "value", "meaning", "defined-by", "reference"],
+        "the columns of a results table without :columns:"),
+    "infermodel_offline_math": (True, "load MathJax from a copy in the build, not a CDN"),
 }
+#: The columns a results table can show (the ``:columns:`` option's choices).
+RESULT_COLUMN_NAMES = ("quantity", "value", "meaning", "defined-by", "reference")
 
 
 def setup_config(app) -> None:
     for name, (default, _about) in CONFIG_VALUES.items():
-        app.add_config_value(name, default, "env", types=frozenset({type(default), type(None)}))
+        kinds = {type(default), type(None)} | ({tuple, str} if isinstance(default, list) else set())
+        app.add_config_value(name, default, "env", types=frozenset(kinds))
     app.connect("config-inited", _check_config)
 
 
@@ -67,6 +74,18 @@ def _check_config(app, config) -> None:
             or ".." in Path(pages_dir).parts):
         raise InfermodelSphinxError("infermodel_scenario_pages_dir must be a folder inside the "
                                     f"source directory, such as 'scenarios', not {pages_dir!r}")
+    columns = config.infermodel_result_columns
+    if isinstance(columns, str):
+        columns = split_names(columns)
+    if (not isinstance(columns, (list, tuple)) or not columns
+            or any(c not in RESULT_COLUMN_NAMES for c in columns)):
+        raise InfermodelSphinxError("infermodel_result_columns must list columns among "
+                                    f"{', '.join(RESULT_COLUMN_NAMES)}, not {columns!r}")
+    config.infermodel_result_columns = list(columns)
+    if not isinstance(config.infermodel_offline_math, bool):
+        raise InfermodelSphinxError("infermodel_offline_math must be True (MathJax copied into "
+                                    "the build) or False (Sphinx's CDN), not "
+                                    f"{config.infermodel_offline_math!r}")
     for name in ("infermodel_headline_quantities", "infermodel_default_quantities"):
         value = getattr(config, name)
         if value is None:

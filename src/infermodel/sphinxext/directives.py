@@ -1,228 +1,35 @@
-"""The ``infermodel``, ``infermodel-fields``, ``infermodel-levers``, ``infermodel-cli`` and
-``infermodel-command`` directives.
+"""The ``infermodel-fields``, ``infermodel-levers``, ``infermodel-cli`` and
+``infermodel-command`` directives (``infermodel`` itself is in :mod:`.scenario`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import math
+import os
+from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar
 
 from docutils import nodes
-from docutils.parsers.rst import directives
 from sphinx.util.docutils import SphinxDirective
 
 from .config import WARNING_TYPE, logger
+from .freshness import note_document
+from .layout import name as name_node
 from .loading import (
-    Shower,
-    cached_result,
     note_dependencies,
-    overrides_option,
     problem_text,
     quantity_list,
     scenario_files,
-    split_overrides,
+    split_names,
 )
 from .nodes import (
-    changed_text,
     cited_nodes,
     code_node,
-    inline_math_node,
-    math_block_node,
     para_node,
-    plugins_text,
-    reference_node,
     table_node,
 )
-
-
-class ScenarioDirective(SphinxDirective):
-    """Render a scenario's results, or the derivation chains of chosen quantities."""
-
-    required_arguments = 1
-    optional_arguments = 0
-    final_argument_whitespace = True
-    has_content = False
-    option_spec: ClassVar[dict] = {
-        "quantities": quantity_list,
-        "chain": directives.flag,
-        "depth": directives.nonnegative_int,
-        "set": overrides_option,
-    }
-
-    def run(self) -> list[nodes.Node]:
-        rel, absolute = self.env.relfn2path(self.arguments[0], self.env.docname)
-        path = Path(absolute)
-        overrides = split_overrides(self.options.get("set", ""))
-        note_dependencies(self.env, scenario_files(path))
-        if not path.is_file():
-            return self._warn(f"scenario file {rel} not found", "file")
-        try:
-            result = cached_result(path, overrides)
-        except Exception as exc:
-            problem = problem_text(exc, overrides_as=":set")  # reads ":set: key: ..."
-            return self._warn(f"cannot render scenario {rel}: {problem}", "scenario")
-        note_dependencies(self.env, (o.file for o in result.scenario.origins.values()))
-
-        names = self.options.get("quantities") or list(self.config.infermodel_default_quantities)
-        unknown = [n for n in names if n not in result]
-        if unknown:
-            from ..errors import suggest
-
-            hints = []
-            for n in unknown:
-                hint = suggest(n, result.values)
-                hints.append(f"{n!r}" + (f" ({hint})" if hint else ""))
-            return self._warn(f"scenario {rel} defines no quantity {', '.join(hints)}", "quantity")
-        shower = Shower(self.env.srcdir)
-        if "chain" in self.options:
-            out = self._chains(result, names or list(result.graph.order), shower)
-        else:
-            out = [self._results(result, names or None, overrides)]
-        notes = []
-        for warning in result.warnings:
-            if names and warning.quantity is not None and warning.quantity not in names:
-                continue
-            value = result.values.get(warning.quantity) if warning.quantity else None
-            if isinstance(value, float) and math.isnan(value):
-                # a number that could not be computed breaks the page: a build warning
-                logger.warning(f"scenario {rel}: {warning}", location=self.get_location(),
-                               type=WARNING_TYPE, subtype="nan")
-            else:
-                notes.append(warning)
-        container = nodes.container(classes=["infermodel"])
-        container.extend(out)
-        if notes:
-            # what a reader must know about the numbers is shown beside them
-            box = nodes.admonition(classes=["warning", "infermodel-warnings"])
-            box += nodes.title("", "Read these figures with")
-            items = nodes.bullet_list()
-            for warning in notes:
-                items += nodes.list_item("", para_node(str(warning)))
-            box += items
-            container += box
-        return [container]
-
-    def _warn(self, message: str, subtype: str) -> list[nodes.Node]:
-        logger.warning(message, location=self.get_location(), type=WARNING_TYPE, subtype=subtype)
-        return []
-
-    # -- results -----------------------------------------------------------------
-
-    def _results(self, result, names, overrides) -> nodes.table:
-        from ..printing import show
-
-        title = result.scenario.name
-        if overrides:
-            title += " (" + "; ".join(overrides) + ")"
-        rows = []
-        for name in names or result.graph.order:
-            q = result.graph[name]
-            value = show(result.values[name], q.unit)
-            rows.append([code_node(name), value, q.description, plugins_text(q),
-                         reference_node(q.reference)])
-        return table_node(["Quantity", "Value", "Meaning", "Defined by", "Reference"],
-                      rows, [16, 10, 34, 14, 26], title=title, classes=["infermodel-results"])
-
-    # -- derivation chains ---------------------------------------------------------
-
-    def _chains(self, result, names, shower) -> list[nodes.Node]:
-        from ..derivation import derive
-        from ..printing import show, step_latex, symbol_legend
-
-        out: list[nodes.Node] = []
-        display = {n: q.latex for n, q in result.graph.quantities.items() if q.latex}
-        for target in names:
-            derivation = derive(result, target, depth=self.options.get("depth"))
-            box = nodes.container(classes=["infermodel-derivation"])
-            heading = nodes.rubric("", "")
-            heading += nodes.Text("Derivation of ")
-            heading += code_node(target)
-            heading += nodes.Text(f" in {result.scenario.name}")
-            box += heading
-            inputs = []
-            for step in derivation.steps:
-                if step.is_input:
-                    inputs.append(step)
-                    continue
-                formula, substituted = step_latex(step, derivation.values, display)
-                assert substituted is not None  # a derived step (not an input) has one
-                step_box = nodes.container(classes=["infermodel-step"])
-                step_box += para_node(nodes.strong("", "", code_node(step.name)), " = ",
-                                  show(step.value, step.unit), f" — {step.description}")
-                aligned = (formula.replace(" = ", " &= ", 1) + r" \\ "
-                           + substituted.replace(" = ", " &= ", 1))
-                step_box += math_block_node(aligned, self.env.docname)
-                step_box += self._provenance(step, display)
-                box += step_box
-            legend = symbol_legend(derivation.steps)
-            if legend:
-                symbols = nodes.paragraph(classes=["infermodel-legend"])
-                symbols += nodes.Text("Symbols: ")
-                for index, (symbol, name, meaning) in enumerate(legend):
-                    symbols += inline_math_node(symbol)
-                    symbols += nodes.Text(" is ")
-                    symbols += code_node(name)
-                    symbols += nodes.Text(f" ({meaning})" + ("; " if index < len(legend) - 1 else "."))
-                box += symbols
-            if inputs:
-                rows = []
-                for step in inputs:
-                    rows.append([code_node(step.name), show(step.value, step.unit), step.description,
-                                 self._input_source(result, step, shower),
-                                 reference_node(step.reference)])
-                box += table_node(["Input", "Value", "Meaning", "From", "Reference"], rows,
-                              [14, 10, 30, 24, 22], classes=["infermodel-inputs"])
-            out.append(box)
-        return out
-
-    def _provenance(self, step, display) -> nodes.field_list:
-        from ..printing import formula_latex, latex_name, plain_number
-
-        fields = nodes.field_list(classes=["infermodel-provenance"])
-        first = step.history[0]
-        body = [nodes.Text(first.plugin)]
-        if len(step.history) > 1:
-            original = (plain_number(first.expression) if first.kind == "input"
-                        else formula_latex(first.expression, display))
-            body += [nodes.Text(", originally "),
-                     inline_math_node(f"{latex_name(step.name, display.get(step.name))} = {original}")]
-        if first.reference:
-            body += [nodes.Text(" — "), *cited_nodes(first.reference)]
-        fields += _field("defined by", body)
-        for change in step.history[1:]:
-            body = [nodes.Text(f"{change.plugin}: {change.reason}")]
-            if change.reference:
-                body += [nodes.Text(" — "), *cited_nodes(change.reference)]
-            fields += _field(changed_text(change.kind), body)
-        return fields
-
-    def _input_source(self, result, step, shower) -> str:
-        first = step.history[0]
-        key = first.field
-        if first.kind == "input" and key is not None:
-            origin = result.scenario.origins.get(key)
-            if origin is None:
-                return f"{key} (default)"
-            where = shower.path(origin.file)
-            if origin.line:
-                where += f":{origin.line}"
-            return f"{key} ({where})"
-        return f"set by plugin {first.plugin}"
-
-
-def _field(name: str, body: list[nodes.Node]) -> nodes.field:
-    field = nodes.field()
-    field += nodes.field_name(name, name)
-    content = nodes.field_body()
-    content += para_node(*body)
-    field += content
-    return field
-
-
-
 
 # ---------------------------------------------------------------------------------
 # .. infermodel-fields::  and  .. infermodel-levers::
@@ -285,7 +92,7 @@ class FieldsDirective(SphinxDirective):
         for section in sections:
             rows = []
             for spec in registries.fields[section].values():
-                key = para_node(code_node(spec.name), ids=[nodes.make_id(f"field-{spec.path}")])
+                key = para_node(name_node(spec.name), ids=[nodes.make_id(f"field-{spec.path}")])
                 rows.append([key, spec.expected(), "" if spec.unit == "1" else spec.unit,
                              _default_text(spec), spec.description,
                              code_node(spec.quantity) if spec.quantity else "", spec.plugin])
@@ -386,7 +193,7 @@ class LeversDirective(SphinxDirective):
                     shown = _toml_value(default)
                 meta = attribute.metadata
                 about_key = meta.get("description") or meta.get("help") or ""
-                rows.append([code_node(attribute.name), type_text(attribute.type), shown, about_key])
+                rows.append([name_node(attribute.name), type_text(attribute.type), shown, about_key])
             if rows:
                 out.append(table_node(["Key", "Accepts", "Default", "Meaning"], rows, [18, 30, 12, 40],
                                   classes=["infermodel-lever"]))
@@ -434,7 +241,7 @@ class CliDirective(SphinxDirective):
         out: list[nodes.Node] = []
         if not self.options.get("commands"):
             out.append(nodes.literal_block(parser.format_help(), parser.format_help(),
-                                           language="text"))
+                                           language="text", classes=["infermodel-cli"]))
         for name in wanted:
             sub = commands.get(name)
             if sub is None:
@@ -445,9 +252,87 @@ class CliDirective(SphinxDirective):
             section = nodes.section(ids=[nodes.make_id(f"cli-{name}")], names=[f"infermodel {name}"])
             section += nodes.title("", "", code_node(f"infermodel {name}"))
             text = sub.format_help()
-            section += nodes.literal_block(text, text, language="text")
+            section += nodes.literal_block(text, text, language="text", classes=["infermodel-cli"])
             out.append(section)
         return out
+
+
+def _plugins_option(argument: str | None) -> list[str]:
+    names = split_names(argument or "")
+    if not names:
+        raise ValueError("give entry-point names of plugins, and 'builtin' for every "
+                         "plugin that ships with infermodel")
+    return names
+
+
+#: Plugin hosts of ``:plugins:`` selections, kept for the process (loading is slow).
+_HOSTS: dict[tuple[str, ...], Any] = {}
+BUILTIN = "builtin"
+
+
+@contextlib.contextmanager
+def _environment(**values: str | None):
+    saved = {key: os.environ.get(key) for key in values}
+    try:
+        for key, value in values.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _selected_host(names: list[str]):
+    """A plugin host that loads only ``names`` from the entry points (``builtin``: every
+    built-in plugin), made once per selection.
+    """
+    from ..host import ENTRY_POINT_GROUP, OWN_DISTRIBUTION, PluginHost
+
+    key = tuple(sorted(set(names)))
+    if key not in _HOSTS:
+        wanted = set(names) - {BUILTIN}
+        if BUILTIN in names:
+            wanted |= {ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)
+                       if ep.dist is not None and ep.dist.metadata["Name"] == OWN_DISTRIBUTION}
+        with _environment(INFERMODEL_LOAD_PLUGINS=",".join(sorted(wanted)),
+                          INFERMODEL_DISABLE_PLUGIN_AUTOLOAD=None):
+            _HOSTS[key] = PluginHost()
+    return _HOSTS[key]
+
+
+@contextlib.contextmanager
+def _plugins(names: list[str] | None):
+    """Run with only the plugins ``names`` loaded (None: the build's own host)."""
+    from ..host import get_host, set_host
+
+    if names is None:
+        yield
+        return
+    previous = get_host()
+    set_host(_selected_host(names))
+    try:
+        yield
+    finally:
+        set_host(previous)
+
+
+def _unknown_plugins(names: list[str]) -> list[str]:
+    from ..errors import suggest
+    from ..host import ENTRY_POINT_GROUP
+
+    known = sorted({ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)} | {BUILTIN})
+    out = []
+    for plugin in names:
+        if plugin not in known:
+            hint = suggest(plugin, known)
+            out.append(f"{plugin!r}" + (f" ({hint})" if hint else ""))
+    return out
 
 
 class CommandDirective(SphinxDirective):
@@ -462,7 +347,7 @@ class CommandDirective(SphinxDirective):
     required_arguments = 1
     final_argument_whitespace = True
     has_content = False
-    option_spec: ClassVar[dict] = {}
+    option_spec: ClassVar[dict] = {"plugins": _plugins_option}
 
     def run(self) -> list[nodes.Node]:
         import io
@@ -470,7 +355,15 @@ class CommandDirective(SphinxDirective):
 
         from ..cli import main
 
+        note_document(self.env)
         command = " ".join(self.arguments[0].split())
+        selection = self.options.get("plugins")
+        unknown = _unknown_plugins(selection or [])
+        if unknown:
+            logger.warning(f"infermodel-command: :plugins: names no installed plugin "
+                           f"{', '.join(unknown)}", location=self.get_location(),
+                           type=WARNING_TYPE, subtype="option")
+            return []
         try:
             argv = shlex.split(command)
         except ValueError as exc:
@@ -482,7 +375,8 @@ class CommandDirective(SphinxDirective):
             if arg.endswith(".toml"):
                 note_dependencies(self.env, scenario_files(cwd / arg))
         out, err = io.StringIO(), io.StringIO()
-        with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (_plugins(selection), contextlib.chdir(cwd), contextlib.redirect_stdout(out),
+              contextlib.redirect_stderr(err)):
             try:
                 status = main(argv)
             except SystemExit as exc:  # argparse rejects the arguments

@@ -28,17 +28,33 @@ def _scenario_meta(path: Path) -> tuple[str, str]:
         return path.stem, ""
 
 
+def _indented(lines: list[str]) -> list[str]:
+    return [("   " + line) if line else "" for line in lines]
+
+
+def _folded(summary: str, body: list[str]) -> list[str]:
+    return [f".. infermodel-details:: {summary}", "", *_indented(body), ""]
+
+
 def scenario_page(path: Path, page_dir: Path, headline: list[str], shower=None) -> str:
-    """The reStructuredText of the generated page of one scenario."""
+    """The reStructuredText of the generated page of one scenario: the headline figures
+    first, then the long parts folded (every quantity, the scenario file, each headline
+    derivation and what the levers change), so the page opens on a screenful.
+    """
+    from ..printing import show
+
     relative = os.path.relpath(path, page_dir).replace(os.sep, "/")
     name, description = _scenario_meta(path)
-    chain, changed = list(headline), []
+    chain, changed, summaries, count = list(headline), [], {}, 0
     try:
         result = cached_result(path, [])
         chain = [n for n in headline if n in result]
         changed = [n for n in result.graph.order if result.graph[n].changed_by]
         levers = sorted(result.scenario.levers)
         extends = sorted({o.file for o in result.scenario.origins.values()} - {str(path)})
+        count = len(result.graph.order)
+        summaries = {n: f"{n} = {show(result.values[n], result.graph[n].unit)} — "
+                        f"{result.graph[n].description}" for n in chain}
     except Exception:
         levers, extends = [], []
     shown = shower.path(str(path)) if shower else path.name
@@ -52,27 +68,42 @@ def scenario_page(path: Path, page_dir: Path, headline: list[str], shower=None) 
     lines += ["; ".join(facts) + ".", ""]
     if extends and shower:
         lines += ["It also reads " + ", ".join(f"``{shower.path(f)}``" for f in extends) + ".", ""]
-    lines += [".. literalinclude:: " + relative, "   :language: toml", "",
-              _title("Results", "-"), f".. infermodel:: {relative}", ""]
+    lines += [f".. infermodel:: {relative}", "   :summary:", ""]
+    lines += _folded(f"Every quantity ({count})" if count else "Every quantity",
+                     [f".. infermodel:: {relative}"])
+    lines += _folded("The scenario file", [f".. literalinclude:: {relative}", "   :language: toml"])
     if chain:
-        lines += [_title("Derivations", "-"), f".. infermodel:: {relative}",
-                  f"   :quantities: {', '.join(chain)}", "   :chain:", ""]
+        lines += [_title("Derivations", "-"),
+                  "Each headline figure's derivation, down to the inputs (click to open).", ""]
+        for quantity in chain:
+            lines += _folded(summaries.get(quantity, quantity),
+                             [f".. infermodel:: {relative}", f"   :quantities: {quantity}",
+                              "   :chain:"])
     if changed:
         lines += [_title("What the levers change", "-"),
-                  "Each quantity a lever replaced or wrapped, one level deep.", "",
-                  f".. infermodel:: {relative}", f"   :quantities: {', '.join(changed)}",
-                  "   :chain:", "   :depth: 1", ""]
+                  "Each quantity a lever replaced or wrapped, one level deep.", ""]
+        lines += _folded(f"{len(changed)} quantities changed by levers",
+                         [f".. infermodel:: {relative}", f"   :quantities: {', '.join(changed)}",
+                          "   :chain:", "   :depth: 1"])
     return "\n".join(lines)
 
 
 def _write_if_changed(path: Path, text: str) -> None:
-    # An unchanged page keeps its time stamp, so Sphinx does not read it again.
+    """Write a generated page through infermodel's atomic writer, which refuses a target
+    that is not a regular file; an unchanged page keeps its time stamp, so Sphinx does not
+    read it again.
+    """
+    from ..errors import InfermodelError
+    from ..output import atomic_write
+
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, text)
+    except (OSError, InfermodelError) as exc:
+        problem = exc.render() if isinstance(exc, InfermodelError) else str(exc)
+        raise InfermodelSphinxError(f"cannot write the scenario pages: {problem}") from None
 
 
 def generate_scenario_pages(app) -> list[Path]:

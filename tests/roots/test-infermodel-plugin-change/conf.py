@@ -1,0 +1,2 @@
+extensions = ["infermodel.sphinxext"]
+exclude_patterns = ["_build"]
