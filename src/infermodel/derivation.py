@@ -24,6 +24,7 @@ class Step:
     reference: str | None
     source: str | None  # for inputs: where the number was written
     latex: str | None
+    choice: str | None = None  # the outcome a whole-number value names (a headline's choices)
 
     @property
     def is_input(self) -> bool:
@@ -113,5 +114,6 @@ def derive(result, name: str, *, depth: int | None = None) -> Derivation:
         q = graph[n]
         steps.append(Step(name=n, unit=q.unit, description=q.description, plugin=q.plugin,
                           value=result.values[n], expression=q.expression, history=q.history,
-                          reference=q.reference, source=_source(result, q.history), latex=q.latex))
+                          reference=q.reference, source=_source(result, q.history), latex=q.latex,
+                          choice=graph.choice(n, result.values[n])))
     return Derivation(name, tuple(steps), dict(result.values))
