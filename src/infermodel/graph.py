@@ -145,7 +145,8 @@ class QuantityGraph:
 
     def choice(self, name: str, value: Any) -> str | None:
         """The outcome a headline's ``choices`` give ``value`` of ``name`` (which limit
-        binds, say), or None when ``name`` has no choices."""
+        binds, say), or None when ``name`` has no choices.
+        """
         for headline in self.headlines:
             if headline.name == name:
                 return headline.show_choice(value)

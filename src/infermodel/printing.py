@@ -28,7 +28,8 @@ def show(value: Any, unit: str) -> str:
 
 def show_quantity(result, name: str) -> str:
     """A quantity of ``result`` as printed: the outcome its headline's choices name
-    (``compute``), else its value with its unit."""
+    (``compute``), else its value with its unit.
+    """
     value = result.values[name]
     choice = result.graph.choice(name, value)
     return choice if choice is not None else show(value, result.graph[name].unit)
