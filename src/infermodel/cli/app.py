@@ -16,7 +16,7 @@ import traceback
 import warnings
 
 COMMANDS = ("run", "explain", "check", "graph", "sweep", "search", "plot", "simulate",
-            "witness", "validate", "calibrate", "ops", "presets", "plugins")
+            "witness", "validate", "calibrate", "ops", "presets", "plugins", "rank", "compare")
 #: Modules named apart from their command, where the name is taken by the package
 #: (``infermodel.cli.run`` is the console script).
 MODULES = {"run": "run_command"}
