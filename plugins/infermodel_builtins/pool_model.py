@@ -120,7 +120,8 @@ def define_model(define, prefix: str, name: str, found: dict, bits: float) -> No
 
 def caveat(result, prefix: str, name: str, bits: float) -> str:
     """The warning a lever using :func:`define_model` gives: what the second model's times
-    leave out, and whether it fits."""
+    leave out, and whether it fits.
+    """
     text = (f"the {prefix.replace('_', ' ')} model {name!r} is timed with the documents' "
             f"roofline at {bits:g}-bit weights and a 16-bit cache on the scenario's cards, "
             "without this scenario's other levers; whether its answers are good enough is "
