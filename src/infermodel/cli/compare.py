@@ -103,7 +103,7 @@ def _row(name: str, columns: Sequence[Column]) -> Row:
     results = [c.result for c in columns]
     present = [r for r in results if name in r]
     unit = present[0].unit(name)
-    values = tuple(r[name] if name in r else None for r in results)
+    values = tuple(r.values.get(name) for r in results)
     choices = [r.graph.choice(name, r[name]) if name in r else None for r in results]
     shown = tuple("—" if v is None else (c if c is not None else r.show(name))
                   for v, c, r in zip(values, choices, results))
