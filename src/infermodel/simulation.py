@@ -51,7 +51,7 @@ from .formatting import non_finite_json
 
 KEYS = ("policies", "rates", "concurrency", "think_time", "seed", "engine", "cache_memory",
         "replicas", "router", "disaggregation", "turns", "history", "prefix_caching",
-        "block_tokens", "workload", "slo", "capacity")
+        "block_tokens", "workload", "slo", "capacity", "table")
 DISAGGREGATION_KEYS = ("prefill", "decode", "link_bandwidth", "link_latency")
 #: The most requests one simulated workload may hold (each request costs a few dozen
 #: bytes and its share of the run's time; tail percentiles settle long before this).
@@ -129,6 +129,9 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
         written = table.get("workload", {})
         _check_workload(scenario, written, base)
         workload_table, law_notes = workload_defaults(written, result.values, defaults)
+        if workload_table.get("window") is not None:  # "60 s": arrivals stop after it
+            workload_table["window"] = quantity("simulation.workload.window",
+                                                workload_table["window"], "s")
         notes.extend(law_notes)
         workload = simulator.WorkloadSpec.from_mapping(workload_table, base_dir=base)
         if workload.trace is not None:
@@ -161,6 +164,10 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
             near = close_match(key, CAPACITY_KEYS)
             _fail(scenario, f"simulation.capacity.{key}", f"unknown key {key!r}",
                   "one of " + ", ".join(CAPACITY_KEYS), f"did you mean {near!r}?" if near else None)
+    layout = table.get("table", "scheduling")
+    if not isinstance(layout, str) or layout not in simulator.TABLE_LAYOUTS:
+        _fail(scenario, "simulation.table", f"got {layout!r}",
+              "one of " + ", ".join(map(repr, simulator.TABLE_LAYOUTS)))
     seed_ = table.get("seed", 0) if seed is None else seed
     if isinstance(seed_, bool) or not isinstance(seed_, int):
         _fail(scenario, "simulation.seed", f"got {seed_!r}", "a whole number")

@@ -53,6 +53,7 @@ Errors in the inputs raise :class:`SimulationError` (an
 
 from .api import (
     ENGINES,
+    TABLE_LAYOUTS,
     CapacityResult,
     Run,
     SimulationResult,
@@ -102,6 +103,7 @@ __all__ = [
     "Run",
     "SimulationError",
     "SimulationResult",
+    "TABLE_LAYOUTS",
     "Speculation",
     "UniformLength",
     "Workload",

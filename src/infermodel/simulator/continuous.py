@@ -31,7 +31,7 @@ import numpy as np
 
 from .cost import CostModel
 from .errors import SimulationError
-from .metrics import GapHistogram
+from .metrics import GapHistogram, first_admissions
 from .policies import Policy
 from .prefixes import prefix_cache_for
 from .reference import reservation_tokens
@@ -103,6 +103,7 @@ class ContinuousRun:
         self.decoding = [False] * count
         self.evicted = [0] * count  # per request: preemptions (cached positions discarded)
         self.undone = [0] * count  # per request: rollbacks (nothing cached yet)
+        self.admitted = [-1.0] * count  # per request: time of its first admission (-1: none)
         self.swap = policy.preemption == "swap"
         self.swap_seconds_per_token = (self.kv / policy.swap_bandwidth) if self.swap else 0.0
         self.swapped = [0] * count  # per request: positions held in host memory
@@ -246,6 +247,8 @@ class ContinuousRun:
             if (used + need) * kv > self.admit_limit:
                 break
             queue.popleft()
+            if self.admitted[candidate] < 0:
+                self.admitted[candidate] = self.now
             hit = 0
             if prefix is not None:
                 # the cached blocks of its prefix: only the rest is prefilled
@@ -582,6 +585,7 @@ class ContinuousRun:
                     "busy": self.busy, "decode_steps": self.decode_steps,
                     "request_preemptions": np.array(self.evicted, dtype=np.int64),
                     "request_rollbacks": np.array(self.undone, dtype=np.int64),
+                    "admitted": first_admissions(self.admitted),
                     "series": self.series,
                     "prefix_hits": (None if self.prefix is None
                                     else np.array(self.prefix.hits, dtype=np.int64)),

@@ -188,6 +188,7 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int, ser
             need = np.cumsum(prompts[head : head + size] + reserve_out)
             size = int(np.count_nonzero(need * kv <= admit_limit))
         batch = slice(head, head + size)
+        tokens.admitted[batch] = now  # dispatched: the batch's prefill starts now
         head += size
         if points is not None:
             points.append((now, arrived - head, size, 0))
@@ -238,6 +239,7 @@ class _Tokens:
     def __init__(self, count: int):
         self.first = np.empty(count)
         self.last = np.empty(count)
+        self.admitted = np.full(count, np.nan)
         self.max_gap = np.zeros(count)
         self.gaps = GapHistogram()
 
@@ -328,6 +330,7 @@ def _record(workload: Workload, policy: Policy, tokens: _Tokens, counters, arriv
         prompts=workload.prompts,
         first_token=tokens.first,
         last_token=tokens.last,
+        admitted=counters["admitted"] if "admitted" in counters else tokens.admitted,
         max_gap=tokens.max_gap,
         gap_values=values,
         gap_weights=weights,

@@ -17,7 +17,7 @@ import numpy as np
 from .cost import CostModel
 from .errors import SimulationError
 from .load import source_for
-from .metrics import RunRecord
+from .metrics import RunRecord, first_admissions
 from .policies import Policy
 from .prefixes import prefix_cache_for
 from .workload import Workload
@@ -117,6 +117,7 @@ class _Reference:
         self.running: list[int] = []
         self.evicted = [0] * count  # per request: preemptions that discarded cached positions
         self.undone = [0] * count  # per request: rollbacks of an admission with nothing cached
+        self.admitted = [-1.0] * count  # per request: time of its first admission (-1: none)
         self.blocked = -1  # the request rolled back in this scheduling turn waits for an iteration
         self.swap = policy.preemption == "swap"
         self.swapped = [0] * count  # per request: positions held in host memory
@@ -175,6 +176,8 @@ class _Reference:
                     reserved += need
                     size += 1
             self.running = [queue.popleft() for _ in range(size)]
+            for r in self.running:
+                self.admitted[r] = self.now
             self.now += self.cost.iteration_time([], [(prompts[r], 0) for r in self.running])
             self.count_iteration()
             for r in self.running:
@@ -217,6 +220,8 @@ class _Reference:
             if (used + need) * self.kv > self.admit_limit:
                 break
             running.append(queue.popleft())
+            if self.admitted[candidate] < 0:
+                self.admitted[candidate] = self.now
             self.decoding[candidate] = False
             hit = self.prefix.take(candidate, total) if self.prefix is not None else 0
             if self.swapped[candidate]:
@@ -351,6 +356,7 @@ class _Reference:
             prompts=np.array(self.prompts, dtype=np.int64),
             first_token=np.array([s[0] for s in stamps]),
             last_token=np.array([s[-1] for s in stamps]),
+            admitted=first_admissions(self.admitted),
             max_gap=np.array([d.max() if d.size else 0.0 for d in diffs]),
             gap_values=np.concatenate(diffs) if diffs else np.empty(0),
             gap_weights=None,

@@ -485,6 +485,22 @@ class Workload:
             lengths = np.where([bool(p) for p in prefixes], lengths, 0)
         return attrs.evolve(self, prefixes=prefixes, prefix_tokens=lengths)
 
+    def first(self, count: int) -> Workload:
+        """The first ``count`` requests (an open stream cut short).
+
+        >>> Workload.from_arrays([0.0, 1.0, 2.0], [10, 20, 30], [3, 4, 5]).first(2).count
+        2
+        """
+        if self.session_starts is not None or self.clients is not None:
+            raise SimulationError("only an open arrival stream can be cut short")
+        if count >= self.count:
+            return self
+        return attrs.evolve(
+            self, arrivals=self.arrivals[:count], prompts=self.prompts[:count],
+            outputs=self.outputs[:count],
+            prefixes=None if self.prefixes is None else self.prefixes[:count],
+            prefix_tokens=None if self.prefix_tokens is None else self.prefix_tokens[:count])
+
     def scaled(self, rate: float) -> Workload:
         """The same requests with every gap divided by ``rate`` / the recorded rate."""
         rate = _check_rate(rate)
@@ -591,6 +607,28 @@ class WorkloadSpec:
     trace: Workload | None = attrs.field(default=None, eq=False)
     prefix_tokens: int = attrs.field(default=0)
     prefix_hit_rate: float = attrs.field(default=1.0)
+    #: Arrivals stop after this many seconds or ``count`` requests, whichever comes first
+    #: (the Inference lab's "60 seconds or 400 requests"); None: ``count`` alone.
+    window: float | None = attrs.field(default=None)
+
+    @window.validator
+    def _window(self, attribute, value):
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                math.isfinite(value) and value > 0):
+            raise SimulationError(f"the arrival window must be a number of seconds > 0, got {value!r}")
+
+    def _within_window(self, drawn: Workload) -> Workload:
+        """The requests that arrive within the window (all of them without one)."""
+        if self.window is None:
+            return drawn
+        inside = int(np.searchsorted(drawn.arrivals, self.window, side="right"))
+        if inside == 0:
+            raise SimulationError(
+                f"no request arrives within the {self.window:g} s window: the first arrives at "
+                f"{drawn.arrivals[0]:.6g} s (raise the rate or the window)")
+        return drawn.first(inside)
 
     @prefix_tokens.validator
     def _prefix(self, attribute, value):
@@ -660,7 +698,7 @@ class WorkloadSpec:
         if not isinstance(table, Mapping):
             raise SimulationError(f"workload: expected a table, got {table!r}")
         known = ("count", "prompt", "output", "sampler", "arrivals", "cv", "trace", "prefix_tokens",
-                 "prefix_hit_rate")
+                 "prefix_hit_rate", "window")
         extra = sorted(set(table) - set(known))
         if extra:
             guess = close_match(extra[0], known)
@@ -677,7 +715,8 @@ class WorkloadSpec:
             return cls(EmpiricalLength(tuple(recorded.prompts.tolist())),
                        EmpiricalLength(tuple(recorded.outputs.tolist())), recorded.count,
                        trace=recorded, prefix_tokens=table.get("prefix_tokens", 0),
-                       prefix_hit_rate=table.get("prefix_hit_rate", 1.0))
+                       prefix_hit_rate=table.get("prefix_hit_rate", 1.0),
+                       window=table.get("window"))
         return cls(
             length_law(table.get("prompt", lab.prompt), what="prompt law", base_dir=base_dir),
             length_law(table.get("output", lab.output), what="output law", base_dir=base_dir),
@@ -687,6 +726,7 @@ class WorkloadSpec:
             table.get("cv", 1.0),
             prefix_tokens=table.get("prefix_tokens", 0),
             prefix_hit_rate=table.get("prefix_hit_rate", 1.0),
+            window=table.get("window"),
         )
 
     def sessions(self, rate: float, turns: int, think_time: float = 0.0, seed: int = 0,
@@ -707,6 +747,9 @@ class WorkloadSpec:
         if isinstance(think_time, bool) or not isinstance(think_time, (int, float)) or not (
                 math.isfinite(think_time) and think_time >= 0):
             raise SimulationError(f"think time must be a non-negative number of seconds, got {think_time!r}")
+        if self.window is not None:
+            raise SimulationError("an arrival window cuts an open stream short; multi-turn "
+                                  "sessions are drawn whole (remove the window)")
         drawn = self.generate(rate, seed)
         starts = drawn.arrivals[: self.count // turns]  # Poisson session starts at `rate`/s
         return attrs.evolve(drawn, arrivals=np.zeros(drawn.count), session_starts=starts,
@@ -727,6 +770,9 @@ class WorkloadSpec:
         if isinstance(think_time, bool) or not isinstance(think_time, (int, float)) or not (
                 math.isfinite(think_time) and think_time >= 0):
             raise SimulationError(f"think time must be a non-negative number of seconds, got {think_time!r}")
+        if self.window is not None:
+            raise SimulationError("an arrival window cuts an open stream short; a closed loop "
+                                  "sends every request (remove the window)")
         drawn = attrs.evolve(self, arrivals="poisson").generate(1.0, seed)
         return attrs.evolve(drawn, arrivals=np.zeros(drawn.count), rate=math.nan,
                             clients=clients, think_time=float(think_time))
@@ -735,7 +781,7 @@ class WorkloadSpec:
         """Draw the workload at nominal ``rate`` requests/s with ``seed``."""
         rate = _check_rate(rate)
         if self.trace is not None:
-            return self._with_prefix(self.trace.scaled(rate), seed)
+            return self._with_prefix(self._within_window(self.trace.scaled(rate)), seed)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise SimulationError(f"seed must be a whole number, got {seed!r}")
         seed = int(seed)
@@ -771,5 +817,5 @@ class WorkloadSpec:
                 arrivals = np.cumsum(gaps.standard_exponential(count) / rate)
             prompts = self.prompt.sample_numpy(prompt_stream, count)
             outputs = self.output.sample_numpy(output_stream, count)
-        return self._with_prefix(
-            Workload(arrivals, prompts, outputs, rate, seed, int(self.output.maximum)), seed)
+        return self._with_prefix(self._within_window(
+            Workload(arrivals, prompts, outputs, rate, seed, int(self.output.maximum))), seed)
