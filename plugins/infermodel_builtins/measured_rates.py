@@ -19,8 +19,8 @@ measured on the real deployment, they replace the roofline's times::
   ``machine_cost_per_month``.
 
 Every replaced derivation says it comes from the measured rates, and a result warning
-sets the measured figures beside the roofline's (``roofline_ttft``, ``roofline_tpot``),
-so a measurement far from the ceiling shows. What a measured rate leaves out is
+sets the measured figures beside the roofline's (``roofline_prefill_time``,
+``roofline_tpot``), so a measurement far from the ceiling shows. What a measured rate leaves out is
 everything the measurement did not see: a rate measured at one batch, prompt length or
 context does not follow them when they change (the roofline does).
 """
@@ -93,8 +93,6 @@ def infermodel_define_quantities(scenario, define):
            unit="s", description="prefill time of the batch's prompts on the roofline, prefix "
                                  "hits included (what the measured rate replaces)",
            reference=TWO_TIMES)
-    define("roofline_ttft", S.roofline_prefill_time, unit="s", at={"batch": 1},
-           description="time to first token of one request on the roofline", reference=TWO_TIMES)
     define("roofline_tpot", Max(S.decode_time_memory, S.decode_time_compute) + S.t0, unit="s",
            description="time per output token on the roofline (what the measured rate replaces)",
            reference=TWO_TIMES)
@@ -158,7 +156,7 @@ def infermodel_transform_quantities(scenario, transform):
 @hookimpl
 def infermodel_check_result(result, warn):
     values = result.values
-    for name, roofline in (("ttft", "roofline_ttft"), ("tpot", "roofline_tpot")):
+    for name, roofline in (("ttft_batch", "roofline_prefill_time"), ("tpot", "roofline_tpot")):
         if roofline not in values or not values[roofline] > 0:
             continue
         ratio = values[name] / values[roofline]
