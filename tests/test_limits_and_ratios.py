@@ -79,10 +79,10 @@ def test_the_limits_line_sits_under_the_summary_and_explain_names_the_outcome(ho
 
 def test_a_lever_that_adds_step_time_can_bind(host):
     # A collective as large as the roofline term: the step is the larger of the two.
-    from infermodel_builtins.limits import ADDED, FIXED, MEMORY, step_limit
     from sympy import Float
 
     from infermodel import S
+    from infermodel_builtins.limits import ADDED, FIXED, MEMORY, step_limit
 
     # memory 1 s, compute 0.5 s, a step of 3 s + t0: 2 s added by a lever.
     limit = step_limit(Float(1.0), Float(0.5), Float(3.0) + S.t0)
