@@ -38,6 +38,7 @@ import numpy as np
 from infermodel.errors import close_match
 
 from .errors import SimulationError
+from .window import within_window
 
 __all__ = [
     "SAMPLERS",
@@ -81,6 +82,11 @@ def _check_float(value: Any, what: str, positive: bool = False) -> float:
             f"{what} must be a {'positive ' if positive else ''}finite number, got {value!r}"
         )
     return value
+
+
+def _no_window(spec, why: str) -> None:
+    if spec.window is not None:
+        raise SimulationError(f"an arrival window cuts an open stream short; {why} (remove it)")
 
 
 class LengthLaw(Protocol):
@@ -485,22 +491,6 @@ class Workload:
             lengths = np.where([bool(p) for p in prefixes], lengths, 0)
         return attrs.evolve(self, prefixes=prefixes, prefix_tokens=lengths)
 
-    def first(self, count: int) -> Workload:
-        """The first ``count`` requests (an open stream cut short).
-
-        >>> Workload.from_arrays([0.0, 1.0, 2.0], [10, 20, 30], [3, 4, 5]).first(2).count
-        2
-        """
-        if self.session_starts is not None or self.clients is not None:
-            raise SimulationError("only an open arrival stream can be cut short")
-        if count >= self.count:
-            return self
-        return attrs.evolve(
-            self, arrivals=self.arrivals[:count], prompts=self.prompts[:count],
-            outputs=self.outputs[:count],
-            prefixes=None if self.prefixes is None else self.prefixes[:count],
-            prefix_tokens=None if self.prefix_tokens is None else self.prefix_tokens[:count])
-
     def scaled(self, rate: float) -> Workload:
         """The same requests with every gap divided by ``rate`` / the recorded rate."""
         rate = _check_rate(rate)
@@ -609,26 +599,8 @@ class WorkloadSpec:
     prefix_hit_rate: float = attrs.field(default=1.0)
     #: Arrivals stop after this many seconds or ``count`` requests, whichever comes first
     #: (the Inference lab's "60 seconds or 400 requests"); None: ``count`` alone.
-    window: float | None = attrs.field(default=None)
-
-    @window.validator
-    def _window(self, attribute, value):
-        if value is None:
-            return
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                math.isfinite(value) and value > 0):
-            raise SimulationError(f"the arrival window must be a number of seconds > 0, got {value!r}")
-
-    def _within_window(self, drawn: Workload) -> Workload:
-        """The requests that arrive within the window (all of them without one)."""
-        if self.window is None:
-            return drawn
-        inside = int(np.searchsorted(drawn.arrivals, self.window, side="right"))
-        if inside == 0:
-            raise SimulationError(
-                f"no request arrives within the {self.window:g} s window: the first arrives at "
-                f"{drawn.arrivals[0]:.6g} s (raise the rate or the window)")
-        return drawn.first(inside)
+    window: float | None = attrs.field(default=None, converter=lambda v: v if v is None else
+                                       _check_float(v, "the arrival window (s)", positive=True))
 
     @prefix_tokens.validator
     def _prefix(self, attribute, value):
@@ -747,9 +719,7 @@ class WorkloadSpec:
         if isinstance(think_time, bool) or not isinstance(think_time, (int, float)) or not (
                 math.isfinite(think_time) and think_time >= 0):
             raise SimulationError(f"think time must be a non-negative number of seconds, got {think_time!r}")
-        if self.window is not None:
-            raise SimulationError("an arrival window cuts an open stream short; multi-turn "
-                                  "sessions are drawn whole (remove the window)")
+        _no_window(self, "multi-turn sessions are drawn whole")
         drawn = self.generate(rate, seed)
         starts = drawn.arrivals[: self.count // turns]  # Poisson session starts at `rate`/s
         return attrs.evolve(drawn, arrivals=np.zeros(drawn.count), session_starts=starts,
@@ -770,9 +740,7 @@ class WorkloadSpec:
         if isinstance(think_time, bool) or not isinstance(think_time, (int, float)) or not (
                 math.isfinite(think_time) and think_time >= 0):
             raise SimulationError(f"think time must be a non-negative number of seconds, got {think_time!r}")
-        if self.window is not None:
-            raise SimulationError("an arrival window cuts an open stream short; a closed loop "
-                                  "sends every request (remove the window)")
+        _no_window(self, "a closed loop sends every request")
         drawn = attrs.evolve(self, arrivals="poisson").generate(1.0, seed)
         return attrs.evolve(drawn, arrivals=np.zeros(drawn.count), rate=math.nan,
                             clients=clients, think_time=float(think_time))
@@ -781,7 +749,7 @@ class WorkloadSpec:
         """Draw the workload at nominal ``rate`` requests/s with ``seed``."""
         rate = _check_rate(rate)
         if self.trace is not None:
-            return self._with_prefix(self._within_window(self.trace.scaled(rate)), seed)
+            return self._with_prefix(within_window(self.trace.scaled(rate), self.window), seed)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise SimulationError(f"seed must be a whole number, got {seed!r}")
         seed = int(seed)
@@ -817,5 +785,5 @@ class WorkloadSpec:
                 arrivals = np.cumsum(gaps.standard_exponential(count) / rate)
             prompts = self.prompt.sample_numpy(prompt_stream, count)
             outputs = self.output.sample_numpy(output_stream, count)
-        return self._with_prefix(self._within_window(
-            Workload(arrivals, prompts, outputs, rate, seed, int(self.output.maximum))), seed)
+        return self._with_prefix(within_window(
+            Workload(arrivals, prompts, outputs, rate, seed, int(self.output.maximum)), self.window), seed)
