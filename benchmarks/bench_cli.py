@@ -105,8 +105,8 @@ def write_cache(scenario: str, cache: str) -> None:
     """
     import inspect
 
-    from infermodel.evaluation import compile_graph
-    from infermodel.graph import build_graph
+    from infermodel.engine.evaluation import compile_graph
+    from infermodel.engine.graph import build_graph
     from infermodel.scenario import load_scenario
 
     graph = build_graph(load_scenario(scenario))
@@ -125,7 +125,7 @@ def warm(scenario: str, batch: str, cache: str) -> None:
     import attrs
     import numpy as np
 
-    from infermodel.evaluation import Result, _numpy_namespace, _plain
+    from infermodel.engine.evaluation import Result, _numpy_namespace, _plain
     from infermodel.printing import result_summary
     from infermodel.quantity import INPUT, Change
     from infermodel.scenario import load_scenario

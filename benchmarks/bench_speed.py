@@ -63,9 +63,10 @@ def _timed(function, repeat: int = 1) -> float:
 
 def per_point(path: str, rounds: int) -> dict[str, float]:
     import infermodel
-    from infermodel import evaluation
-    from infermodel.evaluation import evaluate as evaluate_fresh
-    from infermodel.sweeping import Model, clear_models
+    from infermodel.engine import evaluation
+    from infermodel.engine.evaluation import evaluate_afresh as evaluate_fresh
+    from infermodel.engine.kept import clear_models
+    from infermodel.sweeping import Model
 
     model = Model(path)
     model.evaluate({"workload.batch": 2})
@@ -106,7 +107,7 @@ def sweep_overhead(path: str, rounds: int) -> dict[str, object]:
     import numpy as np
 
     import infermodel
-    from infermodel.sweeping import clear_models
+    from infermodel.engine.kept import clear_models
 
     for n in SIZES:
         infermodel.sweep(path, {"workload.batch": f"1..{n}"}, use_table=False)

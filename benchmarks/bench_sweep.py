@@ -8,7 +8,7 @@ quantity of the scenario computed at every point:
   every column in memory) — points per second, best of ``--repeat``;
 * the same evaluation streamed chunk by chunk (what ``infermodel sweep -o x.csv``
   does before formatting) — points per second;
-* the scalar path that builds every point, ``evaluation.evaluate(scenario,
+* the scalar path that builds every point, ``evaluation.evaluate_afresh(scenario,
   overrides)`` once per point (what ``infermodel.evaluate`` did before it kept
   structures), on a random sample of the same points, extrapolated to the whole grid;
 * the kept-structure scalar path, ``infermodel.Model(scenario).evaluate(overrides)``,
@@ -63,7 +63,7 @@ def main() -> int:
     import numpy as np
 
     from infermodel import Model, load_scenario
-    from infermodel.evaluation import evaluate
+    from infermodel.engine.evaluation import evaluate_afresh as evaluate
     from infermodel.sweeping import plan_sweep, sweep
 
     scenario = load_scenario(args.scenario)

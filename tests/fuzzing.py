@@ -161,7 +161,7 @@ class Context:
     @classmethod
     def build(cls, workdir: Path) -> Context:
         from infermodel.cli import build_parser
-        from infermodel.evaluation import evaluate
+        from infermodel.engine.evaluation import evaluate_afresh as evaluate
         from infermodel.host import get_host
 
         copy = workdir / "scenarios"
@@ -728,8 +728,8 @@ FUZZ_CAPS = {
     "infermodel.sweeping.plan.MAX_GRID_POINTS": 200_000,
     "infermodel.sweeping.plan.MAX_BLOCKS": 100,
     "infermodel.sweeping.plan.MAX_VALIDATED_POINTS": 5_000,
-    "infermodel.simulation.MAX_REQUESTS": 2_000,
-    "infermodel.simulation.MAX_RUNS": 12,
+    "infermodel.analyses.simulation.plan.MAX_REQUESTS": 2_000,
+    "infermodel.analyses.simulation.plan.MAX_RUNS": 12,
 }
 
 

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT
+from infermodel.accuracy.closed_loop import closed_loop
+from infermodel.accuracy.ledger import COLUMNS, DEFAULT_LEDGER, METRICS, STATISTICS, read_ledger
 from infermodel.cli import main
-from infermodel.closed_loop import closed_loop
 from infermodel.errors import InfermodelError
-from infermodel.ledger import COLUMNS, DEFAULT_LEDGER, METRICS, STATISTICS, read_ledger
 
 EFFICIENCY_PRESETS = ROOT / "plugins" / "infermodel_builtins" / "presets" / "efficiency"
 HEADER = ",".join(COLUMNS)
@@ -153,8 +153,8 @@ def test_closed_loop_identities(tp, td, clients, capacity, osl):
 
 @pytest.fixture(scope="module")
 def calibrated_json():
+    from infermodel.accuracy.predictions import predict_rows
     from infermodel.host import PluginHost
-    from infermodel.validation import predict_rows
 
     return predict_rows(read_ledger(DEFAULT_LEDGER), calibrated=True, host=PluginHost()).to_dict()
 
@@ -203,8 +203,8 @@ def test_concurrency_one_prediction_is_the_scenarios_roofline(tmp_path, write_sc
     """At concurrency 1 a calibrated prediction is exactly the quantities `run` prints
     for the same deployment with the engine's efficiency preset.
     """
-    from infermodel.evaluation import evaluate
-    from infermodel.validation import predict_rows
+    from infermodel.accuracy.predictions import predict_rows
+    from infermodel.engine.evaluation import evaluate_afresh as evaluate
 
     lines = [HEADER] + [GOOD.replace("r1,", f"{m}-row,").replace("ttft_ms", m)
                         for m in ("ttft_ms", "itl_ms")]
@@ -227,7 +227,7 @@ preset = "vllm"
 
 
 def test_calibrated_presets_beat_the_ideal_roofline(calibrated_json, host):
-    from infermodel.validation import predict_rows
+    from infermodel.accuracy.predictions import predict_rows
 
     ideal = predict_rows(read_ledger(DEFAULT_LEDGER), calibrated=False, host=host).summary()
     for metric, summary in calibrated_json["summary"].items():
@@ -235,7 +235,7 @@ def test_calibrated_presets_beat_the_ideal_roofline(calibrated_json, host):
 
 
 def test_fit_picks_the_grid_minimum_and_holds_out_whole_tables(host):
-    from infermodel.validation import fit
+    from infermodel.accuracy.fits import fit
 
     rows = [r for r in read_ledger(DEFAULT_LEDGER) if r.id.startswith(("nim180", "trtllm05-l40s"))]
     result = fit(rows, folds=2, host=host)
@@ -246,7 +246,7 @@ def test_fit_picks_the_grid_minimum_and_holds_out_whole_tables(host):
     assert len(result.held_out.predicted) == len(rows)
     inside = result.in_sample.summary()
     assert set(inside) == {"ttft_ms", "itl_ms", "output_tokens_per_s"}
-    assert "in-sample median" in __import__("infermodel.validation_report", fromlist=["fit_table"]).fit_table(result)
+    assert "in-sample median" in __import__("infermodel.accuracy.report", fromlist=["fit_table"]).fit_table(result)
 
 
 @pytest.mark.slow
@@ -267,7 +267,7 @@ def test_shipped_presets_are_the_fit_of_the_shipped_ledger(tmp_path):
 @pytest.mark.slow
 def test_accuracy_page_states_the_fitted_errors(tmp_path, host):
     """docs/accuracy.rst quotes the in-sample and held-out errors a fit gives."""
-    from infermodel.validation import fit
+    from infermodel.accuracy.fits import fit
 
     result = fit(read_ledger(DEFAULT_LEDGER), host=host)
     page = (ROOT / "docs" / "accuracy.rst").read_text()
@@ -297,7 +297,7 @@ def _preset(family: str) -> dict:
 @pytest.mark.parametrize("family", ["vllm", "sglang", "trtllm", "trtllm-h100-sxm",
                                     "trtllm-a100-80gb", "trtllm-l40s"])
 def test_efficiency_preset_sets_the_fields_and_the_engine_reserve(family, write_scenario):
-    from infermodel.evaluation import evaluate
+    from infermodel.engine.evaluation import evaluate_afresh as evaluate
 
     data = _preset(family)
     assert data["preset"]["rows"] and data["preset"]["source"]
@@ -347,7 +347,7 @@ preset = "vlm"
 
 def test_engine_preset_scenarios_report_the_held_out_range():
     """measured ≈ predicted / (1 + e): the range from the preset's 10th/90th percentiles."""
-    from infermodel.evaluation import evaluate
+    from infermodel.engine.evaluation import evaluate_afresh as evaluate
 
     result = evaluate(ROOT / "scenarios" / "engine-trtllm-llama-3.1-8b.toml")
     low, high = _preset("trtllm")["preset"]["held_out_error"]["ttft_ms"]
@@ -381,7 +381,7 @@ def test_fuzz_predict_rows_answers_or_gives_a_reason(tmp_path, engine, hardware,
                                                     model, weights, kv, isl, osl, concurrency,
                                                     metric):
     """Any well-formed row is predicted (a positive finite figure) or listed with a reason."""
-    from infermodel.validation import predict_rows
+    from infermodel.accuracy.predictions import predict_rows
 
     fuzz_host = _FUZZ_HOST.setdefault("host", _plain_host())
     tensor = gpus if tensor is None else tensor  # mostly pure tensor parallelism

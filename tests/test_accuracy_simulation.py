@@ -1,6 +1,6 @@
 """Ledger rows at concurrency > 1: a closed loop of the row's clients in the serving
-simulator (``infermodel.ledger_simulation``), and its cross-check against the analytic
-steady state the fit searches on (``infermodel.closed_loop``).
+simulator (``infermodel.accuracy.row_simulation``), and its cross-check against the analytic
+steady state the fit searches on (``infermodel.accuracy.closed_loop``).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infermodel.closed_loop import closed_loop
-from infermodel.ledger import read_ledger
-from infermodel.ledger_simulation import MAX_TOKENS, ROUNDS, simulate_row, unsupported
+from infermodel.accuracy.closed_loop import closed_loop
+from infermodel.accuracy.ledger import read_ledger
+from infermodel.accuracy.row_simulation import MAX_TOKENS, ROUNDS, simulate_row, unsupported
 from infermodel.simulator import CostModel
 
 HEADER = ("id,source,engine,hardware,gpus,model,hf_config,weights,kv_cache,tensor,expert,"
@@ -75,12 +75,12 @@ def test_simulator_and_analytic_steady_state_agree_below_capacity(tmp_path, host
     throughput within 10 % and ITL within 20 % on a deployment whose cache holds every
     client (the residual is the stand-in's approximations: an M/D/1 wait, a mean stall).
     """
-    from infermodel.validation import (
-        _cost_model,
-        _predict_arrays,
-        _row_model,
+    from infermodel.accuracy.predictions import cost_model as _cost_model
+    from infermodel.accuracy.predictions import predict_arrays as _predict_arrays
+    from infermodel.accuracy.predictions import (
         preset_efficiency,
     )
+    from infermodel.accuracy.predictions import row_model as _row_model
 
     efficiency = preset_efficiency("vllm", host=host)
     for row in _rows(tmp_path, concurrency, metrics=("itl_ms", "output_tokens_per_s")):
@@ -94,13 +94,13 @@ def test_simulator_and_analytic_steady_state_agree_below_capacity(tmp_path, host
 
 
 def test_calibrated_rows_above_one_client_are_the_simulation(tmp_path, host):
-    from infermodel.validation import (
+    from infermodel.accuracy.predictions import (
         Simulations,
-        _cost_model,
-        _row_model,
         predict_rows,
         preset_efficiency,
     )
+    from infermodel.accuracy.predictions import cost_model as _cost_model
+    from infermodel.accuracy.predictions import row_model as _row_model
 
     rows = _rows(tmp_path, 8, statistic="median")
     points = predict_rows(rows, host=host, simulations=Simulations()).points
@@ -118,7 +118,7 @@ def test_the_analytic_stand_in_at_one_client_is_the_roofline():
 
 
 def test_rows_beyond_the_simulation_bound_give_a_reason(tmp_path, host):
-    from infermodel.validation import predict_rows
+    from infermodel.accuracy.predictions import predict_rows
 
     (row,) = _rows(tmp_path, 40_000, isl=400, osl=400, metrics=("ttft_ms",),
                    model="smollm2-135m")
@@ -132,8 +132,8 @@ def test_shipped_ledger_prediction_is_quick(host):
     """The whole shipped ledger (about 60 closed loops) predicts in seconds."""
     import time
 
-    from infermodel.ledger import DEFAULT_LEDGER
-    from infermodel.validation import predict_rows
+    from infermodel.accuracy.ledger import DEFAULT_LEDGER
+    from infermodel.accuracy.predictions import predict_rows
 
     begin = time.perf_counter()
     result = predict_rows(read_ledger(DEFAULT_LEDGER), host=host)
@@ -147,8 +147,8 @@ def test_shipped_ledger_prediction_is_quick(host):
 
 
 def test_refined_cards_need_enough_tables_and_a_second_card():
-    from infermodel.ledger import DEFAULT_LEDGER
-    from infermodel.validation import REFINE_MIN_TABLES, _refined_cards
+    from infermodel.accuracy.fits import REFINE_MIN_TABLES, _refined_cards
+    from infermodel.accuracy.ledger import DEFAULT_LEDGER
 
     rows = [r for r in read_ledger(DEFAULT_LEDGER) if r.family == "trtllm"]
     tables: dict[str, set] = {}
@@ -165,7 +165,12 @@ def test_refined_cards_need_enough_tables_and_a_second_card():
 
 
 def test_rows_on_a_refined_card_are_predicted_with_its_preset(tmp_path, host):
-    from infermodel.validation import Simulations, predict_rows, preset_efficiency, preset_name
+    from infermodel.accuracy.predictions import (
+        Simulations,
+        predict_rows,
+        preset_efficiency,
+        preset_name,
+    )
 
     lines = [HEADER] + [
         f"{card},https://example.org,trtllm 0.5,{card},1,llama-2-7b,,,,1,1,128,1,1,ttft_ms,"
@@ -184,8 +189,8 @@ def test_rows_on_a_refined_card_are_predicted_with_its_preset(tmp_path, host):
 
 
 def test_a_refinements_held_out_points_come_from_its_own_cards_tables(host):
-    from infermodel.ledger import DEFAULT_LEDGER
-    from infermodel.validation import fit
+    from infermodel.accuracy.fits import fit
+    from infermodel.accuracy.ledger import DEFAULT_LEDGER
 
     rows = [r for r in read_ledger(DEFAULT_LEDGER)
             if r.id.startswith(("trtllm05-l40s", "trtllm05-h100", "nim180"))]

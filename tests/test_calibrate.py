@@ -11,7 +11,7 @@ import tomllib
 
 import pytest
 
-from infermodel.calibration import (
+from infermodel.accuracy.calibration import (
     LAB1_BATCHES,
     LAB1_WIDTH,
     Calibration,
@@ -59,7 +59,7 @@ def test_t0_is_the_intercept_of_time_against_bytes():
 
 
 def test_calibrate_quick_writes_a_preset_scenarios_load(tmp_path, write_scenario, capsys):
-    from infermodel.evaluation import evaluate
+    from infermodel.engine.evaluation import evaluate_afresh as evaluate
 
     preset = tmp_path / "this-machine.toml"
     plot = tmp_path / "roofline.png"

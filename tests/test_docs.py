@@ -99,7 +99,8 @@ def test_tox_builds_the_docs_with_warnings_as_errors_and_installs_the_worked_plu
 
 
 def test_every_analysis_table_key_is_documented_in_the_scenario_file_reference():
-    from infermodel import searching, simulation
+    from infermodel.analyses import searching
+    from infermodel.analyses.simulation import table as simulation
     from infermodel.sweeping import axes
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "scenario-files.rst").read_text()
@@ -115,7 +116,7 @@ def test_every_lever_field_has_a_meaning_and_a_type_a_reader_understands():
     import attrs
 
     from infermodel.host import get_host
-    from infermodel.sphinxext.directives import _type_text
+    from infermodel.sphinxext.directives import type_text as _type_text
 
     for name, info in get_host().registries.levers.items():
         attrs.resolve_types(info.schema)

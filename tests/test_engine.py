@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 import infermodel
 from conftest import ROOT, SCENARIOS
 from infermodel import S, hookimpl
-from infermodel.evaluation import compile_graph
-from infermodel.graph import build_graph
+from infermodel.engine.evaluation import compile_graph
+from infermodel.engine.graph import build_graph
 from infermodel.quantity import check_name, symbol
 
 CASE = SCENARIOS / "case-study-24gb.toml"

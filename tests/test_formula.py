@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from infermodel.analyses.formula import CONDITION, NUMBER, evaluate_formula, parse_formula
 from infermodel.errors import FormulaError
-from infermodel.formula import CONDITION, NUMBER, evaluate_formula, parse_formula
 
 UNITS = {"tpot": "s", "batch": "seq", "fits": "bool", "tokens_per_s_per_user": "token/s",
          "memory_required": "B", "memory_bytes": "B", "decode_compute_bound": "bool"}

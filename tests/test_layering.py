@@ -22,12 +22,12 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 #: Feature packages built on the engine (and ``python -m infermodel``, which runs the
 #: command line); the engine never imports them.
 FEATURES = ("infermodel.sweeping", "infermodel.cli", "infermodel.sphinxext", "infermodel.__main__")
-#: Analyses built on the engine (searching, plotting, simulating a scenario, predicting the
-#: accuracy ledger, measuring this machine and a real decoder).
-ANALYSES = ("infermodel.searching", "infermodel.plots", "infermodel.simulation",
-            "infermodel.simulator", "infermodel.validation", "infermodel.calibration",
-            "infermodel.realmodel", "infermodel.ledger_simulation",
-            "infermodel.validation_report")
+#: The wings built on the engine: the analyses (search, plots, simulating a scenario,
+#: witnesses), the accuracy checks and the self-contained serving simulator.
+WINGS = ("infermodel.analyses", "infermodel.accuracy", "infermodel.simulator")
+#: The door for plugins hands them what they may use from every layer (the witness
+#: records of the analyses, the simulator): it is an entry point, not part of the engine.
+DOOR = ("infermodel.plugin",)
 
 
 def _module_name(path: Path) -> str:
@@ -78,7 +78,7 @@ def imports(path: Path, module: str | None = None, *,
     """(imported module, line) for every runtime import in ``path``, relative ones
     resolved; ``from package import name`` also counts ``package.name`` when that is
     a module of the package, and with ``through_package`` the module behind a name the
-    package loads on first use (``from infermodel import evaluate``: evaluation).
+    package loads on first use (``from infermodel import evaluate``: engine.kept).
     """
     is_package = path.name == "__init__.py"
     found = []
@@ -146,9 +146,9 @@ def test_simulator_imports_only_errors_of_the_package():
 
 
 def test_the_engine_never_imports_the_features():
-    engine = [m for m in MODULES if not _in(m, FEATURES + ANALYSES)]
-    assert "infermodel.graph" in engine and "infermodel.scenario" in engine
-    offenders = {m: sorted(i for i in GRAPH[m] if _in(i, FEATURES + ANALYSES)) for m in engine}
+    engine = [m for m in MODULES if not _in(m, FEATURES + WINGS + DOOR)]
+    assert "infermodel.engine.graph" in engine and "infermodel.scenario" in engine
+    offenders = {m: sorted(i for i in GRAPH[m] if _in(i, FEATURES + WINGS)) for m in engine}
     assert {m: i for m, i in offenders.items() if i} == {}
 
 
@@ -183,13 +183,13 @@ def test_no_import_cycle_among_the_packages_modules():
 
 
 def test_a_name_the_package_loads_on_first_use_counts_as_its_module(tmp_path):
-    # ``from infermodel import Result`` inside a function imports infermodel.evaluation
-    # (and ``evaluate``, the kept-structure one, infermodel.sweeping).
+    # ``from infermodel import Result`` inside a function imports infermodel.engine.evaluation
+    # (and ``evaluate``, the kept-structure one, infermodel.engine.kept).
     source = tmp_path / "probe.py"
     source.write_text("def f():\n    from .. import Result, __version__\n", encoding="utf-8")
-    assert ("infermodel.evaluation", 2) in imports(source, "infermodel.sweeping.probe",
+    assert ("infermodel.engine.evaluation", 2) in imports(source, "infermodel.sweeping.probe",
                                                    through_package=True)
-    assert GRAPH["infermodel.sphinxext.loading"] >= {"infermodel.sweeping",
+    assert GRAPH["infermodel.sphinxext.loading"] >= {"infermodel.engine.kept",
                                                      "infermodel.scenario"}
 
 
@@ -253,7 +253,7 @@ GET_HOST_ALLOWED = ("infermodel.cli", "infermodel.sphinxext", "infermodel.host",
                     "infermodel.scenario:load_scenario",
                     # evaluate(path) and sweep(path) without a host keep a model per path
                     # for the host load_scenario would read it with.
-                    "infermodel.sweeping.structures:model_for")
+                    "infermodel.engine.kept:model_for")
 
 
 class _GetHostCalls(ast.NodeVisitor):
@@ -340,7 +340,8 @@ def _diagram_rows() -> dict[str, int]:
 
 def _package_of(module: str) -> str:
     parts = module.split(".")
-    packages = ("sweeping", "sphinxext", "cli", "simulator")
+    packages = ("engine", "kernels", "sweeping", "analyses", "accuracy", "simulator", "cli",
+                "sphinxext")
     return ".".join(parts[:2]) if len(parts) > 2 and parts[1] in packages else module
 
 
@@ -383,14 +384,18 @@ def test_the_bottom_modules_import_nothing_of_the_package():
 
 
 def _described_modules(package: str) -> set[str]:
-    """The module names (````name```` written alone) in the page's entry for ``package``."""
+    """The module names (````name```` written alone) in the bullets of the page's entry
+    for ``package``.
+    """
     text = (ROOT / "docs" / "internals.rst").read_text(encoding="utf-8")
     entry = text.split(f"``infermodel.{package}``\n", 1)[1].split("\n``", 1)[0]
-    entry = entry.split("\n\n", 1)[0]
-    return set(re.findall(r"``([a-z_]+)``", entry))
+    entry = entry.split("\nLayers\n", 1)[0]
+    bullets = re.findall(r"^    \* .*(?:\n      .*)*", entry, flags=re.MULTILINE)
+    return {name for bullet in bullets for name in re.findall(r"``([a-z_]+)``", bullet)}
 
 
-@pytest.mark.parametrize("package", ["sweeping", "sphinxext", "cli"])
+@pytest.mark.parametrize("package", ["engine", "sweeping", "analyses", "accuracy", "sphinxext",
+                                     "cli"])
 def test_the_page_names_each_feature_packages_modules(package):
     modules = {m.rpartition(".")[2] for m in MODULES
                if m.startswith(f"infermodel.{package}.")} - {"__main__"}
@@ -400,3 +405,150 @@ def test_the_page_names_each_feature_packages_modules(package):
         assert described <= modules and "app" in described
     else:
         assert described == modules
+
+
+#: The most modules at the top of the package (``__init__`` and ``__main__`` included):
+#: anything more goes into a package with one job.
+MAX_TOP_LEVEL_MODULES = 20
+
+
+def test_the_top_of_the_package_holds_few_modules():
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+
+
+def _module_level_functions(name: str) -> list[str]:
+    found = []
+    for module, path in MODULES.items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+                found.append(module)
+    return found
+
+
+def test_there_is_one_module_level_evaluate_and_it_is_infermodel_evaluate():
+    import infermodel
+    from infermodel.engine import kept
+
+    assert _module_level_functions("evaluate") == ["infermodel.engine.kept"]
+    assert infermodel.evaluate is kept.evaluate
+
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_uses(source: str, module: str, *, is_package: bool = False) -> list[str]:
+    """Underscore names of another module of the package that ``module`` imports
+    (``from .x import _y``) or reads from an imported module (``x._y``).
+    """
+    found, bound = [], {}
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")
+                keep = len(parts) - node.level + (1 if is_package else 0)
+                base = ".".join(parts[:keep] + ([base] if base else []))
+            if not (base == "infermodel" or base.startswith("infermodel.")):
+                continue
+            for alias in node.names:
+                if f"{base}.{alias.name}" in MODULES:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+                elif _is_private(alias.name) and base != module:
+                    found.append(f"{module} imports {base}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("infermodel.") and alias.asname:
+                    bound[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in bound and _is_private(node.attr)):
+            found.append(f"{module} reads {bound[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_module_uses_another_modules_underscore_names():
+    found = []
+    for module, path in MODULES.items():
+        found += _private_uses(path.read_text(encoding="utf-8"), module,
+                               is_package=path.name == "__init__.py")
+    assert sorted(found) == []
+
+
+def test_the_underscore_rule_sees_an_import_and_an_attribute():
+    source = ("from .figures import _hidden, shown\n"
+              "from . import plots\n"
+              "def f():\n    return plots._sweep, plots.plot\n")
+    assert _private_uses(source, "infermodel.analyses.probe") == [
+        "infermodel.analyses.probe imports infermodel.analyses.figures._hidden",
+        "infermodel.analyses.probe reads infermodel.analyses.plots._sweep"]
+
+
+def _file_writers(source: str) -> set[str]:
+    """The calls that replace or create files behind a writer's back (``os.replace``,
+    ``os.rename``, ``tempfile``), by name.
+    """
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in {("os", "replace"), ("os", "rename")} \
+                    or node.value.id == "tempfile":
+                found.add(f"{node.value.id}.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "tempfile":
+            found.add("tempfile")
+    return found
+
+
+#: A copy of the atomic write that moves onto infermodel.output on another branch.
+OTHER_WRITERS = {"infermodel.sphinxext.pages"}
+
+
+def test_files_are_written_atomically_in_one_place():
+    writers = {m for m, path in MODULES.items()
+               if _file_writers(path.read_text(encoding="utf-8"))}
+    assert "infermodel.output" in writers
+    assert writers - {"infermodel.output"} - OTHER_WRITERS == set()
+
+
+def test_the_writer_rule_sees_a_rename():
+    assert _file_writers("import os\ndef f(a, b):\n    os.replace(a, b)\n") == {"os.replace"}
+
+
+def test_the_package_ships_py_typed_for_plugins_type_checkers():
+    import tomllib
+
+    assert (PACKAGE / "py.typed").is_file()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["infermodel"]
+
+
+#: Measured operator times go into a ``kernels`` package beside the engine
+#: (docs/internals.rst): it reads its tables with the bottom of the core only, and the
+#: engine and the wings use it, never the other way round.
+KERNELS = "infermodel.kernels"
+KERNELS_MAY_IMPORT = ("infermodel.declarations", "infermodel.errors", "infermodel.units",
+                      "infermodel.formatting", "infermodel.quantity", "infermodel.output",
+                      "infermodel.progress", "infermodel.tomlfile")
+
+
+def _kernel_violations(graph: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for module, imported in sorted(graph.items()):
+        if _in(module, [KERNELS]):
+            wrong += [f"{module} imports {m}" for m in sorted(imported)
+                      if not _in(m, [KERNELS, *KERNELS_MAY_IMPORT])]
+    return wrong
+
+
+def test_kernels_sit_beside_the_engine():
+    assert _kernel_violations(GRAPH) == []
+
+
+def test_the_kernels_rule_can_fail(monkeypatch):
+    monkeypatch.setitem(GRAPH, "infermodel.kernels.probe",
+                        {"infermodel.errors", "infermodel.engine.graph"})
+    assert _kernel_violations(GRAPH) == [
+        "infermodel.kernels.probe imports infermodel.engine.graph"]

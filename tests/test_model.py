@@ -2,7 +2,7 @@
 
 Every comparison is exact: the same values to the bit (and of the same type), the same
 scenario (sections, raw data, origins) and the same graph (formulas, input values,
-history) as :func:`infermodel.evaluation.evaluate` (here ``evaluate_fresh``), which
+history) as :func:`infermodel.engine.evaluation.evaluate_afresh` (here ``evaluate_fresh``), which
 loads, builds and evaluates from scratch.
 """
 
@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 import infermodel
 from conftest import SCENARIOS
 from infermodel import hookimpl
+from infermodel.engine.evaluation import evaluate_afresh as evaluate_fresh
+from infermodel.engine.kept import clear_models, model_for
 from infermodel.errors import InfermodelError
-from infermodel.evaluation import evaluate as evaluate_fresh
 from infermodel.host import PluginHost, set_host
-from infermodel.sweeping import Model, clear_models
-from infermodel.sweeping.structures import model_for
+from infermodel.sweeping import Model
 
 CASE = SCENARIOS / "case-study-24gb.toml"
 SPEC = SCENARIOS / "spec-lab5.toml"
@@ -108,7 +108,7 @@ def test_the_case_study_has_its_usual_value_fields():
 
 
 def test_a_value_change_reuses_the_structure(monkeypatch):
-    import infermodel.graph as graph_module
+    import infermodel.engine.graph as graph_module
 
     model = Model(CASE)
     model.evaluate({"workload.batch": 2})

@@ -16,8 +16,8 @@ import infermodel
 from conftest import SCENARIOS
 from infermodel import S, hookimpl
 from infermodel.cli import main
+from infermodel.engine.operators import COLUMNS, collect_operators, operator_table
 from infermodel.errors import PluginError
-from infermodel.operators import COLUMNS, collect_operators, operator_table
 
 CASE = SCENARIOS / "case-study-24gb.toml"
 SHAPES = ["case-study-24gb", "quant-bf16", "moe-mixtral-int4", "parallel-70b-allreduce",

@@ -11,9 +11,9 @@ import infermodel
 
 pytest.importorskip("matplotlib")
 
+from infermodel.analyses.plots import plot, save
 from infermodel.cli import main
 from infermodel.errors import InfermodelError
-from infermodel.plots import plot, save
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = ROOT / "scenarios" / "case-study-24gb.toml"

@@ -9,8 +9,8 @@ import pytest
 
 import infermodel
 from infermodel import hookspecs, plugin
+from infermodel.engine.graph import DEFAULT_ORDER
 from infermodel.errors import PluginError
-from infermodel.graph import DEFAULT_ORDER
 from infermodel.plugin import S, Stage, hookimpl
 
 CASE = "scenarios/case-study-24gb.toml"

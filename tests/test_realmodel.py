@@ -13,8 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import SCENARIOS  # noqa: E402
-from infermodel.cli import main  # noqa: E402
-from infermodel.realmodel import (  # noqa: E402
+from infermodel.accuracy.decoder import (  # noqa: E402
     Shape,
     TinyDecoder,
     cache_bytes,
@@ -23,6 +22,7 @@ from infermodel.realmodel import (  # noqa: E402
     generate,
     small_shape,
 )
+from infermodel.cli import main  # noqa: E402
 
 SHAPE = Shape(layers=2, d_model=128, heads=4, kv_heads=2, head_dim=32, d_ff=256, vocab=512,
               gated=True, tied=False)

@@ -176,7 +176,7 @@ def test_structure_errors_carry_unknown_keys_and_missing_fields_as_data():
 
 
 def test_a_capacity_report_with_no_throughput_writes_strict_json():
-    from infermodel.simulation import CapacityReport
+    from infermodel.analyses.simulation import CapacityReport
     from infermodel.simulator import SLO, CapacityResult
 
     stalled = CapacityResult("chunked", 0.1, {"throughput_tokens_per_s": 0.0}, False, (), (), SLO())

@@ -518,10 +518,11 @@ def _caps():
 
     found = {}
     for module in ("infermodel.scenario", "infermodel.hf_config", "infermodel.output",
-                   "infermodel.errors", "infermodel.formula", "infermodel.sweeping",
-                   "infermodel.plots", "infermodel.simulation", "infermodel.cli.sweep",
+                   "infermodel.errors", "infermodel.analyses.formula", "infermodel.sweeping",
+                   "infermodel.analyses.plots", "infermodel.analyses.simulation.plan",
+                   "infermodel.cli.sweep",
                    "infermodel.sweeping.ranges", "infermodel.sweeping.plan",
-                   "infermodel.schema", "infermodel.ledger", "infermodel.tomlfile",
+                   "infermodel.schema", "infermodel.accuracy.ledger", "infermodel.tomlfile",
                    "infermodel.simulator.cluster"):
         loaded = importlib.import_module(module)  # a module that moves is renamed here
         for name in dir(loaded):

@@ -55,8 +55,8 @@ def test_kept_structures_give_the_snapshot_too(autoload_host):
     # infermodel.evaluate keeps each scenario's structure; a value set to what the file
     # says goes through the kept path (no rebuild) and must give the same numbers.
     import infermodel
+    from infermodel.engine.kept import clear_models
     from infermodel.formatting import json_value
-    from infermodel.sweeping import clear_models
 
     expected = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
     clear_models()

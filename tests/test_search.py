@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from infermodel.analyses.searching import FEASIBLE, OBJECTIVE, search
 from infermodel.cli import main
+from infermodel.engine.evaluation import evaluate_afresh as evaluate
 from infermodel.errors import FormulaError, InfermodelError, ScenarioError
-from infermodel.evaluation import evaluate
 from infermodel.scenario import load_scenario
-from infermodel.searching import FEASIBLE, OBJECTIVE, search
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANNER = ROOT / "scenarios" / "planner-70b-32-users.toml"
@@ -147,6 +147,20 @@ def test_search_table_errors(write_scenario, body, message, line):
     assert message in text
     if line is not None:
         assert f"scenario.toml:{line}" in text
+
+
+
+def test_every_problem_of_a_search_table_is_reported_at_once(write_scenario):
+    body = 'maximize = 3\nshow = -1\nobjectiv = "tpot"\nquantities = "tpot"'
+    path = write_scenario(SEARCH.format(base=BASE.as_posix(), body=body))
+    with pytest.raises(ScenarioError) as caught:
+        search(path)
+    text = str(caught.value)
+    assert "4 errors encountered" in text
+    for line, fragment in [(7, "search.maximize: got 3"), (8, "search.show: got -1"),
+                           (9, "search.objectiv: unknown key 'objectiv'"),
+                           (10, "search.quantities: got 'tpot'")]:
+        assert f"scenario.toml:{line}: {fragment}" in text, (fragment, text)
 
 
 def run_cli(capsys, *argv):

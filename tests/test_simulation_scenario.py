@@ -18,7 +18,7 @@ LAB3 = SCENARIOS / "module10-lab3-policies.toml"
 
 
 def test_cost_model_comes_from_the_scenario_quantities():
-    from infermodel.simulation import plan
+    from infermodel.analyses.simulation import plan
 
     chosen = plan(infermodel.load_scenario(LAB3))
     cost = chosen.cost_model
@@ -100,6 +100,34 @@ def test_bad_simulation_tables_are_clear_errors(table, fragment, write_scenario,
                 else ["simulate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and fragment in err and str(path) in err
+
+
+
+def test_every_problem_of_a_simulation_table_is_reported_at_once(write_scenario, capsys):
+    # The [simulation] table is read as a lever table is: each mistake at its own key
+    # path and line, nested tables included, in one message.
+    path = write_scenario(f'extends = "{LAB3}"\n[simulation]\nratez = [0.1]\nseed = 1.5\n'
+                          'engine = "quick"\npolicies = ["statik"]\n'
+                          '[simulation.slo]\ntfft = "3 s"\n[simulation.capacity]\nsteps = "ten"\n')
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "6 errors encountered" in err and "Traceback" not in err
+    for line, fragment in [(3, "simulation.ratez: unknown key 'ratez'"),
+                           (4, "simulation.seed: got 1.5"),
+                           (5, "simulation.engine: got 'quick'"),
+                           (6, "simulation.policies: policy must be one of"),
+                           (8, "simulation.slo.tfft: unknown key 'tfft'"),
+                           (10, "simulation.capacity.steps: got a string 'ten'")]:
+        assert f"scenario.toml:{line}: {fragment}" in err, (fragment, err)
+    assert "did you mean 'rates'?" in err and "did you mean 'ttft'?" in err
+
+
+def test_a_nested_simulation_table_written_as_a_value_is_named(write_scenario, capsys):
+    path = write_scenario(f'extends = "{LAB3}"\n[simulation]\nslo = 3\ndisaggregation = "x"\n')
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "simulation.slo: got 3 (expected a [simulation.slo] table)" in err
+    assert "simulation.disaggregation: got 'x' (expected a [simulation.disaggregation] table)" in err
 
 
 def test_a_request_that_cannot_fit_is_named(write_scenario, capsys):

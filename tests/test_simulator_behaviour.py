@@ -29,8 +29,8 @@ from infermodel.simulator import (
     simulate,
     static_slot_use,
 )
-from infermodel.simulator.fast import run_fast
-from infermodel.simulator.reference import run_reference
+from infermodel.simulator.engines import run_reference
+from infermodel.simulator.engines.fast import run_fast
 from simcheck import assert_same_run
 
 LAB = CostModel.lab3()

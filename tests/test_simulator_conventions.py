@@ -85,14 +85,14 @@ def test_fast_and_reference_engines_agree_bit_for_bit(kind):
 
 
 def _cost(path: str) -> CostModel:
+    from infermodel.analyses.simulation import plan
     from infermodel.scenario import load_scenario
-    from infermodel.simulation import plan
 
     return plan(load_scenario(SCENARIOS / path)).cost_model
 
 
 def test_a_scenario_on_the_engine_conventions_prices_them(autoload_host):
-    from infermodel.evaluation import evaluate
+    from infermodel.engine.evaluation import evaluate_afresh as evaluate
     from infermodel.scenario import load_scenario
 
     values = evaluate(load_scenario(SCENARIOS / "engine-llama-3-8b.toml")).values
@@ -112,7 +112,7 @@ def test_the_documents_scenarios_keep_lab3_arithmetic(autoload_host):
 
 
 def test_simulate_no_longer_warns_about_the_conventions(autoload_host):
-    from infermodel.simulation import simulate
+    from infermodel.analyses.simulation import simulate
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -127,11 +127,11 @@ def test_prefix_affinity_keeps_a_prefix_on_one_server():
     _, metrics = run_record(COST, workload, "paged", deployment=Deployment(3, "prefix_affinity"))
     assert metrics["requests"] == 12
     from infermodel.simulator.cluster import _serve  # the routing itself
-    from infermodel.simulator.fast import _RunTimes
+    from infermodel.simulator.engines.fast import RunTimes
 
     states = _serve(workload, COST, __import__("infermodel").simulator.policy("paged"),
                     workload.arrivals.tolist(), range(12), workload.prefixes, "prefix_affinity",
-                    3, 10**6, _RunTimes(COST))
+                    3, 10**6, RunTimes(COST))
     owner = {r: i for i, state in enumerate(states) for r in state.source.requests}
     for prefix in "abc":
         assert len({owner[r] for r in range(12) if workload.prefixes[r] == prefix}) == 1

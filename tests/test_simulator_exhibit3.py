@@ -99,6 +99,8 @@ def test_a_bad_table_layout_or_window_is_one_clear_mistake(host, capsys):
     assert main(["simulate", str(EXHIBIT), "--set", "simulation.table=\"wide\""]) == 2
     err = capsys.readouterr().err
     assert err.count("error:") == 1 and "simulation.table" in err
+    assert main(["simulate", str(EXHIBIT), "--set", "simulation.table=\"batchng\""]) == 2
+    assert "did you mean 'batching'?" in capsys.readouterr().err
     assert main(["simulate", str(EXHIBIT), "--set", "simulation.workload.window=\"soon\""]) == 2
     assert "simulation.workload.window" in capsys.readouterr().err
     assert main(["simulate", str(EXHIBIT), "--concurrency", "4"]) == 2

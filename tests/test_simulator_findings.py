@@ -79,7 +79,7 @@ def test_past_saturation_is_flagged_in_table_and_json(capsys):
 
 def test_scenario_lengths_drive_the_simulation():
     # Reported: the planner scenario (8,192 in / 512 out) simulated Lab 3's laws.
-    from infermodel.simulation import plan
+    from infermodel.analyses.simulation import plan
 
     chosen = plan(infermodel.load_scenario(PLANNER), rates=[0.2])
     workload = chosen.workload.generate(0.2, seed=0)
@@ -89,14 +89,14 @@ def test_scenario_lengths_drive_the_simulation():
 
 
 def test_lab3_scenario_keeps_its_written_laws():
-    from infermodel.simulation import plan
+    from infermodel.analyses.simulation import plan
 
     workload = plan(infermodel.load_scenario(LAB3)).workload.generate(0.2, seed=0)
     assert f"{workload.mean_output:.1f}" == "1737.4"
 
 
 def test_chunked_prefill_lever_sets_the_chunk_and_policy():
-    from infermodel.simulation import plan
+    from infermodel.analyses.simulation import plan
 
     chosen = plan(infermodel.load_scenario(SCENARIOS / "module10-chunked-prefill.toml"))
     assert [(p.kind, p.chunk_tokens) for p in chosen.policies] == [("chunked", 512)]
@@ -107,7 +107,7 @@ def test_chunked_prefill_lever_sets_the_chunk_and_policy():
 
 
 def test_batching_lever_sets_the_policy_and_output_law():
-    from infermodel.simulation import plan
+    from infermodel.analyses.simulation import plan
 
     chosen = plan(infermodel.load_scenario(SCENARIOS / "batching-static-vs-continuous.toml"))
     assert [(p.kind, p.batch_size) for p in chosen.policies] == [("static", 16)]
@@ -127,7 +127,7 @@ def test_pipeline_stages_match_run_tpot_at_batch_one():
 
 
 def test_offload_widens_the_simulated_cache(autoload_host):
-    from infermodel.simulation import plan
+    from infermodel.analyses.simulation import plan
 
     path = SCENARIOS / "kv-offload-example.toml"
     values = infermodel.evaluate(infermodel.load_scenario(path)).values
@@ -188,7 +188,7 @@ def test_trace_replay_keeps_pairing_and_never_writes_the_trace(tmp_path, write_s
     assert "refusing to write over" in capsys.readouterr().err
     assert trace.read_text() == text
     # a trace replayed at another rate keeps its requests, with gaps scaled
-    from infermodel.simulation import plan
+    from infermodel.analyses.simulation import plan
 
     spec = plan(infermodel.load_scenario(path)).workload
     assert spec.generate(4.0).arrivals.tolist() == pytest.approx([0.0, 0.5625, 0.75])  # 3 requests / 2 s = 1.5/s recorded

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infermodel.simulator.metrics import SKETCH_BITS, GapHistogram, weighted_quantile
+from infermodel.simulator.metrics import weighted_quantile
+from infermodel.simulator.records import SKETCH_BITS, GapHistogram
 
 QUANTILES = [0.0, 0.5, 0.9, 0.99, 1.0]
 

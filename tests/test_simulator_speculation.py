@@ -26,8 +26,8 @@ from infermodel.simulator import (
     WorkloadSpec,
     run_record,
 )
-from infermodel.simulator.fast import run_fast
-from infermodel.simulator.reference import run_reference
+from infermodel.simulator.engines import run_reference
+from infermodel.simulator.engines.fast import run_fast
 from infermodel.simulator.speculation import Acceptance, Draft, Speculation
 from simcheck import assert_same_run
 
@@ -283,7 +283,7 @@ def test_replicas_and_disaggregated_pools_speculate():
 
 # ---------------------------------------------------------------------------- simulate
 def test_simulate_prices_speculation_instead_of_warning():
-    from infermodel.simulation import plan
+    from infermodel.analyses.simulation import plan
 
     chosen = plan(infermodel.load_scenario(LAB5), policies=["paged"], rates=[0.5])
     text = "\n".join(chosen.warnings)
@@ -294,7 +294,7 @@ def test_simulate_prices_speculation_instead_of_warning():
 
 
 def test_disaggregated_pools_name_the_plain_first_decode_step_with_its_size():
-    from infermodel.simulation import plan
+    from infermodel.analyses.simulation import plan
 
     scenario = infermodel.load_scenario(
         LAB5, overrides={"simulation.disaggregation.link_bandwidth": "50 GB/s"})
@@ -308,14 +308,14 @@ def test_disaggregated_pools_name_the_plain_first_decode_step_with_its_size():
 
 
 # ---------------------------------------------------------------------------- fuzz
-@pytest.mark.filterwarnings("ignore::infermodel.simulation.SimulationWarning")
+@pytest.mark.filterwarnings("ignore::infermodel.analyses.simulation.SimulationWarning")
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(k=st.integers(0, 16), alpha=st.floats(0, 1), cost=st.floats(0.01, 3), verify=st.floats(0.5, 4),
        policy=st.sampled_from(["static", "reserve", "paged", "chunked"]),
        engine=st.sampled_from(["fast", "reference"]))
 def test_any_lever_setting_simulates_or_is_one_clear_error(k, alpha, cost, verify, policy, engine):
+    from infermodel.analyses.simulation import simulate
     from infermodel.errors import InfermodelError
-    from infermodel.simulation import simulate
 
     overrides = {"levers.speculative.k": k, "levers.speculative.acceptance": alpha,
                  "levers.speculative.draft_cost": cost, "levers.speculative.verify_cost": verify,

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 import infermodel
 from conftest import SCENARIOS
 from infermodel.cli import main
-from infermodel.evaluation import compile_graph
-from infermodel.graph import build_graph
+from infermodel.engine.evaluation import compile_graph
+from infermodel.engine.graph import build_graph
 
 LAB5 = SCENARIOS / "spec-lab5.toml"
 COLLAPSE = SCENARIOS / "spec-batch-collapse.toml"

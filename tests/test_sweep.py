@@ -14,15 +14,15 @@ import pytest
 
 from infermodel import hookimpl
 from infermodel.cli import main
+from infermodel.engine.evaluation import evaluate_afresh as evaluate
+from infermodel.engine.reads import plugin_reads
 from infermodel.errors import ScenarioError, UnknownQuantityError
-from infermodel.evaluation import evaluate
 from infermodel.scenario import load_scenario
 from infermodel.sweeping import (
     REMOVE,
     expand_range,
     parse_over,
     plan_sweep,
-    plugin_reads,
     sweep,
 )
 

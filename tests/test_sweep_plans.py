@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 import infermodel
 from conftest import SCENARIOS
+from infermodel.engine.kept import clear_models, model_for
 from infermodel.errors import InfermodelError
 from infermodel.scenario import REMOVE
-from infermodel.sweeping import clear_models, plan_sweep
+from infermodel.sweeping import plan_sweep
 from infermodel.sweeping.plan import PLANS_KEPT, _sweep_key
-from infermodel.sweeping.structures import model_for
 
 CASE = SCENARIOS / "case-study-24gb.toml"
 

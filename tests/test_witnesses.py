@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 import infermodel
 from conftest import SCENARIOS
 from infermodel import hookimpl
+from infermodel.analyses.witnessing import Option, Row, Witness, run_witness, scenario_witnesses
 from infermodel.cli import main
 from infermodel.errors import InfermodelError, PluginError
-from infermodel.witnessing import Option, Row, Witness, run_witness, scenario_witnesses
 from infermodel_builtins import witness_kv_cache as kv
 from infermodel_builtins import witness_speculative as spec
 from infermodel_builtins import witness_sqnr as wsqnr
@@ -103,7 +103,7 @@ def test_infermodel_register_witnesses_failures_name_the_plugin(register_plugin)
     with pytest.raises(PluginError, match="plugin 'broken' failed in witness 'raises': "
                                           "ZeroDivisionError"):
         run_witness(_scenario(), "raises")
-    with pytest.raises(PluginError, match="returned int, not an infermodel.witnessing.Witness"):
+    with pytest.raises(PluginError, match="returned int, not an infermodel.analyses.witnessing.Witness"):
         run_witness(_scenario(), "wrong_type")
 
 
@@ -114,7 +114,7 @@ def test_infermodel_register_witnesses_checks_what_is_registered(register_plugin
             register("bad", lambda s, o: None, description="x", options={"n": 3})
 
     register_plugin(BadOption(), "bad_option")
-    with pytest.raises(PluginError, match="option 'n' must be an infermodel.witnessing.Option"):
+    with pytest.raises(PluginError, match="option 'n' must be an infermodel.analyses.witnessing.Option"):
         infermodel.get_host().registries  # noqa: B018
 
 

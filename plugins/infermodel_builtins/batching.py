@@ -45,7 +45,7 @@ import numpy as np
 import sympy
 from sympy import Max, Piecewise, ceiling, floor
 
-from infermodel.plugin import FieldValueError, S, Stage, close_match, hookimpl
+from infermodel.plugin import FieldValueError, S, Stage, hookimpl, suggest
 
 from . import LAB, M10
 from .architecture import terms as architecture_terms
@@ -92,9 +92,8 @@ def _choice_hook(value, type_):
     if not isinstance(value, str):
         raise FieldValueError(f"got {value!r}", expected=expected)
     if value not in type_.choices:
-        near = close_match(value, type_.choices)
         raise FieldValueError(f"got {value!r}", expected=expected,
-                              suggestion=f"did you mean {near!r}?" if near else None)
+                              suggestion=suggest(value, type_.choices))
     return value
 
 
@@ -128,10 +127,10 @@ def _law_hook(value, _type):
         value = {"law": "fixed", "value": value}
     kind = value.get("law")
     if kind not in LAW_KINDS:
-        near = close_match(str(kind), LAW_KINDS) if isinstance(kind, str) else None
+        hint = suggest(kind, LAW_KINDS) if isinstance(kind, str) else None
         raise FieldValueError("needs 'law', one of " + ", ".join(LAW_KINDS)
                               + (f"; got {kind!r}" if kind is not None else ""),
-                              expected=expected, suggestion=f"did you mean {near!r}?" if near else None)
+                              expected=expected, suggestion=hint)
     law = OutputLaw(tuple(sorted((str(k), _frozen(v)) for k, v in value.items())))
     if "file" not in value:  # a file is read at validation, from the scenario's directory
         try:

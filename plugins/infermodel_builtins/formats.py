@@ -40,7 +40,7 @@ from typing import Any
 
 import attrs
 
-from infermodel.plugin import FieldValueError, close_match, structure
+from infermodel.plugin import FieldValueError, structure, suggest
 
 from . import M10
 
@@ -179,11 +179,10 @@ NAMED_FORMATS: dict[str, Format] = {f.name: f for f in (
 
 
 def unknown_format(name: str) -> FieldValueError:
-    near = close_match(name, NAMED_FORMATS)
     return FieldValueError(
         f"unknown number format {name!r}",
         expected="a named format (" + ", ".join(NAMED_FORMATS) + ") or a table with bits, granularity, ...",
-        suggestion=f"did you mean {near!r}?" if near else None)
+        suggestion=suggest(name, NAMED_FORMATS))
 
 
 # ---------------------------------------------------------------------------------
@@ -255,9 +254,8 @@ def choice_type(name: str, choices: tuple[str, ...], doc: str) -> type:
         if not isinstance(value, str):
             raise FieldValueError(f"got {value!r}", expected="one of " + ", ".join(map(repr, choices)))
         if value not in choices:
-            near = close_match(value, choices)
             raise FieldValueError(f"got {value!r}", expected="one of " + ", ".join(map(repr, choices)),
-                                  suggestion=f"did you mean {near!r}?" if near else None)
+                                  suggestion=suggest(value, choices))
         return value
 
     VALUE_TYPES.append((cls, hook))
@@ -378,10 +376,9 @@ def _format_hook(value: Any, _type) -> Format:
         keys = [a.name for a in attrs.fields(FormatTable)]
         for key in value:
             if key not in keys:
-                near = close_match(str(key), keys)
                 raise FieldValueError(f"unknown key {key!r} in a format table",
                                       expected="keys among " + ", ".join(keys),
-                                      suggestion=f"did you mean {near!r}?" if near else None)
+                                      suggestion=suggest(str(key), keys))
         return resolve_table(structure(value, FormatTable))
     raise FieldValueError(f"got {value!r}",
                           expected='a format name such as "int4-g128", or a table such as { bits = 4, group_size = 128 }')

@@ -23,23 +23,23 @@ _LAZY = {
     "Quantity": ("quantity", "Quantity"),
     "load_scenario": ("scenario", "load_scenario"),
     "Scenario": ("scenario", "Scenario"),
-    # The kept-structure evaluate (infermodel.sweeping.structures): a fresh evaluation's
-    # result, reusing the scenario's graph and compiled function when only values change.
-    "evaluate": ("sweeping", "evaluate"),
-    "Result": ("evaluation", "Result"),
+    # The one evaluate (infermodel.engine.kept): a fresh evaluation's result, reusing the
+    # scenario's graph and compiled function when only values change.
+    "evaluate": ("engine.kept", "evaluate"),
+    "Result": ("engine.evaluation", "Result"),
     "Model": ("sweeping", "Model"),
-    "build_graph": ("graph", "build_graph"),
+    "build_graph": ("engine.graph", "build_graph"),
     "REQUIRED": ("declarations", "REQUIRED"),
     "InfermodelError": ("errors", "InfermodelError"),
     "get_host": ("host", "get_host"),
     # Modules are named apart from their functions (sweeping.sweep, ...) so that
     # importing a module never shadows the function on the package.
     "sweep": ("sweeping", "sweep"),
-    "search": ("searching", "search"),
-    "simulate": ("simulation", "simulate"),
-    "run_witness": ("witnessing", "run_witness"),
-    "collect_operators": ("operators", "collect_operators"),
-    "operator_table": ("operators", "operator_table"),
+    "search": ("analyses.searching", "search"),
+    "simulate": ("analyses.simulation.runs", "simulate"),
+    "run_witness": ("analyses.witnessing", "run_witness"),
+    "collect_operators": ("engine.operators", "collect_operators"),
+    "operator_table": ("engine.operators", "operator_table"),
 }
 
 

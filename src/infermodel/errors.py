@@ -56,8 +56,18 @@ def suggest(word: str, candidates: Iterable[str]) -> str | None:
     >>> suggest("bandwith", ["bandwidth", "memory"])
     "did you mean 'bandwidth'?"
     """
-    near = close_match(word, candidates)
-    return f"did you mean {near!r}?" if near else None
+    return did_you_mean(close_match(word, candidates))
+
+
+def did_you_mean(name: str | None) -> str | None:
+    """"did you mean ...?" for a name already found (or None): the one wording of a
+    suggestion, for the few places that find the name some other way than
+    :func:`suggest`.
+
+    >>> did_you_mean("levers.speculative")
+    "did you mean 'levers.speculative'?"
+    """
+    return f"did you mean {name!r}?" if name else None
 
 
 #: The longest run of characters without a space that a message repeats from the input

@@ -26,10 +26,10 @@ import pluggy
 if TYPE_CHECKING:  # annotations only: the host imports this module first
     import sympy
 
+    from .analyses.witnessing import Witness
     from .declarations import Option
-    from .evaluation import Result
+    from .engine.evaluation import Result
     from .scenario import Scenario
-    from .witnessing import Witness
 
 hookspec = pluggy.HookspecMarker("infermodel")
 hookimpl = pluggy.HookimplMarker("infermodel")
@@ -271,7 +271,7 @@ def infermodel_register_typical_settings(register: TypicalSettingRegistrar) -> N
 
     :param register: ``register(name, setting, *, description, lever=None,
         reference=None)``. ``name`` labels the ranking's row; ``setting(result)``
-        receives the evaluated :class:`infermodel.evaluation.Result` of the scenario as
+        receives the evaluated :class:`infermodel.engine.evaluation.Result` of the scenario as
         written and returns the fields to set (dotted key paths to values, as ``--set``
         writes them: ``{"levers.quantization.linear": "int4-g128"}``), or None when the
         setting does not apply to this scenario (the lever is already on, say).
@@ -394,7 +394,7 @@ def infermodel_check_result(result: Result, warn: Warn) -> None:
     ``explain``, notebooks and the Sphinx directives show them). Never a silent
     approximation: when something is not modelled, say how big its effect is.
 
-    :param result: the :class:`infermodel.evaluation.Result`; ``result["tpot"]`` is a
+    :param result: the :class:`infermodel.engine.evaluation.Result`; ``result["tpot"]`` is a
         value, ``result.scenario`` the scenario.
     :param warn: ``warn(quantity, message)``: a warning about ``quantity`` (a name, or
         None for the whole scenario), recorded as a

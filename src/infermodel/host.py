@@ -33,7 +33,7 @@ import attrs
 import pluggy
 
 from . import hookspecs
-from .errors import PLUGIN_FAILURES, InfermodelError, PluginError, Problem, close_match
+from .errors import PLUGIN_FAILURES, InfermodelError, PluginError, Problem, suggest
 from .registry import Registries, build_registries
 
 ENTRY_POINT_GROUP = "infermodel"
@@ -94,11 +94,11 @@ class PluginHost:
         builtins_only = switched_on("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD")
         found = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
         for name in sorted((wanted or set()) - {ep.name for ep in found}):
-            near = close_match(name, [ep.name for ep in found])
+            hint = suggest(name, [ep.name for ep in found])
             self.records[name] = PluginRecord(name, "", None, None, False, error=(
                 f"INFERMODEL_LOAD_PLUGINS names {name!r}, which no installed distribution "
                 f"provides in the {ENTRY_POINT_GROUP!r} entry-point group"
-                + (f" (did you mean {near!r}?)" if near else "")), asked=True)
+                + (f" ({hint})" if hint else "")), asked=True)
         for ep in found:
             dist = getattr(ep, "dist", None)
             dist_name = dist.metadata["Name"] if dist is not None else None

@@ -34,7 +34,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .analyses.witnessing import Row, Witness
 from .declarations import REQUIRED, Option, Stage
+from .engine.operators import collect_operators, operator_table
 from .errors import InfermodelError, Problem, close_match, suggest
 from .hookspecs import (
     Define,
@@ -51,10 +53,8 @@ from .hookspecs import (
     WitnessRegistrar,
     hookimpl,
 )
-from .operators import collect_operators, operator_table
 from .quantity import S
 from .schema import FieldValueError, structure, unit_type
-from .witnessing import Row, Witness
 
 if TYPE_CHECKING:
     # To a type checker a unit or fraction field holds what the scenario reader hands

@@ -237,7 +237,7 @@ def _check_witness(plugin: str, name: Any, function: Any, options: Any) -> dict[
                               "is not a valid key")
         if not isinstance(option, Option):
             raise PluginError(f"plugin {plugin!r}: witness {name!r}: option {key!r} must "
-                              "be an infermodel.witnessing.Option")
+                              "be an infermodel.analyses.witnessing.Option")
     return options
 
 

@@ -21,10 +21,10 @@ from .errors import Problem, ScenarioError, close_match, suggest
 from .hookspecs import Report
 from .host import PluginHost, get_host
 from .registry import Registries
-from .schema import FieldValueError, converting_with, parse_field, structure_errors
+from .schema import FieldValueError, converting_with, parse_field, report_structure, structure_table
 
 # read_toml, line_index and MAX_FILE_BYTES are also read from here by other modules.
-from .tomlfile import MAX_FILE_BYTES, MAX_NESTING, _depth, _shown, line_index, read_toml  # noqa: F401
+from .tomlfile import MAX_FILE_BYTES, MAX_NESTING, line_index, nesting_depth, read_toml, shown_path  # noqa: F401
 
 MAX_EXTENDS_DEPTH = 16
 
@@ -85,7 +85,7 @@ def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, dict[str,
     path = Path(path)
     problem = path_problem(path)
     if problem is not None:
-        raise ScenarioError(Problem(f"cannot read file: {problem}", file=_shown(path)))
+        raise ScenarioError(Problem(f"cannot read file: {problem}", file=shown_path(path)))
     resolved = path.resolve()
     if resolved in _chain:
         cycle = " -> ".join(str(p) for p in (*_chain, resolved))
@@ -144,7 +144,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         value = raw
     except RecursionError:
         value = None
-    if value is None or _depth(value) > MAX_NESTING - 2:
+    if value is None or nesting_depth(value) > MAX_NESTING - 2:
         raise ScenarioError(Problem(f"override {key}: the value is nested too deeply",
                                     file="--set", key=key,
                                     expected=f"at most {MAX_NESTING - 2} levels of nested "
@@ -231,10 +231,9 @@ class Scenario:
         known = registries.presets.get(kind, {})
         info = known.get(name)
         if info is None:
-            near = close_match(str(name), known)
             raise ScenarioError(Problem(f"no {kind} preset named {name!r}",
                                         expected=f"a {kind} preset",
-                                        suggestion=f"did you mean {near!r}?" if near else None))
+                                        suggestion=suggest(str(name), known)))
         data, lines = read_toml(info.path)
         table = data.get(kind, {})
         specs = registries.fields[kind]
@@ -271,6 +270,20 @@ class Scenario:
         file = origin.file if origin else (str(self.path) if self.path else None)
         return Problem(message, file=file, key=key, line=origin.line if origin else None,
                        expected=expected, suggestion=suggestion)
+
+    def read_table(self, section: str, schema: type, add) -> Any | None:
+        """The ``[section]`` table (``{}`` when the scenario has none) typed as the attrs
+        class ``schema`` by the strict converter of the host that read the scenario, as a
+        lever table is; each problem goes to ``add(key, message, expected=None,
+        suggestion=None)`` with its key path (:meth:`problem` places it at its file and
+        line), and the result is None when there was any.
+
+        >>> s.read_table("simulation", SimulationTable, problems.append)  # doctest: +SKIP
+        """
+        converter = self.host.registries.converter
+        with converting_with(converter):
+            return structure_table(converter, self.tables.get(section, {}), schema, section,
+                                   add)
 
     def with_overrides(self, overrides: Mapping[str, Any], *,
                        host: PluginHost | None = None) -> Scenario:
@@ -567,8 +580,8 @@ def _read_sections(data: Mapping, registries: Registries,
             sections[section] = registries.converter.structure(
                 merged, registries.section_classes[section])
         except Exception as exc:  # cattrs groups every field's failure
-            _report_structure(exc, section, merged, specs.keys(), reading.add,
-                              quiet=section in quiet)
+            report_structure(exc, section, merged, specs.keys(), reading.add,
+                             quiet=section in quiet)
     return sections, presets
 
 
@@ -597,12 +610,9 @@ def _read_levers(data: Mapping, registries: Registries, reading: _Reading) -> di
             reading.add(key, f"got {table!r}", expected=f"a [levers.{lever_name}] table, or "
                                                         "true/false to switch it on with defaults or off")
             continue
-        try:
-            levers[lever_name] = registries.converter.structure(dict(table), info.schema)
-        except Exception as exc:
-            keys = [a.name for a in attrs.fields(info.schema)]
-            _report_structure(exc, key, table, keys, reading.add, schema=info.schema,
-                              converter=registries.converter)
+        typed = structure_table(registries.converter, table, info.schema, key, reading.add)
+        if typed is not None:
+            levers[lever_name] = typed
     return levers
 
 
@@ -661,76 +671,6 @@ def resolve(data: Mapping, origins: Mapping[str, Origin], path: Path | None, *,
     reading.raise_any(host.load_problems())
     host.warn_load_errors()
     return scenario
-
-
-def _nested_keys(schema: type | None, relative: str) -> list[str] | None:
-    """Field names of the attrs class found by walking ``relative`` from ``schema``."""
-    import typing
-
-    current = schema
-    for part in relative.split(".") if relative else []:
-        if current is None or not attrs.has(current):
-            return None
-        field = next((a for a in attrs.fields(current) if a.name == part), None)
-        if field is None:
-            return None
-        candidates = [field.type, *typing.get_args(field.type)]
-        current = next((c for c in candidates if isinstance(c, type) and attrs.has(c)), None)
-    if current is None or not attrs.has(current):
-        return None
-    return [a.name for a in attrs.fields(current)]
-
-
-def _rejected_field(schema: type, table: Mapping, converter) -> str | None:
-    """The field of ``schema`` whose attrs validator rejects ``table``'s value, found by
-    structuring the table with validators off and running each field's validator in
-    attrs' order (a validator fails the whole class, so cattrs names no path).
-    """
-    if not attrs.has(schema):
-        return None
-    try:
-        with attrs.validators.disabled():
-            instance = converter.structure(dict(table), schema)
-    except Exception:
-        return None
-    for field in attrs.fields(schema):
-        if field.validator is not None:
-            try:
-                field.validator(instance, field, getattr(instance, field.name))
-            except (ValueError, TypeError):
-                return field.name
-    return None
-
-
-def _report_structure(exc: BaseException, prefix: str, table: Mapping, known: Iterable[str], add,
-                      quiet: bool = False, schema: type | None = None,
-                      converter=None) -> None:
-    known = list(known)
-    for problem in structure_errors(exc):
-        relative, message = problem.path, problem.message
-        if quiet and problem.missing:
-            continue
-        if relative and problem.unknown_keys:
-            # An unknown key inside a nested table: name it at its own path.
-            nested = _nested_keys(schema, relative) or []
-            for extra in problem.unknown_keys:
-                near = close_match(extra, nested) if nested else None
-                add(f"{prefix}.{relative}.{extra}", f"unknown key {extra!r}",
-                    expected="one of " + ", ".join(sorted(nested)) if nested else None,
-                    suggestion=f"did you mean {near!r}?" if near else None)
-            continue
-        if problem.unknown_keys:
-            for extra in problem.unknown_keys:
-                near = close_match(extra, known)
-                add(f"{prefix}.{extra}", f"unknown key {extra!r}",
-                    expected=("one of " + ", ".join(sorted(known))) if known
-                    else f"no keys: no loaded plugin declares fields of {prefix!r}",
-                    suggestion=f"did you mean {near!r}?" if near else None)
-            continue
-        if not relative and schema is not None and converter is not None:
-            # A schema's validator failed the class: point at the field it rejected.
-            relative = _rejected_field(schema, table, converter) or ""
-        add(f"{prefix}.{relative}" if relative else prefix, message)
 
 
 def remove_keys(data: dict, origins: dict[str, Origin], keys: Iterable[str]) -> dict:

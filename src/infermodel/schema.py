@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -26,7 +26,7 @@ import cattrs
 from cattrs.errors import ForbiddenExtraKeysError
 
 from .declarations import REQUIRED, FieldSpec
-from .errors import CarriesProblem, Problem, close_match
+from .errors import CarriesProblem, Problem, did_you_mean, suggest
 from .units import UnitError, parse_quantity
 
 
@@ -113,8 +113,9 @@ class Fraction:
 
 
 def _suggest(text: str | None) -> str | None:
+    # A unit error's suggestion is the unit alone ("GB"), or already a sentence.
     if text and " " not in text.strip():
-        return f"did you mean {text.strip()!r}?"
+        return did_you_mean(text.strip())
     return text
 
 
@@ -218,9 +219,8 @@ def parse_field(spec: FieldSpec, value: Any) -> Any:
     elif kind == "choice":
         out = _strict_str(value)
         if out not in (spec.choices or ()):
-            near = close_match(out, spec.choices or ())
             raise FieldValueError(f"got {out!r}", expected=spec.expected(),
-                                  suggestion=f"did you mean {near!r}?" if near else None)
+                                  suggestion=suggest(out, spec.choices or ()))
         return out
     elif kind == "size_or_fraction":
         if isinstance(value, str):
@@ -257,6 +257,10 @@ def _field_hook(value: Any, type_: type[_FieldMarker]) -> Any:
     return parse_field(type_.spec, value)
 
 
+def _table_value(value: Any, type_: type[TableValue]) -> Any:
+    return type_.structure(value)
+
+
 def section_class(section: str, specs: Mapping[str, FieldSpec]) -> type:
     """A frozen attrs class for one section, built from the registered fields."""
     attributes = {}
@@ -283,6 +287,8 @@ def make_converter() -> cattrs.Converter:
         lambda t: isinstance(t, type) and issubclass(t, UnitValue), _unit_value)
     converter.register_structure_hook_func(
         lambda t: isinstance(t, type) and issubclass(t, _FieldMarker), _field_hook)
+    converter.register_structure_hook_func(
+        lambda t: isinstance(t, type) and issubclass(t, TableValue), _table_value)
     return converter
 
 
@@ -371,6 +377,146 @@ def structure_errors(exc: BaseException) -> list[StructureProblem]:
     return out
 
 
+# ---------------------------------------------------------------------------------
+# Tables: a lever's, or one an analysis reads ([simulation], [search])
+# ---------------------------------------------------------------------------------
+
+
+class TableValue:
+    """Base of a type that reads one value of a table itself: a subclass's
+    :meth:`structure` returns the typed value or raises :class:`FieldValueError`. It lets
+    a table's schema say more than a plain type does (a number or a list of numbers, each
+    above zero), and the converter collects its failures with every other.
+    """
+
+    @classmethod
+    def structure(cls, value: Any) -> Any:
+        raise NotImplementedError(cls.__name__)
+
+
+def structure_table(converter: cattrs.Converter, table: Any, schema: type, prefix: str,
+                    add) -> Any | None:
+    """``table`` typed as the attrs class ``schema`` by ``converter`` (strict: no silent
+    coercion, extra keys refused), or None when it does not fit. Every problem, however
+    deep, goes to ``add(key, message, expected=None, suggestion=None)`` with its key path
+    under ``prefix``: the way lever tables and the tables of the analyses are read.
+    """
+    if not isinstance(table, Mapping):
+        add(prefix, f"got {table!r}", expected=f"a [{prefix}] table")
+        return None
+    try:
+        return converter.structure(dict(table), schema)
+    except Exception as exc:  # cattrs groups every field's failure
+        keys = [a.name for a in attrs.fields(schema)]
+        report_structure(exc, prefix, table, keys, add, schema=schema, converter=converter)
+        return None
+
+
+def _nested_keys(schema: type | None, relative: str) -> list[str] | None:
+    """Field names of the attrs class found by walking ``relative`` from ``schema``."""
+    import typing
+
+    current = schema
+    for part in relative.split(".") if relative else []:
+        if current is None or not attrs.has(current):
+            return None
+        field = next((a for a in attrs.fields(current) if a.name == part), None)
+        if field is None:
+            return None
+        candidates = [field.type, *typing.get_args(field.type)]
+        current = next((c for c in candidates if isinstance(c, type) and attrs.has(c)), None)
+    if current is None or not attrs.has(current):
+        return None
+    return [a.name for a in attrs.fields(current)]
+
+
+def _rejected_field(schema: type, table: Mapping, converter) -> str | None:
+    """The field of ``schema`` whose attrs validator rejects ``table``'s value, found by
+    structuring the table with validators off and running each field's validator in
+    attrs' order (a validator fails the whole class, so cattrs names no path).
+    """
+    if not attrs.has(schema):
+        return None
+    try:
+        with attrs.validators.disabled():
+            instance = converter.structure(dict(table), schema)
+    except Exception:
+        return None
+    for field in attrs.fields(schema):
+        if field.validator is not None:
+            try:
+                field.validator(instance, field, getattr(instance, field.name))
+            except (ValueError, TypeError):
+                return field.name
+    return None
+
+
+def report_structure(exc: BaseException, prefix: str, table: Mapping, known: Iterable[str], add,
+                     quiet: bool = False, schema: type | None = None,
+                     converter=None) -> None:
+    """Report each failure of structuring ``table`` (the error ``exc``) through
+    ``add(key, message, expected=None, suggestion=None)`` at its key path under
+    ``prefix``: an unknown key with the known ones and a close match, a value that does
+    not fit its field, a missing key (unless ``quiet``), the field a validator rejected.
+    """
+    known = list(known)
+    for problem in structure_errors(exc):
+        relative, message = problem.path, problem.message
+        if quiet and problem.missing:
+            continue
+        if relative and problem.unknown_keys:
+            # An unknown key inside a nested table: name it at its own path.
+            nested = _nested_keys(schema, relative) or []
+            for extra in problem.unknown_keys:
+                add(f"{prefix}.{relative}.{extra}", f"unknown key {extra!r}",
+                    expected="one of " + ", ".join(sorted(nested)) if nested else None,
+                    suggestion=suggest(extra, nested) if nested else None)
+            continue
+        if problem.unknown_keys:
+            for extra in problem.unknown_keys:
+                add(f"{prefix}.{extra}", f"unknown key {extra!r}",
+                    expected=("one of " + ", ".join(sorted(known))) if known
+                    else f"no keys: no loaded plugin declares fields of {prefix!r}",
+                    suggestion=suggest(extra, known))
+            continue
+        if not relative and schema is not None and converter is not None:
+            # A schema's validator failed the class: point at the field it rejected.
+            relative = _rejected_field(schema, table, converter) or ""
+        written = _written(table, relative)
+        if relative and _is_table_field(schema, relative) and not isinstance(written, Mapping):
+            # A nested table written as a value: say so rather than cattrs' type error.
+            add(f"{prefix}.{relative}", f"got {written!r}",
+                expected=f"a [{prefix}.{relative}] table")
+            continue
+        add(f"{prefix}.{relative}" if relative else prefix, message)
+
+
+def _is_table_field(schema: type | None, relative: str) -> bool:
+    """Whether the field at ``relative`` (dotted) of ``schema`` is a nested attrs table
+    and nothing else (a union with another type has that type's own message).
+    """
+    parent, _, name = relative.rpartition(".")
+    current = schema
+    for part in parent.split(".") if parent else []:
+        found = next((a for a in attrs.fields(current) if a.name == part), None) \
+            if current is not None and attrs.has(current) else None
+        current = found.type if found is not None else None
+    if current is None or not (isinstance(current, type) and attrs.has(current)):
+        return False
+    field = next((a for a in attrs.fields(current) if a.name == name), None)
+    return field is not None and isinstance(field.type, type) and attrs.has(field.type)
+
+
+def _written(table: Mapping, relative: str) -> Any:
+    """The value written at ``relative`` (dotted) inside ``table``, or None."""
+    node: Any = table
+    for part in relative.split(".") if relative else []:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
 __all__ = [
     "BASE_CONVERTER",
     "Bytes",
@@ -382,12 +528,15 @@ __all__ = [
     "Fraction",
     "Seconds",
     "StructureProblem",
+    "TableValue",
     "UnitValue",
     "Watts",
     "converting_with",
     "parse_field",
+    "report_structure",
     "section_class",
     "structure",
     "structure_errors",
+    "structure_table",
     "unit_type",
 ]

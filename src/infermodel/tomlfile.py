@@ -56,7 +56,7 @@ def read_toml(path: Path) -> tuple[dict, dict[str, int]]:
 
     problem = path_problem(path)
     if problem is not None:
-        raise ScenarioError(Problem(f"cannot read file: {problem}", file=_shown(path)))
+        raise ScenarioError(Problem(f"cannot read file: {problem}", file=shown_path(path)))
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -99,14 +99,14 @@ def read_toml(path: Path) -> tuple[dict, dict[str, int]]:
     except ValueError as exc:  # Python's limit on an integer's digits (4,300) stops the reader
         raise ScenarioError(Problem(f"invalid TOML: {str(exc).partition(';')[0]}", file=str(path),
                                     expected="numbers of at most a few dozen digits")) from None
-    if _depth(data) > MAX_NESTING:
+    if nesting_depth(data) > MAX_NESTING:
         raise ScenarioError(Problem("values are nested too deeply", file=str(path),
                                     expected=f"at most {MAX_NESTING} levels of nested arrays "
                                              "and tables"))
     return data, line_index(text)
 
 
-def _depth(value: Any, limit: int = MAX_NESTING + 1) -> int:
+def nesting_depth(value: Any, limit: int = MAX_NESTING + 1) -> int:
     """How deeply ``value`` nests lists and tables (counting stops past ``limit``)."""
     deepest, level, stack = 0, 0, [(value, 0)]
     while stack:
@@ -121,7 +121,7 @@ def _depth(value: Any, limit: int = MAX_NESTING + 1) -> int:
     return deepest
 
 
-def _shown(path: Any) -> str:
+def shown_path(path: Any) -> str:
     """A path for a message: long ones are shortened."""
     text = str(path)
     return text if len(text) <= 160 else text[:100] + " … " + text[-40:]

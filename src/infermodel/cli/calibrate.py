@@ -28,7 +28,7 @@ def handle(args) -> int:
     import json
     from pathlib import Path
 
-    from ..calibration import (
+    from ..accuracy.calibration import (
         LAB1_BATCHES,
         QUICK_BATCHES,
         T0_WIDTHS,
@@ -55,7 +55,7 @@ def handle(args) -> int:
     if args.output:
         atomic_write(args.output, preset_toml(result, Path(args.output).stem))
     if args.plot:
-        from ..plots import save
+        from ..analyses.figures import save
 
         save(plot_calibration(result), args.plot)
     if args.format == "json":

@@ -22,7 +22,7 @@ def _sweep(scenario):
 
 
 def _search(scenario):
-    from ..searching import parse_search, search_spec
+    from ..analyses.searching import parse_search, search_spec
     from ..sweeping import plan_sweep
 
     # The formulas as search reads them: parsed against the sweep's quantities.
@@ -30,13 +30,13 @@ def _search(scenario):
 
 
 def _simulation(scenario):
-    from ..simulation import plan
+    from ..analyses.simulation.plan import plan
 
     plan(scenario)
 
 
 def _witness(scenario):
-    from ..witnessing import scenario_witnesses
+    from ..analyses.witnessing import scenario_witnesses
 
     scenario_witnesses(scenario)
 
@@ -47,9 +47,9 @@ def _memory_warning(scenario) -> None:
     """
     import sys
 
-    from ..evaluation import evaluate
+    from ..engine.evaluation import evaluate_afresh
 
-    values = evaluate(scenario).values
+    values = evaluate_afresh(scenario).values
     budget = values.get("kv_budget_bytes")
     if budget is not None and float(budget) <= 0:
         print(f"warning: {args_name(scenario)}: the weights ({float(values['weight_bytes']) / 1e9:.4g} GB) "
@@ -88,8 +88,8 @@ def applied_levers(scenario, graph) -> list[str]:
 
 
 def handle(args) -> int:
+    from ..engine.graph import build_graph
     from ..errors import InfermodelError
-    from ..graph import build_graph
 
     scenario = load(args)
     graph = build_graph(scenario)

@@ -220,8 +220,8 @@ def to_dict(table: Comparison) -> dict:
 
 
 def _columns(args) -> list[Column]:
+    from ..engine.evaluation import evaluate_afresh
     from ..errors import InfermodelError, Problem
-    from ..evaluation import evaluate
     from ..output import protect_scenario
     from ..scenario import load_scenario
 
@@ -240,7 +240,7 @@ def _columns(args) -> list[Column]:
         scenario = load_scenario(path, [*args.overrides, *group], unset=args.unsets)
         protect_scenario(scenario)
         columns.append(Column(_label(path, group, args), str(path), tuple(group),
-                              evaluate(scenario)))
+                              evaluate_afresh(scenario)))
     return columns
 
 

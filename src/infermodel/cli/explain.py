@@ -26,10 +26,10 @@ def handle(args) -> int:
     import json
 
     from ..derivation import derive
-    from ..evaluation import evaluate
+    from ..engine.evaluation import evaluate_afresh
     from ..output import emit
 
-    result = evaluate(load(args))
+    result = evaluate_afresh(load(args))
     derivation = derive(result, args.quantity, depth=args.depth)
     if args.format == "json":
         text = json.dumps(derivation.to_dict(), indent=2)

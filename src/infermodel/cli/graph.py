@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
 def handle(args) -> int:
     import json
 
-    from ..graph import build_graph
+    from ..engine.graph import build_graph
     from ..output import emit
 
     if args.format in ("png", "svg"):
@@ -61,10 +61,10 @@ def draw(graph, output: str, fmt: str) -> None:
 
     import networkx
 
+    from ..analyses.figures import load_matplotlib
     from ..output import atomic_write
-    from ..plots import _matplotlib
 
-    _, Figure = _matplotlib()
+    _, Figure = load_matplotlib()
     g = graph.nx
     for layer, names in enumerate(networkx.topological_generations(g)):
         for name in names:

@@ -28,11 +28,11 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args) -> int:
-    from ..evaluation import evaluate
-    from ..operators import format_csv, format_json, format_table, operator_table
+    from ..engine.evaluation import evaluate_afresh
+    from ..engine.operators import format_csv, format_json, format_table, operator_table
     from ..output import emit
 
-    result = evaluate(load(args))
+    result = evaluate_afresh(load(args))
     rows = operator_table(result, args.phase)
     if args.format == "csv":
         text = format_csv(rows)

@@ -38,7 +38,7 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args) -> int:
-    from ..plots import plot
+    from ..analyses.plots import plot
 
     scenario = load(args)
     output = args.output or f"{_file_stem(scenario.name)}-{args.kind}.png"

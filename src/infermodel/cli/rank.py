@@ -92,8 +92,8 @@ def _overrides(info, result) -> Mapping[str, Any] | None:
 
 
 def _apply(info, baseline) -> Ranked:
+    from ..engine.evaluation import evaluate_afresh
     from ..errors import InfermodelError, PluginError
-    from ..evaluation import evaluate
 
     record = {"name": info.name, "description": info.description, "plugin": info.plugin,
               "lever": info.lever, "reference": info.reference}
@@ -103,7 +103,7 @@ def _apply(info, baseline) -> Ranked:
         return Ranked(**record, overrides={}, status="not applicable",
                       message="already in the scenario" if on else "does not apply here")
     try:
-        variant = evaluate(baseline.scenario.with_overrides(dict(wanted)))
+        variant = evaluate_afresh(baseline.scenario.with_overrides(dict(wanted)))
     except PluginError:
         raise
     except InfermodelError as exc:
@@ -122,10 +122,10 @@ def rank(scenario) -> Ranking:
     >>> ranking.rows[0].name  # doctest: +SKIP
     'batch to capacity'
     """
+    from ..engine.evaluation import evaluate_afresh
     from ..errors import InfermodelError, Problem
-    from ..evaluation import evaluate
 
-    baseline = evaluate(scenario)
+    baseline = evaluate_afresh(scenario)
     if METRIC not in baseline:
         raise InfermodelError(Problem(
             f"rank compares {METRIC}, which this scenario does not have: it needs a price",

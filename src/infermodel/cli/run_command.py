@@ -27,10 +27,10 @@ def handle(args) -> int:
     import json
 
     from .. import printing
-    from ..evaluation import evaluate
+    from ..engine.evaluation import evaluate_afresh
     from ..output import emit
 
-    result = evaluate(load(args))
+    result = evaluate_afresh(load(args))
     names = split_names(args.quantities)
     if names:
         for name in names:

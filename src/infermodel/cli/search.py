@@ -40,9 +40,9 @@ def add_parser(subparsers) -> None:
 def handle(args) -> int:
     import json
 
+    from ..analyses.searching import search
     from ..errors import InfermodelError, Problem
     from ..output import emit
-    from ..searching import search
 
     for option, value in (("--show", args.show), ("--rejected", args.rejected)):
         if value is not None and value < 0:

@@ -88,9 +88,9 @@ def _csv(result) -> str:
 def handle(args) -> int:
     import json
 
+    from ..analyses.simulation import plot_latency, simulate
     from ..output import emit
     from ..progress import Progress
-    from ..simulation import plot_latency, simulate
 
     scenario = load(args)
     from ..output import check_target
@@ -112,7 +112,7 @@ def handle(args) -> int:
     import sys
     import warnings
 
-    from ..simulation import SimulationWarning
+    from ..analyses.simulation import SimulationWarning
 
     with bar, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SimulationWarning)
@@ -147,12 +147,12 @@ def handle(args) -> int:
     if args.plot:
         plot_latency(outcome, args.plot)
     if args.requests:
+        from ..analyses.simulation import requests_csv
         from ..output import atomic_write
-        from ..simulation import requests_csv
 
         atomic_write(args.requests, requests_csv(outcome))
     if args.timeseries:
-        from ..simulation import plot_timeseries, timeseries_csv
+        from ..analyses.simulation import plot_timeseries, timeseries_csv
 
         if args.timeseries.lower().endswith(".csv"):
             from ..output import atomic_write

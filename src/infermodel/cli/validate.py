@@ -1,9 +1,9 @@
 """``infermodel validate``: predictions checked against measurements.
 
 Two forms: ``validate --ledger FILE`` predicts every row of an accuracy ledger of
-published serving measurements (:mod:`infermodel.validation`); ``validate SCENARIO``
+published serving measurements (:mod:`infermodel.accuracy.predictions`); ``validate SCENARIO``
 builds a small random decoder of the scenario's shape and measures it on this machine
-(:mod:`infermodel.realmodel`, needs the ``[validate]`` extra).
+(:mod:`infermodel.accuracy.decoder`, needs the ``[validate]`` extra).
 """
 
 from __future__ import annotations
@@ -82,13 +82,14 @@ def _ledger(args) -> int:
     import json
     from pathlib import Path
 
+    from ..accuracy.fits import fit, preset_toml
+    from ..accuracy.ledger import DEFAULT_LEDGER, read_ledger
+    from ..accuracy.predictions import predict_rows
+    from ..accuracy.report import fit_table, validation_table
     from ..errors import InfermodelError, Problem
     from ..host import get_host
-    from ..ledger import DEFAULT_LEDGER, read_ledger
     from ..output import atomic_write, check_target, emit, protect
     from ..progress import Progress
-    from ..validation import fit, predict_rows, preset_toml
-    from ..validation_report import fit_table, validation_table
 
     if args.presets_dir and not args.fit:
         raise InfermodelError(Problem("--presets-dir needs --fit", suggestion="add --fit"))
@@ -131,8 +132,8 @@ def _ledger(args) -> int:
         emit(text, args.output)
         return 0
     if args.plot:
-        from ..plots import save
-        from ..validation_report import plot_validation
+        from ..accuracy.report import plot_validation
+        from ..analyses.figures import save
 
         other = predict_rows(rows, calibrated=not args.calibrated, host=host)
         ideal, presets = (other, validation) if args.calibrated else (validation, other)
@@ -163,18 +164,18 @@ def _scenario(args) -> int:
     protect_scenario(scenario)
     if args.output:
         check_target(args.output)
-    from ..realmodel import MachineModel, RealModelUnavailable, read_machine, validate_scenario
+    from ..accuracy.decoder import MachineModel, RealModelUnavailable, check_decoder, read_machine
 
     if args.hardware_preset:
         machine = read_machine(args.hardware_preset)
     else:
-        from ..calibration import hardware_overrides, measure
+        from ..accuracy.calibration import hardware_overrides, measure
 
         measured = measure(quick=True)
         machine = MachineModel(hardware_overrides(measured), measured.t0,
                                "this machine (a quick calibration made now)")
     try:
-        report = validate_scenario(scenario, machine, calibrated=args.calibrated,
+        report = check_decoder(scenario, machine, calibrated=args.calibrated,
                                    quick=args.quick)
     except RealModelUnavailable as exc:
         raise InfermodelError(Problem(str(exc), suggestion="pip install 'infermodel[validate]'")) from None

@@ -46,9 +46,9 @@ def _parse_options(items: list[str]) -> dict[str, str]:
 def _listing(scenario, fmt: str) -> str:
     import json
 
-    from ..witnessing import _registries
+    from ..analyses.witnessing import witness_registries
 
-    witnesses = _registries(scenario).witnesses
+    witnesses = witness_registries(scenario).witnesses
     asked = set(scenario.tables.get("witness") or {})
     if fmt == "json":
         return json.dumps([
@@ -75,9 +75,9 @@ def handle(args) -> int:
     import json
     import sys
 
+    from ..analyses.witnessing import run_witness, scenario_witnesses
     from ..errors import InfermodelError, Problem
     from ..output import emit
-    from ..witnessing import run_witness, scenario_witnesses
 
     scenario = load(args)
     if args.list:

@@ -8,17 +8,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import numpy as np
 
 from .cluster import Deployment, run_deployment
 from .cost import CostModel
+from .engines import run_fast, run_reference
 from .errors import SimulationError
-from .fast import run_fast
-from .metrics import RunRecord, compute_metrics
+from .metrics import compute_metrics
 from .policies import POLICY_KINDS, SLO, Policy
 from .policies import policy as as_policy
-from .reference import run_reference
-from .workload import Workload, WorkloadSpec, _check_rate
+from .records import RunRecord
+from .workload import Workload, WorkloadSpec, check_rate
 
 __all__ = [
     "ENGINES",
@@ -43,7 +42,8 @@ NAN_JSON = "nan"
 
 def _json_number(value: Any, nan: Any = None) -> Any:
     """A float for JSON: infinities as ``"inf"``/``"-inf"``; NaN as ``nan`` (``null``
-    for a field that does not apply, such as a closed-loop run's rate)."""
+    for a field that does not apply, such as a closed-loop run's rate).
+    """
     if isinstance(value, float):
         if math.isnan(value):
             return nan
@@ -101,7 +101,8 @@ def run_record(
     """Like :func:`run_policy`, also returning the run's :class:`RunRecord` (every
     request's arrival, first and last token, evictions; the pooled inter-token gaps as
     distinct values with counts; with ``series``, the time series of waiting and running requests and
-    cache use at every scheduling decision)."""
+    cache use at every scheduling decision).
+    """
     _check_cost(cost_model)
     policy = as_policy(policy)
     slo = SLO() if slo is None else slo
@@ -197,7 +198,8 @@ class SimulationResult:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"runs": [{"policy", "rate", "metrics": {...}}], "seed", "engine", "slo"}``;
-        metrics in base units (s, tokens/s, requests/s); NaN → "nan", ∞ → "inf"."""
+        metrics in base units (s, tokens/s, requests/s); NaN → "nan", ∞ → "inf".
+        """
         return {
             "runs": [run.to_dict() for run in self.runs],
             "notes": list(self.notes),
@@ -218,7 +220,8 @@ class SimulationResult:
         """A plain-text table: ``"scheduling"`` is laid out like Module 10 Lab 3's policy
         table (TTFT and ITL percentiles, tokens/s, preemptions), ``"batching"`` like the
         Inference lab's "Many requests, one pass" (tokens/s, mean latency, p95, wait,
-        slot use)."""
+        slot use).
+        """
         if layout not in TABLE_LAYOUTS:
             raise SimulationError(f"table layout must be one of {', '.join(TABLE_LAYOUTS)}, "
                                   f"got {layout!r}")
@@ -237,7 +240,8 @@ class SimulationResult:
     @property
     def footnotes(self) -> list[str]:
         """Lines explaining the table's flags (printed after it by the command line), and
-        the prefix cache's hit rates where requests shared a prefix."""
+        the prefix cache's hit rates where requests shared a prefix.
+        """
         lines = []
         if any(run.overloaded for run in self.runs):
             lines.append("OVERLOADED: past saturation, the queue grows while requests arrive; "
@@ -262,9 +266,8 @@ def _policies(policies: Iterable[Policy | str | Mapping[str, Any]] | Policy | st
 
 
 def _rates(rates: Iterable[float] | float) -> list[float]:
-    if isinstance(rates, (int, float)) and not isinstance(rates, bool):
-        rates = [rates]
-    chosen = [_check_rate(rate) for rate in rates]
+    # one rate, or several (check_rate refuses anything that is not a number)
+    chosen = [check_rate(rate) for rate in (rates if isinstance(rates, Iterable) else [rates])]
     if not chosen:
         raise SimulationError("choose at least one arrival rate")
     return chosen
@@ -339,10 +342,11 @@ def simulate(
     from .grid import execute
 
     several = seeds is not None
-    seed_list = [int(s) for s in seeds] if several else [seed]
+    seed_list = [seed] if seeds is None else [int(s) for s in seeds]
     if several and not seed_list:
         raise SimulationError("choose at least one seed")
-    keys, tasks = [], []
+    keys: list[tuple[Policy, float, int | None, int | None]] = []
+    tasks: list[tuple[Any, ...]] = []
     for policy in chosen:
         for one_seed in seed_list:
             for rate, clients, workload in drawn_loads(spec, rates, one_seed, concurrency, think_time,
@@ -356,17 +360,22 @@ def simulate(
     return SimulationResult(tuple(runs), int(seed_list[0]), slo, engine, cost_model, spec)
 
 
-def _one_run(cost_model, workload, policy, slo, engine, max_iterations, keep_records, deployment):
+def _one_run(cost_model: CostModel, workload: Workload, policy: Policy, slo: SLO, engine: str,
+             max_iterations: int | None, keep_records: bool,
+             deployment: Deployment | None) -> tuple[RunRecord | None, dict[str, float]]:
     """One run of a grid (a module-level function, so a Dask worker can call it)."""
     record, metrics = run_record(cost_model, workload, policy, slo, engine, max_iterations,
                                  keep_records, deployment)
     return (record if keep_records else None), metrics
 
 
-def drawn_loads(spec, rates, seed: int, concurrency=None, think_time: float = 0.0,
-                turns: int = 1, reuse_history: bool = True):
+def drawn_loads(spec: WorkloadSpec | Workload, rates: Sequence[float] | float, seed: int,
+                concurrency: Sequence[int] | int | None = None, think_time: float = 0.0,
+                turns: int = 1, reuse_history: bool = True,
+                ) -> list[tuple[float, int | None, Workload]]:
     """``(rate, clients, workload)`` for every load of a grid: one drawn workload per
-    nominal rate, or per closed-loop concurrency (rate NaN)."""
+    nominal rate, or per closed-loop concurrency (rate NaN).
+    """
     if isinstance(spec, Workload):
         return [(spec.rate, spec.clients, spec)]
     if not isinstance(spec, WorkloadSpec):
@@ -374,9 +383,7 @@ def drawn_loads(spec, rates, seed: int, concurrency=None, think_time: float = 0.
             f"workload_spec must be a WorkloadSpec or a Workload, got {type(spec).__name__}"
         )
     if concurrency is not None:
-        if isinstance(concurrency, (int, np.integer)) and not isinstance(concurrency, bool):
-            concurrency = [concurrency]
-        counts = list(concurrency)
+        counts = (list(concurrency) if isinstance(concurrency, Iterable) else [concurrency])
         if not counts:
             raise SimulationError("choose at least one concurrency")
         return [(math.nan, int(n), spec.closed_loop(n, think_time, seed)) for n in counts]
@@ -466,8 +473,8 @@ class CapacityResult:
         return f"highest passing rate in [{low:g}, {high:g}] requests/s"
 
 
-def _search_range(low, high, steps, neighbour) -> tuple[float, float]:
-    low, high = _check_rate(low), _check_rate(high)
+def _search_range(low: float, high: float, steps: int, neighbour: float) -> tuple[float, float]:
+    low, high = check_rate(low), check_rate(high)
     if high <= low:
         raise SimulationError(f"capacity search needs low < high, got low={low} and high={high}")
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 60:
@@ -582,7 +589,7 @@ def capacity_search(
         total += len(history) + steps
         low, high = bisect(low, high)
     metrics = measure(low)
-    neighbours = []
+    neighbours: list[tuple[float, bool, dict[str, float]]] = []
     for rate in (low - neighbour, low + neighbour):
         if rate <= 0:
             neighbours.append((rate, False, {}))

@@ -2,7 +2,7 @@
 prefill and decode pools (xPyD).
 
 **Replicas.** ``replicas`` identical servers, each with its own cache and scheduler
-(the fast engine's :class:`~infermodel.simulator.continuous.ContinuousRun`), advance
+(the fast engine's :class:`~infermodel.simulator.engines.fast_continuous.ContinuousRun`), advance
 together in time.  At each arrival every server is first brought up to that time, then
 the router picks one:
 
@@ -23,7 +23,7 @@ servers, which admits it with its prompt already cached and generates the rest. 
 decode server pushes back on a prefill server, so the prefill pool is simulated first
 and its completions, plus the transfer, are the decode pool's arrivals (exactly).
 
-The merged :class:`~infermodel.simulator.metrics.RunRecord` carries every request's
+The merged :class:`~infermodel.simulator.records.RunRecord` carries every request's
 timestamps; a request's gaps across servers (the transfer) are counted as gaps.
 """
 
@@ -31,16 +31,28 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
 
 from .cost import CostModel
+from .engines.fast import RunTimes, continuous_state
+from .engines.fast_continuous import ContinuousRun
 from .errors import SimulationError
-from .metrics import RunRecord
 from .policies import Policy
-from .reference import check_fits, default_iteration_limit
-from .speculative_run import continuous_state
+from .records import (
+    Blocks,
+    Counters,
+    GapHistogram,
+    RunRecord,
+    series_of,
+    timeline_record,
+    token_times,
+)
+from .rules import check_fits, default_iteration_limit
+from .workload import Workload
 
 __all__ = ["ROUTERS", "Deployment", "run_deployment"]
 
@@ -52,7 +64,7 @@ ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity")
 MAX_SERVERS = 1_024
 
 
-def _count(value, what: str, minimum: int = 1) -> int:
+def _count(value: Any, what: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise SimulationError(f"{what} must be a whole number ≥ {minimum}, got {value!r}")
     if value > MAX_SERVERS:
@@ -82,11 +94,11 @@ class Deployment:
     link_latency: float = attrs.field(default=0.0)
 
     @router.validator
-    def _router(self, attribute, value):
+    def _router(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value not in ROUTERS:
             raise SimulationError(f"router must be one of {', '.join(ROUTERS)}, got {value!r}")
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         if (self.prefill == 0) != (self.decode == 0):
             raise SimulationError("a disaggregated deployment needs both prefill and decode "
                                   f"servers, got prefill={self.prefill}, decode={self.decode}")
@@ -119,7 +131,7 @@ class Deployment:
             return f"{self.prefill}P{self.decode}D"
         return f"{self.replicas}x {self.router}" if self.replicas > 1 else "1 server"
 
-    def transfer_time(self, prompt_tokens, kv_bytes_per_token: float):
+    def transfer_time(self, prompt_tokens: np.ndarray, kv_bytes_per_token: float) -> np.ndarray:
         """Seconds to move a prompt's cache from a prefill to a decode server."""
         return np.asarray(prompt_tokens, dtype=np.float64) * kv_bytes_per_token / \
             self.link_bandwidth + self.link_latency
@@ -127,11 +139,12 @@ class Deployment:
 
 class _Routed:
     """One server's arrival source: the requests the router sent it, and the next
-    arrival of the whole stream as a horizon its runs must stop at."""
+    arrival of the whole stream as a horizon its runs must stop at.
+    """
 
     closed = False
 
-    def __init__(self, horizon):
+    def __init__(self, horizon: Callable[[], float]):
         self.times: list[float] = []
         self.requests: list[int] = []
         self.next = 0
@@ -159,10 +172,13 @@ class _Routed:
         return len(self.times) - bisect.bisect_right(self.finishes, at)
 
 
-def _serve(workload, cost, policy, arrivals, order, prefixes, router, servers, limit, run_times,
-           prefilled=None, series=False):
+def _serve(workload: Workload, cost: CostModel, policy: Policy, arrivals: Sequence[float],
+           order: Sequence[int], prefixes: Sequence[str] | None, router: str, servers: int,
+           limit: int, run_times: RunTimes, prefilled: list[int] | None = None,
+           series: bool = False) -> list[ContinuousRun]:
     """Route ``order`` (request indices, by ``arrivals``) to ``servers`` servers and run
-    them together; returns the servers' states."""
+    them together; returns the servers' states.
+    """
     stream = iter(order)
     upcoming = [next(stream, None)]
 
@@ -182,8 +198,8 @@ def _serve(workload, cost, policy, arrivals, order, prefixes, router, servers, l
     while upcoming[0] is not None:
         request = upcoming[0]
         when = arrivals[request]
-        for state in states:
-            while state.now < when and (state.has_work() or state.source.next < len(state.source.times)):
+        for state, source in zip(states, sources):
+            while state.now < when and (state.has_work() or source.next < len(source.times)):
                 state.turn()
         if router == "round_robin":
             chosen = turn % servers
@@ -196,23 +212,22 @@ def _serve(workload, cost, policy, arrivals, order, prefixes, router, servers, l
                 chosen = affinity.setdefault(key, chosen)
         sources[chosen].send(request, when)
         upcoming[0] = next(stream, None)
-    for state in states:
-        while state.has_work() or state.source.next < len(state.source.times):
+    for state, source in zip(states, sources):
+        while state.has_work() or source.next < len(source.times):
             state.turn()
     return states
 
 
-def _merge(workload, policy, states, arrivals, outputs_of=None):
+def _merge(workload: Workload, policy: Policy, states: Sequence[ContinuousRun],
+           arrivals: np.ndarray) -> RunRecord:
     """One record from several servers' blocks and token segments."""
-    from .continuous import Blocks
-    from .fast import _record, _tokens
-    from .metrics import GapHistogram
-
     parts: list[list[np.ndarray]] = [[], [], [], [], []]
-    requests, firsts, lasts = [], [], []
+    requests: list[np.ndarray] = []
+    firsts: list[np.ndarray] = []
+    lasts: list[np.ndarray] = []
     gaps = GapHistogram()
     offset = 0
-    totals = {"end": 0.0, "preemptions": 0, "rollbacks": 0, "recomputed": 0, "swapped": 0,
+    totals: Counters = {"end": 0.0, "preemptions": 0, "rollbacks": 0, "recomputed": 0, "swapped": 0,
               "iterations": 0, "busy": 0, "decode_steps": 0, "prefix_evicted": 0}
     evicted = np.zeros(workload.count, dtype=np.int64)
     undone = np.zeros(workload.count, dtype=np.int64)
@@ -243,16 +258,18 @@ def _merge(workload, policy, states, arrivals, outputs_of=None):
     totals["admitted"] = admitted
     totals["prefix_hits"] = hits if cached else None
     segments = (np.concatenate(requests), np.concatenate(firsts), np.concatenate(lasts))
-    blocks = Blocks(*(np.concatenate(part) for part in parts), gaps)
-    return _record(workload, policy, _tokens(workload.count, blocks, segments), totals, arrivals)
+    start, first_end, last_end, entry, inner = (np.concatenate(part) for part in parts)
+    blocks = Blocks(start, first_end, last_end, entry, inner, gaps)
+    return timeline_record(workload, policy, token_times(workload.count, blocks, segments),
+                           totals, arrivals)
 
 
-def _labelled_series(groups, cost: CostModel) -> dict[str, np.ndarray] | None:
+def _labelled_series(groups: Sequence[tuple[str, Sequence[ContinuousRun]]],
+                     cost: CostModel) -> dict[str, np.ndarray] | None:
     """Every server's time series, one after another, with its label in ``server``."""
-    from .fast import _series
-
-    parts = [(f"{pool} {i}", _series(state.series, cost))
-             for pool, states in groups for i, state in enumerate(states) if state.series is not None]
+    parts = [(f"{pool} {i}", series)
+             for pool, states in groups for i, state in enumerate(states)
+             if (series := series_of(state.series, cost)) is not None]
     if not parts:
         return None
     joined = {key: np.concatenate([part[key] for _, part in parts])
@@ -261,24 +278,23 @@ def _labelled_series(groups, cost: CostModel) -> dict[str, np.ndarray] | None:
     return joined
 
 
-def run_deployment(workload, cost: CostModel, policy: Policy, deployment: Deployment,
+def run_deployment(workload: Workload, cost: CostModel, policy: Policy, deployment: Deployment,
                    max_iterations: int | None = None, series: bool = False) -> RunRecord:
     """Simulate ``workload`` on a deployment of several servers (fast engine); with
     ``series``, each server's time series, labelled ``replica i``, ``prefill i`` or
-    ``decode i``."""
+    ``decode i``.
+    """
     if policy.kind == "static":
         raise SimulationError("replicas and disaggregated pools need a continuous policy "
                               "(reserve, paged or chunked)")
     if workload.clients is not None or workload.session_starts is not None:
         raise SimulationError("replicas and disaggregated pools take open arrivals (rates or a "
                               "trace), not a closed loop or multi-turn sessions")
-    from .fast import _RunTimes
-
     check_fits(workload, cost, policy)
     limit = default_iteration_limit(workload) if max_iterations is None else int(max_iterations)
     arrivals = workload.arrivals.tolist()
     order = range(workload.count)
-    run_times = _RunTimes(cost)
+    run_times = RunTimes(cost)
     if not deployment.disaggregated:
         states = _serve(workload, cost, policy, arrivals, order, workload.prefixes,
                         deployment.router, deployment.replicas, limit, run_times, series=series)

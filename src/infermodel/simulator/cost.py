@@ -37,10 +37,12 @@ Every term is an integer count multiplied by a constant, so the vectorised form
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from .errors import SimulationError
 from .speculation import SPECULATION_QUANTITIES, Speculation
@@ -60,7 +62,8 @@ EXTENSION_QUANTITIES = (
     "routed_expert_bytes",      # B of one routed expert over all layers (uniform routing)
     "warm_prefix_tokens",       # shared prefix held once in the cache (prefix caching)
     "warm_prefix_hit_rate",     # share of requests that find it cached
-) + SPECULATION_QUANTITIES      # speculative decoding (see infermodel.simulator.speculation)
+    *SPECULATION_QUANTITIES,    # speculative decoding (see infermodel.simulator.speculation)
+)
 
 #: Quantities that say which conventions a scenario follows (the physics defines them;
 #: read by :meth:`CostModel.from_quantities`, all optional).
@@ -90,11 +93,19 @@ QUANTITY_NAMES = (
     "t0",
     "experts",
     "active_experts",
-) + EXTENSION_QUANTITIES + CONVENTION_QUANTITIES
+    *EXTENSION_QUANTITIES,
+    *CONVENTION_QUANTITIES,
+)
 
 
-def _positive(name: str):
-    def check(instance, attribute, value):
+#: An attrs validator: (instance, attribute, value), raising on a bad value.
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+#: Reads one scenario quantity as a float (raising a SimulationError that names it).
+Number = Callable[[str], float]
+
+
+def _positive(name: str) -> Validator:
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise SimulationError(f"cost model: {name} must be a number, got {value!r}")
         if not math.isfinite(value) or value <= 0:
@@ -103,27 +114,27 @@ def _positive(name: str):
     return check
 
 
-def _whole(instance, attribute, value):
+def _whole(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise SimulationError(f"cost model: {attribute.name} must be a whole number ≥ 1, got {value!r}")
 
 
-def _fraction(instance, attribute, value):
+def _fraction(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise SimulationError(f"cost model: {attribute.name} must be in [0, 1), got {value!r}")
 
 
-def _positive_or_inf(instance, attribute, value):
+def _positive_or_inf(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise SimulationError(f"cost model: {attribute.name} must be a positive number, got {value!r}")
 
 
-def _at_least_one(instance, attribute, value):
+def _at_least_one(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value < math.inf:
         raise SimulationError(f"cost model: {attribute.name} must be a number ≥ 1, got {value!r}")
 
 
-def _non_negative(instance, attribute, value):
+def _non_negative(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise SimulationError(f"cost model: {attribute.name} must be a number, got {value!r}")
     if not math.isfinite(value) or value < 0:
@@ -188,7 +199,8 @@ class CostModel:
     def simple(self) -> bool:
         """Whether this is Lab 3's single-device cost (no stages, communication, host
         cache share, expert coverage or engine conventions): the arithmetic then is
-        exactly Lab 3's."""
+        exactly Lab 3's.
+        """
         return (self.stages == 1 and not self.comm_fixed and not self.comm_per_token
                 and not self.host_fraction and not self.routed_expert_bytes
                 and not self.embedding_row_bytes and not self.head_params)
@@ -198,12 +210,13 @@ class CostModel:
         count = positions if sequences is None else sequences
         return float(max(1, min(self.stages, count)))
 
-    def weights_read(self, tokens):
+    def weights_read(self, tokens: np.ndarray) -> np.ndarray | float:
         """Weight bytes one micro-batch of ``tokens`` reads: the routed experts that at
         least one token chose, E·(1 − (1 − k/E)^tokens) per layer under uniform routing
         (the MoE lever's expert coverage); all of W for a dense model. With
-        :attr:`embedding_row_bytes`, less the input-table rows no token reads."""
-        weights = self.weight_bytes
+        :attr:`embedding_row_bytes`, less the input-table rows no token reads.
+        """
+        weights: np.ndarray | float = self.weight_bytes
         if self.routed_expert_bytes:
             e, k = self.experts, self.active_experts
             read = e * (1 - (1 - k / e) ** np.asarray(tokens, dtype=np.float64))
@@ -238,7 +251,7 @@ class CostModel:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def lab3(cls, **changes: float) -> CostModel:
+    def lab3(cls, **changes: Any) -> CostModel:
         """Module 10 Lab 3's reference device: W = 5.5 GB, kv 147,456 B/token, 16 GB
         of cache, 1 TB/s, 50 % of 165 TFLOP/s, the case model's N_matmul
         8,927,875,072, 36 layers and d = 4,096.  Keyword arguments replace fields
@@ -249,7 +262,7 @@ class CostModel:
         >>> CostModel.lab3(kv_bytes_per_token=73728).kv_bytes_per_token
         73728
         """
-        values = {
+        values: dict[str, Any] = {
             "weight_bytes": 5.5e9,
             "kv_bytes_per_token": 147456,
             "params_matmul": 8927875072,
@@ -343,14 +356,15 @@ class CostModel:
         )
 
     @staticmethod
-    def _extensions(values: Mapping[str, float], number, cache_memory: float) -> dict:
+    def _extensions(values: Mapping[str, float], number: Number,
+                    cache_memory: float) -> dict[str, Any]:
         """Fields from :data:`EXTENSION_QUANTITIES` (absent ones keep Lab 3's cost)."""
-        extra: dict = {}
+        extra: dict[str, Any] = {}
         speculation = Speculation.from_quantities(values, number)
         if speculation is not None:
             extra["speculation"] = speculation
         if "pipeline_stages" in values:
-            extra["stages"] = int(round(number("pipeline_stages")))
+            extra["stages"] = round(number("pipeline_stages"))
         for name, field in (("comm_time_per_iteration", "comm_fixed"),
                             ("comm_time_per_token", "comm_per_token"),
                             ("routed_expert_bytes", "routed_expert_bytes")):
@@ -376,9 +390,9 @@ class CostModel:
         return extra
 
     @staticmethod
-    def _conventions(values: Mapping[str, float], number) -> dict:
+    def _conventions(values: Mapping[str, float], number: Number) -> dict[str, float]:
         """Fields for a scenario's engine conventions (absent quantities: Lab 3's)."""
-        extra: dict = {}
+        extra: dict[str, float] = {}
         if (all(n in values for n in ("embedding_bytes_unread", "embedding_row_bytes", "vocab"))
                 and number("embedding_bytes_unread") > 0):
             extra["embedding_row_bytes"] = number("embedding_row_bytes")
@@ -396,7 +410,8 @@ class CostModel:
         ``sequences`` (the sequences scheduled, default ``positions``) sets the
         micro-batches of a pipeline; ``scored`` (default ``sequences``) the positions
         the head scores when it scores one per sequence (a speculative verification
-        scores all k + 1 of its positions)."""
+        scores all k + 1 of its positions).
+        """
         if not self.simple:
             return float(self.iteration_times(positions, attention, cached, sequences, scored))
         memory_time = (self.weight_bytes + self.kv_bytes_per_token * cached) / self.bandwidth
@@ -436,7 +451,9 @@ class CostModel:
             sequences += 1
         return self.time_from_counts(positions, attention, cached, sequences, scored)
 
-    def iteration_times(self, positions, attention, cached, sequences=None, scored=None) -> np.ndarray:
+    def iteration_times(self, positions: npt.ArrayLike, attention: npt.ArrayLike,
+                        cached: npt.ArrayLike, sequences: npt.ArrayLike | None = None,
+                        scored: npt.ArrayLike | None = None) -> np.ndarray:
         """Vectorised :meth:`time_from_counts` over arrays of counts (float64 of
         integers); the fast engine computes whole runs of iterations with it.
 
@@ -489,12 +506,14 @@ class CostModel:
 
     def unmodelled(self) -> list[str]:
         """Effects of the terms above that the iteration cost leaves out, each with its
-        size (result warnings of a simulation)."""
+        size (result warnings of a simulation).
+        """
         return [] if self.speculation is None else self.speculation.unmodelled(self)
 
     def describe(self) -> list[str]:
         """The terms of the iteration time beyond Lab 3's, one line each (for the
-        derivation printed with a simulation)."""
+        derivation printed with a simulation).
+        """
         lines = []
         if self.stages > 1:
             lines.append(f"pipeline: {self.stages} stages, m = min({self.stages}, sequences) "

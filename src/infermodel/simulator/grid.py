@@ -19,9 +19,12 @@ import logging
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import SimulationError
+
+if TYPE_CHECKING:
+    from distributed import Client, LocalCluster
 
 __all__ = ["SCHEDULERS", "execute", "start_local_cluster"]
 
@@ -44,13 +47,15 @@ WORKER_CONFIG = {
 }
 
 
-def start_local_cluster(workers: int | None = None, module: str = "infermodel.simulator.api"):
+def start_local_cluster(workers: int | None = None, module: str = "infermodel.simulator.api",
+                        ) -> tuple[LocalCluster, Client]:
     """A local Dask cluster of ``workers`` single-threaded worker processes (default: the
     cores), with ``module`` (the code the tasks run) already imported on every worker;
     returns ``(cluster, client)``.  Processes, not threads: the simulator is Python code
     that holds the GIL, so threads of one process would take turns.  Start one and pass
     its ``cluster.scheduler_address`` as ``address`` to run several grids on it and pay
-    the start-up once."""
+    the start-up once.
+    """
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -113,7 +118,8 @@ def _dask_records() -> Iterator[list[logging.LogRecord]]:
 def _reason(error: Exception, records: list[logging.LogRecord]) -> str:
     """The failed start in one line: Dask's exception and, when a logged error carries
     one, the exception underneath it (``daemonic processes are not allowed to have
-    children`` in a worker of a multiprocessing pool, for one)."""
+    children`` in a worker of a multiprocessing pool, for one).
+    """
     reason = str(error) or type(error).__name__
     for record in records:  # the first: later ones follow from it
         cause = record.exc_info[1] if record.exc_info else None
@@ -139,7 +145,7 @@ def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str
         raise SimulationError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {scheduler!r}")
     total = len(tasks)
     if scheduler == "serial":
-        results = []
+        results: list[Any] = []
         for task in tasks:
             results.append(function(*task))
             if progress is not None:
@@ -160,11 +166,9 @@ def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str
     try:
         futures = [client.submit(function, *task, pure=False) for task in tasks]
         index = {future.key: position for position, future in enumerate(futures)}
-        results: list[Any] = [None] * total
-        done = 0
-        for future in as_completed(futures):
+        results = [None] * total
+        for done, future in enumerate(as_completed(futures), start=1):
             results[index[future.key]] = future.result()
-            done += 1
             if progress is not None:
                 progress(done, total)
         return results

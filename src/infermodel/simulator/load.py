@@ -12,12 +12,36 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from .errors import SimulationError
 
-__all__ = ["ClosedLoop", "OpenArrivals", "Sessions", "source_for"]
+if TYPE_CHECKING:
+    from .prefixes import PrefixCache
+    from .workload import Workload
+
+__all__ = ["ClosedLoop", "OpenArrivals", "Sessions", "Source", "source_for"]
+
+
+class Source(Protocol):
+    """What an engine asks of where its requests come from (see the module text)."""
+
+    closed: bool
+
+    def due(self, now: float) -> Sequence[int]:
+        """The requests that have arrived by ``now`` and were not returned before."""
+        ...
+
+    def next_time(self) -> float:
+        """When the next request arrives (∞ when none is known yet)."""
+        ...
+
+    def finished(self, request: int, now: float) -> None:
+        """``request`` received its last token at ``now``."""
+        ...
 
 
 class OpenArrivals:
@@ -53,7 +77,8 @@ class OpenArrivals:
 
 class ClosedLoop:
     """``clients`` users, each sending a request at time 0 and its next one ``think``
-    seconds after the previous one's last token, until ``count`` requests are sent."""
+    seconds after the previous one's last token, until ``count`` requests are sent.
+    """
 
     closed = True
 
@@ -101,7 +126,8 @@ class Sessions:
     new message (the drawn prompt length); with ``reuse`` the history is the start of
     the session's prefix chain, which the server's prefix cache finds as far as it
     still holds it (:mod:`infermodel.simulator.prefixes`), so only the rest is
-    prefilled."""
+    prefilled.
+    """
 
     closed = True
 
@@ -119,13 +145,14 @@ class Sessions:
         self.session_of = [0] * self.count
         self.prompts: list[int] = []
         self.outputs: list[int] = []
-        self.prefix = None
+        self.prefix: PrefixCache | None = None
 
     def attach(self, prompts: list[int], cached: list[int], outputs: list[int],
-               prefix=None) -> None:
+               prefix: PrefixCache | None = None) -> None:
         """The engine's prompt lengths (set as turns arrive), output lengths (a turn's
         output joins the session's history) and prefix cache (None: the history is
-        prefilled again).  ``cached`` is the engine's cached positions (unused)."""
+        prefilled again).  ``cached`` is the engine's cached positions (unused).
+        """
         self.prompts, self.outputs, self.prefix = prompts, outputs, prefix
 
     def _submit(self, when: float, session: int) -> None:
@@ -164,9 +191,10 @@ class Sessions:
         return times
 
 
-def source_for(workload) -> OpenArrivals | ClosedLoop | Sessions:
+def source_for(workload: Workload) -> OpenArrivals | ClosedLoop | Sessions:
     """The arrival source of a drawn workload (closed loop when it names clients,
-    sessions when it has session start times)."""
+    sessions when it has session start times).
+    """
     if workload.session_starts is not None:
         return Sessions(workload.session_starts, workload.turns, workload.think_time,
                         workload.reuse_history)

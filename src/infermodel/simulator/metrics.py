@@ -1,6 +1,7 @@
-"""What one simulated run records, and the metrics computed from it.
+"""The metrics of one simulated run, computed from its record.
 
-Both engines fill a :class:`RunRecord`; :func:`compute_metrics` turns it into the
+Both engines fill a :class:`~infermodel.simulator.records.RunRecord`;
+:func:`compute_metrics` turns it into the
 metrics dictionary (base units: seconds, tokens/s, requests/s).  Percentiles use
 numpy's default ("linear") quantile, as Module 10's Lab 3 does; the fast engine keeps
 inter-token gaps as (value, multiplicity) pairs and :func:`weighted_quantile` repeats
@@ -46,15 +47,14 @@ Metric names (all floats; counts are whole numbers stored as floats):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-import attrs
 import numpy as np
 
 from .policies import SLO
+from .records import RunRecord
 
-__all__ = ["METRIC_NAMES", "QUANTILES", "GapHistogram", "RunRecord", "compute_metrics",
-           "first_admissions", "weighted_quantile"]
+__all__ = ["METRIC_NAMES", "QUANTILES", "compute_metrics", "overloaded", "weighted_quantile"]
 
 QUANTILES = (0.5, 0.9, 0.99)
 
@@ -75,141 +75,6 @@ METRIC_NAMES = (
     "overloaded",
     "n_ttft_samples", "n_itl_samples", "n_tpot_samples",
 )
-
-
-@attrs.define(eq=False)
-class RunRecord:
-    """Raw results of one run, per request and pooled.
-
-    ``gap_values``/``gap_weights`` hold the pooled inter-token gaps: each value occurs
-    ``weight`` times (``gap_weights`` None means every weight is 1).
-    """
-
-    arrivals: np.ndarray
-    outputs: np.ndarray
-    prompts: np.ndarray
-    first_token: np.ndarray
-    last_token: np.ndarray
-    max_gap: np.ndarray  # 0 for a request with a single token
-    gap_values: np.ndarray
-    gap_weights: np.ndarray | None
-    end_time: float
-    preemptions: int
-    recomputed_tokens: int
-    iterations: int
-    busy_slot_steps: int
-    decode_steps: int
-    slots: int
-    rollbacks: int = 0
-    request_preemptions: np.ndarray | None = None  # per request: evictions that discarded cache
-    request_rollbacks: np.ndarray | None = None  # per request: admissions undone, nothing cached
-    closed: bool = False  # closed-loop load: the population is bounded, never unstable
-    series: dict[str, np.ndarray] | None = None  # time, waiting, running, cache_use
-    transfer: np.ndarray | None = None  # per request: cache transfer time (disaggregated)
-    swapped_tokens: int = 0  # cached positions copied to host memory by swap preemption
-    gaps_exact: bool = True  # False: the gaps were binned by GapHistogram's sketch
-    gap_max: float | None = None  # the largest gap, exact even when the gaps were binned
-    prefix_hits: np.ndarray | None = None  # per request: prompt tokens found in the prefix cache
-    prefix_evicted: int = 0  # positions of idle prefix blocks evicted to make room
-    admitted: np.ndarray | None = None  # per request: time of its first admission (NaN: none)
-
-
-def first_admissions(times) -> np.ndarray:
-    """Per-request first admission times from a list holding -1 for "never admitted"."""
-    admitted = np.asarray(times, dtype=np.float64)
-    return np.where(admitted < 0, np.nan, admitted)
-
-
-#: Distinct gap values kept exactly; past this many a run's gaps are binned.
-DISTINCT_BUDGET = 1 << 21
-#: Mantissa bits a binned gap keeps: every binned gap is within 2**-17 of its value.
-SKETCH_BITS = 16
-_PENDING = 1 << 18
-
-
-class GapHistogram:
-    """The pooled inter-token gaps of a run as (value → count), built as they come.
-
-    A gap repeats an iteration's duration once per request that received tokens at
-    both of its ends, so the distinct values are far fewer than the gaps (Lab 3's
-    100,000-request run: 172 million gaps, a few million values).  Values are kept
-    exactly, sorted with their counts, and quantiles from them are exact.  Past
-    :data:`DISTINCT_BUDGET` distinct values the histogram becomes a sketch: each value
-    is replaced by the middle of its bin of floats sharing the top
-    :data:`SKETCH_BITS` mantissa bits (relative error at most 2**-17), counts stay
-    exact and the maximum is kept exactly.
-    """
-
-    def __init__(self, budget: int = DISTINCT_BUDGET):
-        self.budget = budget
-        self.values = np.empty(0)
-        self.counts = np.empty(0, dtype=np.int64)
-        self.exact = True
-        self.maximum = -math.inf
-        self._values: list[np.ndarray] = []
-        self._weights: list[np.ndarray] = []
-        self._pending = 0
-
-    def add(self, values: np.ndarray, weights) -> None:
-        """Count each of ``values`` ``weights`` times (an array or one whole number)."""
-        values = np.asarray(values, dtype=np.float64)
-        weights = np.broadcast_to(np.asarray(weights, dtype=np.int64), values.shape)
-        positive = weights > 0
-        if not positive.all():
-            values, weights = values[positive], weights[positive]
-        if not values.size:
-            return
-        self.maximum = max(self.maximum, float(values.max()))
-        self._values.append(values)
-        self._weights.append(np.array(weights, dtype=np.int64))
-        self._pending += values.size
-        if self._pending > max(_PENDING, self.values.size // 4):
-            self._compact()
-
-    def merge(self, other: GapHistogram) -> None:
-        other._compact()
-        self.exact = self.exact and other.exact
-        self.add(other.values, other.counts)
-
-    def _compact(self) -> None:
-        """Merge the pending gaps into the sorted (value, count) arrays."""
-        if not self._values:
-            return
-        values = np.concatenate(self._values)
-        weights = np.concatenate(self._weights)
-        self._values, self._weights, self._pending = [], [], 0
-        if not self.exact:
-            values = _binned(values)
-        unique, where = np.unique(values, return_inverse=True)
-        # float sums of whole numbers below 2**53 are exact
-        counts = np.bincount(where, weights=weights).astype(np.int64)
-        del values, weights, where
-        at = np.searchsorted(self.values, unique)
-        hit = at < self.values.size
-        hit[hit] = self.values[at[hit]] == unique[hit]
-        self.counts[at[hit]] += counts[hit]
-        new = ~hit
-        if new.any():
-            self.values = np.insert(self.values, at[new], unique[new])
-            self.counts = np.insert(self.counts, at[new], counts[new])
-        if self.exact and self.values.size > self.budget:
-            self.exact = False
-            unique, where = np.unique(_binned(self.values), return_inverse=True)
-            self.counts = np.bincount(where, weights=self.counts).astype(np.int64)
-            self.values = unique
-
-    def result(self) -> tuple[np.ndarray, np.ndarray]:
-        """Sorted distinct values and their counts."""
-        self._compact()
-        return self.values, self.counts
-
-
-def _binned(values: np.ndarray) -> np.ndarray:
-    """Non-negative gaps to the middle of their bin (the top SKETCH_BITS mantissa bits)."""
-    shift = 52 - SKETCH_BITS
-    bits = np.maximum(values, 0.0).view(np.int64)
-    bits = ((bits >> shift) << shift) | (1 << (shift - 1))
-    return bits.view(np.float64)
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray | None, quantiles: Sequence[float]) -> list[float]:
@@ -266,7 +131,8 @@ def _select(values: np.ndarray, weights: np.ndarray, ranks: list[int]) -> list[f
     top bits of ``bits − min(bits)`` are monotone bins that are roughly logarithmic in
     the value (tight clusters of gaps still spread over many bins).  Count the weight
     per bin and look for each rank inside its own bin only; each level narrows the bit
-    spread by 2**16, so the recursion ends within four levels."""
+    spread by 2**16, so the recursion ends within four levels.
+    """
     if values.size <= _SORT_AT_MOST or values.min() < 0:
         return _sorted_pick(values, weights, ranks)
     bits = values.view(np.int64)
@@ -312,7 +178,7 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
         record.gap_values.size if record.gap_weights is None else record.gap_weights.sum(dtype=np.int64)
     )
     if gap_count:
-        *itl, itl_max = weighted_quantile(record.gap_values, record.gap_weights, QUANTILES + (1.0,))
+        *itl, itl_max = weighted_quantile(record.gap_values, record.gap_weights, (*QUANTILES, 1.0))
         if record.gap_max is not None:
             itl_max = record.gap_max
     else:
@@ -384,7 +250,8 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
 
 def _waits(record: RunRecord) -> tuple[float, float]:
     """Mean and 95th percentile of the time from arrival to first admission (the
-    scheduler taking the request from the queue); NaN where the engine did not record it."""
+    scheduler taking the request from the queue); NaN where the engine did not record it.
+    """
     if record.admitted is None or np.isnan(record.admitted).any():
         return math.nan, math.nan
     wait = record.admitted - record.arrivals
@@ -397,12 +264,13 @@ def _waits(record: RunRecord) -> tuple[float, float]:
 OVERLOAD_GROWTH = 0.05
 
 
-def overloaded(metrics) -> bool:
+def overloaded(metrics: Mapping[str, float]) -> bool:
     """Past saturation: TTFT trends upward with the arrival time (least-squares slope
     ``ttft_trend`` above :data:`OVERLOAD_GROWTH`), or the number of requests in the
     system keeps growing (``in_system_growth_per_s`` above :data:`OVERLOAD_GROWTH` ×
     the realised rate).  Percentiles of such a run depend on how many requests were
-    simulated, not on a steady state."""
+    simulated, not on a steady state.
+    """
     growth, trend = metrics["in_system_growth_per_s"], metrics["ttft_trend"]
     rate, t = metrics["realised_rate"], metrics["ttft_trend_t"]
     grows = (metrics["requests"] >= OVERLOAD_MIN_REQUESTS and math.isfinite(growth)
@@ -421,7 +289,8 @@ OVERLOAD_T = 4.0
 
 def _slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Least-squares slope of y on x and its t statistic (NaN with fewer than 3
-    points or no spread)."""
+    points or no spread).
+    """
     if x.size < 3:
         return math.nan, math.nan
     centred = x - x.mean()

@@ -48,17 +48,17 @@ POLICY_KINDS = ("static", "reserve", "paged", "chunked")
 PREEMPTIONS = ("recompute", "swap")
 
 
-def _positive_int(instance, attribute, value):
+def _positive_int(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise SimulationError(f"policy {attribute.name} must be a whole number ≥ 1, got {value!r}")
 
 
-def _positive_float(instance, attribute, value):
+def _positive_float(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise SimulationError(f"{attribute.name} must be a positive finite number, got {value!r}")
 
 
-def _non_negative_float(instance, attribute, value):
+def _non_negative_float(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise SimulationError(f"policy {attribute.name} must be a non-negative finite number, got {value!r}")
 
@@ -103,17 +103,17 @@ class Policy:
     block_tokens: int = attrs.field(default=16, validator=_positive_int)
 
     @prefix_caching.validator
-    def _prefix_caching(self, attribute, value):
+    def _prefix_caching(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, bool):
             raise SimulationError(f"policy prefix_caching must be true or false, got {value!r}")
 
     @preemption.validator
-    def _preemption(self, attribute, value):
+    def _preemption(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value not in PREEMPTIONS:
             raise SimulationError(f"policy preemption must be one of {', '.join(PREEMPTIONS)}, got {value!r}")
 
     @swap_bandwidth.validator
-    def _swap(self, attribute, value):
+    def _swap(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value is not None:
             _positive_float(self, attribute, value)
         if self.preemption == "swap" and value is None:
@@ -121,17 +121,17 @@ class Policy:
                                   "to host memory (e.g. 32e9 for PCIe Gen4 x16 one way)")
 
     @kind.validator
-    def _kind(self, attribute, value):
+    def _kind(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value not in POLICY_KINDS:
             raise SimulationError(f"policy must be one of {', '.join(POLICY_KINDS)}, got {value!r}")
 
     @reserve_output_tokens.validator
-    def _reserve(self, attribute, value):
+    def _reserve(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value is not None:
             _positive_int(self, attribute, value)
 
     @admit_fraction.validator
-    def _fraction(self, attribute, value):
+    def _fraction(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value > 1:
             raise SimulationError(f"policy admit_fraction must be in (0, 1], got {value!r}")
 

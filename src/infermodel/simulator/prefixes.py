@@ -44,6 +44,12 @@ chains (Lab 3) never build one.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .policies import Policy
+    from .workload import Workload
 
 __all__ = ["DEFAULT_BLOCK_TOKENS", "PrefixCache", "prefix_cache_for", "prefix_policies"]
 
@@ -64,7 +70,8 @@ class PrefixCache:
     of running requests' cached positions to get the cache's occupancy.
     """
 
-    def __init__(self, count: int, block: int, chains, limits, sessions: int = 0):
+    def __init__(self, count: int, block: int, chains: Iterable[int], limits: Iterable[int],
+                 sessions: int = 0):
         self.block = int(block)
         self.chain = list(chains)
         self.limit = list(limits)
@@ -86,7 +93,8 @@ class PrefixCache:
     @property
     def excess(self) -> int:
         """Occupancy beyond Σ cached positions of running requests: each shared block is
-        counted once, not once per request that references it."""
+        counted once, not once per request that references it.
+        """
         return self.referenced - self.holding
 
     def set_session(self, request: int, session: int, history: int) -> None:
@@ -98,7 +106,8 @@ class PrefixCache:
     # ------------------------------------------------------------------ lookups
     def probe(self, request: int, total: int) -> tuple[int, int]:
         """(cached positions the request would find, of them those in idle blocks) if it
-        were admitted now to hold ``total`` positions."""
+        were admitted now to hold ``total`` positions.
+        """
         chain = self.chain[request]
         if chain < 0:
             return 0, 0
@@ -109,13 +118,15 @@ class PrefixCache:
 
     def need(self, request: int, total: int) -> int:
         """Positions admitting the request adds to the occupancy: what it must compute or
-        bring back, plus the idle blocks it starts to reference."""
+        bring back, plus the idle blocks it starts to reference.
+        """
         hit, revived = self.probe(request, total)
         return total - hit + revived
 
     def take(self, request: int, total: int) -> int:
         """Admit ``request``: reference the cached leading blocks of its chain; returns
-        the cached positions it starts with."""
+        the cached positions it starts with.
+        """
         hit, _ = self.probe(request, total)
         if not self.admitted[request]:
             self.admitted[request] = True
@@ -161,7 +172,8 @@ class PrefixCache:
 
     def register(self, request: int, positions: int, now: float, running: bool) -> None:
         """The blocks of the request's chain among its first ``positions`` computed
-        positions become resident; a running request then references them all."""
+        positions become resident; a running request then references them all.
+        """
         chain = self.chain[request]
         if chain < 0:
             return
@@ -178,7 +190,8 @@ class PrefixCache:
 
     def leave(self, request: int, positions: int, now: float) -> None:
         """A request finishes or is evicted with ``positions`` computed: its chain's blocks
-        are kept, its references dropped."""
+        are kept, its references dropped.
+        """
         self.register(request, positions, now, running=False)
         self.release(request, now)
 
@@ -190,7 +203,8 @@ class PrefixCache:
 
     def trim(self, occupied: int, kv: float, memory: float) -> None:
         """Evict idle blocks, least recently released first, until ``occupied``
-        (referenced and private positions) plus the idle positions fit ``memory``."""
+        (referenced and private positions) plus the idle positions fit ``memory``.
+        """
         heap, block = self.heap, self.block
         while self.idle and (occupied + self.idle) * kv > memory:
             stamp, chain = heap[0]
@@ -211,10 +225,11 @@ class PrefixCache:
         return sum(self.resident.values()) * self.block
 
 
-def prefix_cache_for(workload, policy) -> PrefixCache | None:
+def prefix_cache_for(workload: Workload, policy: Policy) -> PrefixCache | None:
     """The cache a server keeps for ``workload`` under ``policy``, or None when no request
     can share anything (no named prefix, no session history to reuse, or prefix caching
-    switched off): the engines then run exactly as without prefix caching."""
+    switched off): the engines then run exactly as without prefix caching.
+    """
     if not policy.prefix_caching or policy.kind == "static":
         return None
     count = workload.count
@@ -239,8 +254,9 @@ SCENARIO_KEYS = ("prefix_caching", "block_tokens")
 BLOCK_QUANTITIES = ("prefix_block_tokens", "paged_block_tokens")
 
 
-def prefix_policies(policies, table, values, workload=None, turns: int = 1,
-                      reuse: bool = True) -> tuple[tuple, list[str]]:
+def prefix_policies(policies: Iterable[Policy], table: Mapping[str, Any],
+                    values: Mapping[str, Any], workload: object = None, turns: int = 1,
+                    reuse: bool = True) -> tuple[tuple[Policy, ...], list[str]]:
     """The policies with a scenario's prefix-cache settings, and the derivation lines.
 
     ``[simulation] prefix_caching`` (true by default) switches the prefix cache;
@@ -267,7 +283,7 @@ def prefix_policies(policies, table, values, workload=None, turns: int = 1,
                               f"got {block!r}")
     changed = []
     for chosen in policies:
-        fields: dict = {}
+        fields: dict[str, Any] = {}
         if chosen.prefix_caching and not caching:
             fields["prefix_caching"] = False
         if chosen.block_tokens == DEFAULT_BLOCK_TOKENS:

@@ -38,12 +38,16 @@ the same acceptance outcomes for the same request.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
 from .errors import SimulationError
+
+if TYPE_CHECKING:
+    from .cost import CostModel
 
 __all__ = ["SPECULATION_QUANTITIES", "Acceptance", "Draft", "Speculation"]
 
@@ -71,7 +75,8 @@ SALT = 0x5BEC
 class Draft:
     """The roofline of one draft decode step (weights once, each sequence's draft cache,
     matrix and attention FLOPs); ``kv_bytes_per_token``, ``layers`` and ``query_width``
-    are 0 when only the draft's parameter count is known."""
+    are 0 when only the draft's parameter count is known.
+    """
 
     weight_bytes: float
     params_matmul: float
@@ -80,17 +85,17 @@ class Draft:
     query_width: float = 0.0
 
 
-def _probability(instance, attribute, value):
+def _probability(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise SimulationError(f"speculation: {attribute.name} must be in [0, 1], got {value!r}")
 
 
-def _draft_length(instance, attribute, value):
+def _draft_length(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= 64:
         raise SimulationError(f"speculation: k must be a whole number in 1–64, got {value!r}")
 
 
-def _positive_or_none(instance, attribute, value):
+def _positive_or_none(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                               or not 0 < value < math.inf):
         raise SimulationError(f"speculation: {attribute.name} must be a positive number, got {value!r}")
@@ -118,7 +123,7 @@ class Speculation:
     draft_cost: float | None = attrs.field(default=None, validator=_positive_or_none)
     verify_cost: float | None = attrs.field(default=None, validator=_positive_or_none)
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         if (self.draft is None) == (self.draft_cost is None):
             raise SimulationError("speculation: give the draft as a model (draft) or as a cost "
                                   "ratio (draft_cost), exactly one")
@@ -144,10 +149,12 @@ class Speculation:
         return np.minimum(leading, self.k) + 1
 
     # ------------------------------------------------------------------ cost
-    def step_time(self, cost, contexts: Sequence[int], chunks: Sequence[tuple[int, int]] = ()) -> float:
+    def step_time(self, cost: CostModel, contexts: Sequence[int],
+                  chunks: Sequence[tuple[int, int]] = ()) -> float:
         """Time of an iteration whose decoding sequences verify at ``contexts`` cached
         positions, with prefill ``chunks`` of ``(new, cached)`` tokens (both engines
-        call this with the same integers, so their times are the same floats)."""
+        call this with the same integers, so their times are the same floats).
+        """
         if not contexts:
             return cost.iteration_time([], chunks)
         if self.verify_cost is None:
@@ -160,11 +167,13 @@ class Speculation:
                       + (self.verify_cost - 1) * cost.iteration_time(contexts))
         return target + self.draft_time(cost, contexts)
 
-    def draft_time(self, cost, contexts: Sequence[int]) -> float:
+    def draft_time(self, cost: CostModel, contexts: Sequence[int]) -> float:
         """The draft's k sequential steps over the decoding sequences."""
-        if self.draft is None:
-            return self.k * self.draft_cost * cost.iteration_time(contexts)
         d, n = self.draft, len(contexts)
+        if d is None:
+            if self.draft_cost is None:  # excluded by __attrs_post_init__
+                raise SimulationError("speculation: the draft needs a model or a cost ratio")
+            return self.k * self.draft_cost * cost.iteration_time(contexts)
         cached = sum(int(c) for c in contexts)
         total = 0.0
         for j in range(self.k):
@@ -190,7 +199,7 @@ class Speculation:
                 f"α = {self.acceptance:.4g}, 1 + min(k, leading acceptances) tokens per step "
                 f"(mean {self.expected_tokens:.4g}, seeded per request); {verify}; {draft}")
 
-    def unmodelled(self, cost) -> list[str]:
+    def unmodelled(self, cost: CostModel) -> list[str]:
         """What the simulated speculation leaves out, each with its size."""
         notes = [
             f"speculative decoding: the up to k = {self.k} rejected proposals a verifying "
@@ -209,12 +218,14 @@ class Speculation:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_quantities(cls, values: Mapping[str, float], number) -> Speculation | None:
+    def from_quantities(cls, values: Mapping[str, float],
+                        number: Callable[[str], float]) -> Speculation | None:
         """The speculation the scenario's quantities describe (``None`` without ``spec_k``
-        and ``spec_acceptance``, or with k = 0); ``number`` reads one as a float."""
+        and ``spec_acceptance``, or with k = 0); ``number`` reads one as a float.
+        """
         if "spec_k" not in values or "spec_acceptance" not in values:
             return None
-        k = int(round(number("spec_k")))
+        k = round(number("spec_k"))
         if k < 1:
             return None
         draft = None

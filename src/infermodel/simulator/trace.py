@@ -31,14 +31,15 @@ __all__ = ["TRACE_COLUMNS", "read_rows"]
 TRACE_COLUMNS = ("arrival", "prompt", "output", "prefix", "prefix_tokens")
 
 
-def read_rows(path: str | os.PathLike):
-    """``(arrivals, prompts, outputs, prefixes, prefix_tokens)`` of a trace file, sorted
+def read_rows(path: str | os.PathLike[str],
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str] | None, np.ndarray | None]:
+    r"""``(arrivals, prompts, outputs, prefixes, prefix_tokens)`` of a trace file, sorted
     by arrival with each row kept together, arrivals shifted to start at 0; ``prefixes``
     is None when the file names none, ``prefix_tokens`` when it gives no lengths.
 
     >>> import tempfile, pathlib
     >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (folder / "t.csv").write_text("arrival,prompt,output\\n2.0,10,3\\n1.0,20,4\\n")
+    >>> _ = (folder / "t.csv").write_text("arrival,prompt,output\n2.0,10,3\n1.0,20,4\n")
     >>> arrivals, prompts, outputs, prefixes, lengths = read_rows(folder / "t.csv")
     >>> arrivals.tolist(), prompts.tolist(), outputs.tolist(), prefixes, lengths
     ([0.0, 1.0], [20, 10], [4, 3], None, None)
@@ -86,7 +87,8 @@ def read_rows(path: str | os.PathLike):
             sized)
 
 
-def _prefix_length(row, where, name: str, number: int, prompt: int) -> int:
+def _prefix_length(row: list[str], where: dict[str, int], name: str, number: int,
+                   prompt: int) -> int:
     """A row's ``prefix_tokens`` (0 when the column or the cell is empty)."""
     if "prefix_tokens" not in where or len(row) <= where["prefix_tokens"]:
         return 0

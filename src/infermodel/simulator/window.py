@@ -7,26 +7,32 @@ The Inference lab's "Many requests, one pass" lets requests arrive "for 60 secon
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import attrs
 import numpy as np
 
 from .errors import SimulationError
 
-__all__ = ["first", "within_window"]
+if TYPE_CHECKING:
+    from .workload import Workload
+
+__all__ = ["first", "refuse_window", "within_window"]
 
 
-def first(workload, count: int):
+def first(workload: Workload, count: int) -> Workload:
     """The first ``count`` requests of an open stream (a :class:`Workload`)."""
     if workload.session_starts is not None or workload.clients is not None:
         raise SimulationError("only an open arrival stream can be cut short")
     if count >= workload.count:
         return workload
-    cut = {name: None if getattr(workload, name) is None else getattr(workload, name)[:count]
-           for name in ("arrivals", "prompts", "outputs", "prefixes", "prefix_tokens")}
+    cut: dict[str, Any] = {
+        name: None if getattr(workload, name) is None else getattr(workload, name)[:count]
+        for name in ("arrivals", "prompts", "outputs", "prefixes", "prefix_tokens")}
     return attrs.evolve(workload, **cut)
 
 
-def within_window(workload, window: float | None):
+def within_window(workload: Workload, window: float | None) -> Workload:
     """The requests of ``workload`` that arrive by ``window`` seconds (all without one)."""
     if window is None:
         return workload
@@ -36,3 +42,9 @@ def within_window(workload, window: float | None):
             f"no request arrives within the {window:g} s window: the first arrives at "
             f"{workload.arrivals[0]:.6g} s (raise the rate or the window)")
     return first(workload, inside)
+
+
+def refuse_window(window: float | None, why: str) -> None:
+    """Refuse a window where the load is not an open stream (``why`` says what it is)."""
+    if window is not None:
+        raise SimulationError(f"an arrival window cuts an open stream short; {why} (remove it)")

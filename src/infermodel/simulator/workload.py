@@ -29,16 +29,17 @@ import csv
 import math
 import os
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from infermodel.errors import close_match
 
 from .errors import SimulationError
-from .window import within_window
+from .window import refuse_window, within_window
 
 __all__ = [
     "SAMPLERS",
@@ -49,6 +50,7 @@ __all__ = [
     "UniformLength",
     "Workload",
     "WorkloadSpec",
+    "check_rate",
     "expected_max",
     "length_law",
     "static_slot_use",
@@ -84,16 +86,14 @@ def _check_float(value: Any, what: str, positive: bool = False) -> float:
     return value
 
 
-def _no_window(spec, why: str) -> None:
-    if spec.window is not None:
-        raise SimulationError(f"an arrival window cuts an open stream short; {why} (remove it)")
-
-
 class LengthLaw(Protocol):
     """A law of token counts (positive integers)."""
 
-    minimum: int
-    maximum: int
+    @property
+    def minimum(self) -> int: ...
+
+    @property
+    def maximum(self) -> int: ...
 
     def sample_python(self, rng: random.Random) -> int: ...
 
@@ -104,7 +104,7 @@ class LengthLaw(Protocol):
     def mean(self) -> float: ...
 
 
-def _pmf_mean(law) -> float:
+def _pmf_mean(law: LengthLaw) -> float:
     values, probabilities = law.pmf()
     return float(np.dot(values.astype(np.float64), probabilities))
 
@@ -151,7 +151,7 @@ class UniformLength:
     low: int = attrs.field(converter=lambda v: _check_int(v, "uniform law: low"))
     high: int = attrs.field(converter=lambda v: _check_int(v, "uniform law: high"))
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         if self.high < self.low:
             raise SimulationError(f"uniform law: high ({self.high}) is below low ({self.low})")
 
@@ -193,7 +193,7 @@ class LogNormalLength:
     minimum: int = attrs.field(converter=lambda v: _check_int(v, "log-normal law: min"))
     maximum: int = attrs.field(converter=lambda v: _check_int(v, "log-normal law: max"))
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         if self.maximum < self.minimum:
             raise SimulationError(
                 f"log-normal law: max ({self.maximum}) is below min ({self.minimum})"
@@ -249,7 +249,7 @@ class EmpiricalLength:
         converter=lambda vs: tuple(_check_int(v, "empirical law: value") for v in vs)
     )
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         if not self.values:
             raise SimulationError("empirical law: needs at least one length")
 
@@ -257,7 +257,8 @@ class EmpiricalLength:
     def from_csv(cls, path: str | os.PathLike, column: str | int | None = None) -> EmpiricalLength:
         """Read lengths from a CSV file: one integer per row in ``column`` (a header
         name or a 0-based index; default the first column).  A first row that is not
-        a number is taken as the header."""
+        a number is taken as the header.
+        """
         try:
             with open(path, newline="", encoding="utf-8") as handle:
                 rows = [row for row in csv.reader(handle) if row and any(cell.strip() for cell in row)]
@@ -361,7 +362,7 @@ def length_law(spec: AnyLaw | Mapping[str, Any] | int, *, what: str = "length la
     if extra:
         raise SimulationError(f"{what}: unknown keys for a {kind} law: {', '.join(extra)}")
 
-    def need(key: str):
+    def need(key: str) -> Any:
         if key not in spec:
             raise SimulationError(f"{what}: a {kind} law needs '{key}'")
         return spec[key]
@@ -451,7 +452,8 @@ def static_slot_use(law: AnyLaw, batch: int) -> float:
 class Workload:
     """One drawn request stream: arrival times (s, non-decreasing), prompt and output
     lengths (tokens), the nominal rate and seed it came from, and the longest output
-    the length law allows (used by full-length reservations)."""
+    the length law allows (used by full-length reservations).
+    """
 
     arrivals: np.ndarray
     prompts: np.ndarray
@@ -467,7 +469,8 @@ class Workload:
     reuse_history: bool = True
     prefix_tokens: np.ndarray | None = None  # per request: tokens its named prefix holds
 
-    def with_prefixes(self, prefixes, tokens=None) -> Workload:
+    def with_prefixes(self, prefixes: Iterable[str],
+                      tokens: int | Sequence[int] | np.ndarray | None = None) -> Workload:
         """The same workload with a shared-prefix identifier per request ("" for none)
         and, with ``tokens`` (one length, or one per request), the prefix's length:
         requests with the same identifier start with the same ``tokens`` prompt tokens,
@@ -493,13 +496,14 @@ class Workload:
 
     def scaled(self, rate: float) -> Workload:
         """The same requests with every gap divided by ``rate`` / the recorded rate."""
-        rate = _check_rate(rate)
+        rate = check_rate(rate)
         if rate == self.rate:
             return self
         return attrs.evolve(self, arrivals=self.arrivals * (self.rate / rate), rate=rate)
 
     @classmethod
-    def from_arrays(cls, arrivals, prompts, outputs, *, rate: float | None = None,
+    def from_arrays(cls, arrivals: npt.ArrayLike, prompts: npt.ArrayLike, outputs: npt.ArrayLike,
+                    *, rate: float | None = None,
                     seed: int | None = None, max_output: int | None = None) -> Workload:
         """A workload from explicit arrays (a recorded trace, or a test's hand-made stream).
 
@@ -553,7 +557,8 @@ class Workload:
 
 def read_trace(path: str | os.PathLike) -> Workload:
     """The :class:`Workload` a trace file records (see :mod:`infermodel.simulator.trace`):
-    arrival, prompt and output per row, pairing kept, prefix ids if named."""
+    arrival, prompt and output per row, pairing kept, prefix ids if named.
+    """
     from .trace import read_rows
 
     arrivals, prompts, outputs, prefixes, lengths = read_rows(path)
@@ -561,7 +566,7 @@ def read_trace(path: str | os.PathLike) -> Workload:
     return workload.with_prefixes(prefixes, lengths) if prefixes is not None else workload
 
 
-def _check_rate(rate: Any) -> float:
+def check_rate(rate: Any) -> float:
     if isinstance(rate, bool) or not isinstance(rate, (int, float, np.number)):
         raise SimulationError(f"arrival rate must be a number of requests/s, got {rate!r}")
     rate = float(rate)
@@ -603,12 +608,12 @@ class WorkloadSpec:
                                        _check_float(v, "the arrival window (s)", positive=True))
 
     @prefix_tokens.validator
-    def _prefix(self, attribute, value):
+    def _prefix(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
             raise SimulationError(f"shared prefix tokens must be a whole number >= 0, got {value!r}")
 
     @prefix_hit_rate.validator
-    def _hits(self, attribute, value):
+    def _hits(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise SimulationError(f"prefix hit rate must be in [0, 1], got {value!r}")
 
@@ -617,7 +622,8 @@ class WorkloadSpec:
         by a seeded draw of its own (so the lengths and arrivals are those drawn without
         a prefix), start with the same ``prefix_tokens`` tokens (named ``"shared"``).  A
         trace naming its own prefixes keeps them; ``prefix_tokens`` is then their length
-        where the trace gives none."""
+        where the trace gives none.
+        """
         if not self.prefix_tokens:
             return drawn
         if drawn.prefixes is not None:
@@ -629,25 +635,25 @@ class WorkloadSpec:
         return drawn.with_prefixes(np.where(carries, "shared", ""), self.prefix_tokens)
 
     @arrivals.validator
-    def _arrivals(self, attribute, value):
+    def _arrivals(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value not in ARRIVAL_LAWS:
             raise SimulationError(f"arrivals must be one of {', '.join(ARRIVAL_LAWS)}, got {value!r}")
 
     @cv.validator
-    def _cv(self, attribute, value):
+    def _cv(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 100:
             raise SimulationError(f"arrival cv (coefficient of variation of the gaps) must be "
                                   f"in (0, 100), got {value!r}")
 
     @count.validator
-    def _count(self, attribute, value):
+    def _count(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise SimulationError(f"request count must be a whole number, got {value!r}")
         if value < 1:
             raise SimulationError(f"the workload is empty: request count must be at least 1, got {value}")
 
     @sampler.validator
-    def _sampler(self, attribute, value):
+    def _sampler(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value not in SAMPLERS:
             raise SimulationError(f"sampler must be one of {', '.join(SAMPLERS)}, got {value!r}")
 
@@ -719,7 +725,7 @@ class WorkloadSpec:
         if isinstance(think_time, bool) or not isinstance(think_time, (int, float)) or not (
                 math.isfinite(think_time) and think_time >= 0):
             raise SimulationError(f"think time must be a non-negative number of seconds, got {think_time!r}")
-        _no_window(self, "multi-turn sessions are drawn whole")
+        refuse_window(self.window, "multi-turn sessions are drawn whole")
         drawn = self.generate(rate, seed)
         starts = drawn.arrivals[: self.count // turns]  # Poisson session starts at `rate`/s
         return attrs.evolve(drawn, arrivals=np.zeros(drawn.count), session_starts=starts,
@@ -740,14 +746,14 @@ class WorkloadSpec:
         if isinstance(think_time, bool) or not isinstance(think_time, (int, float)) or not (
                 math.isfinite(think_time) and think_time >= 0):
             raise SimulationError(f"think time must be a non-negative number of seconds, got {think_time!r}")
-        _no_window(self, "a closed loop sends every request")
+        refuse_window(self.window, "a closed loop sends every request")
         drawn = attrs.evolve(self, arrivals="poisson").generate(1.0, seed)
         return attrs.evolve(drawn, arrivals=np.zeros(drawn.count), rate=math.nan,
                             clients=clients, think_time=float(think_time))
 
     def generate(self, rate: float, seed: int = 0) -> Workload:
         """Draw the workload at nominal ``rate`` requests/s with ``seed``."""
-        rate = _check_rate(rate)
+        rate = check_rate(rate)
         if self.trace is not None:
             return self._with_prefix(within_window(self.trace.scaled(rate), self.window), seed)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
@@ -761,12 +767,14 @@ class WorkloadSpec:
             outputs = np.empty(count, dtype=np.int64)
             now = 0.0
             draw_prompt, draw_output = self.prompt.sample_python, self.output.sample_python
-            gap = rng.expovariate
+            gap: Callable[[float], float] = rng.expovariate
             if self.arrivals == "gamma":
                 shape = 1.0 / (self.cv * self.cv)
 
-                def gap(rate, shape=shape):
+                def gamma_gap(rate: float, shape: float = shape) -> float:
                     return rng.gammavariate(shape, 1.0 / (rate * shape))
+
+                gap = gamma_gap
             for index in range(count):
                 now += gap(rate)
                 arrivals[index] = now

@@ -86,24 +86,23 @@ from typing import Any
 
 from .. import __version__
 from .catalogue import CatalogueDirective, collect_catalogue
-from .config import CONFIG_VALUES, InfermodelSphinxError, _setup_config
+from .config import CONFIG_VALUES, InfermodelSphinxError, setup_config
 from .directives import (
     CliDirective,
     CommandDirective,
     FieldsDirective,
     LeversDirective,
     ScenarioDirective,
+    subcommands,
+    type_text,
 )
-from .directives import (
-    _subcommands as _subcommands,
-)
-from .directives import (
-    _type_text as _type_text,
-)
-from .loading import _split_names as _split_names
-from .loading import _split_overrides as _split_overrides
+from .loading import split_names, split_overrides
 from .operators import OperatorsDirective
-from .pages import GENERATED_MARKER, _generate_pages, generate_scenario_pages, scenario_page
+from .pages import GENERATED_MARKER, generate_pages, generate_scenario_pages, scenario_page
+
+# The helpers' earlier private names, which the package has always offered.
+_subcommands, _type_text, _split_names, _split_overrides = (subcommands, type_text, split_names,
+                                                            split_overrides)
 
 
 def _setup_directives(app) -> None:
@@ -117,12 +116,12 @@ def _setup_directives(app) -> None:
 
 
 def _setup_pages(app) -> None:
-    app.connect("builder-inited", _generate_pages)
+    app.connect("builder-inited", generate_pages)
 
 
 def setup(app) -> dict[str, Any]:
     """Register the directives, configuration values and page generation."""
-    _setup_config(app)
+    setup_config(app)
     _setup_directives(app)
     _setup_pages(app)
     return {"version": __version__, "env_version": 1,

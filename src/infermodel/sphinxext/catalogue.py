@@ -13,11 +13,11 @@ from docutils.parsers.rst import directives
 from sphinx.util.docutils import SphinxDirective
 
 from .config import WARNING_TYPE, logger
-from .loading import _evaluate, _note_dependencies, _problem_text, _scenario_files, _Shower
-from .nodes import _changed, _code, _inline_math, _para, _reference, _table
+from .loading import Shower, cached_result, note_dependencies, problem_text, scenario_files
+from .nodes import changed_text, code_node, inline_math_node, para_node, reference_node, table_node
 
 
-def _glob(pattern: str) -> list[Path]:
+def glob_files(pattern: str) -> list[Path]:
     return sorted(Path(os.path.normpath(p)) for p in globmodule.glob(pattern) if os.path.isfile(p))
 
 
@@ -45,9 +45,9 @@ def collect_catalogue(paths: Iterable[Path], *, host=None
     results = []
     for path in paths:
         try:
-            result = _evaluate(path, host=host)
+            result = cached_result(path, host=host)
         except Exception as exc:
-            failures.append((path, _problem_text(exc)))
+            failures.append((path, problem_text(exc)))
             continue
         results.append((path.stem, result))
     used = {lever for _, r in results for lever in r.scenario.levers}
@@ -113,25 +113,25 @@ class CatalogueDirective(SphinxDirective):
                                location=self.get_location(), type=WARNING_TYPE, subtype="config")
                 return []
             pattern = configured  # made absolute when the configuration was read
-        paths = _glob(pattern)
+        paths = glob_files(pattern)
         if not paths:
             logger.warning(f"infermodel-quantities: no scenario matches {pattern}",
                            location=self.get_location(), type=WARNING_TYPE, subtype="file")
             return []
         for path in paths:
-            _note_dependencies(self.env, _scenario_files(path))
+            note_dependencies(self.env, scenario_files(path))
         try:
             catalogue, failures, unexercised = collect_catalogue(paths)
         except Exception as exc:
-            logger.warning(f"cannot build the quantity catalogue: {_problem_text(exc)}",
+            logger.warning(f"cannot build the quantity catalogue: {problem_text(exc)}",
                            location=self.get_location(), type=WARNING_TYPE, subtype="scenario")
             return []
-        shower = _Shower(self.env.srcdir)
+        shower = Shower(self.env.srcdir)
         for path, problem in failures:
             logger.warning(f"scenario {shower.path(str(path))} left out of the catalogue: {problem}",
                            location=self.get_location(), type=WARNING_TYPE, subtype="scenario")
         out: list[nodes.Node] = []
-        summary = _para(f"{len(catalogue)} quantities from {len(paths) - len(failures)} scenarios.")
+        summary = para_node(f"{len(catalogue)} quantities from {len(paths) - len(failures)} scenarios.")
         if unexercised:
             summary += nodes.Text(" Levers no scenario exercises (their quantities are missing): "
                                   + ", ".join(unexercised) + ".")
@@ -142,7 +142,7 @@ class CatalogueDirective(SphinxDirective):
         for plugin in sorted(by_plugin):
             heading = nodes.rubric("", "", ids=[nodes.make_id(f"quantities-of-{plugin}")])
             heading += nodes.Text("Defined by plugin ")
-            heading += _code(plugin)
+            heading += code_node(plugin)
             out.append(heading)
             out.append(self._table(by_plugin[plugin]))
         return out
@@ -154,23 +154,23 @@ class CatalogueDirective(SphinxDirective):
         for entry in entries:
             name = entry["name"]
             display = {name: entry["latex"]} if entry["latex"] else {}
-            first = _para(_code(name), ids=[nodes.make_id(f"quantity-{name}")])
-            described = [first] + [_para(text) for text in entry["descriptions"]]
+            first = para_node(code_node(name), ids=[nodes.make_id(f"quantity-{name}")])
+            described = [first] + [para_node(text) for text in entry["descriptions"]]
             definitions = []
             for kind, plugin, payload in entry["definitions"]:
                 if kind == "input":
                     text = f"input from {payload}" if payload else f"input set by {plugin}"
-                    definitions.append(_para(text))
+                    definitions.append(para_node(text))
                 else:
-                    definitions.append(_para(_inline_math(
+                    definitions.append(para_node(inline_math_node(
                         f"{latex_name(name, entry['latex'])} = {formula_latex(payload, display)}")))
-            provenance = [_para(f"defined by {', '.join(entry['plugins'])}")]
+            provenance = [para_node(f"defined by {', '.join(entry['plugins'])}")]
             for kind, plugin, reason, _cited_by in entry["changes"]:
-                provenance.append(_para(f"{_changed(kind)} {plugin}: {reason}"))
+                provenance.append(para_node(f"{changed_text(kind)} {plugin}: {reason}"))
             references = sorted({*entry["references"],
                                  *(c[3] for c in entry["changes"] if c[3])})
-            symbol = _inline_math(entry["latex"]) if entry["latex"] else ""
+            symbol = inline_math_node(entry["latex"]) if entry["latex"] else ""
             rows.append([described, symbol, entry["unit"],
-                         definitions, provenance, [_reference(r) for r in references] or ""])
-        return _table(["Quantity", "Symbol", "Unit", "Definition", "Provenance", "Reference"],
+                         definitions, provenance, [reference_node(r) for r in references] or ""])
+        return table_node(["Quantity", "Symbol", "Unit", "Definition", "Provenance", "Reference"],
                       rows, [22, 8, 6, 30, 18, 20], classes=["infermodel-catalogue"])

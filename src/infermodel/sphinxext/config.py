@@ -9,7 +9,7 @@ from typing import Any
 from sphinx.errors import SphinxError
 from sphinx.util import logging
 
-from .loading import _split_names
+from .loading import split_names
 
 logger = logging.getLogger(__package__)
 
@@ -42,7 +42,7 @@ CONFIG_VALUES: dict[str, tuple[Any, str]] = {
 }
 
 
-def _setup_config(app) -> None:
+def setup_config(app) -> None:
     for name, (default, _about) in CONFIG_VALUES.items():
         app.add_config_value(name, default, "env", types=frozenset({type(default), type(None)}))
     app.connect("config-inited", _check_config)
@@ -72,8 +72,8 @@ def _check_config(app, config) -> None:
         if value is None:
             setattr(config, name, [])
         elif isinstance(value, str):
-            setattr(config, name, _split_names(value))
+            setattr(config, name, split_names(value))
         elif not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise InfermodelSphinxError(f"{name} must be a list of quantity names, not {value!r}")
         else:
-            setattr(config, name, [n for v in value for n in _split_names(v)])
+            setattr(config, name, [n for v in value for n in split_names(v)])

@@ -16,25 +16,25 @@ from sphinx.util.docutils import SphinxDirective
 
 from .config import WARNING_TYPE, logger
 from .loading import (
-    _evaluate,
-    _note_dependencies,
-    _overrides_option,
-    _problem_text,
-    _quantity_list,
-    _scenario_files,
-    _Shower,
-    _split_overrides,
+    Shower,
+    cached_result,
+    note_dependencies,
+    overrides_option,
+    problem_text,
+    quantity_list,
+    scenario_files,
+    split_overrides,
 )
 from .nodes import (
-    _changed,
-    _cited,
-    _code,
-    _inline_math,
-    _math_block,
-    _para,
-    _plugins_text,
-    _reference,
-    _table,
+    changed_text,
+    cited_nodes,
+    code_node,
+    inline_math_node,
+    math_block_node,
+    para_node,
+    plugins_text,
+    reference_node,
+    table_node,
 )
 
 
@@ -46,37 +46,37 @@ class ScenarioDirective(SphinxDirective):
     final_argument_whitespace = True
     has_content = False
     option_spec: ClassVar[dict] = {
-        "quantities": _quantity_list,
+        "quantities": quantity_list,
         "chain": directives.flag,
         "depth": directives.nonnegative_int,
-        "set": _overrides_option,
+        "set": overrides_option,
     }
 
     def run(self) -> list[nodes.Node]:
         rel, absolute = self.env.relfn2path(self.arguments[0], self.env.docname)
         path = Path(absolute)
-        overrides = _split_overrides(self.options.get("set", ""))
-        _note_dependencies(self.env, _scenario_files(path))
+        overrides = split_overrides(self.options.get("set", ""))
+        note_dependencies(self.env, scenario_files(path))
         if not path.is_file():
             return self._warn(f"scenario file {rel} not found", "file")
         try:
-            result = _evaluate(path, overrides)
+            result = cached_result(path, overrides)
         except Exception as exc:
-            problem = _problem_text(exc, overrides_as=":set")  # reads ":set: key: ..."
+            problem = problem_text(exc, overrides_as=":set")  # reads ":set: key: ..."
             return self._warn(f"cannot render scenario {rel}: {problem}", "scenario")
-        _note_dependencies(self.env, (o.file for o in result.scenario.origins.values()))
+        note_dependencies(self.env, (o.file for o in result.scenario.origins.values()))
 
         names = self.options.get("quantities") or list(self.config.infermodel_default_quantities)
         unknown = [n for n in names if n not in result]
         if unknown:
-            from ..errors import close_match
+            from ..errors import suggest
 
             hints = []
             for n in unknown:
-                near = close_match(n, result.values)
-                hints.append(f"{n!r}" + (f" (did you mean {near!r}?)" if near else ""))
+                hint = suggest(n, result.values)
+                hints.append(f"{n!r}" + (f" ({hint})" if hint else ""))
             return self._warn(f"scenario {rel} defines no quantity {', '.join(hints)}", "quantity")
-        shower = _Shower(self.env.srcdir)
+        shower = Shower(self.env.srcdir)
         if "chain" in self.options:
             out = self._chains(result, names or list(result.graph.order), shower)
         else:
@@ -100,7 +100,7 @@ class ScenarioDirective(SphinxDirective):
             box += nodes.title("", "Read these figures with")
             items = nodes.bullet_list()
             for warning in notes:
-                items += nodes.list_item("", _para(str(warning)))
+                items += nodes.list_item("", para_node(str(warning)))
             box += items
             container += box
         return [container]
@@ -121,9 +121,9 @@ class ScenarioDirective(SphinxDirective):
         for name in names or result.graph.order:
             q = result.graph[name]
             value = show(result.values[name], q.unit)
-            rows.append([_code(name), value, q.description, _plugins_text(q),
-                         _reference(q.reference)])
-        return _table(["Quantity", "Value", "Meaning", "Defined by", "Reference"],
+            rows.append([code_node(name), value, q.description, plugins_text(q),
+                         reference_node(q.reference)])
+        return table_node(["Quantity", "Value", "Meaning", "Defined by", "Reference"],
                       rows, [16, 10, 34, 14, 26], title=title, classes=["infermodel-results"])
 
     # -- derivation chains ---------------------------------------------------------
@@ -139,7 +139,7 @@ class ScenarioDirective(SphinxDirective):
             box = nodes.container(classes=["infermodel-derivation"])
             heading = nodes.rubric("", "")
             heading += nodes.Text("Derivation of ")
-            heading += _code(target)
+            heading += code_node(target)
             heading += nodes.Text(f" in {result.scenario.name}")
             box += heading
             inputs = []
@@ -150,11 +150,11 @@ class ScenarioDirective(SphinxDirective):
                 formula, substituted = step_latex(step, derivation.values, display)
                 assert substituted is not None  # a derived step (not an input) has one
                 step_box = nodes.container(classes=["infermodel-step"])
-                step_box += _para(nodes.strong("", "", _code(step.name)), " = ",
+                step_box += para_node(nodes.strong("", "", code_node(step.name)), " = ",
                                   show(step.value, step.unit), f" — {step.description}")
                 aligned = (formula.replace(" = ", " &= ", 1) + r" \\ "
                            + substituted.replace(" = ", " &= ", 1))
-                step_box += _math_block(aligned, self.env.docname)
+                step_box += math_block_node(aligned, self.env.docname)
                 step_box += self._provenance(step, display)
                 box += step_box
             legend = symbol_legend(derivation.steps)
@@ -162,18 +162,18 @@ class ScenarioDirective(SphinxDirective):
                 symbols = nodes.paragraph(classes=["infermodel-legend"])
                 symbols += nodes.Text("Symbols: ")
                 for index, (symbol, name, meaning) in enumerate(legend):
-                    symbols += _inline_math(symbol)
+                    symbols += inline_math_node(symbol)
                     symbols += nodes.Text(" is ")
-                    symbols += _code(name)
+                    symbols += code_node(name)
                     symbols += nodes.Text(f" ({meaning})" + ("; " if index < len(legend) - 1 else "."))
                 box += symbols
             if inputs:
                 rows = []
                 for step in inputs:
-                    rows.append([_code(step.name), show(step.value, step.unit), step.description,
+                    rows.append([code_node(step.name), show(step.value, step.unit), step.description,
                                  self._input_source(result, step, shower),
-                                 _reference(step.reference)])
-                box += _table(["Input", "Value", "Meaning", "From", "Reference"], rows,
+                                 reference_node(step.reference)])
+                box += table_node(["Input", "Value", "Meaning", "From", "Reference"], rows,
                               [14, 10, 30, 24, 22], classes=["infermodel-inputs"])
             out.append(box)
         return out
@@ -188,15 +188,15 @@ class ScenarioDirective(SphinxDirective):
             original = (plain_number(first.expression) if first.kind == "input"
                         else formula_latex(first.expression, display))
             body += [nodes.Text(", originally "),
-                     _inline_math(f"{latex_name(step.name, display.get(step.name))} = {original}")]
+                     inline_math_node(f"{latex_name(step.name, display.get(step.name))} = {original}")]
         if first.reference:
-            body += [nodes.Text(" — "), *_cited(first.reference)]
+            body += [nodes.Text(" — "), *cited_nodes(first.reference)]
         fields += _field("defined by", body)
         for change in step.history[1:]:
             body = [nodes.Text(f"{change.plugin}: {change.reason}")]
             if change.reference:
-                body += [nodes.Text(" — "), *_cited(change.reference)]
-            fields += _field(_changed(change.kind), body)
+                body += [nodes.Text(" — "), *cited_nodes(change.reference)]
+            fields += _field(changed_text(change.kind), body)
         return fields
 
     def _input_source(self, result, step, shower) -> str:
@@ -217,7 +217,7 @@ def _field(name: str, body: list[nodes.Node]) -> nodes.field:
     field = nodes.field()
     field += nodes.field_name(name, name)
     content = nodes.field_body()
-    content += _para(*body)
+    content += para_node(*body)
     field += content
     return field
 
@@ -257,7 +257,7 @@ def _host_registries(directive) -> Any | None:
         host.check_loaded()
         return host.registries
     except Exception as exc:
-        logger.warning(f"cannot read the plugins' registrations: {_problem_text(exc)}",
+        logger.warning(f"cannot read the plugins' registrations: {problem_text(exc)}",
                        location=directive.get_location(), type=WARNING_TYPE, subtype="plugin")
         return None
 
@@ -266,7 +266,7 @@ class FieldsDirective(SphinxDirective):
     """The fields the loaded plugins declare, one table per section."""
 
     has_content = False
-    option_spec: ClassVar[dict] = {"sections": _quantity_list}
+    option_spec: ClassVar[dict] = {"sections": quantity_list}
 
     def run(self) -> list[nodes.Node]:
         from ..registry import FIELD_SECTIONS
@@ -285,17 +285,17 @@ class FieldsDirective(SphinxDirective):
         for section in sections:
             rows = []
             for spec in registries.fields[section].values():
-                key = _para(_code(spec.name), ids=[nodes.make_id(f"field-{spec.path}")])
+                key = para_node(code_node(spec.name), ids=[nodes.make_id(f"field-{spec.path}")])
                 rows.append([key, spec.expected(), "" if spec.unit == "1" else spec.unit,
                              _default_text(spec), spec.description,
-                             _code(spec.quantity) if spec.quantity else "", spec.plugin])
-            out.append(_table(["Key", "Accepts", "Unit", "Default", "Meaning", "Quantity", "Plugin"],
+                             code_node(spec.quantity) if spec.quantity else "", spec.plugin])
+            out.append(table_node(["Key", "Accepts", "Unit", "Default", "Meaning", "Quantity", "Plugin"],
                               rows, [14, 22, 6, 12, 30, 12, 10], title=f"[{section}]",
                               classes=["infermodel-fields"]))
         return out
 
 
-def _type_text(annotation: Any) -> str:
+def type_text(annotation: Any) -> str:
     import types
     import typing
 
@@ -322,16 +322,16 @@ def _type_text(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         # (an optional key shows "not set" as its default: no need to say it twice)
-        return " or ".join(_type_text(a) for a in typing.get_args(annotation)
+        return " or ".join(type_text(a) for a in typing.get_args(annotation)
                            if a is not type(None))
     if origin is typing.Literal:
         return "one of " + ", ".join(_toml_value(a) for a in typing.get_args(annotation))
     if origin is dict:
         key_value = typing.get_args(annotation)
-        return "table of " + (_type_text(key_value[1]) + "s" if len(key_value) == 2 else "values")
+        return "table of " + (type_text(key_value[1]) + "s" if len(key_value) == 2 else "values")
     if origin in (list, tuple):
         args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
-        return "list of " + (_type_text(args[0]) + "s" if args else "values")
+        return "list of " + (type_text(args[0]) + "s" if args else "values")
     return str(annotation)
 
 
@@ -339,7 +339,7 @@ class LeversDirective(SphinxDirective):
     """Every registered lever's ``[levers.<name>]`` table: keys, types and defaults."""
 
     has_content = False
-    option_spec: ClassVar[dict] = {"levers": _quantity_list}
+    option_spec: ClassVar[dict] = {"levers": quantity_list}
 
     def run(self) -> list[nodes.Node]:
         import attrs
@@ -358,17 +358,17 @@ class LeversDirective(SphinxDirective):
                                location=self.get_location(), type=WARNING_TYPE, subtype="option")
                 continue
             heading = nodes.rubric("", "", ids=[nodes.make_id(f"lever-{name}")])
-            heading += _code(f"[levers.{name}]")
+            heading += code_node(f"[levers.{name}]")
             out.append(heading)
             record = get_host().records.get(info.plugin)
             origin = ""
             if record is not None and record.distribution and not record.builtin:
                 origin = f" (distribution {record.distribution} {record.version})"
-            about = _para(f"{info.description[:1].upper()}{info.description[1:]}. "
-                          f"Provided by plugin ", _code(info.plugin), origin + ".")
+            about = para_node(f"{info.description[:1].upper()}{info.description[1:]}. "
+                          f"Provided by plugin ", code_node(info.plugin), origin + ".")
             if info.reference:
                 about += nodes.Text(" Reference: ")
-                about.extend(_cited(info.reference))
+                about.extend(cited_nodes(info.reference))
                 about += nodes.Text(".")
             out.append(about)
             with contextlib.suppress(Exception):  # unresolvable annotations are shown as written
@@ -386,9 +386,9 @@ class LeversDirective(SphinxDirective):
                     shown = _toml_value(default)
                 meta = attribute.metadata
                 about_key = meta.get("description") or meta.get("help") or ""
-                rows.append([_code(attribute.name), _type_text(attribute.type), shown, about_key])
+                rows.append([code_node(attribute.name), type_text(attribute.type), shown, about_key])
             if rows:
-                out.append(_table(["Key", "Accepts", "Default", "Meaning"], rows, [18, 30, 12, 40],
+                out.append(table_node(["Key", "Accepts", "Default", "Meaning"], rows, [18, 30, 12, 40],
                                   classes=["infermodel-lever"]))
         return out
 
@@ -406,7 +406,7 @@ def _fixed_width(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = lambda prog: formatter(prog, width=HELP_WIDTH)  # type: ignore[call-arg]
 
 
-def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)
@@ -417,7 +417,7 @@ class CliDirective(SphinxDirective):
     """The command line's help, one section per subcommand."""
 
     has_content = False
-    option_spec: ClassVar[dict] = {"commands": _quantity_list}
+    option_spec: ClassVar[dict] = {"commands": quantity_list}
 
     def run(self) -> list[nodes.Node]:
         from ..cli import build_parser
@@ -425,11 +425,11 @@ class CliDirective(SphinxDirective):
         try:
             parser = build_parser()
         except Exception as exc:
-            logger.warning(f"cannot build the command-line parser: {_problem_text(exc)}",
+            logger.warning(f"cannot build the command-line parser: {problem_text(exc)}",
                            location=self.get_location(), type=WARNING_TYPE, subtype="cli")
             return []
         _fixed_width(parser)
-        commands = _subcommands(parser)
+        commands = subcommands(parser)
         wanted = self.options.get("commands") or list(commands)
         out: list[nodes.Node] = []
         if not self.options.get("commands"):
@@ -443,7 +443,7 @@ class CliDirective(SphinxDirective):
                 continue
             _fixed_width(sub)
             section = nodes.section(ids=[nodes.make_id(f"cli-{name}")], names=[f"infermodel {name}"])
-            section += nodes.title("", "", _code(f"infermodel {name}"))
+            section += nodes.title("", "", code_node(f"infermodel {name}"))
             text = sub.format_help()
             section += nodes.literal_block(text, text, language="text")
             out.append(section)
@@ -480,7 +480,7 @@ class CommandDirective(SphinxDirective):
         cwd = Path(self.config.infermodel_command_cwd)  # absolute since the config was read
         for arg in argv:
             if arg.endswith(".toml"):
-                _note_dependencies(self.env, _scenario_files(cwd / arg))
+                note_dependencies(self.env, scenario_files(cwd / arg))
         out, err = io.StringIO(), io.StringIO()
         with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:

@@ -9,28 +9,28 @@ from pathlib import Path
 from typing import Any
 
 
-def _split_names(text: str) -> list[str]:
+def split_names(text: str) -> list[str]:
     return [n for n in re.split(r"[\s,]+", text or "") if n]
 
 
-def _split_overrides(text: str) -> list[str]:
+def split_overrides(text: str) -> list[str]:
     return [part.strip() for part in re.split(r"[;\n]", text or "") if part.strip()]
 
 
-def _quantity_list(argument: str | None) -> list[str]:
-    names = _split_names(argument or "")
+def quantity_list(argument: str | None) -> list[str]:
+    names = split_names(argument or "")
     if not names:
         raise ValueError("give one or more quantity names, separated by commas")
     return names
 
 
-def _overrides_option(argument: str | None) -> str:
+def overrides_option(argument: str | None) -> str:
     if not argument or not argument.strip():
         raise ValueError("give overrides as key.path=value, separated by ';' or newlines")
     return argument
 
 
-def _scenario_files(path: Path) -> set[str]:
+def scenario_files(path: Path) -> set[str]:
     """The files a scenario reads: itself and what it extends, even when it is broken."""
     files = {str(path)}
     try:
@@ -43,7 +43,7 @@ def _scenario_files(path: Path) -> set[str]:
     return files
 
 
-def _note_dependencies(env, files: Iterable[str]) -> None:
+def note_dependencies(env, files: Iterable[str]) -> None:
     for file in sorted(set(files)):
         if file and os.path.isfile(file):
             env.note_dependency(os.path.abspath(file))
@@ -68,7 +68,7 @@ def _fingerprint(files: Iterable[str]) -> tuple:
     return tuple(out)
 
 
-def _evaluate(path: Path, overrides: list[str] | None = None, *, host=None):
+def cached_result(path: Path, overrides: list[str] | None = None, *, host=None):
     """Load and evaluate a scenario, reusing this process's earlier result when no file
     it read has changed since.
     """
@@ -89,7 +89,7 @@ def _evaluate(path: Path, overrides: list[str] | None = None, *, host=None):
     return result
 
 
-def _problem_text(exc: BaseException, *, overrides_as: str | None = None) -> str:
+def problem_text(exc: BaseException, *, overrides_as: str | None = None) -> str:
     """The error as the page's warning says it; with ``overrides_as``, a problem in the
     ``--set`` overrides is placed there instead (``":set"``, the directive's option).
     """
@@ -104,7 +104,7 @@ def _problem_text(exc: BaseException, *, overrides_as: str | None = None) -> str
     return f"{type(exc).__name__}: {exc}"
 
 
-class _Shower:
+class Shower:
     """Formats paths relative to the project so pages do not depend on the machine."""
 
     def __init__(self, srcdir):

@@ -8,7 +8,7 @@ from typing import Any
 from docutils import nodes
 
 
-def _table(headers: list[str], rows: list[list[Any]], widths: list[int], *, title: str | None = None,
+def table_node(headers: list[str], rows: list[list[Any]], widths: list[int], *, title: str | None = None,
            classes: Iterable[str] = ()) -> nodes.table:
     table = nodes.table(classes=["infermodel-table", *classes])
     if title:
@@ -42,26 +42,26 @@ def _block(item: Any) -> nodes.Node:
     if isinstance(item, (nodes.paragraph, nodes.table, nodes.literal_block, nodes.bullet_list)):
         return item
     if isinstance(item, nodes.Node):
-        return _para(item)
-    return _para(str(item))
+        return para_node(item)
+    return para_node(str(item))
 
 
-def _para(*children, **attributes) -> nodes.paragraph:
+def para_node(*children, **attributes) -> nodes.paragraph:
     para = nodes.paragraph("", "", **attributes)
     for child in children:
         para += nodes.Text(child) if isinstance(child, str) else child
     return para
 
 
-def _code(text: str) -> nodes.literal:
+def code_node(text: str) -> nodes.literal:
     return nodes.literal(text, text)
 
 
-def _inline_math(latex: str) -> nodes.math:
+def inline_math_node(latex: str) -> nodes.math:
     return nodes.math(latex, latex)
 
 
-def _math_block(latex: str, docname: str) -> nodes.math_block:
+def math_block_node(latex: str, docname: str) -> nodes.math_block:
     return nodes.math_block(latex, latex, nowrap=False, number=None, docname=docname, label=None)
 
 
@@ -70,7 +70,7 @@ SOURCES = {"Module 10: Inference and serving": "source-module-10",
            "Inference lab": "source-inference-lab"}
 
 
-def _cited(text: str) -> list[nodes.Node]:
+def cited_nodes(text: str) -> list[nodes.Node]:
     """``text`` with every source title in it a link to that source's entry."""
     from sphinx import addnodes
 
@@ -92,14 +92,14 @@ def _cited(text: str) -> list[nodes.Node]:
     return out
 
 
-def _reference(text: str | None) -> nodes.paragraph | str:
+def reference_node(text: str | None) -> nodes.paragraph | str:
     """A reference cell: the text, with its cited sources linked."""
-    return _para(*_cited(text)) if text else ""
+    return para_node(*cited_nodes(text)) if text else ""
 
 
-def _changed(kind: str) -> str:
+def changed_text(kind: str) -> str:
     return {"replace": "replaced by", "wrap": "wrapped by"}.get(kind, f"{kind} by")
 
 
-def _plugins_text(q) -> str:
+def plugins_text(q) -> str:
     return " → ".join([q.plugin, *q.changed_by])

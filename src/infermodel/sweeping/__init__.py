@@ -29,12 +29,11 @@ same compiled formulas applied to the same float64 inputs.
 >>> result["tpot"]  # doctest: +SKIP
 
 The package, one job per module: :mod:`.ranges` (range strings), :mod:`.axes` (the
-grid), :mod:`.reads` (which fields plugins read), :mod:`.plan` (planning and
-evaluation), :mod:`.result` (the finished columns), :mod:`.writers` (CSV and JSON),
-:mod:`.structures` (kept structures: a scenario evaluated again with values changed
-reuses its graph and compiled function; ``infermodel.evaluate`` is its
-:func:`~.structures.evaluate`) and :mod:`.model` (:class:`~.model.Model`, a kept
-scenario that also sweeps).
+grid), :mod:`.plan` (planning and evaluation), :mod:`.result` (the finished columns),
+:mod:`.writers` (CSV and JSON) and :mod:`.model` (:class:`~.model.Model`, a kept
+scenario that also sweeps). Which fields plugins read (so which axes are vectors) and
+the kept structures a sweep reuses belong to the engine: :mod:`infermodel.engine.reads`
+and :mod:`infermodel.engine.kept`.
 """
 
 from ..scenario import REMOVE
@@ -52,9 +51,7 @@ from .plan import (
                    sweep,
 )
 from .ranges import MAX_AXIS_VALUES, expand_range, is_range
-from .reads import PluginReads, plugin_reads
 from .result import Chunk, SweepResult, render_table
-from .structures import KeptScenario, clear_models, evaluate
 
 __all__ = [
     "DEFAULT_CHUNK",
@@ -67,19 +64,14 @@ __all__ = [
     "REMOVE",
     "Axis",
     "Chunk",
-    "KeptScenario",
     "Model",
-    "PluginReads",
     "SweepPlan",
     "SweepResult",
-    "clear_models",
-    "evaluate",
     "expand_range",
     "grid_axes",
     "is_range",
     "parse_over",
     "plan_sweep",
-    "plugin_reads",
     "render_table",
     "sweep",
 ]

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..errors import Problem, ScenarioError, close_match
+from ..errors import Problem, ScenarioError, close_match, did_you_mean, suggest
 from ..scenario import REMOVE
 from .ranges import MAX_AXIS_VALUES, expand_range, is_range
 
@@ -129,11 +129,11 @@ class _Grid:
                 raise ScenarioError(self.problem(
                     key, origin, f"no loaded plugin provides a lever named {lever!r}",
                     expected="one of " + (", ".join(sorted(self.registries.levers)) or "(none)"),
-                    suggestion=f"did you mean 'levers.{near_lever}'?" if near_lever else None))
+                    suggestion=did_you_mean(near_lever and f"levers.{near_lever}")))
         expected = ("a field such as workload.batch, hardware.preset or levers.LEVER.SETTING"
                     if section not in (*FIELD_SECTIONS, "levers") else f"a field of [{section}]")
         raise ScenarioError(self.problem(key, origin, f"unknown field {path!r}", expected=expected,
-                                         suggestion=f"did you mean {near!r}?" if near else
+                                         suggestion=did_you_mean(near) or
                                          "`infermodel check` and the docs list the fields"))
 
     def values(self, path: str, raw: Any, key: str | None, origin: str | None) -> tuple[list, list]:
@@ -219,13 +219,12 @@ class _Grid:
             known = self.registries.presets[section]
             for value in pairs[0]:
                 if not isinstance(value, str) or value not in known:
-                    near = close_match(str(value), known)
                     listing = "models" if section == "model" else "hardware"
                     raise ScenarioError(self.problem(
                         key, origin, f"no {section} preset named {value!r}",
                         expected=f"a known {section} preset (`infermodel presets {listing}` "
                                  "lists them)",
-                        suggestion=f"did you mean {near!r}?" if near else None))
+                        suggestion=suggest(str(value), known)))
         spec = self.registries.field(path)
         raws, typed = pairs
         if spec is not None and spec.kind == "size_or_fraction":
@@ -378,7 +377,7 @@ def grid_axes(scenario, over: Mapping[str, Any] | Iterable[str] | None = None,
                         f"sweep.{key}", f"unknown key {key!r} in [sweep]",
                         expected="a field path such as \"workload.batch\", quantities, or "
                                  "[sweep.choices.NAME]",
-                        suggestion=f"did you mean {near!r}?" if near else None))
+                        suggestion=did_you_mean(near)))
                 axes.append(grid.field_axis(key, value, f"sweep.{key}", "table"))
             else:
                 raise ScenarioError(scenario.problem(f"sweep.{key}", f"got {value!r}",

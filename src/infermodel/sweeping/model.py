@@ -8,9 +8,9 @@
 
 from __future__ import annotations
 
+from ..engine.kept import KeptScenario
 from .plan import sweep
 from .result import SweepResult
-from .structures import KeptScenario
 
 
 class Model(KeptScenario):

@@ -13,18 +13,18 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ..engine.reads import PluginReads, is_read, plugin_reads
 from ..errors import (
     InfermodelError,
     Problem,
     ScenarioError,
     UnknownQuantityError,
-    close_match,
     count_text,
+    suggest,
 )
 from ..output import atomic_stream
 from ..scenario import REMOVE
 from .axes import Axis, grid_axes
-from .reads import PluginReads, is_read, plugin_reads
 from .result import Chunk, SweepResult
 from .writers import WRITERS
 
@@ -69,7 +69,7 @@ class _Block:
     names: frozenset
     vectors: tuple  # (axis index, quantity name, float64 values per label)
     #: The compiled function's arguments with the scenario's values (float64 0-d arrays,
-    #: as :class:`~infermodel.evaluation.CompiledGraph` makes them), made once.
+    #: as :class:`~infermodel.engine.evaluation.CompiledGraph` makes them), made once.
     arguments: tuple = ()
     #: Per vector, the position of its quantity among the arguments.
     positions: tuple = ()
@@ -79,7 +79,7 @@ class _Block:
 
 def _subgraph(graph, wanted: Sequence[str]):
     """The part of ``graph`` that ``wanted`` needs (so a sweep computes nothing more)."""
-    from ..graph import QuantityGraph
+    from ..engine.graph import QuantityGraph
 
     keep = set()
     for name in wanted:
@@ -142,7 +142,7 @@ class SweepPlan:
     def _classify(self) -> set[int]:
         # The scenario's own structure is kept (see .structures): its graph, reads and
         # compiled subsets serve every sweep of it.
-        from .structures import model_for
+        from ..engine.kept import model_for
 
         self._kept = model_for(self.scenario, host=self.host).structure()
         self._base_reads = self._kept.reads
@@ -161,7 +161,7 @@ class SweepPlan:
         if not combination:
             found = self._cache[combination] = (self.scenario, self._kept.graph, self._base_reads)
             return found
-        from ..graph import build_graph
+        from ..engine.graph import build_graph
 
         overrides: dict[str, Any] = {}
         for axis_index, label_index in combination:
@@ -252,7 +252,7 @@ class SweepPlan:
 
     def select(self, quantities: Sequence[str] | None) -> None:
         """Compute only ``quantities`` (and what they depend on); None: every quantity."""
-        from ..evaluation import compile_graph
+        from ..engine.evaluation import compile_graph
 
         names = self.all_quantities
         if quantities is None:
@@ -261,10 +261,9 @@ class SweepPlan:
             wanted = []
             for name in quantities:
                 if name not in names:
-                    near = close_match(str(name), names)
                     raise UnknownQuantityError(Problem(
                         f"no quantity named {name!r}", expected="a quantity defined by a loaded plugin",
-                        suggestion=(f"did you mean {near!r}?" if near else "check for typos?")
+                        suggestion=(suggest(str(name), names) or "check for typos?")
                         + " (`infermodel run SCENARIO --format json` lists every quantity)"))
                 if name not in wanted:
                     wanted.append(name)
@@ -596,8 +595,8 @@ class SweepPlan:
 
 
 def _as_scenario(scenario, host):
+    from ..engine.kept import model_for
     from ..scenario import Scenario
-    from .structures import model_for
 
     if isinstance(scenario, Scenario):
         return scenario
@@ -710,21 +709,21 @@ def _kept_plan(scenario, host, key: tuple, make) -> SweepPlan:
     """
     import copy
 
+    from ..engine.kept import NOT_FILES, files_signature, model_for
     from ..scenario import Scenario
-    from .structures import _NOT_FILES, _signature, model_for
 
     model = model_for(scenario if isinstance(scenario, Scenario) else Path(scenario), host=host)
     plans = model.sweep_plans
     found = plans.get(key)
-    if found is not None and _signature(found[1]) == found[2]:
+    if found is not None and files_signature(found[1]) == found[2]:
         plans.move_to_end(key)
         return copy.copy(found[0])
     plan = make()
     files = tuple(sorted({o.file for _, block, _, _ in plan._graphs
                          for o in block.origins.values()
-                         if isinstance(o.file, str) and o.file not in _NOT_FILES
+                         if isinstance(o.file, str) and o.file not in NOT_FILES
                          and o.file not in _AXIS_ORIGINS}))
-    plans[key] = (plan, files, _signature(files))
+    plans[key] = (plan, files, files_signature(files))
     plans.move_to_end(key)
     if len(plans) > PLANS_KEPT:
         plans.popitem(last=False)

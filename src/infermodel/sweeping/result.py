@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from ..errors import Problem, UnknownQuantityError, close_match
+from ..errors import Problem, UnknownQuantityError, suggest
 from .axes import Axis
 from .writers import WRITERS
 
@@ -77,10 +77,9 @@ class SweepResult:
         try:
             column = self.columns[name]
         except KeyError:
-            near = close_match(str(name), self.columns)
             raise UnknownQuantityError(Problem(
                 f"the sweep has no column {name!r}",
-                suggestion=f"did you mean {near!r}?" if near else None)) from None
+                suggestion=suggest(str(name), self.columns))) from None
         if not column.flags.writeable:
             # A constant column, kept as a view of one value until it is read.
             column = self.columns[name] = np.array(column)
@@ -105,9 +104,9 @@ class SweepResult:
 
     def evaluate_at(self, index: int):
         """:func:`infermodel.evaluate` of point ``index``: every quantity, with derivations."""
-        from ..evaluation import evaluate
+        from ..engine.evaluation import evaluate_afresh
 
-        return evaluate(self.scenario_at(index), host=self.plan.host)
+        return evaluate_afresh(self.scenario_at(index), host=self.plan.host)
 
     def row(self, index: int) -> dict[str, Any]:
         """Point ``index`` as a dict: labels, then quantity values (None where undefined)."""

@@ -25,9 +25,9 @@ prefill work and decode steps per cycle); its first-token time is the batch's pr
 which the ledger only records at batch 1.
 
 The ledger's predictions at concurrency > 1 come from the serving simulator
-(:mod:`infermodel.ledger_simulation`); this model is the fit's stand-in, evaluated on
+(:mod:`infermodel.accuracy.row_simulation`); this model is the fit's stand-in, evaluated on
 every efficiency candidate at once where a simulation per candidate would be too slow,
-and scaled per row by its simulated / analytic ratio (:func:`infermodel.validation.fit`).
+and scaled per row by its simulated / analytic ratio (:func:`infermodel.accuracy.fits.fit`).
 Throughput and ITL agree with the simulation within a few percent below the cache's
 capacity; TTFT does not where fixed-length clients stay in phase (see
 ``docs/accuracy.rst``).

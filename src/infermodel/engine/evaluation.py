@@ -19,8 +19,8 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ..quantity import ResultWarning
 from .graph import QuantityGraph, build_graph, unknown_quantity
-from .quantity import ResultWarning
 
 _CACHE_SIZE = 64
 _COMPILED: OrderedDict[tuple, CompiledGraph] = OrderedDict()
@@ -50,7 +50,7 @@ class CompiledGraph:
             with np.errstate(all="ignore"):
                 return self.function(*arguments)
         except NameError as exc:
-            from .errors import PluginError, Problem
+            from ..errors import PluginError, Problem
 
             quantity, plugin = self.callers.get(getattr(exc, "name", None) or "", ("?", "?"))
             raise PluginError(Problem(
@@ -106,7 +106,7 @@ def _unprintable(graph: QuantityGraph, derived: list[str], printer) -> None:
     """Raise a :class:`PluginError` naming the plugin whose formula cannot be printed as
     numpy code (a sympy function with no numeric counterpart).
     """
-    from .errors import PluginError, Problem
+    from ..errors import PluginError, Problem
 
     for name in derived:
         quantity = graph.quantities[name]
@@ -124,7 +124,7 @@ def _unprintable(graph: QuantityGraph, derived: list[str], printer) -> None:
 def _numpy_namespace() -> dict:
     # lambdify's default numpy namespace runs ``from numpy import *``, which touches every
     # lazily loaded numpy submodule; the printer only needs these names.
-    from .quantity import NUMERIC_NAMES
+    from ..quantity import NUMERIC_NAMES
 
     namespace = {name: getattr(np, name) for name in NUMERIC_NAMES if hasattr(np, name)}
     namespace["numpy"] = np
@@ -178,7 +178,7 @@ class Result:
 
     def show(self, name: str, value: Any = None) -> str:
         """A quantity's value (or ``value`` in its unit) as printed: ``"6.237 ms"``."""
-        from .printing import show
+        from ..printing import show
 
         return show(self[name] if value is None else value, self.unit(name))
 
@@ -215,12 +215,12 @@ class Result:
         return tuple(found)
 
     def explain(self, name: str):
-        from .derivation import derive
+        from ..derivation import derive
 
         return derive(self, name)
 
     def to_dict(self) -> dict:
-        from .printing import result_to_dict
+        from ..printing import result_to_dict
 
         return result_to_dict(self)
 
@@ -239,7 +239,7 @@ class Result:
         """The short summary ``infermodel run`` prints: headline figures, assumptions,
         warnings.
         """
-        from .printing import result_summary
+        from ..printing import result_summary
 
         return result_summary(self)
 
@@ -247,17 +247,17 @@ class Result:
         return str(self.table())
 
     def _repr_markdown_(self) -> str:
-        from .printing import result_markdown
+        from ..printing import result_markdown
 
         return result_markdown(self)
 
     def _repr_html_(self) -> str:
-        from .printing import result_html
+        from ..printing import result_html
 
         return result_html(self, headline=True)
 
     def _repr_latex_(self) -> str:
-        from .printing import result_latex
+        from ..printing import result_latex
 
         return "$$" + result_latex(self) + "$$"
 
@@ -288,12 +288,12 @@ class QuantityValue:
         return self.result.explain(self.quantity.name)
 
     def __str__(self) -> str:
-        from .printing import show
+        from ..printing import show
 
         return f"{self.quantity.name} = {show(self.value, self.quantity.unit)}  ({self.quantity.description})"
 
     def _repr_markdown_(self) -> str:
-        from .printing import show
+        from ..printing import show
 
         return (f"`{self.quantity.name}` = **{show(self.value, self.quantity.unit)}** — "
                 f"{self.quantity.description}")
@@ -307,7 +307,7 @@ class ResultTable:
     names: tuple[str, ...] | None = None
 
     def __str__(self) -> str:
-        from .printing import result_table
+        from ..printing import result_table
 
         return result_table(self.result, self.names)
 
@@ -315,24 +315,28 @@ class ResultTable:
         return str(self)
 
     def _repr_markdown_(self) -> str:
-        from .printing import result_markdown
+        from ..printing import result_markdown
 
         return result_markdown(self.result, self.names)
 
     def _repr_html_(self) -> str:
-        from .printing import result_html
+        from ..printing import result_html
 
         return result_html(self.result, self.names)
 
 
-def evaluate(scenario, overrides: Mapping[str, Any] | None = None, *, host=None) -> Result:
-    """Evaluate every quantity of a scenario (a :class:`Scenario` or a path).
+def evaluate_afresh(scenario, overrides: Mapping[str, Any] | None = None, *,
+                    host=None) -> Result:
+    """Evaluate every quantity of a scenario (a :class:`Scenario` or a path) afresh:
+    load, build the graph, compile it (compiled functions are cached by structure) and
+    call it. ``infermodel.evaluate`` (:func:`infermodel.engine.kept.evaluate`) gives the
+    same result and keeps the structure for the next call.
 
-    >>> r = evaluate("scenarios/case-study-24gb.toml", {"workload.batch": 18})  # doctest: +SKIP
+    >>> r = evaluate_afresh("scenarios/case-study-24gb.toml", {"workload.batch": 18})  # doctest: +SKIP
     >>> round(r["tokens_per_s_total"], 1)  # doctest: +SKIP
     958.9
     """
-    from .scenario import Scenario, load_scenario
+    from ..scenario import Scenario, load_scenario
 
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(Path(scenario), overrides, host=host)

@@ -3,14 +3,14 @@
 Between two events (an arrival that could be admitted, a prefill that completes, a
 request that finishes, a cache overflow, the end of a steady chunked prefill) every
 iteration has the same composition, so a whole run of iterations is priced at once
-(see :mod:`infermodel.simulator.fast`).  :class:`ContinuousRun` holds the scheduler's
+(see :mod:`~infermodel.simulator.engines.fast`).  :class:`ContinuousRun` holds the scheduler's
 state; each step of the loop is one method:
 
 * :meth:`~ContinuousRun.admit` — FIFO admission under the policy's rule;
 * :meth:`~ContinuousRun.share` — the iteration's token budget, decoders first;
 * :meth:`~ContinuousRun.evict` — the newest running request leaves when the cache
   would overflow (a *rollback* when it had nothing cached yet, a *preemption* when
-  cached positions are discarded);
+  cached positions are discarded; :class:`~infermodel.simulator.rules.Evictions`);
 * :meth:`~ContinuousRun.steady` — a run of identical-composition iterations;
 * :meth:`~ContinuousRun.single` — one iteration in which prefills complete.
 
@@ -25,41 +25,33 @@ import heapq
 import math
 from array import array
 from collections import deque
-from typing import NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .cost import CostModel
-from .errors import SimulationError
-from .metrics import GapHistogram, first_admissions
-from .policies import Policy
-from .prefixes import prefix_cache_for
-from .reference import reservation_tokens
+from ..cost import CostModel
+from ..errors import SimulationError
+from ..load import Source
+from ..policies import Policy
+from ..prefixes import prefix_cache_for
+from ..records import Blocks, Counters, GapHistogram, Point, Segments, first_admissions
+from ..rules import (
+    Evictions,
+    admission_need,
+    cannot_admit,
+    out_of_iterations,
+    reservation_tokens,
+)
+from ..workload import Workload
 
-__all__ = ["Blocks", "ContinuousRun"]
+if TYPE_CHECKING:
+    from .fast import RunTimes
+
+__all__ = ["ContinuousRun"]
 
 # Runs shorter than this are stepped with Python floats: numpy's call overhead is
 # larger than the work for a handful of iterations.
 SCALAR_RUN = 12
-
-
-class Blocks(NamedTuple):
-    """What a run keeps of its timeline (see :class:`ContinuousRun`); one entry per block."""
-
-    start: np.ndarray  # first iteration
-    first: np.ndarray  # end time of the first iteration
-    last: np.ndarray  # end time of the last iteration
-    entry: np.ndarray  # first − the previous iteration's end time
-    inner: np.ndarray  # largest gap between consecutive iterations inside (0 for one)
-    gaps: GapHistogram  # the gaps inside blocks, counted once per decoder
-
-
-def too_many(limit: int, completed: int, count: int, preemptions: int) -> SimulationError:
-    return SimulationError(
-        f"simulation stopped after {limit:,} iterations without finishing "
-        f"({completed} of {count} requests done, {preemptions} preemptions); "
-        "the policy thrashes on this workload or max_iterations is too small"
-    )
 
 
 class ContinuousRun:
@@ -70,8 +62,8 @@ class ContinuousRun:
     current.
     """
 
-    def __init__(self, workload, cost: CostModel, policy: Policy, limit: int, source, run_times,
-                 series: bool = False):
+    def __init__(self, workload: Workload, cost: CostModel, policy: Policy, limit: int,
+                 source: Source, run_times: RunTimes, series: bool = False):
         count = workload.count
         self.source = source
         self.prompts = workload.prompts.tolist()
@@ -101,13 +93,8 @@ class ContinuousRun:
         self.seg_open = [0] * count  # first iteration of the decoding request's open segment
         self.finish_at = [0] * count  # iteration count at which a decoding request is done
         self.decoding = [False] * count
-        self.evicted = [0] * count  # per request: preemptions (cached positions discarded)
-        self.undone = [0] * count  # per request: rollbacks (nothing cached yet)
+        self.evictions = Evictions(count, policy, self.kv)
         self.admitted = [-1.0] * count  # per request: time of its first admission (-1: none)
-        self.swap = policy.preemption == "swap"
-        self.swap_seconds_per_token = (self.kv / policy.swap_bandwidth) if self.swap else 0.0
-        self.swapped = [0] * count  # per request: positions held in host memory
-        self.swapped_tokens = 0
         self.decoders: list[int] = []  # running requests that decode, in running order
         self.prefillers: list[int] = []  # running requests still (re)filling; after decoders
         self.queue: deque[int] = deque()
@@ -115,7 +102,6 @@ class ContinuousRun:
         self.decoder_filled = 0  # Σ cached positions of decoders (current)
         self.prefiller_filled = 0
         self.reserved = 0  # Σ full-length reservations of running requests
-        self.blocked = -1  # request rolled back in this scheduling turn
         # Blocks of iterations (a steady run or one single iteration): token segments
         # start and end on block boundaries, so per block its first iteration, the end
         # times of its first and last iterations, the gap into it from the previous
@@ -137,14 +123,10 @@ class ContinuousRun:
         self.now = 0.0
         self.iterations = 0
         self.completed = 0
-        self.preemptions = 0
-        self.rollbacks = 0
-        self.recomputed = 0
         self.busy = 0
         self.decode_steps = 0
-        self.stalled = 0
         # (time, waiting, running, cached positions) at every scheduling turn, if asked
-        self.series: list[tuple[float, int, int, int]] | None = [] if series else None
+        self.series: list[Point] | None = [] if series else None
 
     # ------------------------------------------------------------------ bookkeeping
     def close(self, request: int, first: int, last: int) -> None:
@@ -186,7 +168,8 @@ class ContinuousRun:
 
     def turn(self) -> bool:
         """One scheduling turn: take arrivals, admit, then evict or run iterations.
-        Returns False when nothing runs, waits or is still to arrive."""
+        Returns False when nothing runs, waits or is still to arrive.
+        """
         queue, source = self.queue, self.source
         arrived = source.due(self.now)
         if arrived:
@@ -210,8 +193,8 @@ class ContinuousRun:
         if (self.decoder_filled + self.prefiller_filled + self.offset + growth) * self.kv > self.memory:
             self.evict()
             return
-        self.stalled = 0
-        self.blocked = -1
+        if self.evictions.stalled:  # evictions since the last iteration: their stall ends
+            self.evictions.progress()
         partial = len(takes) == 1 and takes[0] < remainders[0]
         if taking_decoders == len(self.decoders) and (not takes or partial):
             self.steady(takes, remainders, partial, growth, running)
@@ -233,17 +216,15 @@ class ContinuousRun:
         queue, prompts, gen = self.queue, self.prompts, self.gen
         reserve, reserve_out, kv = self.reserve, self.reserve_out, self.kv
         used = self.reserved if reserve else self.decoder_filled + self.prefiller_filled + self.offset
-        prefix = self.prefix
+        prefix, evictions = self.prefix, self.evictions
         running = len(self.decoders) + len(self.prefillers)
         while queue and running < self.max_running:
             candidate = queue[0]
-            if candidate == self.blocked:
+            if candidate == evictions.blocked:
                 break
             total = prompts[candidate] + gen[candidate]
-            if reserve:
-                need = prompts[candidate] + reserve_out
-            else:
-                need = total if prefix is None else prefix.need(candidate, total)
+            need = admission_need(reserve, candidate, prompts[candidate], gen[candidate],
+                                  reserve_out, prefix)
             if (used + need) * kv > self.admit_limit:
                 break
             queue.popleft()
@@ -254,12 +235,12 @@ class ContinuousRun:
                 # the cached blocks of its prefix: only the rest is prefilled
                 hit = prefix.take(candidate, total)
                 self.offset = prefix.excess
-            if self.swap and self.swapped[candidate]:
-                # Its cache comes back from host memory (what the prefix cache does
-                # not hold) instead of being recomputed.
-                self.now += max(0, self.swapped[candidate] - hit) * self.swap_seconds_per_token
-                self.fil[candidate] = self.swapped[candidate]
-                self.swapped[candidate] = 0
+            if evictions.swap:
+                # A swapped cache comes back from host memory (what the prefix cache
+                # does not hold) instead of being recomputed.
+                self.now, back = evictions.swap_in(candidate, hit, self.now)
+                if back:
+                    self.fil[candidate] = back
             if hit > self.fil[candidate]:
                 self.fil[candidate] = hit
             self.prefillers.append(candidate)
@@ -270,17 +251,14 @@ class ContinuousRun:
                 self.reserved += need
         if not running:
             head = queue[0]
-            raise SimulationError(
-                f"request {head} cannot be admitted into an empty server: it needs "
-                f"{(prompts[head] + gen[head]) * kv:,.0f} bytes of cache, "
-                f"budget {self.admit_limit:,.0f} bytes"
-            )
+            raise cannot_admit(head, prompts[head] + gen[head], kv, self.admit_limit)
         self._trim(self.decoder_filled + self.prefiller_filled + self.offset)
         return running
 
     def decoder_share(self, width: int = 1) -> tuple[int, float]:
         """How many decoders take part in the iteration, each taking ``width`` positions
-        of a chunked policy's budget, and the budget left for prefills."""
+        of a chunked policy's budget, and the budget left for prefills.
+        """
         n_dec = len(self.decoders)
         if not self.chunked:
             return n_dec, math.inf
@@ -324,31 +302,11 @@ class ContinuousRun:
             own -= self.prefix.held[victim] * self.prefix.block
             self.prefix.leave(victim, fil[victim], self.now)
             self.offset = self.prefix.excess
-        if own:
-            self.evicted[victim] += 1
-        else:
-            self.undone[victim] += 1
-            self.rollbacks += 1
-            self.blocked = victim
-        if self.swap and own:
-            # every cached position is copied out (its prefix blocks may be evicted
-            # before it returns)
-            self.swapped[victim] = fil[victim]
-            self.swapped_tokens += fil[victim]
-            self.now += fil[victim] * self.swap_seconds_per_token
-        else:
-            self.recomputed += own
-        fil[victim] = 0
         if self.reserve:
             self.reserved -= self.prompts[victim] + self.reserve_out
         self.queue.appendleft(victim)
-        self.preemptions += 1
-        self.stalled += 1
-        if self.stalled > self.max_running + 1:
-            raise SimulationError(
-                "preemption livelock: the cache cannot hold the next iteration of the running "
-                f"requests even after {self.stalled} evictions at t = {self.now:.6g} s"
-            )
+        self.now = self.evictions.evict(victim, own, fil[victim], self.now)
+        fil[victim] = 0
 
     def _next_due(self) -> int:
         heap = self.finish_heap
@@ -369,11 +327,13 @@ class ContinuousRun:
             fits += 1
         return fits
 
-    def steady(self, takes, remainders, partial: bool, growth: int, running: int) -> None:
+    def steady(self, takes: list[int], remainders: list[int], partial: bool, growth: int,
+               running: int) -> None:
         """A run of identical-composition iterations."""
         length = self.limit - self.iterations
         if length <= 0:
-            raise too_many(self.limit, self.completed, self.count, self.preemptions)
+            raise out_of_iterations(self.limit, self.completed, self.count,
+                                    self.evictions.preemptions)
         n_dec = len(self.decoders)
         if n_dec:
             length = min(length, self._next_due() - self.iterations)
@@ -402,11 +362,10 @@ class ContinuousRun:
             # turns only cache more, so the next turn is the one to check.
             waiting = queue[0]
             current = self.decoder_filled + self.prefiller_filled + self.offset
-            need = self.prompts[waiting] + self.gen[waiting]
-            if self.prefix is not None:
-                # idle blocks evicted during the run change the hit and the revived
-                # blocks alike: the need stays what it is now
-                need = self.prefix.need(waiting, need)
+            # idle blocks evicted during the run change the hit and the revived
+            # blocks alike: the need stays what it is now
+            need = admission_need(False, waiting, self.prompts[waiting], self.gen[waiting],
+                                  self.reserve_out, self.prefix)
             if (current + growth + need) * self.kv <= self.admit_limit:
                 length = 1
         arrival = self.source.next_time()
@@ -428,8 +387,8 @@ class ContinuousRun:
         self._trim(self.decoder_filled + self.prefiller_filled + self.offset)
         self.finish_due()
 
-    def _advance(self, length, watch, arrival, positions, attention, step_attention, cached,
-                 step_cached, sequences) -> int:
+    def _advance(self, length: int, watch: bool, arrival: float, positions: int, attention: int,
+                 step_attention: int, cached: int, step_cached: int, sequences: int) -> int:
         """Price ``length`` iterations (fewer when an arrival comes first); returns how many."""
         decoders = len(self.decoders)
         if length < SCALAR_RUN:
@@ -489,10 +448,11 @@ class ContinuousRun:
             self._scalar_gaps = array("d")
             self._scalar_weights = array("q")
 
-    def single(self, takes, taking_decoders: int) -> None:
+    def single(self, takes: list[int], taking_decoders: int) -> None:
         """One iteration with prefill completions (or starved decoders)."""
         if self.iterations >= self.limit:
-            raise too_many(self.limit, self.completed, self.count, self.preemptions)
+            raise out_of_iterations(self.limit, self.completed, self.count,
+                                    self.evictions.preemptions)
         fil, base, decoders = self.fil, self.base, self.decoders
         positions = taking_decoders
         if taking_decoders == len(decoders):
@@ -530,9 +490,10 @@ class ContinuousRun:
             self.decode_steps += 1
         self.finish_due()
 
-    def _complete_prefills(self, takes, index: int) -> int:
+    def _complete_prefills(self, takes: list[int], index: int) -> int:
         """Apply the prefill chunks of iteration ``index``; returns the re-prefills whose
-        token follows tokens sent before an eviction."""
+        token follows tokens sent before an eviction.
+        """
         fil, gen, prompts, outputs = self.fil, self.gen, self.prompts, self.outputs
         later = completions = 0
         for request, take in zip(self.prefillers, takes):
@@ -566,8 +527,10 @@ class ContinuousRun:
         return later
 
     # ------------------------------------------------------------------ results
-    def result(self):
-        """(blocks, segments, counters) for :func:`infermodel.simulator.fast.record`."""
+    def result(self) -> tuple[Blocks, Segments, Counters]:
+        """(blocks, segments, counters) for
+        :func:`~infermodel.simulator.records.timeline_record`.
+        """
         self._flush_scalar_gaps()
         blocks = Blocks(np.frombuffer(self.block_start, dtype=np.int64),
                         np.frombuffer(self.block_first, dtype=np.float64),
@@ -579,12 +542,13 @@ class ContinuousRun:
             np.array(self.seg_first, dtype=np.int64),
             np.array(self.seg_last, dtype=np.int64),
         )
-        counters = {"end": self.now, "preemptions": self.preemptions, "rollbacks": self.rollbacks,
-                    "recomputed": self.recomputed, "swapped": self.swapped_tokens,
-                    "iterations": self.iterations,
+        evictions = self.evictions
+        counters = {"end": self.now, "preemptions": evictions.preemptions,
+                    "rollbacks": evictions.rollbacks, "recomputed": evictions.recomputed,
+                    "swapped": evictions.swapped_tokens, "iterations": self.iterations,
                     "busy": self.busy, "decode_steps": self.decode_steps,
-                    "request_preemptions": np.array(self.evicted, dtype=np.int64),
-                    "request_rollbacks": np.array(self.undone, dtype=np.int64),
+                    "request_preemptions": np.array(evictions.preempted, dtype=np.int64),
+                    "request_rollbacks": np.array(evictions.rolled_back, dtype=np.int64),
                     "admitted": first_admissions(self.admitted),
                     "series": self.series,
                     "prefix_hits": (None if self.prefix is None

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from .errors import PluginError, Problem, ScenarioError
+from ..errors import PluginError, Problem, ScenarioError
 
 PHASES = ("prefill", "decode")
 #: The compute rate each phase reaches, as a quantity name.
@@ -91,7 +91,7 @@ def collect_operators(scenario, phase: str, *, host=None) -> tuple[Operator, ...
     """
     import sympy
 
-    from .graph import _check_definition
+    from .graph import check_definition
 
     if phase not in PHASES:
         raise ScenarioError(Problem(f"no phase named {phase!r}", expected=" or ".join(PHASES)))
@@ -110,7 +110,7 @@ def collect_operators(scenario, phase: str, *, host=None) -> tuple[Operator, ...
                 raise PluginError(f"plugin {plugin!r} defined operator {name!r} without a "
                                   "one-line description")
             parts = {"flops": flops, "bytes": bytes} | ({"time": time} if time is not None else {})
-            checked = {key: _check_definition(plugin, f"{name}.{key}", value, "defined operator")
+            checked = {key: check_definition(plugin, f"{name}.{key}", value, "defined operator")
                        for key, value in parts.items()}
             checked = {key: sympy.Float(v) if isinstance(v, float) else v for key, v in checked.items()}
             op = Operator(phase, name, checked["flops"], checked["bytes"], description, plugin,
@@ -196,7 +196,7 @@ def operator_summary(result, phase: str, rows: list[OperatorRow]) -> dict[str, f
 
 
 def _cells(row: OperatorRow) -> list[str]:
-    from .units import format_value
+    from ..units import format_value
 
     intensity = "∞" if math.isinf(row.intensity) else format_value(row.intensity, "FLOP/B", digits=3)
     return [row.name, format_value(row.flops, "FLOP", digits=4), format_value(row.bytes, "B", digits=4),
@@ -207,7 +207,7 @@ def _cells(row: OperatorRow) -> list[str]:
 
 def format_table(result, phase: str, rows: list[OperatorRow]) -> str:
     """The operator table as aligned text, with the totals beside the whole-step figures."""
-    from .units import format_value
+    from ..units import format_value
 
     header = ["operator", "FLOPs", "bytes", "intensity", "bound", "t_compute", "t_memory",
               "time", "share"]

@@ -19,27 +19,30 @@ import attrs
 import sympy
 from sympy.core.function import AppliedUndef
 
-from .declarations import Stage
-from .errors import (
+from ..declarations import Stage
+from ..errors import (
     PLUGIN_FAILURES,
     GraphError,
     PluginError,
     Problem,
     UnknownQuantityError,
-    close_match,
+    suggest,
 )
-from .quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, ResultWarning, check_name
+from ..quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, ResultWarning, check_name
 
 if TYPE_CHECKING:  # annotations only
-    from .hookspecs import Define
-    from .host import PluginHost
-    from .registry import Registries
-    from .scenario import Scenario
+    from ..hookspecs import Define
+    from ..host import PluginHost
+    from ..registry import Registries
+    from ..scenario import Scenario
 
 DEFAULT_ORDER = Stage.DEFAULT
 
 
-def _check_definition(plugin: str, name: str, definition: Any, what: str) -> Any:
+def check_definition(plugin: str, name: str, definition: Any, what: str) -> Any:
+    """A plugin's definition of ``name`` as a sympy expression; a :class:`PluginError`
+    naming the plugin for anything else (a boolean, None, a value sympy cannot hold).
+    """
     if isinstance(definition, bool) or definition is None:
         raise PluginError(f"plugin {plugin!r} {what} {name!r} with {definition!r}, "
                           "which is neither a number nor a sympy expression")
@@ -100,7 +103,7 @@ class Transformer:
     def replace(self, name: str, expression: Any, *, reason: str, reference: str | None = None,
                 order: int = DEFAULT_ORDER, description: str | None = None) -> None:
         """Give ``name`` a new definition (and, optionally, a new one-line description)."""
-        expression = _check_definition(self._plugin, name, expression, "replaced")
+        expression = check_definition(self._plugin, name, expression, "replaced")
         self._add(REPLACE, name, expression, reason, reference, order, description)
 
     def wrap(self, name: str, function: Callable[[Any], Any], *, reason: str,
@@ -213,10 +216,9 @@ class QuantityGraph:
 
 
 def unknown_quantity(name: str, known) -> UnknownQuantityError:
-    near = close_match(str(name), known)
     return UnknownQuantityError(Problem(
         f"no quantity named {name!r}", expected="a quantity defined by a loaded plugin",
-        suggestion=(f"did you mean {near!r}?" if near else "check for typos?") +
+        suggestion=(suggest(str(name), known) or "check for typos?") +
         " (`infermodel run SCENARIO --format json` lists every quantity)"))
 
 
@@ -276,7 +278,7 @@ def _define(scenario: Scenario, host: PluginHost,
             if not isinstance(unit, str) or not isinstance(description, str) or not description:
                 raise PluginError(f"plugin {plugin!r} defined {name!r} without a unit string "
                                   "and a one-line description")
-            definition = _check_definition(plugin, name, definition, "defined")
+            definition = check_definition(plugin, name, definition, "defined")
             if name in nodes:
                 problems.append(Problem(
                     f"quantity {name!r} is defined by both {nodes[name].plugin!r} and {plugin!r}"))
@@ -326,10 +328,9 @@ def _transform(scenario: Scenario, host: PluginHost,
     for request in sorted(requests, key=lambda r: (r.order, r.plugin, r.sequence)):
         current = nodes.get(request.name)
         if current is None:
-            near = close_match(request.name, nodes)
             problems.append(Problem(
                 f"plugin {request.plugin!r} tried to {request.kind} {request.name!r}, which no plugin defines",
-                suggestion=f"did you mean {near!r}?" if near else None))
+                suggestion=suggest(request.name, nodes)))
             continue
         nodes[request.name] = _apply(request, current, notes)
     if problems:
@@ -354,7 +355,7 @@ def _apply(request: _Request, current: Quantity, notes: list[ResultWarning]) -> 
         except PLUGIN_FAILURES as exc:
             raise PluginError(f"plugin {request.plugin!r} failed wrapping {request.name!r} "
                               f"(transform): {type(exc).__name__}: {exc}") from exc
-        new = _check_definition(request.plugin, request.name, new, "wrapped")
+        new = check_definition(request.plugin, request.name, new, "wrapped")
     change = Change(request.kind, request.plugin, new, request.reason, request.reference, request.order)
     description = request.description or current.description
     if isinstance(new, float):
@@ -371,13 +372,12 @@ def _wire(nodes: Mapping[str, Quantity]) -> tuple[str, ...]:
         for dep in nodes[name].dependencies:
             if dep not in nodes:
                 q = nodes[name]
-                near = close_match(dep, nodes)
                 last = q.history[-1].plugin
                 problems.append(Problem(
                     f"quantity {name!r} (defined by {q.plugin!r}"
                     + (f", last changed by {last!r}" if last != q.plugin else "")
                     + f") uses {dep!r}, which no plugin defines",
-                    suggestion=f"did you mean {near!r}?" if near else None))
+                    suggestion=suggest(dep, nodes)))
     if problems:
         raise GraphError(problems, heading="undefined quantities")
     order = _stable_order(nodes)
@@ -412,15 +412,14 @@ def _hold(nodes: dict[str, Quantity], name: str, plugin: str, at: Mapping[str, f
     over twins and the fixed numbers; quantities that do not depend on them are shared.
     ``ttft`` is ``prefill_time`` with ``batch`` held at 1: one request's own prefill.
     """
-    from .formatting import plain_number
-    from .quantity import symbol
+    from ..formatting import plain_number
+    from ..quantity import symbol
 
     for key in at:
         if key not in nodes or not nodes[key].is_input:
-            near = close_match(key, nodes)
             problems.append(Problem(
                 f"plugin {plugin!r} defined {name!r} at a fixed {key!r}, which is not an input "
-                "quantity", suggestion=f"did you mean {near!r}?" if near else None))
+                "quantity", suggestion=suggest(key, nodes)))
             return
     suffix = "".join(f"_at_{key}_{plain_number(value).replace('.', '_')}"
                      for key, value in sorted(at.items()))

@@ -2,12 +2,14 @@
 
 ``[search]`` in a scenario (or the arguments of :func:`search`) names an objective
 to minimise or maximise and constraints, each a formula over quantities parsed by
-:mod:`infermodel.formula` (never executed)::
+:mod:`infermodel.analyses.formula` (never executed)::
 
     [search]
     minimise = "cost_per_million_output_tokens"
     constraints = ["fits", "tokens_per_s_per_user >= 25"]
 
+The table is typed by :class:`SearchTable` through the strict converter lever tables go
+through, so every problem in it is reported at once with its file, key path and line.
 The choices are the points of the scenario's sweep (``[sweep]`` and ``over``).
 Objective and constraints are evaluated on the sweep's arrays. A point is
 feasible when every constraint holds and the objective is a number; the result
@@ -26,15 +28,15 @@ import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
-from .errors import FormulaError, InfermodelError, Problem, ScenarioError, close_match
+from ..errors import FormulaError, InfermodelError, Problem, ScenarioError, suggest
+from ..schema import FieldValueError, TableValue
 from .formula import CONDITION, NUMBER, Formula, parse_formula
 
-SEARCH_KEYS = ("minimise", "maximise", "minimize", "maximize", "constraints", "show", "quantities")
 #: Default number of runners-up shown.
 DEFAULT_SHOW = 5
 #: Default number of rejected points listed one by one.
@@ -42,6 +44,77 @@ DEFAULT_REJECTED = 100
 #: Objective undefined (NaN, or a quantity the point lacks): the "constraint" index used.
 OBJECTIVE = -2
 FEASIBLE = -1
+OBJECTIVE_KEYS = ("minimise", "maximise", "minimize", "maximize")
+
+
+class ObjectiveText(TableValue):
+    """An objective: a quantity or a formula over quantities, as text."""
+
+    @classmethod
+    def structure(cls, value: Any) -> str:
+        if not isinstance(value, str):
+            raise FieldValueError(f"got {value!r}", expected='a quantity or formula, e.g. '
+                                                             '"cost_per_million_output_tokens"')
+        return value
+
+
+class ConstraintList(TableValue):
+    """``constraints``: one formula or a list of them, each a condition."""
+
+    @classmethod
+    def structure(cls, value: Any) -> tuple[str, ...]:
+        listed = [value] if isinstance(value, str) else value
+        if not isinstance(listed, list) or not all(isinstance(c, str) for c in listed):
+            raise FieldValueError(f"got {value!r}", expected='a list of formulas, e.g. ["fits", '
+                                                             '"tokens_per_s_per_user >= 25"]')
+        return tuple(listed)
+
+
+class RunnersUp(TableValue):
+    """``show``: how many runners-up are shown, a whole number >= 0."""
+
+    @classmethod
+    def structure(cls, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise FieldValueError(f"got {value!r}", expected="a number of runners-up, e.g. 5")
+        return value
+
+
+class QuantityNames(TableValue):
+    """``quantities``: more quantities to report at each point."""
+
+    @classmethod
+    def structure(cls, value: Any) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(q, str) for q in value):
+            raise FieldValueError(f"got {value!r}", expected="a list of quantity names")
+        return tuple(value)
+
+
+if TYPE_CHECKING:
+    Objective = str
+    Constraints = tuple[str, ...]
+    Show = int
+    Names = tuple[str, ...]
+else:
+    Objective, Constraints, Show, Names = ObjectiveText, ConstraintList, RunnersUp, QuantityNames
+
+
+@attrs.frozen
+class SearchTable:
+    """The ``[search]`` table, typed: one objective (either spelling), the constraints,
+    the runners-up shown and more quantities to report.
+    """
+
+    minimise: Objective | None = None
+    maximise: Objective | None = None
+    minimize: Objective | None = None
+    maximize: Objective | None = None
+    constraints: Constraints = ()
+    show: Show | None = None
+    quantities: Names = ()
+
+
+SEARCH_KEYS = tuple(a.name for a in attrs.fields(SearchTable))
 
 
 @attrs.frozen
@@ -56,59 +129,40 @@ class SearchSpec:
     keys: Mapping[str, str] = attrs.field(factory=dict, repr=False)  # formula text -> table key
 
 
+def _read_search_table(scenario) -> tuple[SearchTable, dict[str, str], str | None]:
+    """The ``[search]`` table typed as a lever table is, every problem raised at once;
+    with the table key of each formula and the objective's key.
+    """
+    problems: list[Problem] = []
+
+    def add(key, message, expected=None, suggestion=None):
+        problems.append(scenario.problem(key, message, expected=expected, suggestion=suggestion))
+
+    table = scenario.read_table("search", SearchTable, add)
+    given = [k for k in OBJECTIVE_KEYS if table is not None and getattr(table, k) is not None]
+    if len(given) > 1:
+        add(f"search.{given[1]}", "give one objective: minimise or maximise")
+    if problems:
+        raise ScenarioError(problems)
+    assert table is not None
+    keys: dict[str, str] = {}
+    if given:
+        keys[getattr(table, given[0])] = f"search.{given[0]}"
+    for text in table.constraints:
+        keys.setdefault(text, "search.constraints")
+    return table, keys, given[0] if given else None
+
+
 def search_spec(scenario, *, minimise: str | None = None, maximise: str | None = None,
                 constraints: Sequence[str] | None = None, show: int | None = None,
                 use_table: bool = True) -> SearchSpec:
     """Read ``[search]`` (unless ``use_table`` is false); arguments given here win."""
-    table = scenario.tables.get("search") if use_table else None
-    keys: dict[str, str] = {}
-    sense: str | None = None
-    objective: str | None = None
-    table_constraints: list[str] = []
-    table_show = None
-    quantities: list[str] = []
-    if table is not None:
-        for key in table:
-            if key not in SEARCH_KEYS:
-                near = close_match(key, SEARCH_KEYS)
-                raise ScenarioError(scenario.problem(
-                    f"search.{key}", f"unknown key {key!r} in [search]",
-                    expected="minimise or maximise, constraints, show, quantities",
-                    suggestion=f"did you mean {near!r}?" if near else None))
-        given = [k for k in ("minimise", "maximise", "minimize", "maximize") if k in table]
-        if len(given) > 1:
-            raise ScenarioError(scenario.problem(f"search.{given[1]}",
-                                                 "give one objective: minimise or maximise"))
-        if given:
-            key = given[0]
-            sense = "minimise" if key.startswith("mini") else "maximise"
-            objective = table[key]
-            if not isinstance(objective, str):
-                raise ScenarioError(scenario.problem(f"search.{key}", f"got {objective!r}",
-                                                     expected='a quantity or formula, e.g. '
-                                                              '"cost_per_million_output_tokens"'))
-            keys[objective] = f"search.{key}"
-        raw = table.get("constraints", [])
-        if isinstance(raw, str):
-            raw = [raw]
-        if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
-            raise ScenarioError(scenario.problem("search.constraints", f"got {raw!r}",
-                                                 expected='a list of formulas, e.g. ["fits", '
-                                                          '"tokens_per_s_per_user >= 25"]'))
-        table_constraints = list(raw)
-        for text in raw:
-            keys.setdefault(text, "search.constraints")
-        if "show" in table:
-            table_show = table["show"]
-            if isinstance(table_show, bool) or not isinstance(table_show, int) or table_show < 0:
-                raise ScenarioError(scenario.problem("search.show", f"got {table_show!r}",
-                                                     expected="a number of runners-up, e.g. 5"))
-        if "quantities" in table:
-            extra = table["quantities"]
-            if not isinstance(extra, list) or not all(isinstance(q, str) for q in extra):
-                raise ScenarioError(scenario.problem("search.quantities", f"got {extra!r}",
-                                                     expected="a list of quantity names"))
-            quantities = list(extra)
+    if use_table and scenario.tables.get("search") is not None:
+        table, keys, key = _read_search_table(scenario)
+    else:
+        table, keys, key = SearchTable(), {}, None
+    sense = None if key is None else ("minimise" if key.startswith("mini") else "maximise")
+    objective = None if key is None else getattr(table, key)
     if minimise is not None and maximise is not None:
         raise ScenarioError(Problem("give one objective: minimise or maximise, not both"))
     if minimise is not None or maximise is not None:
@@ -125,15 +179,15 @@ def search_spec(scenario, *, minimise: str | None = None, maximise: str | None =
     if constraints is not None:
         chosen = list(constraints)
         for text in chosen:
-            if text not in table_constraints:
+            if text not in table.constraints:
                 keys.pop(text, None)
     else:
-        chosen = table_constraints
+        chosen = list(table.constraints)
     assert sense is not None  # set with the objective
     return SearchSpec(sense, objective, tuple(chosen),
                       show if show is not None else
-                      (table_show if table_show is not None else DEFAULT_SHOW),
-                      tuple(quantities), keys)
+                      (table.show if table.show is not None else DEFAULT_SHOW),
+                      tuple(table.quantities), keys)
 
 
 def _located(exc: FormulaError, scenario, key: str | None) -> FormulaError:
@@ -200,7 +254,7 @@ class SearchResult:
 
     def explain(self, name: str, index: int | None = None, *, depth: int | None = None):
         """The derivation of quantity ``name`` at the winner (or at point ``index``)."""
-        from .derivation import derive
+        from ..derivation import derive
 
         index = self.best if index is None else index
         if index is None:
@@ -256,7 +310,7 @@ class SearchResult:
         return names
 
     def _values_text(self, index: int, names: Iterable[str]) -> str:
-        from .printing import show
+        from ..printing import show
 
         parts = []
         for name in names:
@@ -272,7 +326,7 @@ class SearchResult:
         return ", ".join(parts)
 
     def _objective_text(self, index: int) -> str:
-        from .printing import show
+        from ..printing import show
 
         value = float(self.values[index])
         if self.objective.names == (self.objective.text,):
@@ -285,7 +339,7 @@ class SearchResult:
 
     def set_arguments(self, index: int) -> list[str]:
         """``--set`` arguments that reproduce point ``index`` with ``infermodel run``."""
-        from .scenario import REMOVE
+        from ..scenario import REMOVE
 
         out = []
         for path, value in self.sweep.overrides(index).items():
@@ -361,7 +415,7 @@ class SearchResult:
         return self.report()
 
     def _point_dict(self, index: int) -> dict:
-        from .formatting import json_value
+        from ..formatting import json_value
 
         values: dict[str, Any] = {}
         for name in self._shown():
@@ -437,10 +491,9 @@ def parse_search(scenario, spec: SearchSpec, plan) -> tuple[Formula, list[Formul
             raise _located(exc, scenario, spec.keys.get(text)) from None
     for name in spec.quantities:
         if name not in units:
-            near = close_match(name, units)
             raise ScenarioError(scenario.problem(
                 "search.quantities", f"no quantity named {name!r}",
-                suggestion=f"did you mean {near!r}?" if near else None))
+                suggestion=suggest(name, units)))
     return objective, formulas
 
 
@@ -458,8 +511,8 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     numbers, arithmetic, comparisons, ``and``/``or``/``not`` and a few functions;
     they are parsed, never executed.
     """
-    from .scenario import Scenario, load_scenario
-    from .sweeping import plan_sweep
+    from ..scenario import Scenario, load_scenario
+    from ..sweeping import plan_sweep
 
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(Path(scenario), host=host)

@@ -73,7 +73,7 @@ def plugin_reads(scenario, *, host=None) -> PluginReads:
     do nothing; a field no plugin reads while building can only reach the
     formulas as an input quantity's value, so a sweep may vary it in arrays.
     """
-    from ..graph import Transformer
+    from .graph import Transformer
 
     host = host or scenario.host
 

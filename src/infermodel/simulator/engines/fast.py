@@ -14,12 +14,15 @@ iteration and its current values follow from the global iteration counter.  Neit
 token timestamps nor iteration end times are stored: a request's tokens are recorded
 as segments of consecutive iterations that begin and end on block boundaries (a block
 is one run of iterations), the gaps inside a block are counted into a
-:class:`~infermodel.simulator.metrics.GapHistogram` as the block is run, and each
+:class:`~infermodel.simulator.records.GapHistogram` as the block is run, and each
 block keeps five numbers from which the rest (first and last tokens, the gaps into
 blocks and between segments, each request's largest gap) is computed at the end.
 
-The result (a :class:`~infermodel.simulator.metrics.RunRecord`) carries the same
-timestamps, iteration count and counters as the reference engine's.
+The result (a :class:`~infermodel.simulator.records.RunRecord`) carries the same
+timestamps, iteration count and counters as the reference engine's.  This module holds
+the engine's entry point, its vectorised pricing (:class:`RunTimes`) and its static
+policy; its continuous policies are :mod:`~.fast_continuous`'s state, or
+:mod:`~.fast_speculative`'s when the cost model speculates.
 """
 
 from __future__ import annotations
@@ -29,18 +32,26 @@ import math
 import attrs
 import numpy as np
 
-from .continuous import Blocks, too_many
-from .cost import CostModel
-from .errors import SimulationError
-from .load import source_for
-from .metrics import GapHistogram, RunRecord
-from .policies import Policy
-from .reference import check_fits, default_iteration_limit, reservation_tokens
-from .speculation import Acceptance
-from .speculative_run import continuous_state, static_batch
-from .workload import Workload
+from ..cost import CostModel
+from ..errors import SimulationError
+from ..load import Source, source_for
+from ..policies import Policy
+from ..records import (
+    Counters,
+    Point,
+    RunRecord,
+    TokenTimes,
+    series_of,
+    timeline_record,
+    token_times,
+)
+from ..rules import check_fits, default_iteration_limit, out_of_iterations, reservation_tokens
+from ..speculation import Acceptance
+from ..workload import Workload
+from .fast_continuous import ContinuousRun
+from .fast_speculative import SpeculativeRun, static_batch
 
-__all__ = ["run_fast"]
+__all__ = ["RunTimes", "continuous_state", "run_fast"]
 
 
 def run_fast(
@@ -57,20 +68,28 @@ def run_fast(
                                   "chunked) in the fast engine; use engine=\"reference\" for static")
         tokens, counters = _static(workload, cost, policy, limit, series)
     else:
-        state = continuous_state(workload, cost, policy, limit, source, _RunTimes(cost), series)
+        state = continuous_state(workload, cost, policy, limit, source, RunTimes(cost), series)
         state.run()
         blocks, segments, counters = state.result()
         if workload.session_starts is not None:  # prompts grew with each session's history
             workload = attrs.evolve(workload, prompts=np.array(state.prompts, dtype=np.int64))
         del state  # its per-request lists go before the per-block arrays are combined
-        tokens = _tokens(workload.count, blocks, segments)
+        tokens = token_times(workload.count, blocks, segments)
         del blocks, segments
-    record = _record(workload, policy, tokens, counters, source.arrivals())
-    record.series = _series(counters.get("series"), cost)
+    record = timeline_record(workload, policy, tokens, counters, source.arrivals())
+    record.series = series_of(counters.get("series"), cost)
     return record
 
 
-class _RunTimes:
+def continuous_state(workload: Workload, cost: CostModel, policy: Policy, limit: int,
+                     source: Source, run_times: RunTimes, series: bool = False) -> ContinuousRun:
+    """The fast engine's state for a continuous policy: speculative when ``cost`` has it."""
+    if cost.speculation is None:
+        return ContinuousRun(workload, cost, policy, limit, source, run_times, series)
+    return SpeculativeRun(cost.speculation, workload, cost, policy, limit, source, run_times, series)
+
+
+class RunTimes:
     """End times of a run of iterations whose counts grow linearly.
 
     Iteration ``j`` has ``positions`` positions, ``attention + j·step_attention``
@@ -98,8 +117,9 @@ class _RunTimes:
     def _compute_time(self, positions: float, attention: float) -> float:
         return (self.per_position * positions + self.per_pair * attention) / self.compute
 
-    def __call__(self, now, length, positions, attention, step_attention, cached, step_cached,
-                 sequences=None):
+    def __call__(self, now: float, length: int, positions: int, attention: int,
+                 step_attention: int, cached: int, step_cached: int,
+                 sequences: int | None = None) -> np.ndarray:
         if length > self.steps.size:
             self.steps = np.arange(max(length, 2 * self.steps.size), dtype=np.float64)
         steps = self.steps[:length]
@@ -154,7 +174,8 @@ class _RunTimes:
 
 
 # ---------------------------------------------------------------------------- static
-def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int, series: bool = False):
+def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int,
+            series: bool = False) -> tuple[TokenTimes, Counters]:
     arrivals = workload.arrivals.tolist()
     prompts = workload.prompts
     outputs = workload.outputs
@@ -163,15 +184,15 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int, ser
     admit_limit = cost.cache_memory * policy.admit_fraction
     reserve_out = reservation_tokens(workload, policy)
     batch_size = policy.batch_size
-    run_ends = _RunTimes(cost)
-    tokens = _Tokens(count)
+    run_ends = RunTimes(cost)
+    tokens = TokenTimes(count)
     acceptance = None if cost.speculation is None else Acceptance(cost.speculation, workload.seed,
                                                                   outputs.tolist())
     iterations = busy = decode_steps = 0
     now = 0.0
     head = 0  # first waiting request; requests head..arrived-1 wait in FIFO order
     arrived = 0
-    points: list[tuple[float, int, int, int]] | None = [] if series else None
+    points: list[Point] | None = [] if series else None
     while head < count:
         while arrived < count and arrivals[arrived] <= now:
             arrived += 1
@@ -226,128 +247,8 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int, ser
             final = int(prompts[batch].sum()) + size * (longest - 1)
             points.append((now, arrived - head, size, final))
         if iterations > limit:
-            raise too_many(limit, head - size, count, 0)
+            raise out_of_iterations(limit, head - size, count, 0)
     counters = {"end": now, "preemptions": 0, "rollbacks": 0, "recomputed": 0,
                 "iterations": iterations, "busy": busy, "decode_steps": decode_steps,
                 "series": points}
     return tokens, counters
-
-
-class _Tokens:
-    """Per request: first and last token time and largest gap; the pooled gaps."""
-
-    def __init__(self, count: int):
-        self.first = np.empty(count)
-        self.last = np.empty(count)
-        self.admitted = np.full(count, np.nan)
-        self.max_gap = np.zeros(count)
-        self.gaps = GapHistogram()
-
-    def batch(self, batch: slice, outputs: np.ndarray, prefill_end: float, ends: np.ndarray) -> None:
-        """A static batch: every request's first token at ``prefill_end``, its n-th at
-        ``ends[n − 2]``; gap j (from ``prefill_end`` on) is shared by the requests
-        with more than j + 1 tokens."""
-        self.first[batch] = prefill_end
-        later = outputs > 1
-        self.last[batch] = prefill_end
-        if not ends.size:
-            return
-        gaps = np.diff(ends, prepend=prefill_end)
-        below = np.cumsum(np.bincount(outputs - 1, minlength=ends.size + 1)[: ends.size])
-        self.gaps.add(gaps, outputs.size - below)
-        index = np.maximum(outputs - 2, 0)
-        self.last[batch] = np.where(later, ends[index], prefill_end)
-        self.max_gap[batch] = np.where(later, np.maximum.accumulate(gaps)[index], 0.0)
-
-
-# ---------------------------------------------------------------------------- results
-def _series(points, cost: CostModel) -> dict[str, np.ndarray] | None:
-    """The time series of a run: at every scheduling decision, the requests waiting,
-    the requests running and the share of the cache in use."""
-    if points is None:
-        return None
-    data = np.array(points, dtype=np.float64).reshape(-1, 4)
-    return {"time": data[:, 0], "waiting": data[:, 1], "running": data[:, 2],
-            "cache_use": data[:, 3] * cost.kv_bytes_per_token / cost.cache_memory}
-
-
-_CHUNK = 1 << 18
-
-
-def _tokens(count: int, blocks: Blocks, segments) -> _Tokens:
-    """Per-request timestamps and pooled gaps from the blocks and token segments.
-
-    A segment ``(r, s, e)`` says request ``r`` received a token at the end of every
-    iteration from ``s`` to ``e``; ``s`` is the first iteration of a block and ``e``
-    the last of one.  Its gaps are those inside its blocks (already counted in
-    ``blocks.gaps``) and the entry gaps of its blocks after the first; between two
-    segments of a request the gap is ``T[s'] − T[e]``.
-    """
-    request, first, last = segments
-    order = np.lexsort((first, request))
-    request, first, last = request[order], first[order], last[order]
-    at_first = np.searchsorted(blocks.start, first, side="right") - 1
-    at_last = np.searchsorted(blocks.start, last, side="right") - 1
-    tokens = _Tokens(count)
-    tokens.gaps = blocks.gaps
-    # the first segment of each request holds its first token, the last its last
-    starts = np.flatnonzero(np.r_[True, request[1:] != request[:-1]])
-    ends = np.r_[starts[1:] - 1, request.size - 1]
-    tokens.first[request[starts]] = blocks.first[at_first[starts]]
-    tokens.last[request[ends]] = blocks.last[at_last[ends]]
-    same = request[1:] == request[:-1]
-    between = blocks.first[at_first[1:][same]] - blocks.last[at_last[:-1][same]]
-    tokens.gaps.add(between, 1)
-    # Block b's entry gap is counted by every segment holding blocks b − 1 and b.
-    size = blocks.start.size
-    spans = at_last > at_first
-    change = (np.bincount(at_first[spans] + 1, minlength=size + 1)
-              - np.bincount(at_last[spans] + 1, minlength=size + 1))
-    level = np.cumsum(change[:size])
-    del change
-    for start in range(0, size, _CHUNK):  # in slices: the histogram merges as it goes
-        tokens.gaps.add(blocks.entry[start : start + _CHUNK], level[start : start + _CHUNK])
-    del level
-    # Largest gap of a segment: inside its first block, or inside or into a later one.
-    within = blocks.inner[at_first]
-    if spans.any():
-        later = np.r_[np.maximum(blocks.entry, blocks.inner), 0.0]
-        bounds = np.empty(2 * int(spans.sum()), dtype=np.int64)
-        bounds[0::2] = at_first[spans] + 1
-        bounds[1::2] = at_last[spans] + 1
-        within[spans] = np.maximum(within[spans], np.maximum.reduceat(later, bounds)[0::2])
-    np.maximum.at(tokens.max_gap, request, within)
-    if between.size:
-        np.maximum.at(tokens.max_gap, request[1:][same], between)
-    return tokens
-
-
-def _record(workload: Workload, policy: Policy, tokens: _Tokens, counters, arrivals: np.ndarray) -> RunRecord:
-    values, weights = tokens.gaps.result()
-    return RunRecord(
-        arrivals=arrivals,
-        outputs=workload.outputs,
-        prompts=workload.prompts,
-        first_token=tokens.first,
-        last_token=tokens.last,
-        admitted=counters["admitted"] if "admitted" in counters else tokens.admitted,
-        max_gap=tokens.max_gap,
-        gap_values=values,
-        gap_weights=weights,
-        gaps_exact=tokens.gaps.exact,
-        gap_max=None if tokens.gaps.exact or not values.size else tokens.gaps.maximum,
-        end_time=float(counters["end"]),
-        preemptions=int(counters["preemptions"]),
-        rollbacks=int(counters["rollbacks"]),
-        request_preemptions=counters.get("request_preemptions"),
-        request_rollbacks=counters.get("request_rollbacks"),
-        closed=workload.clients is not None,
-        recomputed_tokens=int(counters["recomputed"]),
-        swapped_tokens=int(counters.get("swapped", 0)),
-        prefix_hits=counters.get("prefix_hits"),
-        prefix_evicted=int(counters.get("prefix_evicted", 0)),
-        iterations=int(counters["iterations"]),
-        busy_slot_steps=int(counters["busy"]),
-        decode_steps=int(counters["decode_steps"]),
-        slots=policy.batch_size if policy.kind == "static" else policy.max_running,
-    )

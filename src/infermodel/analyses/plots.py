@@ -3,7 +3,8 @@
 matplotlib is imported only when a plot is drawn, and only its object-oriented
 API is used (a :class:`~matplotlib.figure.Figure` saved through the Agg or SVG
 canvas), so drawing never touches a global backend or opens a window. Files are
-written atomically; the format follows the extension (``.png`` or ``.svg``).
+written atomically; the format follows the extension (``.png`` or ``.svg``). The
+helpers every plot shares are :mod:`.figures`.
 
 Kinds (``infermodel plot SCENARIO KIND``):
 
@@ -26,7 +27,6 @@ Points where the batch does not fit in memory are drawn hollow.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InfermodelError, Problem, ScenarioError
+from ..errors import InfermodelError, Problem, ScenarioError
+from .figures import COLOURS, log_worthy, new_figure, save, unit_formatter
 
 KINDS = ("roofline", "operators", "throughput", "memory", "cost", "sweep")
-FORMATS = (".png", ".svg")
 #: At most this many lines in one panel.
 MAX_LINES = 24
 #: The most points one plot draws (a sweep beyond this belongs in a CSV file).
@@ -46,65 +46,7 @@ DEFAULT_BATCHES = "1..512 log2"
 #: The axis a memory plot against the context sweeps (sets workload.sequence_length).
 CONTEXT_AXIS = "context_length"
 
-_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-            "#7f7f7f", "#bcbd22", "#17becf"]
 _STYLES = ["-", "--", ":", "-."]
-
-
-def _matplotlib():
-    try:
-        import matplotlib
-    except ImportError:
-        raise InfermodelError(Problem(
-            "plots need matplotlib, which is not installed",
-            suggestion="pip install 'infermodel[plot]'")) from None
-    from matplotlib.figure import Figure
-
-    matplotlib.rcParams["svg.hashsalt"] = "infermodel"  # reproducible SVG ids
-    return matplotlib, Figure
-
-
-def _figure(rows: int = 1, height: float = 4.6):
-    _, Figure = _matplotlib()
-    figure = Figure(figsize=(8.0, height if rows == 1 else 3.3 * rows + 0.6), dpi=110,
-                    layout="constrained")
-    axes = figure.subplots(rows, 1, sharex=True, squeeze=False)[:, 0]
-    for ax in axes:
-        ax.grid(True, which="major", alpha=0.35)
-        ax.grid(True, which="minor", alpha=0.12)
-        ax.spines[["top", "right"]].set_visible(False)
-    return figure, list(axes)
-
-
-def _unit_formatter(unit: str):
-    from matplotlib.ticker import FuncFormatter
-
-    from .units import format_value
-
-    if unit in ("1", "bool"):
-        return FuncFormatter(lambda v, _: f"{v:g}")
-    return FuncFormatter(lambda v, _: format_value(v, unit, digits=3))
-
-
-def _log_worthy(values: np.ndarray) -> bool:
-    values = values[np.isfinite(values)]
-    return bool(len(values) > 1 and (values > 0).all() and values.max() / values.min() >= 30)
-
-
-def save(figure, output: str | Path) -> Path:
-    """Write ``figure`` to ``output`` (``.png`` or ``.svg``) atomically; return the path."""
-    from .output import atomic_write
-
-    path = Path(output)
-    suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise InfermodelError(Problem(f"cannot write a plot to {str(path)!r}",
-                                      expected="a file name ending in .png or .svg"))
-    buffer = io.BytesIO()
-    metadata = {"Software": "infermodel"} if suffix == ".png" else {"Date": None}
-    figure.savefig(buffer, format=suffix[1:], metadata=metadata)
-    atomic_write(path, buffer.getvalue())
-    return path
 
 
 # ---------------------------------------------------------------------------------
@@ -114,7 +56,7 @@ def save(figure, output: str | Path) -> Path:
 
 def _sweep(scenario, over, quantities, *, default_axis: str | None = None,
            default_values: Any = None, host=None, use_table: bool = True, x: str | None = None):
-    from .sweeping import grid_axes, parse_over, plan_sweep
+    from ..sweeping import grid_axes, parse_over, plan_sweep
 
     over = dict(over if isinstance(over, Mapping) else parse_over(over or []))
     axes, _ = grid_axes(scenario, over, use_table=use_table, host=host)
@@ -153,13 +95,12 @@ def _series(result, x: str):
     """Split a sweep into lines along axis ``x``: [(label, point indices in x order)]."""
     names = [a.name for a in result.axes]
     if x not in names:
-        from .errors import close_match
+        from ..errors import suggest
 
-        near = close_match(x, names)
         raise ScenarioError(Problem(
             f"{x!r} is not a swept field of this plot",
             expected="one of " + (", ".join(names) or "(no swept fields)"),
-            suggestion=f"did you mean {near!r}?" if near else "sweep it with --over"))
+            suggestion=(suggest(x, names) or "sweep it with --over")))
     shape = result.shape
     k = names.index(x)
     grid = np.arange(len(result)).reshape(shape)
@@ -205,7 +146,7 @@ def _plot_lines(ax, result, x: str, y: str, lines, *, colours=None, label_prefix
     fits = result.columns.get("fits")
     categories = None
     for label, rows, colour_index, style_index in lines:
-        palette = colours or _COLOURS
+        palette = colours or COLOURS
         colour = palette[colour_index % len(palette)]
         style = _STYLES[style_index % len(_STYLES)]
         xs, categories = _x_values(result, x, rows)
@@ -226,11 +167,11 @@ def _finish_x(ax, result, x: str, label: str | None = None):
     axis = next(a for a in result.axes if a.name == x)
     if axis.numeric:
         values = np.asarray(axis.labels, dtype=float)
-        if _log_worthy(values):
+        if log_worthy(values):
             ax.set_xscale("log", base=2 if _powers_of_two(values) else 10)
         spec = result.scenario.host.registries.field(x)
         unit = spec.unit if spec is not None and spec.kind == "quantity" else "1"
-        ax.xaxis.set_major_formatter(_unit_formatter(unit))
+        ax.xaxis.set_major_formatter(unit_formatter(unit))
     ax.set_xlabel(label or x)
 
 
@@ -263,7 +204,7 @@ def _legend(ax, lines):
 def plot_sweep(scenario, over=None, *, x: str | None = None, y: Sequence[str] | None = None,
                title: str | None = None, host=None):
     """Quantities ``y`` against swept field ``x``, one line per other combination."""
-    from .sweeping import grid_axes
+    from ..sweeping import grid_axes
 
     axes, table_quantities = grid_axes(scenario, over, host=host)
     if not axes:
@@ -277,18 +218,18 @@ def plot_sweep(scenario, over=None, *, x: str | None = None, y: Sequence[str] | 
     result = _sweep(scenario, over, y, host=host, x=x)
     missing = [q for q in y if q not in result]
     if missing:
-        from .graph import unknown_quantity
+        from ..engine.graph import unknown_quantity
 
         raise unknown_quantity(missing[0], result.plan.all_quantities)
     lines = _series(result, x)
-    figure, panels = _figure(len(y))
+    figure, panels = new_figure(len(y))
     for ax, name in zip(panels, y):
         _plot_lines(ax, result, x, name, lines)
         unit = result.units[name]
         values = result[name].astype(float)
-        if unit != "bool" and _log_worthy(values):
+        if unit != "bool" and log_worthy(values):
             ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(_unit_formatter(unit))
+        ax.yaxis.set_major_formatter(unit_formatter(unit))
         ax.set_ylabel(name)
     _finish_x(panels[-1], result, x)
     _legend(panels[0], lines)
@@ -307,10 +248,10 @@ def plot_throughput(scenario, over=None, *, title: str | None = None, host=None,
     result = _sweep(scenario, over, names, default_axis="workload.batch",
                     default_values=DEFAULT_BATCHES, host=host, use_table=use_table)
     lines = _series(result, "workload.batch")
-    figure, panels = _figure(2)
+    figure, panels = new_figure(2)
     for ax, name, label in zip(panels, names, ["per user", "all users together"]):
         _plot_lines(ax, result, "workload.batch", name, lines)
-        ax.yaxis.set_major_formatter(_unit_formatter("token/s"))
+        ax.yaxis.set_major_formatter(unit_formatter("token/s"))
         ax.set_ylabel(f"tokens/s {label}")
     _finish_x(panels[-1], result, "workload.batch", "batch (sequences decoded together)")
     _legend(panels[0], lines)
@@ -334,13 +275,13 @@ def plot_cost(scenario, over=None, *, title: str | None = None, host=None,
             file=str(scenario.path) if scenario.path else None, key="hardware.price_per_hour",
             expected="hardware.price_per_hour, e.g. 2.5 (USD per card-hour)"))
     lines = _series(result, "workload.batch")
-    figure, panels = _figure(1)
+    figure, panels = new_figure(1)
     ax = panels[0]
     _plot_lines(ax, result, "workload.batch", "cost_per_million_output_tokens", lines)
     values = result["cost_per_million_output_tokens"].astype(float)
-    if _log_worthy(values):
+    if log_worthy(values):
         ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(_unit_formatter("USD"))
+    ax.yaxis.set_major_formatter(unit_formatter("USD"))
     ax.set_ylabel("cost per million output tokens")
     _finish_x(ax, result, "workload.batch", "users (sequences decoded together)")
     _legend(ax, lines)
@@ -354,9 +295,9 @@ def _crossing_range(scenario, limit: str, low: int, host=None) -> str:
     """A log2 range from ``low`` to at least twice the point where the memory runs out
     (``max_sequences`` or ``max_context`` plus one), so the plot shows the crossing.
     """
-    from .evaluation import evaluate
+    from ..engine.evaluation import evaluate_afresh
 
-    first_misfit = float(evaluate(scenario, host=host)[limit]) + 1
+    first_misfit = float(evaluate_afresh(scenario, host=host)[limit]) + 1
     high = max(8 * low, 2 * first_misfit)
     top = low * 2 ** max(3, math.ceil(math.log2(high / low)))
     return f"{low}..{int(min(top, low * 2**20))} log2"
@@ -376,7 +317,7 @@ def plot_memory(scenario, over=None, *, x: str | None = None, title: str | None 
             values = _crossing_range(scenario, "max_context", 1024, host)
         else:
             values = over.pop("workload.sequence_length", None) or over.pop("workload.context")
-        from .sweeping import expand_range, is_range
+        from ..sweeping import expand_range, is_range
 
         numbers = expand_range(values, integer=True) if is_range(values) else list(values)
         both = scenario.value("workload.context") is not None
@@ -402,16 +343,16 @@ def plot_memory(scenario, over=None, *, x: str | None = None, title: str | None 
         xs, _ = _x_values(result, axis.name, rows)
     layers = [("weights", "weight_bytes"), ("KV cache (full length)", "kv_bytes_total"),
               ("runtime reserve", "memory_reserved")]
-    figure, panels = _figure(1)
+    figure, panels = new_figure(1)
     ax = panels[0]
     stack = [np.asarray(result[name], dtype=float) for _, name in layers]
     ax.stackplot(xs, *stack, labels=[label for label, _ in layers],
                  colors=["#4c72b0", "#dd8452", "#8c8c8c"], alpha=0.85)
     ax.plot(xs, result["memory_bytes"], "k--", linewidth=1.4, label="memory of the cards")
-    if _log_worthy(xs):
+    if log_worthy(xs):
         ax.set_xscale("log", base=2 if _powers_of_two(xs) else 10)
-    ax.xaxis.set_major_formatter(_unit_formatter("1"))
-    ax.yaxis.set_major_formatter(_unit_formatter("B"))
+    ax.xaxis.set_major_formatter(unit_formatter("1"))
+    ax.yaxis.set_major_formatter(unit_formatter("B"))
     ax.set_ylabel("memory")
     ax.set_xlabel("context (tokens per sequence at full length)" if context
                   else "batch (sequences decoded together)")
@@ -430,7 +371,7 @@ def _finish_roofline(ax, peak: float, lowest: float, ylabel: str) -> None:
     ax.set_yscale("log")
     ax.set_ylim(min(peak, lowest) / 3, peak * 2.5)
     ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-    ax.yaxis.set_major_formatter(_unit_formatter("FLOP/s"))
+    ax.yaxis.set_major_formatter(unit_formatter("FLOP/s"))
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8, frameon=False, loc="lower right")
@@ -438,7 +379,7 @@ def _finish_roofline(ax, peak: float, lowest: float, ylabel: str) -> None:
 
 def plot_roofline(scenario, over=None, *, title: str | None = None, host=None):
     """The roofline with the prefill and decode operating points."""
-    from .units import format_value
+    from ..units import format_value
 
     names = ["flops_peak", "flops_effective_prefill", "flops_effective_decode", "bandwidth",
              "ridge_intensity", "decode_intensity", "decode_flops", "decode_step_time",
@@ -451,7 +392,7 @@ def plot_roofline(scenario, over=None, *, title: str | None = None, host=None):
     low = max(min(intensities.min() / 4, 1.0), 1e-3)
     high = intensities.max() * 4
     grid = np.geomspace(low, high, 400)
-    figure, panels = _figure(1, height=5.0)
+    figure, panels = new_figure(1, height=5.0)
     ax = panels[0]
     ax.set_xlim(low, high * 3)
     ax.plot(grid, np.minimum(peak, grid * bandwidth), color="black", linewidth=2,
@@ -500,13 +441,13 @@ def plot_operators(scenario, over=None, *, title: str | None = None, host=None):
     grows with its share of the phase's time. Operators timed by a link (an all-reduce)
     have no place on the card's roofline and are listed in the legend only.
     """
-    from .evaluation import evaluate
-    from .operators import PHASE_RATE, operator_table
+    from ..engine.evaluation import evaluate_afresh
+    from ..engine.operators import PHASE_RATE, operator_table
 
     if over:
         raise InfermodelError(Problem("the operators plot shows one scenario",
                                       expected="no --over (use --set to change a field)"))
-    result = evaluate(scenario, host=host)
+    result = evaluate_afresh(scenario, host=host)
     peak = float(result["flops_peak"])
     bandwidth = float(result["bandwidth"])
     phases = [("decode", "#1f77b4", "o"), ("prefill", "#d62728", "s")]
@@ -517,7 +458,7 @@ def plot_operators(scenario, over=None, *, title: str | None = None, host=None):
     low = max(min(min(intensities) / 4, 1.0), 1e-3)
     high = max(intensities) * 4
     grid = np.geomspace(low, high, 400)
-    figure, panels = _figure(1, height=5.4)
+    figure, panels = new_figure(1, height=5.4)
     ax = panels[0]
     ax.plot(grid, np.minimum(peak, grid * bandwidth), color="black", linewidth=2,
             label="roof: min(peak, intensity × bandwidth)")
@@ -567,19 +508,18 @@ def plot(scenario, kind: str, *, over: Mapping[str, Any] | Sequence[str] | None 
 
     >>> plot("scenarios/inference-lab-roofline.toml", "roofline", output="roofline.svg")  # doctest: +SKIP
     """
-    from .scenario import Scenario, load_scenario
-    from .sweeping import parse_over
+    from ..scenario import Scenario, load_scenario
+    from ..sweeping import parse_over
 
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(Path(scenario), host=host)
     if over is not None and not isinstance(over, Mapping):
         over = parse_over(over)
     if kind not in KINDS:
-        from .errors import close_match
+        from ..errors import suggest
 
-        near = close_match(str(kind), KINDS)
         raise InfermodelError(Problem(f"no plot named {kind!r}", expected="one of " + ", ".join(KINDS),
-                                      suggestion=f"did you mean {near!r}?" if near else None))
+                                      suggestion=suggest(str(kind), KINDS)))
     if kind == "sweep":
         figure = plot_sweep(scenario, over, x=x, y=y, title=title, host=host)
     elif kind == "memory":

@@ -1,10 +1,12 @@
 """The step-by-step reference engine: one loop turn per model iteration.
 
-It applies the policy rules of :mod:`infermodel.simulator.policies` literally, keeps
+It applies the policy rules of :mod:`infermodel.simulator.policies` literally (their
+shared parts are :mod:`infermodel.simulator.rules`), keeps
 every token timestamp of every request, costs each iteration with the public
 :meth:`CostModel.iteration_time`, and computes percentiles with ``numpy.quantile`` on
 the raw samples.  It is slow on purpose (simple enough to check by reading) and is the
-yardstick the fast engine is tested against.
+yardstick the fast engine is tested against.  :func:`~infermodel.simulator.engines.run_reference`
+runs it (with :mod:`~.reference_speculative`'s state when the cost model speculates).
 """
 
 from __future__ import annotations
@@ -14,85 +16,25 @@ from collections import deque
 
 import numpy as np
 
-from .cost import CostModel
-from .errors import SimulationError
-from .load import source_for
-from .metrics import RunRecord, first_admissions
-from .policies import Policy
-from .prefixes import prefix_cache_for
-from .workload import Workload
+from ..cost import CostModel
+from ..errors import SimulationError
+from ..load import source_for
+from ..policies import Policy
+from ..prefixes import prefix_cache_for
+from ..records import Point, RunRecord, first_admissions
+from ..rules import (
+    Evictions,
+    admission_need,
+    cannot_admit,
+    out_of_iterations,
+    reservation_tokens,
+)
+from ..workload import Workload
 
-__all__ = ["check_fits", "default_iteration_limit", "run_reference"]
-
-
-def default_iteration_limit(workload: Workload) -> int:
-    """A generous bound on model iterations: every iteration advances at least one
-    token, so ten times all prompt and output tokens (plus a margin) is reached only
-    by a simulation that thrashes."""
-    return int(10 * (int(workload.prompts.sum()) + int(workload.outputs.sum())) + 1_000_000)
-
-
-def reservation_tokens(workload: Workload, policy: Policy) -> int:
-    return int(policy.reserve_output_tokens or workload.max_output)
+__all__ = ["Reference"]
 
 
-def check_fits(workload: Workload, cost: CostModel, policy: Policy) -> None:
-    """Raise :class:`SimulationError` naming the first request that can never be
-    served within the cache budget under ``policy``."""
-    kv = cost.kv_bytes_per_token
-    memory = cost.cache_memory
-    admit_limit = memory * policy.admit_fraction
-    if policy.kind == "static" and not policy.static_memory_check:
-        return
-    prompts, outputs = workload.prompts, workload.outputs
-    if policy.kind in ("reserve", "static"):
-        need = prompts + reservation_tokens(workload, policy)
-        limit, rule = admit_limit, f"{policy.admit_fraction:g} of the cache budget"
-    else:
-        # admission needs the prompt; growing to completion needs prompt + output − 1
-        # positions cached together with the last token's.
-        need = np.maximum(prompts, prompts + outputs - 1)
-        too_big_admission = prompts * kv > admit_limit
-        bad = np.flatnonzero(too_big_admission)
-        if bad.size:
-            index = int(bad[0])
-            raise SimulationError(
-                f"request {index} can never be admitted: its prompt of {int(prompts[index]):,} tokens "
-                f"needs {prompts[index] * kv:,.0f} bytes of KV cache, more than "
-                f"{policy.admit_fraction:g} of the cache budget ({admit_limit:,.0f} of {memory:,.0f} bytes)"
-            )
-        limit, rule = memory, "the cache budget"
-    bad = np.flatnonzero(need * kv > limit)
-    if bad.size:
-        index = int(bad[0])
-        raise SimulationError(
-            f"request {index} can never fit the cache: it needs {int(need[index]):,} tokens × "
-            f"{kv:,.0f} bytes = {need[index] * kv:,.0f} bytes, more than {rule} "
-            f"({limit:,.0f} bytes; cache budget {memory:,.0f} bytes)"
-        )
-
-
-def run_reference(
-    workload: Workload, cost: CostModel, policy: Policy, max_iterations: int | None = None,
-    series: bool = False,
-) -> tuple[RunRecord, list[list[float]]]:
-    """Simulate ``workload`` under ``policy`` one iteration at a time.
-
-    Returns the run record and every request's token timestamps.
-    """
-    check_fits(workload, cost, policy)
-    limit = default_iteration_limit(workload) if max_iterations is None else int(max_iterations)
-    kind = _Reference
-    if cost.speculation is not None:
-        from .speculative_reference import reference_state
-
-        kind = reference_state(_Reference)
-    state = kind(workload, cost, policy, limit, series)
-    state.run()
-    return state.record(), state.stamps
-
-
-class _Reference:
+class Reference:
     """The reference engine's state; :meth:`run` takes one loop turn per iteration."""
 
     def __init__(self, workload: Workload, cost: CostModel, policy: Policy, limit: int, series: bool):
@@ -115,26 +57,18 @@ class _Reference:
         self.stamps: list[list[float]] = [[] for _ in range(count)]
         self.queue: deque[int] = deque()
         self.running: list[int] = []
-        self.evicted = [0] * count  # per request: preemptions that discarded cached positions
-        self.undone = [0] * count  # per request: rollbacks of an admission with nothing cached
+        # counts evictions; the request rolled back in a scheduling turn waits for an iteration
+        self.evictions = Evictions(count, policy, self.kv)
         self.admitted = [-1.0] * count  # per request: time of its first admission (-1: none)
-        self.blocked = -1  # the request rolled back in this scheduling turn waits for an iteration
-        self.swap = policy.preemption == "swap"
-        self.swapped = [0] * count  # per request: positions held in host memory
-        self.swapped_tokens = 0
-        self.points: list[tuple[float, int, int, int]] | None = [] if series else None
-        self.rollbacks = self.completed = self.iterations = self.preemptions = 0
-        self.recomputed = self.busy = self.decode_steps = self.stalled = 0
+        self.points: list[Point] | None = [] if series else None
+        self.completed = self.iterations = self.busy = self.decode_steps = 0
         self.now = 0.0
 
     def count_iteration(self) -> None:
         self.iterations += 1
         if self.iterations > self.limit:
-            raise SimulationError(
-                f"simulation stopped after {self.limit:,} iterations without finishing "
-                f"({self.completed} of {self.count} requests done, {self.preemptions} preemptions); "
-                "the policy thrashes on this workload or max_iterations is too small"
-            )
+            raise out_of_iterations(self.limit, self.completed, self.count,
+                                    self.evictions.preemptions)
 
     def run(self) -> None:
         source, queue = self.source, self.queue
@@ -208,15 +142,11 @@ class _Reference:
             used = self.occupancy()
         while queue and len(running) < policy.max_running:
             candidate = queue[0]
-            if candidate == self.blocked:
+            if candidate == self.evictions.blocked:
                 break
             total = prompts[candidate] + self.generated[candidate]
-            if policy.kind == "reserve":
-                need = prompts[candidate] + self.reserve_out
-            elif self.prefix is not None:
-                need = self.prefix.need(candidate, total)
-            else:
-                need = total
+            need = admission_need(policy.kind == "reserve", candidate, prompts[candidate],
+                                  self.generated[candidate], self.reserve_out, self.prefix)
             if (used + need) * self.kv > self.admit_limit:
                 break
             running.append(queue.popleft())
@@ -224,25 +154,21 @@ class _Reference:
                 self.admitted[candidate] = self.now
             self.decoding[candidate] = False
             hit = self.prefix.take(candidate, total) if self.prefix is not None else 0
-            if self.swapped[candidate]:
-                # seconds per position as the fast engine rounds them: kv / bandwidth
-                self.now += max(0, self.swapped[candidate] - hit) * (self.kv / policy.swap_bandwidth)
-                self.filled[candidate] = self.swapped[candidate]
-                self.swapped[candidate] = 0
+            self.now, back = self.evictions.swap_in(candidate, hit, self.now)
+            if back:
+                self.filled[candidate] = back
             self.filled[candidate] = max(self.filled[candidate], hit)
             used += need
         if not running:
             head = queue[0]
-            raise SimulationError(
-                f"request {head} cannot be admitted into an empty server: it needs "
-                f"{(prompts[head] + self.generated[head]) * self.kv:,.0f} bytes of cache, "
-                f"budget {self.admit_limit:,.0f} bytes"
-            )
+            raise cannot_admit(head, prompts[head] + self.generated[head], self.kv,
+                               self.admit_limit)
         self.trim(self.occupancy())
 
     def occupancy(self) -> int:
         """Positions the cache holds for running requests: each one's own, and every
-        prefix block one of them references, once (idle prefix blocks not counted)."""
+        prefix block one of them references, once (idle prefix blocks not counted).
+        """
         own = sum(self.filled[r] for r in self.running)
         if self.prefix is None:
             return own
@@ -262,28 +188,9 @@ class _Reference:
             # its prefix blocks stay cached (idle once nobody references them)
             own -= self.prefix.held[victim] * self.prefix.block
             self.prefix.leave(victim, self.filled[victim], self.now)
-        if own:
-            self.evicted[victim] += 1
-        else:
-            self.undone[victim] += 1
-            self.rollbacks += 1
-            self.blocked = victim
-        if self.swap and own:
-            # every cached position is copied out
-            self.swapped[victim] = self.filled[victim]
-            self.swapped_tokens += self.filled[victim]
-            self.now += self.filled[victim] * (self.kv / self.policy.swap_bandwidth)
-        else:
-            self.recomputed += own
-        self.filled[victim] = 0
         self.queue.appendleft(victim)
-        self.preemptions += 1
-        self.stalled += 1
-        if self.stalled > self.policy.max_running + 1:
-            raise SimulationError(
-                "preemption livelock: the cache cannot hold the next iteration of the running "
-                f"requests even after {self.stalled} evictions at t = {self.now:.6g} s"
-            )
+        self.now = self.evictions.evict(victim, own, self.filled[victim], self.now)
+        self.filled[victim] = 0
 
     def continuous_turn(self) -> None:
         """FIFO admission, then one iteration (or an eviction)."""
@@ -319,14 +226,14 @@ class _Reference:
         if (self.occupancy() + growth) * self.kv > self.memory:
             self.evict()
             return False
-        self.stalled = 0
-        self.blocked = -1
+        self.evictions.progress()
         self.trim(self.occupancy() + growth)
         return True
 
     def complete(self, scheduled: list[tuple[int, int]], later: int) -> None:
         """Apply the iteration's ``scheduled`` (request, tokens) chunks after ``later``
-        decode tokens already emitted this iteration; retire the finished requests."""
+        decode tokens already emitted this iteration; retire the finished requests.
+        """
         running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
         for r, take in scheduled:
             filled[r] += take
@@ -348,6 +255,7 @@ class _Reference:
     # ------------------------------------------------------------------ result
     def record(self) -> RunRecord:
         stamps, policy, kv, memory = self.stamps, self.policy, self.kv, self.memory
+        evictions = self.evictions
         diffs = [np.diff(np.asarray(s)) for s in stamps]
         points = self.points
         return RunRecord(
@@ -361,17 +269,17 @@ class _Reference:
             gap_values=np.concatenate(diffs) if diffs else np.empty(0),
             gap_weights=None,
             end_time=self.now,
-            preemptions=self.preemptions,
-            rollbacks=self.rollbacks,
+            preemptions=evictions.preemptions,
+            rollbacks=evictions.rollbacks,
             closed=self.workload.clients is not None,  # sessions arrive open: they can overload
             series=None if points is None else {
                 "time": np.array([p[0] for p in points]), "waiting": np.array([p[1] for p in points]),
                 "running": np.array([p[2] for p in points]),
                 "cache_use": np.array([p[3] for p in points]) * kv / memory},
-            request_preemptions=np.array(self.evicted, dtype=np.int64),
-            request_rollbacks=np.array(self.undone, dtype=np.int64),
-            recomputed_tokens=self.recomputed,
-            swapped_tokens=self.swapped_tokens,
+            request_preemptions=np.array(evictions.preempted, dtype=np.int64),
+            request_rollbacks=np.array(evictions.rolled_back, dtype=np.int64),
+            recomputed_tokens=evictions.recomputed,
+            swapped_tokens=evictions.swapped_tokens,
             prefix_hits=(None if self.prefix is None
                          else np.array(self.prefix.hits, dtype=np.int64)),
             prefix_evicted=0 if self.prefix is None else self.prefix.evicted,

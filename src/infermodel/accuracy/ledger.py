@@ -35,7 +35,7 @@ from pathlib import Path
 
 import attrs
 
-from .errors import InfermodelError, Problem, close_match
+from ..errors import InfermodelError, Problem, suggest
 
 __all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "METRICS", "STATISTICS", "LedgerRow",
            "read_ledger"]
@@ -53,7 +53,7 @@ METRICS = {
 STATISTICS = ("mean", "median", "p99", "unspecified")
 #: Engine families with an ``[efficiency] preset`` of the same name.
 ENGINE_FAMILIES = ("vllm", "sglang", "trtllm")
-DEFAULT_LEDGER = Path(__file__).parent / "data" / "ledger.csv"
+DEFAULT_LEDGER = Path(__file__).parent.parent / "data" / "ledger.csv"
 #: Ledgers larger than this are refused (a ledger of published figures is small).
 MAX_LEDGER_BYTES = 5_000_000
 _INTEGER_COLUMNS = ("gpus", "tensor", "expert", "isl", "osl", "concurrency")
@@ -102,7 +102,7 @@ class LedgerRow:
 
 
 def _text(path: Path) -> str:
-    from .output import note_read, path_problem
+    from ..output import note_read, path_problem
 
     problem = path_problem(path)
     if problem is not None:
@@ -205,9 +205,8 @@ def _parse_row(record: Sequence[str], line: int, path: Path,
         bad("value", f"value = {cells['value']!r}", expected="a positive finite number")
         value = 0.0
     if cells["metric"] not in METRICS:
-        near = close_match(cells["metric"], METRICS)
         bad("metric", f"metric = {cells['metric']!r}", expected="one of " + ", ".join(METRICS),
-            suggestion=f"did you mean {near!r}?" if near else None)
+            suggestion=suggest(cells["metric"], METRICS))
     if cells["statistic"] not in STATISTICS:
         bad("statistic", f"statistic = {cells['statistic']!r}",
             expected="one of " + ", ".join(STATISTICS))

@@ -3,7 +3,7 @@
 A verification step emits a random number of tokens per sequence (see
 :mod:`infermodel.simulator.speculation`), so iterations no longer repeat with the same
 composition and cannot be priced in runs: :class:`SpeculativeRun` keeps
-:class:`~infermodel.simulator.continuous.ContinuousRun`'s admission, eviction, chunk
+:class:`~infermodel.simulator.engines.fast_continuous.ContinuousRun`'s admission, eviction, chunk
 budget, swap and prefix rules and its timeline records, and takes one iteration per
 scheduling turn.  Every decoding request is kept current (its values rebased to the
 iteration count after each iteration), so the parent's bookkeeping of evictions and
@@ -17,29 +17,35 @@ count per-token inter-token latency, and TPOT = (last − first)/(n − 1) is th
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from .continuous import ContinuousRun, too_many
-from .speculation import Acceptance
+from ..cost import CostModel
+from ..load import Source
+from ..policies import Policy
+from ..records import Blocks, Counters, Segments, TokenTimes
+from ..rules import out_of_iterations
+from ..speculation import Acceptance, Speculation
+from ..workload import Workload
+from .fast_continuous import ContinuousRun
 
-__all__ = ["SpeculativeRun", "continuous_state"]
+if TYPE_CHECKING:
+    from .fast import RunTimes
 
-
-def continuous_state(workload, cost, policy, limit, source, run_times, series: bool = False):
-    """The fast engine's state for a continuous policy: speculative when ``cost`` has it."""
-    if cost.speculation is None:
-        return ContinuousRun(workload, cost, policy, limit, source, run_times, series)
-    return SpeculativeRun(workload, cost, policy, limit, source, run_times, series)
+__all__ = ["SpeculativeRun", "static_batch"]
 
 
 class SpeculativeRun(ContinuousRun):
     """:class:`ContinuousRun` with every decode a verification step of ``k + 1`` positions."""
 
-    def __init__(self, workload, cost, policy, limit, source, run_times, series: bool = False):
+    def __init__(self, speculation: Speculation, workload: Workload, cost: CostModel,
+                 policy: Policy, limit: int, source: Source, run_times: RunTimes,
+                 series: bool = False):
         super().__init__(workload, cost, policy, limit, source, run_times, series)
-        self.speculation = cost.speculation
+        self.speculation = speculation
         self.cost = cost
-        self.acceptance = Acceptance(cost.speculation, workload.seed, self.outputs)
+        self.acceptance = Acceptance(speculation, workload.seed, self.outputs)
         self.zero_gaps = 0  # tokens that arrive together with the one before them
 
     def decoder_share(self, width: int = 1) -> tuple[int, float]:
@@ -56,14 +62,15 @@ class SpeculativeRun(ContinuousRun):
         if (self.decoder_filled + self.prefiller_filled + self.offset + growth) * self.kv > self.memory:
             self.evict()
             return
-        self.stalled = 0
-        self.blocked = -1
+        if self.evictions.stalled:
+            self.evictions.progress()
         self.verify(takes, verifying, emitted)
 
-    def verify(self, takes, verifying, emitted) -> None:
+    def verify(self, takes: list[int], verifying: list[int], emitted: list[int]) -> None:
         """One iteration: verification steps, prefill chunks, completions."""
         if self.iterations >= self.limit:
-            raise too_many(self.limit, self.completed, self.count, self.preemptions)
+            raise out_of_iterations(self.limit, self.completed, self.count,
+                                    self.evictions.preemptions)
         fil, gen, decoders = self.fil, self.gen, self.decoders
         self._trim(self.decoder_filled + self.prefiller_filled + self.offset + sum(emitted) + sum(takes))
         chunks = [(take, fil[request]) for request, take in zip(self.prefillers, takes)]
@@ -102,7 +109,7 @@ class SpeculativeRun(ContinuousRun):
             self.busy += later
             self.decode_steps += 1
 
-    def result(self):
+    def result(self) -> tuple[Blocks, Segments, Counters]:
         blocks, segments, counters = super().result()
         if self.zero_gaps:
             blocks.gaps.add(np.zeros(1), self.zero_gaps)
@@ -110,14 +117,16 @@ class SpeculativeRun(ContinuousRun):
 
 
 # ---------------------------------------------------------------------------- static
-def static_batch(cost, acceptance: Acceptance, batch: slice, prompts, outputs, tokens,
+def static_batch(cost: CostModel, acceptance: Acceptance, batch: slice, prompts: np.ndarray,
+                 outputs: np.ndarray, tokens: TokenTimes,
                  prefill_end: float) -> tuple[float, int, int, int]:
     """Decode one static batch with verification steps (fast engine): every slot, done
     or not, is verified each step (a static batch runs its finished slots padded, which
     grow by one position); the unfinished ones emit their drawn tokens.  Fills
     ``tokens`` for the batch; returns the end time, steps, busy slot-steps and the
-    batch's final cached positions."""
-    speculation = cost.speculation
+    batch's final cached positions.
+    """
+    speculation = acceptance.speculation
     requests = range(batch.start, batch.stop)
     filled = [int(p) for p in prompts]
     goal = [int(o) for o in outputs]

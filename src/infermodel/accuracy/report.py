@@ -1,4 +1,4 @@
-"""Reports of :mod:`infermodel.validation`: the per-row table, the per-metric summary,
+"""Accuracy reports (:mod:`.predictions`, :mod:`.fits`): the per-row table, the per-metric summary,
 the fit's side-by-side table and the measured-against-predicted plot.
 """
 
@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .fits import Fit
 from .ledger import METRICS
-from .validation import Fit, Validation, summarise
+from .predictions import Validation, summarise
 
 __all__ = ["fit_table", "plot_validation", "summary_table", "validation_table"]
 
@@ -107,12 +108,12 @@ def plot_validation(panels: Sequence[tuple[str, Validation]]):
     """Measured against predicted, one panel per prediction (log-log, one colour per
     metric), with the diagonal and a ±25 % band; returns a matplotlib figure.
     """
-    from .plots import _COLOURS, _matplotlib
+    from ..analyses.figures import COLOURS, load_matplotlib
 
-    _, Figure = _matplotlib()
+    _, Figure = load_matplotlib()
     figure = Figure(figsize=(5.0 * len(panels), 4.8), dpi=110, layout="constrained")
     axes = figure.subplots(1, len(panels), squeeze=False)[0]
-    colours = dict(zip(METRICS, _COLOURS))
+    colours = dict(zip(METRICS, COLOURS))
     for ax, (title, validation) in zip(axes, panels):
         points = validation.predicted
         values = [v for p in points for v in (p.row.value, p.predicted) if v is not None]

@@ -45,7 +45,8 @@ from .reads import PluginReads
 STRUCTURES_KEPT = 32
 MODELS_KEPT = 16
 
-_NOT_FILES = frozenset({"--set", "sweep", ""})
+#: Origins that name no file (``Origin.file`` of an override or a sweep's value).
+NOT_FILES = frozenset({"--set", "sweep", ""})
 _FLOAT = np.dtype(np.float64)
 
 
@@ -104,8 +105,8 @@ class Structure:
     """One resolved scenario's graph, compiled function and value fields (see module doc)."""
 
     def __init__(self, scenario, host) -> None:
-        from ..evaluation import compile_graph
-        from ..graph import build_graph
+        from .evaluation import compile_graph
+        from .graph import build_graph
 
         self.scenario = scenario
         self.host = host
@@ -160,7 +161,7 @@ class Structure:
         """The part of the graph ``wanted`` needs (``cut(graph, wanted)``) and its
         compiled function, kept per list of names.
         """
-        from ..evaluation import compile_graph
+        from .evaluation import compile_graph
 
         key = tuple(wanted)
         found = self._subsets.get(key)
@@ -215,7 +216,7 @@ class Structure:
 
     def result(self):
         """The result of the structure's own scenario."""
-        from ..evaluation import Result
+        from .evaluation import Result
 
         if self._result is None:
             self._result = (self._values(self.arguments),)
@@ -238,9 +239,9 @@ class Structure:
         written. None when a cross-field check fails (the caller loads the scenario the
         ordinary way to report it).
         """
-        from ..evaluation import Result
         from ..quantity import INPUT, Change
         from ..scenario import Origin
+        from .evaluation import Result
 
         base = self.scenario
         sections = dict(base.sections)
@@ -317,7 +318,7 @@ class KeptScenario:
             self._base = load_scenario(self.path, host=host)
             self._host = self._base.host
             self._raw = load_raw(self.path)
-            self._files = _signature(_files_read(self.path, self._base))
+            self._files = files_signature(_files_read(self.path, self._base))
         self._structures: OrderedDict[Any, Structure] = OrderedDict()
         self._plans: OrderedDict[Any, tuple[Structure, tuple[str, ...]]] = OrderedDict()
         #: Sweep plans by their arguments (see :func:`~infermodel.sweeping.plan.sweep`).
@@ -334,7 +335,7 @@ class KeptScenario:
 
     def stale(self) -> bool:
         """Whether a file the model was read from has changed since."""
-        return bool(self._files) and _signature(tuple(p for p, *_ in self._files)) != self._files
+        return bool(self._files) and files_signature(tuple(p for p, *_ in self._files)) != self._files
 
     # -- evaluation ------------------------------------------------------------------
 
@@ -441,7 +442,7 @@ class KeptScenario:
 
     def _fresh(self, wanted: Mapping[str, Any]):
         # The ordinary path: load, build, compile (cached), evaluate; raises its errors.
-        from ..evaluation import evaluate as evaluate_afresh
+        from .evaluation import evaluate_afresh
 
         return evaluate_afresh(self._resolve(wanted), host=self._host)
 
@@ -468,12 +469,13 @@ def _files_read(path: Path, scenario) -> tuple[str, ...]:
         parent = data.get("extends")
         current = current.parent / parent if isinstance(parent, str) else None
     for origin in scenario.origins.values():
-        if origin.file not in _NOT_FILES and origin.file not in files:
+        if origin.file not in NOT_FILES and origin.file not in files:
             files.append(origin.file)
     return tuple(files)
 
 
-def _signature(files: Iterable[str]) -> tuple:
+def files_signature(files: Iterable[str]) -> tuple:
+    """What says whether ``files`` changed on disk: each one's time, size and inode."""
     out: list[tuple] = []
     for file in files:
         try:
@@ -522,7 +524,7 @@ def clear_models() -> None:
 def evaluate(scenario, overrides: Mapping[str, Any] | Iterable[str] | None = None, *,
              host=None):
     """Every quantity of a scenario (a path or a :class:`~infermodel.scenario.Scenario`),
-    as :func:`infermodel.evaluation.evaluate` gives them, keeping the structure.
+    as :func:`~infermodel.engine.evaluation.evaluate_afresh` gives them, keeping the structure.
 
     This is ``infermodel.evaluate``: evaluating the same scenario again with only values
     changed (``workload.batch``, ``hardware.bandwidth``, ...) skips loading and building.

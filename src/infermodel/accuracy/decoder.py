@@ -1,4 +1,4 @@
-"""The real-model half of validation: a randomly initialised decoder of a scenario's
+"""The real-decoder accuracy checks: a randomly initialised decoder of a scenario's
 shape, measured on this machine (``infermodel validate SCENARIO``).
 
 A small decoder (RMSNorm, grouped-query attention with rotary positions, a gated or
@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 
 __all__ = ["MachineModel", "RealModelReport", "RealModelUnavailable", "TinyDecoder",
-           "read_machine", "small_shape", "validate_scenario"]
+           "check_decoder", "read_machine", "small_shape"]
 
 #: Logit agreement expected between two float32 paths computing the same function.
 LOGIT_TOLERANCE = 1e-3
@@ -444,8 +444,8 @@ class MachineModel:
     name: str
 
 
-def validate_scenario(scenario, machine: MachineModel, *, calibrated: bool = False,
-                      quick: bool = False, full_size: bool = False) -> RealModelReport:
+def check_decoder(scenario, machine: MachineModel, *, calibrated: bool = False,
+                  quick: bool = False, full_size: bool = False) -> RealModelReport:
     """Build the decoder of ``scenario``'s shape and run every check and timing.
 
     Time predictions use ``machine`` (:func:`read_machine` reads a preset file from
@@ -453,7 +453,7 @@ def validate_scenario(scenario, machine: MachineModel, *, calibrated: bool = Fal
     ``calibrated`` its measured per-call ``t0`` is the efficiency ``t0``.
     """
     torch = _torch()
-    from .evaluation import evaluate
+    from ..engine.evaluation import evaluate_afresh
 
     shape = scenario_shape(scenario)
     if not full_size:
@@ -466,7 +466,7 @@ def validate_scenario(scenario, machine: MachineModel, *, calibrated: bool = Fal
         "model.experts": 1, "model.active_experts": 1, "model.shared_experts": 0,
     }
     small = scenario.with_overrides(overrides)
-    result = evaluate(small)
+    result = evaluate_afresh(small)
     kv_value_bytes = float(result["kv_value_bytes"])
     formats = {2.0: (torch.bfloat16, "bfloat16"), 4.0: (torch.float32, "float32")}
     if kv_value_bytes not in formats:
@@ -507,9 +507,9 @@ def validate_scenario(scenario, machine: MachineModel, *, calibrated: bool = Fal
 
     def predict(phase: str, batch: int, tokens: int) -> float:
         if phase == "prefill":
-            r = evaluate(timed, {"workload.batch": batch, "workload.prompt_tokens": tokens})
+            r = evaluate_afresh(timed, {"workload.batch": batch, "workload.prompt_tokens": tokens})
             return float(r["prefill_time"])
-        r = evaluate(timed, {"workload.batch": batch, "workload.context": float(tokens),
+        r = evaluate_afresh(timed, {"workload.batch": batch, "workload.context": float(tokens),
                              "workload.prompt_tokens": tokens,
                              "workload.sequence_length": tokens + 1})
         return float(r["decode_step_time"])
@@ -536,9 +536,9 @@ def read_machine(preset_path: str) -> MachineModel:
     """The machine model in a hardware preset file (as ``infermodel calibrate -o`` writes)."""
     from pathlib import Path
 
-    from .errors import InfermodelError, Problem
-    from .scenario import read_toml
-    from .units import parse_quantity
+    from ..errors import InfermodelError, Problem
+    from ..scenario import read_toml
+    from ..units import parse_quantity
 
     data, _ = read_toml(Path(preset_path))
     table = data.get("hardware")

@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from .errors import FormulaError, Problem, close_match
+from ..errors import FormulaError, Problem, close_match, did_you_mean, suggest
 
 MAX_LENGTH = 1000
 MAX_NODES = 200
@@ -210,7 +210,7 @@ class _Builder(ast.NodeVisitor):
         return sympy.Float(value), NUMBER
 
     def visit_Name(self, node) -> tuple[Any, str]:
-        from .quantity import check_name, symbol
+        from ..quantity import check_name, symbol
 
         name = node.id
         if not isinstance(node.ctx, ast.Load):
@@ -223,7 +223,7 @@ class _Builder(ast.NodeVisitor):
                 near = "fits" if "fits" in self.units else None
             raise self.fail(f"no quantity named {name!r}",
                             expected="a quantity of the scenario",
-                            suggestion=(f"did you mean {near!r}?" if near else "check for typos?")
+                            suggestion=(did_you_mean(near) or "check for typos?")
                             + " (`infermodel run SCENARIO --format json` lists every quantity)")
         problem = check_name(name)
         if problem:
@@ -305,10 +305,9 @@ class _Builder(ast.NodeVisitor):
                             " may be called, by their bare names")
         name = node.func.id
         if name not in FUNCTIONS:
-            near = close_match(name, FUNCTIONS)
             raise self.fail(f"{name!r} is not an allowed function",
                             expected="one of " + ", ".join(FUNCTIONS),
-                            suggestion=f"did you mean {near!r}?" if near else None)
+                            suggestion=suggest(name, FUNCTIONS))
         if node.keywords:
             raise self.fail(f"{name}() takes no keyword arguments")
         if any(isinstance(a, ast.Starred) for a in node.args):
@@ -356,7 +355,7 @@ def evaluate_formula(formula: Formula, values: Mapping[str, Any], size: int | No
     import numpy as np
     import sympy
 
-    from .quantity import symbol
+    from ..quantity import symbol
 
     key = (sympy.srepr(formula.expression), formula.names)
     function = _COMPILED.get(key)

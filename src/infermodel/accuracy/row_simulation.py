@@ -104,8 +104,8 @@ def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int) -> Ser
     """Run ``concurrency`` clients of fixed ``isl``/``osl`` requests on ``cost`` with
     ``family``'s policy (see the module docstring).
     """
-    from .simulator import FixedLength, Policy, WorkloadSpec, run_record
-    from .simulator.metrics import weighted_quantile
+    from ..simulator import FixedLength, Policy, WorkloadSpec, run_record
+    from ..simulator.metrics import weighted_quantile
 
     budget, _ = ENGINE_POLICIES[family]
     policy = Policy("chunked", chunk_tokens=budget, max_running=max(concurrency, 1))

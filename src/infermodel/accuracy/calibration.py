@@ -239,9 +239,9 @@ def plot_calibration(result: Calibration):
     """The measured products on the machine's roofline (log-log, FLOP/byte against
     GFLOP/s), as Lab 1 draws them; returns a matplotlib figure.
     """
-    from .plots import _figure
+    from ..analyses.figures import new_figure
 
-    figure, (ax,) = _figure()
+    figure, (ax,) = new_figure()
     x = np.logspace(np.log10(0.1), np.log10(max(p.intensity for p in result.products) * 4), 200)
     roof = np.minimum(result.flops / 1e9, x * result.bandwidth / 1e9)
     ax.loglog(x, roof, color="#1f77b4",

@@ -22,9 +22,9 @@ from typing import Any
 
 import attrs
 
-from .declarations import OPTION_KINDS, Option, WitnessInfo
-from .errors import InfermodelError, PluginError, Problem, close_match
-from .formatting import json_value
+from ..declarations import OPTION_KINDS, Option, WitnessInfo
+from ..errors import InfermodelError, PluginError, Problem, suggest
+from ..formatting import json_value
 
 
 @attrs.frozen
@@ -196,18 +196,19 @@ def witness_text(witness: Witness) -> str:
 # ---------------------------------------------------------------------------------
 
 
-def _registries(scenario, host=None):
-    # The scenario carries the host that read it; ``host`` overrides it.
+def witness_registries(scenario, host=None):
+    """The registries whose witnesses apply to ``scenario``: those of the host that read
+    it, or of ``host`` when one is given.
+    """
     return (host or scenario.host).registries
 
 
 def unknown_witness(name: str, known: Mapping[str, Any], **where) -> Problem:
-    near = close_match(str(name), known)
     listing = ", ".join(sorted(known)) or "none are loaded"
     return Problem(f"no loaded plugin provides a witness named {name!r}",
                    expected=f"one of {listing}",
-                   suggestion=f"did you mean {near!r}?" if near else
-                   "`infermodel witness SCENARIO --list` lists them", **where)
+                   suggestion=suggest(str(name), known)
+                   or "`infermodel witness SCENARIO --list` lists them", **where)
 
 
 def typed_options(info: WitnessInfo, options: Mapping[str, Any] | None, *, problem=None) -> dict[str, Any]:
@@ -230,10 +231,9 @@ def typed_options(info: WitnessInfo, options: Mapping[str, Any] | None, *, probl
     for key, value in options.items():
         option = info.options.get(key)
         if option is None:
-            near = close_match(str(key), info.options)
             problems.append(make(key, f"witness {info.name!r} has no option {key!r}",
                                  expected="one of " + ", ".join(sorted(info.options)),
-                                 suggestion=f"did you mean {near!r}?" if near else None))
+                                 suggestion=suggest(str(key), info.options)))
             continue
         try:
             typed[key] = option.parse(value)
@@ -255,7 +255,7 @@ def run_witness(scenario, name: str, options: Mapping[str, Any] | None = None, *
     >>> run_witness(scenario, "kv_cache", {"d": "8"}).passed  # doctest: +SKIP
     True
     """
-    witnesses = _registries(scenario, host).witnesses
+    witnesses = witness_registries(scenario, host).witnesses
     info = witnesses.get(name)
     if info is None:
         raise InfermodelError(unknown_witness(name, witnesses))
@@ -269,7 +269,7 @@ def run_witness(scenario, name: str, options: Mapping[str, Any] | None = None, *
                           f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(result, Witness):
         raise PluginError(f"plugin {info.plugin!r}: witness {name!r} returned "
-                          f"{type(result).__name__}, not an infermodel.witnessing.Witness")
+                          f"{type(result).__name__}, not an infermodel.analyses.witnessing.Witness")
     return attrs.evolve(result, name=name, description=info.description,
                         reference=result.reference or info.reference, plugin=info.plugin)
 
@@ -286,7 +286,7 @@ def scenario_witnesses(scenario, *, host=None) -> list[tuple[str, dict[str, Any]
     table = scenario.tables.get("witness") if scenario.tables else None
     if not table:
         return []
-    witnesses = _registries(scenario, host).witnesses
+    witnesses = witness_registries(scenario, host).witnesses
     problems: list[Problem] = []
     planned = []
     for name, value in table.items():
