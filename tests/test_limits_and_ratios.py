@@ -167,5 +167,12 @@ def test_a_windowed_model_warns_that_parity_assumes_linear_growth(host):
     result = infermodel.evaluate(SCENARIOS / "gemma-3-27b-128k-local-layers.toml")
     warned = [w for w in result.warnings if w.quantity == "kv_weight_parity_context"]
     assert warned and "reaches the weights later" in str(warned[0])
+    # A fixed state (Qwen3-Next's linear-attention layers) holds its size from the first
+    # token: one sequence's cache is above the linear figure, so parity comes sooner.
+    hybrid = infermodel.evaluate(SCENARIOS / "qwen3-next-80b-hybrid-state.toml")
+    assert hybrid["kv_bytes_per_sequence"] > (hybrid["kv_bytes_per_token"]
+                                              * hybrid["sequence_length"])
+    warned = [w for w in hybrid.warnings if w.quantity == "kv_weight_parity_context"]
+    assert warned and "reaches the weights sooner" in str(warned[0])
     assert not [w for w in infermodel.evaluate(CASE).warnings
                 if w.quantity == "kv_weight_parity_context"]

@@ -7,8 +7,9 @@ the two side by side:
 
 * ``kv_weight_parity_context`` = W / kv: the context at which one sequence's cache is as
   large as the weight artifact (every cached layer keeping every position; a windowed
-  or fixed-state layer stops growing, so such a model reaches parity later, and a
-  warning says so);
+  or fixed-state layer does not grow with every token: windows cap the growth, so such
+  a model reaches parity later, a fixed state adds its size at once, so sooner, and a
+  warning says which);
 * ``kv_sequence_weight_ratio``: one full-length sequence's cache as a multiple of the
   weights, and ``kv_batch_weight_ratio`` the whole batch's;
 * ``decode_cache_share``: the share of a decode step's bytes that is cache rather than
@@ -58,11 +59,14 @@ def infermodel_check_result(result, warn):
     linear = values["kv_bytes_per_token"] * values["sequence_length"]
     held = values["kv_bytes_per_sequence"]
     if held > 0 and abs(linear / held - 1) > LINEAR_TOLERANCE and "kv_layers" in values:
+        # Windows cap the growth (parity later, or never); a fixed state adds its size
+        # from the first token (parity sooner).
+        when = "later" if held < linear else "sooner"
         warn("kv_weight_parity_context",
-             "this model's windowed or fixed-state layers stop growing, so one sequence holds "
-             f"{result.show('kv_bytes_per_sequence')} at full length, not "
+             "this model's windowed or fixed-state layers do not grow with every token, so "
+             f"one sequence holds {result.show('kv_bytes_per_sequence')} at full length, not "
              f"{result.show('kv_bytes_per_sequence', linear)}: its cache reaches the weights "
-             "later than kv_weight_parity_context says (kv_sequence_weight_ratio is exact)")
+             f"{when} than kv_weight_parity_context says (kv_sequence_weight_ratio is exact)")
 
 
 __all__ = ["LINEAR_TOLERANCE"]
