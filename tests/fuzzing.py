@@ -498,6 +498,10 @@ def _target(rng: random.Random, ctx: Context, case_dir: Path, scenario: str) -> 
                        case_dir / "out" / ("c/" * 2100 + "x.csv"), ""])
 
 
+#: An action standing for ``--set``, to draw a ``--against`` group's setting.
+_OVERRIDE = argparse.Action(["--set"], "overrides")
+
+
 def make_case(seed: int, ctx: Context) -> Case:
     rng = random.Random(seed)
     command = rng.choice(sorted(ctx.parser_options))
@@ -560,6 +564,12 @@ def make_case(seed: int, ctx: Context) -> Case:
         argv.append("--quick")  # it measures this machine: the short measurement will do
     if command == "validate" and "--fit" in argv:
         argv.remove("--fit")  # a refit is a long, bounded computation, not a case to time
+    if command == "compare" and rng.random() < 0.8:
+        # Usually a second column: another scenario, or the same one under a group.
+        if rng.random() < 0.5:
+            argv.insert(2, str(scenario_dir / rng.choice(sorted(ctx.scenarios))))
+        else:
+            argv += ["--against", _option_value(rng, ctx, ctx.workdir, _OVERRIDE, scenario)]
     if command == "simulate" and rng.random() < 0.8:
         # Keep most simulations small so that the fuzz spends its time on many cases.
         argv += ["--set", "simulation.workload.count=" + rng.choice(["20", "40", "5"])]

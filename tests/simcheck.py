@@ -17,5 +17,6 @@ def assert_same_run(actual, expected) -> None:
     assert np.array_equal(actual.first_token, expected.first_token)
     assert np.array_equal(actual.last_token, expected.last_token)
     assert np.array_equal(actual.max_gap, expected.max_gap)
+    assert np.array_equal(actual.admitted, expected.admitted, equal_nan=True)
     pooled = np.repeat(actual.gap_values, actual.gap_weights)
     assert np.array_equal(np.sort(pooled), np.sort(expected.gap_values))

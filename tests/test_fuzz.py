@@ -62,6 +62,25 @@ def test_fuzz_short(context):
     assert not failures, _report(ran, failures)
 
 
+#: Cases of the commands that evaluate a scenario several times (each one its own case).
+FOCUSED = {"rank": 8, "compare": 16}
+
+
+def test_fuzz_the_ranking_and_comparison_commands(context):
+    seeds, wanted = [], dict(FOCUSED)
+    for seed in range(200_000, 210_000):
+        command = fuzzing.make_case(seed, context).command
+        if wanted.get(command, 0) > 0:
+            seeds.append(seed)
+            wanted[command] -= 1
+        if not any(wanted.values()):
+            break
+    assert len(seeds) == sum(FOCUSED.values())
+    ran, failures = fuzzing.fuzz(context, seeds)
+    assert ran == len(seeds)
+    assert not failures, _report(ran, failures)
+
+
 def _overall_limit(cases: int, workers: int) -> float:
     """Seconds the whole long run may take: four times its pace on two idle cores (about
     0.19 s of one core per case), at least ten minutes. Past it the run fails instead of

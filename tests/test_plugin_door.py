@@ -102,7 +102,7 @@ def test_plain_hookimpl_options_are_accepted(register_plugin):
 
 def test_every_hookspec_parameter_is_annotated():
     specs = [f for name, f in vars(hookspecs).items() if name.startswith("infermodel_")]
-    assert len(specs) == 13
+    assert len(specs) == 14
     for function in specs:
         signature = inspect.signature(function)
         assert signature.return_annotation == "None", function.__name__
@@ -161,6 +161,14 @@ def test_the_callbacks_given_to_plugins_match_their_protocols(register_plugin):
         def infermodel_register_quantisers(self, register):
             seen["quantisers"] = inspect.signature(register)
 
+        @hookimpl
+        def infermodel_register_headlines(self, register):
+            seen["headlines"] = inspect.signature(register)
+
+        @hookimpl
+        def infermodel_register_typical_settings(self, register):
+            seen["typical_settings"] = inspect.signature(register)
+
     register_plugin(Recorder(), "recorder")
     plugin.operator_table(infermodel.evaluate(CASE), "decode")
     protocols = {"define": hookspecs.Define.__call__, "replace": hookspecs.Transform.replace,
@@ -172,7 +180,9 @@ def test_the_callbacks_given_to_plugins_match_their_protocols(register_plugin):
                  "presets": hookspecs.PresetRegistrar.__call__,
                  "witnesses": hookspecs.WitnessRegistrar.__call__,
                  "number_formats": hookspecs.NumberFormatRegistrar.__call__,
-                 "quantisers": hookspecs.QuantiserRegistrar.__call__}
+                 "quantisers": hookspecs.QuantiserRegistrar.__call__,
+                 "headlines": hookspecs.HeadlineRegistrar.__call__,
+                 "typical_settings": hookspecs.TypicalSettingRegistrar.__call__}
     assert set(seen) == set(protocols)
     for name, method in protocols.items():
         promised = [p for p in inspect.signature(method).parameters if p != "self"]

@@ -391,4 +391,21 @@ def infermodel_register_headlines(register):
     register("batching", "max_sequences_paged", label="sequences in paged blocks")
 
 
+@hookimpl
+def infermodel_register_typical_settings(register):
+    # The batch-efficiency lever: as many sequences as the cache holds at full length.
+    def setting(result):
+        most = result["max_sequences"]
+        if not most >= 1 or most <= result["batch"] or most != most:
+            return None
+        return {"workload.batch": int(most)}
+
+    register("batch to capacity", setting,
+             description="decode as many sequences together as fit at full length "
+                         "(workload.batch = max_sequences): the weights are read once per step "
+                         "for all of them",
+             reference=f"{SLOTS}; {M10}, §11 'Separate quiet-request latency from loaded "
+                       "throughput'")
+
+
 __all__ = ["BatchPolicy", "Batching", "OutputLaw", "Reservation"]

@@ -205,4 +205,25 @@ def infermodel_register_headlines(register):
     register("prefix cache", "prefix_hit_rate", label="hit rate")
 
 
+#: The typical setting ``infermodel rank`` applies: the share of each prompt that is a
+#: stable prefix (Module 10's case: 3,000 of 4,000 tokens) and how often it is found.
+TYPICAL_PREFIX_SHARE = 0.5
+TYPICAL_HIT_RATE = 0.9
+
+
+@hookimpl
+def infermodel_register_typical_settings(register):
+    def setting(result):
+        prompt = int(result.scenario.value("workload.prompt_tokens"))
+        if result.scenario.lever("prefix_cache") is not None or prompt < 2:
+            return None
+        return {"levers.prefix_cache.prefix_tokens": int(prompt * TYPICAL_PREFIX_SHARE),
+                "levers.prefix_cache.hit_rate": TYPICAL_HIT_RATE}
+
+    register("prefix caching", setting, lever="prefix_cache",
+             description=f"{TYPICAL_PREFIX_SHARE:.0%} of each prompt a stable prefix (system "
+                         f"prompt, schemas, documents), found cached by {TYPICAL_HIT_RATE:.0%} "
+                         "of requests", reference=REUSE)
+
+
 __all__ = ["PrefixCache"]

@@ -674,4 +674,38 @@ def infermodel_register_headlines(register):
     register("quantization", "activation_speedup", label="prefill compute speed-up")
 
 
+#: The typical settings ``infermodel rank`` applies: Module 10's everyday formats.
+TYPICAL_WEIGHTS = "int4-g128"
+TYPICAL_CACHE = "int8-b32"
+
+
+@hookimpl
+def infermodel_register_typical_settings(register):
+    def weights(result):
+        scenario = result.scenario
+        lever = scenario.lever("quantization")
+        if (scenario.lever("number_formats") is not None
+                or scenario.value("model.weight_bytes") is not None
+                or scenario.value("model.weight_format") is not None
+                or (lever is not None and any(getattr(lever, key) is not None
+                                              for key, _, _ in (*CLASSES, EXPERTS)))):
+            return None
+        return {"levers.quantization.linear": TYPICAL_WEIGHTS}
+
+    def cache(result):
+        scenario = result.scenario
+        lever = scenario.lever("quantization")
+        if scenario.lever("number_formats") is not None or (
+                lever is not None and lever.kv_cache is not None):
+            return None
+        return {"levers.quantization.kv_cache": TYPICAL_CACHE}
+
+    register("int4 weights", weights, lever="quantization",
+             description="block linears in symmetric int4 with an fp16 scale per 128 weights "
+                         "(4.125 bits), the rest as they are", reference=ARTIFACT)
+    register("8-bit KV cache", cache, lever="quantization",
+             description="keys and values in int8 with an fp16 scale per 32 (8.5 bits)",
+             reference=CACHE)
+
+
 __all__ = ["Quantization", "Sqnr", "effective_lever", "weight_bytes_by_class", "weight_formats"]

@@ -344,6 +344,33 @@ class HeadlineInfo:
     name: str
     label: str
     plugin: str
+    #: The outcome each whole-number value names (``choices[value]``), or None.
+    choices: tuple[str, ...] | None = None
+
+    def show_choice(self, value: Any) -> str | None:
+        """``choices[value]`` for a whole-number value within range, else None."""
+        if self.choices is None:
+            return None
+        try:
+            index = int(value)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if index != value or not 0 <= index < len(self.choices):
+            return None
+        return self.choices[index]
+
+
+@attrs.frozen
+class TypicalSettingInfo:
+    """A lever's typical setting, which ``infermodel rank`` applies, and who declared it."""
+
+    name: str
+    #: ``setting(result)``: the fields to set on the evaluated scenario, or None.
+    setting: Callable[..., Any]
+    description: str
+    plugin: str
+    lever: str | None = None
+    reference: str | None = None
 
 
 @attrs.frozen
@@ -373,5 +400,6 @@ __all__ = [
     "Quantisation",
     "QuantiserInfo",
     "Stage",
+    "TypicalSettingInfo",
     "WitnessInfo",
 ]

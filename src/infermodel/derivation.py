@@ -24,6 +24,7 @@ class Step:
     reference: str | None
     source: str | None  # for inputs: where the number was written
     latex: str | None
+    choice: str | None = None  # the outcome a whole-number value names (a headline's choices)
 
     @property
     def is_input(self) -> bool:
@@ -99,7 +100,7 @@ def _source(result, history) -> str | None:
 
 
 def derive(result, name: str, *, depth: int | None = None) -> Derivation:
-    """Build the derivation of ``name`` from an evaluated :class:`~infermodel.evaluation.Result`.
+    """Build the derivation of ``name`` from an evaluated :class:`~infermodel.engine.evaluation.Result`.
 
     ``depth`` limits how many levels of dependencies are included (None: all).
     """
@@ -139,7 +140,8 @@ def _step(result, name: str) -> Step:
     q = result.graph[name]
     return Step(name=name, unit=q.unit, description=q.description, plugin=q.plugin,
                 value=result.values[name], expression=q.expression, history=q.history,
-                reference=q.reference, source=_source(result, q.history), latex=q.latex)
+                reference=q.reference, source=_source(result, q.history), latex=q.latex,
+                choice=result.graph.choice(name, result.values[name]))
 
 
 def _changes_below(graph, name: str) -> tuple[LeverChange, ...]:

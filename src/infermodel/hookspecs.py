@@ -105,7 +105,16 @@ class QuantiserRegistrar(Protocol):
 class HeadlineRegistrar(Protocol):
     """``register`` of :func:`infermodel_register_headlines`."""
 
-    def __call__(self, group: str, name: str, *, label: str | None = None) -> None: ...
+    def __call__(self, group: str, name: str, *, label: str | None = None,
+                 choices: Sequence[str] | None = None) -> None: ...
+
+
+class TypicalSettingRegistrar(Protocol):
+    """``register`` of :func:`infermodel_register_typical_settings`."""
+
+    def __call__(self, name: str, setting: Callable[[Result], Mapping[str, Any] | None], *,
+                 description: str, lever: str | None = None,
+                 reference: str | None = None) -> None: ...
 
 
 class Warn(Protocol):
@@ -298,14 +307,39 @@ def infermodel_register_headlines(register: HeadlineRegistrar) -> None:
     the bytes it saves) the same way. A row appears only when the evaluated scenario
     has the quantity, so a lever's rows appear exactly when the lever is active.
 
-    :param register: ``register(group, name, *, label=None)``: show quantity ``name``
-        under the heading ``group`` (``"memory"``, ``"latency"``, ``"throughput"`` and
-        ``"cost"`` come first, in that order; any other group, such as a lever's name,
-        follows in plugin order) with ``label`` as its short row label (default: the
-        quantity's name). The group ``"assumptions"`` is printed as one line under the
-        table: the inputs a reader must know to trust the figures (efficiencies,
-        reserve, utilisation). A quantity registered twice is an error naming both
-        plugins.
+    :param register: ``register(group, name, *, label=None, choices=None)``: show
+        quantity ``name`` under the heading ``group`` (``"memory"``, ``"latency"``,
+        ``"throughput"`` and ``"cost"`` come first, in that order; any other group, such
+        as a lever's name, follows in plugin order) with ``label`` as its short row label
+        (default: the quantity's name). ``choices`` names the outcomes of a quantity whose
+        value is a whole number 0, 1, ... (which limit binds, say): the summary, the
+        tables and ``explain`` show ``choices[value]`` instead of the number. The groups
+        ``"limits"`` and ``"assumptions"`` are printed as one line each under the table:
+        which limit binds in each phase, and the inputs a reader must know to trust the
+        figures (efficiencies, reserve, utilisation). A quantity registered twice is an
+        error naming both plugins.
+    :return: ignored.
+    """
+
+
+@hookspec
+def infermodel_register_typical_settings(register: TypicalSettingRegistrar) -> None:
+    """Declare the typical setting at which ``infermodel rank`` applies a lever.
+
+    Called once per session. ``infermodel rank SCENARIO`` evaluates the scenario, then
+    each registered setting applied to it on its own, and ranks them by the cost per
+    million tokens each saves. The core knows no lever: what a lever's typical setting
+    is (int4 weights, a batch filled to capacity, a fifth of the requests routed to a
+    smaller model) is the plugin's to say, with its source.
+
+    :param register: ``register(name, setting, *, description, lever=None,
+        reference=None)``. ``name`` labels the ranking's row; ``setting(result)``
+        receives the evaluated :class:`infermodel.engine.evaluation.Result` of the scenario as
+        written and returns the fields to set (dotted key paths to values, as ``--set``
+        writes them: ``{"levers.quantization.linear": "int4-g128"}``), or None when the
+        setting does not apply to this scenario (the lever is already on, say).
+        ``description`` states the setting in words; ``lever`` names the lever table it
+        writes, if any. A name registered twice is an error naming both plugins.
     :return: ignored.
     """
 

@@ -26,6 +26,15 @@ def show(value: Any, unit: str) -> str:
     return format_value(value, unit)
 
 
+def show_quantity(result, name: str) -> str:
+    """A quantity of ``result`` as printed: the outcome its headline's choices name
+    (``compute``), else its value with its unit.
+    """
+    value = result.values[name]
+    choice = result.graph.choice(name, value)
+    return choice if choice is not None else show(value, result.graph[name].unit)
+
+
 # ---------------------------------------------------------------------------------
 # Formulas
 # ---------------------------------------------------------------------------------
@@ -340,6 +349,9 @@ def result_to_dict(result) -> dict:
             "formula": None if q.is_input else formula_text(q.expression),
             "reference": q.reference,
         }
+        choice = result.graph.choice(name, result.values[name])
+        if choice is not None:
+            quantities[name]["choice"] = choice
     return {
         "scenario": {"name": scenario.name, "description": scenario.description,
                      "path": str(scenario.path) if scenario.path else None,
@@ -353,7 +365,7 @@ def _rows(result, names: Iterable[str] | None):
     names = list(names) if names is not None else list(result.graph.order)
     for name in names:
         q = result.graph[name]
-        yield name, show(result.values[name], q.unit), q.description, q
+        yield name, show_quantity(result, name), q.description, q
 
 
 def result_table(result, names=None) -> str:
@@ -376,7 +388,8 @@ def result_table(result, names=None) -> str:
 
 #: Summary groups shown first, in this order; any other group (a lever's) follows.
 LEADING_GROUPS = ("memory", "latency", "throughput", "cost")
-#: The group printed as one line under the summary instead of as rows.
+#: The groups printed as one line each under the summary instead of as rows.
+LIMITS = "limits"
 ASSUMPTIONS = "assumptions"
 
 
@@ -386,15 +399,24 @@ def summary_groups(result) -> list[tuple[str, list]]:
     for headline in result.graph.headlines:
         groups.setdefault(headline.group, []).append(headline)
     lead = [g for g in LEADING_GROUPS if g in groups]
-    rest = [g for g in groups if g not in LEADING_GROUPS and g != ASSUMPTIONS]
+    rest = [g for g in groups if g not in LEADING_GROUPS and g not in (LIMITS, ASSUMPTIONS)]
     return [(g, groups[g]) for g in lead + rest]
+
+
+def _line(result, group: str, title: str) -> str:
+    parts = [f"{h.label} {show_quantity(result, h.name)}"
+             for h in result.graph.headlines if h.group == group]
+    return f"{title}: " + " · ".join(parts) if parts else ""
+
+
+def limits_line(result) -> str:
+    """``limits: prefill compute · decode memory bandwidth · ...`` (empty when none)."""
+    return _line(result, LIMITS, "limits")
 
 
 def assumptions_line(result) -> str:
     """``assumptions: prefill MFU 0.5 · decode MFU 1 · ...`` (empty when none registered)."""
-    parts = [f"{h.label} {show(result.values[h.name], result.graph[h.name].unit)}"
-             for h in result.graph.headlines if h.group == ASSUMPTIONS]
-    return "assumptions: " + " · ".join(parts) if parts else ""
+    return _line(result, ASSUMPTIONS, "assumptions")
 
 
 def result_summary(result) -> str:
@@ -402,7 +424,7 @@ def result_summary(result) -> str:
     the assumptions on one line, the warnings, and how to see more.
     """
     groups = summary_groups(result)
-    rows = [(h.label, show(result.values[h.name], result.graph[h.name].unit), h.name)
+    rows = [(h.label, show_quantity(result, h.name), h.name)
             for _, headlines in groups for h in headlines]
     width_label = max([len(r[0]) for r in rows] + [8])
     width_value = max([len(r[1]) for r in rows] + [5])
@@ -410,11 +432,11 @@ def result_summary(result) -> str:
     for group, headlines in groups:
         lines.append(group)
         for h in headlines:
-            value = show(result.values[h.name], result.graph[h.name].unit)
+            value = show_quantity(result, h.name)
             lines.append(f"  {h.label.ljust(width_label)}  {value.rjust(width_value)}  {h.name}")
-    assumptions = assumptions_line(result)
-    if assumptions:
-        lines += ["", assumptions]
+    below = [line for line in (limits_line(result), assumptions_line(result)) if line]
+    if below:
+        lines += ["", *below]
     for warning in result.warnings:
         lines.append(f"warning: {warning}")
     lines += ["", "--all prints every quantity; `infermodel explain SCENARIO NAME` shows a "
@@ -469,14 +491,14 @@ def summary_html(result) -> str:
     for group, headlines in summary_groups(result):
         out.append(f"<tr><th colspan='3' {_LEFT}>{html.escape(group)}</th></tr>")
         for h in headlines:
-            value = show(result.values[h.name], result.graph[h.name].unit)
+            value = show_quantity(result, h.name)
             out.append(f"<tr><td {_LEFT}>{html.escape(h.label)}</td>"
                        f"<td {_RIGHT}>{html.escape(value)}</td>"
                        f"<td {_LEFT}><code>{html.escape(h.name)}</code></td></tr>")
     out.append("</tbody></table>")
-    assumptions = assumptions_line(result)
-    if assumptions:
-        out.append(f"<p>{html.escape(assumptions)}</p>")
+    for line in (limits_line(result), assumptions_line(result)):
+        if line:
+            out.append(f"<p>{html.escape(line)}</p>")
     for warning in result.warnings:
         out.append(f"<p><strong>warning:</strong> {html.escape(str(warning))}</p>")
     return "".join(out)
@@ -540,6 +562,8 @@ def derivation_text(derivation) -> str:
     lines = []
     for step in derivation.steps:
         head = f"{step.name} = {show(step.value, step.unit)}"
+        if step.choice is not None:
+            head += f" ({step.choice})"
         lines.append(f"{head}    ({step.description})")
         if not step.is_input:
             base = step.history[0]
@@ -555,7 +579,9 @@ def derivation_text(derivation) -> str:
 def derivation_markdown(derivation) -> str:
     lines = [f"### Derivation of `{derivation.target}`", ""]
     for step in derivation.steps:
-        lines.append(f"- **`{step.name}`** = {show(step.value, step.unit)} — {step.description}")
+        choice = f" ({step.choice})" if step.choice is not None else ""
+        lines.append(f"- **`{step.name}`** = {show(step.value, step.unit)}{choice} — "
+                     f"{step.description}")
         if not step.is_input:
             lines.append(f"  - formula: `{step.name} = {formula_text(written(step))}`")
             lines.append(f"  - with values: `{step.name} = "
@@ -626,7 +652,7 @@ def derivation_to_dict(derivation) -> dict:
             "name": step.name,
             "value": json_value(step.value),
             "unit": step.unit,
-            "display": show(step.value, step.unit),
+            "display": step.choice if step.choice is not None else show(step.value, step.unit),
             "description": step.description,
             "input": step.is_input,
             "formula": None if step.is_input else formula_text(written(step)),

@@ -32,6 +32,7 @@ from .declarations import (
     Option,
     PresetInfo,
     QuantiserInfo,
+    TypicalSettingInfo,
     WitnessInfo,
 )
 from .errors import PluginError, Problem
@@ -42,6 +43,7 @@ from .hookspecs import (
     NumberFormatRegistrar,
     PresetRegistrar,
     QuantiserRegistrar,
+    TypicalSettingRegistrar,
     ValueTypeRegistrar,
     WitnessRegistrar,
 )
@@ -69,6 +71,7 @@ class Registries:
     headlines: dict[str, HeadlineInfo] = attrs.field(factory=dict)
     number_formats: dict[str, NumberFormatInfo] = attrs.field(factory=dict)
     quantisers: dict[str, QuantiserInfo] = attrs.field(factory=dict)
+    typical_settings: dict[str, TypicalSettingInfo] = attrs.field(factory=dict)
     converter: cattrs.Converter = attrs.field(factory=BASE_CONVERTER.copy, repr=False)
     section_classes: Mapping[str, type] = attrs.field(factory=dict, repr=False)
 
@@ -91,6 +94,7 @@ class _Collector:
         self.headlines: dict[str, HeadlineInfo] = {}
         self.number_formats: dict[str, NumberFormatInfo] = {}
         self.quantisers: dict[str, QuantiserInfo] = {}
+        self.typical_settings: dict[str, TypicalSettingInfo] = {}
         self.value_types: dict[type, str] = {}
         self.converter = BASE_CONVERTER.copy()
         self.problems: list[Problem] = []
@@ -116,7 +120,7 @@ class _Collector:
         return register
 
     def headline_registrar(self, plugin: str) -> HeadlineRegistrar:
-        def register(group, name, *, label=None):
+        def register(group, name, *, label=None, choices=None):
             if not isinstance(group, str) or not group:
                 raise PluginError(f"plugin {plugin!r}: a headline group must be a non-empty string")
             if check_name(name):
@@ -124,11 +128,38 @@ class _Collector:
             if label is not None and (not isinstance(label, str) or not label):
                 raise PluginError(f"plugin {plugin!r}: headline {name!r}: label must be a "
                                   "non-empty string")
+            if choices is not None and (isinstance(choices, str) or not choices or not all(
+                    isinstance(c, str) and c for c in choices)):
+                raise PluginError(f"plugin {plugin!r}: headline {name!r}: choices must be a "
+                                  "non-empty sequence of non-empty strings")
             if name in self.headlines:
                 self.problems.append(Problem(f"headline {name!r} is registered by both "
                                              f"{self.headlines[name].plugin!r} and {plugin!r}"))
                 return
-            self.headlines[name] = HeadlineInfo(group, name, label or name, plugin)
+            self.headlines[name] = HeadlineInfo(group, name, label or name, plugin,
+                                                tuple(choices) if choices is not None else None)
+        return register
+
+    def typical_setting_registrar(self, plugin: str) -> TypicalSettingRegistrar:
+        def register(name, setting, *, description, lever=None, reference=None):
+            if not isinstance(name, str) or not name.strip():
+                raise PluginError(f"plugin {plugin!r}: a typical setting needs a non-empty name")
+            if not callable(setting):
+                raise PluginError(f"plugin {plugin!r}: typical setting {name!r} needs a callable "
+                                  "setting(result)")
+            if not isinstance(description, str) or not description:
+                raise PluginError(f"plugin {plugin!r}: typical setting {name!r} needs a "
+                                  "description")
+            if lever is not None and check_name(lever):
+                raise PluginError(f"plugin {plugin!r}: typical setting {name!r}: lever "
+                                  f"{lever!r}: {check_name(lever)}")
+            if name in self.typical_settings:
+                self.problems.append(Problem(
+                    f"typical setting {name!r} is registered by both "
+                    f"{self.typical_settings[name].plugin!r} and {plugin!r}"))
+                return
+            self.typical_settings[name] = TypicalSettingInfo(name, setting, description, plugin,
+                                                             lever, reference)
         return register
 
     def lever_registrar(self, plugin: str) -> LeverRegistrar:
@@ -297,6 +328,7 @@ _REGISTRATION_HOOKS = (
     ("infermodel_register_headlines", _Collector.headline_registrar),
     ("infermodel_register_number_formats", _Collector.number_format_registrar),
     ("infermodel_register_quantisers", _Collector.quantiser_registrar),
+    ("infermodel_register_typical_settings", _Collector.typical_setting_registrar),
 )
 
 
@@ -315,6 +347,7 @@ def build_registries(host: PluginHost) -> Registries:
                for section in FIELD_SECTIONS}
     return Registries(collected.fields, collected.levers, collected.presets, collected.witnesses,
                       collected.headlines, collected.number_formats, collected.quantisers,
+                      collected.typical_settings,
                       converter=collected.converter, section_classes=MappingProxyType(classes))
 
 
@@ -328,6 +361,7 @@ __all__ = [
     "LeverInfo",
     "PresetInfo",
     "Registries",
+    "TypicalSettingInfo",
     "WitnessInfo",
     "build_registries",
 ]

@@ -50,6 +50,11 @@ def add_parser(subparsers) -> None:
                         help="with --capacity: judge both objectives, or one pool of a "
                              "disaggregated deployment by its own (prefill: TTFT, decode: ITL)")
     parser.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    parser.add_argument("--table", choices=("scheduling", "batching"), default=None,
+                        help="the table's columns: scheduling (Module 10 Lab 3: TTFT and ITL "
+                             "percentiles, tokens/s, preemptions) or batching (Inference lab: "
+                             "tokens/s, mean latency, p95, queue wait, slot use); default: the "
+                             "[simulation] table's table key, else scheduling")
     parser.add_argument("--plot", metavar="FILE", help="also plot latency percentiles vs load "
                                                        "(.png or .svg)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE (atomically)")
@@ -135,8 +140,9 @@ def handle(args) -> int:
         text = _csv(outcome)
     else:
         notes = "".join(f"note: {note}\n" for note in outcome.notes)
+        layout = args.table or scenario.tables.get("simulation", {}).get("table", "scheduling")
         text = (f"{scenario.name}: seed {outcome.seed}, {outcome.engine} engine\n" + notes
-                + "\n".join([outcome.table(), *outcome.footnotes]))
+                + "\n".join([outcome.table(layout), *outcome.footnotes]))
     emit(text, args.output)
     if args.plot:
         plot_latency(outcome, args.plot)

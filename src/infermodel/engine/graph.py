@@ -146,6 +146,15 @@ class QuantityGraph:
     def __contains__(self, name: str) -> bool:
         return name in self.quantities
 
+    def choice(self, name: str, value: Any) -> str | None:
+        """The outcome a headline's ``choices`` give ``value`` of ``name`` (which limit
+        binds, say), or None when ``name`` has no choices.
+        """
+        for headline in self.headlines:
+            if headline.name == name:
+                return headline.show_choice(value)
+        return None
+
     def __iter__(self):
         return iter(self.order)
 

@@ -53,6 +53,7 @@ Errors in the inputs raise :class:`SimulationError` (an
 
 from .api import (
     ENGINES,
+    TABLE_LAYOUTS,
     CapacityResult,
     Run,
     SimulationResult,
@@ -90,6 +91,7 @@ __all__ = [
     "QUANTITY_NAMES",
     "ROUTERS",
     "SLO",
+    "TABLE_LAYOUTS",
     "CapacityResult",
     "CostModel",
     "Deployment",

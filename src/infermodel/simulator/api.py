@@ -145,7 +145,7 @@ class Run:
 
 
 # title, width, decimals, metric, scale (ITL in ms as Lab 3 prints it)
-_TABLE_COLUMNS = (
+_SCHEDULING_COLUMNS = (
     ("real", 6, 3, "realised_rate", 1),
     ("TTFT p50 s", 10, 2, "ttft_p50", 1),
     ("p99 s", 8, 2, "ttft_p99", 1),
@@ -156,6 +156,18 @@ _TABLE_COLUMNS = (
     ("preempt", 7, 0, "preemptions", 1),
     ("rollback", 8, 0, "rollbacks", 1),
 )
+# The Inference lab's "Many requests, one pass" table: tokens/s, mean latency, p95,
+# wait and slot use per policy (with the requests the stop rule let in).
+_BATCHING_COLUMNS = (
+    ("requests", 8, 0, "requests", 1),
+    ("tok/s", 8, 1, "throughput_tokens_per_s", 1),
+    ("mean lat s", 10, 2, "e2e_mean", 1),
+    ("p95 s", 8, 2, "e2e_p95", 1),
+    ("wait s", 8, 2, "queue_wait_mean", 1),
+    ("slot use", 8, 3, "slot_use", 1),
+)
+#: Table layouts :meth:`SimulationResult.table` prints.
+TABLE_LAYOUTS = {"scheduling": _SCHEDULING_COLUMNS, "batching": _BATCHING_COLUMNS}
 
 
 @attrs.frozen
@@ -204,13 +216,21 @@ class SimulationResult:
         """:meth:`to_dict` as JSON text."""
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
-    def table(self) -> str:
-        """A plain-text table laid out like Module 10 Lab 3's policy table."""
-        lines = [" ".join(["policy  ", "nominal"] + [f"{title:>{width}}" for title, width, *_ in _TABLE_COLUMNS])]
+    def table(self, layout: str = "scheduling") -> str:
+        """A plain-text table: ``"scheduling"`` is laid out like Module 10 Lab 3's policy
+        table (TTFT and ITL percentiles, tokens/s, preemptions), ``"batching"`` like the
+        Inference lab's "Many requests, one pass" (tokens/s, mean latency, p95, wait,
+        slot use).
+        """
+        if layout not in TABLE_LAYOUTS:
+            raise SimulationError(f"table layout must be one of {', '.join(TABLE_LAYOUTS)}, "
+                                  f"got {layout!r}")
+        columns = TABLE_LAYOUTS[layout]
+        lines = [" ".join(["policy  ", "nominal"] + [f"{title:>{width}}" for title, width, *_ in columns])]
         for run in self.runs:
             load = f"{run.rate:>7.2f}" if run.concurrency is None else f"{'N=' + str(run.concurrency):>7}"
             cells = [f"{run.policy:<8}", load]
-            for _, width, decimals, key, scale in _TABLE_COLUMNS:
+            for _, width, decimals, key, scale in columns:
                 cells.append(f"{run.metrics[key] * scale:>{width}.{decimals}f}")
             if run.overloaded:
                 cells.append(" OVERLOADED")

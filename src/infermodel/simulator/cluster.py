@@ -232,6 +232,7 @@ def _merge(workload: Workload, policy: Policy, states: Sequence[ContinuousRun],
     evicted = np.zeros(workload.count, dtype=np.int64)
     undone = np.zeros(workload.count, dtype=np.int64)
     hits = np.zeros(workload.count, dtype=np.int64)
+    admitted = np.full(workload.count, np.nan)
     cached = False
     for state in states:
         blocks, (request, first, last), counters = state.result()
@@ -246,6 +247,7 @@ def _merge(workload: Workload, policy: Policy, states: Sequence[ContinuousRun],
         for key in ("preemptions", "rollbacks", "recomputed", "swapped", "iterations", "busy",
                     "decode_steps"):
             totals[key] += counters[key]
+        admitted = np.fmin(admitted, counters["admitted"])  # the first server to admit it
         evicted += counters["request_preemptions"]
         undone += counters["request_rollbacks"]
         if counters["prefix_hits"] is not None:  # a request is admitted first on one server
@@ -253,6 +255,7 @@ def _merge(workload: Workload, policy: Policy, states: Sequence[ContinuousRun],
             cached = True
         totals["prefix_evicted"] += counters["prefix_evicted"]
     totals["request_preemptions"], totals["request_rollbacks"] = evicted, undone
+    totals["admitted"] = admitted
     totals["prefix_hits"] = hits if cached else None
     segments = (np.concatenate(requests), np.concatenate(firsts), np.concatenate(lasts))
     start, first_end, last_end, entry, inner = (np.concatenate(part) for part in parts)

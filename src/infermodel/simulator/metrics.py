@@ -14,7 +14,11 @@ Metric names (all floats; counts are whole numbers stored as floats):
 * ``ttft_p50/p90/p99/max`` (first token − arrival), ``itl_p50/p90/p99/max`` (every
   gap between consecutive tokens of a request, pooled over requests),
   ``tpot_p50/p90/p99`` ((last − first)/(n_out − 1), requests with n_out > 1 only),
-  ``e2e_p50/p90/p99/max`` (last token − arrival);
+  ``e2e_p50/p90/p99/max`` (last token − arrival), ``e2e_mean`` and ``e2e_p95`` (the
+  Inference lab's "Mean latency" and "p95", "Many requests, one pass");
+* ``queue_wait_mean``, ``queue_wait_p95``: time from arrival to the request's first
+  admission (a static batch's dispatch, or a continuous scheduler taking it from the
+  queue), the lab's "Wait";
 * ``throughput_tokens_per_s`` (all output tokens / duration), ``requests_per_s``
   (requests / duration), ``goodput`` (requests with TTFT ≤ ``slo_ttft`` and every gap
   ≤ ``slo_itl``, per second of duration), ``goodput_fraction``, ``slo_ttft``,
@@ -59,7 +63,8 @@ METRIC_NAMES = (
     "ttft_p50", "ttft_p90", "ttft_p99", "ttft_max",
     "itl_p50", "itl_p90", "itl_p99", "itl_max",
     "tpot_p50", "tpot_p90", "tpot_p99",
-    "e2e_p50", "e2e_p90", "e2e_p99", "e2e_max",
+    "e2e_p50", "e2e_p90", "e2e_p99", "e2e_max", "e2e_mean", "e2e_p95",
+    "queue_wait_mean", "queue_wait_p95",
     "throughput_tokens_per_s", "requests_per_s", "goodput", "goodput_fraction",
     "slo_ttft", "slo_itl",
     "transfer_time_mean", "prefix_hit_rate", "prefix_request_hit_rate", "prefix_hit_tokens",
@@ -197,6 +202,9 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
     metrics["tpot_p50"], metrics["tpot_p90"], metrics["tpot_p99"] = _quantiles(tpot)
     p50, p90, p99 = _quantiles(e2e)
     metrics.update({"e2e_p50": p50, "e2e_p90": p90, "e2e_p99": p99, "e2e_max": float(e2e.max())})
+    metrics["e2e_mean"] = float(np.mean(e2e))
+    metrics["e2e_p95"] = float(np.quantile(e2e, 0.95))
+    metrics["queue_wait_mean"], metrics["queue_wait_p95"] = _waits(record)
     metrics["throughput_tokens_per_s"] = float(outputs.sum()) / end if end > 0 else math.inf
     metrics["requests_per_s"] = count / end if end > 0 else math.inf
     metrics["goodput"] = good / end if end > 0 else math.inf
@@ -238,6 +246,16 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
     metrics["n_itl_samples"] = float(gap_count)
     metrics["n_tpot_samples"] = float(tpot.size)
     return metrics
+
+
+def _waits(record: RunRecord) -> tuple[float, float]:
+    """Mean and 95th percentile of the time from arrival to first admission (the
+    scheduler taking the request from the queue); NaN where the engine did not record it.
+    """
+    if record.admitted is None or np.isnan(record.admitted).any():
+        return math.nan, math.nan
+    wait = record.admitted - record.arrivals
+    return float(np.mean(wait)), float(np.quantile(wait, 0.95))
 
 
 #: A run is flagged overloaded when its waiting time grows by more than this many

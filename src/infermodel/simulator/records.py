@@ -41,6 +41,7 @@ __all__ = [
     "RunRecord",
     "Segments",
     "TokenTimes",
+    "first_admissions",
     "series_of",
     "timeline_record",
     "token_times",
@@ -88,6 +89,13 @@ class RunRecord:
     gap_max: float | None = None  # the largest gap, exact even when the gaps were binned
     prefix_hits: np.ndarray | None = None  # per request: prompt tokens found in the prefix cache
     prefix_evicted: int = 0  # positions of idle prefix blocks evicted to make room
+    admitted: np.ndarray | None = None  # per request: time of its first admission (NaN: none)
+
+
+def first_admissions(times: list[float]) -> np.ndarray:
+    """Per-request first admission times from a list holding -1 for "never admitted"."""
+    admitted = np.asarray(times, dtype=np.float64)
+    return np.where(admitted < 0, np.nan, admitted)
 
 
 #: Distinct gap values kept exactly; past this many a run's gaps are binned.
@@ -194,11 +202,14 @@ class Blocks(NamedTuple):
 
 
 class TokenTimes:
-    """Per request: first and last token time and largest gap; the pooled gaps."""
+    """Per request: first and last token time, first admission (a static batch's
+    dispatch) and largest gap; the pooled gaps.
+    """
 
     def __init__(self, count: int):
         self.first = np.empty(count)
         self.last = np.empty(count)
+        self.admitted = np.full(count, np.nan)
         self.max_gap = np.zeros(count)
         self.gaps = GapHistogram()
 
@@ -292,6 +303,7 @@ def timeline_record(workload: Workload, policy: Policy, tokens: TokenTimes, coun
         prompts=workload.prompts,
         first_token=tokens.first,
         last_token=tokens.last,
+        admitted=counters.get("admitted", tokens.admitted),
         max_gap=tokens.max_gap,
         gap_values=values,
         gap_weights=weights,

@@ -39,6 +39,7 @@ import numpy.typing as npt
 from infermodel.errors import close_match
 
 from .errors import SimulationError
+from .window import refuse_window, within_window
 
 __all__ = [
     "SAMPLERS",
@@ -601,6 +602,10 @@ class WorkloadSpec:
     trace: Workload | None = attrs.field(default=None, eq=False)
     prefix_tokens: int = attrs.field(default=0)
     prefix_hit_rate: float = attrs.field(default=1.0)
+    #: Arrivals stop after this many seconds or ``count`` requests, whichever comes first
+    #: (the Inference lab's "60 seconds or 400 requests"); None: ``count`` alone.
+    window: float | None = attrs.field(default=None, converter=lambda v: v if v is None else
+                                       _check_float(v, "the arrival window (s)", positive=True))
 
     @prefix_tokens.validator
     def _prefix(self, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -671,7 +676,7 @@ class WorkloadSpec:
         if not isinstance(table, Mapping):
             raise SimulationError(f"workload: expected a table, got {table!r}")
         known = ("count", "prompt", "output", "sampler", "arrivals", "cv", "trace", "prefix_tokens",
-                 "prefix_hit_rate")
+                 "prefix_hit_rate", "window")
         extra = sorted(set(table) - set(known))
         if extra:
             guess = close_match(extra[0], known)
@@ -688,7 +693,8 @@ class WorkloadSpec:
             return cls(EmpiricalLength(tuple(recorded.prompts.tolist())),
                        EmpiricalLength(tuple(recorded.outputs.tolist())), recorded.count,
                        trace=recorded, prefix_tokens=table.get("prefix_tokens", 0),
-                       prefix_hit_rate=table.get("prefix_hit_rate", 1.0))
+                       prefix_hit_rate=table.get("prefix_hit_rate", 1.0),
+                       window=table.get("window"))
         return cls(
             length_law(table.get("prompt", lab.prompt), what="prompt law", base_dir=base_dir),
             length_law(table.get("output", lab.output), what="output law", base_dir=base_dir),
@@ -698,6 +704,7 @@ class WorkloadSpec:
             table.get("cv", 1.0),
             prefix_tokens=table.get("prefix_tokens", 0),
             prefix_hit_rate=table.get("prefix_hit_rate", 1.0),
+            window=table.get("window"),
         )
 
     def sessions(self, rate: float, turns: int, think_time: float = 0.0, seed: int = 0,
@@ -718,6 +725,7 @@ class WorkloadSpec:
         if isinstance(think_time, bool) or not isinstance(think_time, (int, float)) or not (
                 math.isfinite(think_time) and think_time >= 0):
             raise SimulationError(f"think time must be a non-negative number of seconds, got {think_time!r}")
+        refuse_window(self.window, "multi-turn sessions are drawn whole")
         drawn = self.generate(rate, seed)
         starts = drawn.arrivals[: self.count // turns]  # Poisson session starts at `rate`/s
         return attrs.evolve(drawn, arrivals=np.zeros(drawn.count), session_starts=starts,
@@ -738,6 +746,7 @@ class WorkloadSpec:
         if isinstance(think_time, bool) or not isinstance(think_time, (int, float)) or not (
                 math.isfinite(think_time) and think_time >= 0):
             raise SimulationError(f"think time must be a non-negative number of seconds, got {think_time!r}")
+        refuse_window(self.window, "a closed loop sends every request")
         drawn = attrs.evolve(self, arrivals="poisson").generate(1.0, seed)
         return attrs.evolve(drawn, arrivals=np.zeros(drawn.count), rate=math.nan,
                             clients=clients, think_time=float(think_time))
@@ -746,7 +755,7 @@ class WorkloadSpec:
         """Draw the workload at nominal ``rate`` requests/s with ``seed``."""
         rate = check_rate(rate)
         if self.trace is not None:
-            return self._with_prefix(self.trace.scaled(rate), seed)
+            return self._with_prefix(within_window(self.trace.scaled(rate), self.window), seed)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise SimulationError(f"seed must be a whole number, got {seed!r}")
         seed = int(seed)
@@ -784,5 +793,5 @@ class WorkloadSpec:
                 arrivals = np.cumsum(gaps.standard_exponential(count) / rate)
             prompts = self.prompt.sample_numpy(prompt_stream, count)
             outputs = self.output.sample_numpy(output_stream, count)
-        return self._with_prefix(
-            Workload(arrivals, prompts, outputs, rate, seed, int(self.output.maximum)), seed)
+        return self._with_prefix(within_window(
+            Workload(arrivals, prompts, outputs, rate, seed, int(self.output.maximum)), self.window), seed)

@@ -269,8 +269,14 @@ def _workload(scenario, table: SimulationTable, values: Mapping, defaults, base:
     own lengths, and the lines that say where its laws came from.
     """
     from ... import simulator
+    from ...units import UnitError, parse_quantity
 
     workload_table, notes = workload_defaults(table.workload, values, defaults)
+    if workload_table.get("window") is not None:  # "60 s": arrivals stop after it
+        try:
+            workload_table["window"] = parse_quantity(workload_table["window"], "s")
+        except UnitError as exc:
+            problems.fail("simulation.workload.window", exc.message, exc.expected)
     try:
         workload = simulator.WorkloadSpec.from_mapping(workload_table, base_dir=base)
     except (simulator.SimulationError, TypeError, ValueError) as exc:

@@ -11,6 +11,7 @@ reported at once with its file, key path and line. A scenario's ``[simulation]``
     seed = 0
     engine = "fast"                                         # or "reference"
     cache_memory = "16 GB"                                  # default: kv_budget_bytes
+    table = "scheduling"                                    # or "batching": the columns printed
 
     [simulation.workload]                                   # default: Module 10 Lab 3's
     count = 300
@@ -163,6 +164,23 @@ class PolicyList(TableValue):
                      (value if isinstance(value, list) else [value]))
 
 
+class TableLayout(TableValue):
+    """``table``: the columns ``simulate`` prints, a layout of
+    :data:`infermodel.simulator.TABLE_LAYOUTS` (``"scheduling"`` or ``"batching"``).
+    """
+
+    @classmethod
+    def structure(cls, value: Any) -> str:
+        from ...errors import suggest
+        from ...simulator import TABLE_LAYOUTS
+
+        if not isinstance(value, str) or value not in TABLE_LAYOUTS:
+            raise FieldValueError(
+                f"got {value!r}", expected="one of " + ", ".join(map(repr, TABLE_LAYOUTS)),
+                suggestion=suggest(value, TABLE_LAYOUTS) if isinstance(value, str) else None)
+        return value
+
+
 class WorkloadTable(TableValue):
     """``[simulation.workload]``: kept as written; the simulator's reader types it."""
 
@@ -188,12 +206,14 @@ if TYPE_CHECKING:
     SeedValue = int
     Turns = int
     Think = float
+    Layout = str
 else:
     from ...schema import Bytes, BytesPerSecond, Seconds
 
     Rates, Clients, Policy, Policies, Workload = (RateList, ClientCounts, PolicyEntry,
                                                   PolicyList, WorkloadTable)
     Engine, History, SeedValue, Turns, Think = EngineName, HistoryMode, Seed, TurnCount, ThinkTime
+    Layout = TableLayout
 
 
 @attrs.frozen
@@ -246,6 +266,7 @@ class SimulationTable:
     workload: Workload = attrs.Factory(dict)
     slo: SloTable = SloTable()
     capacity: CapacityTable = CapacityTable()
+    table: Layout = "scheduling"
 
 
 def _keys(schema: type) -> tuple[str, ...]:

@@ -209,6 +209,7 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int,
             need = np.cumsum(prompts[head : head + size] + reserve_out)
             size = int(np.count_nonzero(need * kv <= admit_limit))
         batch = slice(head, head + size)
+        tokens.admitted[batch] = now  # dispatched: the batch's prefill starts now
         head += size
         if points is not None:
             points.append((now, arrived - head, size, 0))

@@ -34,7 +34,7 @@ from ..errors import SimulationError
 from ..load import Source
 from ..policies import Policy
 from ..prefixes import prefix_cache_for
-from ..records import Blocks, Counters, GapHistogram, Point, Segments
+from ..records import Blocks, Counters, GapHistogram, Point, Segments, first_admissions
 from ..rules import (
     Evictions,
     admission_need,
@@ -94,6 +94,7 @@ class ContinuousRun:
         self.finish_at = [0] * count  # iteration count at which a decoding request is done
         self.decoding = [False] * count
         self.evictions = Evictions(count, policy, self.kv)
+        self.admitted = [-1.0] * count  # per request: time of its first admission (-1: none)
         self.decoders: list[int] = []  # running requests that decode, in running order
         self.prefillers: list[int] = []  # running requests still (re)filling; after decoders
         self.queue: deque[int] = deque()
@@ -227,6 +228,8 @@ class ContinuousRun:
             if (used + need) * kv > self.admit_limit:
                 break
             queue.popleft()
+            if self.admitted[candidate] < 0:
+                self.admitted[candidate] = self.now
             hit = 0
             if prefix is not None:
                 # the cached blocks of its prefix: only the rest is prefilled
@@ -546,6 +549,7 @@ class ContinuousRun:
                     "busy": self.busy, "decode_steps": self.decode_steps,
                     "request_preemptions": np.array(evictions.preempted, dtype=np.int64),
                     "request_rollbacks": np.array(evictions.rolled_back, dtype=np.int64),
+                    "admitted": first_admissions(self.admitted),
                     "series": self.series,
                     "prefix_hits": (None if self.prefix is None
                                     else np.array(self.prefix.hits, dtype=np.int64)),

@@ -21,7 +21,7 @@ from ..errors import SimulationError
 from ..load import source_for
 from ..policies import Policy
 from ..prefixes import prefix_cache_for
-from ..records import Point, RunRecord
+from ..records import Point, RunRecord, first_admissions
 from ..rules import (
     Evictions,
     admission_need,
@@ -59,6 +59,7 @@ class Reference:
         self.running: list[int] = []
         # counts evictions; the request rolled back in a scheduling turn waits for an iteration
         self.evictions = Evictions(count, policy, self.kv)
+        self.admitted = [-1.0] * count  # per request: time of its first admission (-1: none)
         self.points: list[Point] | None = [] if series else None
         self.completed = self.iterations = self.busy = self.decode_steps = 0
         self.now = 0.0
@@ -109,6 +110,8 @@ class Reference:
                     reserved += need
                     size += 1
             self.running = [queue.popleft() for _ in range(size)]
+            for r in self.running:
+                self.admitted[r] = self.now
             self.now += self.cost.iteration_time([], [(prompts[r], 0) for r in self.running])
             self.count_iteration()
             for r in self.running:
@@ -147,6 +150,8 @@ class Reference:
             if (used + need) * self.kv > self.admit_limit:
                 break
             running.append(queue.popleft())
+            if self.admitted[candidate] < 0:
+                self.admitted[candidate] = self.now
             self.decoding[candidate] = False
             hit = self.prefix.take(candidate, total) if self.prefix is not None else 0
             self.now, back = self.evictions.swap_in(candidate, hit, self.now)
@@ -259,6 +264,7 @@ class Reference:
             prompts=np.array(self.prompts, dtype=np.int64),
             first_token=np.array([s[0] for s in stamps]),
             last_token=np.array([s[-1] for s in stamps]),
+            admitted=first_admissions(self.admitted),
             max_gap=np.array([d.max() if d.size else 0.0 for d in diffs]),
             gap_values=np.concatenate(diffs) if diffs else np.empty(0),
             gap_weights=None,

@@ -1,0 +1,87 @@
+"""Which limit binds: the bottleneck of prefill, of a decode step and of the batch.
+
+A step takes the larger of its memory time and its compute time, plus a fixed time per
+step; whichever term is largest is the limit that binds, and the lever that helps is the
+one that shortens that term (fewer bytes when bandwidth binds, fewer FLOPs or faster
+arithmetic when compute binds). Adding sequences to a batch stops paying off at one of
+two limits: the cache fills the card (``max_sequences``) before decode turns
+compute-bound (``critical_batch``), or the other way round.
+
+Each limit is a quantity whose value names one outcome of :data:`LIMITS` (0 memory
+bandwidth, 1 compute, ...); ``infermodel run`` prints them on one line under its
+summary, ``limits: prefill compute · decode memory bandwidth · batch memory capacity``,
+and ``infermodel explain SCENARIO decode_limit`` shows the comparison behind one.
+
+* ``prefill_limit``, ``decode_limit``: the fixed step time when ``t0`` exceeds both
+  roofline times; time a lever adds to the step (a collective, a host copy) when that
+  exceeds them; else compute when the compute time is at least the memory time, else
+  memory bandwidth.
+* ``batch_limit``: memory capacity when fewer full-length sequences fit than the batch
+  at which decode turns compute-bound, else compute.
+
+A plugin that times a phase another way (measured rates) replaces the limit with its own
+outcome, ``LIMITS.index("measured rate")``.
+"""
+
+from __future__ import annotations
+
+from sympy import Max, Piecewise
+
+from infermodel.plugin import S, hookimpl
+
+from . import LAB, M10
+
+ROOFLINE = (f"{M10}, §2 arithmetic intensity and the roofline; {LAB}, 'Two costs for one "
+            "answer'")
+CAPACITY = f"{M10}, 'Cache traffic limits the batching gain' (capacity remains a separate admission limit)"
+
+#: The outcomes a limit quantity names, by value.
+LIMITS = ("memory bandwidth", "compute", "fixed step time", "time a lever adds",
+          "measured rate", "memory capacity")
+MEMORY, COMPUTE, FIXED, ADDED, MEASURED, CAPACITY_LIMIT = range(len(LIMITS))
+
+#: The limit quantities, with the phase each names and the quantities it compares.
+PHASES = {
+    "prefill": ("prefill_time_memory", "prefill_time_compute", "prefill_time"),
+    "decode": ("decode_time_memory", "decode_time_compute", "decode_step_time"),
+}
+
+
+def coding(names=LIMITS) -> str:
+    """``0 memory bandwidth, 1 compute, ...``: how a limit quantity's value reads.
+
+    >>> coding(("a", "b"))
+    '0 a, 1 b'
+    """
+    return ", ".join(f"{i} {name}" for i, name in enumerate(names))
+
+
+def step_limit(memory, compute, step):
+    """The limit of a step ``step = max(memory, compute) + t0 (+ time a lever adds)``."""
+    roofline = Max(memory, compute)
+    added = step - roofline - S.t0
+    return Piecewise((FIXED, S.t0 > Max(roofline, added)),
+                     (ADDED, added > Max(roofline, S.t0)),
+                     (COMPUTE, compute >= memory),
+                     (MEMORY, True))
+
+
+@hookimpl
+def infermodel_define_quantities(scenario, define):
+    for phase, (memory, compute, step) in PHASES.items():
+        define(f"{phase}_limit", step_limit(S[memory], S[compute], S[step]), unit="1",
+               description=f"which limit binds in {phase} ({coding()})", reference=ROOFLINE)
+    define("batch_limit",
+           Piecewise((CAPACITY_LIMIT, S.max_sequences < S.critical_batch), (COMPUTE, True)),
+           unit="1", description="what stops a bigger batch paying off: the cache filling memory "
+                                 "before decode turns compute-bound, or compute "
+                                 f"({coding()})", reference=f"{CAPACITY}; {ROOFLINE}")
+
+
+@hookimpl
+def infermodel_register_headlines(register):
+    for phase in (*PHASES, "batch"):
+        register("limits", f"{phase}_limit", label=phase, choices=LIMITS)
+
+
+__all__ = ["LIMITS", "PHASES", "coding", "step_limit"]
