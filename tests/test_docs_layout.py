@@ -189,7 +189,10 @@ def test_summary_option_shows_the_headline_figures_by_group(layout):
     result = _evaluate("bf16.toml")
     rows = _rows(table)[1:]
     assert [row[3] for row in rows] == [h.name for h in result.graph.headlines
-                                        if h.group != "assumptions"]
+                                        if h.group not in ("assumptions", "limits")]
+    # The limits and the assumptions each read as one line under the table, as in `run`.
+    html = _html(app, "index")
+    assert "Limits: prefill " in html and "Assumptions: " in html
     assert rows[0][0] == "memory" and rows[0][2] == show(result["weight_bytes"], "B")
     assert [row[0] for row in rows if row[0]][:4] == ["memory", "latency", "throughput", "cost"]
 

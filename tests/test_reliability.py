@@ -701,6 +701,18 @@ def test_dask_logs_of_a_failed_start_are_one_message_naming_the_cause(monkeypatc
     assert not any(type(h).__name__ == "_Keep" for h in logging.getLogger("distributed").handlers)
 
 
+@pytest.mark.parametrize("address", ["-1", "nosuchprotocol://host:1"])
+def test_a_scheduler_address_dask_cannot_read_is_one_message(address):
+    # Found by the 10,000-case fuzz: `--address -1` ended in Dask's ValueError traceback.
+    pytest.importorskip("distributed")
+    from infermodel.simulator import SimulationError
+    from infermodel.simulator.grid import execute
+
+    with pytest.raises(SimulationError, match=r"cannot reach the Dask scheduler at .*tcp://host:8786"):
+        execute(abs, [(1,)], scheduler="dask", address=address)
+
+
+
 def _start_in_a_pool_worker(_):
     import io
     import sys

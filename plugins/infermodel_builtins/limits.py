@@ -58,10 +58,12 @@ def coding(names=LIMITS) -> str:
 
 def step_limit(memory, compute, step):
     """The limit of a step ``step = max(memory, compute) + t0 (+ time a lever adds)``."""
-    roofline = Max(memory, compute)
+    # Unevaluated maxima: sympy's search for comparable arguments among real symbols
+    # costs tens of milliseconds per graph build and can never decide one here.
+    roofline = Max(memory, compute, evaluate=False)
     added = step - roofline - S.t0
-    return Piecewise((FIXED, S.t0 > Max(roofline, added)),
-                     (ADDED, added > Max(roofline, S.t0)),
+    return Piecewise((FIXED, S.t0 > Max(roofline, added, evaluate=False)),
+                     (ADDED, added > Max(roofline, S.t0, evaluate=False)),
                      (COMPUTE, compute >= memory),
                      (MEMORY, True))
 

@@ -78,8 +78,10 @@ def zero_point_grid(rows: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray
     low = rows.min(axis=-1, keepdims=True)
     high = rows.max(axis=-1, keepdims=True)
     scale = (high - low) / top
-    constant = np.where(low != 0, np.abs(low) / top, 1.0)
-    scale = np.where(scale > 0, scale, constant)
+    # A constant row reconstructs exactly with scale |w| / top (code top or 0); one whose
+    # |w| / top underflows to zero (a subnormal value) takes scale 1 instead.
+    constant = np.abs(low) / top
+    scale = np.where(scale > 0, scale, np.where(constant > 0, constant, 1.0))
     zero = np.round(-low / scale)
     return np.clip(np.round(rows / scale) + zero, 0, top), scale, zero
 

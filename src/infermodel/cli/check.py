@@ -15,27 +15,35 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(handler=handle)
 
 
-def _sweep(scenario):
+def _plan(scenario, plans: dict):
+    """The scenario's sweep plan, built once for the sweep and search checks (a plan
+    builds a quantity graph per structural combination: seconds for a preset grid).
+    """
     from ..sweeping import plan_sweep
 
-    plan_sweep(scenario, select=False)
+    if "sweep" not in plans:
+        plans["sweep"] = plan_sweep(scenario, select=False)
+    return plans["sweep"]
 
 
-def _search(scenario):
+def _sweep(scenario, plans: dict):
+    _plan(scenario, plans)
+
+
+def _search(scenario, plans: dict):
     from ..analyses.searching import parse_search, search_spec
-    from ..sweeping import plan_sweep
 
     # The formulas as search reads them: parsed against the sweep's quantities.
-    parse_search(scenario, search_spec(scenario), plan_sweep(scenario, select=False))
+    parse_search(scenario, search_spec(scenario), _plan(scenario, plans))
 
 
-def _simulation(scenario):
+def _simulation(scenario, plans: dict):
     from ..analyses.simulation.plan import plan
 
     plan(scenario)
 
 
-def _witness(scenario):
+def _witness(scenario, plans: dict):
     from ..analyses.witnessing import scenario_witnesses
 
     scenario_witnesses(scenario)
@@ -95,12 +103,13 @@ def handle(args) -> int:
     graph = build_graph(scenario)
     problems = []
     checked = []
+    plans: dict = {}
     # Each table is read by its own feature; report what all of them find at once.
     for name, triggers, read in TABLE_CHECKS:
         if not any(t in scenario.tables for t in triggers):
             continue
         try:
-            read(scenario)
+            read(scenario, plans)
             checked.append(name)
         except InfermodelError as exc:
             problems.extend(exc.problems)

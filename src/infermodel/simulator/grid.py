@@ -161,8 +161,10 @@ def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str
         cluster = None
         try:
             client = Client(address, timeout=30)
-        except (OSError, TimeoutError) as error:
-            raise SimulationError(f"cannot reach the Dask scheduler at {address!r}: {error}") from None
+        except (OSError, TimeoutError, ValueError) as error:
+            # ValueError: Dask could not read the address (no port, an unknown protocol)
+            raise SimulationError(f"cannot reach the Dask scheduler at {address!r}: {error} "
+                                  "(an address reads like 'tcp://host:8786')") from None
     try:
         futures = [client.submit(function, *task, pure=False) for task in tasks]
         index = {future.key: position for position, future in enumerate(futures)}

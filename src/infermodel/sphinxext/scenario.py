@@ -159,7 +159,7 @@ class ScenarioDirective(SphinxDirective):
 
     def _summary(self, result, overrides) -> list[nodes.Node]:
         """The headline figures by group (memory, latency, throughput, cost, levers')."""
-        from ..printing import assumptions_line, show, summary_groups
+        from ..printing import assumptions_line, limits_line, show, summary_groups
 
         title = f"{result.scenario.name}: headline figures"
         if overrides:
@@ -175,9 +175,11 @@ class ScenarioDirective(SphinxDirective):
         out: list[nodes.Node] = [table_node(["Group", "Figure", "Value", "Quantity"], rows,
                                         [15, 37, 16, 32], title=title, numeric=[2],
                                         classes=["infermodel-summary"])]
-        assumptions = assumptions_line(result)
-        if assumptions:
-            out.append(para_node(assumptions[:1].upper() + assumptions[1:] + "."))
+        # Under the table, as under `infermodel run`'s summary: which limit binds in each
+        # phase, then the efficiencies assumed.
+        for line in (limits_line(result), assumptions_line(result)):
+            if line:
+                out.append(para_node(line[:1].upper() + line[1:] + "."))
         return out
 
     # -- derivation chains ---------------------------------------------------------
