@@ -21,6 +21,7 @@ from .reports import (
     plot_latency,
     plot_timeseries,
     requests_csv,
+    run_cost,
     timeseries_csv,
 )
 from .runs import SimulationWarning, simulate
@@ -39,6 +40,7 @@ __all__ = [
     "plot_latency",
     "plot_timeseries",
     "requests_csv",
+    "run_cost",
     "simulate",
     "timeseries_csv",
     "unmodelled_changes",
