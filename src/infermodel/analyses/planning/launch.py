@@ -45,9 +45,10 @@ def _memory_share(result, planned) -> float | None:
     """
     chosen = result.scenario.with_overrides({k: v for k, v in planned.overrides.items()
                                              if not k.startswith("simulation.")})
-    reserve = chosen.value("hardware.reserve")
+    reserve = chosen.value("hardware.reserve")  # ("fraction", 0.1) or ("bytes", 2.5e9)
     if reserve is not None:
-        return round(1 - float(reserve), 4) if 0 < float(reserve) < 1 else None
+        kind, amount = reserve
+        return round(1 - float(amount), 4) if kind == "fraction" else None
     from ...engine.kept import evaluate
 
     kept = evaluate(chosen).values.get("engine_kept_fraction")

@@ -33,7 +33,7 @@ from .analytic import Screen, screen
 from .result import Considered, PlanResult, assemble
 from .search import Finalist, Settings, search_card
 from .space import DEGREES, ENGINES, Candidate, Pools, candidates
-from .table import PlanTable, check_table, degree_values
+from .table import PlanTable, check_table, degree_values, objectives
 
 #: ``efficiency.engine`` values and the engine a plan calls them by.
 ENGINE_BY_MEMORY = {spec.memory: name for name, spec in ENGINES.items()}
@@ -89,8 +89,9 @@ def _slo_overrides(table: PlanTable) -> dict[str, Any]:
     """
     out: dict[str, Any] = {"simulation.slo.goodput_itl": table.goodput_itl,
                            "simulation.slo.rule": "joint"}
+    chosen = objectives(table)
     for metric in ("ttft", "itl", "tpot", "e2e"):
-        target = getattr(table, metric)
+        target = chosen.get(metric)
         if target is None:
             out[f"simulation.slo.{metric}"] = "none"
         else:

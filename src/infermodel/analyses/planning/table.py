@@ -235,7 +235,7 @@ def check_table(table: PlanTable, scenario, add) -> None:
     if (table.rate is None) == (table.concurrency is None):
         add("plan.rate", "give the load as rate (requests/s) or concurrency (clients), one of them",
             expected="rate = 20 or concurrency = 64")
-    if all(getattr(table, m) is None for m in ("ttft", "itl", "tpot", "e2e")):
+    if not objectives(table):
         add("plan", "no latency objective to plan for",
             expected='at least one of ttft, itl, tpot, e2e, e.g. ttft = "p95 <= 1 s"')
     known = scenario.host.registries.presets.get("hardware", {})
@@ -248,9 +248,18 @@ def check_table(table: PlanTable, scenario, add) -> None:
                                  f"{table.requests:,}", expected="max_requests >= requests")
 
 
+def objectives(table: PlanTable) -> dict[str, Target]:
+    """The objectives the table sets (``"none"`` sets none)."""
+    import math
+
+    return {m: t for m in ("ttft", "itl", "tpot", "e2e")
+            if (t := getattr(table, m)) is not None and math.isfinite(t.limit)}
+
+
 def degree_values(table: PlanTable) -> Mapping[str, tuple[int, ...] | None]:
     """Each degree's listed values (None where the table lists none)."""
     return {d.key: getattr(table, d.key) for d in DEGREES}
 
 
-__all__ = ["MAX_PLAN_REQUESTS", "PLAN_KEYS", "PlanTable", "check_table", "degree_values"]
+__all__ = ["MAX_PLAN_REQUESTS", "PLAN_KEYS", "PlanTable", "check_table", "degree_values",
+           "objectives"]
