@@ -11,18 +11,20 @@ Metric names (all floats; counts are whole numbers stored as floats):
 
 * ``requests``, ``realised_rate`` (count / last arrival), ``duration`` (time of the
   last token), ``mean_prompt_tokens``, ``mean_output_tokens``;
-* ``ttft_p50/p90/p99/max`` (first token − arrival), ``itl_p50/p90/p99/max`` (every
-  gap between consecutive tokens of a request, pooled over requests),
-  ``tpot_p50/p90/p99`` ((last − first)/(n_out − 1), requests with n_out > 1 only),
-  ``e2e_p50/p90/p99/max`` (last token − arrival), ``e2e_mean`` and ``e2e_p95`` (the
-  Inference lab's "Mean latency" and "p95", "Many requests, one pass");
+* ``ttft_p50/p90/p95/p99/max`` (first token − arrival), ``itl_p50/p90/p95/p99/max``
+  (every gap between consecutive tokens of a request, pooled over requests),
+  ``tpot_p50/p90/p95/p99`` ((last − first)/(n_out − 1), requests with n_out > 1 only),
+  ``e2e_p50/p90/p95/p99/max`` (last token − arrival), ``e2e_mean`` (with ``e2e_p95``
+  the Inference lab's "Mean latency" and "p95", "Many requests, one pass"), and any
+  other percentile an objective of the SLO names (``ttft_p99_9``);
 * ``queue_wait_mean``, ``queue_wait_p95``: time from arrival to the request's first
   admission (a static batch's dispatch, or a continuous scheduler taking it from the
   queue), the lab's "Wait";
 * ``throughput_tokens_per_s`` (all output tokens / duration), ``requests_per_s``
-  (requests / duration), ``goodput`` (requests with TTFT ≤ ``slo_ttft`` and every gap
-  ≤ ``slo_itl``, per second of duration), ``goodput_fraction``, ``slo_ttft``,
-  ``slo_itl``;
+  (requests / duration), ``goodput`` (requests meeting every objective themselves —
+  TTFT ≤ ``slo_ttft``, every gap, or their TPOT, ≤ ``slo_itl``, TPOT and E2E within
+  theirs — per second of duration), ``goodput_fraction``, ``slo_ttft``, ``slo_itl``,
+  ``slo_met`` (the run meets its objectives and is not overloaded);
 * ``prefix_hit_tokens`` (prompt tokens found in the prefix cache at each request's
   first admission), ``prefix_hit_rate`` (those over all prompt tokens),
   ``prefix_request_hit_rate`` (share of requests that found at least one block),
@@ -40,7 +42,10 @@ Metric names (all floats; counts are whole numbers stored as floats):
   stable; the gap is time spent in the system after A);
 * ``in_system_growth_per_s``: least-squares slope of the number in the system, sampled
   at each arrival in the second half of the window (≈ 0 when stable, ≈ λ − μ past
-  capacity);
+  capacity); ``queue_growth_per_s`` and ``queue_growth_t``, ``ttft_trend`` and
+  ``ttft_trend_t``: slopes of the queue (second half) and of TTFT (whole window) over
+  batch means, with their t statistics, which decide ``overloaded``
+  (:func:`overloaded`);
 * ``n_ttft_samples``, ``n_itl_samples``, ``n_tpot_samples``: sample counts.
 """
 

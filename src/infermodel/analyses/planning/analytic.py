@@ -128,8 +128,9 @@ def steady(cost, rate: float, prompt: float, output: float, budget: int) -> Stea
     return None  # oscillating or still growing: treated as beyond the iteration
 
 
-def _carries(cost, rate: float, prompt: float, output: float, slo, budget: int,
-             running: int) -> bool:
+def carries(cost, rate: float, prompt: float, output: float, slo, budget: int,
+            running: int) -> bool:
+    """Whether one server carries ``rate`` within the objectives of ``slo`` (mean field)."""
     found = steady(cost, rate, prompt, output, budget)
     if found is None:
         return False
@@ -157,13 +158,13 @@ def _carries(cost, rate: float, prompt: float, output: float, slo, budget: int,
 def capacity(cost, prompt: float, output: float, slo, budget: int, running: int) -> float:
     """The largest λ one server carries within the objectives (mean field; 0 when none)."""
     low, high = 0.0, 1e-3
-    while _carries(cost, high, prompt, output, slo, budget, running):
+    while carries(cost, high, prompt, output, slo, budget, running):
         low, high = high, high * 2
         if high > 1e9:
             return math.inf
     for _ in range(30):
         middle = (low + high) / 2
-        if _carries(cost, middle, prompt, output, slo, budget, running):
+        if carries(cost, middle, prompt, output, slo, budget, running):
             low = middle
         else:
             high = middle
@@ -200,4 +201,4 @@ def _shown(seconds: float) -> str:
     return f"{seconds:.3g} s" if seconds >= 1 else f"{seconds * 1000:.3g} ms"
 
 
-__all__ = ["Screen", "Steady", "capacity", "mean_lengths", "screen", "solo", "steady"]
+__all__ = ["Screen", "Steady", "capacity", "carries", "mean_lengths", "screen", "solo", "steady"]

@@ -5,8 +5,10 @@ the ranking, the cheapest deployment per card, and what was set aside.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from .result import Planned, PlanResult
+if TYPE_CHECKING:
+    from .result import Planned, PlanResult
 
 
 def _seconds(value: float) -> str:
@@ -48,6 +50,13 @@ def _best(result: PlanResult, best: Planned) -> list[str]:
         lines.append("  next-cheaper option that fails: none simulated (the cheapest bound met)")
     lines.append(f"  judged on {best.trial.requests:,} requests; intervals: "
                  f"{result.settings.confidence:.0%} simulation sampling intervals")
+    if best.trial.verdict.state == "unclear":
+        lines.append(f"  borderline: its verdict is still unclear at {best.trial.requests:,} requests "
+                     "(max_requests, the most a verdict grows to); decided on the point estimates")
+    elif best.below is not None and not best.below.clear:
+        lines.append(f"  met clearly; one replica fewer is borderline at {best.trial.requests:,} "
+                     "requests (its interval straddles an objective), and misses on its point "
+                     "estimates")
     lines.append(f"  reproduce: {best.command(path)}")
     return lines
 
@@ -82,8 +91,8 @@ def plan_text(result: PlanResult) -> str:
     set_aside = len(result.notes)
     lines.append(f"candidates: {len(result.considered)} (cards × engines × layouts × pools); "
                  f"{len(result.deployments)} feasible, {set_aside} set aside; {result.runs} "
-                 f"simulated runs of {result.settings.requests:,} to "
-                 f"{result.settings.max_requests:,} requests")
+                 f"replica counts simulated, each on {result.settings.requests:,} requests "
+                 f"doubled up to {result.settings.max_requests:,} while its verdict is unclear")
     lines.append("")
     best = result.best
     if best is None:
@@ -91,10 +100,11 @@ def plan_text(result: PlanResult) -> str:
     else:
         lines += _best(result, best)
         names = [*slo.names(), "goodput_fraction"]
+        titles = [n.replace("_", " ") for n in slo.names()] + ["goodput"]
         lines += ["", "feasible deployments, cheapest first (USD per month; per 1M tokens in + out; "
                   "per 1M output tokens, output only; at the planned load):",
                   f"  {'#':>3}  {'hardware':<10} {'engine':<7} {'layout':<12} {'rep':>4} {'GPUs':>5}"
-                  f" {'USD/month':>12} {'in+out':>9} {'output':>9}  " + "  ".join(names)]
+                  f" {'USD/month':>12} {'in+out':>9} {'output':>9}  " + "  ".join(titles)]
         lines += [_row(rank, d, names) for rank, d in enumerate(result.deployments[:table.show], start=1)]
         if len(result.deployments) > table.show:
             lines.append(f"  ... and {len(result.deployments) - table.show} more (--show N)")

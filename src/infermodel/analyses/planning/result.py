@@ -247,10 +247,15 @@ def assemble(scenario, table, settings, considered: Sequence[Considered], finali
             notes[index] = seen.screen.reason
     found.sort(key=lambda d: (d.cost.price_per_hour, d.gpus, d.candidate.label))
     next_cheaper = None
-    if found:
-        found[0], checked = _settle(found[0], considered, finalists, table, settings)
+    refined: set[str] = set()
+    while found and found[0].candidate.label not in refined:
+        first = found.pop(0)
+        settled, checked = _refine(first, considered, finalists, table, settings)
         runs += checked
+        refined.add(first.candidate.label)
+        (found if settled.feasible else failed).append(settled)
         found.sort(key=lambda d: (d.cost.price_per_hour, d.gpus, d.candidate.label))
+    if found:
         next_cheaper = _next_cheaper(found[0], considered, finalists, outcomes, table)
     from .figure import curve
 
@@ -260,25 +265,51 @@ def assemble(scenario, table, settings, considered: Sequence[Considered], finali
                       notes, slo, tuple(points), runs, next_cheaper, curves)
 
 
-def _settle(best: Planned, considered, finalists, table, settings) -> tuple[Planned, int]:
-    """The best deployment with its count one replica fewer judged on the same requests
-    (the seed and count ``simulate`` reproduces it with).  Should that count meet the
-    objectives there (a verdict near the edge can, at another request count), it becomes
-    the best, and so on down, so that the answer and one replica fewer are judged alike.
+#: The most replica counts the edge refinement judges (each at a growing request count).
+MAX_REFINEMENTS = 24
+
+
+def _refine(best: Planned, considered, finalists, table, settings) -> tuple[Planned, int]:
+    """The best deployment's edge judged on one request count for both sides: its replica
+    count meets the objectives and one replica fewer misses them on the same requests
+    (the seed and count ``simulate`` reproduces them with), the requests doubling from
+    the search's count while either verdict is unclear.  The count moves down while one
+    fewer also meets them, up while it does not meet them itself.
     """
     from .search import trial as judge_count
 
     finalist = next(f for f in finalists if considered[f.index].candidate == best.candidate)
-    checked = 0
-    while best.replicas > 1:
-        below = judge_count(finalist, best.replicas - 1, settings, requests=best.trial.requests,
-                            grow=False)
-        checked += 1
-        if not below.met:
-            return attrs.evolve(best, below=below), checked
-        best = _deployment(considered[finalist.index], finalist, None, table, best.replicas - 1,
-                           below, note="met on the same requests as the count above it")
-    return best, checked
+    judged: dict[tuple[int, int], object] = {}
+
+    def at(replicas: int, requests: int):
+        if (replicas, requests) not in judged:
+            judged[replicas, requests] = judge_count(finalist, replicas, settings,
+                                                     requests=requests, grow=False)
+        return judged[replicas, requests]
+
+    replicas, requests = best.replicas, best.trial.requests
+    below = None
+    for _ in range(MAX_REFINEMENTS):
+        top = at(replicas, requests)
+        if not top.met:
+            if replicas >= finalist.max_replicas:
+                break
+            replicas += 1
+            continue
+        if replicas == 1:
+            below = None
+            break
+        below = at(replicas - 1, requests)
+        if below.met:
+            replicas -= 1
+            continue
+        if (top.clear and below.clear) or requests >= settings.max_requests:
+            break
+        requests = min(2 * requests, settings.max_requests)
+    top = at(replicas, requests)
+    refined = _deployment(considered[finalist.index], finalist, None, table, replicas, top,
+                          feasible=top.met)
+    return attrs.evolve(refined, below=below if replicas > 1 else None), len(judged)
 
 
 def _point(candidate: Candidate, finalist, trial, table) -> Point:
