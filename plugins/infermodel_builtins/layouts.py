@@ -203,7 +203,7 @@ def define_layout(scenario, lever, lay: Layout, define, linear_bytes) -> None:
     """The layout's weights, cache and busiest-card quantities (``lay.active``)."""
     _weights(scenario, lay, define, linear_bytes)
     _busiest(scenario, lever, lay, define)
-    _interface(scenario, lay, define)
+    _interface(scenario, lever, lay, define)
     _traffic(lever, lay, define)
 
 
@@ -335,11 +335,14 @@ def _busiest(scenario, lever, lay: Layout, define) -> None:
                                "min(X·min(k, ⌈E/X⌉)/k, ρ·(1 + √(2·ln X·(X−1)(E−k)/((E−1)·k·t))))")
 
 
-def _interface(scenario, lay: Layout, define) -> None:
+def _interface(scenario, lever, lay: Layout, define) -> None:
     """The serving simulator's names for the layout (its iteration cost reads these)."""
     define("attention_data_ranks", S.parallel_attention_data_degree, unit="1",
            description="DP attention ranks: the serving simulator's busiest rank holds ⌈n/D⌉ of "
                        "an iteration's n sequences", reference=SGLANG_DPA)
+    define("attention_rank_imbalance", S.parallel_attention_imbalance, unit="1",
+           description="stated factor on the largest DP rank beyond whole-sequence rounding (the "
+                       "serving simulator's)", reference=SGLANG_DPA)
     define("attention_local_params", S.parallel_attention_local_params, unit="param",
            description="weights a DP rank multiplies for its own tokens (the serving simulator "
                        "scales them with the busiest rank)", reference=LAYOUT)
@@ -356,6 +359,10 @@ def _interface(scenario, lay: Layout, define) -> None:
         define("routed_params_active", S.params_routed_active, unit="param",
                description="routed-expert weights one token multiplies (the serving simulator "
                            "scales their FLOPs by the busiest expert rank)", reference=VLLM_EP)
+        if lever.expert_imbalance is not None:
+            define("expert_imbalance_given", lever.expert_imbalance, unit="1",
+                   description="the stated busiest/mean expert load the serving simulator uses",
+                   reference=VLLM_EP)
 
 
 # ---------------------------------------------------------------------------------

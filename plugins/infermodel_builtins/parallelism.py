@@ -607,6 +607,14 @@ def _transform_layout(scenario, lay: Layout, transform) -> None:
                 continue
             transform.wrap(f"{quantity}_{suffix}", lambda old, t=extra_time: old + t,
                            reason=busiest, reference=where, order=Stage.PARALLELISM - 10)
+    experts = scenario.value("model.experts")
+    if lay.moe and experts % lay.expert:
+        most = -(-experts // lay.expert)
+        transform.warn(f"{experts} experts over {lay.expert} expert ranks: {experts % lay.expert} "
+                       f"ranks hold {most} experts of each MoE layer and the others {most - 1}; "
+                       f"the weights per card and the busiest rank's work are counted at the "
+                       f"fullest ({most}, {lay.expert * most / experts:.4g}× the mean share)",
+                       quantity="parallel_weight_bytes_per_card")
     if scenario.value("efficiency.roofline") == "operator":
         transform.warn("efficiency.roofline = \"operator\" sums the operators of the whole "
                        "model; the layout's busiest-card terms (replica reads, the largest DP "
@@ -615,9 +623,30 @@ def _transform_layout(scenario, lay: Layout, transform) -> None:
 
 
 @hookimpl
+def infermodel_check_result(result, warn):
+    values = result.values
+    if "parallel_expert_imbalance" not in values or "expert_imbalance_given" in values:
+        return
+    fast, slow = lay_formulas.MEASURED_SLOWDOWN
+    warn("parallel_expert_imbalance",
+         f"the busiest expert rank's load is the uniform-routing expectation "
+         f"({values['parallel_expert_imbalance']:.3g}× the mean in a decode step of "
+         f"{values['batch']:g} tokens, {values['parallel_expert_imbalance_prefill']:.3g}× in "
+         f"prefill); real routing is more skewed: SGLang's DeepSeek-V3 prefill at 32 expert "
+         f"ranks ran {fast / slow:.2f}× faster with a perfectly balanced expert placement than "
+         f"with its default one ({fast:,} vs {slow:,} tokens/s per node, "
+         f"{lay_formulas.MEASURED}); state levers.parallelism.expert_imbalance from a "
+         "measurement (1 / the balancedness vLLM's EPLB logs) to use it")
+
+
+@hookimpl
 def infermodel_register_headlines(register):
     register("parallelism", "parallel_efficiency", label="share of ideal rates reached")
     register("parallelism", "parallel_memory_required_per_card", label="memory needed per card")
+    register("parallelism", "parallel_weight_bytes_per_card", label="weights on the fullest card")
+    register("parallelism", "parallel_weight_bytes_replicated", label="weight replicas across cards")
+    register("parallelism", "parallel_expert_imbalance", label="busiest expert rank / mean")
+    register("parallelism", "parallel_decode_comm_time", label="communication per decode step")
 
 
 __all__ = ["LAB_EFFICIENCY", "Parallelism", "degrees", "efficiency_of"]
