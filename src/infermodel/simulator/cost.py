@@ -514,7 +514,8 @@ class CostModel:
         return time + self.overhead + self.comm_fixed + comm
 
     def _busiest(self, positions: np.ndarray, sequences: np.ndarray, micro: np.ndarray,
-                 weights: Any, cached: Any, matmul: Any, pairs: Any, comm: Any) -> tuple:
+                 weights: Any, cached: np.ndarray, matmul: Any, pairs: Any,
+                 comm: Any) -> tuple[Any, np.ndarray, Any, Any, Any]:
         """The iteration's terms on the busiest card of :attr:`layout` (see
         :mod:`infermodel.simulator.layout`).
         """
