@@ -96,7 +96,15 @@ from sympy import ceiling, floor
 
 from infermodel.plugin import S
 
-from .shapes import ffn_block, moe_layer_count, structure, tensor_parallel_reductions, terms
+from .shapes import (
+    ffn_block,
+    moe_layer_count,
+    row_label,
+    row_terms,
+    structure,
+    tensor_parallel_reductions,
+    terms,
+)
 
 VLLM_EP = ("vLLM docs, 'Expert Parallel Deployment' (EP_SIZE = TP_SIZE × DP_SIZE; attention "
            "weights replicated, expert weights split) and 'Data Parallel Deployment'")
@@ -205,6 +213,37 @@ def define_layout(scenario, lever, lay: Layout, define, linear_bytes) -> None:
     _busiest(scenario, lever, lay, define)
     _interface(scenario, lever, lay, define)
     _traffic(lever, lay, define)
+    _rows(scenario, lay, define)
+
+
+def _rows(scenario, lay: Layout, define) -> None:
+    """Parameters per card of each layer kind (``infermodel layers`` prints them)."""
+    st = structure(scenario)
+    if not st.rows:
+        return
+    T, G = S.parallel_tensor_degree, S.parallel_stage_cards
+    rest = G if lay.dense == "split" else T
+    stage = S.parallel_weight_stage_factor / S.parallel_pipeline_degree
+    for row in st.rows:
+        sums = row_terms(scenario, st, row)
+        card = sums.mixer_params / T + (sums.params - sums.mixer_params - sums.routed_params
+                                        - sums.shared_params) / rest
+        if lay.moe:
+            card += (sums.shared_params / (T if lay.shared_local else G)
+                     + S.parallel_expert_rank_share * sums.routed_params / G)
+        define(f"layer_kind_{row.key}_params_per_card", stage * card, unit="param",
+               description=f"weights of the layers of {row_label(row, st)} on the fullest card: "
+                           "mixers over the tensor cards of a DP rank, routed experts over the "
+                           "expert ranks, the rest " + ("over the stage's cards" if rest is G
+                                                        else "over the tensor cards"),
+               reference=LAYOUT)
+    table = 1 if lay.dense == "split" and lay.data > 1 else T
+    define("params_outside_layers_per_card",
+           stage * (S.params_embedding / table + (S.params_head + S.d_model) / rest), unit="param",
+           description="weights outside the layers on the fullest card: the input table "
+                       + ("whole" if table == 1 else "over the tensor cards") + ", the head and "
+                       "final norm " + ("over the stage's cards" if rest is G else
+                                        "over the tensor cards"), reference=LAYOUT)
 
 
 def _traffic(lever, lay: Layout, define) -> None:
@@ -580,7 +619,11 @@ def define_operators(scenario, lay: Layout, define) -> None:
             + S.parallel_link_latency)
         for name, (time, moved) in comm_parts(scenario, lay, per_micro, f_dp, f_ep).items():
             if name == "all_reduce":
+                if lay.tensor == 1 and lay.pipeline == 1:
+                    continue  # no all-reduce within a one-card rank, no stage to cross
                 time += hops
+            if name == "attention_gather" and lay.dense == "replicated" and lay.a2a:
+                continue  # nothing is gathered: dense layers per rank, experts by all-to-all
             define(phase, name, flops=0, bytes=moved * S.parallel_microbatches, time=time,
                    description=what[name] + "; added to the step by the parallelism lever",
                    reference=DEEPSEEK if name.startswith("expert") else SGLANG_DPA)

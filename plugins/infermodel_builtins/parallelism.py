@@ -162,7 +162,7 @@ class Parallelism:
     dispatch_activation_bytes: float | None = attrs.field(default=None, validator=_positive,
         metadata={"description": (
             "bytes per activation value in the expert dispatch (default: activation_bytes; "
-            "DeepSeek-V3 dispatches in FP8, 1 byte, and combines in BF16)")})
+            "DeepEP's DeepSeek-V3 setting dispatches in FP8, 1 byte, and combines in BF16)")})
 
 
 def degrees(scenario) -> tuple[int, int]:
