@@ -23,6 +23,10 @@ back what the ideal sum promised:
 * **Pipeline.** Capacity adds, but one request still traverses every stage. The
   batch moves as ``min(batch, pipeline)`` micro-batches; each re-reads the stage's
   weights, and with fewer sequences than stages the other stages wait.
+* **Expert parallelism and data-parallel attention** (``expert``, ``attention_data``):
+  ``tensor × attention_data × pipeline`` cards; each attention rank keeps the attention
+  weights and the cache of its own sequences, the routed experts are split over the expert
+  ranks, and the step waits for the busiest card. The formulas live in :mod:`.layouts`.
 """
 
 from __future__ import annotations
@@ -226,9 +230,10 @@ def infermodel_register_fields(register):
 @hookimpl
 def infermodel_register_levers(register):
     register("parallelism", Parallelism,
-             description="tensor and pipeline parallelism over hardware.count cards: efficiency "
-                         "or all-reduce cost, weights and cache split, memory per card",
-             reference=f"{DEPLOY}; {PLANNER}")
+             description="tensor, pipeline, expert and data-parallel attention layouts over "
+                         "hardware.count cards: efficiency or collective costs, weights and cache "
+                         "per card, the busiest card",
+             reference=f"{DEPLOY}; {PLANNER}; {lay_formulas.VLLM_EP}; {lay_formulas.SGLANG_DPA}")
 
 
 @hookimpl
