@@ -595,7 +595,8 @@ LAYOUT_COMMANDS = ("check", "run", "ops", "layers", "explain", "simulate")
 
 def make_layout_case(seed: int, ctx: Context) -> Case:
     """A case that varies the layout fields (and the card count) of a MoE or dense
-    scenario and runs one of the commands that evaluate it."""
+    scenario and runs one of the commands that evaluate it.
+    """
     rng = random.Random(seed)
     name = rng.choice(LAYOUT_SCENARIOS)
     data = copy.deepcopy(ctx.scenarios[name])

@@ -212,6 +212,7 @@ tensor = {tensor}
 attention_data = {data}
 expert = {expert}
 dense_weights = "{dense}"
+efficiency = 0.8
 """)
     r = infermodel.evaluate(path)
     w = r["weight_bytes"]

@@ -398,6 +398,12 @@ def _interface(scenario, lever, lay: Layout, define) -> None:
         define("routed_params_active", S.params_routed_active, unit="param",
                description="routed-expert weights one token multiplies (the serving simulator "
                            "scales their FLOPs by the busiest expert rank)", reference=VLLM_EP)
+        moe = scenario.lever("moe")
+        if moe is not None and moe.routing != "uniform":
+            define("routed_read_bytes", _routed_read(lay, S.experts_read_per_layer), unit="B",
+                   description="routed-expert bytes a step reads whatever its tokens (routing = "
+                               f"\"{moe.routing}\"; the serving simulator scales them by the "
+                               "busiest expert rank)", reference=VLLM_EP)
         if lever.expert_imbalance is not None:
             define("expert_imbalance_given", lever.expert_imbalance, unit="1",
                    description="the stated busiest/mean expert load the serving simulator uses",
@@ -422,17 +428,28 @@ def _routed_flops(lay: Layout, tokens):
     return 2 * tokens * S.params_routed_active if lay.moe else 0
 
 
+def _staged(weights, other, compute, rate, pipeline: bool):
+    """(extra memory time, extra compute time) with P pipeline stages and m micro-batches:
+    each micro-batch re-reads the weights (×P), the rest is done P/m times over, as the
+    pipeline's own step time counts them.
+    """
+    if pipeline:
+        p, m = S.parallel_pipeline_degree, S.parallel_microbatches
+        return (p * weights + p / m * other) / S.bandwidth, p / m * compute / rate
+    return (weights + other) / S.bandwidth, compute / rate
+
+
 def decode_extra(scenario, lay: Layout):
     """(extra memory time, extra compute time) of the busiest card in a decode step."""
     f_dp = S.parallel_attention_batch_factor
     cache = S.decode_bytes - S.weight_bytes_per_step
-    memory = (S.parallel_replica_read_bytes + (f_dp - 1) * cache
-              + _ep(lay, "parallel_expert_imbalance")
-              * _routed_read(lay, S.experts_read_per_layer if lay.moe else 0))
+    weights = (S.parallel_replica_read_bytes + _ep(lay, "parallel_expert_imbalance")
+               * _routed_read(lay, S.experts_read_per_layer if lay.moe else 0))
     local = S.decode_flops - 2 * S.batch * (S.params_matmul - S.parallel_attention_local_params)
     compute = ((f_dp - 1) * local
                + _ep(lay, "parallel_expert_imbalance") * _routed_flops(lay, S.batch))
-    return memory / S.bandwidth, compute / S.flops_effective_decode
+    return _staged(weights, (f_dp - 1) * cache, compute, S.flops_effective_decode,
+                   lay.pipeline > 1)
 
 
 def prefill_extra(scenario, lay: Layout):
@@ -442,8 +459,8 @@ def prefill_extra(scenario, lay: Layout):
     f_dp = S.parallel_attention_batch_factor
     n = S.prompt_tokens
     moved = S.prefill_bytes - S.weight_bytes + S.embedding_bytes_unread_prefill
-    memory = (S.parallel_replica_read_bytes + (f_dp - 1) * moved
-              + _ep(lay, "parallel_expert_imbalance_prefill") * _routed_read(lay, S.experts))
+    weights = (S.parallel_replica_read_bytes
+               + _ep(lay, "parallel_expert_imbalance_prefill") * _routed_read(lay, S.experts))
     # Weights multiplied outside the DP ranks: every position but the head's, which
     # multiplies only the scored positions (prefill_logit_positions per sequence).
     outside = S.params_matmul - S.parallel_attention_local_params
@@ -454,7 +471,8 @@ def prefill_extra(scenario, lay: Layout):
         remote = 2 * S.batch * n * outside
     compute = ((f_dp - 1) * (S.prefill_flops - remote)
                + _ep(lay, "parallel_expert_imbalance_prefill") * _routed_flops(lay, S.batch * n))
-    return memory / S.bandwidth, compute / S.flops_effective_prefill
+    return _staged(weights, (f_dp - 1) * moved, compute, S.flops_effective_prefill,
+                   lay.pipeline > 1)
 
 
 def capacity_extra(scenario, lay: Layout):

@@ -610,8 +610,9 @@ def _transform_layout(scenario, lay: Layout, transform) -> None:
         for suffix, extra_time in (("memory", memory), ("compute", compute)):
             if extra_time == 0:
                 continue
+            # After the pipeline's micro-batches, which the extra terms count themselves.
             transform.wrap(f"{quantity}_{suffix}", lambda old, t=extra_time: old + t,
-                           reason=busiest, reference=where, order=Stage.PARALLELISM - 10)
+                           reason=busiest, reference=where, order=Stage.PARALLELISM + 10)
     experts = scenario.value("model.experts")
     if lay.moe and experts % lay.expert:
         most = -(-experts // lay.expert)

@@ -529,6 +529,8 @@ class CostModel:
             e, k = self.experts, self.active_experts
             read = e * (1 - (1 - k / e) ** tokens)
             weights = weights + (f_ep - 1) * self.routed_expert_bytes * read
+        else:
+            weights = weights + (f_ep - 1) * lay.routed_read_bytes
         matmul = (matmul + 2.0 * lay.local_params * positions * (f_dp - 1)
                   + 2.0 * lay.routed_params * positions * (f_ep - 1))
         comm = comm + (lay.comm_attention * f_dp + lay.comm_expert * f_ep) * tokens

@@ -19,7 +19,8 @@ as one step of every card; the step waits for the busiest. The iteration cost of
       f_ep(t) = min(X·min(k, ⌈E/X⌉)/k,  ρ·(1 + √(2·ln X·(X − 1)(E − k)/((E − 1)·k·t))))
 
   which multiplies the routed experts' FLOPs (``routed_params``), their weight reads
-  (under uniform routing) and the dispatch and combine time.
+  (the cost model's expert coverage under uniform routing, ``routed_read_bytes``
+  otherwise) and the dispatch and combine time.
 
 The scenario's quantities that carry it are :data:`LAYOUT_QUANTITIES` (the parallelism
 lever's names). The KV cache is one pool of the scenario's budget: a real DP rank holds
@@ -56,6 +57,7 @@ LAYOUT_QUANTITIES = (
     "expert_rank_share",              # ρ, the fullest rank's experts over the mean
     "routed_params_active",           # routed-expert weights one token multiplies
     "expert_imbalance_given",         # a measured busiest/mean expert load (else uniform)
+    "routed_read_bytes",              # routed bytes read per step when routing ignores tokens
     "comm_time_per_token_attention",  # s per token of the attention all-reduce, even ranks
     "comm_time_per_token_expert",     # s per token of dispatch and combine, even ranks
 )
@@ -112,6 +114,9 @@ class ParallelLayout:
     experts: float = attrs.field(default=1.0, validator=_factor)
     active_experts: float = attrs.field(default=1.0, validator=_factor)
     expert_imbalance_given: float | None = attrs.field(default=None, validator=_factor)
+    #: Routed-expert bytes every step reads (routing "all" or "active"); 0: the cost
+    #: model's expert coverage (uniform routing) gives them.
+    routed_read_bytes: float = attrs.field(default=0.0, validator=_non_negative)
     comm_attention: float = attrs.field(default=0.0, validator=_non_negative)
     comm_expert: float = attrs.field(default=0.0, validator=_non_negative)
 
@@ -136,6 +141,8 @@ class ParallelLayout:
                           experts=number("experts"), active_experts=number("active_experts"))
             if "expert_imbalance_given" in values:
                 fields["expert_imbalance_given"] = number("expert_imbalance_given")
+            if "routed_read_bytes" in values:
+                fields["routed_read_bytes"] = number("routed_read_bytes")
         return cls(**fields)
 
     def attention_factor(self, sequences: np.ndarray) -> np.ndarray:
