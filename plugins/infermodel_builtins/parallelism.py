@@ -446,10 +446,10 @@ def infermodel_define_quantities(scenario, define):
 
 
 def _ring(tokens):
-    """Time of one ring all-reduce of ``tokens`` activation vectors across N cards."""
-    n = S.parallel_tensor_degree
-    size = tokens * S.d_model * S.parallel_activation_bytes
-    return 2 * (n - 1) / n * size / S.parallel_link_bandwidth + 2 * (n - 1) * S.parallel_link_latency
+    """Time of one ring all-reduce of ``tokens`` activation vectors across N cards (the one
+    ring formula, :func:`.layouts.ring`, which the layouts' collectives use too).
+    """
+    return lay_formulas.ring(S.parallel_tensor_degree, tokens)
 
 
 def _hops(tokens):

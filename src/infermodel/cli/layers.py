@@ -34,7 +34,9 @@ def add_parser(subparsers) -> None:
                     "such layers, their parameters, the cache bytes each cached token adds or "
                     "the fixed state one sequence keeps, and their FLOPs per decoded token at "
                     "the mean context; then what lies outside the layers and the model's "
-                    "totals. JSON gives base units (params, B, FLOP).")
+                    "totals. A deployment that places the layers on several cards (expert "
+                    "parallelism, data-parallel attention) adds their parameters on the "
+                    "fullest card. JSON gives base units (params, B, FLOP).")
     add_scenario_arguments(parser)
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE (atomically)")
