@@ -366,7 +366,7 @@ def infermodel_define_quantities(scenario, define):
         return
     tensor, pipeline = degrees(scenario)
     lay = layout(scenario)
-    define("parallel_tensor_degree", tensor, unit="1", latex="N",
+    define("parallel_tensor_degree", tensor, unit="1", latex="T" if lay.active else "N",
            description=("cards splitting every layer (tensor parallel)" if not lay.active else
                         "cards splitting each attention layer of a DP rank (tensor parallel)"),
            reference=DEPLOY)
