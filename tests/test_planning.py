@@ -186,3 +186,40 @@ def test_read_plan_overrides_come_from_the_command_line():
 
     table = read_plan(infermodel.load_scenario(SMALL), {"rate": 40.0, "itl": "p99 <= 60 ms"})
     assert table.rate == 40.0 and table.itl.percentile == 99 and table.itl.limit == pytest.approx(0.06)
+
+
+def test_expert_and_attention_data_degrees_are_candidates_and_launch(write_scenario):
+    # Expert parallelism and data-parallel attention are layout degrees like the others:
+    # listed in [plan], set on the parallelism lever, launched with each engine's flags.
+    from infermodel.analyses.planning import plan
+
+    path = write_scenario('''
+[scenario]
+name = "moe-plan"
+[model]
+preset = "qwen1.5-moe-a2.7b"
+[hardware]
+preset = "h100-sxm"
+[workload]
+prompt_tokens = 600
+output_tokens = 80
+[efficiency]
+preset = "sglang"
+[plan]
+rate = 4
+ttft = "p95 <= 2 s"
+engines = ["sglang"]
+tensor = [1]
+attention_data = [2]
+expert = [2]
+requests = 100
+max_requests = 100
+checkpoint = "Qwen/Qwen1.5-MoE-A2.7B"
+''')
+    found = plan(path)
+    best = found.best
+    assert best is not None and best.candidate.gpus_per_server == 2
+    assert best.to_dict()["dp"] == 2 and best.to_dict()["ep"] == 2
+    assert best.overrides["levers.parallelism.expert"] == 2
+    launch = found.launch()
+    assert "--dp-size 2" in launch and "--enable-dp-attention" in launch and "--ep-size 2" in launch

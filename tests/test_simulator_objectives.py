@@ -234,3 +234,24 @@ def test_month_is_the_pricing_levers():
     from infermodel_builtins.pricing import DAYS_PER_MONTH
 
     assert HOURS_PER_MONTH == pytest.approx(float(DAYS_PER_MONTH) * 24)
+
+
+# ------------------------------------------------------------------ the scalar cost path
+def test_scalar_iteration_time_is_the_vectorised_one_to_the_bit():
+    # time_from_counts computes one iteration in Python floats for speed; it must give
+    # the bits iteration_times gives (the engines' equality rests on it).
+    import random
+
+    models = [CostModel.lab3(stages=3, comm_fixed=1e-3, comm_per_token=2e-6, host_fraction=0.3,
+                             host_bandwidth=3e10, routed_expert_bytes=1e8, experts=64,
+                             active_experts=6, embedding_row_bytes=1e4, embedding_rows=128000,
+                             head_params=1e9),
+              CostModel.lab3(comm_fixed=1e-3, embedding_row_bytes=1e4, embedding_rows=128000,
+                             head_params=1e9),
+              CostModel.lab3(host_fraction=0.3, host_bandwidth=3e10, host_overlap=True)]
+    rng = random.Random(1)
+    for model in models:
+        for _ in range(2000):
+            counts = (rng.randint(1, 20000), rng.randint(0, 10**9), rng.randint(0, 10**7),
+                      rng.choice([None, rng.randint(1, 300)]), rng.choice([None, rng.randint(1, 300)]))
+            assert model.time_from_counts(*counts) == float(model.iteration_times(*counts))

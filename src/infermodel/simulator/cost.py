@@ -420,6 +420,8 @@ class CostModel:
         the head scores when it scores one per sequence (a speculative verification
         scores all k + 1 of its positions).
         """
+        if self.layout is not None:
+            return float(self.iteration_times(positions, attention, cached, sequences, scored))
         if not self.simple:
             return self._scalar_time(float(positions), float(attention), float(cached),
                                      None if sequences is None else float(sequences),
@@ -432,9 +434,10 @@ class CostModel:
 
     def _scalar_time(self, positions: float, attention: float, cached: float,
                      sequences: float | None, scored: float | None) -> float:
-        """:meth:`iteration_times` for one iteration, in Python floats: the same
-        operations in the same order (so the same bits), without numpy's per-call cost,
-        which dominated runs of many short blocks (a replica fleet's).
+        """:meth:`iteration_times` for one iteration without a :attr:`layout`, in Python
+        floats: the same operations in the same order (so the same bits), without numpy's
+        per-call cost, which dominated runs of many short blocks (a replica fleet's).
+        ``tests/test_simulator_objectives.py`` holds the two paths equal.
         """
         count = positions if sequences is None else sequences
         micro = max(1.0, min(float(self.stages), count))
@@ -449,20 +452,22 @@ class CostModel:
         if self.embedding_row_bytes:
             rows = self.embedding_rows
             weights = weights - self.embedding_row_bytes * (rows - min(tokens, rows))
-        memory_time = (self.stages * weights
-                       + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
         if self.head_params:
             heads = count if scored is None else scored
             matmul = (self.flops_per_body_position * positions
                       + self.flops_per_head_position * heads)
         else:
             matmul = self.flops_per_position * positions
-        compute_time = scale * (matmul + self.flops_per_attention_pair * attention) / self.compute
+        pairs = self.flops_per_attention_pair * attention
+        comm = self.comm_per_token * positions / micro
+        memory_time = (self.stages * weights
+                       + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
+        compute_time = scale * (matmul + pairs) / self.compute
         time = max(memory_time, compute_time)
         if self.host_fraction:
             host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
             time = max(time, host) if self.host_overlap else time + host
-        return time + self.overhead + self.comm_fixed + self.comm_per_token * positions / micro
+        return time + self.overhead + self.comm_fixed + comm
 
     def iteration_time(
         self,

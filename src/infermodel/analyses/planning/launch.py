@@ -66,13 +66,17 @@ def launch_lines(result, planned=None) -> list[str]:
     words = [w.format(checkpoint=checkpoint) for w in engine.command]
     for degree in DEGREES:
         value = candidate.degrees.get(degree.key)
-        flag = degree.flags.get(candidate.engine)
         if value is None:
             continue
-        if flag is None and value > 1:
-            return [f"# {engine.name} has no flag for {degree.key} degree {value}"]
-        if flag is not None:
+        if value > 1 and candidate.engine not in degree.engines():
+            return [f"# {engine.name} has no launch flag for {degree.description or degree.key} "
+                    f"({degree.key} = {value}): nothing to launch"]
+        flag = degree.flags.get(candidate.engine)
+        if flag is not None and (value > 1 or degree.default is not None):
             words += [flag, str(value)]
+        switch = degree.switches.get(candidate.engine)
+        if switch is not None and value > 1:
+            words.append(switch)
     policy = planned.overrides.get("simulation.policies")
     if policy:
         words += [engine.flags["tokens"], str(policy[0]["chunk_tokens"]),
@@ -85,9 +89,10 @@ def launch_lines(result, planned=None) -> list[str]:
         if flag is not None:
             words += [flag, value if candidate.engine != "sglang" or key != "kv_cache" else "fp8_e4m3"]
     servers = planned.replicas * candidate.pools.servers
+    total = servers * candidate.gpus_per_server
     head = (f"# {engine.version}: {planned.replicas} replica{'s' * (planned.replicas != 1)} of "
             f"this server, {candidate.gpus_per_server} GPU{'s' * (candidate.gpus_per_server != 1)} "
-            f"each ({servers * candidate.gpus_per_server} GPUs), behind a "
+            f"each ({total} GPU{'s' * (total != 1)}), behind a "
             f"{result.table.router.replace('_', '-')} load balancer")
     if candidate.pools.disaggregated:
         head += (f"; disaggregated: {candidate.pools.prefill * planned.replicas} of them prefill, "

@@ -73,13 +73,18 @@ def _engines(scenario, table: PlanTable) -> tuple[str, ...]:
     return (ENGINE_BY_MEMORY[engine],)
 
 
-def _degrees(table: PlanTable, max_gpus: int) -> dict[str, tuple[int, ...]]:
+def _degrees(scenario, table: PlanTable, max_gpus: int) -> dict[str, tuple[int, ...]]:
+    """Each degree's values: listed, else its default, else the scenario's own setting."""
     out = {}
-    for key, listed in degree_values(table).items():
-        default = next(d.default for d in DEGREES if d.key == key)
-        values = listed if listed is not None else default
+    listed = degree_values(table)
+    for degree in DEGREES:
+        values = listed[degree.key] if listed[degree.key] is not None else degree.default
+        if values is None:
+            lever = scenario.lever(degree.lever)
+            own = getattr(lever, degree.setting, None) if lever is not None else None
+            values = (own,) if isinstance(own, int) and own > 1 else None
         if values is not None:
-            out[key] = tuple(v for v in values if v <= max_gpus) or (1,)
+            out[degree.key] = tuple(v for v in values if v <= max_gpus) or (1,)
     return out
 
 
@@ -207,7 +212,7 @@ def plan(scenario, *, overrides: Mapping[str, Any] | None = None, scheduler: str
         raise ScenarioError(scenario.problem(
             "plan.hardware", "the scenario's card has no preset to plan replicas of",
             expected='hardware = ["h100-sxm", ...] in [plan]'))
-    spanned = candidates(cards, _engines(scenario, table), _degrees(table, table.max_gpus),
+    spanned = candidates(cards, _engines(scenario, table), _degrees(scenario, table, table.max_gpus),
                          table.pools or (Pools(),), table.max_gpus)
     considered, finalists = [], []
     for index, candidate in enumerate(spanned):

@@ -17,6 +17,10 @@ def _seconds(value: float) -> str:
     return f"{value:.3g} s" if value >= 1 else f"{value * 1000:.3g} ms"
 
 
+def _gpus(count: int) -> str:
+    return f"{count} GPU" + ("s" if count != 1 else "")
+
+
 def _targets(found: Planned) -> list[str]:
     from ...simulator.policies import percentile_key
 
@@ -35,7 +39,8 @@ def _targets(found: Planned) -> list[str]:
 
 def _best(result: PlanResult, best: Planned) -> list[str]:
     path = str(result.scenario.path) if result.scenario.path else "SCENARIO"
-    lines = [f"best: {best.label} — {best.gpus} GPUs, USD {best.cost.per_month:,.0f} per month", *_targets(best)]
+    lines = [f"best: {best.label} — {_gpus(best.gpus)}, USD {best.cost.per_month:,.0f} per month",
+             *_targets(best)]
     lines.append("  cost")
     lines += best.cost.lines(indent="    ")
     if best.below is not None:
@@ -110,7 +115,7 @@ def plan_text(result: PlanResult) -> str:
             lines.append(f"  ... and {len(result.deployments) - table.show} more (--show N)")
         lines += ["", "cheapest feasible deployment per card:"]
         for card, d in result.per_card().items():
-            lines.append(f"  {card:<10} {d.label}: {d.gpus} GPUs, USD {d.cost.per_month:,.0f} per month, "
+            lines.append(f"  {card:<10} {d.label}: {_gpus(d.gpus)}, USD {d.cost.per_month:,.0f} per month, "
                          f"USD {d.cost.per_million_output:.3g} per 1M output tokens")
         for card in dict.fromkeys(c.candidate.hardware for c in result.considered):
             if card not in result.per_card():

@@ -41,36 +41,60 @@ class Degree:
 
     :param key: the ``[plan]`` key listing its values (``tensor = [1, 2, 4, 8]``).
     :param json: its name in ``plan --format json`` (``tp``).
-    :param field: the scenario field it sets (``levers.parallelism.tensor``).
+    :param setting: the lever setting it sets (``tensor`` of ``levers.parallelism``).
     :param multiplies_gpus: whether a server's GPUs are the product of this degree with
-        the others' (tensor and pipeline do; expert parallelism reuses them).
-    :param flags: each engine's launch flag for it (an engine without one cannot run it).
-    :param default: the values tried when ``[plan]`` does not list any (None: the
-        scenario's own value only).
+        the others' (tensor, attention-data and pipeline do; expert parallelism spreads
+        the experts over the same cards).
+    :param flags: each engine's launch flag that takes the degree as its value.
+    :param switches: each engine's launch flag written alone when the degree exceeds 1
+        (vLLM's ``--enable-expert-parallel``, whose size follows the other degrees).
+    :param default: the values tried when ``[plan]`` lists none (None: the scenario's
+        own setting only).
     """
 
     key: str
     json: str
-    field: str
+    setting: str
     multiplies_gpus: bool
     flags: Mapping[str, str]
     default: tuple[int, ...] | None = None
     description: str = ""
+    switches: Mapping[str, str] = attrs.field(factory=dict)
+    lever: str = "parallelism"
+
+    @property
+    def field(self) -> str:
+        """The scenario field this degree sets."""
+        return f"levers.{self.lever}.{self.setting}"
+
+    def engines(self) -> set[str]:
+        """Engines that can launch this degree above 1."""
+        return set(self.flags) | set(self.switches)
 
 
 #: The degrees a plan varies.  Tensor parallel degrees are tried over powers of two up
-#: to a server of eight cards unless listed; pipeline stages are 1 unless listed.
+#: to a server of eight cards unless listed; pipeline stages are 1 unless listed; expert
+#: parallelism and data-parallel attention (the parallelism lever's layouts, for
+#: mixture-of-experts models) keep the scenario's own unless listed.  A server's cards
+#: are tensor × attention_data × pipeline; the expert degree divides them.
 DEGREES: tuple[Degree, ...] = (
-    Degree("tensor", "tp", "levers.parallelism.tensor", True,
+    Degree("tensor", "tp", "tensor", True,
            {"vllm": "--tensor-parallel-size", "sglang": "--tp-size", "trtllm": "--tp_size"},
            (1, 2, 4, 8), "tensor-parallel degrees (cards splitting every layer)"),
-    Degree("pipeline", "pp", "levers.parallelism.pipeline", True,
+    Degree("pipeline", "pp", "pipeline", True,
            {"vllm": "--pipeline-parallel-size", "sglang": "--pp-size", "trtllm": "--pp_size"},
            (1,), "pipeline stages (cards each holding a run of layers)"),
+    Degree("attention_data", "dp", "attention_data", True,
+           {"vllm": "--data-parallel-size", "sglang": "--dp-size"}, None,
+           "data-parallel attention ranks (each keeps the cache of its own sequences)",
+           switches={"sglang": "--enable-dp-attention"}),
+    Degree("expert", "ep", "expert", False,
+           {"sglang": "--ep-size", "trtllm": "--ep_size"}, None,
+           "expert-parallel ranks (the routed experts split over the cards)",
+           switches={"vllm": "--enable-expert-parallel"}),
 )
 
-#: Degrees JSON always names, 1 when the plan does not vary them (expert parallelism
-#: and data-parallel attention are layouts of the ``layouts`` lever).
+#: Degrees JSON always names, 1 when the plan does not vary them.
 JSON_DEGREES = ("tp", "pp", "ep", "dp")
 
 
@@ -226,7 +250,7 @@ class Candidate:
 
     @property
     def layout(self) -> str:
-        """``TP4`` / ``TP2 PP2`` / ``TP4 1P2D``: the layout in words."""
+        """``TP4`` / ``TP2 PP2`` / ``TP1 DP8 EP8`` / ``TP4 1P2D``: the layout in words."""
         shown = [f"{d.json.upper()}{self.degrees[d.key]}" for d in DEGREES
                  if d.key in self.degrees and (self.degrees[d.key] > 1 or d.key == "tensor")]
         if self.pools.disaggregated:
