@@ -299,9 +299,12 @@ def _load(record: RunRecord, realised: float, e2e: np.ndarray, ttft: np.ndarray)
                                if out["little_lambda_w"] > 0 else math.nan)
     else:
         out["little_l"] = out["little_lambda_w"] = out["little_ratio"] = math.nan
-    out["in_system_growth_per_s"] = _growth(arrivals, departures)
-    out["ttft_trend"], out["ttft_trend_t"] = batch_trend(arrivals, ttft)
-    out["queue_growth_per_s"], out["queue_growth_t"] = _queue_growth(record)
+    # Arrival times near the float range (a rate of 1e-300/s) overflow the squares of
+    # the regressions: their slopes are then undefined (NaN), not a warning.
+    with np.errstate(over="ignore", invalid="ignore"):
+        out["in_system_growth_per_s"] = _growth(arrivals, departures)
+        out["ttft_trend"], out["ttft_trend_t"] = batch_trend(arrivals, ttft)
+        out["queue_growth_per_s"], out["queue_growth_t"] = _queue_growth(record)
     out["overloaded"] = float(not record.closed and overloaded({**out, "realised_rate": realised}))
     return out
 
