@@ -45,8 +45,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--engine", choices=("fast", "reference"), default=None,
                         help="event-skipping (fast) or step-by-step (reference); same metrics")
     parser.add_argument("--capacity", action="store_true",
-                        help="search the highest nominal rate meeting p99 TTFT and p99 ITL "
-                             "objectives, re-check its neighbours, and price it")
+                        help="search the highest nominal rate meeting the [simulation.slo] "
+                             "objectives (p99 TTFT and ITL by default) with the scenario's own "
+                             "policy, re-check its neighbours, and price it")
     parser.add_argument("--pool", choices=("both", "prefill", "decode"), default="both",
                         help="with --capacity: judge both objectives, or one pool of a "
                              "disaggregated deployment by its own (prefill: TTFT, decode: ITL)")
