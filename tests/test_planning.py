@@ -223,3 +223,18 @@ checkpoint = "Qwen/Qwen1.5-MoE-A2.7B"
     assert best.overrides["levers.parallelism.expert"] == 2
     launch = found.launch()
     assert "--dp-size 2" in launch and "--enable-dp-attention" in launch and "--ep-size 2" in launch
+
+
+def test_disaggregated_units_are_planned_and_reproduced():
+    from infermodel.analyses.planning import plan
+    from infermodel.analyses.simulation import simulate
+
+    found = plan(SMALL, overrides={"rate": 25, "pools": ["1P1D"], "hardware": ["l40s"],
+                                   "tensor": [1], "requests": 200, "max_requests": 400})
+    best = found.best
+    assert best is not None and best.candidate.pools.disaggregated and best.gpus == 2 * best.replicas
+    assert best.overrides["simulation.disaggregation.decode"] == best.replicas
+    run = simulate(SMALL, overrides=best.overrides).runs[0]
+    assert run.metrics["slo_met"] == 1.0
+    assert run.metrics["itl_p95"] == best.trial.metrics["itl_p95"]
+    assert "prefill and" in found.launch()

@@ -255,3 +255,48 @@ def test_scalar_iteration_time_is_the_vectorised_one_to_the_bit():
             counts = (rng.randint(1, 20000), rng.randint(0, 10**9), rng.randint(0, 10**7),
                       rng.choice([None, rng.randint(1, 300)]), rng.choice([None, rng.randint(1, 300)]))
             assert model.time_from_counts(*counts) == float(model.iteration_times(*counts))
+
+
+# ------------------------------------------------------------------ search at a load
+def test_search_takes_simulated_percentiles_at_a_rate_as_constraints(write_scenario, capsys):
+    # The issue's case: search chose one card for a load no number of its replicas could
+    # meet.  With a rate, each choice that passes the quantity constraints is simulated.
+    path = write_scenario(f'''
+extends = "{SMALL}"
+[simulation.workload]
+count = 150
+[simulation.slo]
+ttft = "p95 <= 400 ms"
+itl = "p95 <= 40 ms"
+[sweep]
+"hardware.preset" = ["l4", "l40s"]
+[search]
+minimise = "cost_per_hour"
+constraints = ["fits", "simulated_itl_p95 <= 0.04", "simulated_slo_met"]
+rate = 12
+''')
+    from infermodel.analyses.searching import search
+
+    found = search(path)
+    assert found.best_labels == {"hardware.preset": "l40s"}
+    l4 = 0  # the cheaper card fails the simulated constraints at this rate
+    assert found.failure(l4).startswith("simulated_")
+    assert found.simulated["simulated_slo_met"][l4] == 0.0
+    assert main(["search", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "each choice simulated at 12 requests/s" in out
+    assert main(["search", str(path), "--rate", "1"]) == 0
+    assert "best: hardware.preset = l4" in capsys.readouterr().out
+
+
+def test_simulated_constraints_need_a_rate(write_scenario, capsys):
+    path = write_scenario(f'''
+extends = "{SMALL}"
+[sweep]
+"hardware.preset" = ["l4", "l40s"]
+[search]
+minimise = "cost_per_hour"
+constraints = ["simulated_slo_met"]
+''')
+    assert main(["search", str(path)]) == 2
+    assert "no rate to simulate at" in capsys.readouterr().err

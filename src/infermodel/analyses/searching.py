@@ -384,7 +384,7 @@ class SearchResult:
         known = self.sweep.plan.all_quantities
         for name in self._shown():
             quantity = known.get(name)
-            if quantity is not None and quantity.unit in ("USD", "USD/h"):
+            if quantity is not None and quantity.unit == "USD" and "per_" in name:
                 lines.append(f"  {name}: {quantity.description} (a busy rate: not the rate "
                              "meeting latency objectives, which `infermodel plan` prices)")
         if self.simulated:

@@ -11,7 +11,8 @@ simulate`` (``simulated_ttft_p95``, ``simulated_itl_p99``, ``simulated_goodput_f
     constraints = ["fits", "simulated_ttft_p95 <= 1", "simulated_itl_p95 <= 0.05"]
 
 Each choice is simulated as ``infermodel simulate`` would simulate it at that rate (its
-``[simulation]`` table for the policy, workload and objectives), after the constraints
+``[simulation]`` table for the workload and objectives, and for the policy the one a
+capacity search would run: the chunked one of several), after the constraints
 that name no simulated figure: a choice that fails one of those is not simulated.  A
 search simulates at most :data:`MAX_SIMULATED` choices.
 """
@@ -73,7 +74,9 @@ def simulate_choices(sweep, indices: Sequence[int], rate: float | None, replicas
     columns = {PREFIX + m: np.full(len(sweep), np.nan) for m in METRIC_NAMES}
     for done, index in enumerate(indices, start=1):
         try:
-            found = simulate(sweep.scenario_at(int(index)), rates=[rate], replicas=replicas)
+            scenario = sweep.scenario_at(int(index))
+            found = simulate(scenario, rates=[rate], replicas=replicas,
+                             policies=[_policy(scenario)])
         except InfermodelError:
             continue  # a choice the simulator refuses (weights that do not fit) stays NaN
         metrics: Mapping[str, float] = found.runs[0].metrics
@@ -82,6 +85,18 @@ def simulate_choices(sweep, indices: Sequence[int], rate: float | None, replicas
         if progress is not None:
             progress(done, len(indices))
     return columns
+
+
+def _policy(scenario):
+    """The one policy a choice is simulated with: the simulation's own, as a capacity
+    search picks it (its chunked one when it lists several).
+    """
+    from .simulation import lever_defaults
+    from .simulation.plan import plan
+    from .simulation.runs import capacity_policy
+
+    chosen = plan(scenario)
+    return capacity_policy(chosen.capacity.get("policy"), chosen.policies, lever_defaults(scenario))
 
 
 __all__ = ["MAX_SIMULATED", "PREFIX", "metric_unit", "simulate_choices", "simulated_units",

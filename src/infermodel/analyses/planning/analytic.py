@@ -103,8 +103,12 @@ class Steady:
     busy: float
 
 
-def steady(cost, rate: float, prompt: float, output: float, budget: int) -> Steady | None:
-    """The fixed point B = λ·ō·t̄(B), or None when the load is beyond the iteration."""
+def steady(cost, rate: float, prompt: float, output: float, budget: int, *,
+           prefill: bool = True) -> Steady | None:
+    """The fixed point B = λ·ō·t̄(B), or None when the load is beyond the iteration;
+    ``prefill=False`` for a decode server of a disaggregated unit, which receives each
+    prompt's cache and never stalls on a prefill.
+    """
     context = prompt + output / 2
     decodes = 0.0
     state = None
@@ -112,10 +116,9 @@ def steady(cost, rate: float, prompt: float, output: float, budget: int) -> Stea
         room = budget - decodes
         if room < 1:
             return None
-        chunks = math.ceil(prompt / room)
-        chunk = prompt / chunks
-        stall = _iteration(cost, decodes, chunk, prompt, context)
+        chunks = math.ceil(prompt / room) if prefill and prompt > 0 else 0
         step = _iteration(cost, decodes, 0.0, prompt, context)
+        stall = _iteration(cost, decodes, prompt / chunks, prompt, context) if chunks else step
         busy = rate * chunks * stall
         if busy >= 1:
             return None
@@ -129,9 +132,9 @@ def steady(cost, rate: float, prompt: float, output: float, budget: int) -> Stea
 
 
 def carries(cost, rate: float, prompt: float, output: float, slo, budget: int,
-            running: int) -> bool:
+            running: int, *, prefill: bool = True) -> bool:
     """Whether one server carries ``rate`` within the objectives of ``slo`` (mean field)."""
-    found = steady(cost, rate, prompt, output, budget)
+    found = steady(cost, rate, prompt, output, budget, prefill=prefill)
     if found is None:
         return False
     context = prompt + output / 2
@@ -155,16 +158,17 @@ def carries(cost, rate: float, prompt: float, output: float, slo, budget: int,
     return all(bounds[m] <= limit for m, (limit, _) in objectives.items() if m in bounds)
 
 
-def capacity(cost, prompt: float, output: float, slo, budget: int, running: int) -> float:
+def capacity(cost, prompt: float, output: float, slo, budget: int, running: int, *,
+             prefill: bool = True) -> float:
     """The largest λ one server carries within the objectives (mean field; 0 when none)."""
     low, high = 0.0, 1e-3
-    while carries(cost, high, prompt, output, slo, budget, running):
+    while carries(cost, high, prompt, output, slo, budget, running, prefill=prefill):
         low, high = high, high * 2
         if high > 1e9:
             return math.inf
     for _ in range(30):
         middle = (low + high) / 2
-        if carries(cost, middle, prompt, output, slo, budget, running):
+        if carries(cost, middle, prompt, output, slo, budget, running, prefill=prefill):
             low = middle
         else:
             high = middle
@@ -186,7 +190,7 @@ def screen(cost, workload, slo, budget: int, running: int, pools=None) -> Screen
     if pools is not None and pools.disaggregated:
         # Prefill servers run prompts back to back; decode servers never stall on one.
         prefill_rate = 1 / ttft
-        decode = capacity(cost, 0.0, output, slo, budget, running)
+        decode = capacity(cost, prompt, output, slo, budget, running, prefill=False)
         found = min(pools.prefill * prefill_rate, pools.decode * decode)
     else:
         found = capacity(cost, prompt, output, slo, budget, running)

@@ -90,14 +90,16 @@ def launch_lines(result, planned=None) -> list[str]:
             words += [flag, value if candidate.engine != "sglang" or key != "kv_cache" else "fp8_e4m3"]
     servers = planned.replicas * candidate.pools.servers
     total = servers * candidate.gpus_per_server
-    head = (f"# {engine.version}: {planned.replicas} replica{'s' * (planned.replicas != 1)} of "
-            f"this server, {candidate.gpus_per_server} GPU{'s' * (candidate.gpus_per_server != 1)} "
-            f"each ({total} GPU{'s' * (total != 1)}), behind a "
-            f"{result.table.router.replace('_', '-')} load balancer")
+    each = f"{candidate.gpus_per_server} GPU{'s' * (candidate.gpus_per_server != 1)} each"
     if candidate.pools.disaggregated:
-        head += (f"; disaggregated: {candidate.pools.prefill * planned.replicas} of them prefill, "
-                 f"{candidate.pools.decode * planned.replicas} decode (the engine's "
-                 "prefill/decode transfer settings are not written here)")
+        head = (f"# {engine.version}: {servers} servers of this command, {each} ({total} GPUs): "
+                f"{candidate.pools.prefill * planned.replicas} prefill and "
+                f"{candidate.pools.decode * planned.replicas} decode (the engine's prefill/decode "
+                "transfer settings are not written here)")
+    else:
+        head = (f"# {engine.version}: {planned.replicas} replica{'s' * (planned.replicas != 1)} "
+                f"of this server, {each} ({total} GPU{'s' * (total != 1)}), behind a "
+                f"{result.table.router.replace('_', '-')} load balancer")
     return [head, " ".join(shlex.quote(w) for w in words)]
 
 
