@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +65,7 @@ def front(users: np.ndarray, per_gpu: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 #: Line styles of the layouts' curves, in the order the plan lists them.
-STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 1)))
+STYLES: tuple = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 1)))
 
 
 def plot_plan(result, output: str | Path) -> Path:
@@ -80,7 +81,7 @@ def plot_plan(result, output: str | Path) -> Path:
     cards = list(dict.fromkeys(c.candidate.hardware for c in result.considered))
     colour = {card: COLOURS[i % len(COLOURS)] for i, card in enumerate(cards)}
     layouts = list(dict.fromkeys(c.candidate.layout for c in result.considered))
-    style = {layout: STYLES[i % len(STYLES)] for i, layout in enumerate(layouts)}
+    style: dict[str, Any] = {layout: STYLES[i % len(STYLES)] for i, layout in enumerate(layouts)}
     every_u, every_g = [], []
     for finalist, (users, per_gpu, within) in result.curves:
         candidate = result.considered[finalist.index].candidate
