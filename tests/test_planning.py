@@ -238,3 +238,13 @@ def test_disaggregated_units_are_planned_and_reproduced():
     assert run.metrics["slo_met"] == 1.0
     assert run.metrics["itl_p95"] == best.trial.metrics["itl_p95"]
     assert "prefill and" in found.launch()
+
+
+def test_cards_searched_on_worker_processes_give_the_same_answer():
+    from infermodel.analyses.planning import plan
+
+    quick = {"rate": 25, "requests": 200, "max_requests": 400, "hardware": ["l4", "l40s"]}
+    serial = plan(SMALL, overrides=quick)
+    spread = plan(SMALL, overrides=quick, scheduler="processes")
+    assert [(d.label, d.trial.metrics) for d in serial.deployments] == [
+        (d.label, d.trial.metrics) for d in spread.deployments]
