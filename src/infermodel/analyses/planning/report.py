@@ -96,8 +96,8 @@ def plan_text(result: PlanResult) -> str:
     set_aside = len(result.notes)
     lines.append(f"candidates: {len(result.considered)} (cards × engines × layouts × pools); "
                  f"{len(result.deployments)} feasible, {set_aside} set aside; {result.runs} "
-                 f"replica counts simulated, each on {result.settings.requests:,} requests "
-                 f"doubled up to {result.settings.max_requests:,} while its verdict is unclear")
+                 f"replica counts simulated, each on {result.settings.requests:,} requests, "
+                 f"grown up to {result.settings.max_requests:,} while its verdict is unclear")
     lines.append("")
     best = result.best
     if best is None:

@@ -250,7 +250,7 @@ def assemble(scenario, table, settings, considered: Sequence[Considered], finali
     refined: set[str] = set()
     while found and found[0].candidate.label not in refined:
         first = found.pop(0)
-        settled, checked = _refine(first, considered, finalists, table, settings)
+        settled, checked = _refine(first, considered, finalists, outcomes, table, settings)
         runs += checked
         refined.add(first.candidate.label)
         (found if settled.feasible else failed).append(settled)
@@ -269,17 +269,21 @@ def assemble(scenario, table, settings, considered: Sequence[Considered], finali
 MAX_REFINEMENTS = 24
 
 
-def _refine(best: Planned, considered, finalists, table, settings) -> tuple[Planned, int]:
+def _refine(best: Planned, considered, finalists, outcomes, table, settings
+            ) -> tuple[Planned, int]:
     """The best deployment's edge judged on one request count for both sides: its replica
     count meets the objectives and one replica fewer misses them on the same requests
-    (the seed and count ``simulate`` reproduces them with), the requests doubling from
-    the search's count while either verdict is unclear.  The count moves down while one
+    (the seed and count ``simulate`` reproduces them with), the requests growing from
+    the search's count while its own verdict is unclear.  The count moves down while one
     fewer also meets them, up while it does not meet them itself.
     """
+    from .search import GROWTH
     from .search import trial as judge_count
 
     finalist = next(f for f in finalists if considered[f.index].candidate == best.candidate)
-    judged: dict[tuple[int, int], object] = {}
+    # The search's own trials of this candidate are reused (same seed, same counts).
+    judged: dict[tuple[int, int], object] = {
+        (t.replicas, t.requests): t for o in outcomes if o.index == finalist.index for t in o.trials}
 
     def at(replicas: int, requests: int):
         if (replicas, requests) not in judged:
@@ -303,13 +307,14 @@ def _refine(best: Planned, considered, finalists, table, settings) -> tuple[Plan
         if below.met:
             replicas -= 1
             continue
-        if (top.clear and below.clear) or requests >= settings.max_requests:
+        if top.clear or requests >= settings.max_requests:
             break
-        requests = min(2 * requests, settings.max_requests)
+        requests = min(GROWTH * requests, settings.max_requests)
     top = at(replicas, requests)
     refined = _deployment(considered[finalist.index], finalist, None, table, replicas, top,
                           feasible=top.met)
-    return attrs.evolve(refined, below=below if replicas > 1 else None), len(judged)
+    new = len(judged) - sum(len(o.trials) for o in outcomes if o.index == finalist.index)
+    return attrs.evolve(refined, below=below if replicas > 1 else None), new
 
 
 def _point(candidate: Candidate, finalist, trial, table) -> Point:

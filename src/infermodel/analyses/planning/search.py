@@ -9,8 +9,10 @@ fewest replicas that meet the objectives:
 * it starts at the analytic lower bound and climbs (1, 2, 4, ... replicas more, then
   bisects) until a count is met, then checks the count below;
 * every count is judged by :func:`~infermodel.simulator.verdicts.judge`: while the
-  verdict is unclear, the requests double (from ``requests`` up to ``max_requests``),
-  with the same seed, so that the verdict grows more certain only where it is close;
+  verdict is unclear and the point estimates meet the objectives, the requests grow
+  fourfold (from ``requests`` up to ``max_requests``), with the same seed, so that the verdict
+  grows more certain only where it is close (a count that misses on its estimates is
+  not recommended, clear or not, and needs no more requests);
 * a finalist whose bound, or whose next count, already costs as much as the card's
   best deployment found so far is not simulated further.
 
@@ -25,6 +27,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+
+
+#: The factor an unclear verdict's requests grow by: each step halves its intervals'
+#: width (they narrow as 1/√n), and the runs before the last cost a third of it.
+GROWTH = 4
 
 
 @attrs.frozen
@@ -130,7 +137,11 @@ KEPT = ("ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95", "itl_p99", "tp
 
 def trial(finalist: Finalist, replicas: int, settings: Settings, requests: int | None = None,
           grow: bool = True) -> Trial:
-    """Judge ``replicas`` replicas, doubling the requests while the verdict is unclear."""
+    """Judge ``replicas`` replicas, doubling the requests while the verdict is unclear and
+    the point estimates meet the objectives: a count is recommended only when it meets
+    them clearly, so one that misses them on its estimates is settled (not recommended)
+    without more requests.
+    """
     from ...simulator.verdicts import judge
 
     count = requests or settings.requests
@@ -138,9 +149,10 @@ def trial(finalist: Finalist, replicas: int, settings: Settings, requests: int |
         record, metrics = simulate_count(finalist, replicas, count, settings)
         verdict = judge(record, metrics, finalist.slo, settings.confidence)
         kept = {k: float(metrics[k]) for k in (*KEPT, *finalist.slo.names()) if k in metrics}
-        if verdict.state != "unclear" or not grow or count >= settings.max_requests:
-            return Trial(replicas, count, kept, verdict)
-        count = min(2 * count, settings.max_requests)
+        found = Trial(replicas, count, kept, verdict)
+        if found.clear or not found.met or not grow or count >= settings.max_requests:
+            return found
+        count = min(GROWTH * count, settings.max_requests)
 
 
 def _fewest(finalist: Finalist, settings: Settings, ceiling: int, trials: list[Trial]) -> int | None:
@@ -219,5 +231,5 @@ def brute_force_card(finalists: Sequence[Finalist], settings: Settings) -> list[
     return out
 
 
-__all__ = ["Finalist", "Outcome", "Settings", "Trial", "brute_force_card", "search_card",
+__all__ = ["GROWTH", "Finalist", "Outcome", "Settings", "Trial", "brute_force_card", "search_card",
            "simulate_count", "trial"]
