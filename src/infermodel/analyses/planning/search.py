@@ -28,7 +28,6 @@ from typing import Any
 
 import attrs
 
-
 #: The factor an unclear verdict's requests grow by: each step halves its intervals'
 #: width (they narrow as 1/√n), and the runs before the last cost a third of it.
 GROWTH = 4
