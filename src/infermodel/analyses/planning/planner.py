@@ -13,10 +13,12 @@ The steps, each in its own module:
 4. :mod:`.analytic` bounds what one replica can serve, dropping candidates that miss an
    objective alone and ordering the rest by the price of their replica bound;
 5. :mod:`.search` simulates the finalists, card by card (serially, on worker processes
-   or on Dask), each at the fewest replicas that meet the objectives with a clear
-   verdict;
-6. :mod:`.result` ranks the deployments, measures the headroom to the next-cheaper option
-   that fails, and prints, plots and launches the answer.
+   or on Dask), each at the fewest replicas that meet the objectives, an unclear verdict
+   grown one step (``requests`` × 4);
+6. :mod:`.result` refines the cheapest deployment's edge (its count and one fewer on the
+   same requests, grown until its verdict is clear or ``max_requests``), ranks the
+   deployments, measures the headroom to the next-cheaper option that fails, and
+   prints, plots and launches the answer.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import attrs
 from ...errors import InfermodelError, ScenarioError
 from .analytic import Screen, screen
 from .result import Considered, PlanResult, assemble
-from .search import Finalist, Settings, search_card
+from .search import GROWTH, Finalist, Settings, search_card
 from .space import DEGREES, ENGINES, Candidate, Pools, candidates
 from .table import PlanTable, check_table, degree_values, objectives
 
@@ -222,7 +224,12 @@ def plan(scenario, *, overrides: Mapping[str, Any] | None = None, scheduler: str
             finalists.append(finalist)
     if brute_force:
         finalists = [attrs.evolve(f, lower=1) for f in finalists]
-    tasks = _card_tasks(spanned, finalists, settings, brute_force)
+    # The cards' searches grow an unclear verdict one step (to requests × GROWTH); only
+    # the answer's edge is refined to max_requests (result.assemble).  Brute force
+    # judges every count to the end.
+    searching = settings if brute_force else attrs.evolve(
+        settings, max_requests=min(settings.max_requests, settings.requests * GROWTH))
+    tasks = _card_tasks(spanned, finalists, searching, brute_force)
     from ...simulator.grid import execute
 
     try:

@@ -82,9 +82,10 @@ def _missed_words(trial) -> str:
 def _row(rank: int, d: Planned, names: list[str]) -> str:
     m = d.trial.metrics
     shown = [f"{m[name]:.1%}" if name == "goodput_fraction" else _seconds(m[name]) for name in names]
+    mark = "" if d.trial.clear else f"  * unclear at {d.trial.requests:,} requests"
     return (f"  {rank:>3}  {d.candidate.hardware:<10} {d.candidate.engine:<7} {d.candidate.layout:<12}"
             f" {d.replicas:>4} {d.gpus:>5} {d.cost.per_month:>12,.0f} {d.cost.per_million_tokens:>9.3g}"
-            f" {d.cost.per_million_output:>9.3g}  " + "  ".join(shown))
+            f" {d.cost.per_million_output:>9.3g}  " + "  ".join(shown) + mark)
 
 
 def plan_text(result: PlanResult) -> str:
@@ -113,6 +114,9 @@ def plan_text(result: PlanResult) -> str:
         lines += [_row(rank, d, names) for rank, d in enumerate(result.deployments[:table.show], start=1)]
         if len(result.deployments) > table.show:
             lines.append(f"  ... and {len(result.deployments) - table.show} more (--show N)")
+        if any(not d.trial.clear for d in result.deployments[:table.show]):
+            lines.append("  * judged on its point estimates: its verdict was not clear at the requests "
+                         "the search grew it to (the best is refined further)")
         lines += ["", "cheapest feasible deployment per card:"]
         for card, d in result.per_card().items():
             lines.append(f"  {card:<10} {d.label}: {_gpus(d.gpus)}, USD {d.cost.per_month:,.0f} per month, "

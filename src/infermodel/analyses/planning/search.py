@@ -136,7 +136,7 @@ KEPT = ("ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95", "itl_p99", "tp
 
 def trial(finalist: Finalist, replicas: int, settings: Settings, requests: int | None = None,
           grow: bool = True) -> Trial:
-    """Judge ``replicas`` replicas, doubling the requests while the verdict is unclear and
+    """Judge ``replicas`` replicas, growing the requests while the verdict is unclear and
     the point estimates meet the objectives: a count is recommended only when it meets
     them clearly, so one that misses them on its estimates is settled (not recommended)
     without more requests.

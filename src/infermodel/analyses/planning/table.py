@@ -15,7 +15,7 @@ line (as ``[simulation]`` and ``[search]`` are).  A scenario's ``[plan]`` table:
     pipeline = [1]
     pools = ["aggregated"]             # or disaggregated units: "1P1D", "1P2D"
     max_gpus = 64
-    requests = 1000                    # simulated first; doubled while a verdict is unclear
+    requests = 1000                    # simulated first; grown fourfold while a verdict is unclear
     max_requests = 16000
     confidence = 0.95                  # of the intervals that decide a verdict
     checkpoint = "meta-llama/Llama-3.1-70B-Instruct"   # what the launch line serves
