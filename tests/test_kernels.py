@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import infermodel
 from conftest import ROOT
@@ -200,3 +202,47 @@ def test_without_the_extra_one_message_names_the_install(monkeypatch):
         source.root.cache_clear()
     message = str(caught.value)
     assert 'pip install "infermodel[kernels]"' in message and "efficiency.kernels" in message
+
+
+def test_the_simulators_iteration_is_the_scenarios_step_at_the_same_counts(result):
+    from infermodel.analyses.simulation.plan import iteration_cost
+    from infermodel.simulator import CostModel
+
+    measured = iteration_cost(result.scenario, result.values)
+    assert measured is not None and measured.plugin == "measured_kernels"
+    cost = CostModel.from_quantities(result.values, measured=measured)
+    # 16 decodes at 1,536 cached-plus-new positions each: the scenario's decode step.
+    decode = cost.iteration_time([1535] * 16, [])
+    assert decode == pytest.approx(result["decode_step_time"], rel=1e-9)
+    # One prompt of 1,024 tokens alone: the scenario's time to first token (the embedding
+    # rows it reads aside, a few bytes of difference).
+    assert cost.iteration_time([], [(1024, 0)]) == pytest.approx(result["ttft"], rel=1e-3)
+    # A chunk after cached tokens costs more attention than a fresh one of its size.
+    assert cost.iteration_time([], [(512, 512)]) > cost.iteration_time([], [(512, 0)])
+    # The vectorised form gives the same numbers as the scalar one.
+    times = cost.iteration_times(np.array([16.0, 17.0]), np.array([16 * 1536.0, 16 * 1536.0 + 17]),
+                                 np.array([16 * 1535.0, 16 * 1535.0 + 16]),
+                                 np.array([16.0, 17.0]), None, np.array([16.0, 17.0]))
+    assert times[0] == pytest.approx(decode, rel=1e-12)
+    assert any("measured kernels (h200_sxm, vllm 0.24.0)" in line for line in cost.describe())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(system=st.text(max_size=20), version=st.text(max_size=20))
+def test_any_card_or_version_text_is_one_message_or_a_result(system, version):
+    overrides = {"hardware.kernel_system": system, "efficiency.engine_version": version}
+    try:
+        result = infermodel.evaluate(SCENARIO, overrides)
+    except InfermodelError as exc:
+        assert "\n" not in str(exc) or "errors encountered" in str(exc)
+        return
+    assert result["tpot"] > 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.integers(1, 10**7), prompt=st.integers(1, 10**6), output=st.integers(1, 10**6))
+def test_every_workload_gives_finite_positive_measured_times(batch, prompt, output):
+    result = infermodel.evaluate(SCENARIO, {"workload.batch": batch, "workload.prompt_tokens": prompt,
+                                            "workload.output_tokens": output})
+    for name in ("tpot", "ttft", "ttft_batch", "decode_time_kernels", "prefill_time_kernels"):
+        assert math.isfinite(result[name]) and result[name] > 0, name

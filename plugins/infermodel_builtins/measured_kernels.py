@@ -378,6 +378,19 @@ def infermodel_define_quantities(scenario, define):
     define("kernel_tensor_degree", st.tensor, unit="1",
            description="GPUs each measured kernel's shape is split across (the tensor-parallel "
                        "degree)", reference=TABLES)
+    if st.fallback is None:
+        card = door.kernels.card(st.system)
+        if card.get("inter_node_bw"):
+            define("kv_transfer_bandwidth", card["inter_node_bw"] * st.tensor, unit="B/s",
+                   description="bandwidth a disaggregated deployment moves a prompt's cache at "
+                               "between servers: the measured system's network per GPU "
+                               f"({st.system}: inter_node_bw) times the GPUs of a server",
+                   reference=f"{TABLES}: systems/{st.system}.yaml")
+        if card.get("p2p_latency") is not None:
+            define("kv_transfer_latency", card["p2p_latency"], unit="s",
+                   description="latency of one cache transfer between servers (the measured "
+                               f"system's p2p_latency, {st.system})",
+                   reference=f"{TABLES}: systems/{st.system}.yaml")
     timed = plan(scenario)
     for phase in PHASES:
         summed: list = []
@@ -443,6 +456,21 @@ def infermodel_time_operators(scenario, register):
                  label="measured" if t.how == "measured" else "roofline")
 
 
+@hookimpl
+def infermodel_iteration_cost(scenario, values, register):
+    """The simulator's iterations priced by the same measured operators, at each
+    iteration's own tokens, decodes and prefill chunks (:mod:`.kernel_iterations`).
+    """
+    if not _measured(scenario):
+        return
+    from .kernel_iterations import MeasuredIterations
+
+    st = setup(scenario)
+    where = (f"{st.system}, {st.engine} {st.version}" if st.fallback is None
+             else f"roofline fallback: {st.fallback}")
+    register(MeasuredIterations(plan(scenario), values, where))
+
+
 # ---------------------------------------------------------------------------------
 # What a reader must know
 # ---------------------------------------------------------------------------------
@@ -475,6 +503,7 @@ def infermodel_check_result(result, warn):
                 continue
             name = _time_name(phase, t.name)
             expression = result.quantity(name).expression
+            outside: dict[str, list[str]] = {}
             for call in tabulated_calls(expression):
                 known = {s: result[s.name] for s in call.free_symbols}
                 try:
@@ -483,8 +512,12 @@ def infermodel_check_result(result, warn):
                     continue
                 far = table_of(call).outside(*values)
                 if far:
-                    warn(name, f"measured kernels: {phase} {t.name} ({call.func.__name__}) lies "
-                               f"outside the measured grid: {far}")
+                    outside.setdefault(far, []).append(call.func.__name__)
+            if outside:
+                where = "; ".join(f"{', '.join(dict.fromkeys(calls))}: {far}"
+                                  for far, calls in outside.items())
+                warn(name, f"measured kernels: {phase} {t.name} lies outside the measured grid "
+                           f"({where})")
 
 
 __all__ = ["CHOICES", "ENGINE_TABLES", "Setup", "gemm_dtype", "kernel_time", "moe_dtype", "plan",

@@ -253,9 +253,8 @@ def _lookup(system: str, engine: str, version: str, family: str,
     rows = read(folder, spec.table, columns, equal)
     if not len(rows["latency"]):
         held = {}
-        for name, column in equal.items():
-            values = read(folder, spec.table, (column,))[column]
-            held[name] = sorted({str(v) for v in values})
+        for column in equal:
+            held[column] = sorted({str(v) for v in read(folder, spec.table, (column,))[column]})
         return Unavailable(f"{folder.label(spec.table)} has no rows where "
                            + " and ".join(f"{k} = {v}" for k, v in equal.items())
                            + " (it holds " + "; ".join(f"{k}: {', '.join(v)}"
