@@ -56,7 +56,8 @@ class MeasuredIterations:
                 moving = {S.batch: tokens}
                 target, arguments = self.tokens, (tokens,)
             expression = (t.expression if isinstance(t.expression, sympy.Basic)
-                          else sympy.Float(t.expression)).xreplace(moving)
+                          else sympy.Float(t.expression))
+            expression = timed.expand(expression).xreplace(moving)
             fixed = {s: float(values[s.name]) for s in expression.free_symbols
                      if s not in arguments and s.name in values}
             target.append(sympy.lambdify(arguments, expression.xreplace(fixed), modules="numpy"))

@@ -246,8 +246,13 @@ def _function_name(family: str, lookup_setup: Setup, categories) -> str:
     return name
 
 
-def kernel_time(kernel, st: Setup, formats, activations, kv):
-    """(time expression of one kernel in one pass, or the reason no table serves it)."""
+def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=""):
+    """(time expression of one kernel in one pass, or the reason no table serves it).
+
+    A kernel two operators share (``share`` below 1: attention's score and value) is read
+    once: its time becomes a quantity of its own, recorded in ``shared`` (name ->
+    expression), and each operator takes its share of that quantity.
+    """
     categories = _categories(kernel, formats, activations, kv)
     if isinstance(categories, str):
         return categories
@@ -279,8 +284,16 @@ def kernel_time(kernel, st: Setup, formats, activations, kv):
             value = kernels.FULL_WINDOW
         arguments.append(value)
     function = tabulated(_function_name(kernel.family, st, categories), found)
-    share = sympy.Integer(1) if kernel.share == 1 else sympy.Rational(kernel.share)
-    return share * kernel.calls * function(*arguments)
+    if kernel.share == 1 or shared is None:
+        share = sympy.Integer(1) if kernel.share == 1 else sympy.Rational(kernel.share)
+        return share * kernel.calls * function(*arguments)
+    label = re.sub(r"[^A-Za-z0-9]+", "_", kernel.label or kernel.family).strip("_").lower()
+    name = f"{phase}_kernel_{label}_time"
+    whole = kernel.calls * function(*arguments)
+    while name in shared and shared[name] != whole:
+        name = name.replace("_time", "_2_time")
+    shared[name] = whole
+    return sympy.Rational(kernel.share) * S[name]
 
 
 # ---------------------------------------------------------------------------------
@@ -302,12 +315,31 @@ class Timed:
     own: str | None = None
 
 
-def plan(scenario) -> list[Timed]:
+@attrs.frozen
+class Plan:
+    """Every operator of both phases with its time, and the kernels operators share
+    (``(phase, quantity name, expression)``: a quantity each, read once).
+    """
+
+    timed: tuple[Timed, ...]
+    shared: tuple[tuple[str, str, object], ...]
+
+    def __iter__(self):
+        return iter(self.timed)
+
+    def expand(self, expression):
+        """``expression`` with every shared kernel's quantity written out."""
+        return expression.xreplace({S[name]: whole for _phase, name, whole in self.shared})
+
+
+def plan(scenario) -> Plan:
     """Every operator of both phases with its measured (or roofline) time."""
     st = setup(scenario)
     formats, activations, kv = _formats(scenario)
     out = []
+    shared_all: list[tuple[str, str, object]] = []
     for phase in PHASES:
+        shared: dict[str, object] = {}
         rate = S[f"flops_effective_{phase}"]
         for op in collect_operators(scenario, phase):
             own = (op.time.name if op.time is not None and isinstance(op.time, sympy.Symbol)
@@ -325,14 +357,17 @@ def plan(scenario) -> list[Timed]:
             if st.fallback:
                 out.append(Timed(phase, op.name, "fallback", roofline, st.fallback, own))
                 continue
-            times = [kernel_time(k, st, formats, activations, kv) for k in kernels]
+            trial: dict[str, object] = dict(shared)
+            times = [kernel_time(k, st, formats, activations, kv, trial, phase) for k in kernels]
             missing = [t for t in times if isinstance(t, str)]
             if missing:
                 out.append(Timed(phase, op.name, "fallback", roofline, "; ".join(
                     dict.fromkeys(missing)), own))
             else:
+                shared = trial
                 out.append(Timed(phase, op.name, "measured", sympy.Add(*times), "", own))
-    return out
+        shared_all += [(phase, name, whole) for name, whole in shared.items()]
+    return Plan(tuple(out), tuple(shared_all))
 
 
 def _time_name(phase: str, name: str) -> str:
@@ -392,6 +427,11 @@ def infermodel_define_quantities(scenario, define):
                                f"system's p2p_latency, {st.system})",
                    reference=f"{TABLES}: systems/{st.system}.yaml")
     timed = plan(scenario)
+    for phase, name, whole in timed.shared:
+        define(name, whole, unit="s",
+               description=f"{phase} time of a kernel operators share (each takes its part), "
+                           f"from the measured kernel tables ({st.system}, {st.engine} "
+                           f"{st.version})", reference=TABLES)
     for phase in PHASES:
         summed: list = []
         roofline: list = []
@@ -502,7 +542,7 @@ def infermodel_check_result(result, warn):
             if t.phase != phase or t.how != "measured":
                 continue
             name = _time_name(phase, t.name)
-            expression = result.quantity(name).expression
+            expression = timed.expand(result.quantity(name).expression)
             outside: dict[str, list[str]] = {}
             for call in tabulated_calls(expression):
                 known = {s: result[s.name] for s in call.free_symbols}

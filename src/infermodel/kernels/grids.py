@@ -49,6 +49,7 @@ FULL_WINDOW = float(2**30)
 KEPT_POINTS = 4096
 
 Roofline = Callable[[Mapping[str, Any]], Any]
+_log, _exp = np.log, np.exp
 
 
 def _fmt(value: float) -> str:
@@ -90,14 +91,15 @@ class Curve:
     """Latencies (seconds) over the curve axes, on a grid, as a function of a point.
 
     ``log_latency`` holds every cell; ``measured`` says which were measured rather than
-    filled or made from other configurations. ``edge(x, clamped)`` is the ratio that
-    scales the edge value beyond the grid (the roofline ratio of this configuration).
+    filled or made from other configurations. ``rate(x)`` is the configuration's roofline
+    time at curve points: beyond the grid the edge value is scaled by
+    ``rate(x) / rate(edge)``.
     """
 
     axes: tuple[np.ndarray, ...]
     log_latency: np.ndarray
     measured: np.ndarray
-    edge: Callable[[Sequence[Any], Sequence[Any]], Any] = attrs.field(repr=False)
+    rate: Callable[[Sequence[Any]], Any] = attrs.field(repr=False)
     #: Plain-Python copies for the scalar path.
     axis_lists: tuple[list[float], ...] = attrs.field(init=False)
     log_axis_lists: tuple[list[float], ...] = attrs.field(init=False)
@@ -111,7 +113,10 @@ class Curve:
         object.__setattr__(self, "flat", self.log_latency.ravel().tolist())
 
     # -- one point, plain Python --------------------------------------------------
-    def locate(self, x: Sequence[float]) -> tuple[list[tuple[int, float]], list[float]]:
+    # The scalar and array paths do the same floating-point operations in the same order
+    # (numpy's log and exp on both), so a point gives the same bits either way: a sweep's
+    # values are those of evaluating each point.
+    def locate(self, x: Sequence[float]) -> tuple[list[tuple[int, Any]], list[float]]:
         """Per axis the lower grid index and the log weight of the upper one, and the
         point clamped to the grid.
         """
@@ -124,28 +129,41 @@ class Curve:
             v = axis[0] if value < axis[0] else axis[-1] if value > axis[-1] else value
             i = bisect.bisect_right(axis, v) - 1
             i = 0 if i < 0 else len(axis) - 2 if i > len(axis) - 2 else i
-            found.append((i, (math.log(v) - logs[i]) / (logs[i + 1] - logs[i])))
+            found.append((i, (_log(v) - logs[i]) / (logs[i + 1] - logs[i])))
             clamped.append(v)
         return found, clamped
 
     def value(self, x: Sequence[float]) -> float:
         """The latency at one point (interpolated, or scaled beyond the grid)."""
-        found, clamped = self.locate(x)
         f = self.flat
-        if len(found) == 1:
-            i, w = found[0]
-            log = f[i] if w == 0.0 else f[i] + w * (f[i + 1] - f[i])
+        if len(self.axis_lists) == 1:
+            # np.interp's arithmetic, so that the array path's np.interp gives these bits.
+            axis, logs, value = self.axis_lists[0], self.log_axis_lists[0], x[0]
+            v = axis[0] if value < axis[0] else axis[-1] if value > axis[-1] else value
+            clamped = [v]
+            last = len(logs) - 1
+            if last == 0:
+                log = f[0]
+            else:
+                lv = _log(v)
+                j = bisect.bisect_right(logs, lv) - 1
+                if j >= last:
+                    log = f[last]
+                else:
+                    log = (f[j + 1] - f[j]) / (logs[j + 1] - logs[j]) * (lv - logs[j]) + f[j]
         else:
+            found, clamped = self.locate(x)
             (i, u), (j, w) = found
             n = len(self.axis_lists[1])
-            i1, j1 = (i + 1 if u else i), (j + 1 if w else j)
+            i1 = i + 1 if len(self.axis_lists[0]) > 1 else i
+            j1 = j + 1 if n > 1 else j
             low = f[i * n + j] + w * (f[i * n + j1] - f[i * n + j])
             high = f[i1 * n + j] + w * (f[i1 * n + j1] - f[i1 * n + j])
             log = low + u * (high - low)
-        value = math.exp(log)
+        value = float(_exp(log))
         for a, b in zip(clamped, x):
             if a != b:
-                return value * float(self.edge(x, clamped))
+                return float(value * (self.rate(x) / self.rate(clamped)))
         return value
 
     # -- arrays ---------------------------------------------------------------------
@@ -153,39 +171,46 @@ class Curve:
         """:meth:`value` on arrays (broadcast together: an axis the sweep does not move
         stays one number, and costs one).
         """
-        outside = None
-        for v, a in zip(x, self.axes):
-            beyond = (v < a[0]) | (v > a[-1])
-            outside = beyond if outside is None else outside | beyond
-        assert outside is not None
-        clamped = ([np.clip(v, a[0], a[-1]) for v, a in zip(x, self.axes)] if outside.any()
-                   else list(x))
+        beyond = any(np.min(v) < a[0] or np.max(v) > a[-1] for v, a in zip(x, self.axes))
+        clamped = [np.clip(v, a[0], a[-1]) for v, a in zip(x, self.axes)] if beyond else list(x)
         if len(self.axes) == 1:
             axis = self.log_axes[0]
-            # np.interp holds the edge value beyond the grid, as the clamp does.
-            log = (np.full(np.shape(x[0]), self.log_latency[0]) if len(axis) == 1
-                   else np.interp(np.log(x[0]), axis, self.log_latency))
-            log = np.asarray(log)
+            log = (np.full(np.shape(clamped[0]), self.log_latency[0]) if len(axis) == 1
+                   else np.interp(np.log(clamped[0]), axis, self.log_latency))
+            time = np.exp(log)
+            if beyond:
+                # rate at the two edges, as numbers: the same values rate(clamped) gives.
+                v, low, high = x[0], self.axes[0][0], self.axes[0][-1]
+                edge = np.where(v > high, self.rate([high]), self.rate([low]))
+                time = np.where(clamped[0] != v, time * (self.rate(x) / edge), time)
+            return self._shaped(time, x)
+        index, weight = [], []
+        for v, axis, logs in zip(clamped, self.axes, self.log_axes):
+            if len(axis) == 1:
+                index.append((np.zeros(np.shape(v), dtype=np.intp),) * 2)
+                weight.append(np.zeros(np.shape(v)))
+                continue
+            i = np.clip(np.searchsorted(axis, v, side="right") - 1, 0, len(axis) - 2)
+            index.append((i, i + 1))
+            weight.append((np.log(v) - logs[i]) / (logs[i + 1] - logs[i]))
+        grid = self.log_latency
+        ((i, i1), (j, j1)), (u, w) = index, weight
+        if np.ndim(j) == 0 and np.ndim(w) == 0:
+            # The second axis holds one value (a sweep over the batch at one context): the
+            # rows at that value first, each with the operations the scalar path does.
+            rows = grid[:, j] + w * (grid[:, j1] - grid[:, j])
+            low, high = rows[i], rows[i1]
         else:
-            index, weight = [], []
-            for v, axis, logs in zip(clamped, self.axes, self.log_axes):
-                if len(axis) == 1:
-                    index.append(np.zeros(np.shape(v), dtype=np.intp))
-                    weight.append(np.zeros(np.shape(v)))
-                    continue
-                i = np.clip(np.searchsorted(axis, v, side="right") - 1, 0, len(axis) - 2)
-                index.append(i)
-                weight.append((np.log(v) - logs[i]) / (logs[i + 1] - logs[i]))
-            (i, j), (u, w) = index, weight
-            i1 = np.minimum(i + 1, len(self.axes[0]) - 1)
-            j1 = np.minimum(j + 1, len(self.axes[1]) - 1)
-            grid = self.log_latency
             low = grid[i, j] + w * (grid[i, j1] - grid[i, j])
             high = grid[i1, j] + w * (grid[i1, j1] - grid[i1, j])
-            log = low + u * (high - low)
-        time = np.exp(log)
-        if outside.any():
-            time = np.where(outside, time * self.edge(x, clamped), time)
+        time = np.exp(low + u * (high - low))
+        if beyond:
+            outside = (clamped[0] != x[0]) | (clamped[1] != x[1])
+            time = np.where(outside, time * (self.rate(x) / self.rate(clamped)), time)
+        return self._shaped(time, x)
+
+    @staticmethod
+    def _shaped(time: np.ndarray, x: Sequence[np.ndarray]) -> np.ndarray:
         shape = np.broadcast_shapes(*(np.shape(v) for v in x))
         return time if time.shape == shape else np.broadcast_to(time, shape).copy()
 
@@ -264,16 +289,14 @@ class Lookup:
         self._blends: dict[tuple[float, ...], Blend] = {}
         self._effective: dict[tuple[float, ...], Curve] = {}
         self._kept: dict[tuple[float, ...], float] = {}
-        self._last: tuple[tuple, np.ndarray] | None = None
 
     # -- curves -------------------------------------------------------------------------
-    def _edge(self, config: Mapping[str, float]):
-        names = self.curve_names
+    def _rate(self, config: Mapping[str, float]):
+        names, fixed = self.curve_names, dict(config)
 
-        def edge(x, clamped):
-            return (self.roofline(dict(config) | dict(zip(names, x)))
-                    / self.roofline(dict(config) | dict(zip(names, clamped))))
-        return edge
+        def rate(points):
+            return self.roofline(fixed | dict(zip(names, points)))
+        return rate
 
     def _config(self, index: int) -> dict[str, float]:
         return {n: float(v) for n, v in zip(self.config_names, self.configs[index])}
@@ -291,7 +314,7 @@ class Lookup:
             axes, log_latency, measured = _grid(
                 [self._sorted[n][lo:hi] for n in self.curve_names],
                 self._sorted["latency"][lo:hi], roofline)
-            found = self._curves[index] = Curve(axes, log_latency, measured, self._edge(fixed))
+            found = self._curves[index] = Curve(axes, log_latency, measured, self._rate(fixed))
         return found
 
     def effective(self, config: Sequence[float]) -> Curve:
@@ -321,7 +344,7 @@ class Lookup:
                 points = dict(zip(self.curve_names, mesh))
                 log = log + np.log(self.roofline(own | points) / self.roofline(at | points))
                 measured &= False
-            found = Curve(axes, np.asarray(log, dtype=float), measured, self._edge(own))
+            found = Curve(axes, np.asarray(log, dtype=float), measured, self._rate(own))
         self._effective[key] = found
         return found
 
@@ -365,27 +388,20 @@ class Lookup:
 
     # -- evaluation ----------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
+        key = []
         for a in args:
             kind = type(a)
-            if not (kind is float or kind is np.float64 or kind is int
-                    or (kind is np.ndarray and a.ndim == 0)):
+            if kind is float:
+                key.append(a)
+            elif kind is np.float64 or kind is int or (kind is np.ndarray and a.ndim == 0):
+                key.append(float(a))
+            else:
                 return self._arrays(args)
-        return self.point(*(float(a) for a in args))
+        values = tuple(key)
+        found = self._kept.get(values)
+        return found if found is not None else self.point(*values)
 
     def _arrays(self, args: Sequence[Any]) -> np.ndarray:
-        # Two operators that share a kernel (attention's score and value) call it with the
-        # same arrays in one evaluation: the last call is kept, and its arguments with it,
-        # so that an identical object is never a recycled one.
-        last = self._last
-        if last is not None and len(last[0]) == len(args) and all(
-                a is b or (np.ndim(a) == 0 and np.ndim(b) == 0 and a == b)
-                for a, b in zip(args, last[0])):
-            return last[1]
-        out = self._compute(args)
-        self._last = (tuple(args), out)
-        return out
-
-    def _compute(self, args: Sequence[Any]) -> np.ndarray:
         arrays = [np.asarray(a, dtype=float) for a in args]
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         config = [arrays[i] for i in self._config_at]
@@ -408,10 +424,10 @@ class Lookup:
         found = self._kept.get(values)
         if found is not None:
             return found
-        at = self._config_at
-        curve = self._effective.get(tuple(values[i] for i in at)) if at else None
+        config = tuple([values[i] for i in self._config_at])
+        curve = self._effective.get(config)
         if curve is None:
-            curve = self.effective([values[i] for i in at])
+            curve = self.effective(config)
         value = curve.value([values[i] for i in self._curve_at])
         if len(self._kept) >= KEPT_POINTS:
             self._kept.clear()
