@@ -114,6 +114,10 @@ def test_arrays_give_the_scalar_paths_numbers(gemm):
     scalar = [gemm.point(float(x), 28672.0, 4096.0) for x in m]
     np.testing.assert_array_equal(vector, scalar)
     # Configurations that differ point by point are grouped, not looped over per point.
+    # Whole token counts inside the grid are read from a table of the same numbers.
+    counts = np.arange(1.0, 5001.0)
+    np.testing.assert_array_equal(gemm(counts, 28672.0, 4096.0),
+                                  [gemm.point(float(x), 28672.0, 4096.0) for x in counts])
     n = np.array([4096.0, 6144.0, 4096.0])
     np.testing.assert_array_equal(gemm(32.0, n, 4096.0),
                                   [gemm.point(32.0, float(x), 4096.0) for x in n])

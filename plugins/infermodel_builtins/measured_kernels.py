@@ -31,6 +31,7 @@ serving, §1–§2 (the roofline each operator falls back to).
 from __future__ import annotations
 
 import re
+import weakref
 
 import attrs
 import sympy
@@ -332,8 +333,26 @@ class Plan:
         return expression.xreplace({S[name]: whole for _phase, name, whole in self.shared})
 
 
+#: Plans of recent scenarios: a scenario's plan is asked for by several hooks in one
+#: evaluation (quantities, transformations, warnings, the operator table).
+_PLANS: dict[int, tuple[weakref.ref, Plan]] = {}
+
+
 def plan(scenario) -> Plan:
-    """Every operator of both phases with its measured (or roofline) time."""
+    """Every operator of both phases with its measured (or roofline) time (kept for the
+    scenario object's life).
+    """
+    found = _PLANS.get(id(scenario))
+    if found is not None and found[0]() is scenario:
+        return found[1]
+    made = _plan(scenario)
+    if len(_PLANS) > 32:
+        _PLANS.clear()
+    _PLANS[id(scenario)] = (weakref.ref(scenario), made)
+    return made
+
+
+def _plan(scenario) -> Plan:
     st = setup(scenario)
     formats, activations, kv = _formats(scenario)
     out = []

@@ -268,7 +268,7 @@ def _lookup(system: str, engine: str, version: str, family: str,
     roofline, describe = spec.roofline(wanted, card(system))
     return Lookup(name=family, arguments=spec.arguments, configs=spec.configs, curve=spec.curve,
                   table=folder.label(spec.table), categories=equal,
-                  kernel_sources=sorted({str(k) for k in rows["kernel_source"]}), rows=named,
+                  kernel_sources=sorted(set(rows["kernel_source"].tolist())), rows=named,
                   roofline=roofline, describe_roofline=describe, unit_note=spec.unit_note)
 
 

@@ -47,6 +47,9 @@ import numpy as np
 FULL_WINDOW = float(2**30)
 #: Points whose latency a lookup keeps (plain-number arguments only).
 KEPT_POINTS = 4096
+#: The longest one-axis curve tabulated at every whole number (token counts up to it are
+#: read from the table in a sweep).
+WHOLE_NUMBERS = 65536
 
 Roofline = Callable[[Mapping[str, Any]], Any]
 _log, _exp = np.log, np.exp
@@ -105,6 +108,8 @@ class Curve:
     log_axis_lists: tuple[list[float], ...] = attrs.field(init=False)
     log_axes: tuple[np.ndarray, ...] = attrs.field(init=False)
     flat: list[float] = attrs.field(init=False)
+    #: The curve at every whole number of its range (None until made; False: not made).
+    whole: Any = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "axis_lists", tuple(a.tolist() for a in self.axes))
@@ -163,7 +168,7 @@ class Curve:
         value = float(_exp(log))
         for a, b in zip(clamped, x):
             if a != b:
-                return float(value * (self.rate(x) / self.rate(clamped)))
+                return float(value / self.rate(clamped) * self.rate(x))
         return value
 
     # -- arrays ---------------------------------------------------------------------
@@ -171,19 +176,10 @@ class Curve:
         """:meth:`value` on arrays (broadcast together: an axis the sweep does not move
         stays one number, and costs one).
         """
+        if len(self.axes) == 1:
+            return self._shaped(self._line(np.asarray(x[0], dtype=float)), x)
         beyond = any(np.min(v) < a[0] or np.max(v) > a[-1] for v, a in zip(x, self.axes))
         clamped = [np.clip(v, a[0], a[-1]) for v, a in zip(x, self.axes)] if beyond else list(x)
-        if len(self.axes) == 1:
-            axis = self.log_axes[0]
-            log = (np.full(np.shape(clamped[0]), self.log_latency[0]) if len(axis) == 1
-                   else np.interp(np.log(clamped[0]), axis, self.log_latency))
-            time = np.exp(log)
-            if beyond:
-                # rate at the two edges, as numbers: the same values rate(clamped) gives.
-                v, low, high = x[0], self.axes[0][0], self.axes[0][-1]
-                edge = np.where(v > high, self.rate([high]), self.rate([low]))
-                time = np.where(clamped[0] != v, time * (self.rate(x) / edge), time)
-            return self._shaped(time, x)
         index, weight = [], []
         for v, axis, logs in zip(clamped, self.axes, self.log_axes):
             if len(axis) == 1:
@@ -206,8 +202,47 @@ class Curve:
         time = np.exp(low + u * (high - low))
         if beyond:
             outside = (clamped[0] != x[0]) | (clamped[1] != x[1])
-            time = np.where(outside, time * (self.rate(x) / self.rate(clamped)), time)
+            time = np.where(outside, time / self.rate(clamped) * self.rate(x), time)
         return self._shaped(time, x)
+
+    def _line(self, v: np.ndarray) -> np.ndarray:
+        """One axis: a table of every whole number in the grid's range when the points are
+        whole numbers inside it (token counts), else log–log interpolation; beyond the grid
+        ``time(edge) / rate(edge) · rate(x)``. Every way gives the scalar path's bits (the
+        table is this interpolation, made once).
+        """
+        axis = self.axis_lists[0]
+        low, high = axis[0], axis[-1]
+        if len(axis) == 1:
+            time = np.full(v.shape, float(_exp(self.flat[0])))
+        else:
+            smallest, largest = float(np.min(v)), float(np.max(v))
+            table = self._whole_numbers() if smallest >= low and largest <= high else None
+            if table is not None:
+                whole = v.astype(np.intp)
+                if (whole == v).all():
+                    return table[whole - int(low)]
+            inside = np.clip(v, low, high) if smallest < low or largest > high else v
+            time = np.exp(np.interp(np.log(inside), self.log_axes[0], self.log_latency))
+        for edge, side in ((high, v > high), (low, v < low)):
+            if side.any():
+                scale = float(_exp(self.flat[-1 if edge == high else 0])) / self.rate([edge])
+                time = np.where(side, scale * self.rate([v]), time)
+        return time
+
+    def _whole_numbers(self) -> np.ndarray | None:
+        """The curve at every whole number of its range (one axis, from 1 to at most
+        :data:`WHOLE_NUMBERS`), or None; made on first use.
+        """
+        if self.whole is None:
+            low, high = self.axis_lists[0][0], self.axis_lists[0][-1]
+            if low < 1 or high > WHOLE_NUMBERS or not float(low).is_integer():
+                object.__setattr__(self, "whole", False)
+            else:
+                points = np.arange(int(low), int(high) + 1, dtype=float)
+                object.__setattr__(self, "whole", np.exp(np.interp(
+                    np.log(points), self.log_axes[0], self.log_latency)))
+        return self.whole if self.whole is not False else None
 
     @staticmethod
     def _shaped(time: np.ndarray, x: Sequence[np.ndarray]) -> np.ndarray:
@@ -274,17 +309,22 @@ class Lookup:
         self.rows = len(rows["latency"])
         keys = (np.stack([rows[n] for n in self.config_names], axis=1) if self.config_names
                 else np.zeros((self.rows, 0)))
-        unique, inverse = np.unique(keys, axis=0, return_inverse=True)
-        inverse = np.asarray(inverse).ravel()
+        # Rows grouped by configuration (a lexicographic sort: np.unique over rows is slow).
+        order = np.lexsort(keys.T[::-1]) if keys.shape[1] else np.arange(self.rows)
+        ordered = keys[order]
+        change = np.ones(self.rows, dtype=bool)
+        if self.rows > 1:
+            change[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+        starts = np.flatnonzero(change)
+        unique = ordered[starts]
         self.configs = unique
         # Curves are built when a point first needs them: a table holds hundreds of
         # configurations, and a scenario uses a few.
-        order = np.argsort(inverse, kind="stable")
-        self._bounds = np.searchsorted(inverse[order], np.arange(len(unique) + 1))
+        self._bounds = np.append(starts, self.rows)
         self._sorted = {n: rows[n][order] for n in (*self.curve_names, "latency")}
         self._curves: list[Curve | None] = [None] * len(unique)
         self._index = {tuple(row): c for c, row in enumerate(unique.tolist())}
-        self._axis_values = [np.unique(unique[:, j]).tolist() for j in range(unique.shape[1])]
+        self._axis_values = [sorted(set(unique[:, j].tolist())) for j in range(unique.shape[1])]
         self._log_configs = np.log(np.maximum(unique, 1e-300)) if len(unique) else unique
         self._blends: dict[tuple[float, ...], Blend] = {}
         self._effective: dict[tuple[float, ...], Curve] = {}
