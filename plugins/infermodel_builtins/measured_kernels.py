@@ -130,6 +130,12 @@ def setup(scenario) -> Setup:
         return Setup(system, None, None, tensor,
                      f"efficiency.engine = {scenario.value('efficiency.engine')!r} has no measured "
                      "kernel tables (they hold vllm, sglang and trtllm)")
+    if lever is not None and (getattr(lever, "attention_data", 1) > 1
+                              or getattr(lever, "expert", 1) > 1):
+        return Setup(system, engine, None, tensor,
+                     "data-parallel attention and expert parallelism are not yet mapped to the "
+                     "measured tables (attention ranks' batches, the MoE kernel's EP size, the "
+                     "all-to-all tables)")
     kernels = door.kernels
     version = kernels.check_version(system, engine, scenario.value("efficiency.engine_version"))
     return Setup(system, engine, version, tensor)
