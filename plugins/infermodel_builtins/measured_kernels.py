@@ -550,6 +550,14 @@ def infermodel_check_result(result, warn):
         timed = plan(scenario)
     except InfermodelError:
         return
+    if "capacity_step_time" in result and "decode_time_memory" in result:
+        roofline = max(result["decode_time_memory"], result["decode_time_compute"]) + result["t0"]
+        if roofline > 0:
+            warn("capacity_step_time",
+                 "measured kernels time the step at the scenario's batch; capacity_step_time "
+                 "(the step with the cache full, behind tokens_per_s_at_capacity) keeps the "
+                 "roofline, which at the scenario's batch is "
+                 f"{result['decode_step_time'] / roofline:.3g}× faster than the measured step")
     for phase in PHASES:
         total = result[f"{phase}_time_kernels"]
         falls = [t for t in timed if t.phase == phase and t.how == "fallback"]
