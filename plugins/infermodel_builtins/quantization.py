@@ -50,7 +50,7 @@ import attrs
 import sympy
 from sympy import Rational, ceiling, log
 
-from infermodel.plugin import S, Stage, hookimpl
+from infermodel.plugin import S, Stage, accepts, hookimpl
 
 from . import LAB, M10
 from .formats import (
@@ -93,11 +93,13 @@ NATIVE_FIELD = {"int8": "native_int8", "fp8": "native_fp8", "fp4": "flops_fp4"}
 OPERAND_BITS = {"int8": 8, "fp8": 8, "fp4": 4.5}
 
 
+@accepts("≥ 1")
 def _ratio_at_least_one(instance, attribute, value):
     if value is not None and not (math.isfinite(value) and value >= 1):
         raise ValueError(f"{attribute.name} = {value!r} must be at least 1 (max|w| ≥ RMS)")
 
 
+@accepts("≥ 1")
 def _speedup(instance, attribute, value):
     if not (math.isfinite(value) and value >= 1):
         raise ValueError(f"{attribute.name} = {value!r} must be a ratio of at least 1")
