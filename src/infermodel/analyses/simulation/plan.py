@@ -24,7 +24,13 @@ import attrs
 
 from ...errors import ScenarioError
 from ...schema import FieldValueError, TableValue
-from .contract import cost_model, reads, storage_notes, unmodelled_changes
+from .contract import (
+    cost_model,
+    layered_values,  # noqa: F401  (read from here before contract.py held it)
+    reads,
+    storage_notes,
+    unmodelled_changes,
+)
 from .table import (
     CAPACITY_KEYS,
     ClientCounts,
