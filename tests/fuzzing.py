@@ -229,6 +229,8 @@ class Context:
             pending.extend(directory / name for name in strings
                            if name and "/" not in name and "\x00" not in name
                            and len(name) < 200 and (directory / name).is_file())
+            pending.extend(SCENARIOS / f"{name.removeprefix('infermodel:')}.toml"
+                           for name in strings if name in SHIPPED)
         return read
 
     def changed(self) -> list[Path]:
@@ -276,6 +278,10 @@ PATHS = ["", ".", "..", "/", "/dev/zero", "/dev/null", "/dev/stdin", "/proc/self
          "a" * 300 + ".toml", ("d" * 200 + "/") * 25 + "x.toml", "a\x00b.toml", "case.toml",
          "case-study-24gb.toml", "lengths.csv", "config.json", "scenarios", "~/x.toml",
          "\u00e9\u00e8.toml", "../out"]
+
+#: Shipped scenarios by name, known, misspelt and escaping ("infermodel:NAME").
+SHIPPED = ["infermodel:case-study-24gb", "infermodel:module10-lab3-policies", "infermodel:nope",
+           "infermodel:case-study-24g", "infermodel:../../etc/passwd", "infermodel:", "infermodel:/x"]
 
 
 def _value(rng: random.Random, ctx: Context, depth: int = 0) -> Any:
@@ -403,7 +409,7 @@ def _table(rng: random.Random, ctx: Context) -> tuple[str, Any]:
         return which, {key: rng.choice([_value(rng, ctx), rng.choice(PATHS), "config.json"]
                                        + ctx.presets.get(which, []))}
     if which == "extends":
-        return which, rng.choice(PATHS + ["case.toml", 5, ["x"]])
+        return which, rng.choice(PATHS + SHIPPED + ["case.toml", 5, ["x"]])
     return which, {rng.choice(numeric).split(".", 1)[1]: rng.choice(EXTREME_NUMBERS)}
 
 
@@ -545,7 +551,8 @@ def make_case(seed: int, ctx: Context) -> Case:
         note += "; " + what
         scenario = str(scenario_dir / "case.toml")
     else:
-        scenario = str(scenario_dir / name) if rng.random() < 0.9 else rng.choice(PATHS)
+        scenario = (str(scenario_dir / name) if rng.random() < 0.9
+                    else rng.choice(PATHS + SHIPPED))
     argv = [command]
     actions = ctx.parser_options[command]
     for action in actions:

@@ -422,6 +422,14 @@ def _memory(scenario, define, terms):
     define("kv_bytes_per_sequence", terms.cache_held(S.sequence_length), unit="B",
            description="KV-cache bytes one sequence holds on its own at full length",
            reference=CACHE)
+    # The positions those bytes are spread over: the serving simulator stores each cached
+    # position of a request at kv_bytes_per_sequence / kv_positions_per_sequence, so a
+    # lever that shrinks a sequence's cache (an eviction rule, a compressed format)
+    # changes the simulated capacity too; a lever that shares positions lowers both.
+    define("kv_positions_per_sequence", S.sequence_length, unit="token",
+           description="positions of one full-length sequence whose cache it holds on its own "
+                       "(sequence_length; a lever that shares positions lowers it)",
+           reference=CACHE)
     define("kv_bytes_shared", 0, unit="B",
            description="KV-cache bytes stored once and shared by every sequence (none unless "
                        "a lever shares them)", reference=CACHE)
@@ -589,6 +597,8 @@ ENGINES = {
                            "(8192)"),
     "none": Engine(0.0, "total", 0, "no engine: nothing kept back (a lower bound on memory)"),
 }
+# The measured kernel tables' name for TensorRT-LLM, accepted as the same engine.
+ENGINES["trtllm"] = ENGINES["tensorrt-llm"]
 
 
 def _register_engine_fields(efficiency):
