@@ -248,3 +248,18 @@ def test_cards_searched_on_worker_processes_give_the_same_answer():
     spread = plan(SMALL, overrides=quick, scheduler="processes")
     assert [(d.label, d.trial.metrics) for d in serial.deployments] == [
         (d.label, d.trial.metrics) for d in spread.deployments]
+
+
+def test_a_concurrency_load_is_split_over_replicas_and_reproduced():
+    # concurrency = N: N closed-loop clients shared evenly by the replicas; the overrides
+    # reproduce one replica with its share.
+    from infermodel.analyses.planning import plan
+    from infermodel.analyses.simulation import simulate
+
+    scenario = infermodel.load_scenario(SMALL, unset=["plan.rate"])
+    found = plan(scenario, overrides={"concurrency": 64, "requests": 200, "max_requests": 800})
+    best = found.best
+    clients = best.overrides["simulation.concurrency"]
+    assert clients == [-(-64 // best.replicas)] and "--replicas" not in best.command(str(SMALL))
+    run = simulate(scenario, overrides=best.overrides).runs[0]
+    assert run.concurrency == clients[0] and run.metrics["slo_met"] == 1.0
