@@ -87,7 +87,8 @@ def step_limit(memory, compute, step):
 
 def _cases(*pairs):
     """``Piecewise(*pairs)``, its conditions left as written unless they are decided
-    (sympy's canonical forms of undecided ones ask the same costly questions)."""
+    (sympy's canonical forms of undecided ones ask the same costly questions).
+    """
     decided = all(condition in (True, False) for _, condition in pairs)
     return Piecewise(*pairs) if decided else Piecewise(*pairs, evaluate=False)
 
