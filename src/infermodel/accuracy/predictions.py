@@ -28,7 +28,7 @@ import numpy as np
 
 from . import row_simulation
 from .closed_loop import closed_loop
-from .ledger import ENGINE_FAMILIES, LedgerRow
+from .ledger import ENGINE_FAMILIES, LedgerRow, Pool
 
 if TYPE_CHECKING:
     from ..host import PluginHost
@@ -44,6 +44,7 @@ EFFICIENCY_QUANTITIES = ("prefill_mfu", "decode_mfu", "mbu", "t0")
 LINK_LATENCY = "parallel_link_latency"
 EIGHT_BIT_FLOATS = ("fp8-e4m3", "fp8-e5m2", "mxfp8")
 EIGHT_BIT_INTS = ("int8",)
+FOUR_BIT_FLOATS = ("nvfp4",)
 
 
 @attrs.frozen
@@ -73,6 +74,9 @@ class Prediction:
     predicted: float | None
     reason: str | None = None
     interval: tuple[float, float] | None = None
+    #: How it was predicted: the roofline, a simulated or analytic closed loop, the
+    #: disaggregated pools (empty where not recorded).
+    method: str = ""
 
     @property
     def error(self) -> float | None:
@@ -144,21 +148,26 @@ def summarise(points: Iterable[Prediction]) -> dict[str, dict[str, float]]:
 # ---------------------------------------------------------------------------------
 
 
-def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The scenario tables that describe a ledger row's deployment.
+def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any] | None,
+                  pool: Pool | None = None) -> dict[str, Any]:
+    """The scenario tables that describe a ledger row's deployment (one server of
+    ``pool`` for a disaggregated row).
 
     ``efficiency`` is an ``[efficiency]`` table; None names the engine family's preset.
     """
     model = {"preset": row.model} if row.model else {"hf_config": str(row.hf_config)}
+    tensor, pipeline, attention = ((pool.tensor, pool.pipeline, pool.attention_dp) if pool
+                                   else (row.tensor, row.pipeline, row.attention_dp))
+    gpus = tensor * pipeline * attention
     data: dict[str, Any] = {
         "scenario": {"name": row.id, "description": f"ledger row {row.id} ({row.source})"},
         "model": model,
-        "hardware": {"preset": row.hardware, "count": row.gpus},
+        "hardware": {"preset": row.hardware, "count": gpus},
         "workload": {"batch": 1, "prompt_tokens": row.isl, "output_tokens": row.osl},
         "efficiency": dict(efficiency) if efficiency is not None else {"preset": row.family},
     }
     levers: dict[str, Any] = {}
-    if row.weights or row.kv_cache:
+    if row.weights or row.kv_cache or row.expert_weights:
         quantization: dict[str, Any] = {}
         if row.weights:
             quantization["linear"] = row.weights
@@ -166,25 +175,53 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any] | None) -> dict[
                 quantization["activations"] = "fp8"
             elif row.weights in EIGHT_BIT_INTS:
                 quantization["activations"] = "int8"
+            elif row.weights in FOUR_BIT_FLOATS:
+                quantization["activations"] = "fp4"
+        if row.expert_weights:
+            quantization["experts"] = row.expert_weights
         if row.kv_cache:
             quantization["kv_cache"] = row.kv_cache
         levers["quantization"] = quantization
-    if row.gpus > 1:
-        levers["parallelism"] = {"tensor": row.tensor, "communication": "all_reduce"}
+    if gpus > 1:
+        # Data-parallel attention ranks and the experts' split are priced as tensor
+        # parallelism over the same cards (LAYOUT_NOTE says what that leaves out).
+        levers["parallelism"] = {"tensor": tensor * attention, "pipeline": pipeline,
+                                 "communication": "all_reduce"}
     if levers:
         data["levers"] = levers
     return data
 
 
+#: What pricing a layout with data-parallel attention or expert parallelism as tensor
+#: parallelism over the same cards leaves out.
+LAYOUT_NOTE = ("data-parallel attention and expert parallelism are priced as tensor "
+               "parallelism over the same cards: the same weight and cache bytes and FLOPs "
+               "per card under uniform routing, except that each attention rank reads its "
+               "own copy of the attention weights and the all-to-all of the experts is "
+               "priced as the all-reduce")
+
+
+def layout_note(row: LedgerRow) -> str | None:
+    """:data:`LAYOUT_NOTE` where the row's layout needs it."""
+    pools = (row.pools.prefill, row.pools.decode) if row.pools is not None else ()
+    if row.attention_dp > 1 or row.expert > 1 or any(
+            p.attention_dp > 1 or p.expert > 1 for p in pools):
+        return LAYOUT_NOTE
+    return None
+
+
 def _unsupported(row: LedgerRow) -> str | None:
+    if row.unexpressed:
+        return row.unexpressed
     if row.family not in ENGINE_FAMILIES:
         return (f"engine {row.engine!r}: no efficiency preset for the family {row.family!r} "
                 f"(known: {', '.join(ENGINE_FAMILIES)})")
-    if row.expert > 1:
-        return "expert parallelism is not modelled by the levers yet"
-    if row.tensor != row.gpus:
-        return (f"tensor = {row.tensor} with gpus = {row.gpus}: only pure tensor parallelism "
+    if row.tensor * row.pipeline * row.attention_dp != row.gpus:
+        return (f"tensor = {row.tensor} with gpus = {row.gpus}: only tensor parallelism "
                 "(tensor = gpus) is mapped")
+    if row.expert > 1 and row.attention_dp == 1 and row.expert > row.tensor:
+        return (f"expert = {row.expert} on {row.gpus} cards: the experts cannot be split over "
+                "more cards than the deployment has")
     if row.hf_config is not None and not row.hf_config.is_file():
         return f"hf_config {row.hf_config} does not exist"
     return None
@@ -192,19 +229,62 @@ def _unsupported(row: LedgerRow) -> str | None:
 
 @attrs.frozen
 class RowModel:
-    """A row's compiled graph and the inputs that do not change between candidates."""
+    """A row's compiled graph (one server of a pool for a disaggregated row) and the
+    inputs that do not change between candidates.
+    """
 
     compiled: Any
     inputs: dict[str, Any]
     capacity: float
+    #: Whether the prompt and output lengths are plain values of this structure (no
+    #: plugin reads them while building), so rows of other lengths can reuse it.
+    lengths_are_values: bool = False
+
+    def with_lengths(self, isl: int, osl: int) -> RowModel | str:
+        """This structure at other prompt and output lengths (see
+        :attr:`lengths_are_values`); a string where the sequence no longer fits.
+        """
+        inputs = {**self.inputs, "prompt_tokens": float(isl), "output_tokens": float(osl)}
+        capacity = float(np.asarray(self.compiled(inputs)["max_sequences"]).ravel()[0])
+        if not capacity >= 1:
+            return NO_ROOM
+        return RowModel(self.compiled, inputs, capacity, self.lengths_are_values)
 
 
-def row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost) -> RowModel | str:
-    """Compile the row's scenario once; a string is the reason it cannot be predicted.
+NO_ROOM = ("the weights and one full-length sequence do not fit in the cards' memory "
+           "after the runtime reserve")
+LENGTHS = ("workload.prompt_tokens", "workload.output_tokens")
+
+
+def efficiency_table(row: LedgerRow, *, engine_preset: bool, kernels: str | None,
+                     host: PluginHost) -> dict[str, Any]:
+    """The ``[efficiency]`` table a row's scenario is built with: placeholder rates that
+    the candidates replace on the compiled inputs, the row's preset for what is not
+    fitted (the runtime reserve) with ``engine_preset``, and with ``kernels`` the
+    measured kernel tables of the row's engine (its version where the row names one).
+    """
+    table: dict[str, Any] = {"prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0}
+    if engine_preset:
+        table["preset"] = preset_name(row, host=host)
+    if kernels is not None:
+        table["kernels"] = kernels
+        table["engine"] = row.family
+        if row.engine_version:
+            table["engine_version"] = row.engine_version
+    return table
+
+
+def row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost,
+              kernels: str | None = None, pool: Pool | None = None,
+              reuse_lengths: bool = False) -> RowModel | str:
+    """Compile the row's scenario once (one server of ``pool`` for a disaggregated
+    row); a string is the reason it cannot be predicted.
 
     With ``engine_preset`` the row's efficiency preset (:func:`preset_name`) supplies
     what is not fitted (the runtime reserve); without it the card's defaults stay (no
-    reserve).
+    reserve). ``kernels = "measured"`` times the operators from the measured kernel
+    tables (:func:`efficiency_table`). ``reuse_lengths`` finds out whether rows of other
+    lengths may reuse the structure (:attr:`RowModel.lengths_are_values`).
     """
     from ..engine.evaluation import compile_graph
     from ..engine.graph import build_graph
@@ -214,18 +294,16 @@ def row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost) -
     reason = _unsupported(row)
     if reason:
         return reason
-    # Placeholder efficiency: the candidates are set on the compiled inputs.
-    table: dict[str, Any] = {"prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0}
-    if engine_preset:
-        table["preset"] = preset_name(row, host=host)
-    data = scenario_data(row, table)
+    table = efficiency_table(row, engine_preset=engine_preset, kernels=kernels, host=host)
+    data = scenario_data(row, table, pool)
     try:
         scenario = resolve(data, {}, None, host=host)
         graph = build_graph(scenario, host=host)
     except InfermodelError as exc:
         return "; ".join(p.message for p in exc.problems)
     compiled = compile_graph(graph)
-    missing = [n for n in (*EFFICIENCY_QUANTITIES, "batch") if n not in compiled.inputs]
+    needed_inputs = ("batch",) if kernels is not None else (*EFFICIENCY_QUANTITIES, "batch")
+    missing = [n for n in needed_inputs if n not in compiled.inputs]
     if missing:
         return f"a lever defines {', '.join(missing)} itself, so the fit cannot set it"
     for needed in ("prefill_time", "decode_step_time", "max_sequences"):
@@ -234,9 +312,14 @@ def row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost) -
     inputs = {n: graph.quantities[n].value for n in compiled.inputs}
     capacity = float(np.asarray(compiled(inputs)["max_sequences"]).ravel()[0])
     if not capacity >= 1:
-        return ("the weights and one full-length sequence do not fit in the cards' memory "
-                "after the runtime reserve")
-    return RowModel(compiled, inputs, capacity)
+        return NO_ROOM
+    lengths = False
+    if reuse_lengths and all(n in compiled.inputs for n in ("prompt_tokens", "output_tokens")):
+        from ..engine.reads import is_read, plugin_reads
+
+        built = plugin_reads(scenario, host=host).build
+        lengths = not any(is_read(path, built) for path in LENGTHS)
+    return RowModel(compiled, inputs, capacity, lengths)
 
 
 def predict_arrays(model: RowModel, row: LedgerRow,
@@ -250,7 +333,7 @@ def predict_arrays(model: RowModel, row: LedgerRow,
     for name in (*EFFICIENCY_QUANTITIES, LINK_LATENCY):
         if name in candidates and name in values:
             values[name] = np.asarray(candidates[name], dtype=float)[None, :]
-    if row.concurrency > 1:
+    if row.concurrency > 1 and "prefill_mfu" in values:
         # The simulator prices every iteration at the prefill compute rate.
         values["decode_mfu"] = values["prefill_mfu"]
     out = model.compiled(values)
@@ -264,12 +347,13 @@ def predict_arrays(model: RowModel, row: LedgerRow,
     return state.output_tokens_per_s
 
 
-def cost_model(model: RowModel, row: LedgerRow, efficiency: Efficiency):
+def cost_model(model: RowModel, row: LedgerRow, efficiency: Efficiency, *,
+               batch: float | None = None):
     """The simulator's iteration cost of the row's scenario at ``efficiency``."""
     from ..simulator import CostModel
 
     values = dict(model.inputs)
-    values["batch"] = float(row.concurrency)
+    values["batch"] = float(row.concurrency if batch is None else batch)
     for name, candidate in efficiency.candidates().items():
         if name in values:
             values[name] = float(candidate[0])
@@ -278,13 +362,19 @@ def cost_model(model: RowModel, row: LedgerRow, efficiency: Efficiency):
     return CostModel.from_quantities(out)
 
 
+#: How a prediction was made (:attr:`Prediction.method`).
+ROOFLINE, SIMULATED, ANALYTIC, POOLS = ("roofline", "simulated closed loop",
+                                        "analytic closed loop", "disaggregated pools")
+
+
 class Simulations:
     """Closed-loop runs of ledger rows, each run once per configuration, concurrency and
     efficiency (a run gives every metric of its rows).
     """
 
     def __init__(self) -> None:
-        self.runs: dict[tuple, row_simulation.ServingFigures | str] = {}
+        self.runs: dict[tuple, row_simulation.ServingFigures | row_simulation.PoolFigures
+                        | str] = {}
 
     def value(self, model: RowModel, row: LedgerRow, efficiency: Efficiency) -> float | str:
         """The row's metric simulated at ``efficiency``, or why it cannot be."""
@@ -307,16 +397,66 @@ class Simulations:
             return f"the simulated {row.metric} is not a positive number ({value})"
         return value
 
+    def pools(self, models: tuple[RowModel, RowModel], row: LedgerRow,
+              efficiency: Efficiency) -> float | str:
+        """A disaggregated row's metric (:func:`.row_simulation.simulate_pools`)."""
+        from ..simulator import SimulationError
 
-def _predict(model: RowModel, row: LedgerRow, efficiency: Efficiency,
-             simulations: Simulations) -> float | str:
-    """One row's prediction: the roofline at concurrency 1, the simulator above."""
-    if row.concurrency > 1:
-        return simulations.value(model, row, efficiency)
+        key = (model_key(row), row.concurrency, efficiency, "pools")
+        if key not in self.runs:
+            assert row.pools is not None
+            prefill, decode = row.pools.prefill, row.pools.decode
+            try:
+                self.runs[key] = row_simulation.simulate_pools(
+                    cost_model(models[0], row, efficiency, batch=prefill.batch),
+                    cost_model(models[1], row, efficiency,
+                               batch=decode.batch * decode.attention_dp),
+                    row.pools, row.isl, row.osl, row.concurrency,
+                    transfer=transfer_time(models[0], row))
+            except SimulationError as exc:
+                self.runs[key] = f"the disaggregated pools' simulation failed: {exc}"
+        run = self.runs[key]
+        if isinstance(run, str):
+            return run
+        value = run.value(row.metric, row.statistic)
+        if not math.isfinite(value) or value <= 0:
+            return f"the simulated {row.metric} is not a positive number ({value})"
+        return value
+
+
+def transfer_time(model: RowModel, row: LedgerRow) -> float:
+    """Seconds to move one prompt's cache from a prefill server to a decode server: its
+    bytes over the cards' links (every card of the prefill server sends its share at
+    once), plus one link latency.
+    """
+    out = model.compiled(dict(model.inputs))
+    assert row.pools is not None
+    cards = row.pools.prefill.gpus
+
+    def scalar(name: str, default: float) -> float:
+        value = out.get(name, model.inputs.get(name))
+        return float(np.asarray(value).ravel()[0]) if value is not None else default
+
+    bandwidth = scalar("parallel_link_bandwidth", math.inf)
+    latency = scalar("parallel_link_latency", 0.0)
+    cache = row.isl * scalar("kv_bytes_per_token", 0.0)
+    return cache / (bandwidth * cards) + latency if math.isfinite(bandwidth) else latency
+
+
+def _predict(model: RowModel | tuple[RowModel, RowModel], row: LedgerRow,
+             efficiency: Efficiency, simulations: Simulations) -> tuple[float | str, str]:
+    """One row's prediction and how it was made: the roofline at concurrency 1, the
+    simulator above (the analytic closed loop past the simulator's bound), each pool
+    for a disaggregated row.
+    """
+    if isinstance(model, tuple):
+        return simulations.pools(model, row, efficiency), POOLS
+    if row.concurrency > 1 and row_simulation.unsupported(row) is None:
+        return simulations.value(model, row, efficiency), SIMULATED
     value = float(predict_arrays(model, row, efficiency.candidates())[0])
     if not math.isfinite(value) or value <= 0:
-        return f"the prediction is not a positive number ({value})"
-    return value
+        return f"the prediction is not a positive number ({value})", ROOFLINE
+    return value, ROOFLINE if row.concurrency == 1 else ANALYTIC
 
 
 def preset_efficiency(family: str, *, host: PluginHost) -> Efficiency:
@@ -346,11 +486,12 @@ IDEAL = Efficiency(prefill_mfu=1.0, decode_mfu=1.0, mbu=1.0, t0=0.0)
 
 def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
                  efficiencies: Mapping[str, Efficiency] | None = None,
-                 host: PluginHost, progress=None,
+                 host: PluginHost, progress=None, kernels: str | None = None,
                  simulations: Simulations | None = None) -> Validation:
     """Predict every row: with its efficiency preset (``calibrated``; the family's, or
     its refinement for the row's card, :func:`preset_name`), or with the ideal roofline
-    and no runtime reserve (today's defaults).
+    and no runtime reserve (today's defaults); ``kernels = "measured"`` times the
+    operators from the measured kernel tables of the row's engine instead.
 
     ``efficiencies`` replaces a preset's values (keyed by preset or family name).
     Calibrated predictions carry an interval: the range of measurements the preset's
@@ -361,11 +502,33 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
     chosen: dict[str, Efficiency] = dict(efficiencies or {})
     bands: dict[str, dict[str, tuple[float, float]]] = {}
     points = []
-    for row in rows:
-        key = model_key(row)
+
+    def compiled(row: LedgerRow, pool: Pool | None) -> RowModel | str:
+        # One structure per deployment; rows of other lengths reuse it where the
+        # lengths are plain values (RowModel.lengths_are_values).
+        key = (structure_key(row, kernels), pool)
         if key not in models:
-            models[key] = row_model(row, engine_preset=calibrated, host=host)
-        model = models[key]
+            models[key] = row_model(row, engine_preset=calibrated, host=host, kernels=kernels,
+                                    pool=pool, reuse_lengths=True)
+        found = models[key]
+        if isinstance(found, str):
+            return found
+        sized = (key, row.isl, row.osl)
+        if sized not in models:
+            models[sized] = (found.with_lengths(row.isl, row.osl) if found.lengths_are_values
+                             else row_model(row, engine_preset=calibrated, host=host,
+                                            kernels=kernels, pool=pool))
+        return models[sized]
+
+    for row in rows:
+        model: RowModel | str | tuple[RowModel, RowModel]
+        if row.pools is not None and not row.unexpressed:
+            prefill = compiled(row, row.pools.prefill)
+            decode = compiled(row, row.pools.decode)
+            reason = next((m for m in (prefill, decode) if isinstance(m, str)), None)
+            model = reason if reason is not None else (prefill, decode)  # type: ignore[assignment]
+        else:
+            model = compiled(row, None)
         if progress is not None:
             progress.update()
         if isinstance(model, str):
@@ -382,9 +545,9 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
             except KeyError:
                 points.append(Prediction(row, None, f"no efficiency preset {name!r}"))
                 continue
-        value = _predict(model, row, chosen[name], simulations)
+        value, method = _predict(model, row, chosen[name], simulations)
         if isinstance(value, str):
-            points.append(Prediction(row, None, value))
+            points.append(Prediction(row, None, value, method=method))
             continue
         band = None
         if calibrated and name not in bands:
@@ -393,13 +556,25 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
             low, high = bands[name][row.metric]
             # measured = predicted / (1 + error): the held-out errors' spread, inverted.
             band = (value / (1.0 + high), value / (1.0 + low))
-        points.append(Prediction(row, value, interval=band))
+        points.append(Prediction(row, value, interval=band, method=method))
     return Validation(tuple(points))
 
 
 def model_key(row: LedgerRow) -> tuple:
+    """What decides a row's compiled scenario (rows that share it share one compile)."""
     return (row.engine, row.family, row.hardware, row.gpus, row.model, str(row.hf_config),
-            row.weights, row.kv_cache, row.tensor, row.expert, row.isl, row.osl)
+            row.weights, row.kv_cache, row.tensor, row.expert, row.isl, row.osl,
+            row.pipeline, row.attention_dp, row.expert_weights, row.pools, row.engine_version,
+            row.unexpressed)
+
+
+def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
+    """What decides a row's scenario apart from its lengths and the engine's name (the
+    engine's version only where the kernel tables are read).
+    """
+    return (row.family, row.engine_version if kernels else "", row.hardware, row.gpus,
+            row.model, str(row.hf_config), row.weights, row.kv_cache, row.tensor, row.expert,
+            row.pipeline, row.attention_dp, row.expert_weights, row.pools, row.unexpressed)
 
 
 def refined_name(family: str, hardware: str) -> str:

@@ -40,8 +40,8 @@ import math
 import attrs
 import numpy as np
 
-__all__ = ["ENGINE_POLICIES", "MAX_TOKENS", "ROUNDS", "SEED", "ServingFigures", "simulate_row",
-           "unsupported"]
+__all__ = ["ENGINE_POLICIES", "MAX_TOKENS", "ROUNDS", "SEED", "PoolFigures", "ServingFigures",
+           "simulate_pools", "simulate_row", "unsupported"]
 
 #: Requests each client sends (the first and last rounds are not measured).
 ROUNDS = 4
@@ -126,6 +126,69 @@ def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int) -> Ser
     throughput = concurrency * osl / float(np.mean(e2e))
     return ServingFigures(ttft, tpot, itl_mean, float(itl_median), float(itl_p99), throughput,
                           int(ttft.size), concurrency, int(record.preemptions))
+
+
+@attrs.frozen
+class PoolFigures:
+    """A disaggregated deployment's figures (seconds, tokens/s): the measured requests'
+    first-token times and the decode pool's time per output token.
+    """
+
+    ttft: np.ndarray  # per measured request, the cache transfer included
+    tpot: float
+    output_tokens_per_s: float
+    decode_running: int  # sequences one decode server runs
+
+    def value(self, metric: str, statistic: str) -> float:
+        """The figure a ledger row's ``metric`` and ``statistic`` name."""
+        if metric == "output_tokens_per_s":
+            return self.output_tokens_per_s
+        if metric in ("tpot_ms", "itl_ms"):
+            return self.tpot * 1e3
+        if statistic == "median":
+            return float(np.median(self.ttft)) * 1e3
+        if statistic == "p99":
+            return float(np.quantile(self.ttft, 0.99)) * 1e3
+        return float(np.mean(self.ttft)) * 1e3
+
+
+def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurrency: int,
+                   *, transfer: float = 0.0) -> PoolFigures:
+    """``concurrency`` clients of fixed ``isl``/``osl`` requests on disaggregated ``pools``.
+
+    * **Decode**: the clients are spread evenly over the decode servers, each running at
+      most ``batch × attention_dp`` sequences (the pool's configured batch) and no more
+      than its cache holds; a step decodes every running sequence, their contexts spread
+      evenly over ``isl … isl + osl − 1``, so the time per output token is that step's
+      time (the decode servers run no prefills).
+    * **Prefill**: the clients are spread evenly over the prefill servers; each server is a
+      closed loop of its share of the clients (:data:`ROUNDS` requests each, the warm-up
+      and last rounds not measured), each request a prompt of ``isl`` tokens whose first
+      token ends it, the client's next prompt following after its decode
+      (``(osl − 1) · TPOT``) and the cache transfer; the server runs at most
+      ``batch × attention_dp`` prompts at once in iterations of :data:`CHUNK_TOKENS`.
+    * TTFT is the prefill server's first-token time plus the cache transfer (the decode
+      server emits the first token once it holds the cache).
+    """
+    from ..simulator import FixedLength, Policy, WorkloadSpec, run_record
+
+    decode, prefill = pools.decode, pools.prefill
+    per_decode = math.ceil(concurrency / decode.workers)
+    held = max(1, int(decode_cost.cache_memory // (decode_cost.kv_bytes_per_token * (isl + osl))))
+    running = max(1, min(per_decode, decode.batch * decode.attention_dp, held))
+    contexts = np.linspace(isl, isl + osl - 1, running).round().astype(int)
+    tpot = float(decode_cost.iteration_time(contexts.tolist(), []))
+    clients = max(1, math.ceil(concurrency / prefill.workers))
+    policy = Policy("chunked", chunk_tokens=CHUNK_TOKENS,
+                    max_running=max(1, prefill.batch * prefill.attention_dp))
+    spec = WorkloadSpec(prompt=FixedLength(isl), output=FixedLength(1),
+                        count=ROUNDS * clients, sampler="numpy")
+    think = (osl - 1) * tpot + transfer
+    record, _ = run_record(prefill_cost, spec.closed_loop(clients, think, SEED), policy)
+    measured = slice(clients, (ROUNDS - 1) * clients)
+    ttft = (record.first_token - record.arrivals)[measured] + transfer
+    e2e = float(np.mean(ttft)) + (osl - 1) * tpot
+    return PoolFigures(ttft, tpot, concurrency * osl / e2e, running)
 
 
 def unsupported(row) -> str | None:
