@@ -4,15 +4,17 @@ the fit's side-by-side table and the measured-against-predicted plot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from .fits import Fit
-from .ledger import METRICS
+from .ledger import METRICS, LedgerRow
 from .predictions import Validation, summarise
 
-__all__ = ["fit_table", "plot_validation", "summary_table", "validation_table"]
+__all__ = ["GROUPINGS", "fit_table", "grouped_summary", "grouped_table", "plot_validation",
+           "summary_table", "unpredictable_listing", "validation_table"]
 
 
 # ---------------------------------------------------------------------------------
@@ -30,22 +32,105 @@ def _num(value: float | None) -> str:
     return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
 
 
-def validation_table(result: Validation, *, heading: str) -> str:
-    """Every row's measured and predicted figure, the per-metric summary, and the rows
-    that could not be predicted with their reasons.
+def validation_table(result: Validation, *, heading: str, rows: bool = True) -> str:
+    """Every row's measured and predicted figure (with ``rows``), the per-metric summary,
+    and the rows that could not be predicted with their reasons.
     """
     lines = [heading, ""]
-    width = max([len(p.row.id) for p in result.points] + [2])
-    lines.append(f"{'id'.ljust(width)}  {'metric':<20} {'measured':>10} {'predicted':>10} "
-                 f"{'error':>8}  interval")
-    for p in result.predicted:
-        band = f"{_num(p.interval[0])} … {_num(p.interval[1])}" if p.interval else ""
-        lines.append(f"{p.row.id.ljust(width)}  {p.row.metric:<20} {_num(p.row.value):>10} "
-                     f"{_num(p.predicted):>10} {_pct(p.error):>8}  {band}")
-    lines += ["", summary_table(result.summary())]
+    if rows:
+        width = max([len(p.row.id) for p in result.points] + [2])
+        lines.append(f"{'id'.ljust(width)}  {'metric':<20} {'measured':>10} {'predicted':>10} "
+                     f"{'error':>8}  interval")
+        for p in result.predicted:
+            band = f"{_num(p.interval[0])} … {_num(p.interval[1])}" if p.interval else ""
+            lines.append(f"{p.row.id.ljust(width)}  {p.row.metric:<20} {_num(p.row.value):>10} "
+                         f"{_num(p.predicted):>10} {_pct(p.error):>8}  {band}")
+        lines.append("")
+    lines.append(summary_table(result.summary()))
     if result.unpredictable:
-        lines += ["", f"{len(result.unpredictable)} rows could not be predicted:"]
-        lines += [f"  {p.row.id} ({p.row.metric}): {p.reason}" for p in result.unpredictable]
+        lines += ["", unpredictable_listing(result, each=rows)]
+    return "\n".join(lines)
+
+
+def unpredictable_listing(result: Validation, *, each: bool = True) -> str:
+    """The rows that could not be predicted with the reason: one line each, or (``each``
+    False) one paragraph per reason naming its rows.
+    """
+    missing = result.unpredictable
+    lines = [f"{len(missing)} rows could not be predicted:"]
+    if each:
+        lines += [f"  {p.row.id} ({p.row.metric}): {p.reason}" for p in missing]
+        return "\n".join(lines)
+    by_reason: dict[str, list[str]] = {}
+    for p in missing:
+        by_reason.setdefault(p.reason or "no reason recorded", []).append(p.row.id)
+    for reason, ids in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):
+        lines += ["", f"  {len(ids)} rows: {reason}"]
+        lines += textwrap.wrap(", ".join(ids), width=100, initial_indent="    ",
+                               subsequent_indent="    ", break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+def _group_all(row: LedgerRow) -> str:
+    return "all"
+
+
+#: How the grouped summaries split the rows: a heading and the row's group in it.
+GROUPINGS: tuple[tuple[str, Callable[[LedgerRow], str]], ...] = (
+    ("all", _group_all),
+    ("model", lambda row: row.model_name),
+    ("system", lambda row: row.hardware),
+    ("engine", lambda row: row.family),
+    ("mode", lambda row: row.mode),
+)
+
+
+def grouped_summary(validation: Validation) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    """Median and p90 |error| per metric for each group of each grouping (see
+    :data:`GROUPINGS`): ``{grouping: {group: {metric: summary}}}``.
+    """
+    out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for heading, group_of in GROUPINGS:
+        members: dict[str, list] = {}
+        for p in validation.predicted:
+            members.setdefault(group_of(p.row), []).append(p)
+        out[heading] = {group: summarise(points) for group, points in sorted(members.items())}
+    return out
+
+
+def grouped_table(panels: Sequence[tuple[str, Validation]]) -> str:
+    """Median and 90th-percentile |error| per metric, overall and per model, system,
+    engine and mode, one column block per prediction (``panels``: title, validation).
+    """
+    summaries = [(title, grouped_summary(v)) for title, v in panels]
+    metrics = sorted({m for _, v in panels for m in v.summary()})
+    cell = 15
+    block = 6 + cell * len(metrics)
+    labels = [f"{h} {g}" if h != "all" else "all" for h, _ in GROUPINGS
+              for g in summaries[0][1].get(h, {})]
+    width = max([len(label) for label in labels] + [10])
+    head1 = " " * width + "".join(f" {title[:block - 1]:^{block - 1}}" for title, _ in summaries)
+    head2 = f"{'group':<{width}}" + "".join(
+        f" {'n':>5}" + "".join(f"{m.removesuffix('_ms') + ' med/p90':>{cell}}" for m in metrics)
+        for _ in summaries)
+    lines = ["Median and 90th-percentile |error| (predicted − measured) / measured; n: rows "
+             "predicted", "", head1, head2]
+    for heading, _ in GROUPINGS:
+        groups = list(summaries[0][1].get(heading, {}))
+        if heading != "all":
+            lines.append("")
+        for group in groups:
+            label = "all" if heading == "all" else f"{heading} {group}"
+            text = f"{label:<{width}}"
+            for _, summary in summaries:
+                by_metric = summary.get(heading, {}).get(group, {})
+                n = sum(s["n"] for s in by_metric.values())
+                text += f" {n:>5}"
+                for metric in metrics:
+                    s = by_metric.get(metric)
+                    text += (f"{s['median_abs_error']:>{cell - 7}.0%}/{s['p90_abs_error']:<5.0%} "
+                             if s else f"{'—':>{cell}}")
+            lines.append(text.rstrip())
     return "\n".join(lines)
 
 
