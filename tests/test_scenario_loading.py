@@ -97,6 +97,9 @@ EXPECTED_WARNINGS = {
     "module10-routing.toml": ["routing_mean_e2e_latency"],
     # Latency from measured rates, which do not follow batch, prompt or context
     "module10-measured-rates.toml": ["tpot"],
+    # Measured kernels: the output head's n (the 128,256-word vocabulary) is beyond the
+    # GEMM table's largest n (65,536), scaled from it by the roofline ratio
+    "measured-llama-3.1-8b-fp8-h200.toml": ["prefill_kernel_head_time", "decode_kernel_head_time"],
 }
 
 

@@ -31,7 +31,7 @@ import attrs
 import sympy
 from sympy import Min, ceiling
 
-from infermodel.plugin import BytesPerSecond, S, Seconds, Stage, hookimpl
+from infermodel.plugin import BytesPerSecond, Kernel, S, Seconds, Stage, hookimpl
 
 from . import LAB, M10
 from .shapes import structure, tensor_parallel_reductions
@@ -349,7 +349,11 @@ def infermodel_define_operators(scenario, define):
                * S.parallel_activation_bytes, time=time,
                description="tensor-parallel all-reduces (two per layer) and pipeline hops over "
                            "the link; added to the step by the parallelism lever",
-               reference=DEPLOY)
+               reference=DEPLOY,
+               kernels=(Kernel("all_reduce", {"elements": tokens * S.d_model / S.parallel_microbatches,
+                                              "gpus": S.parallel_tensor_degree},
+                               calls=tensor_parallel_reductions(scenario) * S.parallel_microbatches,
+                               label="all_reduce"),))
 
 
 @hookimpl

@@ -579,6 +579,8 @@ ENGINES = {
                            "(8192)"),
     "none": Engine(0.0, "total", 0, "no engine: nothing kept back (a lower bound on memory)"),
 }
+# The measured kernel tables' name for TensorRT-LLM, accepted as the same engine.
+ENGINES["trtllm"] = ENGINES["tensorrt-llm"]
 
 
 def _register_engine_fields(efficiency):

@@ -383,6 +383,43 @@ class PresetInfo:
     plugin: str
 
 
+def _names(value: Any) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@attrs.frozen
+class Kernel:
+    """A measured kernel an operator runs, described for the measured kernel tables.
+
+    An operator (:func:`~infermodel.hookspecs.infermodel_define_operators`) names the
+    kernels it is made of, whole-model: a lever that prices operators from measured
+    tables (``efficiency.kernels = "measured"``) splits the arguments named in ``split``
+    among the tensor-parallel ranks, picks the dtype from the format of the weight
+    class ``weights``, and multiplies the kernel's time by ``calls`` and ``share``.
+
+    >>> Kernel("gemm", {"m": 32, "n": 6144, "k": 4096}, calls=32, split=("n",)).family
+    'gemm'
+    """
+
+    #: The table family: ``"gemm"``, ``"context_attention"``, ``"generation_attention"``,
+    #: ``"moe"``, ``"all_reduce"`` (see :mod:`infermodel.kernels.families`).
+    family: str
+    #: The family's arguments, each a sympy expression over quantities (or a number).
+    shape: Mapping[str, Any] = attrs.field(converter=dict)
+    #: Calls per pass or step (the layers that run it), an expression or a number.
+    calls: Any = 1
+    #: Arguments divided among the tensor-parallel ranks (a GEMM's n when its columns
+    #: are split, its k when its rows are; attention's heads and KV heads).
+    split: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    #: Weight class whose number format sets the dtype (``"linear"``, ``"experts"``,
+    #: ``"embedding"``), or None for 16-bit weights.
+    weights: str | None = None
+    #: Share of the kernel's time this operator takes (a fused kernel shared by two).
+    share: float = 1.0
+    #: A short name for the kernel within its operator (``"gate_up"``, ``"down"``).
+    label: str = ""
+
+
 __all__ = [
     "ENCODING_KINDS",
     "FIELD_KINDS",
@@ -393,6 +430,7 @@ __all__ = [
     "UNIT_WORDS",
     "Encoding",
     "FieldSpec",
+    "Kernel",
     "LeverInfo",
     "NumberFormatInfo",
     "Option",

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # annotations only: the host imports this module first
     import sympy
 
     from .analyses.witnessing import Witness
-    from .declarations import Encoding, Option, Quantisation
+    from .declarations import Encoding, Kernel, Option, Quantisation
     from .engine.evaluation import Result
     from .scenario import Scenario
 
@@ -157,7 +157,14 @@ class OperatorDefine(Protocol):
 
     def __call__(self, phase: str, name: str, *, flops: sympy.Basic | float,
                  bytes: sympy.Basic | float, description: str, reference: str | None = None,
-                 time: sympy.Basic | float | None = None, replace: bool = False) -> None: ...
+                 time: sympy.Basic | float | None = None, replace: bool = False,
+                 kernels: Sequence[Kernel] = ()) -> None: ...
+
+
+class OperatorTimeRegistrar(Protocol):
+    """``register`` of :func:`infermodel_time_operators`."""
+
+    def __call__(self, phase: str, operator: str, quantity: str, *, label: str) -> None: ...
 
 
 # ---------------------------------------------------------------------------------
@@ -433,12 +440,36 @@ def infermodel_define_operators(scenario: Scenario, define: OperatorDefine) -> N
 
     :param scenario: the :class:`infermodel.scenario.Scenario`.
     :param define: ``define(phase, name, *, flops, bytes, description, reference=None,
-        time=None, replace=False)``. ``phase`` is ``"prefill"`` or ``"decode"``;
-        ``flops`` and ``bytes`` are sympy expressions over quantity symbols (or
-        numbers). ``time``, when given, is the operator's own time (a collective over a
-        link): the table shows it, and the plugin that defines it adds it to the step
-        time itself. A name defined twice in a phase is an error naming both plugins,
-        unless the second passes ``replace=True``.
+        time=None, replace=False, kernels=())``. ``phase`` is ``"prefill"`` or
+        ``"decode"``; ``flops`` and ``bytes`` are sympy expressions over quantity
+        symbols (or numbers). ``time``, when given, is the operator's own time (a
+        collective over a link): the table shows it, and the plugin that defines it adds
+        it to the step time itself. ``kernels`` names the measured kernels the operator
+        is made of (:class:`infermodel.plugin.Kernel`: a table family, its whole-model
+        shape, calls per pass, the arguments tensor parallelism splits, the weight class
+        that sets the dtype), so that measured kernel tables can time it
+        (``efficiency.kernels = "measured"``); an operator without kernels keeps its
+        roofline time there. A name defined twice in a phase is an error naming both
+        plugins, unless the second passes ``replace=True``.
+    :return: ignored.
+    """
+
+
+@hookspec
+def infermodel_time_operators(scenario: Scenario, register: OperatorTimeRegistrar) -> None:
+    """Say which quantity holds the time a scenario's step charges an operator, when it
+    is not the operator's own roofline (a measured kernel time, say).
+
+    Called when an operator table is asked for (``infermodel ops``, the
+    ``infermodel-ops`` directive, :func:`infermodel.operator_table`), after the
+    operators are collected; the table shows that quantity's value beside the
+    roofline's, and what share of the roofline it reaches.
+
+    :param scenario: the :class:`infermodel.scenario.Scenario`.
+    :param register: ``register(phase, operator, quantity, *, label)``: in ``phase``,
+        ``operator`` is charged the value of ``quantity`` (a quantity name the scenario's
+        graph defines); ``label`` says what that time is (``"measured"``). An operator
+        timed twice is an error naming both plugins.
     :return: ignored.
     """
 

@@ -22,7 +22,13 @@ What is here, by what a plugin does with it:
 * number formats and quantisers: :class:`Encoding` (a format's codes: range and
   resolution) and :class:`Quantisation` (what a quantiser returns);
 * operators: :func:`collect_operators` (every plugin's operators of a phase) and
-  :func:`operator_table` (evaluated against a result);
+  :func:`operator_table` (evaluated against a result); :class:`Kernel` (a measured
+  kernel an operator is made of);
+* tables: :func:`tabulated` (a sympy function whose numbers come from a table,
+  evaluated on numpy arrays inside the compiled graph), :func:`tabulated_calls` and
+  :func:`table_of` (find them in a formula); :mod:`infermodel.kernels`, as
+  ``infermodel.plugin.kernels`` (the measured kernel tables of the optional extra
+  ``infermodel[kernels]``, loaded when first used);
 * mistakes: :class:`InfermodelError` and :class:`Problem` (one user mistake, with
   what was expected), :func:`suggest` and :func:`close_match` (the "did you mean"
   helpers);
@@ -38,7 +44,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .analyses.witnessing import DecisionMap, Row, Witness
-from .declarations import REQUIRED, Encoding, Option, Quantisation, Stage
+from .declarations import REQUIRED, Encoding, Kernel, Option, Quantisation, Stage
 from .engine.operators import collect_operators, operator_table
 from .errors import InfermodelError, Problem, close_match, suggest
 from .hookspecs import (
@@ -48,6 +54,7 @@ from .hookspecs import (
     LeverRegistrar,
     NumberFormatRegistrar,
     OperatorDefine,
+    OperatorTimeRegistrar,
     PresetRegistrar,
     Quantiser,
     QuantiserRegistrar,
@@ -59,7 +66,7 @@ from .hookspecs import (
     WitnessRegistrar,
     hookimpl,
 )
-from .quantity import S
+from .quantity import S, table_of, tabulated, tabulated_calls
 from .schema import FieldValueError, structure, unit_type
 
 if TYPE_CHECKING:
@@ -87,8 +94,8 @@ else:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "simulator":
-        return importlib.import_module(".simulator", __package__)
+    if name in ("simulator", "kernels"):
+        return importlib.import_module(f".{name}", __package__)
     raise AttributeError(f"module 'infermodel.plugin' has no attribute {name!r}")
 
 
@@ -107,9 +114,11 @@ __all__ = [
     "Fraction",
     "HeadlineRegistrar",
     "InfermodelError",
+    "Kernel",
     "LeverRegistrar",
     "NumberFormatRegistrar",
     "OperatorDefine",
+    "OperatorTimeRegistrar",
     "Option",
     "PresetRegistrar",
     "Problem",
@@ -134,5 +143,8 @@ __all__ = [
     "operator_table",
     "structure",
     "suggest",
+    "table_of",
+    "tabulated",
+    "tabulated_calls",
     "unit_type",
 ]
