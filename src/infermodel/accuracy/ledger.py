@@ -130,6 +130,9 @@ class LedgerRow:
     model_label: str = ""
     #: Why the ledger's reader could not express the row (empty: it could).
     unexpressed: str = ""
+    #: The benchmark client that drove a concurrency row (a name of
+    #: :data:`.row_simulation.CLIENTS`; empty: fixed lengths, warm-up excluded).
+    client: str = ""
 
     @property
     def mode(self) -> str:

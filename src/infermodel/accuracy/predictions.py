@@ -20,6 +20,7 @@ Fitting the efficiency presets on these predictions is :mod:`.fits`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ import attrs
 import numpy as np
 
 from . import row_simulation
-from .closed_loop import closed_loop
+from .closed_loop import closed_loop, prefill_pool_wait
 from .ledger import ENGINE_FAMILIES, LedgerRow, Pool
 
 if TYPE_CHECKING:
@@ -240,7 +241,7 @@ class RowModel:
     #: plugin reads them while building), so rows of other lengths can reuse it.
     lengths_are_values: bool = False
 
-    def with_lengths(self, isl: int, osl: int) -> RowModel | str:
+    def with_lengths(self, isl: float, osl: float) -> RowModel | str:
         """This structure at other prompt and output lengths (see
         :attr:`lengths_are_values`); a string where the sequence no longer fits.
         """
@@ -269,9 +270,57 @@ def efficiency_table(row: LedgerRow, *, engine_preset: bool, kernels: str | None
     if kernels is not None:
         table["kernels"] = kernels
         table["engine"] = row.family
-        if row.engine_version:
-            table["engine_version"] = row.engine_version
+        version, _ = tables_version(row, host=host)
+        if version:
+            table["engine_version"] = version
     return table
+
+
+def kernel_system(hardware: str, *, host: PluginHost) -> str | None:
+    """The measured tables' name for a hardware preset's card (None: it names none)."""
+    from ..scenario import read_toml
+
+    host.check_loaded()
+    info = host.registries.presets.get("hardware", {}).get(hardware)
+    if info is None:
+        return None
+    data, _ = read_toml(info.path)
+    system = data.get("hardware", {}).get("kernel_system")
+    return system if isinstance(system, str) else None
+
+
+#: Table families a step mostly rests on: a row's engine version is used for its
+#: kernels only where each of these has tables at or below it.
+CORE_FAMILIES = ("gemm", "attention", "moe")
+
+
+def tables_version(row: LedgerRow, *, host: PluginHost) -> tuple[str | None, str]:
+    """The engine version whose kernel tables predict ``row``, and a note where it is not
+    the row's own: the row's version where the GEMM, attention and MoE tables each hold
+    it or an older one (tables fill backward, as the package's own version slots do);
+    else the newest version the tables hold (what the package's own estimator falls
+    back to), None meaning the scenario's default, also the newest.
+    """
+    from ..kernels import TablesUnavailable
+    from ..kernels.source import folders, resolve
+
+    system = kernel_system(row.hardware, host=host)
+    wanted = row.engine_version
+    if not system:
+        return None, ""
+    try:
+        held = {f.version for family in CORE_FAMILIES for f in folders(system, family, row.family)}
+        covered = bool(wanted) and re.match(r"\d+\.\d+", wanted) is not None and all(
+            resolve(system, family, row.family, wanted) is not None
+            for family in CORE_FAMILIES if folders(system, family, row.family))
+    except TablesUnavailable:
+        return None, ""
+    if covered:
+        return wanted, ""
+    if not held:
+        return None, ""
+    return None, (f"{row.family} {wanted or '(no version)'} has no GEMM, attention or MoE "
+                  f"tables at or below it on {system}: the newest tables")
 
 
 def row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost,
@@ -325,10 +374,17 @@ def row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost,
 def predict_arrays(model: RowModel, row: LedgerRow,
                     candidates: Mapping[str, np.ndarray]) -> np.ndarray:
     """The row's metric for every candidate (arrays of equal length), from the analytic
-    steady state: the prediction at concurrency 1, the fit's stand-in above it.
+    steady state: the prediction at concurrency 1, the fit's stand-in above it. A row
+    whose client draws its lengths is evaluated at their means (where the lengths are
+    plain values of the structure), and one whose client measures its first round
+    includes that round's queue of prompts (:func:`.closed_loop.closed_loop`).
     """
+    client = row_simulation.CLIENTS[row.client]
     running = min(row.concurrency, int(model.capacity))
     values = dict(model.inputs)
+    if client.range_ratio < 1 and model.lengths_are_values:
+        values["prompt_tokens"] = client.mean_length(row.isl)
+        values["output_tokens"] = client.mean_length(row.osl)
     values["batch"] = np.array([[1.0], [float(running)]])
     for name in (*EFFICIENCY_QUANTITIES, LINK_LATENCY):
         if name in candidates and name in values:
@@ -339,7 +395,9 @@ def predict_arrays(model: RowModel, row: LedgerRow,
     out = model.compiled(values)
     prefill = np.broadcast_to(out["prefill_time"], (2, len(candidates["t0"])))[0]
     decode = np.broadcast_to(out["decode_step_time"], (2, len(candidates["t0"])))[1]
-    state = closed_loop(prefill, decode, row.concurrency, model.capacity, row.osl)
+    rounds = client.rounds if client.warmup_measured and row.concurrency > 1 else 0
+    state = closed_loop(prefill, decode, row.concurrency, model.capacity,
+                        values["output_tokens"], rounds=rounds)
     if row.metric == "ttft_ms":
         return state.ttft * 1e3
     if row.metric in ("itl_ms", "tpot_ms"):
@@ -363,8 +421,9 @@ def cost_model(model: RowModel, row: LedgerRow, efficiency: Efficiency, *,
 
 
 #: How a prediction was made (:attr:`Prediction.method`).
-ROOFLINE, SIMULATED, ANALYTIC, POOLS = ("roofline", "simulated closed loop",
-                                        "analytic closed loop", "disaggregated pools")
+ROOFLINE, SIMULATED, ANALYTIC, POOLS, ANALYTIC_POOLS = (
+    "roofline", "simulated closed loop", "analytic closed loop", "disaggregated pools",
+    "disaggregated pools, analytic")
 
 
 class Simulations:
@@ -380,13 +439,13 @@ class Simulations:
         """The row's metric simulated at ``efficiency``, or why it cannot be."""
         from ..simulator import SimulationError
 
-        key = (model_key(row), row.concurrency, efficiency)
+        key = (model_key(row), row.concurrency, row.client, efficiency)
         if key not in self.runs:
             reason = row_simulation.unsupported(row)
             try:
                 self.runs[key] = reason or row_simulation.simulate_row(
                     cost_model(model, row, efficiency), row.family, row.isl, row.osl,
-                    row.concurrency)
+                    row.concurrency, row_simulation.CLIENTS[row.client])
             except SimulationError as exc:
                 self.runs[key] = f"the closed-loop simulation failed: {exc}"
         run = self.runs[key]
@@ -402,7 +461,7 @@ class Simulations:
         """A disaggregated row's metric (:func:`.row_simulation.simulate_pools`)."""
         from ..simulator import SimulationError
 
-        key = (model_key(row), row.concurrency, efficiency, "pools")
+        key = (model_key(row), row.concurrency, row.client, efficiency, "pools")
         if key not in self.runs:
             assert row.pools is not None
             prefill, decode = row.pools.prefill, row.pools.decode
@@ -412,7 +471,8 @@ class Simulations:
                     cost_model(models[1], row, efficiency,
                                batch=decode.batch * decode.attention_dp),
                     row.pools, row.isl, row.osl, row.concurrency,
-                    transfer=transfer_time(models[0], row))
+                    transfer=transfer_time(models[0], row),
+                    client=row_simulation.CLIENTS[row.client])
             except SimulationError as exc:
                 self.runs[key] = f"the disaggregated pools' simulation failed: {exc}"
         run = self.runs[key]
@@ -443,20 +503,90 @@ def transfer_time(model: RowModel, row: LedgerRow) -> float:
     return cache / (bandwidth * cards) + latency if math.isfinite(bandwidth) else latency
 
 
+#: The closed loops a row above one client can be predicted with (:func:`predict_rows`).
+LOOPS = ("simulated", "analytic")
+
+
 def _predict(model: RowModel | tuple[RowModel, RowModel], row: LedgerRow,
-             efficiency: Efficiency, simulations: Simulations) -> tuple[float | str, str]:
+             efficiency: Efficiency, simulations: Simulations,
+             loop: str = "simulated") -> tuple[float | str, str]:
     """One row's prediction and how it was made: the roofline at concurrency 1, the
-    simulator above (the analytic closed loop past the simulator's bound), each pool
-    for a disaggregated row.
+    simulator above (the analytic closed loop past the simulator's bound, or for every
+    row with ``loop = "analytic"``), each pool for a disaggregated row.
     """
     if isinstance(model, tuple):
+        if loop == "analytic":
+            return analytic_pools(model, row, efficiency), ANALYTIC_POOLS
         return simulations.pools(model, row, efficiency), POOLS
-    if row.concurrency > 1 and row_simulation.unsupported(row) is None:
+    if (loop == "simulated" and row.concurrency > 1
+            and row_simulation.unsupported(row) is None):
         return simulations.value(model, row, efficiency), SIMULATED
     value = float(predict_arrays(model, row, efficiency.candidates())[0])
     if not math.isfinite(value) or value <= 0:
         return f"the prediction is not a positive number ({value})", ROOFLINE
     return value, ROOFLINE if row.concurrency == 1 else ANALYTIC
+
+
+def _at(model: RowModel, efficiency: Efficiency, batch: float) -> dict[str, float]:
+    """The row's scalar quantities at ``batch`` and ``efficiency``."""
+    values = dict(model.inputs)
+    values["batch"] = float(batch)
+    for name, candidate in efficiency.candidates().items():
+        if name in values:
+            values[name] = float(candidate[0])
+    return {name: float(np.asarray(v).ravel()[0]) for name, v in model.compiled(values).items()
+            if np.size(v) == 1}
+
+
+def analytic_pools(models: tuple[RowModel, RowModel], row: LedgerRow,
+                   efficiency: Efficiency) -> float | str:
+    """A disaggregated row from its pools' roofline times, without simulation:
+
+    * TPOT: one decode step of a decode server at its running sequences (its share of
+      the clients, at most the pool's ``batch × attention_dp`` and what its cache holds);
+    * TTFT: the prefill of one prompt on a prefill server, with the queueing of its share
+      of the clients whose think time is their decode
+      (:func:`.closed_loop.prefill_pool_wait`), plus the cache transfer; a client that
+      measures its first round adds that round's queue (the i-th prompt waits for i
+      prefills) to one request in ``rounds``.
+
+    Lengths are the client's means where they are plain values of the structures.
+    """
+    assert row.pools is not None
+    client = row_simulation.CLIENTS[row.client]
+    prefill_pool, decode_pool = row.pools.prefill, row.pools.decode
+    prefill, decode = models
+    if client.range_ratio < 1 and prefill.lengths_are_values and decode.lengths_are_values:
+        isl, osl = client.mean_length(row.isl), client.mean_length(row.osl)
+        prefill = prefill.with_lengths(isl, osl)  # type: ignore[assignment]
+        decode = decode.with_lengths(isl, osl)  # type: ignore[assignment]
+        if isinstance(prefill, str) or isinstance(decode, str):
+            return NO_ROOM
+    else:
+        isl, osl = row.isl, row.osl
+    running = max(1, min(math.ceil(row.concurrency / decode_pool.workers),
+                         decode_pool.batch * decode_pool.attention_dp, int(decode.capacity)))
+    tpot = _at(decode, efficiency, running)["decode_step_time"]
+    if row.metric in ("tpot_ms", "itl_ms"):
+        value = tpot * 1e3
+    else:
+        transfer = transfer_time(prefill, row)
+        service = _at(prefill, efficiency, 1)["prefill_time"]
+        clients = math.ceil(row.concurrency / prefill_pool.workers)
+        servers = prefill_pool.batch * prefill_pool.attention_dp
+        ttft = prefill_pool_wait(service, clients, (osl - 1) * tpot + transfer,
+                                 servers=servers)
+        if client.warmup_measured:
+            burst = service * (clients / servers + 1.0) / 2.0
+            ttft = (burst + (client.rounds - 1) * ttft) / client.rounds
+        ttft += transfer
+        if row.metric == "ttft_ms":
+            value = ttft * 1e3
+        else:
+            value = row.concurrency * osl / (ttft + (osl - 1) * tpot)
+    if not math.isfinite(value) or value <= 0:
+        return f"the prediction is not a positive number ({value})"
+    return value
 
 
 def preset_efficiency(family: str, *, host: PluginHost) -> Efficiency:
@@ -487,11 +617,15 @@ IDEAL = Efficiency(prefill_mfu=1.0, decode_mfu=1.0, mbu=1.0, t0=0.0)
 def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
                  efficiencies: Mapping[str, Efficiency] | None = None,
                  host: PluginHost, progress=None, kernels: str | None = None,
-                 simulations: Simulations | None = None) -> Validation:
+                 simulations: Simulations | None = None, loop: str = "simulated") -> Validation:
     """Predict every row: with its efficiency preset (``calibrated``; the family's, or
     its refinement for the row's card, :func:`preset_name`), or with the ideal roofline
-    and no runtime reserve (today's defaults); ``kernels = "measured"`` times the
-    operators from the measured kernel tables of the row's engine instead.
+    (today's defaults); ``kernels = "measured"`` times the operators from the measured
+    kernel tables of the row's engine instead, the operators no table covers at their
+    roofline on the card's peaks and no ``t0`` (``calibrated`` is then not used).
+
+    ``loop`` predicts rows above one client with the serving simulator (``"simulated"``)
+    or the analytic closed loop (``"analytic"``, :mod:`.closed_loop`).
 
     ``efficiencies`` replaces a preset's values (keyed by preset or family name).
     Calibrated predictions carry an interval: the range of measurements the preset's
@@ -508,16 +642,16 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
         # lengths are plain values (RowModel.lengths_are_values).
         key = (structure_key(row, kernels), pool)
         if key not in models:
-            models[key] = row_model(row, engine_preset=calibrated, host=host, kernels=kernels,
-                                    pool=pool, reuse_lengths=True)
+            models[key] = row_model(row, engine_preset=calibrated and kernels is None,
+                                    host=host, kernels=kernels, pool=pool, reuse_lengths=True)
         found = models[key]
         if isinstance(found, str):
             return found
         sized = (key, row.isl, row.osl)
         if sized not in models:
             models[sized] = (found.with_lengths(row.isl, row.osl) if found.lengths_are_values
-                             else row_model(row, engine_preset=calibrated, host=host,
-                                            kernels=kernels, pool=pool))
+                             else row_model(row, engine_preset=calibrated and kernels is None,
+                                            host=host, kernels=kernels, pool=pool))
         return models[sized]
 
     for row in rows:
@@ -535,7 +669,10 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
             points.append(Prediction(row, None, model))
             continue
         name = preset_name(row, host=host) if calibrated else row.family
-        if not calibrated:
+        if not calibrated or kernels is not None:
+            # Measured kernels time what the tables cover; the rest keeps its roofline at
+            # the card's peaks, and no fitted t0 is added (it stood for the kernels).
+            name = f"{row.family} (measured kernels)" if kernels is not None else name
             chosen.setdefault(name, IDEAL)
         if name not in chosen and row.family in (efficiencies or {}):
             chosen[name] = chosen[row.family]
@@ -545,14 +682,14 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
             except KeyError:
                 points.append(Prediction(row, None, f"no efficiency preset {name!r}"))
                 continue
-        value, method = _predict(model, row, chosen[name], simulations)
+        value, method = _predict(model, row, chosen[name], simulations, loop)
         if isinstance(value, str):
             points.append(Prediction(row, None, value, method=method))
             continue
         band = None
-        if calibrated and name not in bands:
+        if calibrated and kernels is None and name not in bands:
             bands[name] = held_out_intervals(name, host=host)
-        if calibrated and row.metric in bands[name]:
+        if calibrated and kernels is None and row.metric in bands[name]:
             low, high = bands[name][row.metric]
             # measured = predicted / (1 + error): the held-out errors' spread, inverted.
             band = (value / (1.0 + high), value / (1.0 + low))

@@ -33,6 +33,11 @@ How the file's columns are read (each rule checked against the file itself):
   the same measurement under both recordings (``tp 64, moe 8 × 8`` and ``tp 8,
   moe 1 × 8``: identical TTFT and TPOT to the last digit in 60 pairs), and its ids say
   ``tp8_ep8``.
+* **Client**: a point of InferenceMAX's three shapes (1k/1k, 1k/8k, 8k/1k tokens) is
+  read as its benchmark client's run (:data:`.row_simulation.INFERENCEMAX`: ten prompts
+  per client, all measured, lengths uniform on 0.8–1 × nominal); the others (the
+  package's gap-analysis runs at other shapes) as fixed-length runs with the warm-up
+  round left out, as the shipped ledger's.
 * **Disaggregated rows**: a prefill and a decode pool, each ``*_num_workers`` servers of
   their own layout and ``*_batch_size``; a row without them is listed as not expressible.
 
@@ -123,6 +128,10 @@ ACTIVATIONS = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
 #: The KV cache of a quantised row: 8-bit float, the package's default for checkpoints
 #: quantised to FP8 or NVFP4 (16-bit otherwise).
 QUANTISED_CACHE = "fp8-e4m3"
+
+#: The sequence shapes InferenceMAX benchmarks (input, output tokens): points of these
+#: shapes are read as its client's runs.
+INFERENCEMAX_SHAPES = frozenset({(1024, 1024), (1024, 8192), (8192, 1024)})
 
 _CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
 
@@ -386,7 +395,8 @@ def _point(cells: Mapping[str, str], line: int,
         expert_weights=(formats["moe_quant_mode"]
                         if formats["moe_quant_mode"] != formats["gemm_quant_mode"] else ""),
         pools=pools, engine_version=version, model_label=cells["model_path"],
-        unexpressed="; ".join(reasons))
+        unexpressed="; ".join(reasons),
+        client="inferencemax" if (isl, osl) in INFERENCEMAX_SHAPES else "")
     rows = []
     for metric, column, suffix in (("ttft_ms", "silicon_ttft_ms", "ttft"),
                                    ("tpot_ms", "silicon_tpot_ms", "tpot")):

@@ -124,6 +124,10 @@ def _ledger(args) -> int:
             "--kernels" if args.kernels else "--compare")
         raise InfermodelError(Problem(f"--fit determines the presets; {given} uses them",
                                       suggestion=f"give one of --fit and {given}"))
+    if args.calibrated and args.kernels:
+        raise InfermodelError(Problem("--calibrated predicts with the fitted engine presets; "
+                                      "--kernels measured with the measured kernel tables",
+                                      suggestion="give one of them, or --compare for both"))
     if args.compare and (args.calibrated or args.kernels):
         raise InfermodelError(Problem("--compare predicts with every efficiency in turn",
                                       suggestion="leave out --calibrated and --kernels"))
@@ -239,9 +243,9 @@ def _panels(args, rows, host) -> list:
     if args.compare:
         wanted = [(IDEAL_TITLE, False, None), (PRESETS_TITLE, True, None)]
         if _kernels_installed():
-            wanted.append((KERNELS_TITLE, True, "measured"))
+            wanted.append((KERNELS_TITLE, False, "measured"))
     elif args.kernels:
-        wanted = [(KERNELS_TITLE, True, args.kernels)]
+        wanted = [(KERNELS_TITLE, False, args.kernels)]
     else:
         wanted = [(PRESETS_TITLE, True, None) if args.calibrated else (IDEAL_TITLE, False, None)]
     panels = []
