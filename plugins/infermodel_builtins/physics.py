@@ -434,10 +434,16 @@ def _memory(scenario, define, terms):
            unit="token", description="longest context each of the batch's sequences can reach",
            reference=CACHE)
     full = Max(1, S.max_sequences)
-    define("capacity_step_time",
-           Max((S.weight_bytes_per_step + full * terms.cache_read(S.context)) / S.bandwidth,
-               full * (2 * S.params_matmul + terms.attention_decode(S.context))
-               / S.flops_effective_decode) + S.t0,
+    # Memory and compute apart, as for the decode step, so that a lever can change one.
+    define("capacity_time_memory",
+           (S.weight_bytes_per_step + full * terms.cache_read(S.context)) / S.bandwidth, unit="s",
+           description="decode step time with the cache full if bandwidth were the only limit",
+           reference=LAB1)
+    define("capacity_time_compute",
+           full * (2 * S.params_matmul + terms.attention_decode(S.context)) / S.flops_effective_decode,
+           unit="s", description="decode step time with the cache full if compute were the only limit",
+           reference=LAB1)
+    define("capacity_step_time", Max(S.capacity_time_memory, S.capacity_time_compute) + S.t0,
            unit="s", description="decode step time with the cache full (max_sequences, at least 1)",
            reference=LAB1)
     # Zero when not even one full-length sequence fits (Lab 1 divides B by the step at

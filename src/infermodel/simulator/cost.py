@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import SimulationError
+from .layout import LAYOUT_QUANTITIES, ParallelLayout
 from .speculation import SPECULATION_QUANTITIES, Speculation
 
 __all__ = ["CONVENTION_QUANTITIES", "EXTENSION_QUANTITIES", "QUANTITY_NAMES", "CostModel"]
@@ -63,6 +64,7 @@ EXTENSION_QUANTITIES = (
     "warm_prefix_tokens",       # shared prefix held once in the cache (prefix caching)
     "warm_prefix_hit_rate",     # share of requests that find it cached
     *SPECULATION_QUANTITIES,    # speculative decoding (see infermodel.simulator.speculation)
+    *LAYOUT_QUANTITIES,         # expert parallelism, DP attention (infermodel.simulator.layout)
 )
 
 #: Quantities that say which conventions a scenario follows (the physics defines them;
@@ -194,6 +196,8 @@ class CostModel:
     head_params: float = attrs.field(default=0.0, validator=_non_negative)
     #: Speculative decoding: decodes become verification steps (None: plain decoding).
     speculation: Speculation | None = attrs.field(default=None)
+    #: Expert parallelism and DP attention: the busiest card (None: one combined device).
+    layout: ParallelLayout | None = attrs.field(default=None)
 
     @property
     def simple(self) -> bool:
@@ -203,7 +207,8 @@ class CostModel:
         """
         return (self.stages == 1 and not self.comm_fixed and not self.comm_per_token
                 and not self.host_fraction and not self.routed_expert_bytes
-                and not self.embedding_row_bytes and not self.head_params)
+                and not self.embedding_row_bytes and not self.head_params
+                and self.layout is None)
 
     def microbatches(self, positions: float, sequences: float | None = None) -> float:
         """Micro-batches in flight: min(stages, sequences), at least 1."""
@@ -363,6 +368,9 @@ class CostModel:
         speculation = Speculation.from_quantities(values, number)
         if speculation is not None:
             extra["speculation"] = speculation
+        layout = ParallelLayout.from_quantities(values, number)
+        if layout is not None:
+            extra["layout"] = layout
         if "pipeline_stages" in values:
             extra["stages"] = round(number("pipeline_stages"))
         for name, field in (("comm_time_per_iteration", "comm_fixed"),
@@ -482,8 +490,6 @@ class CostModel:
         scale = self.stages / micro
         resident = 1.0 - self.host_fraction
         weights = self.weights_read(positions / micro)
-        memory_time = (self.stages * weights
-                       + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
         if self.head_params:
             # The head scores one position per scheduled sequence (engine convention).
             heads = count if scored is None else np.asarray(scored, dtype=np.float64)
@@ -491,14 +497,44 @@ class CostModel:
                       + self.flops_per_head_position * heads)
         else:
             matmul = self.flops_per_position * positions
-        compute_time = scale * (matmul + self.flops_per_attention_pair * attention) / self.compute
+        pairs = self.flops_per_attention_pair * attention
+        comm = self.comm_per_token * positions / micro
+        if self.layout is not None:
+            weights, cached, matmul, pairs, comm = self._busiest(
+                positions, count, micro, weights, cached, matmul, pairs, comm)
+        memory_time = (self.stages * weights
+                       + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
+        compute_time = scale * (matmul + pairs) / self.compute
         time = np.maximum(memory_time, compute_time)
         if self.host_fraction:
             # The host-resident share of every cached position crosses the host link.
             host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
             time = np.maximum(time, host) if self.host_overlap else time + host
         # All-reduces and stage hops: not overlapped with the step (an upper bound).
-        return time + self.overhead + self.comm_fixed + self.comm_per_token * positions / micro
+        return time + self.overhead + self.comm_fixed + comm
+
+    def _busiest(self, positions: np.ndarray, sequences: np.ndarray, micro: np.ndarray,
+                 weights: Any, cached: np.ndarray, matmul: Any, pairs: Any,
+                 comm: Any) -> tuple[Any, np.ndarray, Any, Any, Any]:
+        """The iteration's terms on the busiest card of :attr:`layout` (see
+        :mod:`infermodel.simulator.layout`).
+        """
+        lay = self.layout
+        assert lay is not None
+        tokens = positions / micro
+        f_dp = lay.attention_factor(sequences)
+        f_ep = lay.expert_factor(tokens)
+        weights = weights + lay.replica_bytes
+        if self.routed_expert_bytes:
+            e, k = self.experts, self.active_experts
+            read = e * (1 - (1 - k / e) ** tokens)
+            weights = weights + (f_ep - 1) * self.routed_expert_bytes * read
+        else:
+            weights = weights + (f_ep - 1) * lay.routed_read_bytes
+        matmul = (matmul + 2.0 * lay.local_params * positions * (f_dp - 1)
+                  + 2.0 * lay.routed_params * positions * (f_ep - 1))
+        comm = comm + (lay.comm_attention * f_dp + lay.comm_expert * f_ep) * tokens
+        return weights, cached * f_dp, matmul, pairs * f_dp, comm
 
     def cache_tokens(self) -> float:
         """How many cached positions fit in :attr:`cache_memory`."""
@@ -508,7 +544,8 @@ class CostModel:
         """Effects of the terms above that the iteration cost leaves out, each with its
         size (result warnings of a simulation).
         """
-        return [] if self.speculation is None else self.speculation.unmodelled(self)
+        notes = [] if self.speculation is None else self.speculation.unmodelled(self)
+        return notes + ([] if self.layout is None else self.layout.unmodelled())
 
     def describe(self) -> list[str]:
         """The terms of the iteration time beyond Lab 3's, one line each (for the
@@ -540,4 +577,6 @@ class CostModel:
                          f"(E − E·(1 − k/E)^tokens), E = {self.experts:g}, k = {self.active_experts:g}")
         if self.speculation is not None:
             lines.append(self.speculation.describe())
+        if self.layout is not None:
+            lines.append(self.layout.describe())
         return lines
