@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import infermodel
 from conftest import ROOT
@@ -110,11 +112,30 @@ def test_arrays_give_the_scalar_paths_numbers(gemm):
     m = np.array([1.0, 7.5, 32.0, 300.0, 5000.0, 65536.0])
     vector = gemm(m, 28672.0, np.array([4096.0]))
     scalar = [gemm.point(float(x), 28672.0, 4096.0) for x in m]
-    np.testing.assert_allclose(vector, scalar, rtol=1e-12)
+    np.testing.assert_array_equal(vector, scalar)
     # Configurations that differ point by point are grouped, not looped over per point.
+    # Whole token counts inside the grid are read from a table of the same numbers.
+    counts = np.arange(1.0, 5001.0)
+    np.testing.assert_array_equal(gemm(counts, 28672.0, 4096.0),
+                                  [gemm.point(float(x), 28672.0, 4096.0) for x in counts])
     n = np.array([4096.0, 6144.0, 4096.0])
-    np.testing.assert_allclose(gemm(32.0, n, 4096.0),
-                               [gemm.point(32.0, float(x), 4096.0) for x in n], rtol=1e-12)
+    np.testing.assert_array_equal(gemm(32.0, n, 4096.0),
+                                  [gemm.point(32.0, float(x), 4096.0) for x in n])
+
+
+def test_two_axis_arrays_give_the_scalar_paths_numbers(kernels):
+    lookup = kernels.lookup("h200_sxm", "vllm", "0.24.0", "generation_attention",
+                            kv_dtype="bfloat16")
+    rng = np.random.default_rng(3)
+    batch = np.exp(rng.uniform(0, 9, 200)).round()
+    context = np.exp(rng.uniform(0, 12.5, 200)).round()
+    full = kernels.FULL_WINDOW
+    both = lookup(batch, context, 32.0, 8.0, 128.0, full)
+    one = lookup(batch, 1536.0, 32.0, 8.0, 128.0, full)    # the context held: rows first
+    np.testing.assert_array_equal(both, [lookup.point(b, c, 32.0, 8.0, 128.0, full)
+                                         for b, c in zip(batch, context)])
+    np.testing.assert_array_equal(one, [lookup.point(b, 1536.0, 32.0, 8.0, 128.0, full)
+                                        for b in batch])
 
 
 def test_generation_attention_reads_the_cached_length_as_isl_plus_step(kernels):
@@ -155,12 +176,12 @@ def test_the_derivation_names_the_table_and_the_grid_points(result):
 
 
 def test_a_sweep_gives_each_points_evaluation():
-    batches = [1, 3, 16, 100, 700]
+    batches = [1, 3, 16, 100, 700, 5000, 40000]
     swept = infermodel.sweep(SCENARIO, {"workload.batch": batches}, quantities=["tpot", "ttft"])
     for i, b in enumerate(batches):
         point = infermodel.evaluate(SCENARIO, {"workload.batch": b})
-        assert swept["tpot"][i] == pytest.approx(point["tpot"], rel=1e-12)
-        assert swept["ttft"][i] == pytest.approx(point["ttft"], rel=1e-12)
+        # To the bit: the array and scalar paths do the same operations.
+        assert swept["tpot"][i] == point["tpot"] and swept["ttft"][i] == point["ttft"]
 
 
 def test_an_unmapped_card_falls_back_with_a_named_warning():
@@ -200,3 +221,47 @@ def test_without_the_extra_one_message_names_the_install(monkeypatch):
         source.root.cache_clear()
     message = str(caught.value)
     assert 'pip install "infermodel[kernels]"' in message and "efficiency.kernels" in message
+
+
+def test_the_simulators_iteration_is_the_scenarios_step_at_the_same_counts(result):
+    from infermodel.analyses.simulation.plan import iteration_cost
+    from infermodel.simulator import CostModel
+
+    measured = iteration_cost(result.scenario, result.values)
+    assert measured is not None and measured.plugin == "measured_kernels"
+    cost = CostModel.from_quantities(result.values, measured=measured)
+    # 16 decodes at 1,536 cached-plus-new positions each: the scenario's decode step.
+    decode = cost.iteration_time([1535] * 16, [])
+    assert decode == pytest.approx(result["decode_step_time"], rel=1e-9)
+    # One prompt of 1,024 tokens alone: the scenario's time to first token (the embedding
+    # rows it reads aside, a few bytes of difference).
+    assert cost.iteration_time([], [(1024, 0)]) == pytest.approx(result["ttft"], rel=1e-3)
+    # A chunk after cached tokens costs more attention than a fresh one of its size.
+    assert cost.iteration_time([], [(512, 512)]) > cost.iteration_time([], [(512, 0)])
+    # The vectorised form gives the same numbers as the scalar one.
+    times = cost.iteration_times(np.array([16.0, 17.0]), np.array([16 * 1536.0, 16 * 1536.0 + 17]),
+                                 np.array([16 * 1535.0, 16 * 1535.0 + 16]),
+                                 np.array([16.0, 17.0]), None, np.array([16.0, 17.0]))
+    assert times[0] == pytest.approx(decode, rel=1e-12)
+    assert any("measured kernels (h200_sxm, vllm 0.24.0)" in line for line in cost.describe())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(system=st.text(max_size=20), version=st.text(max_size=20))
+def test_any_card_or_version_text_is_one_message_or_a_result(system, version):
+    overrides = {"hardware.kernel_system": system, "efficiency.engine_version": version}
+    try:
+        result = infermodel.evaluate(SCENARIO, overrides)
+    except InfermodelError as exc:
+        assert "\n" not in str(exc) or "errors encountered" in str(exc)
+        return
+    assert result["tpot"] > 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.integers(1, 10**7), prompt=st.integers(1, 10**6), output=st.integers(1, 10**6))
+def test_every_workload_gives_finite_positive_measured_times(batch, prompt, output):
+    result = infermodel.evaluate(SCENARIO, {"workload.batch": batch, "workload.prompt_tokens": prompt,
+                                            "workload.output_tokens": output})
+    for name in ("tpot", "ttft", "ttft_batch", "decode_time_kernels", "prefill_time_kernels"):
+        assert math.isfinite(result[name]) and result[name] > 0, name

@@ -31,6 +31,7 @@ serving, §1–§2 (the roofline each operator falls back to).
 from __future__ import annotations
 
 import re
+import weakref
 
 import attrs
 import sympy
@@ -129,6 +130,12 @@ def setup(scenario) -> Setup:
         return Setup(system, None, None, tensor,
                      f"efficiency.engine = {scenario.value('efficiency.engine')!r} has no measured "
                      "kernel tables (they hold vllm, sglang and trtllm)")
+    if lever is not None and (getattr(lever, "attention_data", 1) > 1
+                              or getattr(lever, "expert", 1) > 1):
+        return Setup(system, engine, None, tensor,
+                     "data-parallel attention and expert parallelism are not yet mapped to the "
+                     "measured tables (attention ranks' batches, the MoE kernel's EP size, the "
+                     "all-to-all tables)")
     kernels = door.kernels
     version = kernels.check_version(system, engine, scenario.value("efficiency.engine_version"))
     return Setup(system, engine, version, tensor)
@@ -246,8 +253,13 @@ def _function_name(family: str, lookup_setup: Setup, categories) -> str:
     return name
 
 
-def kernel_time(kernel, st: Setup, formats, activations, kv):
-    """(time expression of one kernel in one pass, or the reason no table serves it)."""
+def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=""):
+    """(time expression of one kernel in one pass, or the reason no table serves it).
+
+    A kernel two operators share (``share`` below 1: attention's score and value) is read
+    once: its time becomes a quantity of its own, recorded in ``shared`` (name ->
+    expression), and each operator takes its share of that quantity.
+    """
     categories = _categories(kernel, formats, activations, kv)
     if isinstance(categories, str):
         return categories
@@ -279,8 +291,16 @@ def kernel_time(kernel, st: Setup, formats, activations, kv):
             value = kernels.FULL_WINDOW
         arguments.append(value)
     function = tabulated(_function_name(kernel.family, st, categories), found)
-    share = sympy.Integer(1) if kernel.share == 1 else sympy.Rational(kernel.share)
-    return share * kernel.calls * function(*arguments)
+    if kernel.share == 1 or shared is None:
+        share = sympy.Integer(1) if kernel.share == 1 else sympy.Rational(kernel.share)
+        return share * kernel.calls * function(*arguments)
+    label = re.sub(r"[^A-Za-z0-9]+", "_", kernel.label or kernel.family).strip("_").lower()
+    name = f"{phase}_kernel_{label}_time"
+    whole = kernel.calls * function(*arguments)
+    while name in shared and shared[name] != whole:
+        name = name.replace("_time", "_2_time")
+    shared[name] = whole
+    return sympy.Rational(kernel.share) * S[name]
 
 
 # ---------------------------------------------------------------------------------
@@ -302,12 +322,49 @@ class Timed:
     own: str | None = None
 
 
-def plan(scenario) -> list[Timed]:
-    """Every operator of both phases with its measured (or roofline) time."""
+@attrs.frozen
+class Plan:
+    """Every operator of both phases with its time, and the kernels operators share
+    (``(phase, quantity name, expression)``: a quantity each, read once).
+    """
+
+    timed: tuple[Timed, ...]
+    shared: tuple[tuple[str, str, object], ...]
+
+    def __iter__(self):
+        return iter(self.timed)
+
+    def expand(self, expression):
+        """``expression`` with every shared kernel's quantity written out."""
+        return expression.xreplace({S[name]: whole for _phase, name, whole in self.shared})
+
+
+#: Plans of recent scenarios: a scenario's plan is asked for by several hooks in one
+#: evaluation (quantities, transformations, warnings, the operator table).
+_PLANS: dict[int, tuple[weakref.ref, Plan]] = {}
+
+
+def plan(scenario) -> Plan:
+    """Every operator of both phases with its measured (or roofline) time (kept for the
+    scenario object's life).
+    """
+    found = _PLANS.get(id(scenario))
+    if found is not None and found[0]() is scenario:
+        return found[1]
+    made = _plan(scenario)
+    if len(_PLANS) > 32:
+        _PLANS.clear()
+    _PLANS[id(scenario)] = (weakref.ref(scenario), made)
+    return made
+
+
+def _plan(scenario) -> Plan:
     st = setup(scenario)
     formats, activations, kv = _formats(scenario)
     out = []
+    shared_all: list[tuple[str, str, object]] = []
     for phase in PHASES:
+        shared: dict[str, object] = {}
         rate = S[f"flops_effective_{phase}"]
         for op in collect_operators(scenario, phase):
             own = (op.time.name if op.time is not None and isinstance(op.time, sympy.Symbol)
@@ -325,14 +382,17 @@ def plan(scenario) -> list[Timed]:
             if st.fallback:
                 out.append(Timed(phase, op.name, "fallback", roofline, st.fallback, own))
                 continue
-            times = [kernel_time(k, st, formats, activations, kv) for k in kernels]
+            trial: dict[str, object] = dict(shared)
+            times = [kernel_time(k, st, formats, activations, kv, trial, phase) for k in kernels]
             missing = [t for t in times if isinstance(t, str)]
             if missing:
                 out.append(Timed(phase, op.name, "fallback", roofline, "; ".join(
                     dict.fromkeys(missing)), own))
             else:
+                shared = trial
                 out.append(Timed(phase, op.name, "measured", sympy.Add(*times), "", own))
-    return out
+        shared_all += [(phase, name, whole) for name, whole in shared.items()]
+    return Plan(tuple(out), tuple(shared_all))
 
 
 def _time_name(phase: str, name: str) -> str:
@@ -378,7 +438,25 @@ def infermodel_define_quantities(scenario, define):
     define("kernel_tensor_degree", st.tensor, unit="1",
            description="GPUs each measured kernel's shape is split across (the tensor-parallel "
                        "degree)", reference=TABLES)
+    if st.fallback is None:
+        card = door.kernels.card(st.system)
+        if card.get("inter_node_bw"):
+            define("kv_transfer_bandwidth", card["inter_node_bw"] * st.tensor, unit="B/s",
+                   description="bandwidth a disaggregated deployment moves a prompt's cache at "
+                               "between servers: the measured system's network per GPU "
+                               f"({st.system}: inter_node_bw) times the GPUs of a server",
+                   reference=f"{TABLES}: systems/{st.system}.yaml")
+        if card.get("p2p_latency") is not None:
+            define("kv_transfer_latency", card["p2p_latency"], unit="s",
+                   description="latency of one cache transfer between servers (the measured "
+                               f"system's p2p_latency, {st.system})",
+                   reference=f"{TABLES}: systems/{st.system}.yaml")
     timed = plan(scenario)
+    for phase, name, whole in timed.shared:
+        define(name, whole, unit="s",
+               description=f"{phase} time of a kernel operators share (each takes its part), "
+                           f"from the measured kernel tables ({st.system}, {st.engine} "
+                           f"{st.version})", reference=TABLES)
     for phase in PHASES:
         summed: list = []
         roofline: list = []
@@ -443,6 +521,21 @@ def infermodel_time_operators(scenario, register):
                  label="measured" if t.how == "measured" else "roofline")
 
 
+@hookimpl
+def infermodel_iteration_cost(scenario, values, register):
+    """The simulator's iterations priced by the same measured operators, at each
+    iteration's own tokens, decodes and prefill chunks (:mod:`.kernel_iterations`).
+    """
+    if not _measured(scenario):
+        return
+    from .kernel_iterations import MeasuredIterations
+
+    st = setup(scenario)
+    where = (f"{st.system}, {st.engine} {st.version}" if st.fallback is None
+             else f"roofline fallback: {st.fallback}")
+    register(MeasuredIterations(plan(scenario), values, where))
+
+
 # ---------------------------------------------------------------------------------
 # What a reader must know
 # ---------------------------------------------------------------------------------
@@ -457,6 +550,14 @@ def infermodel_check_result(result, warn):
         timed = plan(scenario)
     except InfermodelError:
         return
+    if "capacity_step_time" in result and "decode_time_memory" in result:
+        roofline = max(result["decode_time_memory"], result["decode_time_compute"]) + result["t0"]
+        if roofline > 0:
+            warn("capacity_step_time",
+                 "measured kernels time the step at the scenario's batch; capacity_step_time "
+                 "(the step with the cache full, behind tokens_per_s_at_capacity) keeps the "
+                 "roofline, which at the scenario's batch is "
+                 f"{result['decode_step_time'] / roofline:.3g}× faster than the measured step")
     for phase in PHASES:
         total = result[f"{phase}_time_kernels"]
         falls = [t for t in timed if t.phase == phase and t.how == "fallback"]
@@ -474,7 +575,8 @@ def infermodel_check_result(result, warn):
             if t.phase != phase or t.how != "measured":
                 continue
             name = _time_name(phase, t.name)
-            expression = result.quantity(name).expression
+            expression = timed.expand(result.quantity(name).expression)
+            outside: dict[str, list[str]] = {}
             for call in tabulated_calls(expression):
                 known = {s: result[s.name] for s in call.free_symbols}
                 try:
@@ -483,8 +585,12 @@ def infermodel_check_result(result, warn):
                     continue
                 far = table_of(call).outside(*values)
                 if far:
-                    warn(name, f"measured kernels: {phase} {t.name} ({call.func.__name__}) lies "
-                               f"outside the measured grid: {far}")
+                    outside.setdefault(far, []).append(call.func.__name__)
+            if outside:
+                where = "; ".join(f"{', '.join(dict.fromkeys(calls))}: {far}"
+                                  for far, calls in outside.items())
+                warn(name, f"measured kernels: {phase} {t.name} lies outside the measured grid "
+                           f"({where})")
 
 
 __all__ = ["CHOICES", "ENGINE_TABLES", "Setup", "gemm_dtype", "kernel_time", "moe_dtype", "plan",

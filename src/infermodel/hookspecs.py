@@ -161,6 +161,12 @@ class OperatorDefine(Protocol):
                  kernels: Sequence[Kernel] = ()) -> None: ...
 
 
+class IterationCostRegistrar(Protocol):
+    """``register`` of :func:`infermodel_iteration_cost`."""
+
+    def __call__(self, cost: Any) -> None: ...
+
+
 class OperatorTimeRegistrar(Protocol):
     """``register`` of :func:`infermodel_time_operators`."""
 
@@ -470,6 +476,26 @@ def infermodel_time_operators(scenario: Scenario, register: OperatorTimeRegistra
         ``operator`` is charged the value of ``quantity`` (a quantity name the scenario's
         graph defines); ``label`` says what that time is (``"measured"``). An operator
         timed twice is an error naming both plugins.
+    :return: ignored.
+    """
+
+
+@hookspec
+def infermodel_iteration_cost(scenario: Scenario, values: Mapping[str, float],
+                              register: IterationCostRegistrar) -> None:
+    """Price the serving simulator's iterations some other way than the roofline of the
+    whole pass (from measured kernel tables, say).
+
+    Called when a scenario is simulated (``infermodel simulate``, the ``[simulation]``
+    table), once its quantities are evaluated.
+
+    :param scenario: the :class:`infermodel.scenario.Scenario`.
+    :param values: every quantity's value (base units) at the point simulated.
+    :param register: ``register(cost)`` with a
+        :class:`infermodel.simulator.cost.MeasuredIteration`: ``cost.times(tokens, decodes,
+        decode_cached, chunks, chunk_tokens, chunk_cached, scored)`` prices a pass from
+        its counts on numpy arrays, ``cost.describe()`` says how. Two plugins registering
+        one is an error naming both.
     :return: ignored.
     """
 

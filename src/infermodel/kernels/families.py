@@ -99,8 +99,9 @@ def _gemm_roofline(categories, card):
     flops_peak, bandwidth = _peak(card, key), card["mem_bw"]
 
     def parts(v):
+        # Grouped so that a moving m costs few array operations.
         m, n, k = v["m"], v["n"], v["k"]
-        return 2 * m * n * k, m * k * activation + n * k * weight + 2 * m * n
+        return m * (2 * n * k), m * (k * activation + 2 * n) + n * k * weight
 
     def roofline(v):
         flops, moved = parts(v)
@@ -270,7 +271,7 @@ def _lookup(system: str, engine: str, version: str, family: str,
     roofline, describe = spec.roofline(wanted, card(system))
     return Lookup(name=family, arguments=spec.arguments, configs=spec.configs, curve=spec.curve,
                   table=folder.label(spec.table), categories=equal,
-                  kernel_sources=sorted({str(k) for k in rows["kernel_source"]}), rows=named,
+                  kernel_sources=sorted(set(rows["kernel_source"].tolist())), rows=named,
                   roofline=roofline, describe_roofline=describe, unit_note=spec.unit_note)
 
 

@@ -47,8 +47,12 @@ import numpy as np
 FULL_WINDOW = float(2**30)
 #: Points whose latency a lookup keeps (plain-number arguments only).
 KEPT_POINTS = 4096
+#: The longest one-axis curve tabulated at every whole number (token counts up to it are
+#: read from the table in a sweep).
+WHOLE_NUMBERS = 65536
 
 Roofline = Callable[[Mapping[str, Any]], Any]
+_log, _exp = np.log, np.exp
 
 
 def _fmt(value: float) -> str:
@@ -90,19 +94,22 @@ class Curve:
     """Latencies (seconds) over the curve axes, on a grid, as a function of a point.
 
     ``log_latency`` holds every cell; ``measured`` says which were measured rather than
-    filled or made from other configurations. ``edge(x, clamped)`` is the ratio that
-    scales the edge value beyond the grid (the roofline ratio of this configuration).
+    filled or made from other configurations. ``rate(x)`` is the configuration's roofline
+    time at curve points: beyond the grid the edge value is scaled by
+    ``rate(x) / rate(edge)``.
     """
 
     axes: tuple[np.ndarray, ...]
     log_latency: np.ndarray
     measured: np.ndarray
-    edge: Callable[[Sequence[Any], Sequence[Any]], Any] = attrs.field(repr=False)
+    rate: Callable[[Sequence[Any]], Any] = attrs.field(repr=False)
     #: Plain-Python copies for the scalar path.
     axis_lists: tuple[list[float], ...] = attrs.field(init=False)
     log_axis_lists: tuple[list[float], ...] = attrs.field(init=False)
     log_axes: tuple[np.ndarray, ...] = attrs.field(init=False)
     flat: list[float] = attrs.field(init=False)
+    #: The curve at every whole number of its range (None until made; False: not made).
+    whole: Any = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "axis_lists", tuple(a.tolist() for a in self.axes))
@@ -111,7 +118,10 @@ class Curve:
         object.__setattr__(self, "flat", self.log_latency.ravel().tolist())
 
     # -- one point, plain Python --------------------------------------------------
-    def locate(self, x: Sequence[float]) -> tuple[list[tuple[int, float]], list[float]]:
+    # The scalar and array paths do the same floating-point operations in the same order
+    # (numpy's log and exp on both), so a point gives the same bits either way: a sweep's
+    # values are those of evaluating each point.
+    def locate(self, x: Sequence[float]) -> tuple[list[tuple[int, Any]], list[float]]:
         """Per axis the lower grid index and the log weight of the upper one, and the
         point clamped to the grid.
         """
@@ -124,66 +134,120 @@ class Curve:
             v = axis[0] if value < axis[0] else axis[-1] if value > axis[-1] else value
             i = bisect.bisect_right(axis, v) - 1
             i = 0 if i < 0 else len(axis) - 2 if i > len(axis) - 2 else i
-            found.append((i, (math.log(v) - logs[i]) / (logs[i + 1] - logs[i])))
+            found.append((i, (_log(v) - logs[i]) / (logs[i + 1] - logs[i])))
             clamped.append(v)
         return found, clamped
 
     def value(self, x: Sequence[float]) -> float:
         """The latency at one point (interpolated, or scaled beyond the grid)."""
-        found, clamped = self.locate(x)
         f = self.flat
-        if len(found) == 1:
-            i, w = found[0]
-            log = f[i] if w == 0.0 else f[i] + w * (f[i + 1] - f[i])
+        if len(self.axis_lists) == 1:
+            # np.interp's arithmetic, so that the array path's np.interp gives these bits.
+            axis, logs, value = self.axis_lists[0], self.log_axis_lists[0], x[0]
+            v = axis[0] if value < axis[0] else axis[-1] if value > axis[-1] else value
+            clamped = [v]
+            last = len(logs) - 1
+            if last == 0:
+                log = f[0]
+            else:
+                lv = _log(v)
+                j = bisect.bisect_right(logs, lv) - 1
+                if j >= last:
+                    log = f[last]
+                else:
+                    log = (f[j + 1] - f[j]) / (logs[j + 1] - logs[j]) * (lv - logs[j]) + f[j]
         else:
+            found, clamped = self.locate(x)
             (i, u), (j, w) = found
             n = len(self.axis_lists[1])
-            i1, j1 = (i + 1 if u else i), (j + 1 if w else j)
+            i1 = i + 1 if len(self.axis_lists[0]) > 1 else i
+            j1 = j + 1 if n > 1 else j
             low = f[i * n + j] + w * (f[i * n + j1] - f[i * n + j])
             high = f[i1 * n + j] + w * (f[i1 * n + j1] - f[i1 * n + j])
             log = low + u * (high - low)
-        value = math.exp(log)
+        value = float(_exp(log))
         for a, b in zip(clamped, x):
             if a != b:
-                return value * float(self.edge(x, clamped))
+                return float(value / self.rate(clamped) * self.rate(x))
         return value
 
     # -- arrays ---------------------------------------------------------------------
     def values(self, x: Sequence[np.ndarray]) -> np.ndarray:
-        """:meth:`value` on arrays of one shape."""
-        outside = None
-        for v, a in zip(x, self.axes):
-            beyond = (v < a[0]) | (v > a[-1])
-            outside = beyond if outside is None else outside | beyond
-        assert outside is not None
-        clamped = ([np.clip(v, a[0], a[-1]) for v, a in zip(x, self.axes)] if outside.any()
-                   else list(x))
+        """:meth:`value` on arrays (broadcast together: an axis the sweep does not move
+        stays one number, and costs one).
+        """
         if len(self.axes) == 1:
-            axis = self.log_axes[0]
-            # np.interp holds the edge value beyond the grid, as the clamp does.
-            log = (np.full(np.shape(x[0]), self.log_latency[0]) if len(axis) == 1
-                   else np.interp(np.log(x[0]), axis, self.log_latency))
+            return self._shaped(self._line(np.asarray(x[0], dtype=float)), x)
+        beyond = any(np.min(v) < a[0] or np.max(v) > a[-1] for v, a in zip(x, self.axes))
+        clamped = [np.clip(v, a[0], a[-1]) for v, a in zip(x, self.axes)] if beyond else list(x)
+        index, weight = [], []
+        for v, axis, logs in zip(clamped, self.axes, self.log_axes):
+            if len(axis) == 1:
+                index.append((np.zeros(np.shape(v), dtype=np.intp),) * 2)
+                weight.append(np.zeros(np.shape(v)))
+                continue
+            i = np.clip(np.searchsorted(axis, v, side="right") - 1, 0, len(axis) - 2)
+            index.append((i, i + 1))
+            weight.append((np.log(v) - logs[i]) / (logs[i + 1] - logs[i]))
+        grid = self.log_latency
+        ((i, i1), (j, j1)), (u, w) = index, weight
+        if np.ndim(j) == 0 and np.ndim(w) == 0:
+            # The second axis holds one value (a sweep over the batch at one context): the
+            # rows at that value first, each with the operations the scalar path does.
+            rows = grid[:, j] + w * (grid[:, j1] - grid[:, j])
+            low, high = rows[i], rows[i1]
         else:
-            index, weight = [], []
-            for v, axis, logs in zip(clamped, self.axes, self.log_axes):
-                if len(axis) == 1:
-                    index.append(np.zeros(v.shape, dtype=np.intp))
-                    weight.append(np.zeros(v.shape))
-                    continue
-                i = np.clip(np.searchsorted(axis, v, side="right") - 1, 0, len(axis) - 2)
-                index.append(i)
-                weight.append((np.log(v) - logs[i]) / (logs[i + 1] - logs[i]))
-            (i, j), (u, w) = index, weight
-            i1 = np.minimum(i + 1, len(self.axes[0]) - 1)
-            j1 = np.minimum(j + 1, len(self.axes[1]) - 1)
-            grid = self.log_latency
             low = grid[i, j] + w * (grid[i, j1] - grid[i, j])
             high = grid[i1, j] + w * (grid[i1, j1] - grid[i1, j])
-            log = low + u * (high - low)
-        time = np.exp(log)
-        if outside.any():
-            time = np.where(outside, time * self.edge(x, clamped), time)
+        time = np.exp(low + u * (high - low))
+        if beyond:
+            outside = (clamped[0] != x[0]) | (clamped[1] != x[1])
+            time = np.where(outside, time / self.rate(clamped) * self.rate(x), time)
+        return self._shaped(time, x)
+
+    def _line(self, v: np.ndarray) -> np.ndarray:
+        """One axis: a table of every whole number in the grid's range when the points are
+        whole numbers inside it (token counts), else log–log interpolation; beyond the grid
+        ``time(edge) / rate(edge) · rate(x)``. Every way gives the scalar path's bits (the
+        table is this interpolation, made once).
+        """
+        axis = self.axis_lists[0]
+        low, high = axis[0], axis[-1]
+        if len(axis) == 1:
+            time = np.full(v.shape, float(_exp(self.flat[0])))
+        else:
+            smallest, largest = float(np.min(v)), float(np.max(v))
+            table = self._whole_numbers() if smallest >= low and largest <= high else None
+            if table is not None:
+                whole = v.astype(np.intp)
+                if (whole == v).all():
+                    return table[whole - int(low)]
+            inside = np.clip(v, low, high) if smallest < low or largest > high else v
+            time = np.exp(np.interp(np.log(inside), self.log_axes[0], self.log_latency))
+        for edge, side in ((high, v > high), (low, v < low)):
+            if side.any():
+                scale = float(_exp(self.flat[-1 if edge == high else 0])) / self.rate([edge])
+                time = np.where(side, scale * self.rate([v]), time)
         return time
+
+    def _whole_numbers(self) -> np.ndarray | None:
+        """The curve at every whole number of its range (one axis, from 1 to at most
+        :data:`WHOLE_NUMBERS`), or None; made on first use.
+        """
+        if self.whole is None:
+            low, high = self.axis_lists[0][0], self.axis_lists[0][-1]
+            if low < 1 or high > WHOLE_NUMBERS or not float(low).is_integer():
+                object.__setattr__(self, "whole", False)
+            else:
+                points = np.arange(int(low), int(high) + 1, dtype=float)
+                object.__setattr__(self, "whole", np.exp(np.interp(
+                    np.log(points), self.log_axes[0], self.log_latency)))
+        return self.whole if self.whole is not False else None
+
+    @staticmethod
+    def _shaped(time: np.ndarray, x: Sequence[np.ndarray]) -> np.ndarray:
+        shape = np.broadcast_shapes(*(np.shape(v) for v in x))
+        return time if time.shape == shape else np.broadcast_to(time, shape).copy()
 
     def brackets(self, x: Sequence[float]) -> list[str]:
         """The grid values each axis used at ``x``, for a derivation."""
@@ -245,30 +309,34 @@ class Lookup:
         self.rows = len(rows["latency"])
         keys = (np.stack([rows[n] for n in self.config_names], axis=1) if self.config_names
                 else np.zeros((self.rows, 0)))
-        unique, inverse = np.unique(keys, axis=0, return_inverse=True)
-        inverse = np.asarray(inverse).ravel()
+        # Rows grouped by configuration (a lexicographic sort: np.unique over rows is slow).
+        order = np.lexsort(keys.T[::-1]) if keys.shape[1] else np.arange(self.rows)
+        ordered = keys[order]
+        change = np.ones(self.rows, dtype=bool)
+        if self.rows > 1:
+            change[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+        starts = np.flatnonzero(change)
+        unique = ordered[starts]
         self.configs = unique
         # Curves are built when a point first needs them: a table holds hundreds of
         # configurations, and a scenario uses a few.
-        order = np.argsort(inverse, kind="stable")
-        self._bounds = np.searchsorted(inverse[order], np.arange(len(unique) + 1))
+        self._bounds = np.append(starts, self.rows)
         self._sorted = {n: rows[n][order] for n in (*self.curve_names, "latency")}
         self._curves: list[Curve | None] = [None] * len(unique)
         self._index = {tuple(row): c for c, row in enumerate(unique.tolist())}
-        self._axis_values = [np.unique(unique[:, j]).tolist() for j in range(unique.shape[1])]
+        self._axis_values = [sorted(set(unique[:, j].tolist())) for j in range(unique.shape[1])]
         self._log_configs = np.log(np.maximum(unique, 1e-300)) if len(unique) else unique
         self._blends: dict[tuple[float, ...], Blend] = {}
         self._effective: dict[tuple[float, ...], Curve] = {}
         self._kept: dict[tuple[float, ...], float] = {}
 
     # -- curves -------------------------------------------------------------------------
-    def _edge(self, config: Mapping[str, float]):
-        names = self.curve_names
+    def _rate(self, config: Mapping[str, float]):
+        names, fixed = self.curve_names, dict(config)
 
-        def edge(x, clamped):
-            return (self.roofline(dict(config) | dict(zip(names, x)))
-                    / self.roofline(dict(config) | dict(zip(names, clamped))))
-        return edge
+        def rate(points):
+            return self.roofline(fixed | dict(zip(names, points)))
+        return rate
 
     def _config(self, index: int) -> dict[str, float]:
         return {n: float(v) for n, v in zip(self.config_names, self.configs[index])}
@@ -286,7 +354,7 @@ class Lookup:
             axes, log_latency, measured = _grid(
                 [self._sorted[n][lo:hi] for n in self.curve_names],
                 self._sorted["latency"][lo:hi], roofline)
-            found = self._curves[index] = Curve(axes, log_latency, measured, self._edge(fixed))
+            found = self._curves[index] = Curve(axes, log_latency, measured, self._rate(fixed))
         return found
 
     def effective(self, config: Sequence[float]) -> Curve:
@@ -316,7 +384,7 @@ class Lookup:
                 points = dict(zip(self.curve_names, mesh))
                 log = log + np.log(self.roofline(own | points) / self.roofline(at | points))
                 measured &= False
-            found = Curve(axes, np.asarray(log, dtype=float), measured, self._edge(own))
+            found = Curve(axes, np.asarray(log, dtype=float), measured, self._rate(own))
         self._effective[key] = found
         return found
 
@@ -360,21 +428,28 @@ class Lookup:
 
     # -- evaluation ----------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
+        key = []
         for a in args:
             kind = type(a)
-            if not (kind is float or kind is np.float64 or kind is int
-                    or (kind is np.ndarray and a.ndim == 0)):
+            if kind is float:
+                key.append(a)
+            elif kind is np.float64 or kind is int or (kind is np.ndarray and a.ndim == 0):
+                key.append(float(a))
+            else:
                 return self._arrays(args)
-        return self.point(*(float(a) for a in args))
+        values = tuple(key)
+        found = self._kept.get(values)
+        return found if found is not None else self.point(*values)
 
     def _arrays(self, args: Sequence[Any]) -> np.ndarray:
         arrays = [np.asarray(a, dtype=float) for a in args]
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         config = [arrays[i] for i in self._config_at]
-        curve = [np.broadcast_to(arrays[i], shape) for i in self._curve_at]
         if all(c.size == 1 or (c == c.flat[0]).all() for c in config):
             key = tuple(float(c.flat[0]) for c in config)
-            return self.effective(key).values(curve)
+            values = self.effective(key).values([arrays[i] for i in self._curve_at])
+            return values if values.shape == shape else np.broadcast_to(values, shape).copy()
+        curve = [np.broadcast_to(arrays[i], shape) for i in self._curve_at]
         out = np.empty(shape)
         stacked = np.stack([np.broadcast_to(c, shape).ravel() for c in config], axis=1)
         unique, inverse = np.unique(stacked, axis=0, return_inverse=True)
@@ -389,10 +464,10 @@ class Lookup:
         found = self._kept.get(values)
         if found is not None:
             return found
-        at = self._config_at
-        curve = self._effective.get(tuple(values[i] for i in at)) if at else None
+        config = tuple([values[i] for i in self._config_at])
+        curve = self._effective.get(config)
         if curve is None:
-            curve = self.effective([values[i] for i in at])
+            curve = self.effective(config)
         value = curve.value([values[i] for i in self._curve_at])
         if len(self._kept) >= KEPT_POINTS:
             self._kept.clear()

@@ -220,20 +220,29 @@ def read(folder: Folder, table: str, columns: Sequence[str],
     """Columns of one table as numpy arrays, only the rows whose columns in ``equal`` hold
     the given values; read once per process.
     """
-    key = tuple(sorted((equal or {}).items()))
-    return _read(folder, table, tuple(columns), key)
+    wanted = tuple(sorted({*columns, *(equal or {})}))
+    data = _read(folder, table, wanted)
+    if not equal:
+        return {name: data[name] for name in columns}
+    import numpy as np
+
+    keep = np.ones(len(data[wanted[0]]), dtype=bool)
+    for name, value in equal.items():
+        column = data[name]
+        keep &= column == (str(value) if column.dtype == object else value)
+    return {name: data[name][keep] for name in columns}
 
 
-@functools.lru_cache(maxsize=256)
-def _read(folder: Folder, table: str, columns: tuple[str, ...],
-          equal: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+@functools.lru_cache(maxsize=64)
+def _read(folder: Folder, table: str, columns: tuple[str, ...]) -> dict[str, Any]:
+    """Whole columns of one table, read once (a scenario's lookups filter them)."""
     check_schema(folder)
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = folder.path / f"{table}.parquet"
-    wanted = list(dict.fromkeys([*columns, *(name for name, _ in equal)]))
+    wanted = list(columns)
     try:
         schema = pq.read_schema(path)
         # Text columns are read dictionary-encoded: their codes reach numpy without the
@@ -259,10 +268,7 @@ def _read(folder: Folder, table: str, columns: tuple[str, ...],
             return words[_numbers(values.indices)]
         return _numbers(values)
 
-    keep = np.ones(data.num_rows, dtype=bool)
-    for name, value in equal:
-        keep &= column(name) == (str(value) if name in text else value)
-    return {name: column(name)[keep] for name in columns}
+    return {name: column(name) for name in columns}
 
 
 def _numbers(values: Any) -> Any:

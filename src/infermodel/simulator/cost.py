@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
@@ -48,7 +48,8 @@ from .errors import SimulationError
 from .layout import LAYOUT_QUANTITIES, ParallelLayout
 from .speculation import SPECULATION_QUANTITIES, Speculation
 
-__all__ = ["CONVENTION_QUANTITIES", "EXTENSION_QUANTITIES", "QUANTITY_NAMES", "CostModel"]
+__all__ = ["CONVENTION_QUANTITIES", "EXTENSION_QUANTITIES", "QUANTITY_NAMES", "CostModel",
+           "MeasuredIteration"]
 
 #: Quantities a lever defines so that the simulator prices its effect on every
 #: iteration (read by :meth:`CostModel.from_quantities`; all optional).
@@ -98,6 +99,22 @@ QUANTITY_NAMES = (
     *EXTENSION_QUANTITIES,
     *CONVENTION_QUANTITIES,
 )
+
+
+class MeasuredIteration(Protocol):
+    """A forward pass priced from measured kernels, for :attr:`CostModel.measured`.
+
+    ``times`` receives float64 arrays of one shape (or numbers): the pass's tokens (all
+    positions), its decodes and their cached positions (summed), its prefill chunks, their
+    new tokens (summed) and their mean cached positions, and the positions the head
+    scores; it returns the pass's time in seconds (collectives included; the cost model
+    adds ``overhead``). ``describe`` gives the lines a simulation's derivation prints.
+    """
+
+    def times(self, tokens: Any, decodes: Any, decode_cached: Any, chunks: Any,
+              chunk_tokens: Any, chunk_cached: Any, scored: Any) -> np.ndarray: ...
+
+    def describe(self) -> Sequence[str]: ...
 
 
 #: An attrs validator: (instance, attribute, value), raising on a bad value.
@@ -198,6 +215,10 @@ class CostModel:
     speculation: Speculation | None = attrs.field(default=None)
     #: Expert parallelism and DP attention: the busiest card (None: one combined device).
     layout: ParallelLayout | None = attrs.field(default=None)
+    #: Measured kernels (:class:`MeasuredIteration`): the forward pass priced from measured
+    #: kernel tables at the iteration's own prefill and decode counts, in place of the
+    #: roofline of the whole pass (None: the roofline).
+    measured: Any = attrs.field(default=None)
 
     @property
     def simple(self) -> bool:
@@ -208,7 +229,7 @@ class CostModel:
         return (self.stages == 1 and not self.comm_fixed and not self.comm_per_token
                 and not self.host_fraction and not self.routed_expert_bytes
                 and not self.embedding_row_bytes and not self.head_params
-                and self.layout is None)
+                and self.layout is None and self.measured is None)
 
     def microbatches(self, positions: float, sequences: float | None = None) -> float:
         """Micro-batches in flight: min(stages, sequences), at least 1."""
@@ -282,7 +303,8 @@ class CostModel:
 
     @classmethod
     def from_quantities(
-        cls, values: Mapping[str, float], cache_memory: float | None = None
+        cls, values: Mapping[str, float], cache_memory: float | None = None,
+        measured: Any = None,
     ) -> CostModel:
         """Build the cost model from evaluated scenario quantities (base units).
 
@@ -300,7 +322,9 @@ class CostModel:
           scenario reads input-table rows) sets :attr:`embedding_row_bytes` and
           :attr:`embedding_rows` from ``embedding_row_bytes`` and ``vocab``;
           ``prefill_logit_positions`` < ``prompt_tokens`` (the head scores the last
-          prompt position) sets :attr:`head_params` from ``params_head_matmul``.
+          prompt position) sets :attr:`head_params` from ``params_head_matmul``;
+        * ``measured``: a :class:`MeasuredIteration` that prices the forward pass from
+          measured kernel tables (a plugin's ``infermodel_iteration_cost``).
 
         >>> q = dict(weight_bytes=5.5e9, kv_bytes_per_token=147456, params_matmul=8927875072,
         ...          layers=36, query_width=4096, bandwidth=1e12, flops_peak=165e12,
@@ -357,6 +381,7 @@ class CostModel:
             compute=compute,
             cache_memory=float(extra.get("cache_memory", cache_memory)),
             overhead=number("t0") if "t0" in values else 0.0,
+            measured=measured,
             **{k: v for k, v in extra.items() if k != "cache_memory"},
         )
 
@@ -413,15 +438,19 @@ class CostModel:
 
     # ------------------------------------------------------------------ costs
     def time_from_counts(self, positions: float, attention: float, cached: float,
-                         sequences: float | None = None, scored: float | None = None) -> float:
+                         sequences: float | None = None, scored: float | None = None,
+                         decodes: float | None = None) -> float:
         """Iteration time from the three integer counts (see the module docstring);
         ``sequences`` (the sequences scheduled, default ``positions``) sets the
         micro-batches of a pipeline; ``scored`` (default ``sequences``) the positions
         the head scores when it scores one per sequence (a speculative verification
-        scores all k + 1 of its positions).
+        scores all k + 1 of its positions); ``decodes`` (the scheduled sequences that
+        decode one token; default: all of them when every sequence has one position,
+        else all but one prefill chunk) splits the pass for measured kernels.
         """
         if not self.simple:
-            return float(self.iteration_times(positions, attention, cached, sequences, scored))
+            return float(self.iteration_times(positions, attention, cached, sequences, scored,
+                                              decodes))
         memory_time = (self.weight_bytes + self.kv_bytes_per_token * cached) / self.bandwidth
         compute_time = (
             self.flops_per_position * positions + self.flops_per_attention_pair * attention
@@ -445,6 +474,7 @@ class CostModel:
         123.36
         """
         contexts = [int(c) for c in decode_contexts]
+        decodes = len(contexts)
         positions = len(contexts)
         sequences = positions
         attention = sum(contexts)
@@ -457,11 +487,12 @@ class CostModel:
             attention += new * old + new * (new + 1) // 2
             cached += old
             sequences += 1
-        return self.time_from_counts(positions, attention, cached, sequences, scored)
+        return self.time_from_counts(positions, attention, cached, sequences, scored, decodes)
 
     def iteration_times(self, positions: npt.ArrayLike, attention: npt.ArrayLike,
                         cached: npt.ArrayLike, sequences: npt.ArrayLike | None = None,
-                        scored: npt.ArrayLike | None = None) -> np.ndarray:
+                        scored: npt.ArrayLike | None = None,
+                        decodes: npt.ArrayLike | None = None) -> np.ndarray:
         """Vectorised :meth:`time_from_counts` over arrays of counts (float64 of
         integers); the fast engine computes whole runs of iterations with it.
 
@@ -486,6 +517,9 @@ class CostModel:
         # on the combined device, the weights read P times in all (Module 10,
         # "Choose a deployment, not only a chip"; the parallelism lever's step time).
         count = positions if sequences is None else np.asarray(sequences, dtype=np.float64)
+        if self.measured is not None:
+            heads = count if scored is None else np.asarray(scored, dtype=np.float64)
+            return self._measured_times(positions, attention, cached, count, heads, decodes)
         micro = np.maximum(1.0, np.minimum(float(self.stages), count))
         scale = self.stages / micro
         resident = 1.0 - self.host_fraction
@@ -536,6 +570,39 @@ class CostModel:
         comm = comm + (lay.comm_attention * f_dp + lay.comm_expert * f_ep) * tokens
         return weights, cached * f_dp, matmul, pairs * f_dp, comm
 
+    def _measured_times(self, positions: np.ndarray, attention: np.ndarray, cached: np.ndarray,
+                        sequences: np.ndarray, scored: np.ndarray,
+                        decodes: npt.ArrayLike | None) -> np.ndarray:
+        """The pass priced by :attr:`measured`, split into its decodes and its prefill
+        chunks from the counts.
+
+        D decodes and P = sequences − D chunks of K = positions − D new tokens: the
+        decodes' cached positions C_d and the chunks' mean cached c follow from the
+        pairs and the cached positions, A = C_d + D + P·(k·c + k(k+1)/2) and
+        C = C_d + P·c with k = K/P (exact for one chunk; the chunks' mean for several).
+        """
+        if decodes is None:
+            # One position per sequence: all decode; otherwise one chunk among decodes.
+            d = np.where(positions <= sequences, sequences, np.maximum(sequences - 1.0, 0.0))
+        else:
+            d = np.asarray(decodes, dtype=np.float64)
+        chunks = np.maximum(sequences - d, 0.0)
+        new = np.maximum(positions - d, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k = np.where(chunks > 0, new / np.maximum(chunks, 1.0), 0.0)
+            mean_cached = np.where(
+                (chunks > 0) & (k > 1),
+                ((attention - cached - d) / np.maximum(chunks, 1.0) - k * (k + 1) / 2)
+                / np.maximum(k - 1, 1.0), 0.0)
+        mean_cached = np.clip(mean_cached, 0.0, None)
+        decode_cached = np.maximum(cached - chunks * mean_cached, 0.0)
+        time = self.measured.times(positions, d, decode_cached, chunks, new, mean_cached, scored)
+        if self.host_fraction:
+            host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
+            time = np.maximum(time, host) if self.host_overlap else time + host
+        # The measured kernels include the collectives: no link time is added on top.
+        return time + self.overhead
+
     def cache_tokens(self) -> float:
         """How many cached positions fit in :attr:`cache_memory`."""
         return self.cache_memory / self.kv_bytes_per_token
@@ -579,4 +646,6 @@ class CostModel:
             lines.append(self.speculation.describe())
         if self.layout is not None:
             lines.append(self.layout.describe())
+        if self.measured is not None:
+            lines += list(self.measured.describe())
         return lines

@@ -142,7 +142,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     workload, more = _workload(scenario, table, result.values, defaults, base, problems)
     notes.extend(more)
     rates_ = _rates(table, chosen, workload, problems)
-    servers = _deployment(scenario, table, deployment or {}, problems)
+    servers = _deployment(scenario, table, deployment or {}, problems, result.values)
     notes.extend(_deployment_notes(servers, workload, cost))
     settings = {"prefix_caching": table.prefix_caching, "block_tokens": table.block_tokens}
     try:  # the prefix cache's block and switch, for every policy
@@ -324,8 +324,18 @@ def _mean_prompt(workload) -> float:
     return float(workload.trace.prompts.mean() if workload.trace is not None else workload.prompt.mean())
 
 
-def _deployment(scenario, table: SimulationTable, chosen: Mapping, problems: _Problems):
-    """The :class:`~infermodel.simulator.Deployment` from the table and command-line choices."""
+#: Quantities a plugin may define for the link a disaggregated deployment moves each
+#: prompt's cache over (the measured-kernels plugin: the tables' network figures), used
+#: where the ``[simulation.disaggregation]`` table gives none.
+TRANSFER_QUANTITIES = ("kv_transfer_bandwidth", "kv_transfer_latency")
+
+
+def _deployment(scenario, table: SimulationTable, chosen: Mapping, problems: _Problems,
+                values: Mapping | None = None):
+    """The :class:`~infermodel.simulator.Deployment` from the table and command-line
+    choices; the link from the table, else a plugin's ``kv_transfer_*`` quantities, else
+    the card's ``interconnect_*`` fields.
+    """
     from ... import simulator
 
     split = table.disaggregation
@@ -333,10 +343,13 @@ def _deployment(scenario, table: SimulationTable, chosen: Mapping, problems: _Pr
     decode = chosen.get("decode") or split.decode
     replicas = chosen.get("replicas") or table.replicas
     router = chosen.get("router") or table.router
+    values = values or {}
     bandwidth = (split.link_bandwidth if split.link_bandwidth is not None
-                 else scenario.value("hardware.interconnect_bandwidth"))
+                 else values.get("kv_transfer_bandwidth",
+                                 scenario.value("hardware.interconnect_bandwidth")))
     delay = (split.link_latency if split.link_latency is not None
-             else scenario.value("hardware.interconnect_latency") or 0.0)
+             else values.get("kv_transfer_latency",
+                             scenario.value("hardware.interconnect_latency") or 0.0))
     try:
         if prefill or decode:
             if bandwidth is None:
@@ -457,7 +470,46 @@ def _cost_model(scenario, values: Mapping, cache_memory):
             expected="weights and reserve smaller than the cards' memory",
             suggestion="more or larger cards (hardware.count, hardware.preset), fewer weight "
                        "bits, or a smaller model"))
-    return simulator.CostModel.from_quantities(layered_values(values), cache_memory=cache_memory)
+    return simulator.CostModel.from_quantities(layered_values(values), cache_memory=cache_memory,
+                                               measured=iteration_cost(scenario, values))
+
+
+def iteration_cost(scenario, values: Mapping):
+    """The iteration cost a plugin registers for ``scenario``
+    (:func:`~infermodel.hookspecs.infermodel_iteration_cost`), or None for the roofline.
+    """
+    from ...errors import PluginError
+
+    found: list[tuple[str, object]] = []
+
+    def registrar(plugin: str):
+        def register(cost):
+            if found:
+                raise PluginError(f"the simulator's iteration cost is registered by both "
+                                  f"{found[0][0]!r} and {plugin!r}")
+            found.append((plugin, cost))
+        return register
+
+    scenario.host.call_each("infermodel_iteration_cost",
+                            lambda p: {"scenario": scenario, "values": values,
+                                       "register": registrar(p)}, "simulation")
+    return RegisteredCost(*found[0]) if found else None
+
+
+@attrs.frozen
+class RegisteredCost:
+    """A plugin's iteration cost, with the plugin's name (its step-time changes are then
+    what the simulator prices, not changes it leaves out).
+    """
+
+    plugin: str
+    cost: Any
+
+    def times(self, *counts):
+        return self.cost.times(*counts)
+
+    def describe(self):
+        return self.cost.describe()
 
 
 def layered_values(values: Mapping) -> Mapping:
@@ -524,6 +576,8 @@ def unmodelled_changes(result, cost=None) -> list[str]:
     from ...simulator import EXTENSION_QUANTITIES
 
     modelled = {result.graph[name].plugin for name in EXTENSION_QUANTITIES if name in result.graph}
+    if cost is not None and isinstance(cost.measured, RegisteredCost):
+        modelled.add(cost.measured.plugin)
     notes = []
     for name in STEP_QUANTITIES:
         if name not in result.graph:
