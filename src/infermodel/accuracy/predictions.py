@@ -78,6 +78,9 @@ class Prediction:
     #: How it was predicted: the roofline, a simulated or analytic closed loop, the
     #: disaggregated pools (empty where not recorded).
     method: str = ""
+    #: Under measured kernels, the share of the decode step (at the row's running batch)
+    #: that the tables time; the rest is operators they do not cover, at their roofline.
+    measured_share: float | None = None
 
     @property
     def error(self) -> float | None:
@@ -88,7 +91,9 @@ class Prediction:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.row.id, "metric": self.row.metric,
                                "measured": self.row.value, "predicted": self.predicted,
-                               "error": self.error}
+                               "error": self.error, "method": self.method}
+        if self.measured_share is not None:
+            out["measured_share"] = self.measured_share
         if self.interval is not None:
             out["interval"] = list(self.interval)
         return out
@@ -183,32 +188,25 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any] | None,
         if row.kv_cache:
             quantization["kv_cache"] = row.kv_cache
         levers["quantization"] = quantization
+    expert = pool.expert if pool else row.expert
     if gpus > 1:
-        # Data-parallel attention ranks and the experts' split are priced as tensor
-        # parallelism over the same cards (LAYOUT_NOTE says what that leaves out).
-        levers["parallelism"] = {"tensor": tensor * attention, "pipeline": pipeline,
-                                 "communication": "all_reduce"}
+        parallelism: dict[str, Any] = {"tensor": tensor, "pipeline": pipeline,
+                                       "communication": "all_reduce"}
+        if attention > 1:
+            parallelism["attention_data"] = attention
+            parallelism["dense_weights"] = DENSE_WEIGHTS.get(row.family, "replicated")
+        if expert > 1:
+            parallelism["expert"] = expert
+        levers["parallelism"] = parallelism
     if levers:
         data["levers"] = levers
     return data
 
 
-#: What pricing a layout with data-parallel attention or expert parallelism as tensor
-#: parallelism over the same cards leaves out.
-LAYOUT_NOTE = ("data-parallel attention and expert parallelism are priced as tensor "
-               "parallelism over the same cards: the same weight and cache bytes and FLOPs "
-               "per card under uniform routing, except that each attention rank reads its "
-               "own copy of the attention weights and the all-to-all of the experts is "
-               "priced as the all-reduce")
-
-
-def layout_note(row: LedgerRow) -> str | None:
-    """:data:`LAYOUT_NOTE` where the row's layout needs it."""
-    pools = (row.pools.prefill, row.pools.decode) if row.pools is not None else ()
-    if row.attention_dp > 1 or row.expert > 1 or any(
-            p.attention_dp > 1 or p.expert > 1 for p in pools):
-        return LAYOUT_NOTE
-    return None
+#: Where each engine family keeps the dense layers under data-parallel attention (the
+#: parallelism lever's ``dense_weights``): SGLang splits them over the stage's cards,
+#: vLLM's and TensorRT-LLM's attention-DP ranks each keep their own copy.
+DENSE_WEIGHTS = {"sglang": "split", "vllm": "replicated", "trtllm": "replicated"}
 
 
 def _unsupported(row: LedgerRow) -> str | None:
@@ -218,11 +216,8 @@ def _unsupported(row: LedgerRow) -> str | None:
         return (f"engine {row.engine!r}: no efficiency preset for the family {row.family!r} "
                 f"(known: {', '.join(ENGINE_FAMILIES)})")
     if row.tensor * row.pipeline * row.attention_dp != row.gpus:
-        return (f"tensor = {row.tensor} with gpus = {row.gpus}: only tensor parallelism "
-                "(tensor = gpus) is mapped")
-    if row.expert > 1 and row.attention_dp == 1 and row.expert > row.tensor:
-        return (f"expert = {row.expert} on {row.gpus} cards: the experts cannot be split over "
-                "more cards than the deployment has")
+        return (f"tensor = {row.tensor} with gpus = {row.gpus}: the cards must be the tensor "
+                "degree times the pipeline stages and data-parallel attention ranks")
     if row.hf_config is not None and not row.hf_config.is_file():
         return f"hf_config {row.hf_config} does not exist"
     return None
@@ -237,6 +232,8 @@ class RowModel:
     compiled: Any
     inputs: dict[str, Any]
     capacity: float
+    #: The resolved scenario (a plugin may price the simulator's iterations from it).
+    scenario: Any = None
     #: Whether the prompt and output lengths are plain values of this structure (no
     #: plugin reads them while building), so rows of other lengths can reuse it.
     lengths_are_values: bool = False
@@ -249,7 +246,7 @@ class RowModel:
         capacity = float(np.asarray(self.compiled(inputs)["max_sequences"]).ravel()[0])
         if not capacity >= 1:
             return NO_ROOM
-        return RowModel(self.compiled, inputs, capacity, self.lengths_are_values)
+        return RowModel(self.compiled, inputs, capacity, self.scenario, self.lengths_are_values)
 
 
 NO_ROOM = ("the weights and one full-length sequence do not fit in the cards' memory "
@@ -364,11 +361,32 @@ def row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost,
         return NO_ROOM
     lengths = False
     if reuse_lengths and all(n in compiled.inputs for n in ("prompt_tokens", "output_tokens")):
-        from ..engine.reads import is_read, plugin_reads
+        lengths = _lengths_are_values(scenario, row, kernels, pool, host)
+    return RowModel(compiled, inputs, capacity, scenario, lengths)
 
+
+_LENGTH_READS: dict[tuple, bool] = {}
+
+
+def _lengths_are_values(scenario, row: LedgerRow, kernels: str | None, pool: Pool | None,
+                        host: PluginHost) -> bool:
+    """Whether no plugin reads the prompt or output length while building ``scenario``.
+
+    Which fields a plugin reads follows the model, its formats and which levers and
+    options a scenario sets, not the cards' number or kind: the answer is kept per model
+    config, formats, engine, measured kernels and kind of layout (finding it out costs
+    about as much as building the graph).
+    """
+    from ..engine.reads import is_read, plugin_reads
+
+    layout = (pool or row)
+    key = (row.model, str(row.hf_config), row.weights, row.kv_cache, row.expert_weights,
+           row.family, kernels, layout.pipeline > 1, layout.attention_dp > 1,
+           layout.expert > 1, layout.tensor * layout.pipeline * layout.attention_dp > 1)
+    if key not in _LENGTH_READS:
         built = plugin_reads(scenario, host=host).build
-        lengths = not any(is_read(path, built) for path in LENGTHS)
-    return RowModel(compiled, inputs, capacity, lengths)
+        _LENGTH_READS[key] = not any(is_read(path, built) for path in LENGTHS)
+    return _LENGTH_READS[key]
 
 
 def predict_arrays(model: RowModel, row: LedgerRow,
@@ -407,7 +425,11 @@ def predict_arrays(model: RowModel, row: LedgerRow,
 
 def cost_model(model: RowModel, row: LedgerRow, efficiency: Efficiency, *,
                batch: float | None = None):
-    """The simulator's iteration cost of the row's scenario at ``efficiency``."""
+    """The simulator's iteration cost of the row's scenario at ``efficiency``: its
+    roofline, or the iteration cost a plugin registers for the scenario (measured
+    kernels price each iteration from its own prefill and decode counts).
+    """
+    from ..analyses.simulation.plan import iteration_cost
     from ..simulator import CostModel
 
     values = dict(model.inputs)
@@ -417,7 +439,8 @@ def cost_model(model: RowModel, row: LedgerRow, efficiency: Efficiency, *,
             values[name] = float(candidate[0])
     out = {name: float(np.asarray(v).ravel()[0]) for name, v in model.compiled(values).items()
            if np.size(v) == 1}
-    return CostModel.from_quantities(out)
+    measured = iteration_cost(model.scenario, out) if model.scenario is not None else None
+    return CostModel.from_quantities(out, measured=measured)
 
 
 #: How a prediction was made (:attr:`Prediction.method`).
@@ -617,20 +640,27 @@ IDEAL = Efficiency(prefill_mfu=1.0, decode_mfu=1.0, mbu=1.0, t0=0.0)
 def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
                  efficiencies: Mapping[str, Efficiency] | None = None,
                  host: PluginHost, progress=None, kernels: str | None = None,
-                 simulations: Simulations | None = None, loop: str = "simulated") -> Validation:
+                 simulations: Simulations | None = None, loop: str = "simulated",
+                 jobs: int = 1) -> Validation:
     """Predict every row: with its efficiency preset (``calibrated``; the family's, or
     its refinement for the row's card, :func:`preset_name`), or with the ideal roofline
     (today's defaults); ``kernels = "measured"`` times the operators from the measured
     kernel tables of the row's engine instead, the operators no table covers at their
-    roofline on the card's peaks and no ``t0`` (``calibrated`` is then not used).
+    roofline at the engine preset's rates, with no ``t0`` (``calibrated`` is then not
+    used).
 
     ``loop`` predicts rows above one client with the serving simulator (``"simulated"``)
-    or the analytic closed loop (``"analytic"``, :mod:`.closed_loop`).
+    or the analytic closed loop (``"analytic"``, :mod:`.closed_loop`). ``jobs`` > 1
+    predicts the rows of each deployment in one of that many worker processes (the
+    numbers are the same: each row's prediction depends on its deployment only).
 
     ``efficiencies`` replaces a preset's values (keyed by preset or family name).
     Calibrated predictions carry an interval: the range of measurements the preset's
     held-out errors allow.
     """
+    if jobs > 1 and len(rows) > 1:
+        return _predict_in_processes(rows, jobs, progress, calibrated=calibrated,
+                                     efficiencies=efficiencies, kernels=kernels, loop=loop)
     models: dict[tuple, RowModel | str] = {}
     simulations = simulations if simulations is not None else Simulations()
     chosen: dict[str, Efficiency] = dict(efficiencies or {})
@@ -669,10 +699,18 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
             points.append(Prediction(row, None, model))
             continue
         name = preset_name(row, host=host) if calibrated else row.family
-        if not calibrated or kernels is not None:
-            # Measured kernels time what the tables cover; the rest keeps its roofline at
-            # the card's peaks, and no fitted t0 is added (it stood for the kernels).
-            name = f"{row.family} (measured kernels)" if kernels is not None else name
+        if kernels is not None:
+            # Measured kernels time what the tables cover; the operators they do not cover
+            # keep their roofline at the engine preset's rates, and no fitted t0 or link
+            # latency is added (those stood in for the kernels and the collectives).
+            name = f"{row.family} (measured kernels)"
+            if name not in chosen:
+                try:
+                    chosen[name] = attrs.evolve(preset_efficiency(row.family, host=host),
+                                                t0=0.0, link_latency=None)
+                except KeyError:
+                    chosen[name] = IDEAL
+        elif not calibrated:
             chosen.setdefault(name, IDEAL)
         if name not in chosen and row.family in (efficiencies or {}):
             chosen[name] = chosen[row.family]
@@ -686,6 +724,7 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
         if isinstance(value, str):
             points.append(Prediction(row, None, value, method=method))
             continue
+        share = (measured_share(model, row, chosen[name]) if kernels is not None else None)
         band = None
         if calibrated and kernels is None and name not in bands:
             bands[name] = held_out_intervals(name, host=host)
@@ -693,8 +732,27 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
             low, high = bands[name][row.metric]
             # measured = predicted / (1 + error): the held-out errors' spread, inverted.
             band = (value / (1.0 + high), value / (1.0 + low))
-        points.append(Prediction(row, value, interval=band, method=method))
+        points.append(Prediction(row, value, interval=band, method=method,
+                                 measured_share=share))
     return Validation(tuple(points))
+
+
+def measured_share(model: RowModel | tuple[RowModel, RowModel], row: LedgerRow,
+                   efficiency: Efficiency) -> float | None:
+    """The share of the row's decode step (a decode server's, for pools) that measured
+    kernel tables time, at its running batch; None where the scenario has no such split.
+    """
+    if isinstance(model, tuple):
+        assert row.pools is not None
+        model = model[1]
+        running = min(row.pools.decode.batch * row.pools.decode.attention_dp, model.capacity)
+    else:
+        running = min(row.concurrency, model.capacity)
+    out = _at(model, efficiency, max(1.0, float(running)))
+    total = out.get("decode_time_kernels")
+    if not total or "decode_time_kernels_measured" not in out:
+        return None
+    return float(out["decode_time_kernels_measured"] / total)
 
 
 def model_key(row: LedgerRow) -> tuple:
@@ -703,6 +761,45 @@ def model_key(row: LedgerRow) -> tuple:
             row.weights, row.kv_cache, row.tensor, row.expert, row.isl, row.osl,
             row.pipeline, row.attention_dp, row.expert_weights, row.pools, row.engine_version,
             row.unexpressed)
+
+
+def _predict_group(rows: Sequence[LedgerRow], options: Mapping[str, Any]) -> list[Prediction]:
+    """One worker's share (:func:`_predict_in_processes`): the plugins loaded once per
+    worker process, every structure it builds kept for its next groups.
+    """
+    from ..host import get_host
+
+    return list(predict_rows(rows, host=get_host(), **options).points)
+
+
+def _predict_in_processes(rows: Sequence[LedgerRow], jobs: int, progress,
+                          **options: Any) -> Validation:
+    """:func:`predict_rows` with each deployment's rows (its structure) in one of ``jobs``
+    worker processes, the largest groups first; the points come back in ``rows`` order.
+    """
+    import concurrent.futures
+    import multiprocessing
+
+    groups: dict[tuple, list[int]] = {}
+    for index, row in enumerate(rows):
+        groups.setdefault(structure_key(row, options.get("kernels")), []).append(index)
+    order = sorted(groups.values(), key=len, reverse=True)
+    points: list[Prediction | None] = [None] * len(rows)
+    # Fresh workers (not forked): a forked child could inherit a lock held by a thread of
+    # this process (the table reader's pool, say).
+    context = multiprocessing.get_context(
+        "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = {pool.submit(_predict_group, [rows[i] for i in members], options): members
+                   for members in order}
+        for future in concurrent.futures.as_completed(futures):
+            members = futures[future]
+            for index, point in zip(members, future.result()):
+                points[index] = point
+            if progress is not None:
+                progress.update(len(members))
+    assert all(p is not None for p in points)
+    return Validation(tuple(p for p in points if p is not None))
 
 
 def structure_key(row: LedgerRow, kernels: str | None) -> tuple:

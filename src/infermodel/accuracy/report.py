@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from .fits import Fit
-from .ledger import METRICS, LedgerRow
-from .predictions import Validation, summarise
+from .ledger import METRICS
+from .predictions import Prediction, Validation, summarise
 
 __all__ = ["GROUPINGS", "fit_table", "grouped_summary", "grouped_table", "plot_validation",
            "summary_table", "unpredictable_listing", "validation_table"]
@@ -71,17 +71,27 @@ def unpredictable_listing(result: Validation, *, each: bool = True) -> str:
     return "\n".join(lines)
 
 
-def _group_all(row: LedgerRow) -> str:
+def _group_all(point: Prediction) -> str:
     return "all"
 
 
-#: How the grouped summaries split the rows: a heading and the row's group in it.
-GROUPINGS: tuple[tuple[str, Callable[[LedgerRow], str]], ...] = (
+def _coverage(point: Prediction) -> str:
+    share = point.measured_share
+    if share is None:
+        return ""
+    return "≥ 90 % measured" if share >= 0.9 else "< 90 % measured"
+
+
+#: How the grouped summaries split the predictions: a heading and a prediction's group in
+#: it (empty: not in that grouping). ``kernels`` splits measured-kernel predictions by the
+#: share of the decode step the tables time.
+GROUPINGS: tuple[tuple[str, Callable[[Prediction], str]], ...] = (
     ("all", _group_all),
-    ("model", lambda row: row.model_name),
-    ("system", lambda row: row.hardware),
-    ("engine", lambda row: row.family),
-    ("mode", lambda row: row.mode),
+    ("model", lambda p: p.row.model_name),
+    ("system", lambda p: p.row.hardware),
+    ("engine", lambda p: p.row.family),
+    ("mode", lambda p: p.row.mode),
+    ("kernels", _coverage),
 )
 
 
@@ -93,8 +103,11 @@ def grouped_summary(validation: Validation) -> dict[str, dict[str, dict[str, dic
     for heading, group_of in GROUPINGS:
         members: dict[str, list] = {}
         for p in validation.predicted:
-            members.setdefault(group_of(p.row), []).append(p)
-        out[heading] = {group: summarise(points) for group, points in sorted(members.items())}
+            group = group_of(p)
+            if group:
+                members.setdefault(group, []).append(p)
+        if members:
+            out[heading] = {group: summarise(points) for group, points in sorted(members.items())}
     return out
 
 
@@ -106,8 +119,10 @@ def grouped_table(panels: Sequence[tuple[str, Validation]]) -> str:
     metrics = sorted({m for _, v in panels for m in v.summary()})
     cell = 15
     block = 6 + cell * len(metrics)
-    labels = [f"{h} {g}" if h != "all" else "all" for h, _ in GROUPINGS
-              for g in summaries[0][1].get(h, {})]
+    groups_of = {h: list(dict.fromkeys(g for _, summary in summaries for g in summary.get(h, {})))
+                 for h, _ in GROUPINGS}
+    labels = [f"{h} {g}" if h != "all" else "all" for h, groups in groups_of.items()
+              for g in groups]
     width = max([len(label) for label in labels] + [10])
     head1 = " " * width + "".join(f" {title[:block - 1]:^{block - 1}}" for title, _ in summaries)
     head2 = f"{'group':<{width}}" + "".join(
@@ -115,8 +130,9 @@ def grouped_table(panels: Sequence[tuple[str, Validation]]) -> str:
         for _ in summaries)
     lines = ["Median and 90th-percentile |error| (predicted − measured) / measured; n: rows "
              "predicted", "", head1, head2]
-    for heading, _ in GROUPINGS:
-        groups = list(summaries[0][1].get(heading, {}))
+    for heading, groups in groups_of.items():
+        if not groups:
+            continue
         if heading != "all":
             lines.append("")
         for group in groups:

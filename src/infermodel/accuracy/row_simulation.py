@@ -40,7 +40,7 @@ import math
 import attrs
 import numpy as np
 
-__all__ = ["CLIENTS", "ENGINE_POLICIES", "INFERENCEMAX", "MAX_TOKENS", "ROUNDS", "SEED", "Client",
+__all__ = ["BURST", "CLIENTS", "ENGINE_POLICIES", "INFERENCEMAX", "MAX_TOKENS", "ROUNDS", "SEED", "Client",
            "PoolFigures", "ServingFigures", "simulate_pools", "simulate_row", "unsupported"]
 
 #: Requests each client sends (the first and last rounds are not measured).
@@ -92,8 +92,12 @@ INFERENCEMAX = Client("InferenceMAX (benchmark_serving, 10 prompts per client, r
                       "InferenceMAX README, 'Benchmark Client Configuration' (--num-prompts "
                       "CONC × 10, --max-concurrency CONC, --request-rate inf, "
                       "--random-range-ratio 0.8, --ignore-eos)")
+#: One request per client, every client starting at once and every request measured: a
+#: burst of ``concurrency`` fixed-length requests (a static batch seen by a client).
+BURST = Client("one request per client, all at once (a burst)", 1, True, 1.0,
+               "a burst's mean first-token time grows in proportion to the clients")
 #: Clients by the name a ledger row gives (``LedgerRow.client``; empty: DEFAULT).
-CLIENTS = {"": DEFAULT, "inferencemax": INFERENCEMAX}
+CLIENTS = {"": DEFAULT, "inferencemax": INFERENCEMAX, "burst": BURST}
 SEED = 0
 #: The most tokens (prompt and output) a row's closed loop may simulate, ROUNDS ×
 #: concurrency × (isl + osl): a bound on the run's work, about three times the largest

@@ -33,11 +33,16 @@ How the file's columns are read (each rule checked against the file itself):
   the same measurement under both recordings (``tp 64, moe 8 × 8`` and ``tp 8,
   moe 1 × 8``: identical TTFT and TPOT to the last digit in 60 pairs), and its ids say
   ``tp8_ep8``.
-* **Client**: a point of InferenceMAX's three shapes (1k/1k, 1k/8k, 8k/1k tokens) is
-  read as its benchmark client's run (:data:`.row_simulation.INFERENCEMAX`: ten prompts
-  per client, all measured, lengths uniform on 0.8–1 × nominal); the others (the
-  package's gap-analysis runs at other shapes) as fixed-length runs with the warm-up
-  round left out, as the shipped ledger's.
+* **Client**: the gap-analysis runs (971 points whose source names an
+  ``aic-auto-gap-analysis`` file, at 38 shapes) are read as one burst of fixed-length
+  requests, every client starting at once (:data:`.row_simulation.BURST`): their mean
+  first-token time grows in proportion to the clients and does not follow the output
+  length while the cache holds the batch (Qwen3-32B on two H100s, 1,024-token prompts:
+  0.84, 2.5 and 4.4 s at 16, 64 and 128 clients, the same at 128, 256 and 512 output
+  tokens). Every other point is at one of InferenceMAX's three shapes (1k/1k, 1k/8k,
+  8k/1k tokens) and is read as its benchmark client's run
+  (:data:`.row_simulation.INFERENCEMAX`: ten prompts per client, all measured, lengths
+  uniform on 0.8–1 × nominal).
 * **Disaggregated rows**: a prefill and a decode pool, each ``*_num_workers`` servers of
   their own layout and ``*_batch_size``; a row without them is listed as not expressible.
 
@@ -129,9 +134,8 @@ ACTIVATIONS = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
 #: quantised to FP8 or NVFP4 (16-bit otherwise).
 QUANTISED_CACHE = "fp8-e4m3"
 
-#: The sequence shapes InferenceMAX benchmarks (input, output tokens): points of these
-#: shapes are read as its client's runs.
-INFERENCEMAX_SHAPES = frozenset({(1024, 1024), (1024, 8192), (8192, 1024)})
+#: What the source column of the package's gap-analysis runs names.
+GAP_ANALYSIS = "aic-auto-gap-analysis"
 
 _CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
 
@@ -396,7 +400,7 @@ def _point(cells: Mapping[str, str], line: int,
                         if formats["moe_quant_mode"] != formats["gemm_quant_mode"] else ""),
         pools=pools, engine_version=version, model_label=cells["model_path"],
         unexpressed="; ".join(reasons),
-        client="inferencemax" if (isl, osl) in INFERENCEMAX_SHAPES else "")
+        client="burst" if GAP_ANALYSIS in cells["silicon_data_source"] else "inferencemax")
     rows = []
     for metric, column, suffix in (("ttft_ms", "silicon_ttft_ms", "ttft"),
                                    ("tpot_ms", "silicon_tpot_ms", "tpot")):

@@ -14,6 +14,7 @@ from typing import Any
 
 FORMATS = ("table", "json")
 KERNELS = ("measured",)
+LOOPS = ("simulated", "analytic")
 #: Ledgers of at most this many rows print every row by default.
 ROWS_SHOWN = 500
 
@@ -49,6 +50,13 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--sample", type=int, metavar="N",
                         help="ledger: predict N measured points only, a fixed stratified sample "
                              "(every system, engine and mode represented)")
+    parser.add_argument("--loop", choices=LOOPS, default=None,
+                        help="ledger: predict rows above one client with the serving simulator "
+                             "(simulated) or the analytic closed loop (analytic); default: "
+                             "simulated, analytic for the silicon ledger")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="ledger: worker processes (default: every core for ledgers of "
+                             f"more than {ROWS_SHOWN} rows, else 1)")
     parser.add_argument("--rows", action=argparse.BooleanOptionalAction, default=None,
                         help="ledger: print each row's measured and predicted figure (default: "
                              f"for ledgers of at most {ROWS_SHOWN} rows)")
@@ -135,6 +143,8 @@ def _ledger(args) -> int:
         raise InfermodelError(Problem(f"--folds {args.folds}", expected="at least 2"))
     if args.sample is not None and args.sample < 1:
         raise InfermodelError(Problem(f"--sample {args.sample}", expected="at least 1 point"))
+    if args.jobs is not None and not 1 <= args.jobs <= 256:
+        raise InfermodelError(Problem(f"--jobs {args.jobs}", expected="1 to 256 processes"))
     for target in (args.output, args.plot):
         if target:
             check_target(target)
@@ -187,12 +197,13 @@ def _ledger(args) -> int:
         else:
             title, validation = panels[0]
             data = validation.to_dict()
-            data["efficiency"] = title
+            data["efficiency"] = TITLES[title]
             data["groups"] = grouped_summary(validation)
         text = json.dumps(data, indent=2)
     elif args.compare:
         first = panels[0][1]
-        text = "\n".join([f"{path}: {len(rows)} rows predicted three ways", "",
+        text = "\n".join([f"{path}: {len(rows)} rows predicted {len(panels)} ways", "",
+                          *(f"  {title}: {TITLES[title]}" for title, _ in panels), "",
                           grouped_table(panels)])
         if first.unpredictable:
             from ..accuracy.report import unpredictable_listing
@@ -201,16 +212,23 @@ def _ledger(args) -> int:
     else:
         title, validation = panels[0]
         text = validation_table(validation, rows=show_rows,
-                                heading=f"{path}: {len(rows)} rows predicted with {title}")
+                                heading=f"{path}: {len(rows)} rows predicted with {TITLES[title]}")
         text += "\n\n" + grouped_table(panels)
     emit(text, args.output)
     return 0
 
 
 SILICON = "silicon"
-IDEAL_TITLE = "the ideal roofline (peak rates, t0 = 0, no reserve)"
-PRESETS_TITLE = "each engine's [efficiency] preset"
-KERNELS_TITLE = "measured kernels (each row's engine's tables)"
+IDEAL_TITLE = "ideal roofline"
+PRESETS_TITLE = "engine presets"
+KERNELS_TITLE = "measured kernels"
+#: What each prediction is, for a heading.
+TITLES = {
+    IDEAL_TITLE: "the ideal roofline (peak rates, t0 = 0)",
+    PRESETS_TITLE: "each engine's [efficiency] preset",
+    KERNELS_TITLE: "measured kernels (each row's engine's tables; what they do not cover at "
+                   "the engine preset's rates, no t0)",
+}
 
 
 def _read(args) -> tuple[Path, list]:
@@ -248,11 +266,15 @@ def _panels(args, rows, host) -> list:
         wanted = [(KERNELS_TITLE, False, args.kernels)]
     else:
         wanted = [(PRESETS_TITLE, True, None) if args.calibrated else (IDEAL_TITLE, False, None)]
+    import os
+
+    loop = args.loop or ("analytic" if args.ledger == SILICON else "simulated")
+    jobs = args.jobs or ((os.cpu_count() or 1) if len(rows) > ROWS_SHOWN else 1)
     panels = []
     with Progress(len(rows) * len(wanted), "ledger", unit="rows") as bar:
         for title, calibrated, kernels in wanted:
             panels.append((title, predict_rows(rows, calibrated=calibrated, kernels=kernels,
-                                               progress=bar, host=host)))
+                                               progress=bar, host=host, loop=loop, jobs=jobs)))
     return panels
 
 
