@@ -621,6 +621,42 @@ def make_layout_case(seed: int, ctx: Context) -> Case:
     return Case(seed, command, argv, toml_document(data), f"from {name}; " + "; ".join(changed))
 
 
+#: The options ``validate --ledger silicon`` adds, with values worth trying on them.
+SILICON_OPTIONS = {
+    "--kernels": ["measured", "roofline", "", "MEASURED"],
+    "--loop": ["analytic", "simulated", "nope"],
+    "--jobs": ["1", "0", "-3", "300", "x"],
+    "--sample": ["1", "2", "0", "-1", "1e9", "two"],
+    "--format": ["json", "table", "csv"],
+}
+SILICON_FLAGS = ("--compare", "--calibrated", "--rows", "--no-rows", "--fit")
+
+
+def make_silicon_case(seed: int, ctx: Context) -> Case:
+    """``validate --ledger silicon`` on a one- or two-point sample, with the options it
+    adds (measured kernels, the comparison, the loop, worker processes, the sample) set
+    to valid, invalid and conflicting values, and an output or plot target.
+    """
+    rng = random.Random(seed)
+    argv = ["validate", "--ledger", "silicon", "--sample", rng.choice(["1", "2"])]
+    for _ in range(rng.randint(1, 4)):
+        if rng.random() < 0.6:
+            flag = rng.choice(sorted(SILICON_OPTIONS))
+            argv += [flag, rng.choice(SILICON_OPTIONS[flag])]
+        else:
+            argv.append(rng.choice(SILICON_FLAGS))
+    if "--sample" in argv[5:] and rng.random() < 0.7:
+        # Keep most cases to a sample of one or two points.
+        index = argv.index("--sample", 5)
+        del argv[index:index + 2]
+    if rng.random() < 0.3:
+        argv += [rng.choice(["-o", "--plot"]),
+                 str(_target(rng, ctx, ctx.workdir, str(ctx.workdir / "scenarios" / "x.toml")))]
+    if "--jobs" not in argv:
+        argv += ["--jobs", "1"]  # worker processes are started only when asked
+    return Case(seed, "validate", argv, None, "silicon ledger options")
+
+
 HYBRID_CONFIGS = [ROOT / "src" / "infermodel" / "data" / "configs" / f"{name}.json" for name in (
     "ai21-jamba-1.5-mini", "nemotron-h-8b-base-8k", "minimax-m1", "llama-3.3-nemotron-super-49b-v1")]
 

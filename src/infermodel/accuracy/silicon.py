@@ -422,8 +422,9 @@ def _point(cells: Mapping[str, str], line: int,
 
 def sample_points(points: Sequence[Sequence[LedgerRow]], count: int) -> list:
     """``count`` points (all of them if fewer), every stratum of system, engine family and
-    mode represented, the rest in proportion; within a stratum, evenly spaced in file
-    order. Deterministic: the same file gives the same sample.
+    mode represented (with fewer points than strata, one from each of the largest), the
+    rest in proportion; within a stratum, evenly spaced in file order. Deterministic: the
+    same file gives the same sample.
 
     >>> rows = [[LedgerRow(str(i), "s", e, "h200", 1, "m", None, "", "", 1, 1, 8, 8, 1,
     ...                    "ttft_ms", "mean", 1.0)] for i, e in enumerate(["vllm"] * 9 + ["sglang"])]
@@ -436,6 +437,10 @@ def sample_points(points: Sequence[Sequence[LedgerRow]], count: int) -> list:
     for index, point in enumerate(points):
         row = point[0]
         strata.setdefault((row.hardware, row.family, row.mode), []).append(index)
+    if count < len(strata):
+        # Fewer points than strata: one point from each of the largest strata.
+        kept = sorted(strata, key=lambda k: (-len(strata[k]), k))[:max(count, 0)]
+        strata = {key: strata[key] for key in kept}
     share = {key: 1 for key in strata}
     spare = max(count - len(strata), 0)
     total = len(points)
