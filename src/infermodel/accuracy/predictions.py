@@ -19,6 +19,7 @@ Fitting the efficiency presets on these predictions is :mod:`.fits`.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -763,13 +764,20 @@ def model_key(row: LedgerRow) -> tuple:
             row.unexpressed)
 
 
+@functools.cache
+def _worker_host() -> PluginHost:
+    """A worker process's plugin host: the entry-point group's plugins, loaded once."""
+    from ..host import PluginHost
+
+    return PluginHost()
+
+
 def _predict_group(rows: Sequence[LedgerRow], options: Mapping[str, Any]) -> list[Prediction]:
     """One worker's share (:func:`_predict_in_processes`): the plugins loaded once per
-    worker process, every structure it builds kept for its next groups.
+    worker process (from the entry-point group), every structure it builds kept for its
+    next groups.
     """
-    from ..host import get_host
-
-    return list(predict_rows(rows, host=get_host(), **options).points)
+    return list(predict_rows(rows, host=_worker_host(), **options).points)
 
 
 def _predict_in_processes(rows: Sequence[LedgerRow], jobs: int, progress,
