@@ -21,7 +21,9 @@ How the file's columns are read (each rule checked against the file itself):
 * **Formats**: ``gemm_quant_mode`` is the block linears' format, ``moe_quant_mode`` the
   routed experts'; 8-bit float formats run with 8-bit activations and NVFP4 with 4-bit
   ones, as those kernels do; the KV cache is 8-bit float for a quantised row and 16-bit
-  otherwise (the package's own default for these checkpoints).
+  otherwise (the package's own default for these checkpoints). A 4-bit point of a model
+  whose published checkpoint has MXFP4 experts (gpt-oss) keeps that checkpoint's formats
+  (MXFP4 experts, 16-bit attention and cache): the file labels those runs ``nvfp4``.
 * **Concurrency**: the ``silicon_concurrency`` the source column records (the benchmark
   client's), else ``batch_size × attention_dp_size``.
 * **Layout** (aggregated rows): one server on ``tp × pp × attention_dp`` cards, the
@@ -128,6 +130,12 @@ WEIGHT_FORMATS = {
     "nvfp4": "nvfp4",
     "int4_wo": "int4-g32",
 }
+#: 4-bit modes the file writes for a point, and the checkpoint formats that make such a
+#: point the published MXFP4 checkpoint rather than an NVFP4 one (gpt-oss: the file says
+#: ``nvfp4`` for runs of ``openai/gpt-oss-120b``, whose experts are MXFP4 and whose
+#: attention is 16-bit; no NVFP4 checkpoint of it is named).
+FOUR_BIT_MODES = ("nvfp4",)
+MX_CHECKPOINTS = ("mxfp4",)
 #: The activation format the quantised kernels run with (weight-only modes: none).
 ACTIVATIONS = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
 #: The KV cache of a quantised row: 8-bit float, the package's default for checkpoints
@@ -356,6 +364,11 @@ def _point(cells: Mapping[str, str], line: int,
                            f"(known: {', '.join(m for m in WEIGHT_FORMATS if m)})")
         formats[column] = WEIGHT_FORMATS.get(mode, "")
     gemm = cells["gemm_quant_mode"].strip()
+    if (gemm in FOUR_BIT_MODES and not isinstance(shape, str)
+            and shape.get("expert_weight_format") in MX_CHECKPOINTS):
+        # A 4-bit point of a model published with MXFP4 experts runs that checkpoint.
+        formats = {"gemm_quant_mode": "", "moe_quant_mode": ""}
+        gemm = ""
     isl, osl = _whole(cells["isl"]), _whole(cells["osl"])
     if not isl or not osl:
         reasons.append("isl and osl must be whole numbers of at least 1")
