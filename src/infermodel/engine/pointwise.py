@@ -16,7 +16,9 @@ It must give numpy's result to the bit, and does, operation by operation:
   NaN and the sign of zero included (:func:`maximum2`, :func:`minimum2`);
 * ``floor`` and ``ceiling`` return floats, as numpy's do;
 * every other function (``log``, ``exp``, …) is numpy's own, on a float;
-* ``Piecewise`` takes its first true branch, NaN where none is (numpy's ``select``).
+* ``Piecewise`` takes its first true branch, NaN where none is (numpy's ``select``);
+* a table function (:func:`infermodel.quantity.tabulated`) takes its scalar path, which
+  gives its array path's bits.
 
 Where numpy would carry on with an infinity or a NaN and Python raises instead (a
 division by zero, an overflowing power, the square root of a negative number) the point
@@ -35,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..quantity import table_of, tabulated_calls
 from .graph import QuantityGraph
 
 #: What the point function may raise where numpy would return an infinity or a NaN.
@@ -168,8 +171,14 @@ def compile_point(graph: QuantityGraph, outputs: Sequence[str]) -> Callable[...,
     def sequential(_exprs):
         return assignments, output_symbols
 
+    namespace = _namespace()
+    for name in derived:
+        # Tables (measured kernels) evaluate plain floats on their own scalar path, which
+        # gives their array path's bits.
+        for call in tabulated_calls(quantities[name].expression):
+            namespace[call.func.__name__] = table_of(call)
     return sympy.lambdify([quantities[n].symbol for n in graph.inputs], output_symbols,
-                          modules=[_namespace()], printer=_printer(), cse=sequential,
+                          modules=[namespace], printer=_printer(), cse=sequential,
                           docstring_limit=0)
 
 

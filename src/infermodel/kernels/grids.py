@@ -201,8 +201,19 @@ class Curve:
             high = grid[i1, j] + w * (grid[i1, j1] - grid[i1, j])
         time = np.exp(low + u * (high - low))
         if beyond:
-            outside = (clamped[0] != x[0]) | (clamped[1] != x[1])
-            time = np.where(outside, time / self.rate(clamped) * self.rate(x), time)
+            first, second = x
+            if np.ndim(second) == 0 and clamped[1] == second:
+                # Only the first axis leaves the grid: its edges' time over rate, as
+                # numbers (the scalar path's own value at the edge), times rate(x).
+                edges = self.axis_lists[0]
+                for edge, side in ((edges[-1], first > edges[-1]), (edges[0], first < edges[0])):
+                    if side.any():
+                        point = [edge, float(second)]
+                        scale = self.value(point) / self.rate(point)
+                        time = np.where(side, scale * self.rate(x), time)
+            else:
+                outside = (clamped[0] != first) | (clamped[1] != second)
+                time = np.where(outside, time / self.rate(clamped) * self.rate(x), time)
         return self._shaped(time, x)
 
     def _line(self, v: np.ndarray) -> np.ndarray:
