@@ -207,7 +207,9 @@ def fit_table(result: Fit) -> str:
 
 def plot_validation(panels: Sequence[tuple[str, Validation]]):
     """Measured against predicted, one panel per prediction (log-log, one colour per
-    metric), with the diagonal and a ±25 % band; returns a matplotlib figure.
+    metric), with the diagonal and a ±25 % band; returns a matplotlib figure. On a
+    ledger of thousands of points the markers shrink and turn translucent, so that where
+    most points lie shows through.
     """
     from ..analyses.figures import COLOURS, load_matplotlib
 
@@ -228,16 +230,21 @@ def plot_validation(panels: Sequence[tuple[str, Validation]]):
             if not chosen:
                 continue
             summary = summarise(chosen)[metric]
-            ax.scatter([p.row.value for p in chosen], [p.predicted for p in chosen], s=16,
-                       color=colours[metric], alpha=0.85,
+            dense = len(points) > 500
+            ax.scatter([p.row.value for p in chosen], [p.predicted for p in chosen],
+                       s=5 if dense else 16, linewidths=0, color=colours[metric],
+                       alpha=0.3 if dense else 0.85,
                        label=f"{metric} (median |error| {summary['median_abs_error']:.0%})")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(low, high)
         ax.set_ylim(low, high)
-        ax.set_xlabel("measured (published)")
-        ax.set_ylabel("predicted")
+        ax.set_xlabel("measured (published; ms, or tokens/s)")
+        ax.set_ylabel("predicted (same unit)")
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="major", alpha=0.35)
-        ax.legend(fontsize=7, loc="upper left")
+        legend = ax.legend(fontsize=7, loc="upper left", markerscale=2.0)
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):
+            if text.get_text() != "±25 %":
+                handle.set_alpha(0.85)
     return figure
