@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import Problem
 from .grids import FULL_WINDOW, Lookup
-from .source import TablesUnavailable, card, engine_versions, read, resolve
+from .source import TablesUnavailable, card, engine_versions, folders, read, resolve, version_key
 
 #: Bytes per weight and per activation value, and the datasheet rate its products run at.
 GEMM_DTYPES: Mapping[str, tuple[float, float, str]] = {
@@ -242,24 +242,27 @@ def _lookup(system: str, engine: str, version: str, family: str,
     if folder is None:
         return Unavailable(f"no {spec.directory} tables measured under {engine} {version} or "
                            f"older on {system}")
-    if spec.table not in folder.tables:
-        return Unavailable(f"{folder.system}/{folder.family}/{folder.engine}/{folder.version} has "
-                           f"no {spec.table} table")
     wanted = dict(categories)
     equal = {spec.categories[k]: v for k, v in wanted.items() if k in spec.categories}
     columns = sorted({*(c for a, c in spec.columns.items() if a not in spec.derived),
                       "latency", "kernel_source",
                       *(("window_size",) if "window" in spec.derived else ()),
                       *(("isl", "step") if "context" in spec.derived else ())})
-    rows = read(folder, spec.table, columns, equal)
-    if not len(rows["latency"]):
-        held = {}
-        for column in equal:
-            held[column] = sorted({str(v) for v in read(folder, spec.table, (column,))[column]})
-        return Unavailable(f"{folder.label(spec.table)} has no rows where "
-                           + " and ".join(f"{k} = {v}" for k, v in equal.items())
-                           + " (it holds " + "; ".join(f"{k}: {', '.join(v)}"
-                                                      for k, v in held.items()) + ")")
+    # A version's folder may hold only the categories re-measured for it (a newer
+    # TensorRT-LLM folder with one MoE dtype): the rows come from the newest folder at or
+    # below the version that holds them, as the package's own resolver inherits them.
+    older = [f for f in folders(system, spec.directory, engine)
+             if version_key(f.version) <= version_key(folder.version)]
+    first: Unavailable | None = None
+    for candidate in reversed(older):
+        found = _rows(candidate, spec, columns, equal)
+        if not isinstance(found, Unavailable):
+            folder, rows = candidate, found
+            break
+        first = first or found
+    else:
+        assert first is not None
+        return first
     named = {arg: rows[col].astype(float) for arg, col in spec.columns.items()
              if arg not in spec.derived}
     for arg, make in spec.derived.items():
@@ -270,6 +273,25 @@ def _lookup(system: str, engine: str, version: str, family: str,
                   table=folder.label(spec.table), categories=equal,
                   kernel_sources=sorted(set(rows["kernel_source"].tolist())), rows=named,
                   roofline=roofline, describe_roofline=describe, unit_note=spec.unit_note)
+
+
+def _rows(folder, spec: Family, columns: list[str],
+          equal: Mapping[str, str]) -> Mapping[str, np.ndarray] | Unavailable:
+    """One folder's rows of the family's table for the categories, or why it has none."""
+    if spec.table not in folder.tables:
+        return Unavailable(f"{folder.system}/{folder.family}/{folder.engine}/{folder.version} has "
+                           f"no {spec.table} table")
+    rows = read(folder, spec.table, columns, equal)
+    if len(rows["latency"]):
+        return rows
+    held = {}
+    for column in equal:  # equal maps each category's column to the value asked for
+        values = read(folder, spec.table, (column,))[column]
+        held[column] = sorted({str(v) for v in values})
+    return Unavailable(f"{folder.label(spec.table)} has no rows where "
+                       + " and ".join(f"{k} = {v}" for k, v in equal.items())
+                       + " (it holds " + "; ".join(f"{k}: {', '.join(v)}"
+                                                  for k, v in held.items()) + ")")
 
 
 def lookup(system: str, engine: str, version: str, family: str,
