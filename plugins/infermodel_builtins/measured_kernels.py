@@ -30,31 +30,22 @@ serving, §1–§2 (the roofline each operator falls back to).
 
 from __future__ import annotations
 
-import re
-import weakref
-
-import attrs
 import sympy
-from sympy import Max as _Max
-from sympy import ceiling
 
 import infermodel.plugin as door
 from infermodel.plugin import (
     InfermodelError,
     S,
     Stage,
-    collect_operators,
     hookimpl,
     suggest,
     table_of,
-    tabulated,
     tabulated_calls,
 )
 
-from . import M10
-from .operator_kernels import FULL
+from . import M10, kernel_plan
+from .kernel_plan import PHASES, Plan, Setup
 from .parallelism import degrees
-from .quantization import effective_lever, weight_formats
 
 TABLES = ("NVIDIA aiconfigurator-core 0.12 measured kernel tables (Apache-2.0): "
           "systems/data/<system>/<family>/<engine>/<version>")
@@ -62,16 +53,6 @@ ROOFLINE = f"{M10}, §1–§2 (each operator on its own roofline)"
 CHOICES = ("roofline", "measured")
 #: efficiency.engine -> the engine's folder name in the tables.
 ENGINE_TABLES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "trtllm": "trtllm"}
-PHASES = ("prefill", "decode")
-#: Kernel families that no table measures: the operator keeps its roofline by nature.
-ELEMENTWISE = "elementwise"
-#: Short names of the families in table-function names.
-SHORT = {"gemm": "gemm", "context_attention": "ctx", "generation_attention": "gen",
-         "moe": "moe", "all_reduce": "ar"}
-
-
-def Max(*args):
-    return _Max(*args, evaluate=False)
 
 
 # ---------------------------------------------------------------------------------
@@ -98,19 +79,6 @@ def infermodel_register_fields(register):
 # ---------------------------------------------------------------------------------
 # What a scenario's measured kernels are
 # ---------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Setup:
-    """Card, engine and version whose tables time the operators, the tensor degree, and
-    why every operator falls back to the roofline (None when none does).
-    """
-
-    system: str | None
-    engine: str | None
-    version: str | None
-    tensor: int
-    fallback: str | None = None
 
 
 def _measured(scenario) -> bool:
@@ -168,231 +136,11 @@ def infermodel_validate_scenario(scenario, report):
         report(key, problem.message, expected=problem.expected, suggestion=problem.suggestion)
 
 
-# ---------------------------------------------------------------------------------
-# Dtypes from number formats
-# ---------------------------------------------------------------------------------
-
-
-def _fp8(fmt) -> bool:
-    return fmt.bits == 8 and fmt.kind == "float"
-
-
-def gemm_dtype(fmt, activations) -> str | None:
-    """The GEMM table's dtype for weights in ``fmt`` (None: no table measures it).
-
-    >>> from infermodel_builtins.formats import NAMED_FORMATS as F
-    >>> [gemm_dtype(F[n], None) for n in ("bf16", "fp8-e4m3", "fp8-b128", "int4-g128", "nvfp4")]
-    ['bfloat16', 'fp8', 'fp8_block', 'int4_wo', 'nvfp4']
-    """
-    if fmt.bits >= 16:
-        return "bfloat16"
-    if _fp8(fmt):
-        return "fp8_block" if (fmt.block_side or fmt.granularity == "group") else "fp8"
-    if fmt.kind == "float" and fmt.bits == 4:
-        return "nvfp4" if fmt.group_size == 16 else None
-    if fmt.kind == "int" and fmt.bits == 8:
-        return "sq" if activations == "int8" else "int8_wo"
-    if fmt.kind == "int" and fmt.bits == 4:
-        return "int4_wo"
-    return None
-
-
-def moe_dtype(fmt) -> str | None:
-    """The MoE table's dtype for experts in ``fmt`` (None: no table measures it)."""
-    if fmt.bits >= 16:
-        return "bfloat16"
-    if _fp8(fmt):
-        return "fp8_block" if (fmt.block_side or fmt.granularity == "group") else "fp8"
-    if fmt.kind == "float" and fmt.bits == 4:
-        return "nvfp4" if fmt.group_size == 16 else "w4a16_mxfp4"
-    if fmt.kind == "int" and fmt.bits == 4:
-        return "int4_wo"
-    return None
-
-
-def _formats(scenario):
-    lever = effective_lever(scenario)
-    formats = weight_formats(scenario, lever) if lever is not None else {}
-    activations = getattr(lever, "activations", None)
-    kv = getattr(lever, "kv_cache", None)
-    return {k: f for k, (f, _why) in formats.items()}, activations, kv
-
-
-def _categories(kernel, formats, activations, kv):
-    """(family categories, or a reason no table measures this kernel)."""
-    from .formats import NAMED_FORMATS
-
-    bf16 = NAMED_FORMATS["bf16"]
-    if kernel.family == "gemm":
-        fmt = formats.get(kernel.weights, bf16) if kernel.weights else bf16
-        dtype = gemm_dtype(fmt, activations)
-        return ({"dtype": dtype} if dtype else
-                f"no measured GEMM for weights in {fmt.name or 'this format'}")
-    if kernel.family in ("context_attention", "generation_attention"):
-        if kv is None or kv.bits >= 16:
-            return {"kv_dtype": "bfloat16"}
-        if _fp8(kv):
-            return {"kv_dtype": "fp8"}
-        return f"no measured attention over a {kv.name or 'this'} cache"
-    if kernel.family == "moe":
-        fmt = formats.get("experts", formats.get("linear", bf16))
-        dtype = moe_dtype(fmt)
-        return ({"dtype": dtype} if dtype else
-                f"no measured MoE kernel for experts in {fmt.name or 'this format'}")
-    return {}
-
-
-def _function_name(family: str, lookup_setup: Setup, categories) -> str:
-    parts = [SHORT.get(family, family), lookup_setup.system, lookup_setup.engine,
-             lookup_setup.version, *map(str, categories.values())]
-    name = re.sub(r"[^A-Za-z0-9]+", "_", "k_" + "_".join(str(p) for p in parts)).strip("_")
-    if len(name) > 64:
-        import hashlib
-
-        name = name[:55] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
-    return name
-
-
-def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=""):
-    """(time expression of one kernel in one pass, or the reason no table serves it).
-
-    A kernel two operators share (``share`` below 1: attention's score and value) is read
-    once: its time becomes a quantity of its own, recorded in ``shared`` (name ->
-    expression), and each operator takes its share of that quantity.
-    """
-    categories = _categories(kernel, formats, activations, kv)
-    if isinstance(categories, str):
-        return categories
-    kernels = door.kernels
-    spec = kernels.FAMILIES.get(kernel.family)
-    if spec is None:
-        return f"no table family {kernel.family!r}"
-    found = None
-    tried = ([categories | {"distribution": d} for d in kernels.MOE_DISTRIBUTIONS]
-             if kernel.family == "moe" else [categories])
-    for attempt in tried:
-        found = kernels.lookup(st.system, st.engine, st.version, kernel.family, **attempt)
-        if isinstance(found, kernels.Lookup):
-            categories = attempt
-            break
-    if not isinstance(found, kernels.Lookup):
-        return found.reason if found is not None else "no table"
-    missing = [a for a in spec.arguments if a not in kernel.shape]
-    if missing:
-        return f"the {kernel.family} kernel needs {', '.join(missing)}"
-    tp = S.kernel_tensor_degree
-    arguments = []
-    for name in spec.arguments:
-        value = kernel.shape[name]
-        if name in kernel.split:
-            value = (ceiling(value / tp) if name == "kv_heads" else value * tp if name == "tp"
-                     else value / tp)
-        if name == "window" and value == FULL:
-            value = kernels.FULL_WINDOW
-        arguments.append(value)
-    function = tabulated(_function_name(kernel.family, st, categories), found)
-    if kernel.share == 1 or shared is None:
-        share = sympy.Integer(1) if kernel.share == 1 else sympy.Rational(kernel.share)
-        return share * kernel.calls * function(*arguments)
-    label = re.sub(r"[^A-Za-z0-9]+", "_", kernel.label or kernel.family).strip("_").lower()
-    name = f"{phase}_kernel_{label}_time"
-    whole = kernel.calls * function(*arguments)
-    while name in shared and shared[name] != whole:
-        name = name.replace("_time", "_2_time")
-    shared[name] = whole
-    return sympy.Rational(kernel.share) * S[name]
-
-
-# ---------------------------------------------------------------------------------
-# The plan: which operator is timed how
-# ---------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Timed:
-    """One operator's time under measured kernels."""
-
-    phase: str
-    name: str
-    #: "measured", "roofline" (no table covers it by nature) or "fallback".
-    how: str
-    expression: object
-    reason: str = ""
-    #: The quantity an operator that times itself (a collective) takes its time from.
-    own: str | None = None
-
-
-@attrs.frozen
-class Plan:
-    """Every operator of both phases with its time, and the kernels operators share
-    (``(phase, quantity name, expression)``: a quantity each, read once).
-    """
-
-    timed: tuple[Timed, ...]
-    shared: tuple[tuple[str, str, object], ...]
-
-    def __iter__(self):
-        return iter(self.timed)
-
-    def expand(self, expression):
-        """``expression`` with every shared kernel's quantity written out."""
-        return expression.xreplace({S[name]: whole for _phase, name, whole in self.shared})
-
-
-#: Plans of recent scenarios: a scenario's plan is asked for by several hooks in one
-#: evaluation (quantities, transformations, warnings, the operator table).
-_PLANS: dict[int, tuple[weakref.ref, Plan]] = {}
-
-
 def plan(scenario) -> Plan:
     """Every operator of both phases with its measured (or roofline) time (kept for the
     scenario object's life).
     """
-    found = _PLANS.get(id(scenario))
-    if found is not None and found[0]() is scenario:
-        return found[1]
-    made = _plan(scenario)
-    if len(_PLANS) > 32:
-        _PLANS.clear()
-    _PLANS[id(scenario)] = (weakref.ref(scenario), made)
-    return made
-
-
-def _plan(scenario) -> Plan:
-    st = setup(scenario)
-    formats, activations, kv = _formats(scenario)
-    out = []
-    shared_all: list[tuple[str, str, object]] = []
-    for phase in PHASES:
-        shared: dict[str, object] = {}
-        rate = S[f"flops_effective_{phase}"]
-        for op in collect_operators(scenario, phase):
-            own = (op.time.name if op.time is not None and isinstance(op.time, sympy.Symbol)
-                   and op.plugin != "measured_kernels" else None)
-            roofline = Max(op.flops / rate, op.bytes / S.bandwidth)
-            kernels = [k for k in op.kernels if k.family != ELEMENTWISE]
-            if op.time is not None and not kernels:
-                continue  # timed by its own plugin, which adds it to the step
-            if not kernels:
-                how = "roofline" if op.kernels else "fallback"
-                reason = ("elementwise: no table measures it" if op.kernels
-                          else "no measured kernel is declared for it")
-                out.append(Timed(phase, op.name, how, roofline, reason))
-                continue
-            if st.fallback:
-                out.append(Timed(phase, op.name, "fallback", roofline, st.fallback, own))
-                continue
-            trial: dict[str, object] = dict(shared)
-            times = [kernel_time(k, st, formats, activations, kv, trial, phase) for k in kernels]
-            missing = [t for t in times if isinstance(t, str)]
-            if missing:
-                out.append(Timed(phase, op.name, "fallback", roofline, "; ".join(
-                    dict.fromkeys(missing)), own))
-            else:
-                shared = trial
-                out.append(Timed(phase, op.name, "measured", sympy.Add(*times), "", own))
-        shared_all += [(phase, name, whole) for name, whole in shared.items()]
-    return Plan(tuple(out), tuple(shared_all))
+    return kernel_plan.plan(scenario, setup)
 
 
 def _time_name(phase: str, name: str) -> str:
@@ -593,5 +341,4 @@ def infermodel_check_result(result, warn):
                            f"({where})")
 
 
-__all__ = ["CHOICES", "ENGINE_TABLES", "Setup", "gemm_dtype", "kernel_time", "moe_dtype", "plan",
-           "setup"]
+__all__ = ["CHOICES", "ENGINE_TABLES", "plan", "setup"]

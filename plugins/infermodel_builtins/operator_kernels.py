@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from infermodel.plugin import Kernel, S
 
+from .latent_kernels import latent_kernels
 from .shapes import moe_layer_count, structure
 
 #: Window argument of a full-attention layer (the tables write 0; see infermodel.kernels).
@@ -37,8 +38,6 @@ FULL = 2**30
 def _attention(scenario, phase, tokens_shape, layers):
     """The attention kernels of ``phase``: one per window kind, half of each per operator."""
     st = structure(scenario)
-    if st.mla:
-        return ()
     family = "generation_attention" if phase == "decode" else "context_attention"
     length = {"context": S.context} if phase == "decode" else {"length": S.prompt_tokens}
     kinds = [(layers, FULL)]
@@ -85,10 +84,14 @@ def _ffn(scenario, tokens, layers):
     return tuple(kernels)
 
 
-def operator_kernels(scenario, phase, tokens, scored, attention_layers):
-    """Operator name -> the kernels it is made of (operators absent: no table covers them)."""
+def operator_kernels(scenario, phase, tokens, scored, attention_layers, rooflines):
+    """Operator name -> the kernels it is made of (operators absent: no table covers them).
+    ``rooflines``: each operator's roofline time (latent attention's module shares its
+    time among the operators it spans in their proportion).
+    """
     dkv = S.kv_heads * S.head_dim
-    attention = _attention(scenario, phase, tokens, attention_layers)
+    latent = structure(scenario).mla
+    attention = () if latent else _attention(scenario, phase, tokens, attention_layers)
     out = {
         "qkv_projection": (Kernel("gemm", {"m": tokens, "n": S.query_width + 2 * dkv,
                                            "k": S.d_model}, calls=attention_layers, split=("n",),
@@ -102,9 +105,8 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers):
     }
     # Elementwise: no table measures them; they keep their roofline by nature.
     out["norms"] = out["embedding"] = (Kernel("elementwise", {}, label="elementwise"),)
-    if structure(scenario).mla:
-        # Latent attention's projections are shaped by the latent ranks: no kernels here.
-        del out["qkv_projection"], out["output_projection"]
+    if latent:
+        out.update(latent_kernels(scenario, phase, tokens, attention_layers, rooflines))
     if attention:
         out["attention_score"] = out["attention_value"] = attention
     if scenario.value("model.experts") > 1:

@@ -19,7 +19,7 @@ family                     arguments (configuration | curve)   table (``<directo
                            length
 ``mla_generation``         heads, latent widths | batch,       ``mla/generation_mla_perf``
                            context
-``mla_bmm``                heads, latent widths | tokens       ``mla_bmm/mla_bmm_perf``
+``mla_bmm_pre``, ``_post`` heads, latent widths | tokens       ``mla_bmm/mla_bmm_perf``
 ``gdn_conv_context``       channels, conv | batch, length      ``linear_attention/gdn_perf``
 ``gdn_conv_generation``    channels, conv | batch              ``linear_attention/gdn_perf``
 ``gdn_context``            k_heads, k_dim, v_heads, v_dim |    ``linear_attention/gdn_perf``
@@ -219,14 +219,17 @@ def _latent() -> tuple[Family, ...]:
                reads=("isl", "step"), blocks=("batch",))
         for phase, curve in (("context", ("batch", "length")),
                              ("generation", ("batch", "context"))))
-    bmm = Family("mla_bmm", "mla_bmm", "mla_bmm_perf", ("tokens", "heads", "kv_lora", "nope", "v_dim"),
-                 ("heads", "kv_lora", "nope", "v_dim"), ("tokens",),
-                 {"tokens": "num_tokens", "heads": "num_heads"},
-                 {"op": "op_name", "dtype": "bmm_dtype"}, R.latent_bmm,
-                 "latent attention's absorbed key (pre) or value (post) projection in decode "
-                 "(per GPU)", derived={w: _width(w, LATENT_MODEL) for w in ("kv_lora", "nope", "v_dim")},
-                 blocks=("tokens",))
-    return (*module, *bare, bmm)
+    bmm = tuple(
+        Family(f"mla_bmm_{op}", "mla_bmm", "mla_bmm_perf",
+               ("tokens", "heads", "kv_lora", "nope", "v_dim"), ("heads", "kv_lora", "nope", "v_dim"),
+               ("tokens",), {"tokens": "num_tokens", "heads": "num_heads"},
+               {"dtype": "bmm_dtype"}, R.latent_bmm(op == "pre"),
+               f"latent attention's absorbed {'key' if op == 'pre' else 'value'} projection in "
+               "decode (per GPU, DeepSeek-V3's latent widths)",
+               derived={w: _width(w, LATENT_MODEL) for w in ("kv_lora", "nope", "v_dim")},
+               fixed={"op_name": f"mla_gen_{op}"}, blocks=("tokens",))
+        for op in ("pre", "post"))
+    return (*module, *bare, *bmm)
 
 
 def _state() -> tuple[Family, ...]:

@@ -197,17 +197,20 @@ def latent_attention(decode: bool):
     return make
 
 
-def latent_bmm(categories, card) -> Roofline:
+def latent_bmm(pre: bool):
     """The absorbed key (pre) or value (post) projection of latent attention's decode."""
-    weight = 1.0 if categories.get("dtype") == "fp8" else 2.0
-    key = "fp8_tc_flops" if weight == 1.0 else "bfloat16_tc_flops"
 
-    def parts(v):
-        t, h, rkv = v["tokens"], v["heads"], v["kv_lora"]
-        inner = v["nope"] if categories.get("op") == "mla_gen_pre" else v["v_dim"]
-        return t * (2 * h * inner * rkv), h * inner * rkv * weight + t * (h * (inner + rkv) * 2)
+    def make(categories, card) -> Roofline:
+        weight = 1.0 if categories.get("dtype") == "fp8" else 2.0
+        key = "fp8_tc_flops" if weight == 1.0 else "bfloat16_tc_flops"
 
-    return bounded(parts, _peak(card, key), card["mem_bw"])
+        def parts(v):
+            t, h, rkv = v["tokens"], v["heads"], v["kv_lora"]
+            inner = v["nope"] if pre else v["v_dim"]
+            return t * (2 * h * inner * rkv), h * inner * rkv * weight + t * (h * (inner + rkv) * 2)
+
+        return bounded(parts, _peak(card, key), card["mem_bw"])
+    return make
 
 
 # ---------------------------------------------------------------------------------
