@@ -115,3 +115,105 @@ def test_kimi_k2_at_tp8_reads_the_rows_of_8_heads():
                      batch_size=16, step=4096)
     total = sum(result[f"decode_kernel_{op}_time"] for op in LATENT_OPS)
     assert total == pytest.approx(result["layers"] * row, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------
+# State-space and linear-attention layers
+# ---------------------------------------------------------------------------------
+
+QWEN3_NEXT = ROOT / "scenarios" / "qwen3-next-80b-hybrid-state.toml"
+NEMOTRON_H = ROOT / "scenarios" / "nemotron-h-8b-one-h100.toml"
+JAMBA = ROOT / "scenarios" / "jamba-1.5-mini-256k.toml"
+
+
+def _gdn(phase: str, kernels: tuple[str, ...], **equal) -> float:
+    rows = [r for r in _rows("linear_attention/vllm/0.24.0/gdn_perf.parquet", phase=phase, **equal)
+            if r["kernel_source"] in kernels]
+    assert rows, equal
+    return min(r["latency"] for r in rows) * 1e-3
+
+
+def _conv_channels(row: dict) -> int:
+    """Channels of a gated delta-net convolution: q, k (h_k·d_k each) and v (h_v·d_v)."""
+    return 2 * row["num_k_heads"] * row["head_k_dim"] + row["num_v_heads"] * row["head_v_dim"]
+
+
+def test_a_gated_delta_net_layer_is_its_convolution_plus_its_delta_rule():
+    # Qwen/Qwen3-Next-80B-A3B-Instruct config.json: 48 layers, 3 in 4 linear (36), 16 key
+    # heads and 32 value heads of 128, convolution 4: 2·16·128 + 32·128 = 8,192 channels.
+    # A layer's rows are its kernels, summed (not the fastest taken).
+    result = infermodel.evaluate(QWEN3_NEXT, {"efficiency.kernels": "measured",
+                                              "efficiency.engine": "vllm"})
+    conv = min(r["latency"] for r in _rows("linear_attention/vllm/0.24.0/gdn_perf.parquet",
+                                           phase="generation", kernel_source="causal_conv1d_update",
+                                           d_conv=4, batch_size=8)
+               if _conv_channels(r) == 8192) * 1e-3
+    rule = _gdn("generation", ("fused_recurrent_gated_delta_rule_packed_decode",), num_k_heads=16,
+                head_k_dim=128, num_v_heads=32, head_v_dim=128, batch_size=8)
+    assert result["layers_linear_attention"] == 36
+    assert result["decode_kernel_state_update_time"] == pytest.approx(36 * (conv + rule), rel=1e-12)
+
+
+def test_a_gated_delta_net_prefill_reads_the_chunked_rule():
+    result = infermodel.evaluate(QWEN3_NEXT, {"efficiency.kernels": "measured",
+                                              "efficiency.engine": "vllm", "workload.batch": 1,
+                                              "workload.prompt_tokens": 4096})
+    conv = min(r["latency"] for r in _rows("linear_attention/vllm/0.24.0/gdn_perf.parquet",
+                                           phase="context", kernel_source="causal_conv1d_fn",
+                                           d_conv=4, batch_size=1, seq_len=4096)
+               if _conv_channels(r) == 8192) * 1e-3
+    rule = _gdn("context", ("chunk_gated_delta_rule_flashinfer",), num_k_heads=16, head_k_dim=128,
+                num_v_heads=32, head_v_dim=128, batch_size=1, seq_len=4096)
+    assert result["prefill_kernel_state_update_time"] == pytest.approx(36 * (conv + rule),
+                                                                       rel=1e-12)
+
+
+def test_a_mamba2_layer_is_its_measured_convolution_and_its_scan_at_the_roofline():
+    # nvidia/Nemotron-H-8B-Base-8K config.json: 128 Mamba-2 heads of 64, 8 groups of state
+    # 128: 128·64 + 2·8·128 = 10,240 convolution channels (TensorRT-LLM's Mamba-2 table;
+    # it holds the convolution only, so the selective scan keeps its roofline).
+    result = infermodel.evaluate(NEMOTRON_H, {"efficiency.kernels": "measured",
+                                              "efficiency.engine": "tensorrt-llm"})
+    rows = [r for r in _rows("../h100_sxm/linear_attention/trtllm/1.3.0rc20/mamba2_perf.parquet",
+                             phase="generation", kernel_source="causal_conv1d_update", d_conv=4,
+                             batch_size=64)
+            if r["nheads"] * r["head_dim"] + 2 * r["n_groups"] * r["d_state"] == 10240]
+    conv = min(r["latency"] for r in rows) * 1e-3
+    layers, batch = result["layers_mamba2"], 64
+    state = batch * layers * 128 * 64 * 128 * 16 / 8          # 16-bit state values
+    scan = max(batch * layers * 5 * 128 * 64 * 128 / result["flops_effective_decode"],
+               2 * state / result["bandwidth"])
+    assert result["decode_kernel_state_update_time"] == pytest.approx(layers * conv + scan, rel=1e-12)
+    assert any("Mamba-2's selective scan" in str(w) and "kept their roofline" in str(w)
+               for w in result.warnings)
+
+
+def test_mamba1_and_lightning_recurrences_keep_their_roofline_by_name():
+    for path, name in ((JAMBA, "Mamba-1's convolution and selective scan"),
+                       (ROOT / "scenarios" / "minimax-m1-1m-context.toml",
+                        "lightning attention's recurrence")):
+        result = infermodel.evaluate(path, {"efficiency.kernels": "measured",
+                                            "efficiency.engine": "vllm"})
+        assert any(name in str(w) and "fell back to the roofline" in str(w)
+                   for w in result.warnings), path
+        # Their projections are GEMMs, measured.
+        assert result["decode_kernel_state_mixer_time"] > 0
+        formula = str(result.quantity("decode_kernel_state_mixer_time").expression)
+        assert "k_gemm" in formula
+
+
+def test_the_feed_forward_kernels_count_the_layer_models_blocks():
+    # Nemotron-H-8B: 52 layers, 24 with an MLP (squared ReLU: one up matrix), the others a
+    # Mamba-2 or attention mixer alone; the GEMMs run in the 24, not in every layer.
+    result = infermodel.evaluate(NEMOTRON_H, {"efficiency.kernels": "measured",
+                                              "efficiency.engine": "tensorrt-llm"})
+    formula = result.quantity("decode_kernel_ffn_time").expression
+    dense = sum(row.count for row in _structure(result).rows if row.ffn == "dense")
+    assert dense == 24 and result["layers"] == 52
+    assert {c for c in formula.as_coefficients_dict().values()} == {dense}
+
+
+def _structure(result):
+    from infermodel_builtins.shapes import structure
+
+    return structure(result.scenario)

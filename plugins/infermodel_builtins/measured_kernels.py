@@ -319,6 +319,14 @@ def infermodel_check_result(result, warn):
             warn(f"{phase}_time_kernels",
                  f"measured kernels: {len(falls)} {phase} operator(s) fell back to the roofline, "
                  f"{share:.1%} of the {phase} operators' time ({reasons})")
+        parts = [(t.name, label, _number(time, result)) for t in timed if t.phase == phase
+                 for label, time in t.stand_ins]
+        if parts and total > 0:
+            share = sum(value for *_, value in parts) / total
+            what = "; ".join(f"{name}: {label}" for name, label, _ in parts)
+            warn(f"{phase}_time_kernels",
+                 f"measured kernels: {len(parts)} part(s) of {phase} operators kept their "
+                 f"roofline, {share:.1%} of the {phase} operators' time ({what})")
         for t in timed:
             if t.phase != phase or t.how != "measured":
                 continue
@@ -339,6 +347,15 @@ def infermodel_check_result(result, warn):
                                   for far, calls in outside.items())
                 warn(name, f"measured kernels: {phase} {t.name} lies outside the measured grid "
                            f"({where})")
+
+
+def _number(expression, result) -> float:
+    """An expression over the result's quantities, as a number."""
+    known = {s: result[s.name] for s in expression.free_symbols}
+    try:
+        return float(expression.xreplace(known))
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 __all__ = ["CHOICES", "ENGINE_TABLES", "plan", "setup"]
