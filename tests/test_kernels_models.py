@@ -217,3 +217,23 @@ def _structure(result):
     from infermodel_builtins.shapes import structure
 
     return structure(result.scenario)
+
+
+@pytest.mark.parametrize("path, engine", [(QWEN3_NEXT, "vllm"), (DEEPSEEK, "sglang")])
+def test_a_simulated_iteration_at_the_scenarios_counts_is_its_step(path, engine):
+    # Recurrences and latent attention follow the iteration's sequences: a decode-only
+    # iteration at the scenario's batch and context is its decode step; one prompt alone
+    # its time to first token.
+    from infermodel.analyses.simulation.plan import iteration_cost
+    from infermodel.simulator import CostModel
+
+    result = infermodel.evaluate(path, {"efficiency.kernels": "measured", "efficiency.engine": engine,
+                                        "workload.prompt_tokens": 4000,
+                                        "workload.output_tokens": 192})
+    cost = CostModel.from_quantities(result.values,
+                                     measured=iteration_cost(result.scenario, result.values))
+    batch = int(result["batch"])
+    cached = int(result["context"]) - 1
+    assert cost.iteration_time([cached] * batch, []) == pytest.approx(result["decode_step_time"],
+                                                                       rel=1e-9)
+    assert cost.iteration_time([], [(4000, 0)]) == pytest.approx(result["ttft"], rel=1e-3)

@@ -289,6 +289,10 @@ class Timed:
     own: str | None = None
     #: Parts of a measured operator no table measures, at their roofline: (what, time).
     stand_ins: tuple[tuple[str, object], ...] = ()
+    #: What its time follows in a serving iteration: "tokens" (the pass's tokens),
+    #: "attention" (sequences and their positions) or "state" (sequences and their new
+    #: tokens, whatever is cached).
+    shape: str = "tokens"
 
 
 @attrs.frozen
@@ -327,6 +331,22 @@ def plan(scenario, setup) -> Plan:
     return made
 
 
+#: Families whose time follows sequences and positions rather than tokens alone.
+ATTENTION_FAMILIES = ("context_attention", "generation_attention", "latent_context",
+                      "latent_generation", "mla_context", "mla_generation")
+STATE_FAMILIES = ("gdn_conv_context", "gdn_conv_generation", "gdn_context", "gdn_generation",
+                  "mamba2_conv_context", "mamba2_conv_generation")
+
+
+def _shape(kernels) -> str:
+    families = {k.family for k in kernels}
+    if families & set(ATTENTION_FAMILIES):
+        return "attention"
+    if families & set(STATE_FAMILIES) or any(k.family == ROOFLINE for k in kernels):
+        return "state"
+    return "tokens"
+
+
 def _alternatives(kernels):
     """The kernel lists to try in order: the kernels without an option with each option's."""
     common = [k for k in kernels if not k.option]
@@ -353,6 +373,7 @@ def _plan(scenario, st: Setup) -> Plan:
                    and op.plugin != "measured_kernels" else None)
             roofline = Max(op.flops / rate, op.bytes / S.bandwidth)
             kernels = [k for k in op.kernels if k.family != ELEMENTWISE]
+            shape = _shape(kernels)
             if op.time is not None and not kernels:
                 continue  # timed by its own plugin, which adds it to the step
             tabled = [k for k in kernels if k.family != ROOFLINE]
@@ -361,10 +382,11 @@ def _plan(scenario, st: Setup) -> Plan:
                 reason = ("elementwise: no table measures it" if how == "roofline" else
                           "; ".join(k.label for k in kernels) if kernels
                           else "no measured kernel is declared for it")
-                out.append(Timed(phase, op.name, how, roofline, reason))
+                out.append(Timed(phase, op.name, how, roofline, reason, shape=shape))
                 continue
             if st.fallback:
-                out.append(Timed(phase, op.name, "fallback", roofline, st.fallback, own))
+                out.append(Timed(phase, op.name, "fallback", roofline, st.fallback, own,
+                                 shape=shape))
                 continue
             reasons: list[str] = []
             for candidate in _alternatives(kernels):
@@ -380,11 +402,11 @@ def _plan(scenario, st: Setup) -> Plan:
                 shared = trial
                 out.append(Timed(phase, op.name, "measured",
                                  sympy.Add(*times, *(t for _, t in stand_ins)), "", own,
-                                 stand_ins))
+                                 stand_ins, shape))
                 break
             else:
                 out.append(Timed(phase, op.name, "fallback", roofline,
-                                 "; ".join(dict.fromkeys(reasons)), own))
+                                 "; ".join(dict.fromkeys(reasons)), own, shape=shape))
         shared_all += [(phase, name, whole) for name, whole in shared.items()]
     return Plan(tuple(out), tuple(shared_all))
 
