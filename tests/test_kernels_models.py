@@ -237,3 +237,100 @@ def test_a_simulated_iteration_at_the_scenarios_counts_is_its_step(path, engine)
     assert cost.iteration_time([cached] * batch, []) == pytest.approx(result["decode_step_time"],
                                                                        rel=1e-9)
     assert cost.iteration_time([], [(4000, 0)]) == pytest.approx(result["ttft"], rel=1e-3)
+
+
+# ---------------------------------------------------------------------------------
+# Layouts: data-parallel attention and expert parallelism
+# ---------------------------------------------------------------------------------
+
+EP8_DP8 = ROOT / "scenarios" / "deepseek-r1-ep8-dp8.toml"
+#: DeepSeek-R1 config.json: 61 layers (3 dense, 58 MoE), 256 routed experts of width
+#: 2,048, 8 active, width 7,168. The scenario: 8 attention ranks of 1 card, 8 expert
+#: ranks, batch 64 (8 sequences a rank).
+MOE_LAYERS = 58
+
+
+@pytest.fixture(scope="module")
+def ep8_dp8():
+    return infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured", "efficiency.engine": "vllm",
+                                         "workload.prompt_tokens": 4000,
+                                         "workload.output_tokens": 192})
+
+
+def _table_calls(result, quantity):
+    """(function name, its numeric arguments, its value) of each table call in a
+    quantity's formula, shared kernels written out.
+    """
+    from infermodel.plugin import table_of, tabulated_calls
+    from infermodel_builtins.measured_kernels import plan
+
+    expression = plan(result.scenario).expand(result.quantity(quantity).expression)
+    out = []
+    for call in tabulated_calls(expression):
+        values = tuple(float(a.xreplace({s: result[s.name] for s in a.free_symbols}))
+                       for a in call.args)
+        out.append((call.func.__name__, values, table_of(call)(*values)))
+    return out
+
+
+def test_the_moe_kernel_runs_every_token_at_the_layouts_ep_size(ep8_dp8):
+    # All 64 tokens of the stage reach the experts (vLLM's all-gather, aiconfigurator's
+    # tokens × attention_dp), MoE TP 8/8 = 1 over EP 8.
+    row = _latency_s("moe/vllm/0.24.0/moe_perf.parquet", moe_dtype="fp8_block",
+                     distribution="power_law_1.01", num_tokens=64, hidden_size=7168,
+                     inter_size=2048, topk=8, num_experts=256, moe_tp_size=1, moe_ep_size=8)
+    calls = [c for c in _table_calls(ep8_dp8, "decode_kernel_ffn_time") if c[0].startswith("k_moe")]
+    assert [c[1] for c in calls] == [(64.0, 7168.0, 2048.0, 8.0, 256.0, 1.0, 8.0)]
+    assert calls[0][2] == pytest.approx(row, rel=1e-12)
+
+
+def test_attention_runs_on_the_busiest_ranks_sequences(ep8_dp8):
+    # ⌈64/8⌉ = 8 sequences a rank, 128 heads on its one card.
+    row = _latency_s("mla/vllm/0.24.0/mla_generation_module_perf.parquet",
+                     kv_cache_dtype="bfloat16", gemm_type="fp8_block", num_heads=128,
+                     batch_size=8, step=4096)
+    total = sum(ep8_dp8[f"decode_kernel_{op}_time"] for op in LATENT_OPS)
+    assert ep8_dp8["kernel_rank_batch"] == 8
+    assert total == pytest.approx(LAYERS * row, rel=1e-12)
+
+
+def test_the_expert_all_to_all_is_deepeps_low_latency_rows(ep8_dp8):
+    # One card's 8 tokens dispatched to 8 expert ranks (vLLM's DeepEP table, microseconds).
+    for phase in ("dispatch", "combine"):
+        row = _latency_s("comm/vllm/0.24.0/moe_a2a_perf.parquet", "transmit_us", 1e-6,
+                         comm_backend="deepep_ll", phase=phase, num_tokens=8, hidden_size=7168,
+                         topk=8, num_experts=256, ep_size=8)
+        assert ep8_dp8[f"decode_kernel_expert_{phase}_time"] == pytest.approx(MOE_LAYERS * row,
+                                                                              rel=1e-12)
+
+
+def test_the_layouts_step_is_its_operators_once(ep8_dp8):
+    # The lever's collectives (communication = "all_reduce") are the measured ones, added
+    # once: the step is every operator's charged time plus t0.
+    from infermodel.engine.operators import operator_table
+
+    rows = operator_table(ep8_dp8, "decode")
+    assert ep8_dp8["parallel_decode_comm_time"] == pytest.approx(
+        ep8_dp8["decode_kernel_expert_dispatch_time"] + ep8_dp8["decode_kernel_expert_combine_time"],
+        rel=1e-12)
+    assert ep8_dp8["decode_step_time"] == pytest.approx(
+        sum(r.charged for r in rows) + ep8_dp8["t0"], rel=1e-12)
+
+
+def test_dense_layers_split_over_the_stage_gather_with_nccl():
+    # SGLang's placement: the 3 dense layers run across the 8 cards on all 64 tokens,
+    # gathered and scattered by NCCL (64·7,168 = 458,752 elements lies between the
+    # measured 262,144 and 524,288: log-log).
+    import math
+
+    result = infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured",
+                                           "efficiency.engine": "sglang",
+                                           "levers.parallelism.dense_weights": "split"})
+    elements = 64 * 7168
+    w = (math.log(elements) - math.log(262144)) / (math.log(524288) - math.log(262144))
+    total = 0.0
+    for op in ("all_gather", "reduce_scatter"):
+        low, high = (_latency_s("comm/nccl/2.29.2/nccl_perf.parquet", op_name=op, nccl_dtype="half",
+                                num_gpus=8, message_size=m) for m in (262144, 524288))
+        total += math.exp((1 - w) * math.log(low) + w * math.log(high))
+    assert result["decode_kernel_attention_gather_time"] == pytest.approx(3 * total, rel=1e-12)

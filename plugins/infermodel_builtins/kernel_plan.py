@@ -43,7 +43,10 @@ ELEMENTWISE = "elementwise"
 ROOFLINE = "roofline"
 PHASES = ("prefill", "decode")
 #: Short names of the families in table-function names.
-SHORT = {"gemm": "gemm", "context_attention": "ctx", "generation_attention": "gen",
+SHORT = {"dispatch": "a2ad", "combine": "a2ac", "deepep_dispatch_ll": "deepepdll",
+         "deepep_combine_ll": "deepepcll", "deepep_dispatch_normal": "deepepdn",
+         "deepep_combine_normal": "deepepcn", "nccl_all_gather": "ag", "nccl_reduce_scatter": "rs",
+         "nccl_all_reduce": "ncclar", "nccl_alltoall": "a2a", "gemm": "gemm", "context_attention": "ctx", "generation_attention": "gen",
          "moe": "moe", "all_reduce": "ar", "latent_context": "mlactx", "latent_generation": "mlagen",
          "mla_context": "mlac", "mla_generation": "mlag", "mla_bmm_pre": "bmmpre",
          "mla_bmm_post": "bmmpost", "gdn_conv_context": "gdnconvc",
@@ -142,7 +145,17 @@ def _cache(kv):
     return "fp8" if _fp8(kv) else None
 
 
-def categories(kernel, formats, activations, kv) -> list[dict] | str:
+def family_of(kernel, st: Setup, phase: str) -> str:
+    """The table family a kernel reads under the scenario's engine: SGLang's expert
+    all-to-all is DeepEP's own tables (low-latency in decode, normal in prefill).
+    """
+    if kernel.family in ("dispatch", "combine") and st.engine == "sglang":
+        return f"deepep_{kernel.family}_{'ll' if phase == 'decode' else 'normal'}"
+    return kernel.family
+
+
+def categories(kernel, formats, activations, kv, st: Setup | None = None,
+               phase: str = "decode") -> list[dict] | str:
     """The categories to read a kernel's table at, in the order to try them, or why no
     table measures it.
     """
@@ -176,6 +189,16 @@ def categories(kernel, formats, activations, kv) -> list[dict] | str:
         return [{"dtype": dtype, "distribution": d} for d in door.kernels.MOE_DISTRIBUTIONS]
     if family.startswith("nccl_"):
         return [{"dtype": "half"}]
+    if family in ("dispatch", "combine") and st is not None:
+        # DeepEP: low-latency kernels in decode, high-throughput ones in prefill; the
+        # wire carries FP8 where the dispatch is stated in one byte (TensorRT-LLM's tables
+        # hold it by dtype, vLLM's by the backend's default).
+        mode = "ll" if phase == "decode" else "ht"
+        if st.engine == "trtllm":
+            dtypes = (["fp8", "bfloat16"] if family == "dispatch" and kernel.shape.get("wire") == 1
+                      else ["bfloat16"])
+            return [{"backend": f"trtllm_deepep_{mode}", "dtype": d} for d in dtypes]
+        return [{"backend": f"deepep_{mode}", "dtype": "default"}]
     return [{}]
 
 
@@ -238,16 +261,17 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
     latent attention module) is read once: its time becomes a quantity of its own,
     recorded in ``shared`` (name -> expression), and each operator takes its share.
     """
-    attempts = categories(kernel, formats, activations, kv)
+    attempts = categories(kernel, formats, activations, kv, st, phase)
     if isinstance(attempts, str):
         return attempts
     kernels = door.kernels
-    spec = kernels.FAMILIES.get(kernel.family)
+    family = family_of(kernel, st, phase)
+    spec = kernels.FAMILIES.get(family)
     if spec is None:
-        return f"no table family {kernel.family!r}"
+        return f"no table family {family!r}"
     found, chosen = None, attempts[0]
     for attempt in attempts:
-        found = kernels.lookup(st.system, st.engine, st.version, kernel.family, **attempt)
+        found = kernels.lookup(st.system, st.engine, st.version, family, **attempt)
         if isinstance(found, kernels.Lookup):
             chosen = attempt
             break
@@ -255,8 +279,8 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
         return found.reason if found is not None else "no table"
     missing = [a for a in spec.arguments if a not in kernel.shape]
     if missing:
-        return f"the {kernel.family} kernel needs {', '.join(missing)}"
-    function = tabulated(_function_name(kernel.family, st, chosen), found)
+        return f"the {family} kernel needs {', '.join(missing)}"
+    function = tabulated(_function_name(family, st, chosen), found)
     whole = kernel.calls * function(*shape_arguments(kernel, spec, st))
     share = kernel.share if isinstance(kernel.share, sympy.Basic) else (
         sympy.Integer(1) if kernel.share == 1 else sympy.Rational(kernel.share))
@@ -356,7 +380,22 @@ def _alternatives(kernels):
     return [common + [k for k in kernels if k.option == o] for o in options]
 
 
+def _own(op, phase: str) -> str | None:
+    """The quantity that holds the time of an operator another plugin times itself: its
+    time's own quantity, or, for the parallelism lever's layout collectives (each timed
+    by an expression), the communication time they add up to.
+    """
+    if op.time is None or op.plugin == "measured_kernels":
+        return None
+    if isinstance(op.time, sympy.Symbol):
+        return op.time.name
+    return f"parallel_{phase}_comm_time" if op.plugin == "parallelism" else None
+
+
 def _stand_in(kernel, phase):
+    """Work no table measures at its roofline (or at the time its shape states: a link)."""
+    if "time" in kernel.shape:
+        return kernel.shape["time"]
     rate = S[f"flops_effective_{phase}"]
     return Max(kernel.shape["flops"] / rate, kernel.shape["bytes"] / S.bandwidth)
 
@@ -369,9 +408,10 @@ def _plan(scenario, st: Setup) -> Plan:
         shared: dict[str, object] = {}
         rate = S[f"flops_effective_{phase}"]
         for op in collect_operators(scenario, phase):
-            own = (op.time.name if op.time is not None and isinstance(op.time, sympy.Symbol)
-                   and op.plugin != "measured_kernels" else None)
-            roofline = Max(op.flops / rate, op.bytes / S.bandwidth)
+            own = _own(op, phase)
+            # A collective's roofline is its own time over the link.
+            roofline = (op.time if op.time is not None and op.plugin != "measured_kernels"
+                        else Max(op.flops / rate, op.bytes / S.bandwidth))
             kernels = [k for k in op.kernels if k.family != ELEMENTWISE]
             shape = _shape(kernels)
             if op.time is not None and not kernels:

@@ -45,7 +45,10 @@ from infermodel.plugin import (
 
 from . import M10, kernel_plan
 from .kernel_plan import PHASES, Plan, Setup
+from .layout_kernels import all_reduce, collective_kernels
+from .layouts import layer_counts
 from .parallelism import degrees
+from .parallelism import layout as parallel_layout
 
 TABLES = ("NVIDIA aiconfigurator-core 0.12 measured kernel tables (Apache-2.0): "
           "systems/data/<system>/<family>/<engine>/<version>")
@@ -89,24 +92,25 @@ def setup(scenario) -> Setup:
     """The scenario's :class:`Setup` (raises what validation reports)."""
     lever = scenario.lever("parallelism")
     tensor = degrees(scenario)[0] if lever is not None else scenario.value("hardware.count")
+    layout: dict = {}
+    if lever is not None:
+        lay = parallel_layout(scenario)
+        if lay.active:
+            layout = {"data": lay.data, "stage": lay.stage_cards, "expert": lay.expert,
+                      "dense": lay.dense, "shared_local": lay.shared_local}
     system = scenario.value("hardware.kernel_system")
     engine = ENGINE_TABLES.get(scenario.value("efficiency.engine"))
     if system is None:
         return Setup(None, engine, None, tensor,
-                     "the card names no measured kernel tables (hardware.kernel_system unset)")
+                     "the card names no measured kernel tables (hardware.kernel_system unset)",
+                     **layout)
     if engine is None:
         return Setup(system, None, None, tensor,
                      f"efficiency.engine = {scenario.value('efficiency.engine')!r} has no measured "
-                     "kernel tables (they hold vllm, sglang and trtllm)")
-    if lever is not None and (getattr(lever, "attention_data", 1) > 1
-                              or getattr(lever, "expert", 1) > 1):
-        return Setup(system, engine, None, tensor,
-                     "data-parallel attention and expert parallelism are not yet mapped to the "
-                     "measured tables (attention ranks' batches, the MoE kernel's EP size, the "
-                     "all-to-all tables)")
+                     "kernel tables (they hold vllm, sglang and trtllm)", **layout)
     kernels = door.kernels
     version = kernels.check_version(system, engine, scenario.value("efficiency.engine_version"))
-    return Setup(system, engine, version, tensor)
+    return Setup(system, engine, version, tensor, **layout)
 
 
 @hookimpl
@@ -154,28 +158,57 @@ def _time_name(phase: str, name: str) -> str:
 
 @hookimpl
 def infermodel_define_operators(scenario, define):
-    """Under measured kernels, the tensor-parallel all-reduces (two per layer) as an
-    operator of their own, unless a lever already times them (the parallelism lever's
-    ``communication = "all_reduce"``).
+    """Under measured kernels, the collectives of the layout as operators of their own
+    (the tensor-parallel all-reduces, two per layer; under data-parallel attention or
+    expert parallelism the all-reduces within each attention rank, the gathers over the
+    stage and the expert all-to-all), unless the parallelism lever times them
+    (``communication = "all_reduce"``).
     """
     if not _measured(scenario):
         return
     lever = scenario.lever("parallelism")
     tensor = degrees(scenario)[0] if lever is not None else scenario.value("hardware.count")
-    if tensor < 2 or (lever is not None and lever.communication == "all_reduce"):
+    if lever is not None and lever.communication == "all_reduce":
+        return
+    lay = parallel_layout(scenario) if lever is not None else None
+    phases = (("decode", S.batch), ("prefill", S.batch * S.prompt_tokens))
+    if lay is not None and lay.active:
+        wire = (lever.dispatch_activation_bytes if lever.dispatch_activation_bytes is not None
+                else lever.activation_bytes)
+        for phase, tokens in phases:
+            for name, kernels in collective_kernels(scenario, lay, tokens,
+                                                    layer_counts(scenario, lay), wire).items():
+                if kernels:
+                    define(phase, name, flops=0, bytes=_moved(kernels), time=S[_time_name(phase, name)],
+                           description=f"the layout's {name.replace('_', ' ')}, timed from the "
+                                       "measured collective tables", reference=TABLES,
+                           kernels=kernels)
+        return
+    if tensor < 2:
         return
     from .shapes import tensor_parallel_reductions
 
     reductions = tensor_parallel_reductions(scenario)
-    for phase, tokens in (("decode", S.batch), ("prefill", S.batch * S.prompt_tokens)):
+    for phase, tokens in phases:
         define(phase, "all_reduce", flops=0, bytes=reductions * tokens * S.d_model * 2,
                time=S[_time_name(phase, "all_reduce")],
                description="tensor-parallel all-reduces of the activations (two per layer), "
                            "timed from the measured collective tables",
                reference=TABLES,
-               kernels=(door.Kernel("all_reduce", {"elements": tokens * S.d_model,
-                                                   "gpus": S.kernel_tensor_degree},
-                                    calls=reductions, label="all_reduce"),))
+               kernels=all_reduce(tokens * S.d_model, S.kernel_tensor_degree, reductions))
+
+
+def _moved(kernels) -> object:
+    """Bytes a collective operator moves: its messages, 16-bit elements (all-to-all: each
+    token's k copies).
+    """
+    total = 0
+    for k in kernels:
+        if "elements" in k.shape:
+            total += k.calls * k.shape["elements"] * 2
+        elif "tokens" in k.shape:
+            total += k.calls * k.shape["tokens"] * k.shape["topk"] * k.shape["hidden"] * 2
+    return total
 
 
 @hookimpl
@@ -185,7 +218,19 @@ def infermodel_define_quantities(scenario, define):
     st = setup(scenario)
     define("kernel_tensor_degree", st.tensor, unit="1",
            description="GPUs each measured kernel's shape is split across (the tensor-parallel "
-                       "degree)", reference=TABLES)
+                       "degree; of an attention rank under data-parallel attention)",
+           reference=TABLES)
+    if st.layout:
+        define("kernel_stage_cards", S.parallel_stage_cards, unit="1",
+               description="GPUs of a pipeline stage, which the layers run across the stage "
+                           "split over", reference=TABLES)
+        define("kernel_expert_degree", S.parallel_expert_degree, unit="1",
+               description="expert ranks the measured MoE kernel's experts are split over (its "
+                           "EP size; MoE TP: the stage's cards over them)", reference=TABLES)
+        define("kernel_rank_batch", S.batch * S.parallel_attention_batch_factor
+               / S.parallel_attention_data_degree, unit="seq",
+               description="sequences of the busiest attention rank, whose kernels the step "
+                           "waits for: ⌈B/D⌉ times the stated imbalance", reference=TABLES)
     if st.fallback is None:
         card = door.kernels.card(st.system)
         if card.get("inter_node_bw"):
@@ -248,10 +293,15 @@ def infermodel_transform_quantities(scenario, transform):
                       reference=TABLES,
                       description="time to prefill the batch's prompts in one pass (measured "
                                   "kernels summed, plus t0)")
+    owned: dict[str, list] = {}
     for t in plan(scenario):
-        if t.own is not None and t.how == "measured":
-            transform.replace(t.own, S[_time_name(t.phase, t.name)], order=order,
-                              reason=f"measured: the {t.name} kernels from the tables",
+        if t.own is not None:
+            owned.setdefault(t.own, []).append(t)
+    for quantity, parts in owned.items():
+        if any(t.how == "measured" for t in parts):
+            names = ", ".join(t.name for t in parts if t.how == "measured")
+            transform.replace(quantity, sympy.Add(*(S[_time_name(t.phase, t.name)] for t in parts)),
+                              order=order, reason=f"measured: the {names} kernels from the tables",
                               reference=TABLES)
     lever = scenario.lever("parallelism")
     if lever is not None and getattr(lever, "pipeline", 1) not in (None, 1):
