@@ -334,3 +334,24 @@ def test_dense_layers_split_over_the_stage_gather_with_nccl():
                                 num_gpus=8, message_size=m) for m in (262144, 524288))
         total += math.exp((1 - w) * math.log(low) + w * math.log(high))
     assert result["decode_kernel_attention_gather_time"] == pytest.approx(3 * total, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------
+# The step with the cache full
+# ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path, engine", [(ROOT / "scenarios" / "measured-llama-3.1-8b-fp8-h200.toml",
+                                           "vllm"),
+                                          (QWEN3_NEXT, "vllm"), (EP8_DP8, "vllm"),
+                                          (EP8_DP8, "sglang")])
+def test_the_full_cache_step_is_the_decode_step_at_max_sequences(path, engine):
+    # capacity_step_time is the same operators at max(1, max_sequences) sequences: at a
+    # batch of max_sequences the two are the same number.
+    overrides = {"efficiency.kernels": "measured", "efficiency.engine": engine}
+    first = infermodel.evaluate(path, overrides)
+    full = int(first["max_sequences"])
+    assert first["capacity_step_time"] > 0 and full > 1
+    again = infermodel.evaluate(path, overrides | {"workload.batch": full})
+    assert again["max_sequences"] == full
+    assert again["capacity_step_time"] == pytest.approx(again["decode_step_time"], rel=1e-12)

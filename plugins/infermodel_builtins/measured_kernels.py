@@ -277,6 +277,47 @@ def infermodel_define_quantities(scenario, define):
                S[f"{phase}_time_kernels_measured"] + S[f"{phase}_time_kernels_roofline"],
                unit="s", description=f"{phase} time as its operators: measured kernels plus the "
                                      "roofline of what no table covers", reference=TABLES)
+    _capacity(scenario, st, timed, define)
+
+
+def _capacity(scenario, st: Setup, timed: Plan, define) -> None:
+    """The decode step with the cache full: every decode operator's time at
+    ``max(1, max_sequences)`` sequences (and each layout factor at that count).
+    """
+    at = capacity_point(scenario, st)
+    for how, what in (("measured", "the operators the measured kernel tables time"),
+                      ("roofline", "the operators no table covers, at their roofline")):
+        parts = [timed.expand(sympy.sympify(t.expression)).xreplace(at) for t in timed
+                 if t.phase == "decode" and t.own is None and (t.how == "measured") == (how == "measured")]
+        define(f"capacity_time_kernels_{how}", sympy.Add(*parts, evaluate=False), unit="s",
+               description=f"decode step with the cache full: {what}, at max(1, max_sequences) "
+                           "sequences", reference=TABLES if how == "measured" else ROOFLINE)
+    define("capacity_time_kernels",
+           S.capacity_time_kernels_measured + S.capacity_time_kernels_roofline, unit="s",
+           description="decode step with the cache full as its operators: measured kernels plus "
+                       "the roofline of what no table covers", reference=TABLES)
+
+
+def capacity_point(scenario, st: Setup) -> dict:
+    """What changes in a decode step's formulas when the cache is full: the batch becomes
+    ``max(1, max_sequences)``, and so do the quantities the layout and the experts derive
+    from it (as the physics' own capacity terms take them).
+    """
+    full = sympy.Max(1, S.max_sequences, evaluate=False)
+    at = {S.batch: full}
+    if scenario.value("model.experts") > 1:
+        at[S.weight_bytes_per_step] = S.weight_bytes_read_at_capacity - S.embedding_bytes_unread
+    lever = scenario.lever("parallelism")
+    if lever is not None:
+        at[S.parallel_microbatches] = sympy.Min(full, S.parallel_pipeline_degree, evaluate=False)
+    if st.data > 1:
+        ranks = S.parallel_attention_data_degree
+        at[S.kernel_rank_batch] = sympy.ceiling(full / ranks) * S.parallel_attention_imbalance
+        at[S.parallel_attention_batch_factor] = (sympy.ceiling(full / ranks) * ranks / full
+                                                 * S.parallel_attention_imbalance)
+    if st.expert > 1 and scenario.value("model.experts") > 1:
+        at[S.parallel_expert_imbalance] = S.parallel_expert_imbalance_capacity
+    return at
 
 
 @hookimpl
@@ -293,8 +334,14 @@ def infermodel_transform_quantities(scenario, transform):
                       reference=TABLES,
                       description="time to prefill the batch's prompts in one pass (measured "
                                   "kernels summed, plus t0)")
+    transform.replace("capacity_step_time", S.capacity_time_kernels + S.t0, order=order,
+                      reason="measured kernels: the decode step's operators at max(1, "
+                             "max_sequences) sequences, the cache full", reference=TABLES,
+                      description="decode step time with the cache full (measured kernels summed "
+                                  "at max_sequences, plus t0)")
+    timed = plan(scenario)
     owned: dict[str, list] = {}
-    for t in plan(scenario):
+    for t in timed:
         if t.own is not None:
             owned.setdefault(t.own, []).append(t)
     for quantity, parts in owned.items():
@@ -303,6 +350,14 @@ def infermodel_transform_quantities(scenario, transform):
             transform.replace(quantity, sympy.Add(*(S[_time_name(t.phase, t.name)] for t in parts)),
                               order=order, reason=f"measured: the {names} kernels from the tables",
                               reference=TABLES)
+            if quantity == "parallel_decode_comm_time":
+                # The same collectives with the cache full.
+                at = capacity_point(scenario, setup(scenario))
+                full = sympy.Add(*(timed.expand(sympy.sympify(t.expression)).xreplace(at)
+                                   for t in parts))
+                transform.replace("parallel_capacity_comm_time", full, order=order,
+                                  reason=f"measured: the {names} kernels from the tables at "
+                                         "max(1, max_sequences) sequences", reference=TABLES)
     lever = scenario.lever("parallelism")
     if lever is not None and getattr(lever, "pipeline", 1) not in (None, 1):
         transform.warn('efficiency.kernels = "measured" sums the operators of the whole model '
@@ -348,14 +403,6 @@ def infermodel_check_result(result, warn):
         timed = plan(scenario)
     except InfermodelError:
         return
-    if "capacity_step_time" in result and "decode_time_memory" in result:
-        roofline = max(result["decode_time_memory"], result["decode_time_compute"]) + result["t0"]
-        if roofline > 0:
-            warn("capacity_step_time",
-                 "measured kernels time the step at the scenario's batch; capacity_step_time "
-                 "(the step with the cache full, behind tokens_per_s_at_capacity) keeps the "
-                 "roofline, which at the scenario's batch is "
-                 f"{result['decode_step_time'] / roofline:.3g}× faster than the measured step")
     for phase in PHASES:
         total = result[f"{phase}_time_kernels"]
         falls = [t for t in timed if t.phase == phase and t.how == "fallback"]
@@ -381,22 +428,30 @@ def infermodel_check_result(result, warn):
             if t.phase != phase or t.how != "measured":
                 continue
             name = _time_name(phase, t.name)
-            expression = timed.expand(result.quantity(name).expression)
-            outside: dict[str, list[str]] = {}
-            for call in tabulated_calls(expression):
-                known = {s: result[s.name] for s in call.free_symbols}
-                try:
-                    values = [float(a.xreplace(known)) for a in call.args]
-                except (TypeError, ValueError):
-                    continue
-                far = table_of(call).outside(*values)
-                if far:
-                    outside.setdefault(far, []).append(call.func.__name__)
-            if outside:
-                where = "; ".join(f"{', '.join(dict.fromkeys(calls))}: {far}"
-                                  for far, calls in outside.items())
+            where = _outside(result, timed.expand(result.quantity(name).expression))
+            if where:
                 warn(name, f"measured kernels: {phase} {t.name} lies outside the measured grid "
                            f"({where})")
+    if "capacity_time_kernels_measured" in result:
+        where = _outside(result, result.quantity("capacity_time_kernels_measured").expression)
+        if where:
+            warn("capacity_step_time", "measured kernels: the decode step with the cache full "
+                                       f"lies outside the measured grid ({where})")
+
+
+def _outside(result, expression) -> str:
+    """Why the table calls of an expression lie outside their measured grids ('' if none)."""
+    outside: dict[str, list[str]] = {}
+    for call in tabulated_calls(expression):
+        known = {s: result[s.name] for s in call.free_symbols}
+        try:
+            values = [float(a.xreplace(known)) for a in call.args]
+        except (TypeError, ValueError):
+            continue
+        far = table_of(call).outside(*values)
+        if far:
+            outside.setdefault(far, []).append(call.func.__name__)
+    return "; ".join(f"{', '.join(dict.fromkeys(calls))}: {far}" for far, calls in outside.items())
 
 
 def _number(expression, result) -> float:
