@@ -56,6 +56,16 @@ ROOFLINE = f"{M10}, §1–§2 (each operator on its own roofline)"
 CHOICES = ("roofline", "measured")
 #: efficiency.engine -> the engine's folder name in the tables.
 ENGINE_TABLES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "trtllm": "trtllm"}
+#: Levers whose own step formulas stay the roofline's under measured kernels, and what.
+ROOFLINE_LEVERS = {
+    "speculative": "the draft's steps and the verification step behind spec_speedup (a ratio "
+                   "of roofline steps, applied to the measured decode step)",
+    "chunked_prefill": "the hybrid iteration of a prefill chunk and the decodes "
+                       "(hybrid_time_compute, hybrid_time_memory, chunk_stall_vs_decode)",
+    "prefix_cache": "the prefill time a prefix hit saves (prefix_prefill_time_saved, taken off "
+                    "the measured prefill)",
+    "batching": "the static batch's slot step",
+}
 
 
 # ---------------------------------------------------------------------------------
@@ -403,6 +413,11 @@ def infermodel_check_result(result, warn):
         timed = plan(scenario)
     except InfermodelError:
         return
+    for lever, what in ROOFLINE_LEVERS.items():
+        if scenario.lever(lever) is not None:
+            warn("decode_step_time", f"measured kernels time the model's own operators; the "
+                                     f"{lever} lever still prices {what} by its roofline "
+                                     "formulas")
     for phase in PHASES:
         total = result[f"{phase}_time_kernels"]
         falls = [t for t in timed if t.phase == phase and t.how == "fallback"]
