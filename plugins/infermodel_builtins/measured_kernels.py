@@ -295,9 +295,17 @@ def _capacity(scenario, st: Setup, timed: Plan, define) -> None:
     ``max(1, max_sequences)`` sequences (and each layout factor at that count).
     """
     at = capacity_point(scenario, st)
+    # A kernel operators share is read once with the cache full too.
+    for phase, name, whole in timed.shared:
+        if phase == "decode":
+            full = "capacity" + name[len("decode"):]
+            define(full, sympy.sympify(whole).xreplace(at), unit="s",
+                   description="decode time of a kernel operators share, with the cache full "
+                               "(max(1, max_sequences) sequences)", reference=TABLES)
+            at[S[name]] = S[full]
     for how, what in (("measured", "the operators the measured kernel tables time"),
                       ("roofline", "the operators no table covers, at their roofline")):
-        parts = [timed.expand(sympy.sympify(t.expression)).xreplace(at) for t in timed
+        parts = [sympy.sympify(t.expression).xreplace(at) for t in timed
                  if t.phase == "decode" and t.own is None and (t.how == "measured") == (how == "measured")]
         define(f"capacity_time_kernels_{how}", sympy.Add(*parts, evaluate=False), unit="s",
                description=f"decode step with the cache full: {what}, at max(1, max_sequences) "

@@ -119,15 +119,18 @@ class Line:
         return np.exp(f[i] + u * (f[i + 1] - f[i]))
 
     def table(self) -> np.ndarray | None:
-        """The line at every whole number of its range (from 1, at most
-        :data:`WHOLE_NUMBERS` long), or None; made on first use.
+        """The line at every whole number of its range, indexed by the number itself (from
+        0; the entries below the grid's first value are not read), at most
+        :data:`WHOLE_NUMBERS` long; None when the range is not whole numbers from 1. Made
+        on first use.
         """
         if self._table is None:
             low, high = self.low, self.high
-            if low < 1 or high - low >= WHOLE_NUMBERS or not float(low).is_integer():
+            if low < 1 or high >= WHOLE_NUMBERS or not float(low).is_integer():
                 self._table = False
             else:
-                points = np.arange(int(low), int(high) + 1, dtype=float)
+                points = np.arange(0, int(high) + 1, dtype=float)
+                points[: int(low)] = low
                 self._table = self._inside_arrays(points)
                 self._list = self._table.tolist()
         return self._table if self._table is not False else None
@@ -154,24 +157,30 @@ class Line:
             return float(self.beyond_high(x))
         if x < self.low:
             return float(self._scale("low") * self.rate(x))
+        if x != x:
+            return x
         if self._table is None:
             self.table()
-        if self._list and x == int(x):
-            return self._list[int(x) - int(self.low)]
+        whole = int(x)
+        if whole == x and self._list:
+            return self._list[whole]
         return self._inside(x)
 
     def values(self, v: np.ndarray) -> np.ndarray:
         """:meth:`value` on an array."""
         smallest, largest = float(v.min()), float(v.max())
         low, high = self.low, self.high
+        if smallest > high:
+            return np.asarray(self.beyond_high(v), dtype=float)
         table = self.table() if smallest >= low else None
         out = None
         if table is not None:
             whole = v.astype(np.intp)
             if (whole == v).all():
+                # Whole numbers beyond the range read the last entry, replaced below.
+                out = table.take(whole, mode="clip")
                 if largest <= high:
-                    return table[whole - int(low)]
-                out = table[np.minimum(whole, int(high)) - int(low)]
+                    return out
         if out is None:
             inside = np.clip(v, low, high) if smallest < low or largest > high else v
             out = self._inside_arrays(inside)
@@ -211,10 +220,10 @@ class Curve:
         self.log_axes = tuple(np.log(a) for a in self.axes)
         self._lines: dict[float, Line] = {}
         if len(self.axes) == 1:
-            self._one: Line | None = Line(self.axes[0], self.log_latency,
+            self.one: Line | None = Line(self.axes[0], self.log_latency,
                                           lambda x: self.rate([x]), blocks=self.blocks[0])
         else:
-            self._one = None
+            self.one = None
         self._second = Line(self.axes[1], np.zeros(len(self.axes[1])), lambda x: 0.0) \
             if len(self.axes) == 2 else None
 
@@ -246,8 +255,8 @@ class Curve:
     # -- one point -----------------------------------------------------------------------
     def value(self, x: Sequence[float]) -> float:
         """The latency at one point."""
-        if self._one is not None:
-            return self._one.value(x[0])
+        if self.one is not None:
+            return self.one.value(x[0])
         first, second = x
         clamped = self._clamp_second(second)
         time = self.line(clamped).value(first)
@@ -261,8 +270,8 @@ class Curve:
         one number, and costs one).
         """
         shape = broadcast_shape(*(np.shape(v) for v in x))
-        if self._one is not None:
-            out = self._one.values(np.asarray(x[0], dtype=float).ravel())
+        if self.one is not None:
+            out = self.one.values(np.asarray(x[0], dtype=float).ravel())
             return _shaped(out.reshape(np.shape(x[0])), shape)
         first = np.asarray(x[0], dtype=float)
         second = np.asarray(x[1], dtype=float)

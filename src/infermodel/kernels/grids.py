@@ -270,13 +270,30 @@ class Lookup:
         return self.point(*key)
 
     def _arrays(self, args: Sequence[Any]) -> np.ndarray:
+        key = []
+        for i in self._config_at:
+            c = args[i]
+            if type(c) is not float:
+                c = np.asarray(c, dtype=float)
+                if c.size != 1 and not (c == c.flat[0]).all():
+                    return self._grouped(args)
+                c = float(c.flat[0])
+            key.append(c)
+        config = tuple(key)
+        curve = self._effective.get(config) or self.effective(config)
+        shape = broadcast_shape(*(np.shape(a) for a in args))
+        if curve.one is not None:
+            v = np.asarray(args[self._curve_at[0]], dtype=float)
+            out = curve.one.values(v.ravel()).reshape(v.shape)
+        else:
+            out = curve.values([args[i] for i in self._curve_at])
+        return out if out.shape == shape else np.broadcast_to(out, shape).copy()
+
+    def _grouped(self, args: Sequence[Any]) -> np.ndarray:
+        """Configurations that differ point by point: each distinct one's points at once."""
         arrays = [np.asarray(a, dtype=float) for a in args]
         shape = broadcast_shape(*(a.shape for a in arrays))
         config = [arrays[i] for i in self._config_at]
-        if all(c.size == 1 or (c == c.flat[0]).all() for c in config):
-            key = tuple(float(c.flat[0]) for c in config)
-            values = self.effective(key).values([arrays[i] for i in self._curve_at])
-            return values if values.shape == shape else np.broadcast_to(values, shape).copy()
         curve = [np.broadcast_to(arrays[i], shape) for i in self._curve_at]
         out = np.empty(shape)
         stacked = np.stack([np.broadcast_to(c, shape).ravel() for c in config], axis=1)
@@ -289,18 +306,17 @@ class Lookup:
 
     def point(self, *values: float) -> float:
         """The latency in seconds at one point (plain numbers), the scalar path."""
-        found = self._kept.get(values)
-        if found is not None:
-            return found
         config = tuple([values[i] for i in self._config_at])
-        curve = self._effective.get(config)
-        if curve is None:
-            curve = self.effective(config)
-        x = [values[i] for i in self._curve_at]
-        value = float("nan") if any(v != v for v in x) else curve.value(x)
-        if len(self._kept) >= KEPT_POINTS:
-            self._kept.clear()
-        self._kept[values] = value
+        curve = self._effective.get(config) or self.effective(config)
+        line = curve.one
+        if line is not None:
+            value = line.value(values[self._curve_at[0]])
+        else:
+            value = curve.value([values[i] for i in self._curve_at])
+        kept = self._kept
+        if len(kept) >= KEPT_POINTS:
+            kept.clear()
+        kept[values] = value
         return value
 
     # -- reading ----------------------------------------------------------------------------
