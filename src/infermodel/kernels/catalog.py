@@ -59,9 +59,38 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import rooflines as R
-from .families import Columns, Family
 from .grids import FULL_WINDOW
+from .records import Columns, Family
+from .rooflines import (
+    all_to_all as roofline_all_to_all,
+)
+from .rooflines import (
+    attention as roofline_attention,
+)
+from .rooflines import (
+    convolution as roofline_convolution,
+)
+from .rooflines import (
+    delta_rule as roofline_delta_rule,
+)
+from .rooflines import (
+    gemm as roofline_gemm,
+)
+from .rooflines import (
+    latent_attention as roofline_latent_attention,
+)
+from .rooflines import (
+    latent_bmm as roofline_latent_bmm,
+)
+from .rooflines import (
+    latent_module as roofline_latent_module,
+)
+from .rooflines import (
+    moe as roofline_moe,
+)
+from .rooflines import (
+    ring as roofline_ring,
+)
 from .source import model_config
 
 #: The model whose latent widths the bare MLA and BMM tables were measured at.
@@ -106,7 +135,7 @@ def _channels_mamba(columns: Columns) -> np.ndarray:
 
 def _gemm() -> tuple[Family, ...]:
     return (Family("gemm", "gemm", "gemm_perf", ("m", "n", "k"), ("n", "k"), ("m",),
-                   {"m": "m", "n": "n", "k": "k"}, {"dtype": "gemm_dtype"}, R.gemm,
+                   {"m": "m", "n": "n", "k": "k"}, {"dtype": "gemm_dtype"}, roofline_gemm,
                    "a matrix product of m tokens by an n×k weight", blocks=("m", "n")),)
 
 
@@ -117,7 +146,7 @@ def _attention() -> tuple[Family, ...]:
                ("heads", "kv_heads", "head_dim", "window"), ("batch", "length"),
                {"batch": "batch_size", "length": "isl", "heads": "num_heads",
                 "kv_heads": "num_key_value_heads", "head_dim": "head_dim"},
-               {"kv_dtype": "kv_cache_dtype"}, R.attention(False),
+               {"kv_dtype": "kv_cache_dtype"}, roofline_attention(False),
                "causal attention of one layer over a batch of prompts (per GPU)",
                derived={"window": _window}, reads=("window_size",), blocks=("batch",)),
         Family("generation_attention", "attention", "generation_attention_perf",
@@ -125,7 +154,7 @@ def _attention() -> tuple[Family, ...]:
                ("heads", "kv_heads", "head_dim", "window"), ("batch", "context"),
                {"batch": "batch_size", "heads": "num_heads", "kv_heads": "num_key_value_heads",
                 "head_dim": "head_dim"},
-               {"kv_dtype": "kv_cache_dtype"}, R.attention(True),
+               {"kv_dtype": "kv_cache_dtype"}, roofline_attention(True),
                "one layer's attention of a batch of decoding sequences over their caches (per GPU)",
                derived={"window": _window,
                         "context": lambda c: (c["isl"] + c["step"]).astype(float)},
@@ -140,7 +169,7 @@ def _experts() -> tuple[Family, ...]:
                  {"tokens": "num_tokens", "hidden": "hidden_size", "inter": "inter_size",
                   "topk": "topk", "experts": "num_experts", "tp": "moe_tp_size",
                   "ep": "moe_ep_size"},
-                 {"dtype": "moe_dtype", "distribution": "distribution"}, R.moe,
+                 {"dtype": "moe_dtype", "distribution": "distribution"}, roofline_moe,
                  "one layer's routed experts for a batch of tokens (grouped GEMMs)",
                  blocks=("tokens",))
     arguments = ("tokens", "hidden", "topk", "experts", "ep")
@@ -149,7 +178,7 @@ def _experts() -> tuple[Family, ...]:
         Family(phase, "comm", "moe_a2a_perf", arguments, configs, ("tokens",),
                {"tokens": "num_tokens", "hidden": "hidden_size", "topk": "topk",
                 "experts": "num_experts", "ep": "ep_size"},
-               {"backend": "comm_backend", "dtype": "comm_dtype"}, R.all_to_all,
+               {"backend": "comm_backend", "dtype": "comm_dtype"}, roofline_all_to_all,
                f"the all-to-all {phase} of one MoE layer's tokens to their experts' ranks "
                "(one rank's tokens)", fixed={"phase": phase}, latency="transmit_us",
                seconds=1e-6, blocks=("tokens",))
@@ -158,7 +187,7 @@ def _experts() -> tuple[Family, ...]:
     deepep = tuple(
         Family(f"deepep_{phase}_{mode}", "comm", f"wideep_deepep_{mode}_perf", arguments, configs,
                ("tokens",), {"tokens": "num_token", "hidden": "hidden_size", "topk": "num_topk",
-                             "experts": "num_experts"}, {}, R.all_to_all,
+                             "experts": "num_experts"}, {}, roofline_all_to_all,
                f"DeepEP's {'low-latency' if mode == 'll' else 'normal'} {phase} of one MoE "
                "layer's tokens (one rank's tokens, 8 ranks of a node)",
                derived={"ep": lambda c: 8.0 * c["node_num"].astype(float)}, reads=("node_num",),
@@ -173,13 +202,13 @@ def _experts() -> tuple[Family, ...]:
 def _collectives() -> tuple[Family, ...]:
     custom = Family("all_reduce", "comm", "custom_allreduce_perf", ("elements", "gpus"),
                     ("gpus",), ("elements",), {"elements": "message_size", "gpus": "num_gpus"},
-                    {}, R.ring(2, 1, "ring all-reduce"),
+                    {}, roofline_ring(2, 1, "ring all-reduce"),
                     "an all-reduce of 16-bit elements across the tensor-parallel GPUs",
                     unit_note=" (message of 16-bit elements)", blocks=("elements",))
     nccl = tuple(
         Family(f"nccl_{op}", "comm", "nccl_perf", ("elements", "gpus"), ("gpus",), ("elements",),
                {"elements": "message_size", "gpus": "num_gpus"}, {"dtype": "nccl_dtype"},
-               R.ring(factor, 1, f"ring {op.replace('_', '-')}"),
+               roofline_ring(factor, 1, f"ring {op.replace('_', '-')}"),
                f"NCCL's {op.replace('_', '-')} of a message of 16-bit elements",
                unit_note=" (message of 16-bit elements)", fixed={"op_name": op},
                blocks=("elements",), engine="nccl")
@@ -196,7 +225,7 @@ def _latent() -> tuple[Family, ...]:
                {"batch": "batch_size", "heads": "num_heads",
                 **({"length": "isl"} if phase == "context" else {})},
                {"kv_dtype": "kv_cache_dtype", "gemm": "gemm_type"},
-               R.latent_module(phase == "generation"),
+               roofline_latent_module(phase == "generation"),
                f"one layer's latent attention block in {phase} (projections, attention over the "
                "latent cache, output projection; per GPU)",
                derived={**{w: _width(w) for w in widths},
@@ -211,7 +240,7 @@ def _latent() -> tuple[Family, ...]:
                ("heads", *latent), curve,
                {"batch": "batch_size", "heads": "num_heads",
                 **({"length": "isl"} if phase == "context" else {})},
-               {"kv_dtype": "kv_cache_dtype"}, R.latent_attention(phase == "generation"),
+               {"kv_dtype": "kv_cache_dtype"}, roofline_latent_attention(phase == "generation"),
                f"latent attention alone in {phase} (per GPU, DeepSeek-V3's latent widths)",
                derived={**{w: _width(w, LATENT_MODEL) for w in latent},
                         **({"context": lambda c: (c["isl"] + c["step"]).astype(float)}
@@ -223,7 +252,7 @@ def _latent() -> tuple[Family, ...]:
         Family(f"mla_bmm_{op}", "mla_bmm", "mla_bmm_perf",
                ("tokens", "heads", "kv_lora", "nope", "v_dim"), ("heads", "kv_lora", "nope", "v_dim"),
                ("tokens",), {"tokens": "num_tokens", "heads": "num_heads"},
-               {"dtype": "bmm_dtype"}, R.latent_bmm(op == "pre"),
+               {"dtype": "bmm_dtype"}, roofline_latent_bmm(op == "pre"),
                f"latent attention's absorbed {'key' if op == 'pre' else 'value'} projection in "
                "decode (per GPU, DeepSeek-V3's latent widths)",
                derived={w: _width(w, LATENT_MODEL) for w in ("kv_lora", "nope", "v_dim")},
@@ -244,7 +273,7 @@ def _state() -> tuple[Family, ...]:
             out.append(Family(
                 f"{name}_{phase}", "linear_attention", table, (*curve, "channels", "conv"),
                 ("channels", "conv"), curve, {**columns, "conv": "d_conv"}, {},
-                R.convolution(phase == "generation"),
+                roofline_convolution(phase == "generation"),
                 f"the short causal convolution of a {'gated delta-net' if name == 'gdn_conv' else 'Mamba-2'} "
                 f"layer in {phase} (per GPU: its channels)",
                 derived={"channels": channels}, reads=reads,
@@ -254,7 +283,7 @@ def _state() -> tuple[Family, ...]:
                                                            "v_dim"),
             ("k_heads", "k_dim", "v_heads", "v_dim"), curve,
             {**columns, "k_heads": "num_k_heads", "k_dim": "head_k_dim", "v_heads": "num_v_heads",
-             "v_dim": "head_v_dim"}, {}, R.delta_rule(phase == "generation"),
+             "v_dim": "head_v_dim"}, {}, roofline_delta_rule(phase == "generation"),
             f"the gated delta rule's {'chunked scan' if phase == 'context' else 'one-step update'} "
             "of a gated delta-net layer (per GPU: its heads)",
             fixed={"phase": phase,

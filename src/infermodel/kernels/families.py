@@ -1,5 +1,5 @@
-"""The families of measured kernels: what a family is (:class:`Family`), and a family's
-table read as a function for one set of categories (:func:`lookup`).
+"""A family's table read as a function for one set of categories (:func:`lookup`), and
+the engine versions the tables hold.
 
 Each family is a numpy function of named arguments in seconds (see :mod:`.grids`); the
 families themselves, with their tables, columns and rooflines, are listed in
@@ -20,59 +20,16 @@ bandwidth on NVLink; read as bytes it would be half that).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import attrs
 import numpy as np
 
 from ..errors import Problem
+from .catalog import FAMILIES
 from .grids import Lookup
+from .records import Family, Unavailable
 from .source import TablesUnavailable, card, engine_versions, folders, read, resolve, version_key
-
-Columns = Mapping[str, np.ndarray]
-
-
-@attrs.frozen
-class Family:
-    """One family of measured kernels."""
-
-    name: str
-    directory: str
-    table: str
-    #: Argument names in call order, and which are configuration and curve axes.
-    arguments: tuple[str, ...]
-    configs: tuple[str, ...]
-    curve: tuple[str, ...]
-    #: argument -> table column.
-    columns: Mapping[str, str]
-    #: category name -> table column.
-    categories: Mapping[str, str]
-    #: (categories, card) -> (roofline of named arrays, its description at one point).
-    roofline: Callable[[Mapping[str, str], Mapping[str, float]], tuple[Callable, Callable]]
-    description: str
-    #: Arguments made from the read columns (argument -> function of the columns).
-    derived: Mapping[str, Callable[[Columns], np.ndarray]] = attrs.field(factory=dict)
-    unit_note: str = ""
-    #: Raw columns the derived arguments read.
-    reads: tuple[str, ...] = ()
-    #: Column -> the value (a tuple: any of the values) every row of the family has.
-    fixed: Mapping[str, Any] = attrs.field(factory=dict)
-    #: The column holding the measured time, and its unit in seconds.
-    latency: str = "latency"
-    seconds: float = 1e-3
-    #: Arguments beyond whose largest measured value the work is blocks of that size.
-    blocks: tuple[str, ...] = ()
-    #: The tables' folder for this family when it is not the engine's own (``nccl``);
-    #: its newest version serves every engine version.
-    engine: str | None = None
-
-
-@attrs.frozen
-class Unavailable:
-    """Why no measured table serves a kernel (the caller falls back to the roofline)."""
-
-    reason: str
 
 
 def describe_version(system: str, engine: str) -> str:
@@ -80,16 +37,10 @@ def describe_version(system: str, engine: str) -> str:
     return ", ".join(versions) if versions else "none"
 
 
-def _families() -> Mapping[str, Family]:
-    from .catalog import FAMILIES
-
-    return FAMILIES
-
-
 @functools.lru_cache(maxsize=256)
 def _lookup(system: str, engine: str, version: str, family: str,
             categories: tuple[tuple[str, str], ...]) -> Lookup | Unavailable:
-    spec = _families()[family]
+    spec = FAMILIES[family]
     if spec.engine is not None:
         held = folders(system, spec.directory, spec.engine)
         if not held:
@@ -162,7 +113,7 @@ def lookup(system: str, engine: str, version: str, family: str,
     >>> gemm = lookup("h200_sxm", "vllm", "0.24.0", "gemm", dtype="fp8")  # doctest: +SKIP
     >>> gemm(32.0, 4096.0, 4096.0)          # seconds, m = 32 tokens by a 4096×4096 weight  # doctest: +SKIP
     """
-    if family not in _families():
+    if family not in FAMILIES:
         raise KeyError(family)
     return _lookup(system, engine, version, family, tuple(sorted(categories.items())))
 
@@ -191,4 +142,4 @@ def check_version(system: str, engine: str, version: str | None) -> str:
     return version
 
 
-__all__ = ["Family", "Unavailable", "check_version", "lookup"]
+__all__ = ["FAMILIES", "Family", "Unavailable", "check_version", "lookup"]
