@@ -456,7 +456,10 @@ def infermodel_check_result(result, warn):
                 warn(name, f"measured kernels: {phase} {t.name} lies outside the measured grid "
                            f"({where})")
     if "capacity_time_kernels_measured" in result:
-        where = _outside(result, result.quantity("capacity_time_kernels_measured").expression)
+        shared = [result.quantity("capacity" + name[len("decode"):]).expression
+                  for phase, name, _ in timed.shared if phase == "decode"]
+        where = _outside(result, sympy.Add(
+            result.quantity("capacity_time_kernels_measured").expression, *shared))
         if where:
             warn("capacity_step_time", "measured kernels: the decode step with the cache full "
                                        f"lies outside the measured grid ({where})")
