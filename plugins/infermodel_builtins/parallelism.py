@@ -35,7 +35,7 @@ import attrs
 import sympy
 from sympy import Min, ceiling
 
-from infermodel.plugin import BytesPerSecond, S, Seconds, Stage, hookimpl
+from infermodel.plugin import BytesPerSecond, S, Seconds, Stage, accepts, hookimpl
 
 from . import LAB, M10
 from . import layouts as lay_formulas
@@ -53,11 +53,13 @@ LAB_EFFICIENCY = {"1": 1.0, "2": 0.9, "4": 0.8, "8": 0.7}
 COMMUNICATION = ("efficiency", "all_reduce")
 
 
+@accepts("≥ 1")
 def _positive_int(instance, attribute, value):
     if value is not None and value < 1:
         raise ValueError(f"{attribute.name} = {value!r} must be at least 1")
 
 
+@accepts("> 0 and ≤ 1")
 def _efficiency(instance, attribute, value):
     if value is not None and not 0 < value <= 1:
         raise ValueError(f"{attribute.name} = {value!r} is not an efficiency in (0, 1]")
@@ -80,17 +82,20 @@ def _choice(instance, attribute, value):
                          + ", ".join(repr(c) for c in COMMUNICATION))
 
 
+@accepts("> 0")
 def _positive(instance, attribute, value):
     if value is not None and not value > 0:
         raise ValueError(f"{attribute.name} = {value!r} must be greater than 0")
 
 
+@accepts("≥ 1")
 def _at_least_one(instance, attribute, value):
     if value is not None and not value >= 1:
         raise ValueError(f"{attribute.name} = {value!r} must be at least 1 (a maximum over a mean)")
 
 
 def _one_of(choices):
+    @accepts("one of " + ", ".join(repr(c) for c in choices))
     def check(instance, attribute, value):
         if value is not None and value not in choices:
             raise ValueError(f"{attribute.name} = {value!r} is not one of "
@@ -98,6 +103,7 @@ def _one_of(choices):
     return check
 
 
+@accepts("≥ 0")
 def _non_negative(instance, attribute, value):
     if value is not None and value < 0:
         raise ValueError(f"{attribute.name} = {value!r} must not be negative")

@@ -194,9 +194,13 @@ HEADLINES = {
     "throughput": (("tokens_per_s_per_user", "output tokens/s one user sees"),
                    ("tokens_per_s_total", "output tokens/s of the batch"),
                    ("tokens_per_s_at_capacity", "output tokens/s with the cache full")),
-    "cost": (("cost_per_hour", "rent of the cards"),
-             ("cost_per_million_output_tokens", "per 1M output tokens (decode time only)"),
-             ("cost_per_million_tokens", "per 1M tokens in + out (prefill paid)")),
+    # Each price says what it assumes: the batch's busy rates, every paid hour divided by
+    # the utilisation (the rate meeting latency objectives is `simulate --capacity`'s and
+    # `plan`'s).
+    "cost": (("cost_per_hour", "rent of the cards per hour"),
+             ("cost_per_million_output_tokens",
+              "per 1M output tokens (decode time only), busy ÷ utilisation"),
+             ("cost_per_million_tokens", "per 1M tokens in + out (prefill paid), busy ÷ utilisation")),
     "assumptions": (("prefill_mfu", "prefill MFU"), ("decode_mfu", "decode MFU"),
                     ("mbu", "MBU"), ("t0", "t0"), ("memory_reserved", "reserve"),
                     ("utilisation", "utilisation")),
@@ -417,6 +421,14 @@ def _memory(scenario, define, terms):
     # prefix sharing moves bytes into the shared part, offload moves the per-sequence part.
     define("kv_bytes_per_sequence", terms.cache_held(S.sequence_length), unit="B",
            description="KV-cache bytes one sequence holds on its own at full length",
+           reference=CACHE)
+    # The positions those bytes are spread over: the serving simulator stores each cached
+    # position of a request at kv_bytes_per_sequence / kv_positions_per_sequence, so a
+    # lever that shrinks a sequence's cache (an eviction rule, a compressed format)
+    # changes the simulated capacity too; a lever that shares positions lowers both.
+    define("kv_positions_per_sequence", S.sequence_length, unit="token",
+           description="positions of one full-length sequence whose cache it holds on its own "
+                       "(sequence_length; a lever that shares positions lowers it)",
            reference=CACHE)
     define("kv_bytes_shared", 0, unit="B",
            description="KV-cache bytes stored once and shared by every sequence (none unless "

@@ -435,6 +435,53 @@ class Kernel:
     group: str = "mixer"
 
 
+def accepts(text: str) -> Callable[[Any], Any]:
+    """Mark a lever field's attrs validator with what it accepts, in words (``"> 0"``,
+    ``"0 to 32"``): the documentation's lever tables show it beside the field's type,
+    as they show the bounds of attrs' own validators (``attrs.validators.ge(1)``).
+    A field's ``metadata={"accepts": ...}`` says the same for one field.
+
+    >>> @accepts("> 0")
+    ... def positive(instance, attribute, value):
+    ...     if not value > 0:
+    ...         raise ValueError(f"{attribute.name} = {value!r} must be greater than 0")
+    >>> validator_bounds(positive)
+    '> 0'
+    """
+    def mark(validator: Any) -> Any:
+        setattr(validator, "accepts", text)  # noqa: B010  (a function's own attribute)
+        return validator
+
+    return mark
+
+
+#: attrs' comparison validators' operators, as the documentation writes them.
+_COMPARISONS = {">=": "≥", ">": ">", "<=": "≤", "<": "<"}
+
+
+def validator_bounds(validator: Any) -> str | None:
+    """What an attrs validator accepts, in words, where that can be known: the text
+    :func:`accepts` gave it, or the bound of attrs' own ``ge``/``gt``/``le``/``lt``
+    and ``in_`` validators (also inside ``optional``); None otherwise.
+
+    >>> validator_bounds(attrs.validators.optional(attrs.validators.ge(1)))
+    '≥ 1'
+    """
+    if validator is None:
+        return None
+    text = getattr(validator, "accepts", None)
+    if isinstance(text, str):
+        return text
+    op = getattr(validator, "compare_op", None)
+    if op in _COMPARISONS:
+        return f"{_COMPARISONS[op]} {validator.bound!r}"
+    options = getattr(validator, "options", None)
+    if isinstance(options, (tuple, list, set, frozenset)):
+        return "one of " + ", ".join(repr(o) for o in options)
+    inner = getattr(validator, "validator", None)  # attrs.validators.optional
+    return validator_bounds(inner) if inner is not None and inner is not validator else None
+
+
 __all__ = [
     "ENCODING_KINDS",
     "FIELD_KINDS",
@@ -455,4 +502,6 @@ __all__ = [
     "Stage",
     "TypicalSettingInfo",
     "WitnessInfo",
+    "accepts",
+    "validator_bounds",
 ]

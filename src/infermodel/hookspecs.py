@@ -385,7 +385,7 @@ def infermodel_validate_scenario(scenario: Scenario, report: Report) -> None:
 
 @hookspec
 def infermodel_define_quantities(scenario: Scenario, define: Define) -> None:
-    """Add quantities to the graph.
+    r"""Add quantities to the graph.
 
     Called once per scenario evaluation, for every plugin, after validation. A lever
     plugin normally adds its quantities only when ``scenario.levers`` has its table.
@@ -394,7 +394,13 @@ def infermodel_define_quantities(scenario: Scenario, define: Define) -> None:
     :param define: ``define(name, definition, *, unit, description, reference=None,
         latex=None, at=None)``. ``definition`` is a sympy expression over quantity symbols
         (``infermodel.S.layers``) or a number (an input quantity). A name defined by
-        two plugins is an error naming both. ``at`` maps input quantities to fixed
+        two plugins is an error naming both. ``unit`` is one of the unit words
+        (``"B"``, ``"s"``, ``"FLOP/s"``, ``"token"``, ``"1"`` …) and ``description`` one
+        line. ``reference`` names the published source of the formula, by title and
+        section (``"Module 10: Inference and serving, §3"``) or a paper: ``explain``,
+        JSON output and the documentation's tables show it beside the quantity.
+        ``latex`` is the symbol formulas print for the quantity (``r"\mathrm{TPOT}"``,
+        ``"d_q"``; default ``\mathrm{name}``). ``at`` maps input quantities to fixed
         numbers: the definition is then read with those inputs held, every lever's
         change included (``ttft`` is ``prefill_time`` at ``{"batch": 1}``: one request
         alone); each quantity it uses that depends on a held input gets a twin named

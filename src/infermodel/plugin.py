@@ -15,7 +15,8 @@ What is here, by what a plugin does with it:
 * scenario fields and lever schemas: :data:`REQUIRED`, the unit types
   (:data:`Bytes`, :data:`Seconds`, :data:`BytesPerSecond`, :data:`FlopsPerSecond`,
   :data:`Dollars`, :data:`DollarsPerHour`, :data:`Watts`, :func:`unit_type`),
-  :class:`Fraction`; in a value-type function, :func:`structure` and
+  :class:`Fraction`, :func:`accepts` (a validator's bounds in words, for the
+  documentation's tables); in a value-type function, :func:`structure` and
   :class:`FieldValueError`;
 * witnesses: :class:`Option`, :class:`Row`, :class:`Witness`, :class:`DecisionMap` (a
   picture a witness can draw);
@@ -44,7 +45,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .analyses.witnessing import DecisionMap, Row, Witness
-from .declarations import REQUIRED, Encoding, Kernel, Option, Quantisation, Stage
+from .declarations import REQUIRED, Encoding, Kernel, Option, Quantisation, Stage, accepts
 from .engine.operators import collect_operators, operator_table
 from .errors import InfermodelError, Problem, close_match, suggest
 from .hookspecs import (
@@ -139,6 +140,7 @@ __all__ = [
     "Watts",
     "Witness",
     "WitnessRegistrar",
+    "accepts",
     "close_match",
     "collect_operators",
     "hookimpl",

@@ -448,14 +448,55 @@ class CostModel:
         decode one token; default: all of them when every sequence has one position,
         else all but one prefill chunk) splits the pass for measured kernels.
         """
-        if not self.simple:
+        if self.layout is not None or self.measured is not None:
             return float(self.iteration_times(positions, attention, cached, sequences, scored,
                                               decodes))
+        if not self.simple:
+            return self._scalar_time(float(positions), float(attention), float(cached),
+                                     None if sequences is None else float(sequences),
+                                     None if scored is None else float(scored))
         memory_time = (self.weight_bytes + self.kv_bytes_per_token * cached) / self.bandwidth
         compute_time = (
             self.flops_per_position * positions + self.flops_per_attention_pair * attention
         ) / self.compute
         return max(memory_time, compute_time) + self.overhead
+
+    def _scalar_time(self, positions: float, attention: float, cached: float,
+                     sequences: float | None, scored: float | None) -> float:
+        """:meth:`iteration_times` for one iteration without a :attr:`layout` or
+        :attr:`measured` kernels, in Python floats: the same operations in the same order (so the same bits), without numpy's
+        per-call cost, which dominated runs of many short blocks (a replica fleet's).
+        ``tests/test_simulator_objectives.py`` holds the two paths equal.
+        """
+        count = positions if sequences is None else sequences
+        micro = max(1.0, min(float(self.stages), count))
+        scale = self.stages / micro
+        resident = 1.0 - self.host_fraction
+        tokens = positions / micro
+        weights = self.weight_bytes
+        if self.routed_expert_bytes:
+            e, k = self.experts, self.active_experts
+            read = e * (1 - (1 - k / e) ** tokens)
+            weights = weights - self.routed_expert_bytes * (e - read)
+        if self.embedding_row_bytes:
+            rows = self.embedding_rows
+            weights = weights - self.embedding_row_bytes * (rows - min(tokens, rows))
+        if self.head_params:
+            heads = count if scored is None else scored
+            matmul = (self.flops_per_body_position * positions
+                      + self.flops_per_head_position * heads)
+        else:
+            matmul = self.flops_per_position * positions
+        pairs = self.flops_per_attention_pair * attention
+        comm = self.comm_per_token * positions / micro
+        memory_time = (self.stages * weights
+                       + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
+        compute_time = scale * (matmul + pairs) / self.compute
+        time = max(memory_time, compute_time)
+        if self.host_fraction:
+            host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
+            time = max(time, host) if self.host_overlap else time + host
+        return time + self.overhead + self.comm_fixed + comm
 
     def iteration_time(
         self,
