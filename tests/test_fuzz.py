@@ -114,6 +114,24 @@ def test_fuzz_the_silicon_ledger_options(context):
     assert not failures, _report(6, failures)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") is None,
+                    reason='the measured kernel tables are not installed (pip install "infermodel[kernels]")')
+def test_fuzz_measured_kernels_over_latent_hybrid_and_layout_scenarios(context):
+    # Measured kernels on latent attention, state-space and linear-attention layers and
+    # DP/EP layouts, with engines, cards, versions and workloads the tables do and do not
+    # hold: a result with its warnings, or one message.
+    failures = []
+    with fuzzing.memory_limit(), fuzzing.small_caps():
+        for seed in range(400_000, 400_010):
+            case = fuzzing.make_measured_case(seed, context)
+            outcome = fuzzing.run_case(case, context)
+            wrong = fuzzing.judge(case, outcome, context)
+            if wrong:
+                failures.append(f"{'; '.join(wrong)}\n{case.describe()}\nstatus "
+                                f"{outcome.status}\n{outcome.err[-3000:]}")
+    assert not failures, _report(10, failures)
+
+
 def _overall_limit(cases: int, workers: int) -> float:
     """Seconds the whole long run may take: four times its pace on two idle cores (about
     0.19 s of one core per case), at least ten minutes. Past it the run fails instead of
