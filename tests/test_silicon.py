@@ -158,7 +158,7 @@ def test_the_new_options_refuse_what_does_not_go_together(argv, words, capsys):
 def test_an_engine_version_the_tables_lack_takes_the_newest(rows, host):
     import attrs
 
-    from infermodel.accuracy.predictions import tables_version
+    from infermodel.accuracy.tables import tables_version
 
     row = rows[f"{LLAMA}-tpot"]
     assert tables_version(attrs.evolve(row, engine_version="0.24.0"), host=host) == ("0.24.0", "")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +30,7 @@ import numpy as np
 from . import row_simulation
 from .closed_loop import closed_loop, prefill_pool_wait
 from .ledger import ENGINE_FAMILIES, LedgerRow, Pool
+from .tables import tables_version
 
 if TYPE_CHECKING:
     from ..host import PluginHost
@@ -272,53 +272,6 @@ def efficiency_table(row: LedgerRow, *, engine_preset: bool, kernels: str | None
         if version:
             table["engine_version"] = version
     return table
-
-
-def kernel_system(hardware: str, *, host: PluginHost) -> str | None:
-    """The measured tables' name for a hardware preset's card (None: it names none)."""
-    from ..scenario import read_toml
-
-    host.check_loaded()
-    info = host.registries.presets.get("hardware", {}).get(hardware)
-    if info is None:
-        return None
-    data, _ = read_toml(info.path)
-    system = data.get("hardware", {}).get("kernel_system")
-    return system if isinstance(system, str) else None
-
-
-#: Table families a step mostly rests on: a row's engine version is used for its
-#: kernels only where each of these has tables at or below it.
-CORE_FAMILIES = ("gemm", "attention", "moe")
-
-
-def tables_version(row: LedgerRow, *, host: PluginHost) -> tuple[str | None, str]:
-    """The engine version whose kernel tables predict ``row``, and a note where it is not
-    the row's own: the row's version where the GEMM, attention and MoE tables each hold
-    it or an older one (tables fill backward, as the package's own version slots do);
-    else the newest version the tables hold (what the package's own estimator falls
-    back to), None meaning the scenario's default, also the newest.
-    """
-    from ..kernels import TablesUnavailable
-    from ..kernels.source import folders, resolve
-
-    system = kernel_system(row.hardware, host=host)
-    wanted = row.engine_version
-    if not system:
-        return None, ""
-    try:
-        held = {f.version for family in CORE_FAMILIES for f in folders(system, family, row.family)}
-        covered = bool(wanted) and re.match(r"\d+\.\d+", wanted) is not None and all(
-            resolve(system, family, row.family, wanted) is not None
-            for family in CORE_FAMILIES if folders(system, family, row.family))
-    except TablesUnavailable:
-        return None, ""
-    if covered:
-        return wanted, ""
-    if not held:
-        return None, ""
-    return None, (f"{row.family} {wanted or '(no version)'} has no GEMM, attention or MoE "
-                  f"tables at or below it on {system}: the newest tables")
 
 
 def row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost,

@@ -139,38 +139,10 @@ def _ledger(args) -> int:
     from ..accuracy.report import fit_table, grouped_summary, grouped_table, validation_table
     from ..errors import InfermodelError, Problem
     from ..host import get_host
-    from ..output import atomic_write, check_target, emit
+    from ..output import atomic_write, emit
     from ..progress import Progress
 
-    if args.presets_dir and not args.fit:
-        raise InfermodelError(Problem("--presets-dir needs --fit", suggestion="add --fit"))
-    if args.fit and (args.calibrated or args.kernels or args.compare):
-        given = "--calibrated" if args.calibrated else (
-            "--kernels" if args.kernels else "--compare")
-        raise InfermodelError(Problem(f"--fit determines the presets; {given} uses them",
-                                      suggestion=f"give one of --fit and {given}"))
-    if args.calibrated and args.kernels:
-        raise InfermodelError(Problem("--calibrated predicts with the fitted engine presets; "
-                                      "--kernels measured with the measured kernel tables",
-                                      suggestion="give one of them, or --compare for both"))
-    if args.compare and (args.calibrated or args.kernels):
-        raise InfermodelError(Problem("--compare predicts with every efficiency in turn",
-                                      suggestion="leave out --calibrated and --kernels"))
-    if args.folds < 2:
-        raise InfermodelError(Problem(f"--folds {args.folds}", expected="at least 2"))
-    if args.sample is not None and args.sample < 1:
-        raise InfermodelError(Problem(f"--sample {args.sample}", expected="at least 1 point"))
-    if args.jobs is not None and not 1 <= args.jobs <= 256:
-        raise InfermodelError(Problem(f"--jobs {args.jobs}", expected="1 to 256 processes"))
-    for target in (args.output, args.plot):
-        if target:
-            check_target(target)
-    if args.plot and not str(args.plot).lower().endswith((".png", ".svg")):
-        raise InfermodelError(Problem(f"cannot write a plot to {args.plot!r}",
-                                      expected="a file name ending in .png or .svg"))
-    if args.plot and args.fit:
-        raise InfermodelError(Problem("--plot draws predictions; --fit prints a fit",
-                                      suggestion="run them separately"))
+    _check_ledger_options(args)
     directory = None
     if args.presets_dir:
         directory = Path(args.presets_dir)
@@ -233,6 +205,42 @@ def _ledger(args) -> int:
         text += "\n\n" + grouped_table(panels)
     emit(text, args.output)
     return 0
+
+
+def _check_ledger_options(args) -> None:
+    """Refuse conflicting or out-of-range ledger options, each with one message."""
+    from ..errors import InfermodelError, Problem
+    from ..output import check_target
+
+    if args.presets_dir and not args.fit:
+        raise InfermodelError(Problem("--presets-dir needs --fit", suggestion="add --fit"))
+    if args.fit and (args.calibrated or args.kernels or args.compare):
+        given = "--calibrated" if args.calibrated else (
+            "--kernels" if args.kernels else "--compare")
+        raise InfermodelError(Problem(f"--fit determines the presets; {given} uses them",
+                                      suggestion=f"give one of --fit and {given}"))
+    if args.calibrated and args.kernels:
+        raise InfermodelError(Problem("--calibrated predicts with the fitted engine presets; "
+                                      "--kernels measured with the measured kernel tables",
+                                      suggestion="give one of them, or --compare for both"))
+    if args.compare and (args.calibrated or args.kernels):
+        raise InfermodelError(Problem("--compare predicts with every efficiency in turn",
+                                      suggestion="leave out --calibrated and --kernels"))
+    if args.folds < 2:
+        raise InfermodelError(Problem(f"--folds {args.folds}", expected="at least 2"))
+    if args.sample is not None and args.sample < 1:
+        raise InfermodelError(Problem(f"--sample {args.sample}", expected="at least 1 point"))
+    if args.jobs is not None and not 1 <= args.jobs <= 256:
+        raise InfermodelError(Problem(f"--jobs {args.jobs}", expected="1 to 256 processes"))
+    for target in (args.output, args.plot):
+        if target:
+            check_target(target)
+    if args.plot and not str(args.plot).lower().endswith((".png", ".svg")):
+        raise InfermodelError(Problem(f"cannot write a plot to {args.plot!r}",
+                                      expected="a file name ending in .png or .svg"))
+    if args.plot and args.fit:
+        raise InfermodelError(Problem("--plot draws predictions; --fit prints a fit",
+                                      suggestion="run them separately"))
 
 
 SILICON = "silicon"
