@@ -52,6 +52,13 @@ def _summary(pairs: Sequence[tuple[float, float]]) -> tuple[int, float, float]:
     return int(errors.size), float(np.median(errors)), float(np.percentile(errors, 90))
 
 
+def _medians(median: float, p90: float) -> str:
+    """A metric's median/p90 cell; a dash where the predictor predicted no point."""
+    if math.isnan(median):
+        return f"{'—':>7}/{'—':<5}"
+    return f"{median:>7.0%}/{p90:<5.0%}"
+
+
 def _table(title: str, predictions: dict[str, dict[str, float | None]], rows,
            keep=lambda row: True) -> str:
     """One block per predictor: overall and per system, engine and mode."""
@@ -74,8 +81,8 @@ def _table(title: str, predictions: dict[str, dict[str, float | None]], rows,
                              and values.get(r.id) is not None]
                     by_metric[metric] = _summary(pairs)
                 n = by_metric["ttft_ms"][0]
-                cells.append(f"{n:>4} {by_metric['ttft_ms'][1]:>7.0%}/{by_metric['ttft_ms'][2]:<5.0%}"
-                             f"{by_metric['tpot_ms'][1]:>7.0%}/{by_metric['tpot_ms'][2]:<5.0%}")
+                cells.append(f"{n:>4} " + "".join(_medians(*by_metric[m][1:])
+                                                  for m in ("ttft_ms", "tpot_ms")))
             lines.append(f"{label:<24}" + "".join(f"{c:>34}" for c in cells))
     return "\n".join(lines)
 
