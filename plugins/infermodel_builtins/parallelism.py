@@ -35,10 +35,11 @@ import attrs
 import sympy
 from sympy import Min, ceiling
 
-from infermodel.plugin import BytesPerSecond, Kernel, S, Seconds, Stage, accepts, hookimpl
+from infermodel.plugin import BytesPerSecond, S, Seconds, Stage, accepts, hookimpl
 
 from . import LAB, M10
 from . import layouts as lay_formulas
+from .layout_kernels import all_reduce
 from .layouts import DENSE_CHOICES, DISPATCH_CHOICES, Layout, dense_placement
 from .moe import linear_bytes_per_param
 from .shapes import structure, tensor_parallel_reductions
@@ -516,7 +517,9 @@ def infermodel_define_operators(scenario, define):
         return
     lay = layout(scenario)
     if lay.data > 1:
-        lay_formulas.define_operators(scenario, lay, define)
+        wire = (lever.dispatch_activation_bytes if lever.dispatch_activation_bytes is not None
+                else lever.activation_bytes)
+        lay_formulas.define_operators(scenario, lay, define, wire)
         return
     for phase, tokens, time in (("decode", S.batch, S.parallel_decode_comm_time),
                                 ("prefill", S.batch * S.prompt_tokens, S.parallel_prefill_comm_time)):
@@ -526,10 +529,9 @@ def infermodel_define_operators(scenario, define):
                description="tensor-parallel all-reduces (two per layer) and pipeline hops over "
                            "the link; added to the step by the parallelism lever",
                reference=DEPLOY,
-               kernels=(Kernel("all_reduce", {"elements": tokens * S.d_model / S.parallel_microbatches,
-                                              "gpus": S.parallel_tensor_degree},
-                               calls=tensor_parallel_reductions(scenario) * S.parallel_microbatches,
-                               label="all_reduce"),))
+               kernels=all_reduce(tokens * S.d_model / S.parallel_microbatches,
+                                  S.parallel_tensor_degree,
+                                  tensor_parallel_reductions(scenario) * S.parallel_microbatches))
 
 
 @hookimpl

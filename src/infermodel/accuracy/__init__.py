@@ -1,6 +1,8 @@
 """Accuracy: how close the predictions are to measurements, one job per module.
 
 * :mod:`.ledger` — the accuracy ledger, published serving measurements one figure a row;
+* :mod:`.silicon` — the silicon ledger: the measured deployments shipped with the
+  measured kernel tables (``infermodel[kernels]``), read from the installed package;
 * :mod:`.predictions` — every ledger row predicted, its errors and their summaries;
 * :mod:`.row_simulation` — a row at concurrency > 1 as a closed loop of its clients in
   the serving simulator;

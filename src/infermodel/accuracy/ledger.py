@@ -38,7 +38,7 @@ import attrs
 from ..errors import InfermodelError, Problem, suggest
 
 __all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "METRICS", "STATISTICS", "LedgerRow",
-           "read_ledger"]
+           "Pool", "Pools", "read_ledger"]
 
 COLUMNS = ("id", "source", "engine", "hardware", "gpus", "model", "hf_config", "weights",
            "kv_cache", "tensor", "expert", "isl", "osl", "concurrency", "metric", "statistic",
@@ -60,8 +60,49 @@ _INTEGER_COLUMNS = ("gpus", "tensor", "expert", "isl", "osl", "concurrency")
 
 
 @attrs.frozen
+class Pool:
+    """One pool of a disaggregated deployment: ``workers`` identical servers, each on
+    ``tensor × pipeline × attention_dp`` cards.
+
+    ``batch`` is the most sequences one attention rank runs at once (a prefill worker's
+    prompts per iteration, a decode worker's running sequences), as the measurement's
+    configuration set it.
+    """
+
+    workers: int
+    batch: int
+    tensor: int
+    pipeline: int = 1
+    attention_dp: int = 1
+    expert: int = 1
+
+    @property
+    def gpus(self) -> int:
+        """Cards of one worker."""
+        return self.tensor * self.pipeline * self.attention_dp
+
+
+@attrs.frozen
+class Pools:
+    """The prefill and decode pools of a disaggregated deployment."""
+
+    prefill: Pool
+    decode: Pool
+
+
+@attrs.frozen
 class LedgerRow:
-    """One published figure and the conditions it was measured under."""
+    """One published figure and the conditions it was measured under.
+
+    The fields after ``line`` are layouts the CSV ledger format cannot state (other
+    ledgers' readers set them): ``pipeline`` stages, ``attention_dp`` (data-parallel
+    attention ranks, each with its own sequences, sharing the experts), the routed
+    experts' own format (``expert_weights``; empty: ``weights``), disaggregated
+    ``pools`` (None: one aggregated server on ``gpus`` cards), the engine version's
+    kernel tables (``engine_version``; empty: the newest), a display name for a model
+    read from a config (``model_label``) and why the reader could not express the row
+    (``unexpressed``).
+    """
 
     id: str
     source: str
@@ -81,6 +122,29 @@ class LedgerRow:
     statistic: str
     value: float
     line: int = 0
+    pipeline: int = 1
+    attention_dp: int = 1
+    expert_weights: str = ""
+    pools: Pools | None = None
+    engine_version: str = ""
+    model_label: str = ""
+    #: Why the ledger's reader could not express the row (empty: it could).
+    unexpressed: str = ""
+    #: The benchmark client that drove a concurrency row (a name of
+    #: :data:`.row_simulation.CLIENTS`; empty: fixed lengths, warm-up excluded).
+    client: str = ""
+
+    @property
+    def mode(self) -> str:
+        """``"aggregated"`` (prefill and decode on one server) or ``"disaggregated"``."""
+        return "aggregated" if self.pools is None else "disaggregated"
+
+    @property
+    def model_name(self) -> str:
+        """The model as a reader names it: the label, the preset, or the config's file."""
+        if self.model_label:
+            return self.model_label
+        return self.model or (self.hf_config.name if self.hf_config is not None else "")
 
     @property
     def family(self) -> str:
@@ -98,7 +162,8 @@ class LedgerRow:
         belongs to: the unit held out together in cross-validation.
         """
         return (self.source, self.engine, self.hardware, self.gpus, self.model,
-                str(self.hf_config), self.weights, self.kv_cache, self.tensor, self.isl, self.osl)
+                str(self.hf_config), self.weights, self.kv_cache, self.tensor, self.isl, self.osl,
+                self.pipeline, self.attention_dp, self.expert_weights, self.pools)
 
 
 def _text(path: Path) -> str:
@@ -223,4 +288,6 @@ def _parse_row(record: Sequence[str], line: int, path: Path,
                      hardware=cells["hardware"], model=cells["model"], hf_config=hf,
                      weights=cells["weights"], kv_cache=cells["kv_cache"],
                      metric=cells["metric"], statistic=cells["statistic"], value=value,
-                     line=line, **numbers)
+                     line=line, gpus=numbers["gpus"], tensor=numbers["tensor"],
+                     expert=numbers["expert"], isl=numbers["isl"], osl=numbers["osl"],
+                     concurrency=numbers["concurrency"])

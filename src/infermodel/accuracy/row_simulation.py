@@ -40,11 +40,64 @@ import math
 import attrs
 import numpy as np
 
-__all__ = ["ENGINE_POLICIES", "MAX_TOKENS", "ROUNDS", "SEED", "ServingFigures", "simulate_row",
-           "unsupported"]
+__all__ = ["BURST", "CLIENTS", "ENGINE_POLICIES", "INFERENCEMAX", "MAX_TOKENS", "ROUNDS", "SEED", "Client",
+           "PoolFigures", "ServingFigures", "simulate_pools", "simulate_row", "unsupported"]
 
 #: Requests each client sends (the first and last rounds are not measured).
 ROUNDS = 4
+
+
+@attrs.frozen
+class Client:
+    """How a benchmark client drives a closed loop: requests per client (``rounds``),
+    whether the first round (every client starting at once) and the last (the server
+    draining) are measured, and the length law: uniform on ``range_ratio × L … L`` for
+    a nominal length L (1: every request exactly L).
+    """
+
+    name: str
+    rounds: int
+    warmup_measured: bool
+    range_ratio: float
+    source: str
+
+    def lengths(self, nominal: int):
+        """The length law of requests of ``nominal`` tokens."""
+        from ..simulator import FixedLength, UniformLength
+
+        low = max(1, int(self.range_ratio * nominal))
+        return FixedLength(nominal) if low >= nominal else UniformLength(low, nominal)
+
+    def measured(self, clients: int) -> slice:
+        """The requests (in issue order) the statistics are taken over."""
+        if self.warmup_measured:
+            return slice(0, self.rounds * clients)
+        return slice(clients, (self.rounds - 1) * clients)
+
+    def mean_length(self, nominal: int) -> float:
+        """The mean request length for ``nominal`` tokens."""
+        low = max(1, int(self.range_ratio * nominal))
+        return (low + nominal) / 2
+
+
+#: The shipped ledger's reading of a concurrency benchmark: fixed lengths, ROUNDS
+#: requests per client, the warm-up and draining rounds left out.
+DEFAULT = Client("fixed lengths, warm-up excluded", ROUNDS, False, 1.0,
+                 "the published benchmarks' fixed-length concurrency runs")
+#: InferenceMAX's client (vLLM's benchmark_serving): 10 × C prompts at concurrency C
+#: and infinite rate, every request measured (the first round starts all at once), input
+#: and output lengths uniform between 0.8 × and 1 × the nominal lengths, EOS ignored.
+INFERENCEMAX = Client("InferenceMAX (benchmark_serving, 10 prompts per client, range ratio "
+                      "0.8)", 10, True, 0.8,
+                      "InferenceMAX README, 'Benchmark Client Configuration' (--num-prompts "
+                      "CONC × 10, --max-concurrency CONC, --request-rate inf, "
+                      "--random-range-ratio 0.8, --ignore-eos)")
+#: One request per client, every client starting at once and every request measured: a
+#: burst of ``concurrency`` fixed-length requests (a static batch seen by a client).
+BURST = Client("one request per client, all at once (a burst)", 1, True, 1.0,
+               "a burst's mean first-token time grows in proportion to the clients")
+#: Clients by the name a ledger row gives (``LedgerRow.client``; empty: DEFAULT).
+CLIENTS = {"": DEFAULT, "inferencemax": INFERENCEMAX, "burst": BURST}
 SEED = 0
 #: The most tokens (prompt and output) a row's closed loop may simulate, ROUNDS ×
 #: concurrency × (isl + osl): a bound on the run's work, about three times the largest
@@ -100,19 +153,20 @@ class ServingFigures:
         return float(np.mean(sample)) * 1e3
 
 
-def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int) -> ServingFigures:
-    """Run ``concurrency`` clients of fixed ``isl``/``osl`` requests on ``cost`` with
-    ``family``'s policy (see the module docstring).
+def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int,
+                 client: Client = DEFAULT) -> ServingFigures:
+    """Run ``concurrency`` clients of ``isl``/``osl`` requests (``client``'s rounds and
+    length law) on ``cost`` with ``family``'s policy (see the module docstring).
     """
-    from ..simulator import FixedLength, Policy, WorkloadSpec, run_record
+    from ..simulator import Policy, WorkloadSpec, run_record
     from ..simulator.metrics import weighted_quantile
 
     budget, _ = ENGINE_POLICIES[family]
     policy = Policy("chunked", chunk_tokens=budget, max_running=max(concurrency, 1))
-    spec = WorkloadSpec(prompt=FixedLength(isl), output=FixedLength(osl),
-                        count=ROUNDS * concurrency, sampler="numpy")
+    spec = WorkloadSpec(prompt=client.lengths(isl), output=client.lengths(osl),
+                        count=client.rounds * concurrency, sampler="numpy")
     record, _ = run_record(cost, spec.closed_loop(concurrency, 0.0, SEED), policy)
-    measured = slice(concurrency, (ROUNDS - 1) * concurrency)
+    measured = client.measured(concurrency)
     ttft = (record.first_token - record.arrivals)[measured]
     e2e = (record.last_token - record.arrivals)[measured]
     spans = (record.last_token - record.first_token)[measured]
@@ -123,16 +177,83 @@ def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int) -> Ser
         itl_median, itl_p99 = weighted_quantile(record.gap_values, record.gap_weights, (0.5, 0.99))
     else:
         itl_median = itl_p99 = math.nan
-    throughput = concurrency * osl / float(np.mean(e2e))
+    outputs = float(np.mean(record.outputs[measured]))
+    throughput = concurrency * outputs / float(np.mean(e2e))
+    warmup = 0 if client.warmup_measured else concurrency
     return ServingFigures(ttft, tpot, itl_mean, float(itl_median), float(itl_p99), throughput,
-                          int(ttft.size), concurrency, int(record.preemptions))
+                          int(ttft.size), warmup, int(record.preemptions))
+
+
+@attrs.frozen
+class PoolFigures:
+    """A disaggregated deployment's figures (seconds, tokens/s): the measured requests'
+    first-token times and the decode pool's time per output token.
+    """
+
+    ttft: np.ndarray  # per measured request, the cache transfer included
+    tpot: float
+    output_tokens_per_s: float
+    decode_running: int  # sequences one decode server runs
+
+    def value(self, metric: str, statistic: str) -> float:
+        """The figure a ledger row's ``metric`` and ``statistic`` name."""
+        if metric == "output_tokens_per_s":
+            return self.output_tokens_per_s
+        if metric in ("tpot_ms", "itl_ms"):
+            return self.tpot * 1e3
+        if statistic == "median":
+            return float(np.median(self.ttft)) * 1e3
+        if statistic == "p99":
+            return float(np.quantile(self.ttft, 0.99)) * 1e3
+        return float(np.mean(self.ttft)) * 1e3
+
+
+def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurrency: int,
+                   *, transfer: float = 0.0, client: Client = DEFAULT) -> PoolFigures:
+    """``concurrency`` clients of fixed ``isl``/``osl`` requests on disaggregated ``pools``.
+
+    * **Decode**: the clients are spread evenly over the decode servers, each running at
+      most ``batch × attention_dp`` sequences (the pool's configured batch) and no more
+      than its cache holds; a step decodes every running sequence, their contexts spread
+      evenly over ``isl … isl + osl − 1``, so the time per output token is that step's
+      time (the decode servers run no prefills).
+    * **Prefill**: the clients are spread evenly over the prefill servers; each server is a
+      closed loop of its share of the clients (``client``'s rounds, lengths and measured
+      requests), each request a prompt whose first token ends it, the client's next
+      prompt following after its decode
+      (``(osl − 1) · TPOT``) and the cache transfer; the server runs at most
+      ``batch × attention_dp`` prompts at once in iterations of :data:`CHUNK_TOKENS`.
+    * TTFT is the prefill server's first-token time plus the cache transfer (the decode
+      server emits the first token once it holds the cache).
+    """
+    from ..simulator import FixedLength, Policy, WorkloadSpec, run_record
+
+    decode, prefill = pools.decode, pools.prefill
+    per_decode = math.ceil(concurrency / decode.workers)
+    held = max(1, int(decode_cost.cache_memory // (decode_cost.kv_bytes_per_token * (isl + osl))))
+    running = max(1, min(per_decode, decode.batch * decode.attention_dp, held))
+    prompt, output = client.mean_length(isl), client.mean_length(osl)
+    contexts = np.linspace(prompt, prompt + output - 1, running).round().astype(int)
+    tpot = float(decode_cost.iteration_time(contexts.tolist(), []))
+    clients = max(1, math.ceil(concurrency / prefill.workers))
+    policy = Policy("chunked", chunk_tokens=CHUNK_TOKENS,
+                    max_running=max(1, prefill.batch * prefill.attention_dp))
+    spec = WorkloadSpec(prompt=client.lengths(isl), output=FixedLength(1),
+                        count=client.rounds * clients, sampler="numpy")
+    think = (output - 1) * tpot + transfer
+    record, _ = run_record(prefill_cost, spec.closed_loop(clients, think, SEED), policy)
+    measured = client.measured(clients)
+    ttft = (record.first_token - record.arrivals)[measured] + transfer
+    e2e = float(np.mean(ttft)) + (output - 1) * tpot
+    return PoolFigures(ttft, tpot, concurrency * output / e2e, running)
 
 
 def unsupported(row) -> str | None:
     """Why a row's closed loop is not simulated (None: it is)."""
-    tokens = ROUNDS * row.concurrency * (row.isl + row.osl)
+    rounds = CLIENTS[row.client].rounds
+    tokens = rounds * row.concurrency * (row.isl + row.osl)
     if tokens > MAX_TOKENS:
-        return (f"the closed loop would simulate {tokens:,} tokens ({ROUNDS} requests from each "
+        return (f"the closed loop would simulate {tokens:,} tokens ({rounds} requests from each "
                 f"of {row.concurrency:,} clients, {row.isl:,} + {row.osl:,} tokens each), over "
                 f"the {MAX_TOKENS:,}-token bound of a ledger row's simulation")
     return None
