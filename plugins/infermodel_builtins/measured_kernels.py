@@ -290,6 +290,13 @@ def infermodel_define_quantities(scenario, define):
     _capacity(scenario, st, timed, define)
 
 
+def _expression(value) -> sympy.Basic:
+    """A kernel's time as a sympy expression (a constant one may be a plain number)."""
+    if isinstance(value, sympy.Basic):
+        return value
+    return sympy.Integer(value) if isinstance(value, int) else sympy.Float(value)
+
+
 def _capacity(scenario, st: Setup, timed: Plan, define) -> None:
     """The decode step with the cache full: every decode operator's time at
     ``max(1, max_sequences)`` sequences (and each layout factor at that count).
@@ -299,13 +306,13 @@ def _capacity(scenario, st: Setup, timed: Plan, define) -> None:
     for phase, name, whole in timed.shared:
         if phase == "decode":
             full = "capacity" + name[len("decode"):]
-            define(full, sympy.sympify(whole).xreplace(at), unit="s",
+            define(full, _expression(whole).xreplace(at), unit="s",
                    description="decode time of a kernel operators share, with the cache full "
                                "(max(1, max_sequences) sequences)", reference=TABLES)
             at[S[name]] = S[full]
     for how, what in (("measured", "the operators the measured kernel tables time"),
                       ("roofline", "the operators no table covers, at their roofline")):
-        parts = [sympy.sympify(t.expression).xreplace(at) for t in timed
+        parts = [_expression(t.expression).xreplace(at) for t in timed
                  if t.phase == "decode" and t.own is None and (t.how == "measured") == (how == "measured")]
         define(f"capacity_time_kernels_{how}", sympy.Add(*parts, evaluate=False), unit="s",
                description=f"decode step with the cache full: {what}, at max(1, max_sequences) "
@@ -371,7 +378,7 @@ def infermodel_transform_quantities(scenario, transform):
             if quantity == "parallel_decode_comm_time":
                 # The same collectives with the cache full.
                 at = capacity_point(scenario, setup(scenario))
-                full = sympy.Add(*(timed.expand(sympy.sympify(t.expression)).xreplace(at)
+                full = sympy.Add(*(timed.expand(_expression(t.expression)).xreplace(at)
                                    for t in parts))
                 transform.replace("parallel_capacity_comm_time", full, order=order,
                                   reason=f"measured: the {names} kernels from the tables at "
