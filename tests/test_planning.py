@@ -263,3 +263,22 @@ def test_a_concurrency_load_is_split_over_replicas_and_reproduced():
     assert clients == [-(-64 // best.replicas)] and "--replicas" not in best.command(str(SMALL))
     run = simulate(scenario, overrides=best.overrides).runs[0]
     assert run.concurrency == clients[0] and run.metrics["slo_met"] == 1.0
+
+
+def test_a_warning_alike_on_several_candidates_is_printed_once_with_their_count():
+    # The quantisation lever's note differs between tensor degrees only in its numbers.
+    from types import SimpleNamespace
+
+    from infermodel.analyses.planning.report import warning_lines
+
+    def considered(label, *warnings):
+        return SimpleNamespace(candidate=SimpleNamespace(label=label), warnings=warnings)
+
+    result = SimpleNamespace(considered=[
+        considered("h200 vllm TP1", "peak 2.968e+14, 2x", "the same everywhere"),
+        considered("h200 vllm TP2", "peak 5.937e+14, 2x", "the same everywhere"),
+        considered("mi300x vllm TP1", "card mi300x only", "the same everywhere")])
+    assert warning_lines(result) == [
+        "warning (h200 vllm TP1, and 1 other candidate alike): peak 2.968e+14, 2x",
+        "warning: the same everywhere",
+        "warning (mi300x vllm TP1): card mi300x only"]

@@ -5,10 +5,15 @@ the ranking, the cheapest deployment per card, and what was set aside.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .result import Planned, PlanResult
+
+
+#: Numbers in a warning: two warnings equal but for them are one note on several candidates.
+_DIGITS = re.compile(r"\d+(?:[.,]\d+)*(?:e[+-]?\d+)?")
 
 
 def _seconds(value: float) -> str:
@@ -128,9 +133,34 @@ def plan_text(result: PlanResult) -> str:
         lines += ["", "set aside:"]
         for index, why in result.notes.items():
             lines.append(f"  {result.considered[index].candidate.label}: {why}")
-    warnings = dict.fromkeys(w for c in result.considered for w in c.warnings)
-    lines += [f"warning: {w}" for w in warnings]
+    lines += warning_lines(result)
     return "\n".join(lines)
 
 
-__all__ = ["plan_text"]
+def warning_lines(result: PlanResult) -> list[str]:
+    """Each warning once, naming the candidate it holds for unless it holds for all; those
+    that differ between candidates only in their numbers (the same lever's note on every
+    tensor degree) once for all of them, with their count.
+
+    >>> from types import SimpleNamespace as N
+    >>> one = lambda label, *w: N(candidate=N(label=label), warnings=w)
+    >>> warning_lines(N(considered=[one("a TP1", "x is 2", "y"), one("a TP2", "x is 4")]))
+    ['warning (a TP1, and 1 other candidate alike): x is 2', 'warning (a TP1): y']
+    """
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for considered in result.considered:
+        for warning in dict.fromkeys(considered.warnings):
+            groups.setdefault(_DIGITS.sub("#", warning), []).append((considered.candidate.label, warning))
+    lines = []
+    for found in groups.values():
+        texts = dict.fromkeys(text for _label, text in found)
+        if len(texts) == 1 and len(found) == len(result.considered):
+            lines.append(f"warning: {found[0][1]}")
+            continue
+        others = len(found) - 1
+        alike = f", and {others} other candidate{'s' if others != 1 else ''} alike" if others else ""
+        lines.append(f"warning ({found[0][0]}{alike}): {found[0][1]}")
+    return lines
+
+
+__all__ = ["plan_text", "warning_lines"]
