@@ -23,6 +23,8 @@ What is here, by what a plugin does with it:
   resolution) and :class:`Quantisation` (what a quantiser returns);
 * operators: :func:`collect_operators` (every plugin's operators of a phase) and
   :func:`operator_table` (evaluated against a result);
+* prediction intervals: :mod:`intervals <infermodel.engine.intervals>` (a preset's
+  groups of held-out errors, the group a prediction falls in, its 80 % interval);
 * mistakes: :class:`InfermodelError` and :class:`Problem` (one user mistake, with
   what was expected), :func:`suggest` and :func:`close_match` (the "did you mean"
   helpers);
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from .analyses.witnessing import DecisionMap, Row, Witness
 from .declarations import REQUIRED, Encoding, Option, Quantisation, Stage
+from .engine import intervals
 from .engine.operators import collect_operators, operator_table
 from .errors import InfermodelError, Problem, close_match, suggest
 from .hookspecs import (
@@ -131,6 +134,7 @@ __all__ = [
     "close_match",
     "collect_operators",
     "hookimpl",
+    "intervals",
     "operator_table",
     "structure",
     "suggest",

@@ -37,8 +37,8 @@ import attrs
 
 from ..errors import InfermodelError, Problem, suggest
 
-__all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "METRICS", "STATISTICS", "LedgerRow",
-           "read_ledger"]
+__all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "ENGINE_OF_FAMILY", "METRICS", "STATISTICS",
+           "LedgerRow", "read_ledger"]
 
 COLUMNS = ("id", "source", "engine", "hardware", "gpus", "model", "hf_config", "weights",
            "kv_cache", "tensor", "expert", "isl", "osl", "concurrency", "metric", "statistic",
@@ -53,6 +53,8 @@ METRICS = {
 STATISTICS = ("mean", "median", "p99", "unspecified")
 #: Engine families with an ``[efficiency] preset`` of the same name.
 ENGINE_FAMILIES = ("vllm", "sglang", "trtllm")
+#: The ``efficiency.engine`` each family runs as (its scheduler and memory defaults).
+ENGINE_OF_FAMILY = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
 DEFAULT_LEDGER = Path(__file__).parent.parent / "data" / "ledger.csv"
 #: Ledgers larger than this are refused (a ledger of published figures is small).
 MAX_LEDGER_BYTES = 5_000_000

@@ -4,12 +4,14 @@ and intervals from the held-out errors an efficiency preset records.
 Each ledger row becomes a scenario: its model (preset or ``hf_config``) and hardware
 preset, ``hardware.count = gpus``, the row's formats through the quantisation lever
 (8-bit float weights also take 8-bit activations, as FP8 checkpoints run), tensor
-parallelism with an explicit ring all-reduce over the card's interconnect, and the
-``[efficiency] preset`` its engine family names. At concurrency 1 the row is the
-scenario's roofline: the prefill of one prompt (TTFT), the decode step at batch 1
-(ITL, TPOT) and ``osl / (TTFT + (osl − 1) · ITL)`` (throughput). At concurrency > 1 it
-is a closed loop of the row's clients in the serving simulator
-(:mod:`.row_simulation`: fixed lengths, the warm-up round excluded).
+parallelism with its collectives priced by size over the card's interconnect, and the
+physical efficiency model (``[efficiency] model = "physical"``) with the engine its
+family runs as (``ENGINE_OF_FAMILY``: its scheduler and memory defaults) and, calibrated,
+the preset that prices it (:func:`preset_name`). At concurrency 1 the row is the
+scenario's roofline: the prefill of one prompt (TTFT), the decode step at batch 1 (ITL,
+TPOT) and ``osl / (TTFT + (osl − 1) · ITL)`` (throughput). At concurrency > 1 it is a
+closed loop of the row's clients in the serving simulator (:mod:`.row_simulation`: fixed
+lengths, the engine's chunk budget and sequence cap, the warm-up round excluded).
 
 Errors are relative, ``(predicted − measured) / measured``; summaries give the median
 and 90th percentile of ``|error|`` per metric.
@@ -26,43 +28,55 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from ..engine import intervals
 from . import row_simulation
 from .closed_loop import closed_loop
-from .ledger import ENGINE_FAMILIES, LedgerRow
+from .ledger import ENGINE_FAMILIES, ENGINE_OF_FAMILY, LedgerRow
 
 if TYPE_CHECKING:
     from ..host import PluginHost
 
-__all__ = ["Efficiency", "Prediction", "Validation", "errors_by_metric", "held_out_intervals",
-           "predict_rows", "preset_efficiency", "preset_name", "refined_name", "scenario_data",
+__all__ = ["FITTED", "Efficiency", "Prediction", "RowModel", "Simulations", "Validation",
+           "errors_by_metric", "predict_rows", "preset_efficiency", "preset_intervals",
+           "preset_name", "refined_name", "row_attributes", "row_model", "scenario_data",
            "summarise"]
 
-#: Efficiency inputs a fit sets, by quantity name.
-EFFICIENCY_QUANTITIES = ("prefill_mfu", "decode_mfu", "mbu", "t0")
-#: The per-step latency of one all-reduce transfer, fitted with the efficiencies: it is
-#: the engine's collective library, not the wire (only rows on several cards have it).
-LINK_LATENCY = "parallel_link_latency"
+#: The physical model's engine parameters a fit sets (``[efficiency]`` fields whose
+#: ranges are their physical bounds).
+FITTED = ("bandwidth_fraction", "gemm_fraction", "attention_fraction", "dequant_fraction",
+          "kernel_time", "launch_time", "step_overhead", "sequence_overhead",
+          "collective_latency")
 EIGHT_BIT_FLOATS = ("fp8-e4m3", "fp8-e5m2", "mxfp8")
 EIGHT_BIT_INTS = ("int8",)
+#: The documents' ideal roofline: peak rates, no fixed time, no engine (nothing kept back).
+IDEAL_TABLE = {"model": "fixed", "prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0,
+               "engine": "none"}
 
 
 @attrs.frozen
 class Efficiency:
-    """One set of efficiency values (what an ``[efficiency]`` table holds)."""
+    """Values of the physical model's engine parameters (what a fitted preset sets), as
+    ``(name, value)`` pairs; an empty one leaves the scenario's own values.
+    """
 
-    prefill_mfu: float
-    decode_mfu: float
-    mbu: float
-    t0: float  # seconds
-    #: Latency of one step of a ring all-reduce (seconds); None keeps the card's.
-    link_latency: float | None = None
+    values: tuple[tuple[str, float], ...] = ()
+
+    @classmethod
+    def of(cls, mapping: Mapping[str, float]) -> Efficiency:
+        """>>> Efficiency.of({"kernel_time": 3e-6})["kernel_time"]
+        3e-06
+        """
+        return cls(tuple(sorted((k, float(v)) for k, v in mapping.items())))
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.values)
+
+    def __getitem__(self, name: str) -> float:
+        return self.as_dict()[name]
 
     def candidates(self) -> dict[str, np.ndarray]:
         """This efficiency as a one-candidate grid."""
-        out = {name: np.array([getattr(self, name)]) for name in EFFICIENCY_QUANTITIES}
-        if self.link_latency is not None:
-            out[LINK_LATENCY] = np.array([self.link_latency])
-        return out
+        return {name: np.array([value]) for name, value in self.values}
 
 
 @attrs.frozen
@@ -79,6 +93,13 @@ class Prediction:
         if self.predicted is None:
             return None
         return (self.predicted - self.row.value) / self.row.value
+
+    @property
+    def covered(self) -> bool | None:
+        """Whether the measurement lies in the interval (None without one)."""
+        if self.interval is None:
+            return None
+        return self.interval[0] <= self.row.value <= self.interval[1]
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.row.id, "metric": self.row.metric,
@@ -106,11 +127,19 @@ class Validation:
     def summary(self) -> dict[str, dict[str, float]]:
         return summarise(self.predicted)
 
+    def coverage(self) -> dict[str, float] | None:
+        """Share of the predicted rows whose measurement lies in its interval, overall."""
+        marks = [p.covered for p in self.predicted if p.covered is not None]
+        return {"n": len(marks), "covered": sum(marks) / len(marks)} if marks else None
+
     def to_dict(self) -> dict[str, Any]:
-        return {"points": [p.to_dict() for p in self.predicted],
-                "summary": self.summary(),
-                "unpredictable": [{"id": p.row.id, "metric": p.row.metric, "reason": p.reason}
-                                  for p in self.unpredictable]}
+        out = {"points": [p.to_dict() for p in self.predicted],
+               "summary": self.summary(),
+               "unpredictable": [{"id": p.row.id, "metric": p.row.metric, "reason": p.reason}
+                                 for p in self.unpredictable]}
+        if self.coverage() is not None:
+            out["interval_coverage"] = self.coverage()
+        return out
 
 
 def errors_by_metric(points: Iterable[Prediction]) -> dict[str, list[float]]:
@@ -144,10 +173,19 @@ def summarise(points: Iterable[Prediction]) -> dict[str, dict[str, float]]:
 # ---------------------------------------------------------------------------------
 
 
-def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The scenario tables that describe a ledger row's deployment.
+def efficiency_table(row: LedgerRow, preset: str | None) -> dict[str, Any]:
+    """The ``[efficiency]`` table of a row: the physical model with the row's engine, and
+    ``preset`` (a fitted efficiency preset) when given.
+    """
+    table: dict[str, Any] = {"model": "physical", "engine": ENGINE_OF_FAMILY[row.family]}
+    if preset is not None:
+        table["preset"] = preset
+    return table
 
-    ``efficiency`` is an ``[efficiency]`` table; None names the engine family's preset.
+
+def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any]) -> dict[str, Any]:
+    """The scenario tables that describe a ledger row's deployment, with ``efficiency``
+    as its ``[efficiency]`` table.
     """
     model = {"preset": row.model} if row.model else {"hf_config": str(row.hf_config)}
     data: dict[str, Any] = {
@@ -155,7 +193,7 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any] | None) -> dict[
         "model": model,
         "hardware": {"preset": row.hardware, "count": row.gpus},
         "workload": {"batch": 1, "prompt_tokens": row.isl, "output_tokens": row.osl},
-        "efficiency": dict(efficiency) if efficiency is not None else {"preset": row.family},
+        "efficiency": dict(efficiency),
     }
     levers: dict[str, Any] = {}
     if row.weights or row.kv_cache:
@@ -170,7 +208,7 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any] | None) -> dict[
             quantization["kv_cache"] = row.kv_cache
         levers["quantization"] = quantization
     if row.gpus > 1:
-        levers["parallelism"] = {"tensor": row.tensor, "communication": "all_reduce"}
+        levers["parallelism"] = {"tensor": row.tensor}
     if levers:
         data["levers"] = levers
     return data
@@ -197,14 +235,20 @@ class RowModel:
     compiled: Any
     inputs: dict[str, Any]
     capacity: float
+    #: The interval attributes of the row's deployment but its band (engine, moe, generation).
+    attributes: Mapping[str, str] = attrs.Factory(dict)
+    #: The engine's tokens per iteration and most running sequences (0: no cap).
+    chunk_tokens: int = row_simulation.CHUNK_TOKENS
+    max_sequences: float = math.inf
 
 
-def row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost) -> RowModel | str:
+def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
+              host: PluginHost) -> RowModel | str:
     """Compile the row's scenario once; a string is the reason it cannot be predicted.
 
-    With ``engine_preset`` the row's efficiency preset (:func:`preset_name`) supplies
-    what is not fitted (the runtime reserve); without it the card's defaults stay (no
-    reserve).
+    The physical model with the row's engine, priced by ``preset`` where given (else the
+    candidates a fit sets, over the engine's own defaults); ``ideal``: the documents'
+    ideal roofline with nothing kept back.
     """
     from ..engine.evaluation import compile_graph
     from ..engine.graph import build_graph
@@ -214,48 +258,57 @@ def row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost) -
     reason = _unsupported(row)
     if reason:
         return reason
-    # Placeholder efficiency: the candidates are set on the compiled inputs.
-    table: dict[str, Any] = {"prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0}
-    if engine_preset:
-        table["preset"] = preset_name(row, host=host)
-    data = scenario_data(row, table)
+    data = scenario_data(row, IDEAL_TABLE if ideal else efficiency_table(row, preset))
     try:
         scenario = resolve(data, {}, None, host=host)
         graph = build_graph(scenario, host=host)
     except InfermodelError as exc:
         return "; ".join(p.message for p in exc.problems)
     compiled = compile_graph(graph)
-    missing = [n for n in (*EFFICIENCY_QUANTITIES, "batch") if n not in compiled.inputs]
-    if missing:
-        return f"a lever defines {', '.join(missing)} itself, so the fit cannot set it"
+    if "batch" not in compiled.inputs:
+        return "a lever defines batch itself, so the row's concurrency cannot be set"
     for needed in ("prefill_time", "decode_step_time", "max_sequences"):
         if needed not in compiled.outputs:
             return f"the scenario defines no {needed}"
     inputs = {n: graph.quantities[n].value for n in compiled.inputs}
-    capacity = float(np.asarray(compiled(inputs)["max_sequences"]).ravel()[0])
+    out = compiled(inputs)
+    capacity = float(np.asarray(out["max_sequences"]).ravel()[0])
     if not capacity >= 1:
         return ("the weights and one full-length sequence do not fit in the cards' memory "
                 "after the runtime reserve")
-    return RowModel(compiled, inputs, capacity)
+    attributes = {"engine": row.family,
+                  "moe": "moe" if scenario.value("model.experts") > 1 else "dense",
+                  "generation": scenario.value("hardware.generation") or "unknown"}
+
+    def scalar(name: str, default: float) -> float:
+        return float(np.asarray(out[name]).ravel()[0]) if name in out else default
+
+    return RowModel(compiled, inputs, capacity, attributes,
+                    int(scalar("engine_chunk_tokens", row_simulation.CHUNK_TOKENS))
+                    or row_simulation.CHUNK_TOKENS,
+                    scalar("engine_max_sequences", math.inf) or math.inf)
+
+
+def row_attributes(model: RowModel, row: LedgerRow) -> dict[str, str]:
+    """The row's interval attributes (``infermodel.engine.intervals``)."""
+    return {**model.attributes, "band": intervals.band(row.concurrency)}
 
 
 def predict_arrays(model: RowModel, row: LedgerRow,
-                    candidates: Mapping[str, np.ndarray]) -> np.ndarray:
+                   candidates: Mapping[str, np.ndarray]) -> np.ndarray:
     """The row's metric for every candidate (arrays of equal length), from the analytic
     steady state: the prediction at concurrency 1, the fit's stand-in above it.
     """
     running = min(row.concurrency, int(model.capacity))
     values = dict(model.inputs)
     values["batch"] = np.array([[1.0], [float(running)]])
-    for name in (*EFFICIENCY_QUANTITIES, LINK_LATENCY):
-        if name in candidates and name in values:
-            values[name] = np.asarray(candidates[name], dtype=float)[None, :]
-    if row.concurrency > 1:
-        # The simulator prices every iteration at the prefill compute rate.
-        values["decode_mfu"] = values["prefill_mfu"]
+    size = max([len(np.atleast_1d(v)) for v in candidates.values()] + [1])
+    for name, candidate in candidates.items():
+        if name in values:
+            values[name] = np.asarray(candidate, dtype=float)[None, :]
     out = model.compiled(values)
-    prefill = np.broadcast_to(out["prefill_time"], (2, len(candidates["t0"])))[0]
-    decode = np.broadcast_to(out["decode_step_time"], (2, len(candidates["t0"])))[1]
+    prefill = np.broadcast_to(out["prefill_time"], (2, size))[0]
+    decode = np.broadcast_to(out["decode_step_time"], (2, size))[1]
     state = closed_loop(prefill, decode, row.concurrency, model.capacity, row.osl)
     if row.metric == "ttft_ms":
         return state.ttft * 1e3
@@ -270,9 +323,9 @@ def cost_model(model: RowModel, row: LedgerRow, efficiency: Efficiency):
 
     values = dict(model.inputs)
     values["batch"] = float(row.concurrency)
-    for name, candidate in efficiency.candidates().items():
+    for name, value in efficiency.values:
         if name in values:
-            values[name] = float(candidate[0])
+            values[name] = value
     out = {name: float(np.asarray(v).ravel()[0]) for name, v in model.compiled(values).items()
            if np.size(v) == 1}
     return CostModel.from_quantities(out)
@@ -295,8 +348,8 @@ class Simulations:
             reason = row_simulation.unsupported(row)
             try:
                 self.runs[key] = reason or row_simulation.simulate_row(
-                    cost_model(model, row, efficiency), row.family, row.isl, row.osl,
-                    row.concurrency)
+                    cost_model(model, row, efficiency), row.isl, row.osl, row.concurrency,
+                    chunk_tokens=model.chunk_tokens, max_sequences=model.max_sequences)
             except SimulationError as exc:
                 self.runs[key] = f"the closed-loop simulation failed: {exc}"
         run = self.runs[key]
@@ -308,8 +361,8 @@ class Simulations:
         return value
 
 
-def _predict(model: RowModel, row: LedgerRow, efficiency: Efficiency,
-             simulations: Simulations) -> float | str:
+def predict(model: RowModel, row: LedgerRow, efficiency: Efficiency,
+            simulations: Simulations) -> float | str:
     """One row's prediction: the roofline at concurrency 1, the simulator above."""
     if row.concurrency > 1:
         return simulations.value(model, row, efficiency)
@@ -319,29 +372,30 @@ def _predict(model: RowModel, row: LedgerRow, efficiency: Efficiency,
     return value
 
 
-def preset_efficiency(family: str, *, host: PluginHost) -> Efficiency:
-    """The efficiency values an engine family's ``[efficiency] preset`` sets."""
+def preset_efficiency(name: str, *, host: PluginHost) -> Efficiency:
+    """The engine parameters an efficiency preset sets (those it writes)."""
     from ..scenario import read_toml
     from ..schema import parse_field
 
     host.check_loaded()
     registries = host.registries
-    info = registries.presets["efficiency"][family]
+    info = registries.presets["efficiency"][name]
     data, _ = read_toml(info.path)
-    table = data["efficiency"]
-    values: dict[str, Any] = {}
-    for name in EFFICIENCY_QUANTITIES:
-        spec = registries.fields["efficiency"][name]
-        values[name] = parse_field(spec, table[name]) if name in table else spec.default
-    latency = data.get("hardware", {}).get("interconnect_latency")
-    latency_spec = registries.fields["hardware"].get("interconnect_latency")
-    if latency is not None and latency_spec is not None:
-        values["link_latency"] = parse_field(latency_spec, latency)
-    return Efficiency(**values)
+    table = data.get("efficiency", {})
+    specs = registries.fields["efficiency"]
+    return Efficiency.of({n: parse_field(specs[n], table[n]) for n in FITTED
+                          if n in table and n in specs})
 
 
-#: The ideal roofline: peak rates, no fixed time per step (infermodel's defaults).
-IDEAL = Efficiency(prefill_mfu=1.0, decode_mfu=1.0, mbu=1.0, t0=0.0)
+def preset_intervals(name: str, *, host: PluginHost) -> list[intervals.Entry]:
+    """The interval groups an efficiency preset records (none for an unknown preset)."""
+    from ..scenario import read_toml
+
+    info = host.registries.presets.get("efficiency", {}).get(name)
+    if info is None:
+        return []
+    data, _ = read_toml(info.path)
+    return intervals.entries_of(data.get("preset", {}).get("interval", []))
 
 
 def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
@@ -350,49 +404,43 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
                  simulations: Simulations | None = None) -> Validation:
     """Predict every row: with its efficiency preset (``calibrated``; the family's, or
     its refinement for the row's card, :func:`preset_name`), or with the ideal roofline
-    and no runtime reserve (today's defaults).
+    and nothing kept back (the documents' convention).
 
     ``efficiencies`` replaces a preset's values (keyed by preset or family name).
-    Calibrated predictions carry an interval: the range of measurements the preset's
-    held-out errors allow.
+    Calibrated predictions carry the 80 % interval of the preset's held-out errors for
+    the row's group (engine, dense or MoE, concurrency band, card generation).
     """
     models: dict[tuple, RowModel | str] = {}
     simulations = simulations if simulations is not None else Simulations()
-    chosen: dict[str, Efficiency] = dict(efficiencies or {})
-    bands: dict[str, dict[str, tuple[float, float]]] = {}
+    chosen = dict(efficiencies or {})
+    groups: dict[str, list[intervals.Entry]] = {}
     points = []
     for row in rows:
-        key = model_key(row)
+        name = preset_name(row, host=host) if calibrated and row.family in ENGINE_FAMILIES else None
+        key = (model_key(row), name)
         if key not in models:
-            models[key] = row_model(row, engine_preset=calibrated, host=host)
+            models[key] = row_model(row, preset=name, ideal=not calibrated, host=host)
         model = models[key]
         if progress is not None:
             progress.update()
         if isinstance(model, str):
             points.append(Prediction(row, None, model))
             continue
-        name = preset_name(row, host=host) if calibrated else row.family
-        if not calibrated:
-            chosen.setdefault(name, IDEAL)
-        if name not in chosen and row.family in (efficiencies or {}):
-            chosen[name] = chosen[row.family]
-        if name not in chosen:
-            try:
-                chosen[name] = preset_efficiency(name, host=host)
-            except KeyError:
-                points.append(Prediction(row, None, f"no efficiency preset {name!r}"))
-                continue
-        value = _predict(model, row, chosen[name], simulations)
+        efficiency = Efficiency()
+        if name is not None:
+            efficiency = chosen.get(name, chosen.get(row.family, Efficiency()))
+        value = predict(model, row, efficiency, simulations)
         if isinstance(value, str):
             points.append(Prediction(row, None, value))
             continue
         band = None
-        if calibrated and name not in bands:
-            bands[name] = held_out_intervals(name, host=host)
-        if calibrated and row.metric in bands[name]:
-            low, high = bands[name][row.metric]
-            # measured = predicted / (1 + error): the held-out errors' spread, inverted.
-            band = (value / (1.0 + high), value / (1.0 + low))
+        if name is not None:
+            if name not in groups:
+                groups[name] = preset_intervals(name, host=host)
+            entry = intervals.choose(groups[name], intervals.kind_of(row.metric),
+                                     row_attributes(model, row))
+            if entry is not None:
+                band = intervals.bounds(value, entry)
         points.append(Prediction(row, value, interval=band))
     return Validation(tuple(points))
 
@@ -414,16 +462,3 @@ def preset_name(row: LedgerRow, *, host: PluginHost) -> str:
     name = refined_name(row.family, row.hardware)
     host.check_loaded()
     return name if name in host.registries.presets.get("efficiency", {}) else row.family
-
-
-def held_out_intervals(family: str, *, host: PluginHost) -> dict[str, tuple[float, float]]:
-    """The held-out error percentiles an efficiency preset records (empty if none)."""
-    from ..scenario import read_toml
-
-    info = host.registries.presets["efficiency"].get(family)
-    if info is None:
-        return {}
-    data, _ = read_toml(info.path)
-    table = data.get("preset", {}).get("held_out_error", {})
-    return {m: (float(v[0]), float(v[1])) for m, v in table.items()
-            if isinstance(v, list) and len(v) == 2}

@@ -13,10 +13,11 @@ with
   is the warm-up and the last one drains the server: the statistics are taken over
   the requests in between (rounds 2 … ROUNDS − 1);
 * continuous batching with chunked prefill (the simulator's ``chunked`` policy: paged
-  admission, preemption by recompute) at the engine family's per-iteration token budget
-  (:data:`ENGINE_POLICIES`, 8,192 for each), with no limit on running sequences other
-  than the KV cache (the ledger's engines were configured
-  with batch limits at or above each row's concurrency);
+  admission, preemption by recompute) at the engine's per-iteration token budget and
+  running-sequence cap on the row's card (the scenario's ``engine_chunk_tokens`` and
+  ``engine_max_sequences``: vLLM's ``max_num_batched_tokens``/``max_num_seqs``, SGLang's
+  ``chunked_prefill_size``, TensorRT-LLM's ``max_num_tokens``/``max_batch_size``;
+  :data:`CHUNK_TOKENS` where the scenario names no engine);
 * the iteration cost of the row's scenario (:meth:`CostModel.from_quantities`: its
   weights, cache bytes, bandwidth × MBU, peak × prefill MFU, ``t0``, all-reduce
   terms and the cache budget after the engine's reserve).
@@ -40,7 +41,7 @@ import math
 import attrs
 import numpy as np
 
-__all__ = ["ENGINE_POLICIES", "MAX_TOKENS", "ROUNDS", "SEED", "ServingFigures", "simulate_row",
+__all__ = ["CHUNK_TOKENS", "MAX_TOKENS", "ROUNDS", "SEED", "ServingFigures", "simulate_row",
            "unsupported"]
 
 #: Requests each client sends (the first and last rounds are not measured).
@@ -50,21 +51,10 @@ SEED = 0
 #: concurrency × (isl + osl): a bound on the run's work, about three times the largest
 #: shipped row's.
 MAX_TOKENS = 50_000_000
-#: The per-iteration token budget (vLLM V1's max_num_batched_tokens for online serving
-#: on large cards, SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens: 8,192
-#: each).
+#: The per-iteration token budget where a scenario names no engine (vLLM V1's
+#: max_num_batched_tokens for online serving on large cards, SGLang's
+#: chunked_prefill_size, TensorRT-LLM's max_num_tokens: 8,192 each).
 CHUNK_TOKENS = 8192
-
-#: The chunked policy's token budget per engine family, with the engine setting it
-#: stands for.
-ENGINE_POLICIES = {
-    "vllm": (CHUNK_TOKENS, "chunked prefill, 8,192 tokens per iteration (vLLM V1's "
-                           "max_num_batched_tokens)"),
-    "sglang": (CHUNK_TOKENS, "chunked prefill, 8,192 tokens per iteration (SGLang's "
-                             "chunked_prefill_size)"),
-    "trtllm": (CHUNK_TOKENS, "8,192 tokens per iteration (TensorRT-LLM's max_num_tokens; its "
-                             "in-flight batching fits prompts into that budget)"),
-}
 
 
 @attrs.frozen
@@ -100,15 +90,17 @@ class ServingFigures:
         return float(np.mean(sample)) * 1e3
 
 
-def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int) -> ServingFigures:
-    """Run ``concurrency`` clients of fixed ``isl``/``osl`` requests on ``cost`` with
-    ``family``'s policy (see the module docstring).
+def simulate_row(cost, isl: int, osl: int, concurrency: int, *, chunk_tokens: int = CHUNK_TOKENS,
+                 max_sequences: float = math.inf) -> ServingFigures:
+    """Run ``concurrency`` clients of fixed ``isl``/``osl`` requests on ``cost`` with the
+    chunked policy at ``chunk_tokens`` per iteration and at most ``max_sequences``
+    running (see the module docstring).
     """
     from ..simulator import FixedLength, Policy, WorkloadSpec, run_record
     from ..simulator.metrics import weighted_quantile
 
-    budget, _ = ENGINE_POLICIES[family]
-    policy = Policy("chunked", chunk_tokens=budget, max_running=max(concurrency, 1))
+    running = int(min(max(concurrency, 1), max_sequences))
+    policy = Policy("chunked", chunk_tokens=int(chunk_tokens), max_running=running)
     spec = WorkloadSpec(prompt=FixedLength(isl), output=FixedLength(osl),
                         count=ROUNDS * concurrency, sampler="numpy")
     record, _ = run_record(cost, spec.closed_loop(concurrency, 0.0, SEED), policy)

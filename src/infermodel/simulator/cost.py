@@ -29,6 +29,16 @@ more exactly (both optional fields, read by :meth:`CostModel.from_quantities`):
   sample), so ``2·N_matmul · positions`` becomes
   ``2·(N_matmul − N_head) · positions + 2·N_head · sequences``.
 
+A scenario on the physical efficiency model (``efficiency.model = "physical"``) prices an
+iteration term by term instead (read from its quantities, see :data:`PHYSICAL_QUANTITIES`)::
+
+    rows      = ⌈positions / tile⌉ · tile           (experts: ⌈T·k/E_read / tile⌉ · tile each)
+    gpu       = max(W / BW, F_products(rows) / F_gemm) + max(kv · cached / BW, F_attn / F_attn_rate)
+              + K · τ_kernel + all-reduces by size (one-shot below a limit, ring above)
+    time      = gpu                      a decode-only batch up to graph_max_batch (graph replay)
+              = max(gpu, K · τ_launch)   otherwise (the host launches every kernel)
+              + τ_step + τ_seq · sequences
+
 Every term is an integer count multiplied by a constant, so the vectorised form
 :meth:`CostModel.iteration_times` gives bit-for-bit the same floats as the scalar
 :meth:`CostModel.iteration_time` as long as the counts stay below 2**53.
@@ -47,7 +57,8 @@ import numpy.typing as npt
 from .errors import SimulationError
 from .speculation import SPECULATION_QUANTITIES, Speculation
 
-__all__ = ["CONVENTION_QUANTITIES", "EXTENSION_QUANTITIES", "QUANTITY_NAMES", "CostModel"]
+__all__ = ["CONVENTION_QUANTITIES", "EXTENSION_QUANTITIES", "PHYSICAL_QUANTITIES", "QUANTITY_NAMES",
+           "Collectives", "CostModel", "Physical"]
 
 #: Quantities a lever defines so that the simulator prices its effect on every
 #: iteration (read by :meth:`CostModel.from_quantities`; all optional).
@@ -76,6 +87,27 @@ CONVENTION_QUANTITIES = (
     "params_head_matmul",       # N_head = vocab · d, the head's weights per scored position
 )
 
+#: Quantities of the physical efficiency model and the collectives (all optional; read
+#: by :meth:`CostModel.from_quantities`).
+PHYSICAL_QUANTITIES = (
+    "gemm_tile_rows",           # rows of one product tile (padding)
+    "attention_fraction",       # attention kernels' share of peak compute
+    "kernel_fixed_time",        # s: every kernel's fixed time, one pass
+    "launch_bound_time",        # s: host launches of one pass without a graph
+    "graph_max_batch",          # largest decode batch replayed as a graph
+    "step_overhead",            # s of host time per iteration
+    "sequence_overhead",        # s of host time per scheduled sequence
+    "expert_flops_per_row",     # FLOPs of one token through one routed expert, all layers
+    "collective_count",         # all-reduces per pass
+    "collective_bytes_per_token",
+    "collective_oneshot_bytes",
+    "collective_bandwidth_fraction",
+    "parallel_collective_latency",
+    "parallel_link_latency",
+    "parallel_link_bandwidth",
+    "parallel_tensor_degree",
+)
+
 #: Scenario quantity names read by :meth:`CostModel.from_quantities`.
 QUANTITY_NAMES = (
     "weight_bytes",
@@ -95,6 +127,7 @@ QUANTITY_NAMES = (
     "active_experts",
     *EXTENSION_QUANTITIES,
     *CONVENTION_QUANTITIES,
+    *PHYSICAL_QUANTITIES,
 )
 
 
@@ -141,6 +174,72 @@ def _non_negative(instance: Any, attribute: attrs.Attribute[Any], value: Any) ->
         raise SimulationError(
             f"cost model: {attribute.name} must be a non-negative finite number, got {value!r}"
         )
+
+
+@attrs.frozen
+class Physical:
+    """The physical efficiency model's terms of an iteration (see the module docstring)."""
+
+    #: Rows of one product tile: m rows cost ⌈m / tile⌉ · tile.
+    tile: float = attrs.field(validator=_positive("tile"))
+    #: Attention's FLOP/s (peak × attention_fraction).
+    attention_compute: float = attrs.field(validator=_positive("attention_compute"))
+    #: Every kernel's fixed time in one pass (s).
+    kernel_fixed: float = attrs.field(default=0.0, validator=_non_negative)
+    #: Host time to launch one pass's kernels without a graph (s).
+    launch_bound: float = attrs.field(default=0.0, validator=_non_negative)
+    #: Largest decode-only batch replayed as a captured graph.
+    graph_max_batch: float = attrs.field(default=0.0, validator=_non_negative)
+    #: Host time per iteration and per scheduled sequence (s).
+    host_fixed: float = attrs.field(default=0.0, validator=_non_negative)
+    host_per_sequence: float = attrs.field(default=0.0, validator=_non_negative)
+    #: FLOPs of one token row through one routed expert in every MoE layer (0: dense).
+    expert_flops_per_row: float = attrs.field(default=0.0, validator=_non_negative)
+
+    def padded(self, rows: np.ndarray) -> np.ndarray:
+        """⌈rows / tile⌉ · tile, 0 for no rows."""
+        return np.ceil(rows / self.tile) * self.tile
+
+    def describe(self) -> str:
+        moe = " (routed experts padded per expert)" if self.expert_flops_per_row else ""
+        return (f"physical model: rows padded to tiles of {self.tile:g}{moe}; attention at "
+                f"{self.attention_compute / 1e12:.4g} TFLOP/s; kernels {self.kernel_fixed * 1e3:.4g} ms "
+                f"fixed, {self.launch_bound * 1e3:.4g} ms to launch without a graph (decode "
+                f"batches up to {self.graph_max_batch:g} replay one); host "
+                f"{self.host_fixed * 1e3:.4g} ms + {self.host_per_sequence * 1e6:.4g} µs per sequence")
+
+
+@attrs.frozen
+class Collectives:
+    """Tensor-parallel all-reduces priced by size: one-shot below a limit, ring above."""
+
+    count: float = attrs.field(validator=_non_negative)
+    cards: float = attrs.field(validator=_at_least_one)
+    bytes_per_token: float = attrs.field(validator=_non_negative)
+    oneshot_bytes: float = attrs.field(validator=_non_negative)
+    bandwidth: float = attrs.field(validator=_positive("collective bandwidth"))
+    fixed_latency: float = attrs.field(default=0.0, validator=_non_negative)
+    step_latency: float = attrs.field(default=0.0, validator=_non_negative)
+
+    def time(self, tokens: np.ndarray) -> np.ndarray:
+        """Seconds of all-reduces for a micro-batch of ``tokens``.
+
+        >>> c = Collectives(count=2, cards=4, bytes_per_token=16384, oneshot_bytes=524288,
+        ...                 bandwidth=360e9, fixed_latency=5e-6, step_latency=1e-6)
+        >>> round(float(c.time(np.array(1.0))) * 1e6, 3)   # two one-shot all-reduces
+        12.273
+        """
+        n = self.cards
+        size = np.asarray(tokens, dtype=np.float64) * self.bytes_per_token
+        oneshot = self.fixed_latency + self.step_latency + (n - 1) * size / self.bandwidth
+        ring = (self.fixed_latency + 2 * (n - 1) * self.step_latency
+                + 2 * (n - 1) / n * size / self.bandwidth)
+        return self.count * np.where(size <= self.oneshot_bytes, oneshot, ring)
+
+    def describe(self) -> str:
+        return (f"all-reduces: {self.count:g} per pass on {self.cards:g} cards, one-shot up to "
+                f"{self.oneshot_bytes / 1024:g} KiB, ring above, at "
+                f"{self.bandwidth / 1e9:.4g} GB/s, {self.fixed_latency * 1e6:.4g} µs each")
 
 
 @attrs.frozen
@@ -194,6 +293,10 @@ class CostModel:
     head_params: float = attrs.field(default=0.0, validator=_non_negative)
     #: Speculative decoding: decodes become verification steps (None: plain decoding).
     speculation: Speculation | None = attrs.field(default=None)
+    #: The physical efficiency model's terms (None: the whole-iteration roofline).
+    physical: Physical | None = attrs.field(default=None)
+    #: All-reduces priced by size (None: none, or the linear comm terms above).
+    collectives: Collectives | None = attrs.field(default=None)
 
     @property
     def simple(self) -> bool:
@@ -203,7 +306,8 @@ class CostModel:
         """
         return (self.stages == 1 and not self.comm_fixed and not self.comm_per_token
                 and not self.host_fraction and not self.routed_expert_bytes
-                and not self.embedding_row_bytes and not self.head_params)
+                and not self.embedding_row_bytes and not self.head_params
+                and self.physical is None and self.collectives is None)
 
     def microbatches(self, positions: float, sequences: float | None = None) -> float:
         """Micro-batches in flight: min(stages, sequences), at least 1."""
@@ -342,6 +446,14 @@ class CostModel:
                         f"= {cache_memory:.4g} bytes"
                     )
         extra = cls._extensions(values, number, float(cache_memory))
+        physical = cls._physical(values, number)
+        if physical is not None:
+            extra["physical"] = physical
+            # The physical terms carry the fixed time t0 stands for in the graph.
+            values = {k: v for k, v in values.items() if k != "t0"}
+        collectives = cls._collectives(values, number)
+        if collectives is not None:
+            extra["collectives"] = collectives
         return cls(
             weight_bytes=number("weight_bytes"),
             kv_bytes_per_token=number("kv_bytes_per_token"),
@@ -388,6 +500,43 @@ class CostModel:
                          host_overlap=bool(values.get("kv_host_overlap", 0)),
                          cache_memory=tokens * kv)
         return extra
+
+    @staticmethod
+    def _physical(values: Mapping[str, float], number: Number) -> Physical | None:
+        """The physical model's terms, where the scenario is priced by it."""
+        if "kernel_fixed_time" not in values or "gemm_tile_rows" not in values:
+            return None
+        peak = number("flops_peak")
+        fraction = number("attention_fraction") if "attention_fraction" in values else 1.0
+
+        def optional(name: str) -> float:
+            return number(name) if name in values else 0.0
+
+        return Physical(tile=number("gemm_tile_rows"), attention_compute=peak * fraction,
+                        kernel_fixed=number("kernel_fixed_time"),
+                        launch_bound=optional("launch_bound_time"),
+                        graph_max_batch=optional("graph_max_batch"),
+                        host_fixed=optional("step_overhead"),
+                        host_per_sequence=optional("sequence_overhead"),
+                        expert_flops_per_row=optional("expert_flops_per_row"))
+
+    @staticmethod
+    def _collectives(values: Mapping[str, float], number: Number) -> Collectives | None:
+        """All-reduces by size, where the parallelism lever prices them so."""
+        needed = ("collective_count", "collective_bytes_per_token", "collective_oneshot_bytes",
+                  "parallel_link_bandwidth", "parallel_tensor_degree")
+        if not all(name in values for name in needed) or number("parallel_tensor_degree") <= 1:
+            return None
+        fraction = (number("collective_bandwidth_fraction")
+                    if "collective_bandwidth_fraction" in values else 1.0)
+        return Collectives(
+            count=number("collective_count"), cards=number("parallel_tensor_degree"),
+            bytes_per_token=number("collective_bytes_per_token"),
+            oneshot_bytes=number("collective_oneshot_bytes"),
+            bandwidth=number("parallel_link_bandwidth") * fraction,
+            fixed_latency=(number("parallel_collective_latency")
+                           if "parallel_collective_latency" in values else 0.0),
+            step_latency=number("parallel_link_latency") if "parallel_link_latency" in values else 0.0)
 
     @staticmethod
     def _conventions(values: Mapping[str, float], number: Number) -> dict[str, float]:
@@ -482,23 +631,58 @@ class CostModel:
         scale = self.stages / micro
         resident = 1.0 - self.host_fraction
         weights = self.weights_read(positions / micro)
-        memory_time = (self.stages * weights
-                       + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
-        if self.head_params:
-            # The head scores one position per scheduled sequence (engine convention).
-            heads = count if scored is None else np.asarray(scored, dtype=np.float64)
-            matmul = (self.flops_per_body_position * positions
-                      + self.flops_per_head_position * heads)
+        heads = count if scored is None else np.asarray(scored, dtype=np.float64)
+        if self.physical is not None:
+            time = self._physical_time(positions, attention, cached, count, heads, micro, weights)
         else:
-            matmul = self.flops_per_position * positions
-        compute_time = scale * (matmul + self.flops_per_attention_pair * attention) / self.compute
-        time = np.maximum(memory_time, compute_time)
+            memory_time = (self.stages * weights
+                           + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
+            if self.head_params:
+                # The head scores one position per scheduled sequence (engine convention).
+                matmul = (self.flops_per_body_position * positions
+                          + self.flops_per_head_position * heads)
+            else:
+                matmul = self.flops_per_position * positions
+            compute_time = scale * (matmul + self.flops_per_attention_pair * attention) / self.compute
+            time = np.maximum(memory_time, compute_time)
         if self.host_fraction:
             # The host-resident share of every cached position crosses the host link.
             host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
             time = np.maximum(time, host) if self.host_overlap else time + host
+        if self.collectives is not None:
+            time = time + self.collectives.time(positions / micro)
         # All-reduces and stage hops: not overlapped with the step (an upper bound).
         return time + self.overhead + self.comm_fixed + self.comm_per_token * positions / micro
+
+    def _physical_time(self, positions: np.ndarray, attention: np.ndarray, cached: np.ndarray,
+                       count: np.ndarray, heads: np.ndarray, micro: np.ndarray,
+                       weights: np.ndarray | float) -> np.ndarray:
+        """One iteration on the physical model (see the module docstring)."""
+        phys = self.physical
+        assert phys is not None
+        scale = self.stages / micro
+        rows = positions / micro
+        body = self.flops_per_body_position if self.head_params else self.flops_per_position
+        products = micro * phys.padded(rows)
+        if phys.expert_flops_per_row:
+            e, k = self.experts, self.active_experts
+            with np.errstate(divide="ignore", invalid="ignore"):
+                read = e * (1 - (1 - k / e) ** rows)
+                per_expert = np.where(read > 0, rows * k / read, 0.0)
+            expert = micro * phys.expert_flops_per_row * read * phys.padded(per_expert)
+            matmul = (body - k * phys.expert_flops_per_row) * products + expert
+        else:
+            matmul = body * products
+        if self.head_params:
+            matmul = matmul + self.flops_per_head_position * heads
+        gemm = scale * matmul / self.compute
+        attend = scale * self.flops_per_attention_pair * attention / phys.attention_compute
+        weight_time = self.stages * weights / self.bandwidth
+        cache_time = scale * (1.0 - self.host_fraction) * self.kv_bytes_per_token * cached / self.bandwidth
+        gpu = np.maximum(weight_time, gemm) + np.maximum(cache_time, attend) + phys.kernel_fixed
+        captured = (positions == count) & (count <= phys.graph_max_batch)
+        time = np.where(captured, gpu, np.maximum(gpu, phys.launch_bound))
+        return time + phys.host_fixed + phys.host_per_sequence * count
 
     def cache_tokens(self) -> float:
         """How many cached positions fit in :attr:`cache_memory`."""
@@ -538,6 +722,10 @@ class CostModel:
         if self.routed_expert_bytes:
             lines.append(f"expert coverage: W − {self.routed_expert_bytes / 1e9:.4g} GB × "
                          f"(E − E·(1 − k/E)^tokens), E = {self.experts:g}, k = {self.active_experts:g}")
+        if self.physical is not None:
+            lines.append(self.physical.describe())
+        if self.collectives is not None:
+            lines.append(self.collectives.describe())
         if self.speculation is not None:
             lines.append(self.speculation.describe())
         return lines

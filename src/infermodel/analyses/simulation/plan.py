@@ -518,12 +518,14 @@ def unmodelled_changes(result, cost=None) -> list[str]:
 
     A plugin that defines one of the simulator's cost terms
     (:data:`infermodel.simulator.EXTENSION_QUANTITIES`: pipeline stages, communication,
-    a host-resident cache share, expert coverage) has its step-time changes priced by
-    the simulator itself, so they are not reported.
+    a host-resident cache share, expert coverage; :data:`~infermodel.simulator.PHYSICAL_QUANTITIES`:
+    the physical efficiency model and the collectives) has its step-time changes priced
+    by the simulator itself, so they are not reported.
     """
-    from ...simulator import EXTENSION_QUANTITIES
+    from ...simulator import EXTENSION_QUANTITIES, PHYSICAL_QUANTITIES
 
-    modelled = {result.graph[name].plugin for name in EXTENSION_QUANTITIES if name in result.graph}
+    modelled = {result.graph[name].plugin for name in (*EXTENSION_QUANTITIES, *PHYSICAL_QUANTITIES)
+                if name in result.graph}
     notes = []
     for name in STEP_QUANTITIES:
         if name not in result.graph:
