@@ -42,7 +42,9 @@ EFFICIENCY_QUANTITIES = ("prefill_mfu", "decode_mfu", "mbu", "t0")
 #: The per-step latency of one all-reduce transfer, fitted with the efficiencies: it is
 #: the engine's collective library, not the wire (only rows on several cards have it).
 LINK_LATENCY = "parallel_link_latency"
-EIGHT_BIT_FLOATS = ("fp8-e4m3", "fp8-e5m2", "mxfp8")
+#: 8-bit float weight formats whose checkpoints also run 8-bit float activations
+#: (DeepSeek-V3's 128×128-block FP8 quantises activations per 1×128 tile).
+EIGHT_BIT_FLOATS = ("fp8-e4m3", "fp8-e5m2", "mxfp8", "fp8-b128")
 EIGHT_BIT_INTS = ("int8",)
 
 
@@ -182,6 +184,9 @@ def _unsupported(row: LedgerRow) -> str | None:
                 f"(known: {', '.join(ENGINE_FAMILIES)})")
     if row.expert > 1:
         return "expert parallelism is not modelled by the levers yet"
+    if row.attention_dp > 1:
+        return (f"data-parallel attention (attention_dp = {row.attention_dp}) is not modelled by "
+                "the levers yet")
     if row.tensor != row.gpus:
         return (f"tensor = {row.tensor} with gpus = {row.gpus}: only pure tensor parallelism "
                 "(tensor = gpus) is mapped")
@@ -261,7 +266,7 @@ def predict_arrays(model: RowModel, row: LedgerRow,
         return state.ttft * 1e3
     if row.metric in ("itl_ms", "tpot_ms"):
         return state.itl * 1e3
-    return state.output_tokens_per_s
+    return row_simulation.rate_metric(row, state.output_tokens_per_s)
 
 
 def cost_model(model: RowModel, row: LedgerRow, efficiency: Efficiency):
@@ -290,19 +295,23 @@ class Simulations:
         """The row's metric simulated at ``efficiency``, or why it cannot be."""
         from ..simulator import SimulationError
 
-        key = (model_key(row), row.concurrency, efficiency)
+        key = (model_key(row), row.concurrency, row.load, row.requests, row.request_rate,
+               efficiency)
         if key not in self.runs:
             reason = row_simulation.unsupported(row)
             try:
                 self.runs[key] = reason or row_simulation.simulate_row(
                     cost_model(model, row, efficiency), row.family, row.isl, row.osl,
-                    row.concurrency)
+                    row.concurrency, load=row.load, requests=row.requests,
+                    request_rate=row.request_rate)
             except SimulationError as exc:
                 self.runs[key] = f"the closed-loop simulation failed: {exc}"
         run = self.runs[key]
         if isinstance(run, str):
             return run
         value = run.value(row.metric, row.statistic)
+        if row.metric in row_simulation.RATE_METRICS:
+            value = row_simulation.rate_metric(row, value)
         if not math.isfinite(value) or value <= 0:
             return f"the simulated {row.metric} is not a positive number ({value})"
         return value
@@ -399,7 +408,7 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
 
 def model_key(row: LedgerRow) -> tuple:
     return (row.engine, row.family, row.hardware, row.gpus, row.model, str(row.hf_config),
-            row.weights, row.kv_cache, row.tensor, row.expert, row.isl, row.osl)
+            row.weights, row.kv_cache, row.tensor, row.expert, row.attention_dp, row.isl, row.osl)
 
 
 def refined_name(family: str, hardware: str) -> str:
