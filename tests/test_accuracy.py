@@ -20,7 +20,15 @@ from hypothesis import strategies as st
 
 from conftest import ROOT
 from infermodel.accuracy.closed_loop import closed_loop
-from infermodel.accuracy.ledger import COLUMNS, DEFAULT_LEDGER, METRICS, STATISTICS, read_ledger
+from infermodel.accuracy.ledger import (
+    COLUMNS,
+    DEFAULT_LEDGER,
+    LOADS,
+    METRICS,
+    OPTIONAL_COLUMNS,
+    STATISTICS,
+    read_ledger,
+)
 from infermodel.cli import main
 from infermodel.errors import InfermodelError
 
@@ -36,14 +44,17 @@ HEADER = ",".join(COLUMNS)
 def test_shipped_ledger_has_the_issue_columns_and_enough_sourced_rows():
     with DEFAULT_LEDGER.open(newline="") as handle:
         header = next(csv.reader(handle))
-    assert tuple(header) == COLUMNS
+    assert tuple(header) == COLUMNS + tuple(OPTIONAL_COLUMNS)
     rows = read_ledger(DEFAULT_LEDGER)
     assert len(rows) >= 40
-    sources = {r.source for r in rows}
-    # Independent publishers, not only distinct pages.
-    publishers = {urlparse(s).netloc + "/" + "/".join(urlparse(s).path.split("/")[1:3])
-                  for s in sources}
-    assert len(publishers) >= 3
+    # Every row names its independent source (a publisher or benchmark suite), and a
+    # group is one publisher: no two groups cite the same page.
+    assert all(r.source_group for r in rows)
+    pages: dict[str, set] = {}
+    for r in rows:
+        pages.setdefault(r.source, set()).add(r.group)
+    assert all(len(groups) == 1 for groups in pages.values())
+    assert len({r.group for r in rows}) >= 3
     assert all(urlparse(r.source).scheme == "https" for r in rows)
     assert {r.metric for r in rows} <= set(METRICS)
     assert {r.statistic for r in rows} <= set(STATISTICS)
@@ -104,15 +115,67 @@ def test_validate_ledger_mistake_exits_2(tmp_path, capsys):
     assert "header" in capsys.readouterr().err
 
 
+OPTIONAL = ",".join(OPTIONAL_COLUMNS)
+
+
+def test_optional_columns_take_their_defaults_and_may_come_in_any_order(tmp_path):
+    two_cards = (GOOD.replace("r1,", "r2,").replace("h100-sxm,1,", "h100-sxm,2,")
+                 .replace(",1,1,1024", ",2,1,1024"))
+    lines = [HEADER + ",attention_dp,load,source_group", GOOD + ",,,",
+             two_cards + ",2,offline,vendor-x"]
+    first, second = read_ledger(_write(tmp_path, "\n".join(lines) + "\n"))
+    assert (first.load, first.attention_dp, first.requests, first.request_rate) == \
+        ("closed", 1, None, None)
+    assert first.group == "https://example.org/t"  # no source_group: the source itself
+    assert (second.group, second.load, second.attention_dp) == ("vendor-x", "offline", 2)
+    assert second.table != first.table
+
+
+@pytest.mark.parametrize("extra, cells, message", [
+    (",load", ",closd", "did you mean 'closed'"),
+    (",load,request_rate,requests", ",poisson,,100", "needs its request_rate and its requests"),
+    (",request_rate", ",2.5", "only with load = poisson"),
+    (",load,requests", ",offline,7", "requests (7) differ from its concurrency (1)"),
+    (",load,request_rate,requests", ",poisson,-1,10", "request_rate = '-1'"),
+    (",requests", ",0", "requests = '0'"),
+    (",attention_dp", ",2", "does not divide gpus = 1"),
+    (",load,request_rate,requests", ",poisson,2,1", ""),  # concurrency 1 of 1 request: fine
+])
+def test_optional_columns_are_checked_against_each_other(tmp_path, extra, cells, message):
+    path = _write(tmp_path, HEADER + extra + "\n" + GOOD + cells + "\n")
+    if not message:
+        (row,) = read_ledger(path)
+        assert (row.load, row.request_rate, row.requests) == ("poisson", 2.0, 1)
+        return
+    with pytest.raises(InfermodelError) as info:
+        read_ledger(path)
+    assert message in str(info.value) and ":2:" in str(info.value)
+
+
+def test_unknown_or_repeated_optional_columns_are_refused(tmp_path):
+    for extra, message in ((",source_grup", "did you mean 'source_group'"),
+                           (",load,load", "repeated load")):
+        path = _write(tmp_path, HEADER + extra + "\n" + GOOD + ",x" * extra.count(",") + "\n")
+        with pytest.raises(InfermodelError) as info:
+            read_ledger(path)
+        assert message in str(info.value)
+
+
+def test_every_load_is_documented_with_its_meaning():
+    assert set(LOADS) == {"closed", "offline", "poisson"}
+    assert all(len(text) > 40 for text in LOADS.values())
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=400))
-def test_fuzz_read_ledger_only_raises_user_errors(tmp_path, text):
-    path = _write(tmp_path, HEADER + "\n" + text)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=400),
+       st.booleans())
+def test_fuzz_read_ledger_only_raises_user_errors(tmp_path, text, optional):
+    path = _write(tmp_path, HEADER + ("," + OPTIONAL if optional else "") + "\n" + text)
     try:
         rows = read_ledger(path)
     except InfermodelError:
         return
-    assert all(r.value > 0 for r in rows)
+    assert all(r.value > 0 and r.load in LOADS and r.attention_dp >= 1 for r in rows)
 
 
 # ---------------------------------------------------------------------------------
@@ -376,18 +439,22 @@ def _plain_host():
        kv=st.sampled_from(["", "fp8-e4m3", "int8-b32"]),
        isl=st.integers(1, 200_000), osl=st.integers(1, 50_000),
        concurrency=st.integers(1, 5000),
-       metric=st.sampled_from(sorted(METRICS)))
+       metric=st.sampled_from(sorted(METRICS)),
+       load=st.sampled_from(["closed", "offline", "poisson"]),
+       statistic=st.sampled_from(sorted(STATISTICS)))
 def test_fuzz_predict_rows_answers_or_gives_a_reason(tmp_path, engine, hardware, gpus, tensor,
                                                     model, weights, kv, isl, osl, concurrency,
-                                                    metric):
+                                                    metric, load, statistic):
     """Any well-formed row is predicted (a positive finite figure) or listed with a reason."""
     from infermodel.accuracy.predictions import predict_rows
 
     fuzz_host = _FUZZ_HOST.setdefault("host", _plain_host())
     tensor = gpus if tensor is None else tensor  # mostly pure tensor parallelism
+    rate, requests = ("0.5", str(concurrency)) if load == "poisson" else ("", "")
     row = (f"fuzz,https://example.org,{engine},{hardware},{gpus},{model},,{weights},{kv},"
-           f"{tensor},1,{isl},{osl},{concurrency},{metric},mean,10")
-    path = _write(tmp_path, HEADER + "\n" + row + "\n")
+           f"{tensor},1,{isl},{osl},{concurrency},{metric},{statistic},10,{load},{rate},"
+           f"{requests}")
+    path = _write(tmp_path, HEADER + ",load,request_rate,requests\n" + row + "\n")
     for calibrated in (False, True):
         (point,) = predict_rows(read_ledger(path), calibrated=calibrated, host=fuzz_host).points
         if point.predicted is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 
@@ -202,3 +203,72 @@ def test_a_refinements_held_out_points_come_from_its_own_cards_tables(host):
     # The validation's predictions of the L40S rows are the refinement's.
     by_id = {p.row.id: p for p in result.held_out.points}
     assert all(by_id[p.row.id] == p for p in held)
+
+
+# ---------------------------------------------------------------------------------
+# Offline and Poisson loads, and the rate metrics
+# ---------------------------------------------------------------------------------
+
+
+def test_an_offline_run_of_one_request_is_one_client_alone():
+    cost = CostModel.lab3(overhead=1e-3)
+    alone = simulate_row(cost, "vllm", 100, 10, 1, load="offline")
+    assert alone.measured == 1 and alone.warmup == 0
+    ttft = cost.iteration_time([], [(100, 0)])
+    gaps = [cost.iteration_time([100 + j], []) for j in range(9)]
+    assert alone.value("ttft_ms", "mean") == pytest.approx(ttft * 1e3, rel=1e-12)
+    assert alone.value("output_tokens_per_s", "mean") == pytest.approx(
+        10 / (ttft + sum(gaps)), rel=1e-12)
+
+
+def test_an_offline_run_measures_every_request_over_its_whole_duration():
+    cost = CostModel.lab3()
+    figures = simulate_row(cost, "sglang", 2000, 200, 24, load="offline")
+    assert figures.measured == 24 and figures.warmup == 0
+    # Every request arrives at 0: the last one ends at the run's end, and the rate is all
+    # the output tokens over that time.
+    last = np.max(figures.ttft + figures.tpot * 199)
+    assert figures.output_tokens_per_s == pytest.approx(24 * 200 / last, rel=1e-9)
+    # All 24 prompts (48,000 tokens) queue for the 8,192-token budget: four fit the first
+    # iteration, the last four wait for about six iterations of prefill.
+    assert np.max(figures.ttft) > 4 * np.min(figures.ttft)
+
+
+def test_a_slow_poisson_stream_sees_an_idle_server():
+    cost = CostModel.lab3(overhead=1e-3)
+    figures = simulate_row(cost, "vllm", 100, 10, 20, load="poisson", requests=20,
+                           request_rate=1e-3)  # one request every ~1,000 s
+    ttft = cost.iteration_time([], [(100, 0)])
+    assert figures.measured == 20
+    assert figures.value("ttft_ms", "median") == pytest.approx(ttft * 1e3, rel=1e-9)
+    assert figures.value("ttft_ms", "p95") == pytest.approx(ttft * 1e3, rel=1e-9)
+
+
+def test_rate_metrics_scale_the_systems_output_rate(tmp_path, host):
+    from infermodel.accuracy.predictions import predict_rows
+
+    lines = [HEADER + ",load"] + [
+        f"{m},https://example.org,vllm 0.10,h100-sxm,2,llama-3.1-8b,,,,2,1,1000,250,16,{m},mean,"
+        f"10,offline" for m in ("output_tokens_per_s", "output_tokens_per_s_per_gpu",
+                                "total_tokens_per_s")]
+    path = tmp_path / "ledger.csv"
+    path.write_text("\n".join(lines) + "\n")
+    points = {p.row.metric: p.predicted for p in predict_rows(read_ledger(path), host=host).points}
+    system = points["output_tokens_per_s"]
+    assert points["output_tokens_per_s_per_gpu"] == pytest.approx(system / 2, rel=1e-12)
+    assert points["total_tokens_per_s"] == pytest.approx(system * 1250 / 250, rel=1e-12)
+
+
+def test_loads_the_simulation_does_not_run_give_a_reason(tmp_path):
+    lines = [HEADER + ",load,request_rate,requests",
+             "capped,https://e.org,vllm 1,h100-sxm,1,llama-3.1-8b,,,,1,1,100,100,8,ttft_ms,mean,"
+             "10,poisson,2,100",
+             "big,https://e.org,vllm 1,h100-sxm,1,llama-3.1-8b,,,,1,1,40000,10000,1001,ttft_ms,"
+             "mean,10,offline,,"]
+    path = tmp_path / "ledger.csv"
+    path.write_text("\n".join(lines) + "\n")
+    capped, big = read_ledger(path)
+    assert "capped at 8" in unsupported(capped)
+    # An offline run is one round: 1,001 × 50,000 tokens is just over the bound.
+    assert "offline run would simulate 50,050,000 tokens" in unsupported(big)
+    assert unsupported(attrs.evolve(big, concurrency=1000)) is None

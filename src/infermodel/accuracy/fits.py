@@ -316,7 +316,7 @@ class _Fitter:
 
 
 def _sources(rows: Sequence[LedgerRow]) -> list[str]:
-    return list(dict.fromkeys(r.source for r in rows))
+    return list(dict.fromkeys(r.group for r in rows))
 
 
 def _refined_cards(members: Sequence[LedgerRow]) -> list[str]:
@@ -325,7 +325,7 @@ def _refined_cards(members: Sequence[LedgerRow]) -> list[str]:
     """
     sources: dict[str, set] = {}
     for row in members:
-        sources.setdefault(row.hardware, set()).add(row.source)
+        sources.setdefault(row.hardware, set()).add(row.group)
     if len(sources) < 2:
         return []
     return sorted(card for card, found in sources.items() if len(found) >= REFINE_MIN_SOURCES)
@@ -417,18 +417,18 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
     held: dict[str, Prediction] = {}
     folds: dict[str, list[dict[str, float]]] = {name: [] for name in fitted}
     for source in _sources(usable):
-        test = [r for r in usable if r.source == source]
-        rest = [r for r in usable if r.source != source]
+        test = [r for r in usable if r.group == source]
+        rest = [r for r in usable if r.group != source]
         pooled_without = fitter.choose(rest, prior)
         for family in sorted({r.family for r in test}):
-            others = [r for r in members[family] if r.source != source]
+            others = [r for r in members[family] if r.group != source]
             own = fitter.choose(others, pooled_without) if others else pooled_without
             folds[family].append(own)
             for row in (r for r in test if r.family == family):
                 name = preset_of[row.id]
                 values = own
                 if name != family:
-                    group = [r for r in card_rows[name] if r.source != source]
+                    group = [r for r in card_rows[name] if r.group != source]
                     if group:
                         values = fitter.choose(group, own, CARD_PARAMETERS, own)
                         folds[name].append(values)
@@ -475,7 +475,7 @@ def _residuals(held: Mapping[str, Prediction], models, by_id, exclude: str | Non
     out = []
     for row_id, point in held.items():
         row = by_id[row_id]
-        if point.predicted is None or row.source == exclude:
+        if point.predicted is None or row.group == exclude:
             continue
         attributes = {**row_attributes(models[row_id], row), "kind": intervals.kind_of(row.metric)}
         out.append((attributes, math.log(point.predicted / row.value)))
@@ -518,12 +518,12 @@ def _groups(held, models, by_id, preset_of) -> dict[str, tuple[intervals.Entry, 
 def _checked(held, models, by_id, preset_of) -> list[Prediction]:
     """Each held-out prediction with an interval built without its own source."""
     out = []
-    for source in dict.fromkeys(by_id[i].source for i in held):
+    for source in dict.fromkeys(by_id[i].group for i in held):
         residuals = _residuals(held, models, by_id, exclude=source)
         cache: dict[str, list[intervals.Entry]] = {}
         for row_id, point in held.items():
             row = by_id[row_id]
-            if row.source != source or point.predicted is None:
+            if row.group != source or point.predicted is None:
                 continue
             family = row.family
             entries = cache.setdefault(family, _entries(residuals, family))

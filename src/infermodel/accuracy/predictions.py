@@ -46,7 +46,9 @@ __all__ = ["FITTED", "Efficiency", "Prediction", "RowModel", "Simulations", "Val
 FITTED = ("bandwidth_fraction", "gemm_fraction", "attention_fraction", "dequant_fraction",
           "kernel_time", "launch_time", "step_overhead", "sequence_overhead",
           "collective_latency")
-EIGHT_BIT_FLOATS = ("fp8-e4m3", "fp8-e5m2", "mxfp8")
+#: 8-bit float weight formats whose checkpoints also run 8-bit float activations
+#: (DeepSeek-V3's 128×128-block FP8 quantises activations per 1×128 tile).
+EIGHT_BIT_FLOATS = ("fp8-e4m3", "fp8-e5m2", "mxfp8", "fp8-b128")
 EIGHT_BIT_INTS = ("int8",)
 #: The documents' ideal roofline: peak rates, no fixed time, no engine (nothing kept back).
 IDEAL_TABLE = {"model": "fixed", "prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0,
@@ -220,6 +222,9 @@ def _unsupported(row: LedgerRow) -> str | None:
                 f"(known: {', '.join(ENGINE_FAMILIES)})")
     if row.expert > 1:
         return "expert parallelism is not modelled by the levers yet"
+    if row.attention_dp > 1:
+        return (f"data-parallel attention (attention_dp = {row.attention_dp}) is not modelled by "
+                "the levers yet")
     if row.tensor != row.gpus:
         return (f"tensor = {row.tensor} with gpus = {row.gpus}: only pure tensor parallelism "
                 "(tensor = gpus) is mapped")
@@ -314,7 +319,7 @@ def predict_arrays(model: RowModel, row: LedgerRow,
         return state.ttft * 1e3
     if row.metric in ("itl_ms", "tpot_ms"):
         return state.itl * 1e3
-    return state.output_tokens_per_s
+    return row_simulation.rate_metric(row, state.output_tokens_per_s)
 
 
 def cost_model(model: RowModel, row: LedgerRow, efficiency: Efficiency):
@@ -343,19 +348,23 @@ class Simulations:
         """The row's metric simulated at ``efficiency``, or why it cannot be."""
         from ..simulator import SimulationError
 
-        key = (model_key(row), row.concurrency, efficiency)
+        key = (model_key(row), row.concurrency, row.load, row.requests, row.request_rate,
+               efficiency)
         if key not in self.runs:
             reason = row_simulation.unsupported(row)
             try:
                 self.runs[key] = reason or row_simulation.simulate_row(
                     cost_model(model, row, efficiency), row.isl, row.osl, row.concurrency,
-                    chunk_tokens=model.chunk_tokens, max_sequences=model.max_sequences)
+                    chunk_tokens=model.chunk_tokens, max_sequences=model.max_sequences,
+                    load=row.load, requests=row.requests, request_rate=row.request_rate)
             except SimulationError as exc:
                 self.runs[key] = f"the closed-loop simulation failed: {exc}"
         run = self.runs[key]
         if isinstance(run, str):
             return run
         value = run.value(row.metric, row.statistic)
+        if row.metric in row_simulation.RATE_METRICS:
+            value = row_simulation.rate_metric(row, value)
         if not math.isfinite(value) or value <= 0:
             return f"the simulated {row.metric} is not a positive number ({value})"
         return value
@@ -447,7 +456,7 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
 
 def model_key(row: LedgerRow) -> tuple:
     return (row.engine, row.family, row.hardware, row.gpus, row.model, str(row.hf_config),
-            row.weights, row.kv_cache, row.tensor, row.expert, row.isl, row.osl)
+            row.weights, row.kv_cache, row.tensor, row.expert, row.attention_dp, row.isl, row.osl)
 
 
 def refined_name(family: str, hardware: str) -> str:

@@ -1,11 +1,22 @@
-"""A ledger row at concurrency > 1: a closed loop of the row's clients in the serving
-simulator.
+"""A ledger row at concurrency > 1: its benchmark's load in the serving simulator.
 
-Benchmarks such as ``vllm bench serve --max-concurrency``, genai-perf's concurrency mode
-and a static batch of ``concurrency`` requests keep that many requests in flight: each
-client sends its next request as soon as the previous one ends. The simulator runs
-exactly that (:meth:`infermodel.simulator.WorkloadSpec.closed_loop`, no think time)
-with
+The row's ``load`` (:data:`infermodel.accuracy.ledger.LOADS`) says how requests were sent:
+
+* ``closed``: ``vllm bench serve --max-concurrency`` and genai-perf's concurrency mode
+  keep ``concurrency`` requests in flight: each client sends its next request as soon as
+  the previous one ends. The simulator runs exactly that
+  (:meth:`infermodel.simulator.WorkloadSpec.closed_loop`, no think time), with the rounds
+  described below;
+* ``offline``: every one of the ``concurrency`` requests arrives at time 0 and none after
+  (a static batch, vLLM's ``benchmark_throughput``, ``trtllm-bench throughput``); every
+  request is measured, and the output rate is the output tokens over the time the last
+  one ends;
+* ``poisson``: ``requests`` requests arrive at random at ``request_rate`` per second
+  (seed :data:`SEED`); every request is measured, and the output rate is the output
+  tokens over the time from the first arrival to the last token. A cap on the requests
+  in flight below ``requests`` is not simulated (the row gives a reason).
+
+A closed loop runs
 
 * the row's fixed lengths (``isl`` prompt tokens, ``osl`` output tokens: the
   benchmarks send fixed lengths), seed :data:`SEED`;
@@ -31,7 +42,9 @@ The measured figure maps to the run as follows (``unspecified`` is read as the m
   run, warm-up round included (the simulator pools gaps over a run);
 * ``output_tokens_per_s``: the whole system's output rate, concurrency × osl / mean
   end-to-end time of the measured requests (Little's law for a closed loop with no
-  think time).
+  think time; an offline or open-loop run's output tokens over its duration);
+  ``output_tokens_per_s_per_gpu`` that rate over the row's gpus, and
+  ``total_tokens_per_s`` that rate × (isl + osl) / osl (:func:`rate_metric`).
 """
 
 from __future__ import annotations
@@ -41,9 +54,11 @@ import math
 import attrs
 import numpy as np
 
-__all__ = ["CHUNK_TOKENS", "MAX_TOKENS", "ROUNDS", "SEED", "ServingFigures", "simulate_row",
-           "unsupported"]
+__all__ = ["CHUNK_TOKENS", "MAX_TOKENS", "RATE_METRICS", "ROUNDS", "SEED", "ServingFigures",
+           "rate_metric", "simulate_row", "unsupported"]
 
+#: Metrics that are the system's output rate, scaled (:func:`rate_metric`).
+RATE_METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_per_s")
 #: Requests each client sends (the first and last rounds are not measured).
 ROUNDS = 4
 SEED = 0
@@ -75,9 +90,11 @@ class ServingFigures:
         """The figure a ledger row's ``metric`` and ``statistic`` name (``ms`` metrics
         in milliseconds).
         """
-        if metric == "output_tokens_per_s":
-            return self.output_tokens_per_s
+        if metric in RATE_METRICS:
+            return self.output_tokens_per_s  # the system's output rate: see rate_metric
         if metric == "itl_ms":
+            if statistic in ("p90", "p95"):
+                return math.nan  # the simulator pools median and p99 gaps only
             chosen = {"median": self.itl_median, "p99": self.itl_p99}.get(statistic, self.itl_mean)
             return chosen * 1e3
         sample = self.ttft if metric == "ttft_ms" else self.tpot
@@ -85,26 +102,41 @@ class ServingFigures:
             return math.nan
         if statistic == "median":
             return float(np.median(sample)) * 1e3
-        if statistic == "p99":
-            return float(np.quantile(sample, 0.99)) * 1e3
+        if statistic in ("p90", "p95", "p99"):
+            return float(np.quantile(sample, int(statistic[1:]) / 100)) * 1e3
         return float(np.mean(sample)) * 1e3
 
 
 def simulate_row(cost, isl: int, osl: int, concurrency: int, *, chunk_tokens: int = CHUNK_TOKENS,
-                 max_sequences: float = math.inf) -> ServingFigures:
-    """Run ``concurrency`` clients of fixed ``isl``/``osl`` requests on ``cost`` with the
-    chunked policy at ``chunk_tokens`` per iteration and at most ``max_sequences``
-    running (see the module docstring).
+                 max_sequences: float = math.inf, load: str = "closed",
+                 requests: int | None = None, request_rate: float | None = None) -> ServingFigures:
+    """Run the row's load of fixed ``isl``/``osl`` requests on ``cost`` with the chunked
+    policy at ``chunk_tokens`` per iteration and at most ``max_sequences`` running (see
+    the module docstring): ``concurrency`` closed-loop clients, an offline run of
+    ``concurrency`` requests, or ``requests`` Poisson arrivals at ``request_rate``.
     """
-    from ..simulator import FixedLength, Policy, WorkloadSpec, run_record
+    from ..simulator import FixedLength, Policy, Workload, WorkloadSpec, run_record
     from ..simulator.metrics import weighted_quantile
 
     running = int(min(max(concurrency, 1), max_sequences))
     policy = Policy("chunked", chunk_tokens=int(chunk_tokens), max_running=running)
-    spec = WorkloadSpec(prompt=FixedLength(isl), output=FixedLength(osl),
-                        count=ROUNDS * concurrency, sampler="numpy")
-    record, _ = run_record(cost, spec.closed_loop(concurrency, 0.0, SEED), policy)
-    measured = slice(concurrency, (ROUNDS - 1) * concurrency)
+    if load == "closed":
+        spec = WorkloadSpec(prompt=FixedLength(isl), output=FixedLength(osl),
+                            count=ROUNDS * concurrency, sampler="numpy")
+        workload = spec.closed_loop(concurrency, 0.0, SEED)
+        measured, warmup = slice(concurrency, (ROUNDS - 1) * concurrency), concurrency
+    elif load == "offline":
+        workload = Workload.from_arrays(np.zeros(concurrency), np.full(concurrency, isl),
+                                        np.full(concurrency, osl))
+        measured, warmup = slice(0, concurrency), 0
+    else:
+        if requests is None or request_rate is None:
+            raise ValueError("a poisson load needs requests and request_rate")
+        spec = WorkloadSpec(prompt=FixedLength(isl), output=FixedLength(osl), count=requests,
+                            sampler="numpy")
+        workload = spec.generate(request_rate, SEED)
+        measured, warmup = slice(0, requests), 0
+    record, _ = run_record(cost, workload, policy)
     ttft = (record.first_token - record.arrivals)[measured]
     e2e = (record.last_token - record.arrivals)[measured]
     spans = (record.last_token - record.first_token)[measured]
@@ -115,16 +147,50 @@ def simulate_row(cost, isl: int, osl: int, concurrency: int, *, chunk_tokens: in
         itl_median, itl_p99 = weighted_quantile(record.gap_values, record.gap_weights, (0.5, 0.99))
     else:
         itl_median = itl_p99 = math.nan
-    throughput = concurrency * osl / float(np.mean(e2e))
+    if load == "closed":
+        throughput = concurrency * osl / float(np.mean(e2e))
+    else:
+        duration = float(np.max(record.last_token) - np.min(record.arrivals))
+        throughput = float(np.sum(record.outputs)) / duration
     return ServingFigures(ttft, tpot, itl_mean, float(itl_median), float(itl_p99), throughput,
-                          int(ttft.size), concurrency, int(record.preemptions))
+                          int(ttft.size), warmup, int(record.preemptions))
+
+
+def rate_metric(row, output_tokens_per_s):
+    """A rate metric of ``row`` from the system's output rate (arrays broadcast):
+    itself, per card (``output_tokens_per_s_per_gpu``), or with the input tokens
+    (``total_tokens_per_s``: every request brings ``isl`` input tokens per ``osl`` output).
+
+    >>> from infermodel.accuracy.ledger import LedgerRow
+    >>> row = LedgerRow("a", "u", "vllm", "h100-sxm", 4, "m", None, "", "", 4, 1, 300, 100, 8,
+    ...                 "total_tokens_per_s", "mean", 10.0)
+    >>> rate_metric(row, 1000.0)
+    4000.0
+    """
+    if row.metric == "output_tokens_per_s_per_gpu":
+        return output_tokens_per_s / row.gpus
+    if row.metric == "total_tokens_per_s":
+        return output_tokens_per_s * (row.isl + row.osl) / row.osl
+    return output_tokens_per_s
 
 
 def unsupported(row) -> str | None:
-    """Why a row's closed loop is not simulated (None: it is)."""
-    tokens = ROUNDS * row.concurrency * (row.isl + row.osl)
+    """Why a row's load is not simulated (None: it is)."""
+    if row.metric == "itl_ms" and row.statistic in ("p90", "p95"):
+        return (f"the simulator pools the inter-token gaps' median and p99, not their "
+                f"{row.statistic}")
+    if row.load == "poisson" and row.requests is not None and row.concurrency < row.requests:
+        return (f"a Poisson load capped at {row.concurrency:,} requests in flight is not "
+                "simulated (only an uncapped one: concurrency = requests)")
+    if row.load == "closed":
+        tokens = ROUNDS * row.concurrency * (row.isl + row.osl)
+        what = f"{ROUNDS} requests from each of {row.concurrency:,} clients"
+    else:
+        count = row.concurrency if row.load == "offline" else (row.requests or 0)
+        tokens = count * (row.isl + row.osl)
+        what = f"{count:,} requests"
     if tokens > MAX_TOKENS:
-        return (f"the closed loop would simulate {tokens:,} tokens ({ROUNDS} requests from each "
-                f"of {row.concurrency:,} clients, {row.isl:,} + {row.osl:,} tokens each), over "
-                f"the {MAX_TOKENS:,}-token bound of a ledger row's simulation")
+        return (f"the {row.load} run would simulate {tokens:,} tokens ({what}, {row.isl:,} + "
+                f"{row.osl:,} tokens each), over the {MAX_TOKENS:,}-token bound of a ledger "
+                "row's simulation")
     return None

@@ -35,7 +35,8 @@ __all__ = ["ANY", "BANDS", "KINDS", "MIN_ROWS", "RATIO_QUANTITIES", "Entry", "ba
 
 ANY = "any"
 #: Metric kinds, and the ledger metrics each covers.
-KINDS = {"ttft": ("ttft_ms",), "itl": ("itl_ms", "tpot_ms"), "throughput": ("output_tokens_per_s",)}
+KINDS = {"ttft": ("ttft_ms",), "itl": ("itl_ms", "tpot_ms"),
+         "throughput": ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_per_s")}
 #: Concurrency bands (upper bounds, inclusive) and their names.
 BANDS = ((1, "1"), (16, "2-16"), (64, "17-64"), (math.inf, "65+"))
 #: Rows a group needs before its percentiles are used (fewer: a wider group is).
