@@ -91,7 +91,9 @@ HBM = ("sustained HBM bandwidth: streaming kernels reach 80–92 % of the datash
 GEMM = ("dense GEMM: cuBLAS/CUTLASS and hipBLASLt reach 60–80 % of the dense tensor peak on "
         "large bf16/FP8 products; no measured kernel exceeds ~85 % sustained (clock throttling "
         "under full tensor load)")
-TILES = "CUTLASS/Hopper warpgroup MMA tiles of 64 rows; fused-MoE Triton BLOCK_SIZE_M 16–64"
+TILES = ("the smallest row tile the product kernels use for a small m: 16 (mma.sync tiles; vLLM's "
+         "fused-MoE configurations use BLOCK_SIZE_M = 16 for small batches; warpgroup tiles are "
+         "64 rows)")
 ATTN = ("FlashAttention-2/3 and paged decode kernels: 35–75 % of peak in prefill, far less in "
         "decode (memory-bound)")
 DEQUANT = ("weight-only kernels (Marlin, Machete, the MXFP4 Triton MoE kernel on Hopper) widen "
@@ -99,7 +101,7 @@ DEQUANT = ("weight-only kernels (Marlin, Machete, the MXFP4 Triton MoE kernel on
 KERNEL = ("a GPU kernel's fixed time (launch to first byte, ramp, tail): 2–5 µs on current "
           "cards; inside a CUDA graph the host cost disappears but this remains")
 LAUNCH = ("host launch of one kernel without a graph: 4–6 µs through the CUDA driver, "
-          "10–20 µs per PyTorch eager operation")
+          "10–40 µs per PyTorch eager operation (Python dispatch included)")
 HOST = ("engine scheduler and host work per iteration (vLLM V1 EngineCore, SGLang's "
         "scheduler, TensorRT-LLM's executor): tens of µs to a few ms")
 KERNELS = ("kernels per layer counted from vLLM's model code after its fusions "
@@ -110,6 +112,9 @@ COLLECTIVE = ("one collective's fixed time (kernel, flag synchronisation between
               "vLLM's and SGLang's custom all-reduce 3–10 µs on NVLink, NCCL 10–30 µs, "
               "PCIe more")
 MOE = "Module 10: Inference and serving, mixture-of-experts paragraph; grouped GEMM as vLLM's FusedMoE runs it"
+MOE_KERNELS = ("grouped expert products (vLLM's Triton fused_moe, SGLang's and TensorRT-LLM's MoE "
+               "kernels) stream the experts' weights through per-expert tiles with routing "
+               "indirection: 30–80 % of peak bandwidth in decode, below a dense product's")
 
 
 @attrs.frozen
@@ -136,6 +141,9 @@ PARAMETERS = (
               "sustained share of peak memory bandwidth of large transfers", HBM),
     Parameter("gemm_fraction", "1", 0.3, 0.85, 0.7,
               "dense matrix products' share of peak compute on full tiles", GEMM),
+    Parameter("expert_bandwidth_fraction", "1", 0.2, 0.92, 0.6,
+              "sustained share of peak bandwidth of the grouped expert products (routed "
+              "experts' weights)", MOE_KERNELS),
     Parameter("attention_fraction", "1", 0.15, 0.75, 0.45,
               "attention kernels' share of peak compute", ATTN),
     Parameter("dequant_fraction", "1", 0.3, 1.0, 0.6,
@@ -143,7 +151,7 @@ PARAMETERS = (
               DEQUANT),
     Parameter("kernel_time", "s", 0.5 * US, 10 * US, 3 * US,
               "fixed GPU time of one kernel (latency, ramp, tail)", KERNEL),
-    Parameter("launch_time", "s", 2 * US, 25 * US, 6 * US,
+    Parameter("launch_time", "s", 2 * US, 40 * US, 8 * US,
               "host time to launch one kernel outside a CUDA graph", LAUNCH),
     Parameter("step_overhead", "s", 0.0, 8 * MS, 1 * MS,
               "engine scheduler and host time per iteration", HOST),
@@ -156,13 +164,20 @@ PARAMETERS = (
 BY_NAME = {p.name: p for p in PARAMETERS}
 
 #: Kernels of one layer's blocks and of the rest of a forward pass (see KERNELS).
-ATTENTION_KERNELS = 6
-LATENT_KERNELS = 12
-STATE_KERNELS = 6
-DENSE_FFN_KERNELS = 4
-MOE_FFN_KERNELS = 8
-SHARED_EXPERT_KERNELS = 3
-EDGE_KERNELS = 5  # embedding, final norm, head, logits processing, sampling
+ATTENTION_KERNELS = 6       # fused add-norm, QKV, rotary, cache write, attention, O
+LATENT_KERNELS = 14         # norm, q_a, q_a norm, q_b, kv_a, kv_a norm, rotary, cache write,
+                            # two absorbed products, split-KV attention and its reduction, O
+STATE_KERNELS = 6           # norm, in-projection, convolution, scan, gate, out-projection
+DENSE_FFN_KERNELS = 4       # fused add-norm, gate-up, SiLU-and-mul, down
+MOE_FFN_KERNELS = 10        # norm, router, top-k softmax, align/sort, two grouped products,
+                            # activation, un-permute and sum, the residual add
+GROUPED_ROUTING_KERNELS = 4  # biased group-limited top-k (DeepSeek-V3's noaux_tc) adds these
+SHARED_EXPERT_KERNELS = 3   # the shared experts' gate-up, activation, down
+EDGE_KERNELS = 5            # embedding, final norm, head, logits processing, sampling
+#: Products per block whose input an 8-bit activation format quantises first (one
+#: kernel each): attention's QKV and O (latent: q_a, q_b, kv_a, O), a dense block's
+#: gate-up and down, a mixture of experts' two grouped products.
+QUANTISED_INPUTS = {"attention": 2, "latent": 4, "dense": 2, "moe": 2}
 MIXER_KERNELS = {"full": ATTENTION_KERNELS, "sliding": ATTENTION_KERNELS,
                  "chunked": ATTENTION_KERNELS, "none": 0}
 FFN_KERNELS = {"dense": DENSE_FFN_KERNELS, "moe": MOE_FFN_KERNELS, "projection": 2, "none": 0}
@@ -276,7 +291,7 @@ def infermodel_register_fields(register):
              description="the card's vendor and architecture generation (\"nvidia-hopper\", "
                          "\"amd-cdna3\", ...): the group an engine preset's interval and fitted "
                          "domain are read by")
-    register("efficiency", "gemm_tile_rows", kind="int", minimum=1, maximum=256, default=64,
+    register("efficiency", "gemm_tile_rows", kind="int", minimum=1, maximum=256, default=16,
              quantity="gemm_tile_rows",
              description="physical model: rows of one matrix-product tile; m rows cost "
                          f"⌈m/tile⌉·tile ({TILES})")
@@ -299,36 +314,85 @@ def _bound(p: Parameter) -> str:
 
 def kernels_per_step(scenario) -> int:
     """Kernels one forward pass launches (see :data:`KERNELS`), tensor-parallel
-    collectives apart.
+    collectives apart: each layer's mixer and feed-forward block, the quantisation of
+    each product's input under 8-bit activations, and the edges.
 
     >>> MIXER_KERNELS["full"] + FFN_KERNELS["dense"]   # one Llama layer
     10
     """
     st = structure(scenario)
     value = scenario.value
-    shared = SHARED_EXPERT_KERNELS if value("model.shared_experts") else 0
+    moe_extra = (SHARED_EXPERT_KERNELS if value("model.shared_experts") else 0) + (
+        GROUPED_ROUTING_KERNELS if getattr(scenario.sections["model"], "score_correction_bias", False)
+        else 0)
+    quantised = _quantised_activations(scenario)
     attention = LATENT_KERNELS if st.mla else ATTENTION_KERNELS
+    attention += quantised * QUANTISED_INPUTS["latent" if st.mla else "attention"]
+    ffn = {"dense": DENSE_FFN_KERNELS + quantised * QUANTISED_INPUTS["dense"],
+           "moe": MOE_FFN_KERNELS + moe_extra + quantised * QUANTISED_INPUTS["moe"]}
     layers = value("model.layers")
-    moe = value("model.experts") > 1
     if not st.rows:
-        ffn = (MOE_FFN_KERNELS + shared) if moe else DENSE_FFN_KERNELS
-        return layers * (attention + ffn) + EDGE_KERNELS
+        return layers * (attention + ffn["moe" if value("model.experts") > 1 else "dense"]) + EDGE_KERNELS
     total = EDGE_KERNELS
     for row in st.rows:
         mixer = attention if row.mixer in ("full", "sliding", "chunked") else MIXER_KERNELS.get(
             row.mixer, STATE_KERNELS)
-        ffn = FFN_KERNELS.get(row.ffn, DENSE_FFN_KERNELS) + (shared if row.ffn == "moe" else 0)
-        total += row.count * (mixer + ffn)
+        total += row.count * (mixer + ffn.get(row.ffn, FFN_KERNELS.get(row.ffn, DENSE_FFN_KERNELS)))
     return total
+
+
+def _quantised_activations(scenario) -> bool:
+    """The products' inputs are quantised first: an activation format is stated, or the
+    engine runs the weights' narrow float format natively (:func:`native_classes`).
+    """
+    from .quantization import effective_lever
+
+    lever = effective_lever(scenario)
+    return lever is not None and (lever.activations is not None or bool(native_classes(scenario)))
 
 
 def _bits(fmt) -> float:
     return float(getattr(fmt, "bits", 16))
 
 
+def _native_bits(scenario, fmt) -> float:
+    """The narrowest bits the card multiplies a float format's weights at, as engines run
+    a checkpoint of that format with no activation format stated: FP8 weights as W8A8
+    where the card has FP8 tensor cores, FP4 as W4A4 where it has FP4 ones; 16 otherwise
+    (MXFP4 experts on Hopper or MI300X run through 16-bit products).
+    """
+    if getattr(fmt, "kind", "int") != "float":
+        return 16
+    if _bits(fmt) <= 4 and scenario.value("hardware.flops_fp4") is not None:
+        return 4
+    if 4 < _bits(fmt) <= 8 and scenario.value("hardware.native_fp8"):
+        return 8
+    return 16  # FP4 on a card without FP4 tensor cores is widened to 16 bits
+
+
+def native_classes(scenario) -> dict[str, float]:
+    """Weight classes whose narrow float format the card multiplies natively though the
+    scenario states no activation format (FP8 on Hopper, FP4 on Blackwell: engines run
+    such checkpoints W8A8 / W4A4), with the card's peak ratio for that width.
+    """
+    from .quantization import effective_lever, weight_formats
+
+    lever = effective_lever(scenario)
+    if lever is None or lever.activations is not None:
+        return {}
+    out = {}
+    for key, (fmt, _) in weight_formats(scenario, lever).items():
+        bits = _native_bits(scenario, fmt)
+        if key in ("linear", "experts") and bits < 16 and _bits(fmt) <= bits:
+            peak = scenario.value("hardware.flops_fp4" if bits == 4 else "hardware.flops_fp8")
+            out[key] = peak / scenario.value("hardware.flops") if peak else 2.0
+    return out
+
+
 def dequantising_classes(scenario) -> dict[str, str]:
     """Weight classes computed by a weight-only kernel, with why: their format is narrower
-    than what the card multiplies natively at the scenario's activation format.
+    than what the card multiplies natively (the stated activation format, else what
+    engines run the weights' format as: :func:`_native_bits`).
     """
     from .quantization import effective_lever, weight_formats
 
@@ -340,15 +404,19 @@ def dequantising_classes(scenario) -> dict[str, str]:
     native = {"fp8": bool(scenario.value("hardware.native_fp8")),
               "int8": bool(scenario.value("hardware.native_int8")),
               "fp4": scenario.value("hardware.flops_fp4") is not None}
-    compute_bits = {"fp8": 8, "int8": 8, "fp4": 4}.get(activations, 16) if (
-        activations is not None and native.get(activations)) else 16
     out = {}
     for key, (fmt, _) in weight_formats(scenario, lever).items():
-        if key not in ("linear", "experts") or _bits(fmt) >= compute_bits:
+        if key not in ("linear", "experts"):
+            continue
+        if activations is not None:
+            compute_bits = {"fp8": 8, "int8": 8, "fp4": 4}[activations] if native[activations] else 16
+        else:
+            compute_bits = _native_bits(scenario, fmt)
+        if _bits(fmt) >= compute_bits:
             continue
         name = getattr(fmt, "name", None) or f"{_bits(fmt):g}-bit"
         how = (f"{activations} activations are not native on {card}" if activations
-               else "16-bit activations")
+               else f"{card} does not multiply it natively")
         out[key] = f"{name} weights, {how}: widened to {compute_bits} bits before the product"
     return out
 
@@ -399,25 +467,43 @@ def infermodel_define_quantities(scenario, define):
         fitted.define_intervals(scenario, define, fitted.preset_record(path), family, name)
 
 
+def _mix(parts):
+    """The rate multiplier of products whose FLOP shares run at their own factors:
+    1 / (1 − Σ s + Σ s / f), a share None standing for every product.
+
+    >>> float(_mix([(sympy.Rational(1, 2), 2)]))
+    1.3333333333333333
+    """
+    if not parts:
+        return sympy.Integer(1)
+    if any(share is None for share, _ in parts):
+        return 1 / sum((1 / factor for _, factor in parts), sympy.Integer(0))
+    rest = 1 - sum((share for share, _ in parts), sympy.Integer(0))
+    return 1 / (rest + sum((share / factor for share, factor in parts), sympy.Integer(0)))
+
+
 def _formats(scenario, define):
     classes = dequantising_classes(scenario)
-    if not classes:
-        define("gemm_format_fraction", 1, unit="1",
-               description="share of the GEMM ceiling the weights' format allows (1: every "
-                           "product native)", reference=DEQUANT)
-        return
-    # Time-weighted: the dequantising products' share s of the FLOPs runs at f.
-    if scenario.value("model.experts") > 1 and set(classes) == {"experts"}:
-        share = S.routed_expert_share
+    native = native_classes(scenario)
+    if "experts" in classes or "experts" in native:
         define("routed_expert_share",
                moe_layer_count(scenario) * S.active_experts * S.expert_params / S.params_matmul,
                unit="1", description="routed experts' share of a token's matrix-product FLOPs",
                reference=MOE)
-    else:
-        share = sympy.Integer(1)
-    define("gemm_format_fraction", 1 / (1 - share + share / S.dequant_fraction), unit="1",
-           description="share of the GEMM ceiling the weights' format allows: "
-                       + "; ".join(f"{k}: {v}" for k, v in classes.items()), reference=DEQUANT)
+
+    def share(key):
+        return S.routed_expert_share if key == "experts" else None
+
+    why = "; ".join(f"{k}: {v}" for k, v in classes.items()) or "every product native"
+    define("gemm_format_fraction", _mix([(share(k), S.dequant_fraction) for k in classes]),
+           unit="1", description=f"share of the GEMM ceiling the weights' formats allow ({why})",
+           reference=DEQUANT)
+    if native:
+        define("native_format_speedup", _mix([(share(k), ratio) for k, ratio in native.items()]),
+               unit="1", description="product rate over the 16-bit rate where the card multiplies "
+                                     "the weights' narrow float format natively (engines run FP8 "
+                                     "checkpoints W8A8 on cards with FP8 tensor cores)",
+               reference=GEMM)
 
 
 def _kernels(scenario, define):
@@ -478,17 +564,19 @@ def _gemm_time(scenario, define, phase, tokens, flops):
                reference=TILES)
         time = ((flops - expert_flops) * S[f"{phase}_gemm_padding"]
                 + expert_flops * S[f"{phase}_expert_padding"]) / rate
-    activation = S.activation_speedup if _has_speedup(scenario) else 1
-    define(f"{phase}_time_gemm", time / activation, unit="s",
+    define(f"{phase}_time_gemm", time / _speedup(scenario), unit="s",
            description=f"{phase} time of the matrix products at the GEMM rate, rows padded to tiles",
            reference=f"{GEMM}; {TILES}")
 
 
-def _has_speedup(scenario) -> bool:
+def _speedup(scenario):
+    """The products' rate over the 16-bit rate from their formats (1: none)."""
     from .quantization import effective_lever
 
     lever = effective_lever(scenario)
-    return lever is not None and lever.activations is not None
+    if lever is not None and lever.activations is not None:
+        return S.activation_speedup
+    return S.native_format_speedup if native_classes(scenario) else 1
 
 
 def _decode(scenario, define):
@@ -496,8 +584,18 @@ def _decode(scenario, define):
     define("decode_time_attention", S.decode_flops_attention / (S.flops_peak * S.attention_fraction),
            unit="s", description="decode time of attention's arithmetic at the attention rate",
            reference=ATTN)
-    define("decode_time_weights", S.weight_bytes_per_step / S.bandwidth, unit="s",
-           description="decode time to stream the weights a step reads", reference=HBM)
+    if scenario.value("model.experts") > 1:
+        define("decode_expert_bytes", S.expert_bytes_all_layers * S.experts_read_per_layer, unit="B",
+               description="routed experts' bytes a decode step reads (the experts its tokens choose)",
+               reference=MOE)
+        define("decode_time_weights",
+               (S.weight_bytes_per_step - S.decode_expert_bytes) / S.bandwidth
+               + S.decode_expert_bytes / (S.bandwidth * S.expert_bandwidth_fraction / S.bandwidth_fraction),
+               unit="s", description="decode time to stream the weights a step reads (routed experts "
+                                     "at the grouped products' share)", reference=f"{HBM}; {MOE_KERNELS}")
+    else:
+        define("decode_time_weights", S.weight_bytes_per_step / S.bandwidth, unit="s",
+               description="decode time to stream the weights a step reads", reference=HBM)
     define("decode_time_cache", S.decode_cache_read_bytes / S.bandwidth, unit="s",
            description="decode time to stream the cache a step reads", reference=HBM)
     define("decode_graph_captured", Piecewise((1, S.batch <= S.graph_max_batch), (0, True)),

@@ -18,7 +18,7 @@ the cache holds ``N``:
 * clients beyond the cache's capacity wait ``(C − B) · E / B`` more for a slot;
 * output throughput ``= B · osl / E``.
 
-These equations are solved by fixed-point iteration on ``E``. At ``C = 1`` they give
+These equations are solved for ``E`` in closed form (a quadratic). At ``C = 1`` they give
 the roofline quantities exactly (``TTFT = T_p``, ``ITL = T_d(1)``). A static batch
 (every request starts together) has the same throughput to first order (the same
 prefill work and decode steps per cycle); its first-token time is the batch's prefill,
@@ -57,8 +57,7 @@ class ClosedLoop:
     saturated: np.ndarray
 
 
-def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_tokens,
-                *, iterations: int = 200) -> ClosedLoop:
+def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_tokens) -> ClosedLoop:
     """Steady state of ``concurrency`` clients (see the module docstring).
 
     ``prefill_time`` is one prompt's prefill, ``decode_step_time`` one decode step at
@@ -75,19 +74,16 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
     steps = np.maximum(np.asarray(output_tokens, dtype=float) - 1.0, 0.0)
     others = running - 1.0
     wait_step = np.where(others > 0, td / 2, 0.0)
-    e2e = tp + steps * td
-    share = np.zeros(np.broadcast(tp, td, running).shape)
-    for _ in range(iterations):
-        share = np.minimum(others * tp / e2e, MAX_PREFILL_SHARE)
-        itl = td / (1.0 - share)
-        ttft = tp + wait_step + share * tp / (2.0 * (1.0 - share))
-        updated = ttft + steps * itl
-        if np.allclose(updated, e2e, rtol=1e-10, atol=0.0):
-            e2e = updated
-            break
-        # Damped: the map is monotone, and half steps settle without oscillating.
-        e2e = 0.5 * (e2e + updated)
-    share = np.minimum(others * tp / e2e, MAX_PREFILL_SHARE)
+    # The fixed point in closed form: with ρ = o·T_p / E, multiplying the equation for E
+    # by (1 − ρ) gives E² − C·E − o·T_p·(T_p / 2 − a) = 0, C = o·T_p + a + s·T_d and
+    # a = T_p + (T_d / 2 when others run); E is its positive root. Where that root puts ρ
+    # above MAX_PREFILL_SHARE the stall is held there (a saturated prefill queue).
+    a = tp + wait_step
+    c = others * tp + a + steps * td
+    e2e = (c + np.sqrt(np.maximum(c * c + 4 * others * tp * (tp / 2 - a), 0.0))) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(e2e > 0, others * tp / e2e, 0.0)
+    share = np.minimum(np.nan_to_num(share), MAX_PREFILL_SHARE)
     itl = td / (1.0 - share)
     ttft = tp + wait_step + share * tp / (2.0 * (1.0 - share))
     e2e = ttft + steps * itl

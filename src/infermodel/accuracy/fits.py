@@ -81,7 +81,7 @@ SHRINK = 0.05
 #: Independent sources a card needs for its own refinement of an engine's preset.
 REFINE_MIN_SOURCES = 2
 #: Parameters a card's refinement refits (the card's own shares).
-CARD_PARAMETERS = ("bandwidth_fraction", "gemm_fraction", "attention_fraction")
+CARD_PARAMETERS = ("bandwidth_fraction", "expert_bandwidth_fraction", "gemm_fraction", "attention_fraction")
 #: |Δ log prediction| across a parameter's bound that makes a row rest on it.
 SENSITIVE = 0.02
 SEED = 0
@@ -333,12 +333,13 @@ def _refined_cards(members: Sequence[LedgerRow]) -> list[str]:
 
 def _models(rows, host, progress) -> tuple[dict[str, RowModel], list[Prediction]]:
     cache: dict[tuple, RowModel | str] = {}
+    structures: dict = {}
     models: dict[str, RowModel] = {}
     unpredictable = []
     for row in rows:
         key = model_key(row)
         if key not in cache:
-            cache[key] = row_model(row, host=host)
+            cache[key] = row_model(row, host=host, structures=structures)
         model = cache[key]
         if progress is not None:
             progress.update()

@@ -43,7 +43,8 @@ __all__ = ["FITTED", "Efficiency", "Prediction", "RowModel", "Simulations", "Val
 
 #: The physical model's engine parameters a fit sets (``[efficiency]`` fields whose
 #: ranges are their physical bounds).
-FITTED = ("bandwidth_fraction", "gemm_fraction", "attention_fraction", "dequant_fraction",
+FITTED = ("bandwidth_fraction", "expert_bandwidth_fraction", "gemm_fraction", "attention_fraction",
+          "dequant_fraction",
           "kernel_time", "launch_time", "step_overhead", "sequence_overhead",
           "collective_latency")
 #: 8-bit float weight formats whose checkpoints also run 8-bit float activations
@@ -247,13 +248,20 @@ class RowModel:
     max_sequences: float = math.inf
 
 
+#: Inputs a row's lengths feed; rows that differ only in them share one structure.
+LENGTH_INPUTS = ("prompt_tokens", "output_tokens")
+
+
 def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
-              host: PluginHost) -> RowModel | str:
+              host: PluginHost, structures: dict | None = None) -> RowModel | str:
     """Compile the row's scenario once; a string is the reason it cannot be predicted.
 
     The physical model with the row's engine, priced by ``preset`` where given (else the
     candidates a fit sets, over the engine's own defaults); ``ideal``: the documents'
-    ideal roofline with nothing kept back.
+    ideal roofline with nothing kept back. ``structures`` keeps built graphs between
+    calls: a row that differs from a kept one only in its lengths reuses its compiled
+    function with its own ``prompt_tokens`` and ``output_tokens`` (no plugin reads them
+    while building; ``tests/test_accuracy.py`` checks the numbers are a fresh build's).
     """
     from ..engine.evaluation import compile_graph
     from ..engine.graph import build_graph
@@ -263,19 +271,27 @@ def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
     reason = _unsupported(row)
     if reason:
         return reason
-    data = scenario_data(row, IDEAL_TABLE if ideal else efficiency_table(row, preset))
-    try:
-        scenario = resolve(data, {}, None, host=host)
-        graph = build_graph(scenario, host=host)
-    except InfermodelError as exc:
-        return "; ".join(p.message for p in exc.problems)
-    compiled = compile_graph(graph)
-    if "batch" not in compiled.inputs:
-        return "a lever defines batch itself, so the row's concurrency cannot be set"
+    table = IDEAL_TABLE if ideal else efficiency_table(row, preset)
+    key = (model_key(row)[:-2], tuple(sorted(table.items())))
+    kept = structures.get(key) if structures is not None else None
+    if kept is None:
+        data = scenario_data(row, table)
+        try:
+            scenario = resolve(data, {}, None, host=host)
+            graph = build_graph(scenario, host=host)
+        except InfermodelError as exc:
+            return "; ".join(p.message for p in exc.problems)
+        kept = (scenario, graph, compile_graph(graph))
+        if structures is not None:
+            structures[key] = kept
+    scenario, graph, compiled = kept
+    if "batch" not in compiled.inputs or not all(n in compiled.inputs for n in LENGTH_INPUTS):
+        return "a lever defines batch or the lengths itself, so the row cannot be set"
     for needed in ("prefill_time", "decode_step_time", "max_sequences"):
         if needed not in compiled.outputs:
             return f"the scenario defines no {needed}"
     inputs = {n: graph.quantities[n].value for n in compiled.inputs}
+    inputs.update(prompt_tokens=float(row.isl), output_tokens=float(row.osl))
     out = compiled(inputs)
     capacity = float(np.asarray(out["max_sequences"]).ravel()[0])
     if not capacity >= 1:
@@ -420,6 +436,7 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
     the row's group (engine, dense or MoE, concurrency band, card generation).
     """
     models: dict[tuple, RowModel | str] = {}
+    structures: dict = {}
     simulations = simulations if simulations is not None else Simulations()
     chosen = dict(efficiencies or {})
     groups: dict[str, list[intervals.Entry]] = {}
@@ -428,7 +445,8 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
         name = preset_name(row, host=host) if calibrated and row.family in ENGINE_FAMILIES else None
         key = (model_key(row), name)
         if key not in models:
-            models[key] = row_model(row, preset=name, ideal=not calibrated, host=host)
+            models[key] = row_model(row, preset=name, ideal=not calibrated, host=host,
+                                    structures=structures)
         model = models[key]
         if progress is not None:
             progress.update()

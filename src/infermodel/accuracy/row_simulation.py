@@ -120,7 +120,14 @@ def simulate_row(cost, isl: int, osl: int, concurrency: int, *, chunk_tokens: in
 
     running = int(min(max(concurrency, 1), max_sequences))
     policy = Policy("chunked", chunk_tokens=int(chunk_tokens), max_running=running)
-    if load == "closed":
+    if load == "closed" and requests is not None and requests > concurrency:
+        # A benchmark that states how many requests it sent reports all of them, the
+        # first wave (every client at once) included, as vllm bench serve does.
+        spec = WorkloadSpec(prompt=FixedLength(isl), output=FixedLength(osl), count=requests,
+                            sampler="numpy")
+        workload = spec.closed_loop(concurrency, 0.0, SEED)
+        measured, warmup = slice(0, requests), 0
+    elif load == "closed":
         spec = WorkloadSpec(prompt=FixedLength(isl), output=FixedLength(osl),
                             count=ROUNDS * concurrency, sampler="numpy")
         workload = spec.closed_loop(concurrency, 0.0, SEED)
@@ -147,7 +154,7 @@ def simulate_row(cost, isl: int, osl: int, concurrency: int, *, chunk_tokens: in
         itl_median, itl_p99 = weighted_quantile(record.gap_values, record.gap_weights, (0.5, 0.99))
     else:
         itl_median = itl_p99 = math.nan
-    if load == "closed":
+    if load == "closed" and warmup:
         throughput = concurrency * osl / float(np.mean(e2e))
     else:
         duration = float(np.max(record.last_token) - np.min(record.arrivals))

@@ -98,6 +98,8 @@ PHYSICAL_QUANTITIES = (
     "step_overhead",            # s of host time per iteration
     "sequence_overhead",        # s of host time per scheduled sequence
     "expert_flops_per_row",     # FLOPs of one token through one routed expert, all layers
+    "expert_bandwidth_fraction",  # grouped expert products' share of peak bandwidth
+    "bandwidth_fraction",       # dense products' share (the bandwidth above is peak × it)
     "collective_count",         # all-reduces per pass
     "collective_bytes_per_token",
     "collective_oneshot_bytes",
@@ -195,6 +197,8 @@ class Physical:
     host_per_sequence: float = attrs.field(default=0.0, validator=_non_negative)
     #: FLOPs of one token row through one routed expert in every MoE layer (0: dense).
     expert_flops_per_row: float = attrs.field(default=0.0, validator=_non_negative)
+    #: Routed experts' bandwidth over the dense products' (grouped products stream slower).
+    expert_bandwidth_ratio: float = attrs.field(default=1.0, validator=_positive("expert_bandwidth_ratio"))
 
     def padded(self, rows: np.ndarray) -> np.ndarray:
         """⌈rows / tile⌉ · tile, 0 for no rows."""
@@ -518,7 +522,11 @@ class CostModel:
                         graph_max_batch=optional("graph_max_batch"),
                         host_fixed=optional("step_overhead"),
                         host_per_sequence=optional("sequence_overhead"),
-                        expert_flops_per_row=optional("expert_flops_per_row"))
+                        expert_flops_per_row=optional("expert_flops_per_row"),
+                        expert_bandwidth_ratio=(number("expert_bandwidth_fraction")
+                                                / number("bandwidth_fraction"))
+                        if "expert_bandwidth_fraction" in values and "bandwidth_fraction" in values
+                        else 1.0)
 
     @staticmethod
     def _collectives(values: Mapping[str, float], number: Number) -> Collectives | None:
@@ -678,6 +686,11 @@ class CostModel:
         gemm = scale * matmul / self.compute
         attend = scale * self.flops_per_attention_pair * attention / phys.attention_compute
         weight_time = self.stages * weights / self.bandwidth
+        if self.routed_expert_bytes and phys.expert_bandwidth_ratio != 1.0:
+            e, k = self.experts, self.active_experts
+            expert_bytes = self.routed_expert_bytes * e * (1 - (1 - k / e) ** rows)
+            weight_time = weight_time + self.stages * expert_bytes * (
+                1 / phys.expert_bandwidth_ratio - 1) / self.bandwidth
         cache_time = scale * (1.0 - self.host_fraction) * self.kv_bytes_per_token * cached / self.bandwidth
         gpu = np.maximum(weight_time, gemm) + np.maximum(cache_time, attend) + phys.kernel_fixed
         captured = (positions == count) & (count <= phys.graph_max_batch)
