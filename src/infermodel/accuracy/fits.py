@@ -16,7 +16,8 @@ row's analytic steady state (:func:`.closed_loop.closed_loop`, exactly the roofl
 concurrency 1) at every candidate. The loss is the mean ``|log(predicted / measured)|``
 per metric, averaged over metrics, plus a small pull (:data:`SHRINK`) toward an anchor
 in the box's unit coordinates: the priors for the pooled fit of every engine's rows, the
-pooled fit for an engine's. The best candidate is refined by two rounds of local
+pooled fit for an engine's. Each row's error counts robustly (:data:`ROBUST`): a figure
+the physics cannot reach inside its bounds does not drag every parameter to a bound. The best candidate is refined by two rounds of local
 samples. Rows at concurrency > 1 are predicted by the serving simulator; the stand-in is
 scaled per row by its simulated / analytic ratio at the engine's in-sample fit (two
 passes), and every error reported is the simulator's.
@@ -60,6 +61,7 @@ from .predictions import (
     model_key,
     predict,
     predict_arrays,
+    predict_group,
     refined_name,
     row_attributes,
     row_model,
@@ -153,8 +155,10 @@ class Fit:
     used: Mapping[str, tuple[str, ...]]
     #: Each preset's own in-sample and held-out predictions of its rows.
     points: Mapping[str, tuple[tuple[Prediction, ...], tuple[Prediction, ...]]] = {}
-    #: Each preset's sources (URLs), parameters and interval groups.
+    #: Each preset's independent sources (source groups) and their pages (URLs),
+    #: parameters and interval groups.
     sources: Mapping[str, tuple[str, ...]] = {}
+    urls: Mapping[str, tuple[str, ...]] = {}
     parameters: Mapping[str, Mapping[str, ParameterReport]] = {}
     groups: Mapping[str, tuple[intervals.Entry, ...]] = {}
     domains: Mapping[str, Mapping[str, Any]] = {}
@@ -185,14 +189,23 @@ class Fit:
                 "sources": {f: list(s) for f, s in sorted(self.sources.items())}}
 
 
+#: Scale of the robust loss: a row's |log error| counts as ROBUST · tanh(|e| / ROBUST),
+#: so a row off by far more than e^ROBUST (a figure the physics cannot reach inside its
+#: bounds) stops pulling every parameter to a bound.
+ROBUST = 1.0
+
+
 def _loss(log_errors: np.ndarray, metrics: Sequence[str]) -> np.ndarray:
-    """Mean |log error| per metric, averaged over metrics: each metric weighs the same."""
+    """Mean robust |log error| per metric, averaged over metrics: each metric weighs the same."""
     metrics_array = np.array(metrics)
     total = np.zeros(log_errors.shape[1])
     names = sorted(set(metrics))
+    with np.errstate(invalid="ignore"):
+        robust = ROBUST * np.tanh(np.abs(log_errors) / ROBUST)
+    robust = np.where(np.isnan(robust), ROBUST, robust)
     for metric in names:
         mask = metrics_array == metric
-        total += np.abs(log_errors[mask]).mean(axis=0)
+        total += robust[mask].mean(axis=0)
     return total / max(len(names), 1)
 
 
@@ -209,16 +222,28 @@ class _Fitter:
                 + rng.random((DESIGN, k))) / DESIGN
         self.design = np.vstack([bounds.unit(dict(zip(bounds.names, bounds.prior))), unit])
         values = bounds.values(self.design)
-        self.analytic = {r.id: self._log_errors(r, values) for r in self.rows}
+        self.analytic = self._log_errors_of(self.rows, values)
         self.correction = {r.id: 0.0 for r in self.rows}
         self.simulations = Simulations()
 
     # -- evaluation -------------------------------------------------------------
-    def _log_errors(self, row: LedgerRow, values: Mapping[str, np.ndarray]) -> np.ndarray:
-        predicted = predict_arrays(self.models[row.id], row, values)
-        with np.errstate(all="ignore"):
-            return np.where(np.isfinite(predicted) & (predicted > 0),
-                            np.log(predicted / row.value), np.inf)
+    def _log_errors_of(self, rows: Sequence[LedgerRow],
+                       values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """log(predicted / measured) of every row at every candidate, the rows of one
+        structure evaluated together.
+        """
+        groups: dict[Any, list[LedgerRow]] = {}
+        for row in rows:
+            groups.setdefault(self.models[row.id].structure, []).append(row)
+        out = {}
+        for members in groups.values():
+            predicted = predict_group([self.models[r.id] for r in members], members, values)
+            measured = np.array([r.value for r in members])[:, None]
+            with np.errstate(all="ignore"):
+                errors = np.where(np.isfinite(predicted) & (predicted > 0),
+                                  np.log(predicted / measured), np.inf)
+            out.update({r.id: errors[i] for i, r in enumerate(members)})
+        return out
 
     def efficiency(self, values: Mapping[str, float]) -> Efficiency:
         return Efficiency.of(values)
@@ -237,11 +262,10 @@ class _Fitter:
             grid[name] = np.array([self.bounds.low[i], self.bounds.high[i]])
             if self.bounds.log[i]:
                 grid[name] = np.array([self.bounds.floor()[i], self.bounds.high[i]])
+            errors = self._log_errors_of(rows, grid)
             moved = []
             for row in rows:
-                values = predict_arrays(self.models[row.id], row, grid)
-                with np.errstate(all="ignore"):
-                    change = abs(math.log(values[1] / values[0])) if values[0] > 0 else 0.0
+                change = abs(errors[row.id][1] - errors[row.id][0])
                 if math.isfinite(change) and change > SENSITIVE:
                     moved.append(row.id)
             out[name] = moved
@@ -289,8 +313,8 @@ class _Fitter:
         return np.vstack([centre[None, :], units])
 
     def _better(self, rows, metrics, units, target, mask, best, best_loss):
-        values = self.bounds.values(units)
-        matrix = np.stack([self._log_errors(r, values) + self.correction[r.id] for r in rows])
+        errors = self._log_errors_of(rows, self.bounds.values(units))
+        matrix = np.stack([errors[r.id] + self.correction[r.id] for r in rows])
         loss = _loss(matrix, metrics) + self._pull(units, target, mask)
         index = int(np.argmin(loss))
         if float(loss[index]) < best_loss:
@@ -449,10 +473,12 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
     checked = _checked(held, models, by_id, preset_of)
     parameters = {}
     sources = {}
+    urls = {}
     domains = {}
     for name, ids in used.items():
         group_rows = [by_id[i] for i in ids]
         sources[name] = tuple(_sources(group_rows))
+        urls[name] = tuple(dict.fromkeys(r.source for r in group_rows))
         moved = fitter.sensitivity(group_rows, fitted[name])
         parameters[name] = {
             n: ParameterReport(fitted[name][n], float(bounds.low[i]), float(bounds.high[i]),
@@ -468,7 +494,7 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
                 parameters[name][n] = attrs.evolve(report, value=prior[n])
         domains[name] = _domain(group_rows, models)
     return Fit(efficiencies, Validation(ordered_inside), Validation(ordered_held), used, points,
-               sources, parameters, groups, domains, Validation(tuple(checked)))
+               sources, urls, parameters, groups, domains, Validation(tuple(checked)))
 
 
 def _residuals(held: Mapping[str, Prediction], models, by_id, exclude: str | None = None):

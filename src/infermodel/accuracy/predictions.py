@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..host import PluginHost
 
 __all__ = ["FITTED", "Efficiency", "Prediction", "RowModel", "Simulations", "Validation",
-           "errors_by_metric", "predict_rows", "preset_efficiency", "preset_intervals",
+           "errors_by_metric", "predict_group", "predict_rows", "preset_efficiency", "preset_intervals",
            "preset_name", "refined_name", "row_attributes", "row_model", "scenario_data",
            "summarise"]
 
@@ -246,6 +246,9 @@ class RowModel:
     #: The engine's tokens per iteration and most running sequences (0: no cap).
     chunk_tokens: int = row_simulation.CHUNK_TOKENS
     max_sequences: float = math.inf
+    #: Rows with the same structure share a compiled function (their inputs differ only
+    #: in the lengths), so :func:`predict_group` evaluates them together.
+    structure: Any = None
 
 
 #: Inputs a row's lengths feed; rows that differ only in them share one structure.
@@ -307,7 +310,7 @@ def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
     return RowModel(compiled, inputs, capacity, attributes,
                     int(scalar("engine_chunk_tokens", row_simulation.CHUNK_TOKENS))
                     or row_simulation.CHUNK_TOKENS,
-                    scalar("engine_max_sequences", math.inf) or math.inf)
+                    scalar("engine_max_sequences", math.inf) or math.inf, key)
 
 
 def row_attributes(model: RowModel, row: LedgerRow) -> dict[str, str]:
@@ -320,22 +323,43 @@ def predict_arrays(model: RowModel, row: LedgerRow,
     """The row's metric for every candidate (arrays of equal length), from the analytic
     steady state: the prediction at concurrency 1, the fit's stand-in above it.
     """
-    running = min(row.concurrency, int(model.capacity))
-    values = dict(model.inputs)
-    values["batch"] = np.array([[1.0], [float(running)]])
+    return predict_group([model], [row], candidates)[0]
+
+
+def predict_group(models: Sequence[RowModel], rows: Sequence[LedgerRow],
+                  candidates: Mapping[str, np.ndarray]) -> np.ndarray:
+    """:func:`predict_arrays` of rows that share one compiled structure (their models
+    differ only in the lengths), evaluated together: rows × candidates.
+    """
+    model = models[0]
+    count = len(rows)
     size = max([len(np.atleast_1d(v)) for v in candidates.values()] + [1])
+    capacity = np.array([m.capacity for m in models])[:, None]
+    clients = np.array([float(r.concurrency) for r in rows])[:, None]
+    running = np.minimum(clients, np.floor(capacity))
+    values = dict(model.inputs)
+    # Axis 0: prefill (batch 1) or the decode step at the running batch; axis 1: rows;
+    # axis 2: candidates.
+    values["batch"] = np.stack([np.ones_like(running), running])
+    values["prompt_tokens"] = np.array([float(r.isl) for r in rows])[None, :, None]
+    values["output_tokens"] = np.array([float(r.osl) for r in rows])[None, :, None]
     for name, candidate in candidates.items():
         if name in values:
-            values[name] = np.asarray(candidate, dtype=float)[None, :]
+            values[name] = np.asarray(candidate, dtype=float)[None, None, :]
     out = model.compiled(values)
-    prefill = np.broadcast_to(out["prefill_time"], (2, size))[0]
-    decode = np.broadcast_to(out["decode_step_time"], (2, size))[1]
-    state = closed_loop(prefill, decode, row.concurrency, model.capacity, row.osl)
-    if row.metric == "ttft_ms":
-        return state.ttft * 1e3
-    if row.metric in ("itl_ms", "tpot_ms"):
-        return state.itl * 1e3
-    return row_simulation.rate_metric(row, state.output_tokens_per_s)
+    prefill = np.broadcast_to(out["prefill_time"], (2, count, size))[0]
+    decode = np.broadcast_to(out["decode_step_time"], (2, count, size))[1]
+    osl = np.array([float(r.osl) for r in rows])[:, None]
+    state = closed_loop(prefill, decode, clients, capacity, osl)
+    result = np.empty((count, size))
+    for i, row in enumerate(rows):
+        if row.metric == "ttft_ms":
+            result[i] = state.ttft[i] * 1e3
+        elif row.metric in ("itl_ms", "tpot_ms"):
+            result[i] = state.itl[i] * 1e3
+        else:
+            result[i] = row_simulation.rate_metric(row, state.output_tokens_per_s[i])
+    return result
 
 
 def cost_model(model: RowModel, row: LedgerRow, efficiency: Efficiency):

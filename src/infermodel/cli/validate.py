@@ -19,8 +19,9 @@ def add_parser(subparsers) -> None:
                     "relative error per row and the median and 90th-percentile |error| per "
                     "metric; rows that cannot be predicted are listed with the reason. "
                     "--calibrated predicts with the [efficiency] preset the row's engine "
-                    "names (otherwise the ideal roofline); --fit refits those presets with "
-                    "held-out cross-validation. With SCENARIO: build a small randomly "
+                    "names (otherwise the ideal roofline); --fit refits those presets (the "
+                    "physical efficiency model's parameters, inside their bounds) and "
+                    "cross-validates them leaving one source out. With SCENARIO: build a small randomly "
                     "initialised decoder of the scenario's shape (PyTorch, the [validate] "
                     "extra) and compare its cache bytes, step times, batch invariance and "
                     "cached logits with the predictions.")
@@ -36,8 +37,6 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--fit", action="store_true",
                         help="ledger: refit the efficiency presets, with in-sample and held-out "
                              "errors side by side")
-    parser.add_argument("--folds", type=int, default=5, metavar="K",
-                        help="cross-validation folds for --fit (default 5)")
     parser.add_argument("--presets-dir", metavar="DIR",
                         help="with --fit: write the fitted efficiency presets into DIR")
     parser.add_argument("--hardware-preset", metavar="FILE",
@@ -82,7 +81,8 @@ def _ledger(args) -> int:
     import json
     from pathlib import Path
 
-    from ..accuracy.fits import fit, preset_toml
+    from ..accuracy.fits import fit
+    from ..accuracy.preset_files import preset_toml
     from ..accuracy.ledger import DEFAULT_LEDGER, read_ledger
     from ..accuracy.predictions import predict_rows
     from ..accuracy.report import fit_table, validation_table
@@ -96,8 +96,6 @@ def _ledger(args) -> int:
     if args.fit and args.calibrated:
         raise InfermodelError(Problem("--fit determines the presets; --calibrated uses them",
                                       suggestion="give one of --fit and --calibrated"))
-    if args.folds < 2:
-        raise InfermodelError(Problem(f"--folds {args.folds}", expected="at least 2"))
     path = DEFAULT_LEDGER if args.ledger == "builtin" else Path(args.ledger)
     protect([path])
     for target in (args.output, args.plot):
@@ -119,7 +117,7 @@ def _ledger(args) -> int:
     host = get_host()
     with Progress(len(rows), "ledger", unit="rows") as bar:
         if args.fit:
-            result = fit(rows, folds=args.folds, progress=bar, host=host)
+            result = fit(rows, progress=bar, host=host)
         else:
             validation = predict_rows(rows, calibrated=args.calibrated, progress=bar,
                                       host=host)
@@ -137,11 +135,11 @@ def _ledger(args) -> int:
 
         other = predict_rows(rows, calibrated=not args.calibrated, host=host)
         ideal, presets = (other, validation) if args.calibrated else (validation, other)
-        held_out = fit(rows, folds=args.folds, host=host).held_out
+        held_out = fit(rows, host=host).held_out
         save(plot_validation([("ideal roofline (peak rates, t0 = 0)", ideal),
                               ("engine presets, in-sample (--calibrated)", presets),
-                              (f"engine presets, held out ({args.folds}-fold, by table)",
-                               held_out)]), args.plot)
+                              ("engine presets, held out (one source left out)", held_out)]),
+             args.plot)
     if args.format == "json":
         data = validation.to_dict()
         data["efficiency"] = "engine presets" if args.calibrated else "ideal roofline"
