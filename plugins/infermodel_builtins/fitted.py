@@ -24,6 +24,7 @@ import tomllib
 from functools import lru_cache
 from pathlib import Path
 
+import sympy
 from sympy import Piecewise
 
 from infermodel.plugin import S, intervals
@@ -83,12 +84,16 @@ def define_intervals(scenario, define, record: dict, family: str, name: str) -> 
         if kind not in defined:
             continue
         low_name, high_name = intervals.RATIO_QUANTITIES[kind]
-        held = {"batch": 1} if quantity == "ttft" else None
         unit = "token/s" if kind == "throughput" else "s"
-        for suffix, ratio, end in (("low", low_name, "exceed"), ("high", high_name, "stay below")):
-            define(f"{quantity}_expected_{suffix}", S[quantity] * S[ratio], unit=unit,
+        ratios = (S[low_name], S[high_name])
+        if quantity == "ttft":
+            # One request alone: the single-request band, whatever the batch.
+            entry = intervals.choose(entries, kind, {**base, "band": intervals.band(1)})
+            ratios = (sympy.Float(math.exp(-entry.high), 6), sympy.Float(math.exp(-entry.low), 6))
+        for suffix, ratio, end in (("low", ratios[0], "exceed"), ("high", ratios[1], "stay below")):
+            define(f"{quantity}_expected_{suffix}", S[quantity] * ratio, unit=unit,
                    description=f"{what} a measurement is expected to {end} (80 % of held-out "
-                               "rows)", reference=ACCURACY, at=held)
+                               "rows)", reference=ACCURACY)
 
 
 def domain_warning(result, record: dict, name: str) -> str | None:
@@ -112,19 +117,23 @@ def domain_warning(result, record: dict, name: str) -> str | None:
     low, high = domain.get("concurrency", [1, math.inf])
     batch = result["batch"]
     if not low <= batch <= high:
-        outside.append(f"at {batch:g} sequences")
+        outside.append(f"at {batch:g} concurrent sequence{'s' if batch != 1 else ''}")
     tensor = result.values.get("parallel_tensor_degree", 1)
     t_low, t_high = domain.get("tensor", [1, math.inf])
     if not t_low <= tensor <= t_high:
-        outside.append(f"on {tensor:g} cards per replica")
+        outside.append(f"on {tensor:g} card{'s' if tensor != 1 else ''} per replica")
     if not outside:
         return None
     cards = ", ".join(domain.get("cards", [])) or "?"
     doubt = _doubt(result)
     return (f"the {name!r} efficiency preset rests on {fitted[0]} rows on "
-            f"{', '.join(generations) or '?'} ({cards}) at {low:g}–{high:g} concurrent "
-            f"requests and {t_low:g}–{t_high:g} cards; this is {' '.join(outside)}: outside what "
-            f"it was fitted on, so its figures carry more doubt than its interval says{doubt}")
+            f"{', '.join(generations) or '?'} ({cards}) at {_range(low, high)} concurrent "
+            f"requests on {_range(t_low, t_high)} cards; this is {' and '.join(outside)}: outside "
+            f"what it was fitted on, so its figures carry more doubt than its interval says{doubt}")
+
+
+def _range(low: float, high: float) -> str:
+    return f"{low:g}" if low == high else f"{low:g}–{high:g}"
 
 
 def _doubt(result) -> str:

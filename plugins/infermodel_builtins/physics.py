@@ -175,7 +175,14 @@ def infermodel_validate_scenario(scenario, report):
 def infermodel_register_headlines(register):
     for group, rows in HEADLINES.items():
         for name, label in rows:
-            register(group, name, label=label)
+            # An engine preset's calibrated interval (the efficiency plugin's quantities).
+            interval = ((f"{name}_expected_low", f"{name}_expected_high")
+                        if name in INTERVALS else None)
+            register(group, name, label=label, interval=interval)
+
+
+#: Headlines an efficiency preset's held-out errors give an interval.
+INTERVALS = ("ttft", "tpot", "tokens_per_s_total")
 
 
 #: What ``infermodel run`` shows first: a planner's answer at a glance.
@@ -672,10 +679,10 @@ def infermodel_check_result(result, warn):
                      f"{result.show('memory_required')} of {result.show('memory_bytes')} and at "
                      f"most {result['max_sequences']:g} full-length sequences fit, so this "
                      "batch's speed and cost cannot be reached")
-    if not scenario.given("efficiency") and all(
-            result[name] == 1 for name in ("prefill_mfu", "decode_mfu", "mbu")):
+    if not any(scenario.given(f"efficiency.{name}") for name in ("prefill_mfu", "decode_mfu", "mbu")
+               ) and all(result[name] == 1 for name in ("prefill_mfu", "decode_mfu", "mbu")):
         slower = 1 / EXAMPLE_MBU - 1
-        warn("mbu", "no [efficiency] stated: every card is assumed to reach its peak compute "
+        warn("mbu", "no efficiencies stated: every card is assumed to reach its peak compute "
                     "and bandwidth (prefill_mfu = decode_mfu = mbu = 1), which engines do not; "
                     f"at mbu = {EXAMPLE_MBU:g} a bandwidth-bound decode step takes {slower:.0%} "
                     f"longer (tpot {result.show('tpot', result['tpot'] / EXAMPLE_MBU)} instead "

@@ -491,7 +491,7 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
                 # Nothing rests on it: it keeps its prior rather than a design's accident.
                 fitted[name][n] = prior[n]
                 efficiencies[name] = Efficiency.of(fitted[name])
-                parameters[name][n] = attrs.evolve(report, value=prior[n])
+                parameters[name][n] = attrs.evolve(report, value=prior[n], folds=(prior[n],))
         domains[name] = _domain(group_rows, models)
     return Fit(efficiencies, Validation(ordered_inside), Validation(ordered_held), used, points,
                sources, urls, parameters, groups, domains, Validation(tuple(checked)))

@@ -117,12 +117,17 @@ def preset_toml(name: str, result: Fit, ledger: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _span(values) -> str:
-    return f"{min(values):.3g}–{max(values):.3g}" if values else "—"
-
-
 def _show(name: str, value: float) -> str:
-    return _time(value).replace("us", "µs") if name in TIMES else f"{value:.3g}"
+    if name in TIMES:
+        return "0" if value == 0 else _time(value).replace("us", "µs")
+    return f"{value:.3g}"
+
+
+def _span(name: str, values) -> str:
+    if not values:
+        return "—"
+    low, high = _show(name, min(values)), _show(name, max(values))
+    return low if low == high else f"{low}–{high}"
 
 
 def describe_preset(name: str, data: Mapping[str, Any]) -> list[str]:
@@ -145,7 +150,7 @@ def describe_preset(name: str, data: Mapping[str, Any]) -> list[str]:
                      if fitted else "no row moves it: its prior")
             lines.append(f"  {parameter.ljust(width)}  {_show(parameter, value):>9}  "
                          f"[{_show(parameter, low)}, {_show(parameter, high)}]  "
-                         f"held out {_span(report.get('held_out', []))}  {rests}")
+                         f"held out {_span(parameter, report.get('held_out', []))}  {rests}")
     elif efficiency:
         lines.append("values: " + " · ".join(f"{k} {v}" for k, v in efficiency.items()))
     held = meta.get("held_out", {})
@@ -160,7 +165,8 @@ def describe_preset(name: str, data: Mapping[str, Any]) -> list[str]:
     domain = meta.get("domain", {})
     if domain:
         lines.append("fitted on: " + "; ".join(
-            f"{k} {', '.join(str(v) for v in values)}" for k, values in domain.items()))
+            f"{k} {'–'.join(str(v) for v in values)}" if k in ("concurrency", "tensor")
+            else f"{k} {', '.join(str(v) for v in values)}" for k, values in domain.items()))
     sources = meta.get("sources", [])
     if sources:
         lines.append("sources: " + ", ".join(sources))

@@ -139,6 +139,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     notes: list[str] = []
     cost = _cost_model(scenario, result.values, table.cache_memory)
     notes.extend(cost.describe())
+    notes.extend(interval_notes(result))
     workload, more = _workload(scenario, table, result.values, defaults, base, problems)
     notes.extend(more)
     rates_ = _rates(table, chosen, workload, problems)
@@ -505,6 +506,24 @@ def _check_workload(table: Mapping, base: Path | None, problems: _Problems) -> N
                          "a CSV file of lengths, relative to the scenario")
         else:
             note_read(path)
+
+
+def interval_notes(result) -> list[str]:
+    """The 80 % interval of the simulated figures, where the scenario's efficiency preset
+    calibrated one (``infermodel.engine.intervals``): ratios of measured to predicted at
+    the scenario's batch band.
+    """
+    from ...engine.intervals import RATIO_QUANTITIES
+
+    values = result.values
+    parts = [f"{label} ×{values[low]:.2f}–{values[high]:.2f}"
+             for label, (low, high) in zip(("TTFT", "ITL", "tokens/s"), RATIO_QUANTITIES.values())
+             if low in values and high in values]
+    if not parts:
+        return []
+    return ["80 % interval of a measurement (the efficiency preset's held-out errors, by engine, "
+            "dense or MoE, concurrency band and card): " + ", ".join(parts)
+            + " of the simulated figures"]
 
 
 #: Quantities whose changes by levers the iteration cost does not follow. (Every
