@@ -292,7 +292,6 @@ def infermodel_register_fields(register):
                          "\"amd-cdna3\", ...): the group an engine preset's interval and fitted "
                          "domain are read by")
     register("efficiency", "gemm_tile_rows", kind="int", minimum=1, maximum=256, default=16,
-             quantity="gemm_tile_rows",
              description="physical model: rows of one matrix-product tile; m rows cost "
                          f"⌈m/tile⌉·tile ({TILES})")
 
@@ -441,6 +440,9 @@ def infermodel_define_quantities(scenario, define):
             define(p.name, value, unit=p.unit,
                    description=f"{p.meaning} (bound {_bound(p)}; from {origin})",
                    reference=p.source)
+    define("gemm_tile_rows", scenario.value("efficiency.gemm_tile_rows"), unit="1",
+           description="rows of one matrix-product tile: m rows cost ⌈m/tile⌉·tile",
+           reference=TILES)
     _formats(scenario, define)
     _kernels(scenario, define)
     _decode(scenario, define)

@@ -125,7 +125,8 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
 
     problems = _Problems(scenario)
     table = read_table(scenario, problems)
-    defaults = lever_defaults(scenario)
+    result = result if result is not None else evaluate_afresh(scenario)
+    defaults = engine_defaults(lever_defaults(scenario), result.values)
     base = scenario.path.parent if scenario.path else None
     written = scenario.tables.get("simulation", {}).get("workload")
     if isinstance(written, Mapping):
@@ -135,7 +136,6 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
                       turns=(deployment or {}).get("turns"))
     problems.raise_any()
     assert table is not None and chosen is not None  # no problem, so both were read
-    result = result if result is not None else evaluate_afresh(scenario)
     notes: list[str] = []
     cost = _cost_model(scenario, result.values, table.cache_memory)
     notes.extend(cost.describe())
@@ -383,6 +383,27 @@ def lever_defaults(scenario) -> dict[str, Any]:
     if output is not None:
         defaults["output"] = output
     return defaults
+
+
+#: The policy fields a scenario's engine sets (its scheduler defaults, quantities of the
+#: efficiency plugin), by policy kind.
+ENGINE_FIELDS = {"chunked": {"chunk_tokens": "engine_chunk_tokens", "max_running": "engine_max_sequences"},
+                 "paged": {"max_running": "engine_max_sequences"},
+                 "reserve": {"max_running": "engine_max_sequences"}}
+
+
+def engine_defaults(defaults: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``defaults`` with the engine's scheduler defaults for a policy named without them
+    (its chunk budget and sequence cap); a lever's proposal comes first.
+    """
+    fields = {kind: dict(v) for kind, v in defaults.get("fields", {}).items()}
+    for kind, names in ENGINE_FIELDS.items():
+        for field, quantity in names.items():
+            value = values.get(quantity)
+            if value is None or not math.isfinite(float(value)) or float(value) < 1:
+                continue
+            fields.setdefault(kind, {}).setdefault(field, int(value))
+    return {**defaults, "fields": fields}
 
 
 def policy_with_defaults(value, defaults):
