@@ -23,6 +23,7 @@ from infermodel.accuracy.closed_loop import closed_loop
 from infermodel.accuracy.ledger import (
     COLUMNS,
     DEFAULT_LEDGER,
+    LENGTHS,
     LOADS,
     METRICS,
     OPTIONAL_COLUMNS,
@@ -124,8 +125,8 @@ def test_optional_columns_take_their_defaults_and_may_come_in_any_order(tmp_path
     lines = [HEADER + ",attention_dp,load,source_group", GOOD + ",,,",
              two_cards + ",2,offline,vendor-x"]
     first, second = read_ledger(_write(tmp_path, "\n".join(lines) + "\n"))
-    assert (first.load, first.attention_dp, first.requests, first.request_rate) == \
-        ("closed", 1, None, None)
+    assert (first.load, first.attention_dp, first.requests, first.request_rate, first.lengths) == \
+        ("closed", 1, None, None, "fixed")
     assert first.group == "https://example.org/t"  # no source_group: the source itself
     assert (second.group, second.load, second.attention_dp) == ("vendor-x", "offline", 2)
     assert second.table != first.table
@@ -139,6 +140,7 @@ def test_optional_columns_take_their_defaults_and_may_come_in_any_order(tmp_path
     (",load,request_rate,requests", ",poisson,-1,10", "request_rate = '-1'"),
     (",requests", ",0", "requests = '0'"),
     (",attention_dp", ",2", "does not divide gpus = 1"),
+    (",lengths", ",varied", "lengths = 'varied'"),
     (",load,request_rate,requests", ",poisson,2,1", ""),  # concurrency 1 of 1 request: fine
 ])
 def test_optional_columns_are_checked_against_each_other(tmp_path, extra, cells, message):
@@ -161,9 +163,10 @@ def test_unknown_or_repeated_optional_columns_are_refused(tmp_path):
         assert message in str(info.value)
 
 
-def test_every_load_is_documented_with_its_meaning():
+def test_every_load_and_length_kind_is_documented_with_its_meaning():
     assert set(LOADS) == {"closed", "offline", "poisson"}
-    assert all(len(text) > 40 for text in LOADS.values())
+    assert set(LENGTHS) == {"fixed", "mean"}
+    assert all(len(text) > 40 for text in (*LOADS.values(), *LENGTHS.values()))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -9,7 +9,7 @@ A ledger is a CSV file whose header starts with exactly these columns
 and may go on with any of the optional columns :data:`OPTIONAL_COLUMNS`, in any order
 (an empty cell, or a missing column, takes the default given below):
 
-    source_group,load,request_rate,requests,attention_dp
+    source_group,load,request_rate,requests,attention_dp,lengths
 
 * ``id``: a unique name for the row; ``source``: the URL the figure was copied from.
 * ``engine``: the serving engine and its version as published (``"trtllm 0.5.0"``,
@@ -37,6 +37,10 @@ and may go on with any of the optional columns :data:`OPTIONAL_COLUMNS`, in any 
 * ``attention_dp`` (default 1): data-parallel attention groups (SGLang's
   ``--enable-dp-attention``, TensorRT-LLM's ``enable_attention_dp``: attention and its
   cache split by request over that many groups of cards, the experts shared).
+* ``lengths`` (default ``fixed``): ``fixed`` when every request had ``isl`` input and
+  ``osl`` output tokens; ``mean`` when the lengths varied (a dataset such as ShareGPT,
+  random lengths, outputs stopped by end-of-sequence) and ``isl``, ``osl`` are the run's
+  printed token totals over its requests, rounded (:data:`LENGTHS`).
 
 The shipped ledger is :data:`DEFAULT_LEDGER`; ``docs/accuracy.rst`` lists its sources.
 
@@ -56,15 +60,20 @@ import attrs
 
 from ..errors import InfermodelError, Problem, suggest
 
-__all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "ENGINE_OF_FAMILY", "LOADS", "METRICS",
-           "OPTIONAL_COLUMNS", "STATISTICS", "LedgerRow", "read_ledger"]
+__all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "ENGINE_OF_FAMILY", "LENGTHS", "LOADS",
+           "METRICS", "OPTIONAL_COLUMNS", "STATISTICS", "LedgerRow", "read_ledger"]
 
 COLUMNS = ("id", "source", "engine", "hardware", "gpus", "model", "hf_config", "weights",
            "kv_cache", "tensor", "expert", "isl", "osl", "concurrency", "metric", "statistic",
            "value")
 #: Columns a ledger may add after :data:`COLUMNS`, each with its default.
 OPTIONAL_COLUMNS = {"source_group": "", "load": "closed", "request_rate": "", "requests": "",
-                    "attention_dp": "1"}
+                    "attention_dp": "1", "lengths": "fixed"}
+#: What ``isl`` and ``osl`` are.
+LENGTHS = {
+    "fixed": "every request had isl input and osl output tokens",
+    "mean": "the lengths varied; isl and osl are the run's token totals over its requests",
+}
 #: What each metric measures, in the unit its name ends with.
 METRICS = {
     "ttft_ms": "time to first token, milliseconds",
@@ -125,6 +134,7 @@ class LedgerRow:
     request_rate: float | None = attrs.field(default=None, kw_only=True)
     requests: int | None = attrs.field(default=None, kw_only=True)
     attention_dp: int = attrs.field(default=1, kw_only=True)
+    lengths: str = attrs.field(default="fixed", kw_only=True)
 
     @property
     def family(self) -> str:
@@ -143,7 +153,7 @@ class LedgerRow:
         """
         return (self.source, self.engine, self.hardware, self.gpus, self.model,
                 str(self.hf_config), self.weights, self.kv_cache, self.tensor, self.isl, self.osl,
-                self.load, self.attention_dp)
+                self.load, self.attention_dp, self.lengths)
 
     @property
     def group(self) -> str:
@@ -289,6 +299,9 @@ def _parse_row(record: Sequence[str], columns: Sequence[str], line: int, path: P
         bad("model", "give exactly one of model and hf_config",
             expected="a model preset name, or a config.json path relative to the ledger")
     load = _check_load(cells, numbers, bad)
+    if cells["lengths"] not in LENGTHS:
+        bad("lengths", f"lengths = {cells['lengths']!r}", expected="one of " + ", ".join(LENGTHS),
+            suggestion=suggest(cells["lengths"], LENGTHS))
     if len(problems) > before:
         return None
     hf = (path.parent / cells["hf_config"]) if cells["hf_config"] else None
@@ -299,7 +312,7 @@ def _parse_row(record: Sequence[str], columns: Sequence[str], line: int, path: P
                      metric=cells["metric"], statistic=cells["statistic"], value=value,
                      line=line, source_group=cells["source_group"], load=load[0],
                      request_rate=load[1], requests=load[2], attention_dp=attention_dp,
-                     **numbers)
+                     lengths=cells["lengths"], **numbers)
 
 
 def _check_load(cells: dict[str, str], numbers: dict[str, int], bad
