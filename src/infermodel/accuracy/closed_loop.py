@@ -38,7 +38,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-__all__ = ["ClosedLoop", "closed_loop"]
+__all__ = ["ClosedLoop", "closed_loop", "offline_batch"]
 
 #: Prefill share at which the iteration stops growing the stall (a saturated prefill
 #: queue); beyond it the model is outside its range and says so through ``saturated``.
@@ -92,3 +92,30 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
     return ClosedLoop(ttft=ttft + queued, itl=itl, e2e=e2e + queued,
                       output_tokens_per_s=throughput, running=running,
                       saturated=share >= MAX_PREFILL_SHARE)
+
+
+def offline_batch(batch_prefill_time, decode_step_time, requests, running, output_tokens) -> ClosedLoop:
+    """An offline run: ``requests`` identical requests submitted at once, at most
+    ``running`` of them at a time (the cache or the engine's sequence cap), served in
+    rounds of ``running``: each round prefills its prompts (``batch_prefill_time``, the
+    prefill of ``running`` prompts) then decodes ``output_tokens − 1`` steps of
+    ``decode_step_time`` at that batch. Throughput is all output over the rounds' time;
+    a request's first token comes after the rounds before it and, on average, half its
+    round's prefill.
+
+    >>> r = offline_batch(0.4, 0.02, 8, 4, 11)
+    >>> float(r.output_tokens_per_s), float(r.ttft)
+    (73.33333333333333, 0.5)
+    """
+    tp = np.asarray(batch_prefill_time, dtype=float)
+    td = np.asarray(decode_step_time, dtype=float)
+    count = np.asarray(requests, dtype=float)
+    running = np.maximum(np.minimum(np.asarray(running, dtype=float), count), 1.0)
+    steps = np.maximum(np.asarray(output_tokens, dtype=float) - 1.0, 0.0)
+    rounds = np.ceil(count / running)
+    round_time = tp + steps * td
+    ttft = (rounds - 1.0) / 2.0 * round_time + tp / 2.0
+    e2e = ttft + steps * td
+    throughput = count * (steps + 1.0) / (rounds * round_time)
+    return ClosedLoop(ttft=ttft, itl=td + 0.0 * tp, e2e=e2e, output_tokens_per_s=throughput,
+                      running=running, saturated=np.zeros(np.broadcast(tp, td).shape, dtype=bool))

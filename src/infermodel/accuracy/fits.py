@@ -80,6 +80,8 @@ LOCAL = 96
 RADII = (0.12, 0.04)
 #: Pull toward the anchor: loss += SHRINK · mean over active parameters of (u − u_anchor)².
 SHRINK = 0.05
+#: Processes the fit's simulations run in (the fit's benchmark budget is two cores).
+WORKERS = 2
 #: Independent sources a card needs for its own refinement of an engine's preset.
 REFINE_MIN_SOURCES = 2
 #: Parameters a card's refinement refits (the card's own shares).
@@ -322,6 +324,19 @@ class _Fitter:
         return best, best_loss
 
     # -- the simulator's correction -----------------------------------------------
+    def simulate_all(self, jobs: Sequence[tuple[LedgerRow, Mapping[str, float]]]
+                     ) -> dict[str, Prediction]:
+        """Every (row, values) simulated, the runs spread over :data:`WORKERS` processes."""
+        self.simulations.prefetch([(self.models[r.id], r, self.efficiency(v)) for r, v in jobs],
+                                  workers=WORKERS)
+        return {row.id: self.simulate(row, values) for row, values in jobs}
+
+    def correct_all(self, groups: Sequence[tuple[Sequence[LedgerRow], Mapping[str, float]]]) -> None:
+        """Simulate each group of rows at its values and set their corrections."""
+        self.simulate_all([(r, v) for rows, v in groups for r in rows if r.concurrency > 1])
+        for rows, values in groups:
+            self.correct(rows, values)
+
     def correct(self, rows: Sequence[LedgerRow], values: Mapping[str, float]) -> float:
         """Simulate ``rows`` at ``values``: set their corrections, return the simulated loss."""
         errors, metrics = [], []
@@ -408,21 +423,14 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
     families = sorted({r.family for r in usable})
     members = {f: [r for r in usable if r.family == f] for f in families}
 
-    # In sample: the pooled fit, each family's (two passes of the simulator's
-    # correction), and each refined card's.
+    # In sample: the pooled fit; each family's, corrected once by the simulator; each
+    # refined card's.
     fitted: dict[str, dict[str, float]] = {}
     pooled = fitter.choose(usable, prior)
-    inside: dict[str, Prediction] = {}
+    first = {family: fitter.choose(members[family], pooled) for family in families}
+    fitter.correct_all([(members[f], first[f]) for f in families])
     for family in families:
-        chosen, best = pooled, math.inf
-        for _ in range(2):
-            candidate = fitter.choose(members[family], pooled)
-            loss = fitter.correct(members[family], candidate)
-            if loss < best:
-                chosen, best = candidate, loss
-        fitter.correct(members[family], chosen)
-        fitted[family] = chosen
-        inside.update({r.id: fitter.simulate(r, chosen) for r in members[family]})
+        fitted[family] = fitter.choose(members[family], pooled)
     pooled = fitter.choose(usable, prior)
     used = {f: tuple(r.id for r in members[f]) for f in families}
     card_rows: dict[str, list[LedgerRow]] = {}
@@ -434,13 +442,13 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
             fitted[name] = fitter.choose(group, fitted[family], CARD_PARAMETERS, fitted[family])
             card_rows[name] = group
             used[name] = tuple(r.id for r in group)
-            for r in group:
-                preset_of[r.id] = name
-                inside[r.id] = fitter.simulate(r, fitted[name])
+            preset_of.update({r.id: name for r in group})
+    inside = fitter.simulate_all([(r, fitted[preset_of[r.id]]) for r in usable])
 
     # Held out: each source by fits on the others.
-    held: dict[str, Prediction] = {}
     folds: dict[str, list[dict[str, float]]] = {name: [] for name in fitted}
+    jobs: list[tuple[LedgerRow, dict[str, float]]] = []
+    alone: set[str] = set()
     for source in _sources(usable):
         test = [r for r in usable if r.group == source]
         rest = [r for r in usable if r.group != source]
@@ -449,18 +457,26 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
             others = [r for r in members[family] if r.group != source]
             own = fitter.choose(others, pooled_without) if others else pooled_without
             folds[family].append(own)
+            refined: dict[str, dict[str, float]] = {}
             for row in (r for r in test if r.family == family):
                 name = preset_of[row.id]
                 values = own
                 if name != family:
-                    group = [r for r in card_rows[name] if r.group != source]
-                    if group:
-                        values = fitter.choose(group, own, CARD_PARAMETERS, own)
-                        folds[name].append(values)
-                held[row.id] = fitter.simulate(row, values)
+                    if name not in refined:
+                        group = [r for r in card_rows[name] if r.group != source]
+                        refined[name] = (fitter.choose(group, own, CARD_PARAMETERS, own)
+                                         if group else own)
+                        if group:
+                            folds[name].append(refined[name])
+                    values = refined[name]
+                jobs.append((row, values))
                 if not others:
-                    held[row.id] = attrs.evolve(held[row.id], reason=(
-                        f"no other {family} source: predicted by the other engines' fit"))
+                    alone.add(row.id)
+    held = fitter.simulate_all(jobs)
+    for row_id in alone:
+        family = held[row_id].row.family
+        held[row_id] = attrs.evolve(held[row_id], reason=(
+            f"no other {family} source: predicted by the other engines' fit"))
     # Report.
     missing = {p.row.id: p for p in unpredictable}
     ordered_inside = tuple(inside.get(r.id) or missing[r.id] for r in rows)

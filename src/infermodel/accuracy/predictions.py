@@ -30,7 +30,7 @@ import numpy as np
 
 from ..engine import intervals
 from . import row_simulation
-from .closed_loop import closed_loop
+from .closed_loop import ClosedLoop, closed_loop, offline_batch
 from .ledger import ENGINE_FAMILIES, ENGINE_OF_FAMILY, LedgerRow
 
 if TYPE_CHECKING:
@@ -337,20 +337,29 @@ def predict_group(models: Sequence[RowModel], rows: Sequence[LedgerRow],
     capacity = np.array([m.capacity for m in models])[:, None]
     clients = np.array([float(r.concurrency) for r in rows])[:, None]
     running = np.minimum(clients, np.floor(capacity))
+    cap = np.array([min(m.max_sequences, m.capacity) for m in models])[:, None]
+    running = np.minimum(running, np.maximum(np.floor(cap), 1.0))
     values = dict(model.inputs)
-    # Axis 0: prefill (batch 1) or the decode step at the running batch; axis 1: rows;
-    # axis 2: candidates.
-    values["batch"] = np.stack([np.ones_like(running), running])
+    # Axis 0: prefill (batch 1), the decode step at the running batch, the prefill of the
+    # running batch's prompts; axis 1: rows; axis 2: candidates.
+    values["batch"] = np.stack([np.ones_like(running), running, running])
     values["prompt_tokens"] = np.array([float(r.isl) for r in rows])[None, :, None]
     values["output_tokens"] = np.array([float(r.osl) for r in rows])[None, :, None]
     for name, candidate in candidates.items():
         if name in values:
             values[name] = np.asarray(candidate, dtype=float)[None, None, :]
     out = model.compiled(values)
-    prefill = np.broadcast_to(out["prefill_time"], (2, count, size))[0]
-    decode = np.broadcast_to(out["decode_step_time"], (2, count, size))[1]
+    prefill = np.broadcast_to(out["prefill_time"], (3, count, size))
+    decode = np.broadcast_to(out["decode_step_time"], (3, count, size))[1]
     osl = np.array([float(r.osl) for r in rows])[:, None]
-    state = closed_loop(prefill, decode, clients, capacity, osl)
+    state = closed_loop(prefill[0], decode, clients, np.minimum(capacity, cap), osl)
+    offline = np.array([r.load == "offline" for r in rows])
+    if offline.any():
+        batch = offline_batch(prefill[2], decode, clients, running, osl)
+        pick = offline[:, None]
+        state = ClosedLoop(*(np.where(pick, getattr(batch, f), getattr(state, f))
+                             for f in ("ttft", "itl", "e2e", "output_tokens_per_s", "running",
+                                       "saturated")))
     result = np.empty((count, size))
     for i, row in enumerate(rows):
         if row.metric == "ttft_ms":
@@ -384,21 +393,52 @@ class Simulations:
     def __init__(self) -> None:
         self.runs: dict[tuple, row_simulation.ServingFigures | str] = {}
 
+    @staticmethod
+    def key(row: LedgerRow, efficiency: Efficiency) -> tuple:
+        return (model_key(row), row.concurrency, row.load, row.requests, row.request_rate,
+                efficiency)
+
+    @staticmethod
+    def arguments(model: RowModel, row: LedgerRow, efficiency: Efficiency) -> tuple:
+        """What :func:`.row_simulation.run_row` needs: plain, picklable values."""
+        return (cost_model(model, row, efficiency), row.isl, row.osl, row.concurrency,
+                model.chunk_tokens, model.max_sequences, row.load, row.requests,
+                row.request_rate)
+
+    def prefetch(self, jobs: Sequence[tuple[RowModel, LedgerRow, Efficiency]], *,
+                 workers: int = 1) -> None:
+        """Run the simulations ``jobs`` need and have not run, in ``workers`` processes
+        (one: here); the results are those of :meth:`value` to the bit.
+        """
+        todo: dict[tuple, tuple] = {}
+        for model, row, efficiency in jobs:
+            key = self.key(row, efficiency)
+            if key in self.runs or key in todo or row.concurrency <= 1:
+                continue
+            reason = row_simulation.unsupported(row)
+            if reason:
+                self.runs[key] = reason
+                continue
+            todo[key] = self.arguments(model, row, efficiency)
+        if workers <= 1 or len(todo) < 2 * workers:
+            for key, arguments in todo.items():
+                self.runs[key] = row_simulation.run_row(*arguments)
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            done = pool.map(row_simulation.run_row_packed, todo.values(), chunksize=4)
+            self.runs.update(zip(todo, done))
+
     def value(self, model: RowModel, row: LedgerRow, efficiency: Efficiency) -> float | str:
         """The row's metric simulated at ``efficiency``, or why it cannot be."""
-        from ..simulator import SimulationError
-
-        key = (model_key(row), row.concurrency, row.load, row.requests, row.request_rate,
-               efficiency)
+        key = self.key(row, efficiency)
         if key not in self.runs:
             reason = row_simulation.unsupported(row)
-            try:
-                self.runs[key] = reason or row_simulation.simulate_row(
-                    cost_model(model, row, efficiency), row.isl, row.osl, row.concurrency,
-                    chunk_tokens=model.chunk_tokens, max_sequences=model.max_sequences,
-                    load=row.load, requests=row.requests, request_rate=row.request_rate)
-            except SimulationError as exc:
-                self.runs[key] = f"the closed-loop simulation failed: {exc}"
+            self.runs[key] = reason or row_simulation.run_row(
+                *self.arguments(model, row, efficiency))
         run = self.runs[key]
         if isinstance(run, str):
             return run

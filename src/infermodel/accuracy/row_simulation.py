@@ -55,7 +55,7 @@ import attrs
 import numpy as np
 
 __all__ = ["CHUNK_TOKENS", "MAX_TOKENS", "RATE_METRICS", "ROUNDS", "SEED", "ServingFigures",
-           "rate_metric", "simulate_row", "unsupported"]
+           "rate_metric", "run_row", "run_row_packed", "simulate_row", "unsupported"]
 
 #: Metrics that are the system's output rate, scaled (:func:`rate_metric`).
 RATE_METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_per_s")
@@ -161,6 +161,26 @@ def simulate_row(cost, isl: int, osl: int, concurrency: int, *, chunk_tokens: in
         throughput = float(np.sum(record.outputs)) / duration
     return ServingFigures(ttft, tpot, itl_mean, float(itl_median), float(itl_p99), throughput,
                           int(ttft.size), warmup, int(record.preemptions))
+
+
+def run_row(cost, isl: int, osl: int, concurrency: int, chunk_tokens: int, max_sequences: float,
+            load: str, requests: int | None, request_rate: float | None) -> ServingFigures | str:
+    """:func:`simulate_row`, a failure given as its reason (what a ledger row's prediction
+    holds; a worker process returns it as it is).
+    """
+    from ..simulator import SimulationError
+
+    try:
+        return simulate_row(cost, isl, osl, concurrency, chunk_tokens=chunk_tokens,
+                            max_sequences=max_sequences, load=load, requests=requests,
+                            request_rate=request_rate)
+    except SimulationError as exc:
+        return f"the closed-loop simulation failed: {exc}"
+
+
+def run_row_packed(arguments: tuple) -> ServingFigures | str:
+    """:func:`run_row` of one tuple (a process pool's map)."""
+    return run_row(*arguments)
 
 
 def rate_metric(row, output_tokens_per_s):

@@ -634,6 +634,13 @@ class CostModel:
         # scheduled sequence one step on) takes P/m times the work of a micro-batch
         # on the combined device, the weights read P times in all (Module 10,
         # "Choose a deployment, not only a chip"; the parallelism lever's step time).
+        if positions.size == 1 and self.physical is not None:
+            # The fast engine asks for one iteration at a time most often: plain floats.
+            first = positions.item()
+            count1 = first if sequences is None else float(np.asarray(sequences).item())
+            heads1 = count1 if scored is None else float(np.asarray(scored).item())
+            return np.full(positions.shape, self._physical_scalar(
+                first, attention.item(), cached.item(), count1, heads1))
         count = positions if sequences is None else np.asarray(sequences, dtype=np.float64)
         micro = np.maximum(1.0, np.minimum(float(self.stages), count))
         scale = self.stages / micro
@@ -660,6 +667,53 @@ class CostModel:
         if self.collectives is not None:
             time = time + self.collectives.time(positions / micro)
         # All-reduces and stage hops: not overlapped with the step (an upper bound).
+        return time + self.overhead + self.comm_fixed + self.comm_per_token * positions / micro
+
+    def _physical_scalar(self, positions: float, attention: float, cached: float, count: float,
+                         heads: float) -> float:
+        """:meth:`iteration_times` of one physical-model iteration, in floats (the same
+        terms as :meth:`_physical_time` and the extensions after it).
+        """
+        phys = self.physical
+        assert phys is not None
+        micro = max(1.0, min(float(self.stages), count))
+        scale = self.stages / micro
+        rows = positions / micro
+        tile = phys.tile
+        body = self.flops_per_body_position if self.head_params else self.flops_per_position
+        products = micro * (math.ceil(rows / tile) * tile)
+        e, k = self.experts, self.active_experts
+        if phys.expert_flops_per_row:
+            read = e * (1 - (1 - k / e) ** rows)
+            per_expert = rows * k / read if read > 0 else 0.0
+            expert = micro * phys.expert_flops_per_row * read * (math.ceil(per_expert / tile) * tile)
+            matmul = (body - k * phys.expert_flops_per_row) * products + expert
+        else:
+            matmul = body * products
+        if self.head_params:
+            matmul += self.flops_per_head_position * heads
+        weights = self.weight_bytes
+        if self.routed_expert_bytes:
+            read_all = e * (1 - (1 - k / e) ** rows)
+            weights -= self.routed_expert_bytes * (e - read_all)
+        if self.embedding_row_bytes:
+            weights -= self.embedding_row_bytes * (self.embedding_rows - min(rows, self.embedding_rows))
+        weight_time = self.stages * weights / self.bandwidth
+        if self.routed_expert_bytes and phys.expert_bandwidth_ratio != 1.0:
+            expert_bytes = self.routed_expert_bytes * e * (1 - (1 - k / e) ** rows)
+            weight_time += self.stages * expert_bytes * (1 / phys.expert_bandwidth_ratio - 1) / self.bandwidth
+        gemm = scale * matmul / self.compute
+        attend = scale * self.flops_per_attention_pair * attention / phys.attention_compute
+        cache_time = scale * (1.0 - self.host_fraction) * self.kv_bytes_per_token * cached / self.bandwidth
+        gpu = max(weight_time, gemm) + max(cache_time, attend) + phys.kernel_fixed
+        if not (positions == count and count <= phys.graph_max_batch):
+            gpu = max(gpu, phys.launch_bound)
+        time = gpu + phys.host_fixed + phys.host_per_sequence * count
+        if self.host_fraction:
+            host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
+            time = max(time, host) if self.host_overlap else time + host
+        if self.collectives is not None:
+            time += float(self.collectives.time(np.array(rows)))
         return time + self.overhead + self.comm_fixed + self.comm_per_token * positions / micro
 
     def _physical_time(self, positions: np.ndarray, attention: np.ndarray, cached: np.ndarray,
