@@ -557,15 +557,21 @@ def _gemm_time(scenario, define, phase, tokens, flops):
            description=f"padded rows over rows of the {phase} products (m = {'B' if phase == 'decode' else 'B·n'})",
            reference=TILES)
     rate = S.flops_peak * S.gemm_fraction * S.gemm_format_fraction
+    # The head scores one position per sequence (engines' convention): its own product,
+    # one row per sequence, not padded with the pass's rows.
+    head = sympy.Integer(0)
+    if scenario.value("efficiency.prefill_logits") == "last":
+        scored = S.batch if phase == "decode" else S.batch * S.prefill_logit_positions
+        head = 2 * scored * S.params_head_matmul
     if moe is None:
-        time = flops * S[f"{phase}_gemm_padding"] / rate
+        time = ((flops - head) * S[f"{phase}_gemm_padding"] + head) / rate
     else:
         expert_flops, rows = moe
         define(f"{phase}_expert_padding", _padding(rows), unit="1",
                description=f"padded rows over rows of each routed expert's product in {phase}",
                reference=TILES)
-        time = ((flops - expert_flops) * S[f"{phase}_gemm_padding"]
-                + expert_flops * S[f"{phase}_expert_padding"]) / rate
+        time = ((flops - expert_flops - head) * S[f"{phase}_gemm_padding"]
+                + expert_flops * S[f"{phase}_expert_padding"] + head) / rate
     define(f"{phase}_time_gemm", time / _speedup(scenario), unit="s",
            description=f"{phase} time of the matrix products at the GEMM rate, rows padded to tiles",
            reference=f"{GEMM}; {TILES}")

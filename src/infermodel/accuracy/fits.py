@@ -57,6 +57,7 @@ from .predictions import (
     Prediction,
     RowModel,
     Simulations,
+    WORKERS,
     Validation,
     model_key,
     predict,
@@ -80,8 +81,6 @@ LOCAL = 96
 RADII = (0.12, 0.04)
 #: Pull toward the anchor: loss += SHRINK · mean over active parameters of (u − u_anchor)².
 SHRINK = 0.05
-#: Processes the fit's simulations run in (the fit's benchmark budget is two cores).
-WORKERS = 2
 #: Independent sources a card needs for its own refinement of an engine's preset.
 REFINE_MIN_SOURCES = 2
 #: Parameters a card's refinement refits (the card's own shares).
@@ -429,9 +428,12 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
     pooled = fitter.choose(usable, prior)
     first = {family: fitter.choose(members[family], pooled) for family in families}
     fitter.correct_all([(members[f], first[f]) for f in families])
+    moved: dict[str, dict[str, list[str]]] = {}
     for family in families:
         fitted[family] = fitter.choose(members[family], pooled)
-    pooled = fitter.choose(usable, prior)
+        moved[family] = fitter.sensitivity(members[family], fitted[family])
+        # A parameter no row rests on keeps its prior rather than a design's accident.
+        fitted[family].update({n: prior[n] for n, ids in moved[family].items() if not ids})
     used = {f: tuple(r.id for r in members[f]) for f in families}
     card_rows: dict[str, list[LedgerRow]] = {}
     preset_of = {r.id: r.family for r in usable}
@@ -452,7 +454,7 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
     for source in _sources(usable):
         test = [r for r in usable if r.group == source]
         rest = [r for r in usable if r.group != source]
-        pooled_without = fitter.choose(rest, prior)
+        pooled_without = fitter.choose(rest, prior) if rest else dict(prior)
         for family in sorted({r.family for r in test}):
             others = [r for r in members[family] if r.group != source]
             own = fitter.choose(others, pooled_without) if others else pooled_without
@@ -476,7 +478,8 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
     for row_id in alone:
         family = held[row_id].row.family
         held[row_id] = attrs.evolve(held[row_id], reason=(
-            f"no other {family} source: predicted by the other engines' fit"))
+            f"no other {family} source: predicted by the other engines' fit (the priors "
+            "where there is no other source at all)"))
     # Report.
     missing = {p.row.id: p for p in unpredictable}
     ordered_inside = tuple(inside.get(r.id) or missing[r.id] for r in rows)
@@ -495,19 +498,13 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
         group_rows = [by_id[i] for i in ids]
         sources[name] = tuple(_sources(group_rows))
         urls[name] = tuple(dict.fromkeys(r.source for r in group_rows))
-        moved = fitter.sensitivity(group_rows, fitted[name])
+        rests = moved.get(name) or fitter.sensitivity(group_rows, fitted[name])
         parameters[name] = {
             n: ParameterReport(fitted[name][n], float(bounds.low[i]), float(bounds.high[i]),
-                               bool(moved[n]) and (n in CARD_PARAMETERS or "-" not in name),
-                               tuple(f[n] for f in folds[name]), tuple(moved[n]),
-                               tuple(_sources([by_id[i] for i in moved[n]])))
+                               bool(rests[n]) and (n in CARD_PARAMETERS or "-" not in name),
+                               tuple(f[n] for f in folds[name]) if rests[n] else (fitted[name][n],),
+                               tuple(rests[n]), tuple(_sources([by_id[i] for i in rests[n]])))
             for i, n in enumerate(bounds.names)}
-        for n, report in parameters[name].items():
-            if not report.rows and "-" not in name:
-                # Nothing rests on it: it keeps its prior rather than a design's accident.
-                fitted[name][n] = prior[n]
-                efficiencies[name] = Efficiency.of(fitted[name])
-                parameters[name][n] = attrs.evolve(report, value=prior[n], folds=(prior[n],))
         domains[name] = _domain(group_rows, models)
     return Fit(efficiencies, Validation(ordered_inside), Validation(ordered_held), used, points,
                sources, urls, parameters, groups, domains, Validation(tuple(checked)))

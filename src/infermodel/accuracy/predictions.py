@@ -51,6 +51,8 @@ FITTED = ("bandwidth_fraction", "expert_bandwidth_fraction", "gemm_fraction", "a
 #: (DeepSeek-V3's 128×128-block FP8 quantises activations per 1×128 tile).
 EIGHT_BIT_FLOATS = ("fp8-e4m3", "fp8-e5m2", "mxfp8", "fp8-b128")
 EIGHT_BIT_INTS = ("int8",)
+#: Processes the ledger's simulations run in.
+WORKERS = 2
 #: The documents' ideal roofline: peak rates, no fixed time, no engine (nothing kept back).
 IDEAL_TABLE = {"model": "fixed", "prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0,
                "engine": "none"}
@@ -401,7 +403,7 @@ class Simulations:
     @staticmethod
     def arguments(model: RowModel, row: LedgerRow, efficiency: Efficiency) -> tuple:
         """What :func:`.row_simulation.run_row` needs: plain, picklable values."""
-        return (cost_model(model, row, efficiency), row.isl, row.osl, row.concurrency,
+        return (cost_model(model, row, efficiency), row.family, row.isl, row.osl, row.concurrency,
                 model.chunk_tokens, model.max_sequences, row.load, row.requests,
                 row.request_rate)
 
@@ -504,22 +506,26 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
     simulations = simulations if simulations is not None else Simulations()
     chosen = dict(efficiencies or {})
     groups: dict[str, list[intervals.Entry]] = {}
-    points = []
+    planned: list[tuple[LedgerRow, str | None, RowModel | str, Efficiency]] = []
     for row in rows:
         name = preset_name(row, host=host) if calibrated and row.family in ENGINE_FAMILIES else None
         key = (model_key(row), name)
         if key not in models:
             models[key] = row_model(row, preset=name, ideal=not calibrated, host=host,
                                     structures=structures)
-        model = models[key]
         if progress is not None:
             progress.update()
-        if isinstance(model, str):
-            points.append(Prediction(row, None, model))
-            continue
         efficiency = Efficiency()
         if name is not None:
             efficiency = chosen.get(name, chosen.get(row.family, Efficiency()))
+        planned.append((row, name, models[key], efficiency))
+    simulations.prefetch([(m, r, e) for r, _, m, e in planned if not isinstance(m, str)],
+                         workers=WORKERS)
+    points = []
+    for row, name, model, efficiency in planned:
+        if isinstance(model, str):
+            points.append(Prediction(row, None, model))
+            continue
         value = predict(model, row, efficiency, simulations)
         if isinstance(value, str):
             points.append(Prediction(row, None, value))

@@ -107,13 +107,15 @@ class ServingFigures:
         return float(np.mean(sample)) * 1e3
 
 
-def simulate_row(cost, isl: int, osl: int, concurrency: int, *, chunk_tokens: int = CHUNK_TOKENS,
-                 max_sequences: float = math.inf, load: str = "closed",
-                 requests: int | None = None, request_rate: float | None = None) -> ServingFigures:
+def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int, *,
+                 chunk_tokens: int = CHUNK_TOKENS, max_sequences: float = math.inf,
+                 load: str = "closed", requests: int | None = None,
+                 request_rate: float | None = None) -> ServingFigures:
     """Run the row's load of fixed ``isl``/``osl`` requests on ``cost`` with the chunked
     policy at ``chunk_tokens`` per iteration and at most ``max_sequences`` running (see
     the module docstring): ``concurrency`` closed-loop clients, an offline run of
     ``concurrency`` requests, or ``requests`` Poisson arrivals at ``request_rate``.
+    ``family`` names the row's engine family (its scenario sets the budget and cap).
     """
     from ..simulator import FixedLength, Policy, Workload, WorkloadSpec, run_record
     from ..simulator.metrics import weighted_quantile
@@ -163,15 +165,16 @@ def simulate_row(cost, isl: int, osl: int, concurrency: int, *, chunk_tokens: in
                           int(ttft.size), warmup, int(record.preemptions))
 
 
-def run_row(cost, isl: int, osl: int, concurrency: int, chunk_tokens: int, max_sequences: float,
-            load: str, requests: int | None, request_rate: float | None) -> ServingFigures | str:
+def run_row(cost, family: str, isl: int, osl: int, concurrency: int, chunk_tokens: int,
+            max_sequences: float, load: str, requests: int | None,
+            request_rate: float | None) -> ServingFigures | str:
     """:func:`simulate_row`, a failure given as its reason (what a ledger row's prediction
     holds; a worker process returns it as it is).
     """
     from ..simulator import SimulationError
 
     try:
-        return simulate_row(cost, isl, osl, concurrency, chunk_tokens=chunk_tokens,
+        return simulate_row(cost, family, isl, osl, concurrency, chunk_tokens=chunk_tokens,
                             max_sequences=max_sequences, load=load, requests=requests,
                             request_rate=request_rate)
     except SimulationError as exc:
