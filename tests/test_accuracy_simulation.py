@@ -129,6 +129,7 @@ def test_rows_beyond_the_simulation_bound_give_a_reason(tmp_path, host):
     assert point.predicted is None and "bound" in point.reason
 
 
+@pytest.mark.slow
 def test_shipped_ledger_prediction_is_quick(host):
     """The whole shipped ledger (about 60 closed loops) predicts in seconds."""
     import time
