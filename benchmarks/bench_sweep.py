@@ -46,7 +46,7 @@ GRID = {
 
 
 def _relative(a: float, b: float) -> float:
-    if math.isnan(a) and math.isnan(b) or a == b:
+    if (math.isnan(a) and math.isnan(b)) or a == b:
         return 0.0
     if math.isinf(a) or math.isinf(b) or math.isnan(a) or math.isnan(b):
         return math.inf

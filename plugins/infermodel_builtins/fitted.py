@@ -88,8 +88,9 @@ def define_intervals(scenario, define, record: dict, family: str, name: str) -> 
         ratios = (S[low_name], S[high_name])
         if quantity == "ttft":
             # One request alone: the single-request band, whatever the batch.
-            entry = intervals.choose(entries, kind, {**base, "band": intervals.band(1)})
-            ratios = (sympy.Float(math.exp(-entry.high), 6), sympy.Float(math.exp(-entry.low), 6))
+            alone = intervals.choose(entries, kind, {**base, "band": intervals.band(1)})
+            assert alone is not None  # every band has a group, or the kind was not defined
+            ratios = (sympy.Float(math.exp(-alone.high), 6), sympy.Float(math.exp(-alone.low), 6))
         for suffix, ratio, end in (("low", ratios[0], "exceed"), ("high", ratios[1], "stay below")):
             define(f"{quantity}_expected_{suffix}", S[quantity] * ratio, unit=unit,
                    description=f"{what} a measurement is expected to {end} (80 % of held-out "

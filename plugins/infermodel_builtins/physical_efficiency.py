@@ -407,6 +407,7 @@ def dequantising_classes(scenario) -> dict[str, str]:
     for key, (fmt, _) in weight_formats(scenario, lever).items():
         if key not in ("linear", "experts"):
             continue
+        compute_bits: float
         if activations is not None:
             compute_bits = {"fp8": 8, "int8": 8, "fp4": 4}[activations] if native[activations] else 16
         else:

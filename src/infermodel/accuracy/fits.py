@@ -53,11 +53,11 @@ from . import row_simulation
 from .ledger import LedgerRow
 from .predictions import (
     FITTED,
+    WORKERS,
     Efficiency,
     Prediction,
     RowModel,
     Simulations,
-    WORKERS,
     Validation,
     model_key,
     predict,
@@ -105,8 +105,8 @@ class Bounds:
         host.check_loaded()
         fields = host.registries.fields["efficiency"]
         names = tuple(n for n in FITTED if n in fields)
-        low = np.array([float(fields[n].minimum) for n in names])
-        high = np.array([float(fields[n].maximum) for n in names])
+        low = np.array([float(fields[n].minimum or 0.0) for n in names])
+        high = np.array([float(fields[n].maximum or 0.0) for n in names])
         log = np.array([fields[n].unit == "s" for n in names])
         prior = np.array([priors.get(n, (low[i] + high[i]) / 2) for i, n in enumerate(names)])
         return cls(names, low, high, log, prior)
@@ -164,7 +164,7 @@ class Fit:
     groups: Mapping[str, tuple[intervals.Entry, ...]] = {}
     domains: Mapping[str, Mapping[str, Any]] = {}
     #: Held-out predictions with intervals built without their own source.
-    checked: Validation = Validation(())
+    checked: Validation = attrs.field(factory=lambda: Validation(()))
 
     def coverage(self) -> dict[str, dict[str, float]]:
         """Share of held-out rows inside intervals built without their source, overall

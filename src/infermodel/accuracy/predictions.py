@@ -138,7 +138,7 @@ class Validation:
         return {"n": len(marks), "covered": sum(marks) / len(marks)} if marks else None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"points": [p.to_dict() for p in self.predicted],
+        out: dict[str, Any] = {"points": [p.to_dict() for p in self.predicted],
                "summary": self.summary(),
                "unpredictable": [{"id": p.row.id, "metric": p.row.metric, "reason": p.reason}
                                  for p in self.unpredictable]}

@@ -82,9 +82,9 @@ def _ledger(args) -> int:
     from pathlib import Path
 
     from ..accuracy.fits import fit
-    from ..accuracy.preset_files import preset_toml
     from ..accuracy.ledger import DEFAULT_LEDGER, read_ledger
     from ..accuracy.predictions import predict_rows
+    from ..accuracy.preset_files import preset_toml
     from ..accuracy.report import fit_table, validation_table
     from ..errors import InfermodelError, Problem
     from ..host import get_host
