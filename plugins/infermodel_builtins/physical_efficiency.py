@@ -200,10 +200,20 @@ def is_physical(scenario) -> bool:
     model = scenario.value("efficiency.model")
     if model is not None:
         return model == "physical"
-    if any(scenario.value(f"efficiency.{m}") is not None for m in ("prefill_rate", "decode_rate")
-           if hasattr(scenario.sections["efficiency"], m)):
+    if any(_optional(scenario, f"efficiency.{m}") is not None for m in ("prefill_rate", "decode_rate")):
         return False
+    # Whether a fixed efficiency is written, by the scenario or its preset (a value written
+    # later, by --set or a sweep, rebuilds: the model replaces those quantities, so they
+    # are never values of a physical structure).
     return not any(f"efficiency.{name}" in scenario.origins for name in FIXED_FIELDS)
+
+
+def _optional(scenario, path: str):
+    """A field another plugin may declare (None when no loaded plugin does)."""
+    try:
+        return scenario.value(path)
+    except AttributeError:
+        return None
 
 
 def _seconds(text) -> float:
@@ -322,8 +332,7 @@ def kernels_per_step(scenario) -> int:
     st = structure(scenario)
     value = scenario.value
     moe_extra = (SHARED_EXPERT_KERNELS if value("model.shared_experts") else 0) + (
-        GROUPED_ROUTING_KERNELS if getattr(scenario.sections["model"], "score_correction_bias", False)
-        else 0)
+        GROUPED_ROUTING_KERNELS if _optional(scenario, "model.score_correction_bias") else 0)
     quantised = _quantised_activations(scenario)
     attention = LATENT_KERNELS if st.mla else ATTENTION_KERNELS
     attention += quantised * QUANTISED_INPUTS["latent" if st.mla else "attention"]
