@@ -12,6 +12,15 @@
   what a call paid before plans were kept) and without kept structures at all.
 * **Start-up.** ``infermodel run SCENARIO`` against ``python -c "import sympy, numpy"``,
   alternately in fresh processes: medians of wall time and of CPU time.
+* **Beside aiconfigurator** (when the ``aiconfigurator`` package is installed:
+  ``pip install "aiconfigurator==0.12.*"``, a benchmark dependency only): the same
+  deployment (``scenarios/engine-trtllm-llama-3.1-8b.toml``, Llama 3.1 8B on one H100 SXM
+  under TensorRT-LLM, 1,024-token prompts, 256-token answers) with the batch changed at
+  every point, interleaved in the same rounds: infermodel's ``Model.evaluate`` and
+  ``infermodel.evaluate(path, overrides)`` against aiconfigurator's per-point estimate on a
+  session built once (``InferenceSession.run_static``, backed by its compiled engine) and
+  its public one-call path (``cli.api.cli_estimate``, static mode); and one point of an
+  infermodel sweep against each.
 
 Every measurement is repeated in interleaved rounds and the medians are quoted (with
 the best round of the in-process ones): on a busy machine absolute times drift, ratios
@@ -19,8 +28,9 @@ measured side by side much less. As :mod:`timeit` does, in-process timings run w
 garbage collector paused (collected before each), so that an occasional full collection
 of the process's sympy objects does not land in one path's figure.
 
-Targets (issue 17): ≤ 0.3 ms per point for a value change; ≤ 2 ms fixed cost per
-sweep call and ≥ 2,000,000 points/s at 10,000 points; start-up ≤ 1.15× the import.
+Targets: ≤ 0.3 ms per point for a value change, and no slower than aiconfigurator's
+per-point estimate measured beside it; ≤ 2 ms fixed cost per sweep call and ≥ 2,000,000
+points/s at 10,000 points; start-up ≤ 1.15× the import.
 
     python benchmarks/bench_speed.py [--rounds 9] [--starts 11] [--scenario ...]
 """
@@ -101,6 +111,98 @@ def per_point(path: str, rounds: int) -> dict[str, float]:
     out = {k: _median_ms(v) for k, v in samples.items()}
     out.update({f"{k}_best": min(v) * 1e3 for k, v in samples.items()})
     return out
+
+
+AICONFIGURATOR_SCENARIO = "scenarios/engine-trtllm-llama-3.1-8b.toml"
+
+
+def _aiconfigurator_points():
+    """(run_static, estimate) per-point callables of aiconfigurator on the scenario's
+    deployment, each taking the batch size; None when aiconfigurator is not installed.
+    """
+    try:
+        import logging
+        import warnings
+
+        from aiconfigurator.cli.api import cli_estimate
+        from aiconfigurator.sdk.backends.factory import get_backend
+        from aiconfigurator.sdk.config import RuntimeConfig
+        from aiconfigurator.sdk.config_builders import build_model_config
+        from aiconfigurator.sdk.inference_session import InferenceSession
+        from aiconfigurator.sdk.models import get_model
+        from aiconfigurator_core.sdk.perf_database import get_database, get_latest_database_version
+    except ImportError:
+        return None
+    logging.disable(logging.WARNING)
+    warnings.simplefilter("ignore")
+    system, backend, model_path = "h100_sxm", "trtllm", "meta-llama/Meta-Llama-3.1-8B"
+    version = get_latest_database_version(system, backend)
+    config = build_model_config(1, 1, 1, 1, 1, gemm_quant_mode="bfloat16",
+                                kvcache_quant_mode="bfloat16", fmha_quant_mode="bfloat16")
+    session = InferenceSession(get_model(model_path, config, backend),
+                               get_database(system, backend, version), get_backend(backend))
+
+    def run_static(batch: int) -> None:
+        session.run_static(RuntimeConfig(batch_size=batch, isl=1024, osl=256), mode="static")
+
+    def estimate(batch: int) -> None:
+        cli_estimate(model_path, system, mode="static", backend_name=backend, batch_size=batch,
+                     isl=1024, osl=256, gemm_quant_mode="bfloat16", kvcache_quant_mode="bfloat16",
+                     fmha_quant_mode="bfloat16")
+
+    return run_static, estimate
+
+
+def beside_aiconfigurator(rounds: int) -> dict[str, float] | None:
+    """Per-point times of infermodel and aiconfigurator on one deployment, interleaved."""
+    import infermodel
+    from infermodel.sweeping import Model
+
+    points = _aiconfigurator_points()
+    if points is None:
+        return None
+    run_static, estimate = points
+    path = AICONFIGURATOR_SCENARIO
+    model = Model(path)
+    batches = iter(range(1, 10**9))
+    for _ in range(5):  # warm: kept structures, compiled functions, loaded tables
+        model.evaluate({"workload.batch": next(batches) % 256 + 1})
+        infermodel.evaluate(path, {"workload.batch": next(batches) % 256 + 1})
+        run_static(next(batches) % 256 + 1)
+    estimate(8)
+    infermodel.sweep(path, {"workload.batch": "1..10000"}, use_table=False)
+    samples: dict[str, list[float]] = {"model": [], "evaluate": [], "run_static": [],
+                                       "estimate": [], "sweep": []}
+    for _ in range(rounds):
+        samples["model"].append(_timed(
+            lambda: model.evaluate({"workload.batch": next(batches) % 256 + 1}), 200))
+        samples["evaluate"].append(_timed(
+            lambda: infermodel.evaluate(path, {"workload.batch": next(batches) % 256 + 1}), 200))
+        samples["run_static"].append(_timed(lambda: run_static(next(batches) % 256 + 1), 50))
+        samples["estimate"].append(_timed(lambda: estimate(next(batches) % 256 + 1), 2))
+        samples["sweep"].append(_timed(
+            lambda: infermodel.sweep(path, {"workload.batch": "1..10000"}, use_table=False))
+            / 10_000)
+    return {k: _median_ms(v) for k, v in samples.items()}
+
+
+def report_aiconfigurator(a: dict[str, float] | None, rounds: int) -> None:
+    if a is None:
+        print("beside aiconfigurator: not installed (pip install \"aiconfigurator==0.12.*\")")
+        return
+    print(f"beside aiconfigurator ({AICONFIGURATOR_SCENARIO}; batch changed; medians of "
+          f"{rounds} interleaved rounds)")
+    print(f"  aiconfigurator run_static (session kept)   : {a['run_static']:8.3f} ms")
+    print(f"  aiconfigurator cli_estimate (public path)  : {a['estimate']:8.3f} ms")
+    print(f"  infermodel Model.evaluate                  : {a['model']:8.3f} ms  -> "
+          f"{a['run_static'] / a['model']:.1f}x faster than run_static "
+          f"({_verdict(a['model'] <= a['run_static'])} <= run_static)")
+    print(f"  infermodel evaluate(path, overrides)       : {a['evaluate']:8.3f} ms  -> "
+          f"{a['run_static'] / a['evaluate']:.1f}x faster than run_static "
+          f"({_verdict(a['evaluate'] <= a['run_static'])} <= run_static)")
+    print(f"  infermodel sweep, one of 10,000 points     : {a['sweep'] * 1e3:8.3f} us  -> "
+          f"{a['run_static'] / a['sweep']:,.0f}x run_static, "
+          f"{a['estimate'] / a['sweep']:,.0f}x cli_estimate")
 
 
 def sweep_overhead(path: str, rounds: int) -> dict[str, object]:
@@ -195,6 +297,7 @@ def main() -> int:
     p = per_point(path, args.rounds) if args.rounds else None
     if p is not None:
         report_in_process(p, sweep_overhead(path, args.rounds), path, args.rounds)
+        report_aiconfigurator(beside_aiconfigurator(args.rounds), args.rounds)
     if not args.skip_start_up:
         u = start_up(path, args.starts)
         wall, cpu = u["run_wall"] / u["base_wall"], u["run_cpu"] / u["base_cpu"]

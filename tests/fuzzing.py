@@ -229,6 +229,8 @@ class Context:
             pending.extend(directory / name for name in strings
                            if name and "/" not in name and "\x00" not in name
                            and len(name) < 200 and (directory / name).is_file())
+            pending.extend(SCENARIOS / f"{name.removeprefix('infermodel:')}.toml"
+                           for name in strings if name in SHIPPED)
         return read
 
     def changed(self) -> list[Path]:
@@ -276,6 +278,10 @@ PATHS = ["", ".", "..", "/", "/dev/zero", "/dev/null", "/dev/stdin", "/proc/self
          "a" * 300 + ".toml", ("d" * 200 + "/") * 25 + "x.toml", "a\x00b.toml", "case.toml",
          "case-study-24gb.toml", "lengths.csv", "config.json", "scenarios", "~/x.toml",
          "\u00e9\u00e8.toml", "../out"]
+
+#: Shipped scenarios by name, known, misspelt and escaping ("infermodel:NAME").
+SHIPPED = ["infermodel:case-study-24gb", "infermodel:module10-lab3-policies", "infermodel:nope",
+           "infermodel:case-study-24g", "infermodel:../../etc/passwd", "infermodel:", "infermodel:/x"]
 
 
 def _value(rng: random.Random, ctx: Context, depth: int = 0) -> Any:
@@ -385,7 +391,7 @@ def _table(rng: random.Random, ctx: Context) -> tuple[str, Any]:
         return which, {key: rng.choice([_value(rng, ctx), rng.choice(PATHS), "config.json"]
                                        + ctx.presets.get(which, []))}
     if which == "extends":
-        return which, rng.choice(PATHS + ["case.toml", 5, ["x"]])
+        return which, rng.choice(PATHS + SHIPPED + ["case.toml", 5, ["x"]])
     return which, {rng.choice(numeric).split(".", 1)[1]: rng.choice(EXTREME_NUMBERS)}
 
 
@@ -527,7 +533,8 @@ def make_case(seed: int, ctx: Context) -> Case:
         note += "; " + what
         scenario = str(scenario_dir / "case.toml")
     else:
-        scenario = str(scenario_dir / name) if rng.random() < 0.9 else rng.choice(PATHS)
+        scenario = (str(scenario_dir / name) if rng.random() < 0.9
+                    else rng.choice(PATHS + SHIPPED))
     argv = [command]
     actions = ctx.parser_options[command]
     for action in actions:
@@ -576,6 +583,49 @@ def make_case(seed: int, ctx: Context) -> Case:
     if rng.random() < 0.03:
         rng.shuffle(argv)
     return Case(seed, command, argv, text, note, extra)
+
+
+#: The deployment-layout fields of ``[levers.parallelism]`` and values worth trying on
+#: them (degrees that do and do not divide the cards, the heads or the experts).
+LAYOUT_FIELDS = ("tensor", "attention_data", "expert", "pipeline", "dense_weights",
+                 "expert_dispatch", "expert_imbalance", "attention_imbalance",
+                 "dispatch_activation_bytes", "communication")
+LAYOUT_VALUES = (0, 1, 2, 3, 4, 6, 7, 8, 16, 64, 256, 257, 4096, -1, 0.5, 1.0, 1.3, 8.5, 2**63,
+                 "replicated", "split", "all_gather", "all_to_all", "all_reduce", "efficiency",
+                 "", True, [8], {"x": 1})
+#: Scenarios the layout cases start from: the shipped DP/EP one, tensor-parallel MoE and
+#: dense ones.
+LAYOUT_SCENARIOS = ("deepseek-r1-ep8-dp8.toml", "deepseek-v3-8xh200-fp8.toml",
+                    "moe-mixtral-int4.toml", "planner-70b-32-users.toml")
+LAYOUT_COMMANDS = ("check", "run", "ops", "layers", "explain", "simulate")
+
+
+def make_layout_case(seed: int, ctx: Context) -> Case:
+    """A case that varies the layout fields (and the card count) of a MoE or dense
+    scenario and runs one of the commands that evaluate it.
+    """
+    rng = random.Random(seed)
+    name = rng.choice(LAYOUT_SCENARIOS)
+    data = copy.deepcopy(ctx.scenarios[name])
+    lever = data.setdefault("levers", {}).setdefault("parallelism", {})
+    changed = []
+    for _ in range(rng.randint(1, 4)):
+        field = rng.choice(LAYOUT_FIELDS)
+        value = rng.choice(LAYOUT_VALUES) if rng.random() < 0.8 else _value(rng, ctx)
+        lever[field] = value
+        changed.append(f"{field} = {value!r}"[:80])
+    if rng.random() < 0.4:
+        data.setdefault("hardware", {})["count"] = rng.choice([1, 2, 4, 6, 8, 16, 64])
+        changed.append(f"count = {data['hardware']['count']}")
+    command = rng.choice(LAYOUT_COMMANDS)
+    scenario = str(ctx.workdir / "scenarios" / "case.toml")
+    argv = [command, scenario]
+    if command == "explain":
+        argv.append(rng.choice(["parallel_weight_bytes_per_card", "max_sequences", "tpot",
+                                "parallel_dispatch_time", "parallel_expert_imbalance"]))
+    if command == "simulate":
+        argv += ["--set", "simulation.workload.count=20", "--rate", "0.2"]
+    return Case(seed, command, argv, toml_document(data), f"from {name}; " + "; ".join(changed))
 
 
 HYBRID_CONFIGS = [ROOT / "src" / "infermodel" / "data" / "configs" / f"{name}.json" for name in (

@@ -126,25 +126,6 @@ def test_every_lever_field_has_a_meaning_and_a_type_a_reader_understands():
             assert shown[:1].islower() and "optional" not in shown, (name, field.name, shown)
 
 
-def test_the_plugin_guide_test_recipe_works_with_other_plugins_installed(tmp_path, monkeypatch):
-    # Every plugin installed in this environment autoloads (the test plugin itself, whose
-    # lever the recipe registers again, and kv_offload): the recipe must still register
-    # its plugin without a collision.
-
-    root = Path(__file__).resolve().parents[1]
-    page = (root / "docs" / "plugin-guide.rst").read_text()
-    section = page[page.index("Testing a plugin"):]
-    block = section[section.index(".. code-block:: python"):].split("\n\n", 1)[1]
-    code = "\n".join(line[3:] for line in block.split("\nCheck the numbers")[0].splitlines())
-    code = code.replace("import my_package.host_overhead as plugin",
-                        "import infermodel_testplugin as plugin")
-    code = code.replace("/path/to/scenarios/", f"{root}/scenarios/")
-    monkeypatch.delenv("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD", raising=False)
-    namespace: dict = {}
-    exec(compile(code, "plugin-guide.rst", "exec"), namespace)  # the page's own recipe
-    namespace["test_host_overhead_adds_to_every_decode_step"](tmp_path, monkeypatch)
-
-
 def test_registering_an_already_loaded_plugin_says_how_to_isolate(monkeypatch):
     import infermodel_testplugin
 

@@ -81,6 +81,21 @@ def test_fuzz_the_ranking_and_comparison_commands(context):
     assert not failures, _report(ran, failures)
 
 
+def test_fuzz_the_layout_fields(context):
+    # Expert parallelism and data-parallel attention: degrees that do and do not divide
+    # the cards, heads or experts, wrong types and extremes, on MoE and dense scenarios.
+    failures = []
+    with fuzzing.memory_limit(), fuzzing.small_caps():
+        for seed in range(300_000, 300_012):
+            case = fuzzing.make_layout_case(seed, context)
+            outcome = fuzzing.run_case(case, context)
+            wrong = fuzzing.judge(case, outcome, context)
+            if wrong:
+                failures.append(f"{'; '.join(wrong)}\n{case.describe()}\nstatus "
+                                f"{outcome.status}\n{outcome.err[-3000:]}")
+    assert not failures, _report(12, failures)
+
+
 def _overall_limit(cases: int, workers: int) -> float:
     """Seconds the whole long run may take: four times its pace on two idle cores (about
     0.19 s of one core per case), at least ten minutes. Past it the run fails instead of

@@ -440,3 +440,34 @@ def test_infermodel_transform_quantities_warn_needs_text(register_plugin, write_
     register_plugin(Empty(), "empty")
     with pytest.raises(infermodel.InfermodelError, match="non-empty string"):
         infermodel.evaluate(write_scenario(BASE))
+
+
+class _FlatCost:
+    @hookimpl
+    def infermodel_iteration_cost(self, scenario, values, register):
+        class Flat:
+            def times(self, tokens, decodes, decode_cached, chunks, chunk_tokens, chunk_cached,
+                      scored):
+                return 1e-3 + 0 * (tokens + decodes + chunks)
+
+            def describe(self):
+                return ["one millisecond a pass"]
+
+        register(Flat())
+
+
+def test_infermodel_iteration_cost_prices_the_simulators_iterations(register_plugin,
+                                                                   write_scenario):
+    from infermodel.analyses.simulation.plan import iteration_cost
+    from infermodel.simulator import CostModel
+
+    register_plugin(_FlatCost(), "flat")
+    result = infermodel.evaluate(write_scenario(BASE))
+    measured = iteration_cost(result.scenario, result.values)
+    assert measured.plugin == "flat"
+    cost = CostModel.from_quantities(result.values, measured=measured)
+    assert cost.iteration_time([100] * 8, [(512, 0)]) == pytest.approx(1e-3 + result["t0"])
+    assert "one millisecond a pass" in cost.describe()
+    register_plugin(_FlatCost(), "flat_again")
+    with pytest.raises(PluginError, match="registered by both 'flat' and 'flat_again'"):
+        iteration_cost(result.scenario, result.values)

@@ -145,6 +145,20 @@ def test_simulator_imports_only_errors_of_the_package():
             assert outside <= {"infermodel.errors"}, (module, outside)
 
 
+def test_the_kernel_tables_are_read_with_the_bottom_of_the_core_only():
+    # docs/internals.rst: infermodel.kernels imports only errors (and the other modules
+    # that import nothing of the package); nothing of the engine, the wings or above.
+    bottom = {"infermodel.errors", "infermodel.units", "infermodel.formatting",
+              "infermodel.declarations"}
+    for module in MODULES:
+        if _in(module, ["infermodel.kernels"]):
+            outside = {m for m in GRAPH[module] if not _in(m, ["infermodel.kernels"])}
+            assert outside <= bottom, (module, outside)
+    users = {m for m in MODULES if "infermodel.kernels" in {
+        i if not i.startswith("infermodel.kernels.") else "infermodel.kernels" for i in GRAPH[m]}}
+    assert not any(_in(m, ["infermodel.engine"]) for m in users), users
+
+
 def test_the_engine_never_imports_the_features():
     engine = [m for m in MODULES if not _in(m, FEATURES + WINGS + DOOR)]
     assert "infermodel.engine.graph" in engine and "infermodel.scenario" in engine

@@ -194,6 +194,34 @@ def test_infermodel_define_operators_replace_and_duplicates(host, register_plugi
         collect_operators(infermodel.load_scenario(CASE, host=host), "decode", host=host)
 
 
+def test_infermodel_time_operators_puts_the_charged_time_beside_the_roofline(host,
+                                                                            register_plugin):
+    class Charged:
+        @hookimpl
+        def infermodel_time_operators(self, scenario, register):
+            register("decode", "ffn", "tpot", label="test")
+            register("prefill", "head", "ttft", label="ignored in decode")
+
+    register_plugin(Charged(), "charged")
+    r = infermodel.evaluate(CASE, host=host)
+    rows = {x.name: x for x in operator_table(r, "decode", host=host)}
+    assert (rows["ffn"].charged, rows["ffn"].charged_by) == (r["tpot"], "test")
+    assert rows["head"].charged is None
+    from infermodel.engine.operators import format_table
+
+    text = format_table(r, "decode", list(rows.values()))
+    assert "roofline/charged" in text and "charged (test)" in text
+
+    class Again:
+        @hookimpl
+        def infermodel_time_operators(self, scenario, register):
+            register("decode", "ffn", "ttft", label="again")
+
+    register_plugin(Again(), "again")
+    with pytest.raises(PluginError, match="timed by both"):
+        operator_table(r, "decode", host=host)
+
+
 # ---------------------------------------------------------------- the command
 
 

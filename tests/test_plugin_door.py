@@ -102,7 +102,7 @@ def test_plain_hookimpl_options_are_accepted(register_plugin):
 
 def test_every_hookspec_parameter_is_annotated():
     specs = [f for name, f in vars(hookspecs).items() if name.startswith("infermodel_")]
-    assert len(specs) == 14
+    assert len(specs) == 16
     for function in specs:
         signature = inspect.signature(function)
         assert signature.return_annotation == "None", function.__name__

@@ -319,3 +319,36 @@ def test_errors_reported_together(write_scenario, capsys):
     err = check_fails(write_scenario, capsys,
                       '[levers.quantization]\nlinear = { bits = 40 }\nkv_cache = "int9"\nnorm = "bf17"\n')
     assert "3 errors" in err
+
+
+def test_down_projections_in_their_own_format_by_hand(write_scenario):
+    # Module 10, Lab 4 "try next": leave the down-projections at eight bits. The case
+    # model (§11): 36 layers, d = 4,096, d_ff = 15,360; its block linears 8,304,721,920.
+    result = infermodel.evaluate(SCENARIOS / "module10-case-down8.toml")
+    down = 36 * 15_360 * 4_096
+    assert result["params_ffn_down"] == down == 2_264_924_160
+    # int8 codes and one fp16 scale per output channel (d_model rows in each layer)
+    assert result["weight_bytes_down"] == down + 36 * 4_096 * 2 == 2_265_219_072
+    # the rest at 4.125 bits (int4, an fp16 scale per 128)
+    rest = 8_304_721_920 - down
+    assert result["weight_bytes_linear"] == rest // 8 * 4 + rest // 128 * 2 == 3_114_270_720
+    # the artifact of §11 (5,528,428,544 B) grows by the down projections' extra bytes
+    artifact = infermodel.evaluate(SCENARIOS / "module10-case-artifact.toml")["weight_bytes"]
+    assert artifact == 5_528_428_544
+    assert result["weight_bytes"] == artifact + 2_265_219_072 - down * 33 // 64
+    # the same format as linear is no split at all
+    same = write_scenario(f'extends = "{BASE}"\n[levers.quantization]\nlinear = "int8"\ndown = "int8"\n')
+    assert "weight_bytes_down" not in infermodel.evaluate(same).values
+
+
+def test_down_projections_need_a_uniform_dense_model(write_scenario, capsys):
+    moe = write_scenario('[model]\npreset = "mixtral-8x7b"\n[hardware]\npreset = "h100-sxm"\n'
+                         '[workload]\nprompt_tokens = 100\noutput_tokens = 100\n'
+                         '[levers.quantization]\nlinear = "int4-g128"\ndown = "int8"\n')
+    assert main(["check", str(moe)]) == 2
+    assert "levers.quantization.down: a format for the down projections is modelled for a " \
+           "uniform dense model" in capsys.readouterr().err
+    odd = write_scenario(f'extends = "{BASE}"\n[levers.quantization]\nlinear = "int8"\n'
+                         'down = { bits = 4, group_size = 100 }\n')
+    assert main(["check", str(odd)]) == 2
+    assert "group size 100 does not divide the row length d_ff" in capsys.readouterr().err

@@ -34,7 +34,7 @@ def test_how_it_is_organised_names_every_package_and_the_plugin_door():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("## How it is organised", 1)[1].split("\n## ", 1)[0]
     packages = sorted(p.parent.name for p in (ROOT / "src" / "infermodel").glob("*/__init__.py"))
-    assert packages == ["accuracy", "analyses", "cli", "engine", "hf_config", "simulator",
-                        "sphinxext", "sweeping"]
+    assert packages == ["accuracy", "analyses", "cli", "engine", "hf_config", "kernels",
+                        "simulator", "sphinxext", "sweeping"]
     for name in [f"`{p}/`" for p in packages] + ["`infermodel.plugin`", "docs/internals.rst"]:
         assert name in section, name

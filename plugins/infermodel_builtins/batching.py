@@ -45,7 +45,7 @@ import numpy as np
 import sympy
 from sympy import Max, Piecewise, ceiling, floor
 
-from infermodel.plugin import FieldValueError, S, Stage, hookimpl, suggest
+from infermodel.plugin import FieldValueError, S, Stage, accepts, hookimpl, suggest
 
 from . import LAB, M10
 from .shapes import terms as layer_terms
@@ -140,6 +140,7 @@ def _law_hook(value, _type):
     return law
 
 
+@accepts("≥ 1")
 def _block(instance, attribute, value):
     if value < 1:
         raise ValueError(f"{attribute.name} = {value!r} must be at least 1 token")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import attrs
 from sympy import Max, ceiling
 
-from infermodel.plugin import S, hookimpl
+from infermodel.plugin import S, accepts, hookimpl
 
 from . import M10
 from .shapes import terms as layer_terms
@@ -44,6 +44,7 @@ BOTH = f"{STALL}; {LAB3}"
 
 
 def _at_least(minimum):
+    @accepts(f"≥ {minimum}")
     def check(instance, attribute, value):
         if value is not None and value < minimum:
             raise ValueError(f"{attribute.name} = {value!r} must be at least {minimum}")

@@ -151,6 +151,8 @@ def scenario_scheduler(scenario) -> Scheduler:
 
 #: Efficiency preset of each engine with one (the ledger's engine families).
 FAMILY_ENGINE = {e.family: name for name, e in ENGINES.items() if e.family}
+# The measured kernel tables' name for TensorRT-LLM, accepted as the same engine.
+ENGINES["trtllm"] = ENGINES["tensorrt-llm"]
 
 __all__ = ["ENGINES", "FAMILY_ENGINE", "Engine", "Scheduler", "scenario_scheduler", "scheduler_defaults",
            "tensor_degree"]

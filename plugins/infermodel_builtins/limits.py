@@ -56,14 +56,21 @@ def coding(names=LIMITS) -> str:
     return ", ".join(f"{i} {name}" for i, name in enumerate(names))
 
 
+def _larger(*terms):
+    """``Max(*terms)``, left unevaluated unless every term is a number: sympy's search for
+    comparable arguments among real symbols costs tens of milliseconds per graph build
+    and can never decide one here.
+    """
+    numbers = all(getattr(t, "is_number", True) for t in terms)
+    return Max(*terms) if numbers else Max(*terms, evaluate=False)
+
+
 def step_limit(memory, compute, step):
     """The limit of a step ``step = max(memory, compute) + t0 (+ time a lever adds)``."""
-    # Unevaluated maxima: sympy's search for comparable arguments among real symbols
-    # costs tens of milliseconds per graph build and can never decide one here.
-    roofline = Max(memory, compute, evaluate=False)
+    roofline = _larger(memory, compute)
     added = step - roofline - S.t0
-    return Piecewise((FIXED, S.t0 > Max(roofline, added, evaluate=False)),
-                     (ADDED, added > Max(roofline, S.t0, evaluate=False)),
+    return Piecewise((FIXED, S.t0 > _larger(roofline, added)),
+                     (ADDED, added > _larger(roofline, S.t0)),
                      (COMPUTE, compute >= memory),
                      (MEMORY, True))
 

@@ -107,9 +107,10 @@ def _bytes_per_expert_param(scenario):
     return S.weight_value_bytes, "bytes per weight value"
 
 
-def _bytes_per_bias(scenario):
-    """Bytes per expert bias: they stay in the block linears' format (bf16 in gpt-oss's
-    MXFP4 checkpoint, whose experts' matrices alone are MXFP4).
+def linear_bytes_per_param(scenario):
+    """Bytes per block-linear weight (attention projections, dense feed-forward blocks,
+    expert biases): the block linears' format (bf16 in gpt-oss's MXFP4 checkpoint, whose
+    experts' matrices alone are MXFP4), or the artifact's mean bytes per parameter.
     """
     if scenario.value("model.weight_bytes") is not None:
         return S.weight_bytes / S.params_total
@@ -158,12 +159,19 @@ def infermodel_define_quantities(scenario, define):
         define("expert_bias_params", S.expert_params_with_biases - S.expert_params, unit="param",
                description="biases of one routed expert in one layer (gate/up and down)",
                reference=MOE)
-        define("expert_bias_bytes_per_param", _bytes_per_bias(scenario), unit="B",
+        define("expert_bias_bytes_per_param", linear_bytes_per_param(scenario), unit="B",
                description="bytes per expert bias (the block linears' format: biases are not "
                            "in the experts' own format)", reference=MOE)
         one_expert += S.expert_bias_params * S.expert_bias_bytes_per_param
     # Only the experts a step reads are read, biases included (per expert, not per layer).
     missed = moe_layer_count(scenario) * one_expert
+    define("weight_bytes_routed_experts", missed * S.experts, unit="B",
+           description="bytes of every routed expert of every MoE layer (shared experts, routers, "
+                       "attention and embeddings excluded)", reference=MOE)
+    expert = S.expert_params_with_biases if scenario.value("model.expert_bias") else S.expert_params
+    define("params_routed_active", moe_layer_count(scenario) * S.active_experts * expert,
+           unit="param", description="routed-expert weights one token multiplies (its k experts in "
+                                     "every MoE layer)", reference=MOE)
     define("weight_bytes_active", S.weight_bytes - missed * (S.experts - S.active_experts), unit="B",
            description="weight bytes one token reads (active and shared experts, attention, embeddings)",
            reference=MOE)
@@ -206,7 +214,7 @@ def infermodel_transform_quantities(scenario, transform):
                       reference=MOE, order=Stage.MODEL_STRUCTURE,
                       description="weight bytes read per decode step (experts the batch's tokens "
                                   "choose, uniform routing; less the input-table rows not used)")
-    transform.wrap("capacity_step_time",
+    transform.wrap("capacity_time_memory",
                    lambda old: old.xreplace({S.weight_bytes_per_step: S.weight_bytes_read_at_capacity
                                              - S.embedding_bytes_unread}),
                    reason="with the cache full, max_sequences tokens choose experts, not the scenario's batch",
@@ -218,4 +226,4 @@ def infermodel_register_headlines(register):
     register("mixture of experts", "weight_bytes_expected_read", label="weight bytes read per step")
 
 
-__all__ = ["Moe"]
+__all__ = ["Moe", "linear_bytes_per_param"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import attrs
 from sympy import Rational
 
-from infermodel.plugin import S, Stage, hookimpl
+from infermodel.plugin import S, Stage, accepts, hookimpl
 
 from . import LAB, M10
 from .encodings import ENCODINGS, RANGE
@@ -25,6 +25,7 @@ FORMATS = f"{M10}, §11 'Account for the whole weight artifact' and 'Granularity
 CACHE_FORMAT = f"{M10}, 'Quantise the cache and evaluate the final artifact'"
 
 
+@accepts("1 to 32")
 def _bits(instance, attribute, value):
     if value is not None and not 1 <= value <= 32:
         raise ValueError(f"{attribute.name} = {value!r} is outside 1–32 bits")

@@ -61,6 +61,7 @@ from sympy import Min as _Min
 from infermodel.plugin import S, Stage, collect_operators, hookimpl
 
 from . import LAB, M10
+from .operator_kernels import operator_kernels
 from .shapes import ffn_block, moe_layer_count, router_params, structure
 
 ROOFLINE = f"{M10}, §2 arithmetic intensity and the roofline; {LAB}, 'Two costs for one answer'"
@@ -252,9 +253,13 @@ def operators(scenario, phase):
 @hookimpl
 def infermodel_define_operators(scenario, define):
     for phase in PHASES:
+        tokens, scored = _shapes(phase)
+        kernels = operator_kernels(scenario, phase, tokens, scored,
+                                   S.kv_layers if _layered(scenario) else S.layers)
         for name, (flops, moved, description) in operators(scenario, phase).items():
             define(phase, name, flops=flops, bytes=moved, description=description,
-                   reference=ATTENTION if name.startswith("attention") else COUNT_OPS)
+                   reference=ATTENTION if name.startswith("attention") else COUNT_OPS,
+                   kernels=kernels.get(name, ()))
 
 
 # ---------------------------------------------------------------------------------

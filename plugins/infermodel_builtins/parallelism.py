@@ -29,6 +29,10 @@ back what the ideal sum promised:
 * **Pipeline.** Capacity adds, but one request still traverses every stage. The
   batch moves as ``min(batch, pipeline)`` micro-batches; each re-reads the stage's
   weights, and with fewer sequences than stages the other stages wait.
+* **Expert parallelism and data-parallel attention** (``expert``, ``attention_data``):
+  ``tensor × attention_data × pipeline`` cards; each attention rank keeps the attention
+  weights and the cache of its own sequences, the routed experts are split over the expert
+  ranks, and the step waits for the busiest card. The formulas live in :mod:`.layouts`.
 """
 
 from __future__ import annotations
@@ -37,9 +41,12 @@ import attrs
 import sympy
 from sympy import Min, Piecewise, ceiling
 
-from infermodel.plugin import BytesPerSecond, S, Seconds, Stage, hookimpl
+from infermodel.plugin import BytesPerSecond, Kernel, S, Seconds, Stage, accepts, hookimpl
 
 from . import LAB, M10
+from . import layouts as lay_formulas
+from .layouts import DENSE_CHOICES, DISPATCH_CHOICES, Layout, dense_placement
+from .moe import linear_bytes_per_param
 from .shapes import structure, tensor_parallel_reductions
 
 DEPLOY = f"{M10}, 'Choose a deployment, not only a chip'"
@@ -59,11 +66,13 @@ COLLECTIVE_BANDWIDTH_FRACTION = 0.8
 FALLBACK_LINK = (32e9, 5e-6)
 
 
+@accepts("≥ 1")
 def _positive_int(instance, attribute, value):
     if value is not None and value < 1:
         raise ValueError(f"{attribute.name} = {value!r} must be at least 1")
 
 
+@accepts("> 0 and ≤ 1")
 def _efficiency(instance, attribute, value):
     if value is not None and not 0 < value <= 1:
         raise ValueError(f"{attribute.name} = {value!r} is not an efficiency in (0, 1]")
@@ -86,11 +95,28 @@ def _choice(instance, attribute, value):
                          + ", ".join(repr(c) for c in COMMUNICATION))
 
 
+@accepts("> 0")
 def _positive(instance, attribute, value):
     if value is not None and not value > 0:
         raise ValueError(f"{attribute.name} = {value!r} must be greater than 0")
 
 
+@accepts("≥ 1")
+def _at_least_one(instance, attribute, value):
+    if value is not None and not value >= 1:
+        raise ValueError(f"{attribute.name} = {value!r} must be at least 1 (a maximum over a mean)")
+
+
+def _one_of(choices):
+    @accepts("one of " + ", ".join(repr(c) for c in choices))
+    def check(instance, attribute, value):
+        if value is not None and value not in choices:
+            raise ValueError(f"{attribute.name} = {value!r} is not one of "
+                             + ", ".join(repr(c) for c in choices))
+    return check
+
+
+@accepts("≥ 0")
 def _non_negative(instance, attribute, value):
     if value is not None and value < 0:
         raise ValueError(f"{attribute.name} = {value!r} must not be negative")
@@ -103,9 +129,42 @@ class Parallelism:
     """
 
     tensor: int | None = attrs.field(default=None, validator=_positive_int,
-        metadata={"description": "tensor-parallel degree (default: hardware.count / pipeline)"})
+        metadata={"description": (
+            "tensor-parallel degree: cards splitting each attention layer (default: "
+            "hardware.count / (pipeline × attention_data))")})
     pipeline: int = attrs.field(default=1, validator=_positive_int,
-        metadata={"description": "pipeline stages; tensor × pipeline must equal hardware.count"})
+        metadata={"description": (
+            "pipeline stages; tensor × attention_data × pipeline must equal hardware.count")})
+    attention_data: int = attrs.field(default=1, validator=_positive_int,
+        metadata={"description": (
+            "data-parallel attention ranks: each keeps the attention weights (split over its "
+            "tensor cards) and the cache of its own sequences only; feed-forward blocks run "
+            "across every card of the stage")})
+    expert: int = attrs.field(default=1, validator=_positive_int,
+        metadata={"description": (
+            "expert-parallel degree: ranks the routed experts of each MoE layer are split "
+            "over (each rank tensor × attention_data / expert cards); 1: every expert split "
+            "over all the stage's cards")})
+    dense_weights: str | None = attrs.field(default=None, validator=_one_of(DENSE_CHOICES),
+        metadata={"description": (
+            "with attention_data > 1, where the dense layers, shared experts and head go: "
+            "\"replicated\" on every DP rank (vLLM, TensorRT-LLM) or \"split\" over the "
+            "stage's cards, the input table whole on each (SGLang); default by "
+            "efficiency.engine")})
+    expert_dispatch: str = attrs.field(default="all_gather", validator=_one_of(DISPATCH_CHOICES),
+        metadata={"description": (
+            "how MoE layers reach tokens on other DP ranks: \"all_gather\" (gather every "
+            "rank's tokens, reduce-scatter the result: vLLM's and SGLang's defaults) or "
+            "\"all_to_all\" (dispatch each token to its experts' ranks and combine: DeepEP, "
+            "pplx)")})
+    expert_imbalance: float | None = attrs.field(default=None, validator=_at_least_one,
+        metadata={"description": (
+            "busiest expert rank's token load over the mean, measured (1 / vLLM's EPLB "
+            "balancedness); default: the expected maximum under uniform routing")})
+    attention_imbalance: float = attrs.field(default=1.0, validator=_at_least_one,
+        metadata={"description": (
+            "largest DP rank's share of the sequences over the mean, beyond whole-sequence "
+            "rounding (default 1: requests balanced by count)")})
     communication: str = attrs.field(default="collectives", validator=_choice,
         metadata={"description": (
             "\"collectives\" (default: two all-reduces per layer, one-shot below a size and "
@@ -126,6 +185,10 @@ class Parallelism:
         metadata={"description": "latency of one transfer between cards (default: the hardware preset's)"})
     activation_bytes: float = attrs.field(default=2.0, validator=_positive,
         metadata={"description": "bytes per activation value sent between cards"})
+    dispatch_activation_bytes: float | None = attrs.field(default=None, validator=_positive,
+        metadata={"description": (
+            "bytes per activation value in the expert dispatch (default: activation_bytes; "
+            "DeepEP's DeepSeek-V3 setting dispatches in FP8, 1 byte, and combines in BF16)")})
 
 
 def degrees(scenario) -> tuple[int, int]:
@@ -133,8 +196,23 @@ def degrees(scenario) -> tuple[int, int]:
     lever = scenario.lever("parallelism")
     count = scenario.value("hardware.count")
     pipeline = lever.pipeline
-    tensor = lever.tensor if lever.tensor is not None else max(1, count // pipeline)
+    tensor = (lever.tensor if lever.tensor is not None
+              else max(1, count // (pipeline * lever.attention_data)))
     return tensor, pipeline
+
+
+def layout(scenario) -> Layout:
+    """The scenario's layout: tensor, pipeline, attention-data and expert degrees, where
+    the dense weights go and how MoE layers reach tokens.
+
+    >>> layout(load_scenario("scenarios/deepseek-r1-ep8-dp8.toml")).stage_cards  # doctest: +SKIP
+    8
+    """
+    lever = scenario.lever("parallelism")
+    tensor, pipeline = degrees(scenario)
+    return Layout(tensor, pipeline, lever.attention_data, lever.expert,
+                  dense_placement(lever, scenario.value("efficiency.engine")),
+                  lever.expert_dispatch, scenario.value("model.experts") > 1)
 
 
 def efficiency_of(lever, tensor: int) -> float | None:
@@ -174,9 +252,10 @@ def infermodel_register_fields(register):
 @hookimpl
 def infermodel_register_levers(register):
     register("parallelism", Parallelism,
-             description="tensor and pipeline parallelism over hardware.count cards: efficiency "
-                         "or all-reduce cost, weights and cache split, memory per card",
-             reference=f"{DEPLOY}; {PLANNER}")
+             description="tensor, pipeline, expert and data-parallel attention layouts over "
+                         "hardware.count cards: efficiency or collective costs, weights and cache "
+                         "per card, the busiest card",
+             reference=f"{DEPLOY}; {PLANNER}; {lay_formulas.VLLM_EP}; {lay_formulas.SGLANG_DPA}")
 
 
 @hookimpl
@@ -185,23 +264,9 @@ def infermodel_validate_scenario(scenario, report):
     if lever is None:
         return
     key = "levers.parallelism"
-    count = scenario.value("hardware.count")
-    tensor, pipeline = degrees(scenario)
-    if lever.tensor is None:
-        if count % pipeline:
-            report(f"{key}.pipeline",
-                   f"hardware.count = {count} cards cannot form {pipeline} equal pipeline stages",
-                   expected=f"a pipeline degree dividing {count}",
-                   suggestion="set hardware.count to a multiple of pipeline")
-            return
-    elif tensor * pipeline != count:
-        report(f"{key}.tensor",
-               f"tensor × pipeline = {tensor} × {pipeline} = {tensor * pipeline} cards, but "
-               f"hardware.count = {count}",
-               expected="tensor × pipeline equal to hardware.count",
-               suggestion=f"set hardware.count = {tensor * pipeline}, or leave tensor out "
-                          "to use every card")
+    if not _counts_fit(scenario, lever, report):
         return
+    tensor, pipeline = degrees(scenario)
     heads = scenario.value("model.heads")
     kv_heads = scenario.value("model.kv_heads") or heads
     if heads % tensor:
@@ -219,14 +284,18 @@ def infermodel_validate_scenario(scenario, report):
     if pipeline > layers:
         report(f"{key}.pipeline", f"{pipeline} pipeline stages for {layers} layers",
                expected=f"at most {layers} stages (one layer each)")
-    if efficiency_of(lever, tensor) is None:
+    group = tensor * lever.attention_data
+    _check_experts(scenario, lever, group, report)
+    if efficiency_of(lever, group) is None:
         table = lever.efficiency_table if lever.efficiency_table is not None else LAB_EFFICIENCY
+        what = (f"tensor degree {tensor}" if lever.attention_data == 1 else
+                f"{group} cards per stage (tensor × attention_data)")
         report(f"{key}.efficiency",
-               f"the efficiency table has no entry for tensor degree {tensor}",
+               f"the efficiency table has no entry for {what}",
                expected="a degree among " + ", ".join(sorted(table, key=int)),
-               suggestion=f"give efficiency = ... or efficiency_table = {{ \"{tensor}\" = ... }}, "
+               suggestion=f"give efficiency = ... or efficiency_table = {{ \"{group}\" = ... }}, "
                           "or communication = \"all_reduce\"")
-    if lever.communication == "all_reduce" and (tensor > 1 or pipeline > 1):
+    if lever.communication == "all_reduce" and (group > 1 or pipeline > 1):
         bandwidth, latency = _link(scenario, lever)
         for name, value in (("bandwidth", bandwidth), ("latency", latency)):
             if value is None:
@@ -237,17 +306,104 @@ def infermodel_validate_scenario(scenario, report):
                                 "and link_latency in the lever")
 
 
+def _counts_fit(scenario, lever, report) -> bool:
+    """tensor × attention_data × pipeline = hardware.count (reported when not)."""
+    key = "levers.parallelism"
+    count = scenario.value("hardware.count")
+    tensor, pipeline = degrees(scenario)
+    data = lever.attention_data
+    if lever.tensor is None:
+        if count % (pipeline * data):
+            what = ("pipeline stages" if data == 1 else
+                    f"pipeline stages of {data} data-parallel attention ranks")
+            report(f"{key}.pipeline" if data == 1 else f"{key}.attention_data",
+                   f"hardware.count = {count} cards cannot form {pipeline} equal {what}",
+                   expected=(f"a pipeline degree dividing {count}" if data == 1 else
+                             f"pipeline × attention_data = {pipeline * data} dividing {count}"),
+                   suggestion="set hardware.count to a multiple of pipeline"
+                              + (" × attention_data" if data > 1 else ""))
+            return False
+    elif tensor * data * pipeline != count:
+        if data == 1:
+            report(f"{key}.tensor",
+                   f"tensor × pipeline = {tensor} × {pipeline} = {tensor * pipeline} cards, but "
+                   f"hardware.count = {count}",
+                   expected="tensor × pipeline equal to hardware.count",
+                   suggestion=f"set hardware.count = {tensor * pipeline}, or leave tensor out "
+                              "to use every card")
+        else:
+            report(f"{key}.tensor",
+                   f"tensor × attention_data × pipeline = {tensor} × {data} × {pipeline} = "
+                   f"{tensor * data * pipeline} cards, but hardware.count = {count}",
+                   expected="tensor × attention_data × pipeline equal to hardware.count (the "
+                            "cards of one attention group are tensor × attention_data)",
+                   suggestion=f"set hardware.count = {tensor * data * pipeline}, or leave tensor "
+                              "out to use every card")
+        return False
+    return True
+
+
+def _check_experts(scenario, lever, group: int, report) -> None:
+    """The expert-parallel degree against the model's experts and the stage's cards."""
+    key = "levers.parallelism.expert"
+    experts = scenario.value("model.experts")
+    degree = lever.expert
+    if degree > 1 and experts <= 1:
+        report(key, f"expert = {degree} asks for expert parallelism, but model.experts = "
+                    f"{experts}: a dense model has no experts to split",
+               expected="expert = 1, or a mixture-of-experts model")
+        return
+    if degree > experts:
+        report(key, f"{degree} expert ranks for {experts} experts leaves ranks without an expert",
+               expected=f"at most {experts}")
+    elif group % degree:
+        divisors = [d for d in range(1, min(group, experts) + 1) if group % d == 0]
+        report(key, f"expert-parallel degree {degree} does not divide the {group} cards of a "
+                    "stage (tensor × attention_data): each expert rank is a whole group of cards",
+               expected="a divisor of tensor × attention_data: " + ", ".join(map(str, divisors)))
+    if lever.expert_imbalance is not None and lever.expert_imbalance > degree:
+        report("levers.parallelism.expert_imbalance",
+               f"expert_imbalance = {lever.expert_imbalance:g} exceeds the {degree} expert ranks "
+               "(the busiest rank cannot take more than every token)",
+               expected=f"a factor between 1 and {degree}")
+    if lever.attention_imbalance > lever.attention_data:
+        report("levers.parallelism.attention_imbalance",
+               f"attention_imbalance = {lever.attention_imbalance:g} exceeds the "
+               f"{lever.attention_data} data-parallel attention ranks",
+               expected=f"a factor between 1 and {lever.attention_data}")
+    moe = scenario.lever("moe")
+    if (moe is not None and moe.expert_parallel is not None and degree > 1
+            and moe.expert_parallel != degree):
+        report("levers.moe.expert_parallel",
+               f"levers.moe.expert_parallel = {moe.expert_parallel} and levers.parallelism.expert "
+               f"= {degree} give two expert-parallel degrees",
+               expected="one degree: levers.parallelism.expert sets the deployment's layout",
+               suggestion="remove levers.moe.expert_parallel")
+
+
 @hookimpl
 def infermodel_define_quantities(scenario, define):
     lever = scenario.lever("parallelism")
     if lever is None:
         return
     tensor, pipeline = degrees(scenario)
-    define("parallel_tensor_degree", tensor, unit="1", latex="N",
-           description="cards splitting every layer (tensor parallel)", reference=DEPLOY)
+    lay = layout(scenario)
+    define("parallel_tensor_degree", tensor, unit="1", latex="T" if lay.active else "N",
+           description=("cards splitting every layer (tensor parallel)" if not lay.active else
+                        "cards splitting each attention layer of a DP rank (tensor parallel)"),
+           reference=DEPLOY)
     define("parallel_pipeline_degree", pipeline, unit="1", latex="P",
            description="pipeline stages, each holding a run of layers", reference=DEPLOY)
-    e = efficiency_of(lever, tensor)
+    define("parallel_attention_data_degree", lever.attention_data, unit="1", latex="D",
+           description="data-parallel attention ranks, each with its own sequences and cache",
+           reference=lay_formulas.LAYOUT)
+    define("parallel_expert_degree", lever.expert, unit="1", latex="X",
+           description="expert-parallel ranks the routed experts are split over",
+           reference=lay_formulas.VLLM_EP)
+    define("parallel_stage_cards", S.parallel_tensor_degree * S.parallel_attention_data_degree,
+           unit="1", latex="G", description="cards of one pipeline stage: tensor × attention_data",
+           reference=lay_formulas.SGLANG_DPA)
+    e = efficiency_of(lever, lay.stage_cards)
     if lever.efficiency is not None:
         source = "given"
     elif lever.communication != "efficiency":
@@ -283,13 +439,24 @@ def infermodel_define_quantities(scenario, define):
            unit="1",
            description="cache stored across the cards relative to one copy (fullest card × cards)",
            reference=DEPLOY)
-    define("parallel_weight_bytes_per_card",
-           S.weight_bytes * S.parallel_weight_stage_factor / S.card_count, unit="B",
-           description="weights on the fullest card", reference=BUDGET)
-    define("parallel_kv_bytes_per_card", S.kv_bytes_total / S.card_count, unit="B",
-           description="the batch's full-length cache on the fullest card", reference=BUDGET)
-    define("parallel_memory_required_per_card", S.memory_required / S.card_count, unit="B",
-           description="weights, cache and reserve on the fullest card", reference=BUDGET)
+    if lay.active:
+        lay_formulas.define_layout(scenario, lever, lay, define, linear_bytes_per_param(scenario))
+        busiest = S.parallel_attention_batch_factor
+        define("parallel_kv_bytes_per_card", S.kv_bytes_total * busiest / S.card_count, unit="B",
+               description="the batch's full-length cache on the fullest card (the largest DP "
+                           "rank's sequences)", reference=f"{BUDGET}; {lay_formulas.SGLANG_DPA}")
+        define("parallel_memory_required_per_card",
+               (S.memory_required + (busiest - 1) * S.kv_bytes_total) / S.card_count, unit="B",
+               description="weights, cache and reserve on the fullest card (the largest DP rank)",
+               reference=BUDGET)
+    else:
+        define("parallel_weight_bytes_per_card",
+               S.weight_bytes * S.parallel_weight_stage_factor / S.card_count, unit="B",
+               description="weights on the fullest card", reference=BUDGET)
+        define("parallel_kv_bytes_per_card", S.kv_bytes_total / S.card_count, unit="B",
+               description="the batch's full-length cache on the fullest card", reference=BUDGET)
+        define("parallel_memory_required_per_card", S.memory_required / S.card_count, unit="B",
+               description="weights, cache and reserve on the fullest card", reference=BUDGET)
     define("parallel_fits_per_card", sympy.Le(S.parallel_memory_required_per_card, S.card_memory),
            unit="bool", description="the fullest card holds its weights, cache and reserve",
            reference=BUDGET)
@@ -301,10 +468,10 @@ def infermodel_define_quantities(scenario, define):
 
 
 def _ring(tokens):
-    """Time of one ring all-reduce of ``tokens`` activation vectors across N cards."""
-    n = S.parallel_tensor_degree
-    size = tokens * S.d_model * S.parallel_activation_bytes
-    return 2 * (n - 1) / n * size / S.parallel_link_bandwidth + 2 * (n - 1) * S.parallel_link_latency
+    """Time of one ring all-reduce of ``tokens`` activation vectors across N cards (the one
+    ring formula, :func:`.layouts.ring`, which the layouts' collectives use too).
+    """
+    return lay_formulas.ring(S.parallel_tensor_degree, tokens)
 
 
 def _hops(tokens):
@@ -337,7 +504,7 @@ def _collective(tokens):
          + 2 * (n - 1) / n * size / rate, True))
 
 
-def _link_quantities(scenario, lever, define):
+def _link_quantities(scenario, lever, define, lay):
     bandwidth, latency = _link(scenario, lever)
     if lever.communication == "collectives" and (bandwidth is None or latency is None):
         fallback = "PCIe Gen4 x16, 32 GB/s and 5 µs (the card declares no interconnect)"
@@ -351,8 +518,9 @@ def _link_quantities(scenario, lever, define):
     where = "levers.parallelism" if lever.link_latency is not None else "hardware.interconnect_latency"
     define("parallel_link_latency", latency if latency is not None else 0.0, unit="s",
            description=f"latency of one transfer step (from {fallback or where})", reference=DEPLOY)
-    define("parallel_activation_bytes", lever.activation_bytes, unit="B",
-           description="bytes per activation value exchanged", reference=DEPLOY)
+    if not lay.active:
+        define("parallel_activation_bytes", lever.activation_bytes, unit="B",
+               description="bytes per activation value exchanged", reference=DEPLOY)
 
 
 def _collective_quantities(scenario, define):
@@ -376,7 +544,12 @@ def _collective_quantities(scenario, define):
 
 
 def _communication(scenario, lever, define):
-    _link_quantities(scenario, lever, define)
+    lay = layout(scenario)
+    _link_quantities(scenario, lever, define, lay)
+    if lay.data > 1:
+        # Data-parallel attention: the layout's own collectives (gathers, all-to-alls).
+        lay_formulas.define_communication(scenario, lay, define, _hops)
+        return
     collectives = lever.communication == "collectives"
     if collectives:
         _collective_quantities(scenario, define)
@@ -430,6 +603,10 @@ def infermodel_define_operators(scenario, define):
     lever = scenario.lever("parallelism")
     if lever is None or lever.communication == "efficiency":
         return
+    lay = layout(scenario)
+    if lay.data > 1:
+        lay_formulas.define_operators(scenario, lay, define)
+        return
     for phase, tokens, time in (("decode", S.batch, S.parallel_decode_comm_time),
                                 ("prefill", S.batch * S.prompt_tokens, S.parallel_prefill_comm_time)):
         define(phase, "all_reduce", flops=0,
@@ -437,7 +614,11 @@ def infermodel_define_operators(scenario, define):
                * S.parallel_activation_bytes, time=time,
                description="tensor-parallel all-reduces (two per layer) and pipeline hops over "
                            "the link; added to the step by the parallelism lever",
-               reference=DEPLOY)
+               reference=DEPLOY,
+               kernels=(Kernel("all_reduce", {"elements": tokens * S.d_model / S.parallel_microbatches,
+                                              "gpus": S.parallel_tensor_degree},
+                               calls=tensor_parallel_reductions(scenario) * S.parallel_microbatches,
+                               label="all_reduce"),))
 
 
 @hookimpl
@@ -460,13 +641,17 @@ def infermodel_transform_quantities(scenario, transform):
                            "the cache is split by whole KV heads and whole layers: the fullest "
                            "card's share times the cards (replicas counted)"),
                    reference=DEPLOY, order=Stage.PARALLELISM)
-    excess = S.weight_bytes * (S.parallel_weight_stage_factor - 1)
-    transform.wrap("memory_required", lambda old: old + excess,
-                   reason="the largest pipeline stage sets the weights per card", reference=BUDGET,
-                   order=Stage.PARALLELISM)
-    transform.wrap("kv_budget_bytes", lambda old: old - excess,
-                   reason="the largest pipeline stage sets the weights per card", reference=BUDGET,
-                   order=Stage.PARALLELISM)
+    lay = layout(scenario)
+    if lay.active:
+        _transform_layout(scenario, lay, transform)
+    else:
+        excess = S.weight_bytes * (S.parallel_weight_stage_factor - 1)
+        transform.wrap("memory_required", lambda old: old + excess,
+                       reason="the largest pipeline stage sets the weights per card",
+                       reference=BUDGET, order=Stage.PARALLELISM)
+        transform.wrap("kv_budget_bytes", lambda old: old - excess,
+                       reason="the largest pipeline stage sets the weights per card",
+                       reference=BUDGET, order=Stage.PARALLELISM)
     if pipeline > 1:
         p, m = S.parallel_pipeline_degree, S.parallel_microbatches
         why = ("one token traverses every stage; the batch moves as micro-batches that each "
@@ -483,7 +668,7 @@ def infermodel_transform_quantities(scenario, transform):
                        reference=DEPLOY, order=Stage.PARALLELISM)
     bandwidth, latency = _link(scenario, lever)
     if lever.communication == "collectives" and (bandwidth is None or latency is None) and (
-            _tensor > 1 or pipeline > 1):
+            lay.stage_cards > 1 or pipeline > 1):
         transform.warn("the card declares no interconnect (hardware.interconnect_bandwidth and "
                        "_latency): the collectives are priced over PCIe Gen4 x16 (32 GB/s one "
                        "way, 5 µs per step); NVLink-class links make them 10–25 times faster",
@@ -498,10 +683,82 @@ def infermodel_transform_quantities(scenario, transform):
                        reason=why, reference=DEPLOY, order=Stage.PARALLELISM)
 
 
+def _transform_layout(scenario, lay: Layout, transform) -> None:
+    """Expert parallelism and data-parallel attention: replicated weights, whole sequences
+    per DP rank, and the busiest card's extra time (see :mod:`.layouts`).
+    """
+    where = lay_formulas.LAYOUT
+    extra = S.parallel_weight_bytes_replicated
+    why = ("the fullest card sets the weights: replicas on the DP ranks and the largest stage "
+           "and expert rank")
+    transform.wrap("memory_required", lambda old: old + extra, reason=why, reference=where,
+                   order=Stage.PARALLELISM)
+    transform.wrap("kv_budget_bytes", lambda old: old - extra, reason=why, reference=where,
+                   order=Stage.PARALLELISM)
+    transform.wrap("fits", lambda old: sympy.And(old, S.parallel_fits_per_card),
+                   reason="the fullest card (the largest DP rank's sequences) must hold its share",
+                   reference=where, order=Stage.PARALLELISM)
+    if lay.data > 1:
+        # After every lever that sets the pooled count (offload, prefix sharing).
+        transform.wrap("max_sequences", lay_formulas.round_sequences,
+                       reason="each DP rank holds whole sequences: the pooled count rounded down "
+                              "to a multiple of attention_data", reference=lay_formulas.SGLANG_DPA,
+                       order=Stage.DEFAULT + 100)
+    busiest = "the step waits for the busiest card: " + ", ".join(
+        part for part, on in (("the other DP ranks' own weight reads", lay.data > 1),
+                              ("the largest DP rank's sequences", lay.data > 1),
+                              ("the busiest expert rank's tokens", lay.moe and lay.expert > 1)) if on)
+    for name, (memory, compute) in (
+            ("decode", lay_formulas.decode_extra(scenario, lay)),
+            ("prefill", lay_formulas.prefill_extra(scenario, lay)),
+            ("capacity", lay_formulas.capacity_extra(scenario, lay))):
+        quantity = {"decode": "decode_time", "prefill": "prefill_time", "capacity": "capacity_time"}[name]
+        for suffix, extra_time in (("memory", memory), ("compute", compute)):
+            if extra_time == 0:
+                continue
+            # After the pipeline's micro-batches, which the extra terms count themselves.
+            transform.wrap(f"{quantity}_{suffix}", lambda old, t=extra_time: old + t,
+                           reason=busiest, reference=where, order=Stage.PARALLELISM + 10)
+    experts = scenario.value("model.experts")
+    if lay.moe and experts % lay.expert:
+        most = -(-experts // lay.expert)
+        transform.warn(f"{experts} experts over {lay.expert} expert ranks: {experts % lay.expert} "
+                       f"ranks hold {most} experts of each MoE layer and the others {most - 1}; "
+                       f"the weights per card and the busiest rank's work are counted at the "
+                       f"fullest ({most}, {lay.expert * most / experts:.4g}× the mean share)",
+                       quantity="parallel_weight_bytes_per_card")
+    if scenario.value("efficiency.roofline") == "operator":
+        transform.warn("efficiency.roofline = \"operator\" sums the operators of the whole "
+                       "model; the layout's busiest-card terms (replica reads, the largest DP "
+                       "rank, the busiest expert rank) are not added to that sum",
+                       quantity="decode_step_time")
+
+
+@hookimpl
+def infermodel_check_result(result, warn):
+    values = result.values
+    if "parallel_expert_imbalance" not in values or "expert_imbalance_given" in values:
+        return
+    fast, slow = lay_formulas.MEASURED_SLOWDOWN
+    warn("parallel_expert_imbalance",
+         f"the busiest expert rank's load is the uniform-routing expectation "
+         f"({values['parallel_expert_imbalance']:.3g}× the mean in a decode step of "
+         f"{values['batch']:g} tokens, {values['parallel_expert_imbalance_prefill']:.3g}× in "
+         f"prefill); real routing is more skewed: SGLang's DeepSeek-V3 prefill at 32 expert "
+         f"ranks ran {fast / slow:.2f}× faster with a perfectly balanced expert placement than "
+         f"with its default one ({fast:,} vs {slow:,} tokens/s per node, "
+         f"{lay_formulas.MEASURED}); state levers.parallelism.expert_imbalance from a "
+         "measurement (1 / the balancedness vLLM's EPLB logs) to use it")
+
+
 @hookimpl
 def infermodel_register_headlines(register):
     register("parallelism", "parallel_efficiency", label="share of ideal rates reached")
     register("parallelism", "parallel_memory_required_per_card", label="memory needed per card")
+    register("parallelism", "parallel_weight_bytes_per_card", label="weights on the fullest card")
+    register("parallelism", "parallel_weight_bytes_replicated", label="weight replicas across cards")
+    register("parallelism", "parallel_expert_imbalance", label="busiest expert rank / mean")
+    register("parallelism", "parallel_decode_comm_time", label="communication per decode step")
 
 
-__all__ = ["COMMUNICATION", "LAB_EFFICIENCY", "Parallelism", "degrees", "efficiency_of", "oneshot_limit"]
+__all__ = ["COMMUNICATION", "LAB_EFFICIENCY", "oneshot_limit", "Parallelism", "degrees", "efficiency_of"]

@@ -422,6 +422,14 @@ def _memory(scenario, define, terms):
     define("kv_bytes_per_sequence", terms.cache_held(S.sequence_length), unit="B",
            description="KV-cache bytes one sequence holds on its own at full length",
            reference=CACHE)
+    # The positions those bytes are spread over: the serving simulator stores each cached
+    # position of a request at kv_bytes_per_sequence / kv_positions_per_sequence, so a
+    # lever that shrinks a sequence's cache (an eviction rule, a compressed format)
+    # changes the simulated capacity too; a lever that shares positions lowers both.
+    define("kv_positions_per_sequence", S.sequence_length, unit="token",
+           description="positions of one full-length sequence whose cache it holds on its own "
+                       "(sequence_length; a lever that shares positions lowers it)",
+           reference=CACHE)
     define("kv_bytes_shared", 0, unit="B",
            description="KV-cache bytes stored once and shared by every sequence (none unless "
                        "a lever shares them)", reference=CACHE)
@@ -438,10 +446,16 @@ def _memory(scenario, define, terms):
            unit="token", description="longest context each of the batch's sequences can reach",
            reference=CACHE)
     full = Max(1, S.max_sequences)
-    define("capacity_step_time",
-           Max((S.weight_bytes_per_step + full * terms.cache_read(S.context)) / S.bandwidth,
-               full * (2 * S.params_matmul + terms.attention_decode(S.context))
-               / S.flops_effective_decode) + S.t0,
+    # Memory and compute apart, as for the decode step, so that a lever can change one.
+    define("capacity_time_memory",
+           (S.weight_bytes_per_step + full * terms.cache_read(S.context)) / S.bandwidth, unit="s",
+           description="decode step time with the cache full if bandwidth were the only limit",
+           reference=LAB1)
+    define("capacity_time_compute",
+           full * (2 * S.params_matmul + terms.attention_decode(S.context)) / S.flops_effective_decode,
+           unit="s", description="decode step time with the cache full if compute were the only limit",
+           reference=LAB1)
+    define("capacity_step_time", Max(S.capacity_time_memory, S.capacity_time_compute) + S.t0,
            unit="s", description="decode step time with the cache full (max_sequences, at least 1)",
            reference=LAB1)
     # Zero when not even one full-length sequence fits (Lab 1 divides B by the step at

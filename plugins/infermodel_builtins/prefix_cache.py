@@ -25,7 +25,7 @@ import attrs
 import sympy
 from sympy import Max, Min, Piecewise, floor
 
-from infermodel.plugin import S, Stage, hookimpl
+from infermodel.plugin import S, Stage, accepts, hookimpl
 
 from . import M10
 from .shapes import terms as layer_terms
@@ -35,16 +35,19 @@ SHARE = f"{M10}, 'Share only states with the same identity' and 'Map logical pos
 CASE = f"{M10}, §11 'Budget memory at the accepted maximum length' and 'Separate quiet-request latency from loaded throughput'"
 
 
+@accepts("≥ 0")
 def _non_negative(instance, attribute, value):
     if value < 0:
         raise ValueError(f"{attribute.name} = {value!r} must not be negative")
 
 
+@accepts("0 to 1")
 def _probability(instance, attribute, value):
     if not 0.0 <= value <= 1.0:
         raise ValueError(f"{attribute.name} = {value!r} is not a share in [0, 1]")
 
 
+@accepts("≥ 1")
 def _block(instance, attribute, value):
     if value < 1:
         raise ValueError(f"{attribute.name} = {value!r} must be at least 1 token")
@@ -184,6 +187,9 @@ def infermodel_transform_quantities(scenario, transform):
     # kv_bytes_total and any other lever built on them (offload) see the sharing.
     transform.replace("kv_bytes_shared", S.prefix_shared_bytes,
                       reason="the prefix's whole blocks are stored once and shared",
+                      reference=SHARE, order=Stage.ALGORITHMS)
+    transform.replace("kv_positions_per_sequence", S.prefix_private_tokens_per_sequence,
+                      reason="the shared prefix's whole blocks are held once, not by each sequence",
                       reference=SHARE, order=Stage.ALGORITHMS)
     if layer_terms(scenario).st.windows or layer_terms(scenario).st.linear:
         transform.wrap("kv_bytes_per_sequence",

@@ -6,6 +6,7 @@ table) for each parameter class and for the KV cache::
 
     [levers.quantization]
     linear = "int4-g128"                          # block linears (attention, feed-forward)
+    down = "int8"                                 # feed-forward down projections (default: linear)
     experts = "mxfp4"                             # routed experts' matrices (default: linear)
     embedding = { bits = 8, granularity = "none" } # embedding table and output head
     norm = "bf16"                                 # normalisation weights
@@ -22,7 +23,9 @@ What it changes (a derivation shows each step):
 
 * ``weight_bytes`` (order 100) becomes the sum of the classes' byte counts,
   ``weight_bytes_linear + weight_bytes_embedding + weight_bytes_norm`` (plus
-  ``weight_bytes_experts`` when the routed experts have their own format), each
+  ``weight_bytes_experts`` when the routed experts have their own format, and
+  ``weight_bytes_down`` when the feed-forward down projections have theirs: Module 10
+  Lab 4's "leave the down-projections at eight bits"), each
   ⌈b·n/8⌉ + ⌈scales·(scale_bits + zero_point_bits)/8⌉. These three quantities are
   the lever's ``weight_bytes_by_class``; :func:`weight_bytes_by_class` returns them as
   a dict from a result. Unset classes stay bf16.
@@ -50,7 +53,7 @@ import attrs
 import sympy
 from sympy import Rational, ceiling, log
 
-from infermodel.plugin import S, Stage, hookimpl
+from infermodel.plugin import S, Stage, accepts, hookimpl
 
 from . import LAB, M10
 from .formats import (
@@ -79,6 +82,12 @@ CLASSES = (("linear", "linear", "block linear weights (attention and feed-forwar
            ("norm", "norm", "normalisation weights"))
 #: The class of routed experts' matrices, split from the block linears when its format differs.
 EXPERTS = ("experts", "experts", "routed experts' matrices")
+#: The feed-forward down projections, split from the block linears when their format differs
+#: (uniform dense models: the last matrix of every feed-forward block, d_ff × d_model).
+DOWN = ("down", "down", "feed-forward down projections")
+DOWN_NOTE = (f"{M10}, Lab 4 'try next' (leave the down-projections at eight bits) and 'Activation "
+             "range can be much harder than weight range' (the worst activation channel sat in a "
+             "down-projection)")
 SPLIT_LINEAR = "block linear weights other than the routed experts and the router (attention, "\
                "dense and shared feed-forward)"
 ROUTER = ("vLLM's mixture-of-experts models build the router gate unquantised (quant_config=None: "
@@ -93,11 +102,13 @@ NATIVE_FIELD = {"int8": "native_int8", "fp8": "native_fp8", "fp4": "flops_fp4"}
 OPERAND_BITS = {"int8": 8, "fp8": 8, "fp4": 4.5}
 
 
+@accepts("≥ 1")
 def _ratio_at_least_one(instance, attribute, value):
     if value is not None and not (math.isfinite(value) and value >= 1):
         raise ValueError(f"{attribute.name} = {value!r} must be at least 1 (max|w| ≥ RMS)")
 
 
+@accepts("≥ 1")
 def _speedup(instance, attribute, value):
     if not (math.isfinite(value) and value >= 1):
         raise ValueError(f"{attribute.name} = {value!r} must be a ratio of at least 1")
@@ -139,6 +150,9 @@ class Quantization:
     experts: FormatSpec | None = attrs.field(default=None, metadata={
         "description": "format of the routed experts' matrices; unset: the checkpoint's "
                        "model.expert_weight_format, else the linear format"})
+    down: FormatSpec | None = attrs.field(default=None, metadata={
+        "description": "format of the feed-forward down projections of a uniform dense model "
+                       "(the rest of the block linears keep linear's); unset: the linear format"})
     embedding: FormatSpec | None = attrs.field(default=None, metadata={
         "description": "format of the embedding table and output head; unset: bf16"})
     norm: FormatSpec | None = attrs.field(default=None, metadata={
@@ -245,11 +259,14 @@ def weight_formats(scenario, lever) -> dict[str, tuple[Format, str]]:
                                           "the lever")
         if "experts" in out and out["experts"][0] == out["linear"][0]:
             del out["experts"]
+    if lever.down is not None and lever.down != out["linear"][0]:
+        out["down"] = (lever.down, "[levers.quantization]")
     return out
 
 
 def _classes(formats) -> tuple:
-    return CLASSES + ((EXPERTS,) if "experts" in formats else ())
+    return (CLASSES + ((EXPERTS,) if "experts" in formats else ())
+            + ((DOWN,) if "down" in formats else ()))
 
 
 def _row_lengths(scenario, key: str) -> list[tuple[str, int]]:
@@ -275,6 +292,8 @@ def _row_lengths(scenario, key: str) -> list[tuple[str, int]]:
         expert = value("model.expert_d_ff") or value("model.d_ff")
         lengths.append(("expert_d_ff (feed-forward down projection)" if value("model.expert_d_ff")
                         else "d_ff (feed-forward down projection)", expert))
+    if key == "down":
+        return [("d_ff (feed-forward down projection)", value("model.d_ff"))]
     return lengths
 
 
@@ -306,7 +325,7 @@ def infermodel_validate_scenario(scenario, report):
                "use one of them",
                suggestion="[levers.quantization] covers number_formats: write effective bits as "
                           "{ bits = 4.125, granularity = \"none\" }")
-    weights_given = [key for key, _, _ in (*CLASSES, EXPERTS) if getattr(lever, key) is not None]
+    weights_given = [key for key, _, _ in (*CLASSES, EXPERTS, DOWN) if getattr(lever, key) is not None]
     if scenario.value("model.weight_bytes") is not None and weights_given:
         report("model.weight_bytes",
                "model.weight_bytes fixes the artifact size, so the weight formats of "
@@ -315,12 +334,19 @@ def infermodel_validate_scenario(scenario, report):
     if lever.experts is not None and scenario.value("model.experts") <= 1:
         report("levers.quantization.experts", "a format for routed experts needs a mixture of "
                "experts, but model.experts = 1", expected="linear = ... instead")
-    for key in ("linear", "embedding", "norm", "kv_cache", "experts"):
+    if lever.down is not None and not _uniform_dense(scenario):
+        report("levers.quantization.down", "a format for the down projections is modelled for a "
+               "uniform dense model; this one has experts or feed-forward blocks that differ by "
+               "layer", expected="linear = ... (and experts = ... for routed experts) instead")
+    for key in ("linear", "embedding", "norm", "kv_cache", "experts", "down"):
         fmt = getattr(lever, key)
         if fmt is None or fmt.granularity != "group":
             continue
         tile = fmt.block_side or fmt.group_size
-        for what, length in _row_lengths(scenario, key):
+        lengths = _row_lengths(scenario, key)
+        if key == "linear" and lever.down is not None:  # the down projections are their own
+            lengths = lengths[:-1]
+        for what, length in lengths:
             if length % tile:
                 divisors = [g for g in (16, 32, 64, 128, 256) if length % g == 0]
                 report(f"levers.quantization.{key}",
@@ -353,6 +379,13 @@ def infermodel_validate_scenario(scenario, report):
                    expected="bits = 4 (an integer from 2 to 32)")
 
 
+def _uniform_dense(scenario) -> bool:
+    """A dense model whose layers share one feed-forward block (the down class's shape)."""
+    st = structure(scenario)
+    uniform = len(st.rows) <= 1 and all(r.ffn == "dense" and r.width is None for r in st.rows)
+    return scenario.value("model.experts") <= 1 and not st.ffn and uniform
+
+
 def _default_sqnr_bits(lever) -> int | None:
     fmt = lever.linear
     if (fmt is None or fmt.kind != "int" or not fmt.symmetric or fmt.granularity == "none"
@@ -366,9 +399,12 @@ def _default_sqnr_bits(lever) -> int | None:
 # ---------------------------------------------------------------------------------
 
 
-def _class_params(key, split=False, router=False):
+def _class_params(key, split=False, router=False, down=False):
+    if key == "down":
+        return S.params_ffn_down
     if key == "linear":
         linear = S.params_block_linear - S.params_routed_experts if split else S.params_block_linear
+        linear = linear - S.params_ffn_down if down else linear
         # The routers and the groups the checkpoint leaves out (0 when none) keep 16 bits.
         return linear - S.params_router - S.params_router_fp32 - S.params_unquantized if router \
             else linear
@@ -383,8 +419,12 @@ def _routed(scenario):
     return moe_layer_count(scenario) * S.experts
 
 
-def _class_tensors(scenario, key, split=False, router=False):
+def _class_tensors(scenario, key, split=False, router=False, down=False):
     value = scenario.value
+    if key == "down":
+        return S.layers
+    if key == "linear" and down:
+        return S.layers * (4 + S.ffn_matrices - 1)
     if key == "experts":
         return _routed(scenario) * S.ffn_matrices
     if key == "linear":
@@ -396,7 +436,12 @@ def _class_tensors(scenario, key, split=False, router=False):
     return 2 * S.layers + 1
 
 
-def _class_rows(scenario, key, split=False, router=False):
+def _class_rows(scenario, key, split=False, router=False, down=False):
+    if key == "down":  # one output channel per row: d_model rows in every layer
+        return S.layers * S.d_model
+    if key == "linear" and down:
+        return S.layers * (S.query_width + 2 * S.kv_heads * S.head_dim + S.d_model
+                           + (S.ffn_matrices - 1) * S.d_ff)
     per_expert = (S.ffn_matrices - 1) * S.expert_d_ff + S.d_model
     if key == "experts":
         return _routed(scenario) * per_expert
@@ -410,14 +455,14 @@ def _class_rows(scenario, key, split=False, router=False):
     return 2 * S.layers + 1
 
 
-def _scale_count(scenario, key, fmt: Format, split=False, router=False):
+def _scale_count(scenario, key, fmt: Format, split=False, router=False, down=False):
     if fmt.granularity == "group":
         how = (f"one per {fmt.block_side}×{fmt.block_side} block" if fmt.block_side
                else f"one per group of {fmt.group_size} values")
-        return _class_params(key, split, router) / fmt.group_size, how
+        return _class_params(key, split, router, down) / fmt.group_size, how
     if fmt.granularity == "channel":
-        return _class_rows(scenario, key, split, router), "one per row (output channel)"
-    return _class_tensors(scenario, key, split, router), "one per tensor"
+        return _class_rows(scenario, key, split, router, down), "one per row (output channel)"
+    return _class_tensors(scenario, key, split, router, down), "one per tensor"
 
 
 def _router_kept(scenario, formats) -> bool:
@@ -467,6 +512,11 @@ def _define_weights(scenario, define, lever):
     router = _router_kept(scenario, formats)
     if router:
         _define_router(scenario, define)
+    down = "down" in formats
+    if down:
+        define("params_ffn_down", S.layers * S.d_ff * S.d_model, unit="param",
+               description="weights of the feed-forward down projections (d_ff × d_model in "
+                           "every layer)", reference=DOWN_NOTE)
     if split:
         define("params_routed_experts",
                moe_layer_count(scenario) * S.experts * ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff),
@@ -476,15 +526,17 @@ def _define_weights(scenario, define, lever):
         fmt, source = formats[key]
         if key == "linear" and split:
             what = SPLIT_LINEAR
+        if key == "linear" and down:
+            what = "block linears other than the feed-forward down projections"
         label = fmt.label() + ("" if source == "[levers.quantization]" else f"; {source}")
-        params = _class_params(key, split, router)
+        params = _class_params(key, split, router, down)
         define(f"weight_code_bits_{suffix}", fmt.bits, unit="bit",
                description=f"bits per stored code of the {what}: {label}", reference=ARTIFACT)
         code_bytes = ceiling(S[f"weight_code_bits_{suffix}"] * params / 8)
         if fmt.granularity == "none":
             total = code_bytes
         else:
-            count, how = _scale_count(scenario, key, fmt, split, router)
+            count, how = _scale_count(scenario, key, fmt, split, router, down)
             if isinstance(count, sympy.Integer):
                 count = int(count)
             define(f"weight_scales_{suffix}", count, unit="1",
@@ -636,6 +688,8 @@ def infermodel_transform_quantities(scenario, transform):
             total += S.weight_bytes_experts
         if _router_kept(scenario, weight_formats(scenario, lever)):
             total += S.weight_bytes_router
+        if "down" in weight_formats(scenario, lever):
+            total += S.weight_bytes_down
         transform.replace(
             "weight_bytes", total,
             reason="sum of the parameter classes, each stored in its own format with its scale "
@@ -663,7 +717,7 @@ def weight_bytes_by_class(result) -> dict[str, float]:
     {'linear': ..., 'embedding': ..., 'norm': ...}
     """
     return {suffix: result[f"weight_bytes_{suffix}"]
-            for suffix in [c[1] for c in (*CLASSES, EXPERTS)] + ["router"]
+            for suffix in [c[1] for c in (*CLASSES, EXPERTS, DOWN)] + ["router"]
             if f"weight_bytes_{suffix}" in result}
 
 

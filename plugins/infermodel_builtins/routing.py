@@ -30,7 +30,7 @@ from __future__ import annotations
 import attrs
 from sympy import Min
 
-from infermodel.plugin import S, Stage, hookimpl
+from infermodel.plugin import S, Stage, accepts, hookimpl
 
 from . import M10, pool_model
 
@@ -43,21 +43,25 @@ TYPICAL_COST_RATIO = 0.25
 PREFIX = "routed"
 
 
+@accepts("0 to 1")
 def _share(instance, attribute, value):
     if not 0.0 <= value <= 1.0:
         raise ValueError(f"{attribute.name} = {value!r} is not a share in [0, 1]")
 
 
+@accepts("> 0")
 def _positive(instance, attribute, value):
     if value is not None and not value > 0:
         raise ValueError(f"{attribute.name} = {value!r} must be greater than 0")
 
 
+@accepts("≥ 0")
 def _non_negative(instance, attribute, value):
     if value is not None and value < 0:
         raise ValueError(f"{attribute.name} = {value!r} must not be negative")
 
 
+@accepts("1 to 32")
 def _bits(instance, attribute, value):
     if not 1 <= value <= 32:
         raise ValueError(f"{attribute.name} = {value!r} is outside 1–32 bits")

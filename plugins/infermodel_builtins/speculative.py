@@ -23,7 +23,7 @@ import attrs
 import sympy
 from sympy import Eq, Ge, Max, Piecewise
 
-from infermodel.plugin import InfermodelError, S, Stage, hookimpl
+from infermodel.plugin import InfermodelError, S, Stage, accepts, hookimpl
 
 from . import LAB, M10
 from .shapes import (
@@ -53,26 +53,31 @@ SUM_TOLERANCE = 1e-6
 # ---------------------------------------------------------------------------------
 
 
+@accepts(f"0 to {MAX_K}")
 def _k_range(instance, attribute, value):
     if not 0 <= value <= MAX_K:
         raise ValueError(f"k = {value} is outside 0–{MAX_K} draft tokens per iteration")
 
 
+@accepts("0 to 1")
 def _closed_fraction(instance, attribute, value):
     if value is not None and not 0.0 <= value <= 1.0:
         raise ValueError(f"{attribute.name} = {value!r} is not a probability in [0, 1]")
 
 
+@accepts("> 0")
 def _positive(instance, attribute, value):
     if value is not None and not value > 0:
         raise ValueError(f"{attribute.name} = {value!r} must be greater than 0")
 
 
+@accepts("1 to 32")
 def _bits(instance, attribute, value):
     if not 1 <= value <= 32:
         raise ValueError(f"{attribute.name} = {value!r} is outside 1–32 bits")
 
 
+@accepts("probabilities that sum to 1")
 def _distribution(instance, attribute, value):
     if value is None:
         return

@@ -24,7 +24,7 @@ from __future__ import annotations
 import attrs
 from sympy import Max
 
-from infermodel.plugin import S, hookimpl
+from infermodel.plugin import S, accepts, hookimpl
 
 from . import M10
 
@@ -34,6 +34,7 @@ LOADED = f"{M10}, §11 'Separate quiet-request latency from loaded throughput'"
 TYPICAL_SHARE = 0.2
 
 
+@accepts("≥ 0 and < 1")
 def _share(instance, attribute, value):
     if not 0.0 <= value < 1.0:
         raise ValueError(f"{attribute.name} = {value!r} is not a share in [0, 1)")

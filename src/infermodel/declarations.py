@@ -386,6 +386,90 @@ class PresetInfo:
     plugin: str
 
 
+def _names(value: Any) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@attrs.frozen
+class Kernel:
+    """A measured kernel an operator runs, described for the measured kernel tables.
+
+    An operator (:func:`~infermodel.hookspecs.infermodel_define_operators`) names the
+    kernels it is made of, whole-model: a lever that prices operators from measured
+    tables (``efficiency.kernels = "measured"``) splits the arguments named in ``split``
+    among the tensor-parallel ranks, picks the dtype from the format of the weight
+    class ``weights``, and multiplies the kernel's time by ``calls`` and ``share``.
+
+    >>> Kernel("gemm", {"m": 32, "n": 6144, "k": 4096}, calls=32, split=("n",)).family
+    'gemm'
+    """
+
+    #: The table family: ``"gemm"``, ``"context_attention"``, ``"generation_attention"``,
+    #: ``"moe"``, ``"all_reduce"`` (see :mod:`infermodel.kernels.families`).
+    family: str
+    #: The family's arguments, each a sympy expression over quantities (or a number).
+    shape: Mapping[str, Any] = attrs.field(converter=dict)
+    #: Calls per pass or step (the layers that run it), an expression or a number.
+    calls: Any = 1
+    #: Arguments divided among the tensor-parallel ranks (a GEMM's n when its columns
+    #: are split, its k when its rows are; attention's heads and KV heads).
+    split: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    #: Weight class whose number format sets the dtype (``"linear"``, ``"experts"``,
+    #: ``"embedding"``), or None for 16-bit weights.
+    weights: str | None = None
+    #: Share of the kernel's time this operator takes (a fused kernel shared by two).
+    share: float = 1.0
+    #: A short name for the kernel within its operator (``"gate_up"``, ``"down"``).
+    label: str = ""
+
+
+def accepts(text: str) -> Callable[[Any], Any]:
+    """Mark a lever field's attrs validator with what it accepts, in words (``"> 0"``,
+    ``"0 to 32"``): the documentation's lever tables show it beside the field's type,
+    as they show the bounds of attrs' own validators (``attrs.validators.ge(1)``).
+    A field's ``metadata={"accepts": ...}`` says the same for one field.
+
+    >>> @accepts("> 0")
+    ... def positive(instance, attribute, value):
+    ...     if not value > 0:
+    ...         raise ValueError(f"{attribute.name} = {value!r} must be greater than 0")
+    >>> validator_bounds(positive)
+    '> 0'
+    """
+    def mark(validator: Any) -> Any:
+        setattr(validator, "accepts", text)  # noqa: B010  (a function's own attribute)
+        return validator
+
+    return mark
+
+
+#: attrs' comparison validators' operators, as the documentation writes them.
+_COMPARISONS = {">=": "≥", ">": ">", "<=": "≤", "<": "<"}
+
+
+def validator_bounds(validator: Any) -> str | None:
+    """What an attrs validator accepts, in words, where that can be known: the text
+    :func:`accepts` gave it, or the bound of attrs' own ``ge``/``gt``/``le``/``lt``
+    and ``in_`` validators (also inside ``optional``); None otherwise.
+
+    >>> validator_bounds(attrs.validators.optional(attrs.validators.ge(1)))
+    '≥ 1'
+    """
+    if validator is None:
+        return None
+    text = getattr(validator, "accepts", None)
+    if isinstance(text, str):
+        return text
+    op = getattr(validator, "compare_op", None)
+    if op in _COMPARISONS:
+        return f"{_COMPARISONS[op]} {validator.bound!r}"
+    options = getattr(validator, "options", None)
+    if isinstance(options, (tuple, list, set, frozenset)):
+        return "one of " + ", ".join(repr(o) for o in options)
+    inner = getattr(validator, "validator", None)  # attrs.validators.optional
+    return validator_bounds(inner) if inner is not None and inner is not validator else None
+
+
 __all__ = [
     "ENCODING_KINDS",
     "FIELD_KINDS",
@@ -396,6 +480,7 @@ __all__ = [
     "UNIT_WORDS",
     "Encoding",
     "FieldSpec",
+    "Kernel",
     "LeverInfo",
     "NumberFormatInfo",
     "Option",
@@ -405,4 +490,6 @@ __all__ = [
     "Stage",
     "TypicalSettingInfo",
     "WitnessInfo",
+    "accepts",
+    "validator_bounds",
 ]

@@ -25,6 +25,9 @@ class Step:
     source: str | None  # for inputs: where the number was written
     latex: str | None
     choice: str | None = None  # the outcome a whole-number value names (a headline's choices)
+    #: For a formula that reads a table (a measured kernel): what each lookup used, a line
+    #: each (the table, the grid points, the latency read).
+    tables: tuple[str, ...] = ()
 
     @property
     def is_input(self) -> bool:
@@ -141,7 +144,30 @@ def _step(result, name: str) -> Step:
     return Step(name=name, unit=q.unit, description=q.description, plugin=q.plugin,
                 value=result.values[name], expression=q.expression, history=q.history,
                 reference=q.reference, source=_source(result, q.history), latex=q.latex,
-                choice=result.graph.choice(name, result.values[name]))
+                choice=result.graph.choice(name, result.values[name]),
+                tables=table_lines(q.expression, result.values))
+
+
+def table_lines(expression, values: Mapping[str, Any]) -> tuple[str, ...]:
+    """What each table lookup in ``expression`` read at these values: the call with its
+    arguments, then the table's own explanation (``explain`` of the table), indented.
+    """
+    from .quantity import table_of, tabulated_calls
+
+    lines: list[str] = []
+    for call in tabulated_calls(expression):
+        explain = getattr(table_of(call), "explain", None)
+        if explain is None:
+            continue
+        known = {s: values[s.name] for s in call.free_symbols if s.name in values}
+        try:
+            arguments = [float(a.xreplace(known)) for a in call.args]
+        except (TypeError, ValueError):
+            continue  # an argument the values do not settle: nothing to read
+        shown = ", ".join(f"{a:.6g}" for a in arguments)
+        lines.append(f"{call.func.__name__}({shown}):")
+        lines += [f"  {line}" for line in explain(*arguments)]
+    return tuple(lines)
 
 
 def _changes_below(graph, name: str) -> tuple[LeverChange, ...]:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # annotations only: the host imports this module first
     import sympy
 
     from .analyses.witnessing import Witness
-    from .declarations import Encoding, Option, Quantisation
+    from .declarations import Encoding, Kernel, Option, Quantisation
     from .engine.evaluation import Result
     from .scenario import Scenario
 
@@ -158,7 +158,20 @@ class OperatorDefine(Protocol):
 
     def __call__(self, phase: str, name: str, *, flops: sympy.Basic | float,
                  bytes: sympy.Basic | float, description: str, reference: str | None = None,
-                 time: sympy.Basic | float | None = None, replace: bool = False) -> None: ...
+                 time: sympy.Basic | float | None = None, replace: bool = False,
+                 kernels: Sequence[Kernel] = ()) -> None: ...
+
+
+class IterationCostRegistrar(Protocol):
+    """``register`` of :func:`infermodel_iteration_cost`."""
+
+    def __call__(self, cost: Any) -> None: ...
+
+
+class OperatorTimeRegistrar(Protocol):
+    """``register`` of :func:`infermodel_time_operators`."""
+
+    def __call__(self, phase: str, operator: str, quantity: str, *, label: str) -> None: ...
 
 
 # ---------------------------------------------------------------------------------
@@ -376,7 +389,7 @@ def infermodel_validate_scenario(scenario: Scenario, report: Report) -> None:
 
 @hookspec
 def infermodel_define_quantities(scenario: Scenario, define: Define) -> None:
-    """Add quantities to the graph.
+    r"""Add quantities to the graph.
 
     Called once per scenario evaluation, for every plugin, after validation. A lever
     plugin normally adds its quantities only when ``scenario.levers`` has its table.
@@ -385,7 +398,13 @@ def infermodel_define_quantities(scenario: Scenario, define: Define) -> None:
     :param define: ``define(name, definition, *, unit, description, reference=None,
         latex=None, at=None)``. ``definition`` is a sympy expression over quantity symbols
         (``infermodel.S.layers``) or a number (an input quantity). A name defined by
-        two plugins is an error naming both. ``at`` maps input quantities to fixed
+        two plugins is an error naming both. ``unit`` is one of the unit words
+        (``"B"``, ``"s"``, ``"FLOP/s"``, ``"token"``, ``"1"`` …) and ``description`` one
+        line. ``reference`` names the published source of the formula, by title and
+        section (``"Module 10: Inference and serving, §3"``) or a paper: ``explain``,
+        JSON output and the documentation's tables show it beside the quantity.
+        ``latex`` is the symbol formulas print for the quantity (``r"\mathrm{TPOT}"``,
+        ``"d_q"``; default ``\mathrm{name}``). ``at`` maps input quantities to fixed
         numbers: the definition is then read with those inputs held, every lever's
         change included (``ttft`` is ``prefill_time`` at ``{"batch": 1}``: one request
         alone); each quantity it uses that depends on a held input gets a twin named
@@ -437,12 +456,56 @@ def infermodel_define_operators(scenario: Scenario, define: OperatorDefine) -> N
 
     :param scenario: the :class:`infermodel.scenario.Scenario`.
     :param define: ``define(phase, name, *, flops, bytes, description, reference=None,
-        time=None, replace=False)``. ``phase`` is ``"prefill"`` or ``"decode"``;
-        ``flops`` and ``bytes`` are sympy expressions over quantity symbols (or
-        numbers). ``time``, when given, is the operator's own time (a collective over a
-        link): the table shows it, and the plugin that defines it adds it to the step
-        time itself. A name defined twice in a phase is an error naming both plugins,
-        unless the second passes ``replace=True``.
+        time=None, replace=False, kernels=())``. ``phase`` is ``"prefill"`` or
+        ``"decode"``; ``flops`` and ``bytes`` are sympy expressions over quantity
+        symbols (or numbers). ``time``, when given, is the operator's own time (a
+        collective over a link): the table shows it, and the plugin that defines it adds
+        it to the step time itself. ``kernels`` names the measured kernels the operator
+        is made of (:class:`infermodel.plugin.Kernel`: a table family, its whole-model
+        shape, calls per pass, the arguments tensor parallelism splits, the weight class
+        that sets the dtype), so that measured kernel tables can time it
+        (``efficiency.kernels = "measured"``); an operator without kernels keeps its
+        roofline time there. A name defined twice in a phase is an error naming both
+        plugins, unless the second passes ``replace=True``.
+    :return: ignored.
+    """
+
+
+@hookspec
+def infermodel_time_operators(scenario: Scenario, register: OperatorTimeRegistrar) -> None:
+    """Say which quantity holds the time a scenario's step charges an operator, when it
+    is not the operator's own roofline (a measured kernel time, say).
+
+    Called when an operator table is asked for (``infermodel ops``, the
+    ``infermodel-ops`` directive, :func:`infermodel.operator_table`), after the
+    operators are collected; the table shows that quantity's value beside the
+    roofline's, and what share of the roofline it reaches.
+
+    :param scenario: the :class:`infermodel.scenario.Scenario`.
+    :param register: ``register(phase, operator, quantity, *, label)``: in ``phase``,
+        ``operator`` is charged the value of ``quantity`` (a quantity name the scenario's
+        graph defines); ``label`` says what that time is (``"measured"``). An operator
+        timed twice is an error naming both plugins.
+    :return: ignored.
+    """
+
+
+@hookspec
+def infermodel_iteration_cost(scenario: Scenario, values: Mapping[str, float],
+                              register: IterationCostRegistrar) -> None:
+    """Price the serving simulator's iterations some other way than the roofline of the
+    whole pass (from measured kernel tables, say).
+
+    Called when a scenario is simulated (``infermodel simulate``, the ``[simulation]``
+    table), once its quantities are evaluated.
+
+    :param scenario: the :class:`infermodel.scenario.Scenario`.
+    :param values: every quantity's value (base units) at the point simulated.
+    :param register: ``register(cost)`` with a
+        :class:`infermodel.simulator.cost.MeasuredIteration`: ``cost.times(tokens, decodes,
+        decode_cached, chunks, chunk_tokens, chunk_cached, scored)`` prices a pass from
+        its counts on numpy arrays, ``cost.describe()`` says how. Two plugins registering
+        one is an error naming both.
     :return: ignored.
     """
 

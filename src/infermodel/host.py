@@ -71,9 +71,17 @@ class PluginRecord:
 
 
 class PluginHost:
-    """Owns the pluggy manager and the registries filled by registration hooks."""
+    """Owns the pluggy manager and the registries filled by registration hooks.
 
-    def __init__(self, *, autoload: bool = True) -> None:
+    ``autoload`` (default True) loads the ``infermodel`` entry-point group as the
+    environment variables above say; False loads nothing at all, not even the built-in
+    physics, for an application that registers every plugin itself. ``builtins_only``
+    loads exactly the plugins that ship with infermodel, whatever the environment says
+    (:mod:`infermodel.testing` builds its hosts so, then registers the plugin under
+    test).
+    """
+
+    def __init__(self, *, autoload: bool = True, builtins_only: bool = False) -> None:
         self.pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
         self.pm.add_hookspecs(hookspecs)
         self.records: dict[str, PluginRecord] = {}
@@ -81,17 +89,19 @@ class PluginHost:
         self._warned = False
         self.none_asked = False
         self.trace = switched_on("INFERMODEL_TRACE_PLUGINS")
-        if autoload:
-            self.load_entry_points()
+        if autoload or builtins_only:
+            self.load_entry_points(builtins_only=builtins_only)
 
     # -- loading -----------------------------------------------------------------
 
-    def load_entry_points(self) -> None:
-        """Import every plugin of the entry-point group, one failure at a time."""
-        only = os.environ.get("INFERMODEL_LOAD_PLUGINS")
+    def load_entry_points(self, *, builtins_only: bool = False) -> None:
+        """Import every plugin of the entry-point group, one failure at a time (with
+        ``builtins_only``, the built-in ones, the environment variables not read).
+        """
+        only = None if builtins_only else os.environ.get("INFERMODEL_LOAD_PLUGINS")
         wanted = None if only is None else {n.strip() for n in only.split(",") if n.strip()}
         self.none_asked = wanted is not None and not wanted
-        builtins_only = switched_on("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD")
+        builtins_only = builtins_only or switched_on("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD")
         found = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
         for name in sorted((wanted or set()) - {ep.name for ep in found}):
             hint = suggest(name, [ep.name for ep in found])

@@ -15,14 +15,21 @@ What is here, by what a plugin does with it:
 * scenario fields and lever schemas: :data:`REQUIRED`, the unit types
   (:data:`Bytes`, :data:`Seconds`, :data:`BytesPerSecond`, :data:`FlopsPerSecond`,
   :data:`Dollars`, :data:`DollarsPerHour`, :data:`Watts`, :func:`unit_type`),
-  :class:`Fraction`; in a value-type function, :func:`structure` and
+  :class:`Fraction`, :func:`accepts` (a validator's bounds in words, for the
+  documentation's tables); in a value-type function, :func:`structure` and
   :class:`FieldValueError`;
 * witnesses: :class:`Option`, :class:`Row`, :class:`Witness`, :class:`DecisionMap` (a
   picture a witness can draw);
 * number formats and quantisers: :class:`Encoding` (a format's codes: range and
   resolution) and :class:`Quantisation` (what a quantiser returns);
 * operators: :func:`collect_operators` (every plugin's operators of a phase) and
-  :func:`operator_table` (evaluated against a result);
+  :func:`operator_table` (evaluated against a result); :class:`Kernel` (a measured
+  kernel an operator is made of);
+* tables: :func:`tabulated` (a sympy function whose numbers come from a table,
+  evaluated on numpy arrays inside the compiled graph), :func:`tabulated_calls` and
+  :func:`table_of` (find them in a formula); :mod:`infermodel.kernels`, as
+  ``infermodel.plugin.kernels`` (the measured kernel tables of the optional extra
+  ``infermodel[kernels]``, loaded when first used);
 * prediction intervals: :mod:`intervals <infermodel.engine.intervals>` (a preset's
   groups of held-out errors, the group a prediction falls in, its 80 % interval);
 * mistakes: :class:`InfermodelError` and :class:`Problem` (one user mistake, with
@@ -40,7 +47,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .analyses.witnessing import DecisionMap, Row, Witness
-from .declarations import REQUIRED, Encoding, Option, Quantisation, Stage
+from .declarations import REQUIRED, Encoding, Kernel, Option, Quantisation, Stage, accepts
 from .engine import intervals
 from .engine.operators import collect_operators, operator_table
 from .errors import InfermodelError, Problem, close_match, suggest
@@ -48,9 +55,11 @@ from .hookspecs import (
     Define,
     FieldRegistrar,
     HeadlineRegistrar,
+    IterationCostRegistrar,
     LeverRegistrar,
     NumberFormatRegistrar,
     OperatorDefine,
+    OperatorTimeRegistrar,
     PresetRegistrar,
     Quantiser,
     QuantiserRegistrar,
@@ -62,7 +71,7 @@ from .hookspecs import (
     WitnessRegistrar,
     hookimpl,
 )
-from .quantity import S
+from .quantity import S, table_of, tabulated, tabulated_calls
 from .schema import FieldValueError, structure, unit_type
 
 if TYPE_CHECKING:
@@ -90,8 +99,8 @@ else:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "simulator":
-        return importlib.import_module(".simulator", __package__)
+    if name in ("simulator", "kernels"):
+        return importlib.import_module(f".{name}", __package__)
     raise AttributeError(f"module 'infermodel.plugin' has no attribute {name!r}")
 
 
@@ -110,9 +119,12 @@ __all__ = [
     "Fraction",
     "HeadlineRegistrar",
     "InfermodelError",
+    "IterationCostRegistrar",
+    "Kernel",
     "LeverRegistrar",
     "NumberFormatRegistrar",
     "OperatorDefine",
+    "OperatorTimeRegistrar",
     "Option",
     "PresetRegistrar",
     "Problem",
@@ -131,6 +143,7 @@ __all__ = [
     "Watts",
     "Witness",
     "WitnessRegistrar",
+    "accepts",
     "close_match",
     "collect_operators",
     "hookimpl",
@@ -138,5 +151,8 @@ __all__ = [
     "operator_table",
     "structure",
     "suggest",
+    "table_of",
+    "tabulated",
+    "tabulated_calls",
     "unit_type",
 ]

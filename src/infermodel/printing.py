@@ -581,6 +581,7 @@ def derivation_text(derivation) -> str:
                 lines.append(f"  base:        {step.name} = {formula_text(base.expression)}")
             lines.append(f"  formula:     {step.name} = {formula_text(written(step))}")
             lines.append(f"  with values: {step.name} = {substituted_text(written(step), derivation.values)}")
+            lines.extend(f"  table:       {line}" for line in step.tables)
         lines.extend(_history_lines(step))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
@@ -596,6 +597,7 @@ def derivation_markdown(derivation) -> str:
             lines.append(f"  - formula: `{step.name} = {formula_text(written(step))}`")
             lines.append(f"  - with values: `{step.name} = "
                          f"{substituted_text(written(step), derivation.values)}`")
+            lines.extend(f"  - table: `{line.strip()}`" for line in step.tables)
         for text in _history_lines(step):
             lines.append(f"  - {text.strip()}")
     return "\n".join(lines) + "\n"
@@ -669,6 +671,7 @@ def derivation_to_dict(derivation) -> dict:
             "substituted": None if step.is_input else substituted_text(written(step), derivation.values),
             "source": step.source,
             "reference": step.reference,
+            "tables": list(step.tables),
             "history": [{"kind": c.kind, "plugin": c.plugin, "reason": c.reason,
                          "reference": c.reference,
                          "formula": formula_text(c.expression) if not isinstance(c.expression, float)

@@ -104,6 +104,66 @@ class _SymbolNamespace:
 S = _SymbolNamespace()
 
 
+#: Tabulated functions by name (see :func:`tabulated`).
+_TABULATED: dict[str, Any] = {}
+
+
+def tabulated(name: str, table: Any) -> Any:
+    """A sympy function whose numbers come from a table rather than a formula.
+
+    ``table`` is called with numpy arrays (or floats), one per argument, broadcast
+    together, and returns the function's values as an array of their common shape:
+    the compiled graph calls it once for a whole sweep, never once per point. It may
+    also have ``explain(*values) -> list[str]``: lines that say, for one point, which
+    rows of the table gave the number (a derivation prints them under the formula).
+    The name is a quantity-like name (``[A-Za-z][A-Za-z0-9_]*``) naming the table, so
+    that the same name always means the same numbers: asking again with the same name
+    and table returns the same function, and a different table under a name already
+    used replaces it for formulas built from then on.
+
+    >>> import numpy as np
+    >>> double = tabulated("twice_measured", lambda x: 2 * np.asarray(x, dtype=float))
+    >>> formula = double(S.batch) + 1
+    >>> sympy.lambdify([S.batch], formula, modules="numpy")(np.array([1.0, 2.0])).tolist()
+    [3.0, 5.0]
+    """
+    problem = check_name(name)
+    if problem:
+        raise ValueError(problem.replace("quantity name", "table function name"))
+    if not callable(table):
+        raise TypeError(f"table function {name!r}: the table must be callable on numpy arrays")
+    found = _TABULATED.get(name)
+    if found is not None and found.table is table:
+        return found
+    from sympy.core.function import UndefinedFunction
+
+    # sympy's own convention: lambdify finds a function's numbers in ``_imp_``.
+    made = UndefinedFunction(name, _imp_=staticmethod(table), table=table, real=True)
+    _TABULATED[name] = made
+    return made
+
+
+def is_tabulated(function: Any) -> bool:
+    """Whether ``function`` (a sympy function class) was made by :func:`tabulated`."""
+    return _TABULATED.get(getattr(function, "__name__", "")) is function
+
+
+def tabulated_calls(expression: Any) -> list[Any]:
+    """The calls of tabulated functions in a sympy expression, in a stable order."""
+    if not isinstance(expression, sympy.Basic):
+        return []
+    from sympy.core.function import AppliedUndef
+
+    calls = [call for call in expression.atoms(AppliedUndef) if is_tabulated(call.func)]
+    return sorted(calls, key=sympy.default_sort_key)
+
+
+def table_of(call: Any) -> Any:
+    """The table behind a tabulated function call (or function)."""
+    function: Any = call if isinstance(call, type) else call.func
+    return function.table
+
+
 @attrs.frozen
 class Change:
     """One step in a quantity's history: its definition or a lever's change to it.

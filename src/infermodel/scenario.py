@@ -24,7 +24,16 @@ from .registry import Registries
 from .schema import FieldValueError, converting_with, parse_field, report_structure, structure_table
 
 # read_toml, line_index and MAX_FILE_BYTES are also read from here by other modules.
-from .tomlfile import MAX_FILE_BYTES, MAX_NESTING, line_index, nesting_depth, read_toml, shown_path  # noqa: F401
+from .tomlfile import (  # noqa: F401
+    MAX_FILE_BYTES,
+    MAX_NESTING,
+    SHIPPED_PREFIX,
+    line_index,
+    nesting_depth,
+    read_toml,
+    shipped_scenario,
+    shown_path,
+)
 
 MAX_EXTENDS_DEPTH = 16
 
@@ -101,10 +110,15 @@ def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, dict[str,
     if not isinstance(parent, str):
         raise ScenarioError(Problem("'extends' must be a path string", file=str(path),
                                     key="extends", line=lines.get("extends"),
-                                    expected='a file name such as "base.toml"'))
+                                    expected='a file name such as "base.toml", or '
+                                             '"infermodel:NAME" for a shipped scenario'))
     from .output import path_problem
 
-    parent_path = (path.parent / parent)
+    if parent.startswith(SHIPPED_PREFIX):  # a scenario that ships with infermodel
+        parent_path = shipped_scenario(parent, file=str(path), key="extends",
+                                       line=lines.get("extends"))
+    else:
+        parent_path = path.parent / parent
     problem = path_problem(parent_path)
     if problem is not None:
         raise ScenarioError(Problem(f"'extends' names a path that cannot exist: {problem}",
@@ -697,7 +711,8 @@ def remove_keys(data: dict, origins: dict[str, Origin], keys: Iterable[str]) -> 
 
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | Iterable[str] | None = None,
                   *, host: PluginHost | None = None, unset: Iterable[str] = ()) -> Scenario:
-    """Read, merge, type and validate a scenario file.
+    """Read, merge, type and validate a scenario file (or ``"infermodel:NAME"``, a
+    scenario that ships with infermodel).
 
     ``overrides`` maps dotted key paths to values (or is a list of ``"key=value"``
     strings, as ``--set`` takes them); ``unset`` lists key paths removed first (``--unset``).
@@ -706,7 +721,7 @@ def load_scenario(path: str | Path, overrides: Mapping[str, Any] | Iterable[str]
     >>> s.value("workload.batch")  # doctest: +SKIP
     4
     """
-    path = Path(path)
+    path = shipped_scenario(str(path)) if str(path).startswith(SHIPPED_PREFIX) else Path(path)
     data, origins = load_raw(path)
     if unset:
         data = remove_keys(data, origins, unset)

@@ -430,25 +430,46 @@ def _nested_keys(schema: type | None, relative: str) -> list[str] | None:
     return [a.name for a in attrs.fields(current)]
 
 
-def _rejected_field(schema: type, table: Mapping, converter) -> str | None:
-    """The field of ``schema`` whose attrs validator rejects ``table``'s value, found by
-    structuring the table with validators off and running each field's validator in
-    attrs' order (a validator fails the whole class, so cattrs names no path).
+def _validator_failures(schema: type, table: Mapping, converter,
+                        skip: set[str]) -> list[tuple[str, str]]:
+    """Every field of ``schema`` whose attrs validator rejects ``table``'s value, as
+    ``(field, message)`` in attrs' order. A validator fails the whole class, and attrs
+    stops at the first, so each field is structured on its own (validators off) and
+    every validator is run on what structured; fields in ``skip`` (already reported: an
+    unknown key, a value of the wrong type) and fields that do not structure are left
+    out, so a type error no longer hides a bound elsewhere in the table.
     """
+    import types
+
     if not attrs.has(schema):
-        return None
-    try:
-        with attrs.validators.disabled():
-            instance = converter.structure(dict(table), schema)
-    except Exception:
-        return None
+        return []
+    with contextlib.suppress(Exception):  # unresolvable annotations stay as written
+        attrs.resolve_types(schema)
+    values: dict[str, Any] = {}
     for field in attrs.fields(schema):
-        if field.validator is not None:
-            try:
-                field.validator(instance, field, getattr(instance, field.name))
-            except (ValueError, TypeError):
-                return field.name
-    return None
+        key = field.alias or field.name
+        if key not in table or key in skip or field.name in skip:
+            continue
+        try:
+            with attrs.validators.disabled():
+                value = converter.structure(table[key], field.type)
+                values[field.name] = field.converter(value) if callable(field.converter) else value
+        except Exception:
+            continue
+    defaults = {f.name: f.default for f in attrs.fields(schema)
+                if f.default is not attrs.NOTHING and not isinstance(f.default, attrs.Factory)}  # type: ignore[arg-type]
+    instance = types.SimpleNamespace(**{**defaults, **values})
+    failures = []
+    for field in attrs.fields(schema):
+        if field.validator is None or field.name not in values:
+            continue
+        try:
+            field.validator(instance, field, values[field.name])
+        except (ValueError, TypeError) as exc:
+            failures.append((field.alias or field.name, str(exc) or type(exc).__name__))
+        except Exception:  # a validator that needs the real instance: judged with the class
+            continue
+    return failures
 
 
 def report_structure(exc: BaseException, prefix: str, table: Mapping, known: Iterable[str], add,
@@ -460,8 +481,12 @@ def report_structure(exc: BaseException, prefix: str, table: Mapping, known: Ite
     not fit its field, a missing key (unless ``quiet``), the field a validator rejected.
     """
     known = list(known)
+    reported: set[str] = set()
+    whole: list[str] = []  # failures of the class itself (a validator, a post-init check)
     for problem in structure_errors(exc):
         relative, message = problem.path, problem.message
+        reported.add(relative.split(".")[0])
+        reported.update(problem.unknown_keys)
         if quiet and problem.missing:
             continue
         if relative and problem.unknown_keys:
@@ -480,8 +505,8 @@ def report_structure(exc: BaseException, prefix: str, table: Mapping, known: Ite
                     suggestion=suggest(extra, known))
             continue
         if not relative and schema is not None and converter is not None:
-            # A schema's validator failed the class: point at the field it rejected.
-            relative = _rejected_field(schema, table, converter) or ""
+            whole.append(message)  # every field a validator rejects is reported below
+            continue
         written = _written(table, relative)
         if relative and _is_table_field(schema, relative) and not isinstance(written, Mapping):
             # A nested table written as a value: say so rather than cattrs' type error.
@@ -489,6 +514,13 @@ def report_structure(exc: BaseException, prefix: str, table: Mapping, known: Ite
                 expected=f"a [{prefix}.{relative}] table")
             continue
         add(f"{prefix}.{relative}" if relative else prefix, message)
+    if schema is None or converter is None:
+        return
+    failures = _validator_failures(schema, table, converter, reported - {""})
+    for name, message in failures:
+        add(f"{prefix}.{name}", message)
+    if whole and not failures:
+        add(prefix, whole[0])
 
 
 def _is_table_field(schema: type | None, relative: str) -> bool:

@@ -5,6 +5,11 @@ the raw text (best effort) for messages. :func:`read_toml` refuses what could ma
 reader slow or deep before parsing: a path that cannot exist, a file that is not a
 regular file or is over :data:`MAX_FILE_BYTES`, values nested past :data:`MAX_NESTING`
 levels, an integer of more digits than Python reads.
+
+The scenarios that ship with infermodel are installed with it (the
+``infermodel_scenarios`` package, the repository's ``scenarios/`` folder) and are
+named ``"infermodel:NAME"`` wherever a scenario path goes: :func:`shipped_scenario`
+finds one, :func:`shipped_scenarios` lists them.
 """
 
 from __future__ import annotations
@@ -125,3 +130,57 @@ def shown_path(path: Any) -> str:
     """A path for a message: long ones are shortened."""
     text = str(path)
     return text if len(text) <= 160 else text[:100] + " … " + text[-40:]
+
+
+#: How a shipped scenario is named where a path goes: ``extends = "infermodel:case-study-24gb"``.
+SHIPPED_PREFIX = "infermodel:"
+#: The package the shipped scenarios are installed as.
+SHIPPED_PACKAGE = "infermodel_scenarios"
+_SHIPPED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def shipped_folder() -> Path | None:
+    """The folder of the shipped scenarios as installed, or None when it is not."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(SHIPPED_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    return Path(spec.origin).parent
+
+
+def shipped_scenarios() -> dict[str, Path]:
+    """Every shipped scenario, by name (the file name without ``.toml``)."""
+    folder = shipped_folder()
+    if folder is None:
+        return {}
+    return {p.stem: p for p in sorted(folder.glob("*.toml"))}
+
+
+def shipped_scenario(text: str, *, file: str | None = None, key: str | None = None,
+                     line: int | None = None) -> Path:
+    """The installed file of the shipped scenario ``"infermodel:NAME"`` (``NAME`` or
+    ``NAME.toml``); an unknown name is one problem, at ``file``, ``key`` and ``line``,
+    with the closest name.
+
+    >>> shipped_scenario("infermodel:case-study-24gb").name  # doctest: +SKIP
+    'case-study-24gb.toml'
+    """
+    from .errors import suggest
+
+    name = text[len(SHIPPED_PREFIX):].removesuffix(".toml")
+    known = shipped_scenarios()
+    if _SHIPPED_NAME.fullmatch(name) and name in known:
+        return known[name]
+    hint = suggest(name, known) if known else None
+    raise ScenarioError(Problem(
+        f"no shipped scenario is named {name!r}" if known
+        else f"{text!r} names a shipped scenario, and none is installed",
+        file=file, key=key, line=line,
+        expected=f'"{SHIPPED_PREFIX}NAME", NAME one of the shipped scenarios'
+                 + (f" ({len(known)}: {', '.join(list(known)[:4])}, …)" if known else ""),
+        suggestion=hint or ("`infermodel presets scenarios` lists them" if known
+                            else "reinstall infermodel, or name the file by its path")))

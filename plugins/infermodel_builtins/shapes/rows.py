@@ -50,6 +50,11 @@ class RowTerms:
     cache_bytes_per_token: Any
     state_bytes: Any
     flops_per_token: Any
+    #: Of ``params``: the mixers' weights (inner norms included), every routed expert and
+    #: the shared experts (a deployment places each class on its own cards).
+    mixer_params: Any = 0
+    routed_params: Any = 0
+    shared_params: Any = 0
 
 
 def row_label(row: Row, st: Structure) -> str:
@@ -138,10 +143,24 @@ def row_terms(scenario, st: Structure, row: Row, context=None) -> RowTerms:
     block_norms = ((row.mixer != "none") + (row.ffn != "none")) * S.d_model
     norms = inner + block_norms
     n = row.count
+    routed, shared = _experts(scenario, st, row)
     return RowTerms(params=n * (mixer + ffn_all + norms),
                     cache_bytes_per_token=n * cache,
                     state_bytes=n * state * S.linear_state_bits / 8 if state else 0,
-                    flops_per_token=n * (2 * (mixer + ffn_active + norms) + attention))
+                    flops_per_token=n * (2 * (mixer + ffn_active + norms) + attention),
+                    mixer_params=n * (mixer + inner), routed_params=n * routed,
+                    shared_params=n * shared)
+
+
+def _experts(scenario, st: Structure, row: Row):
+    """(every routed expert, the shared experts) of one layer of ``row`` (0 for dense)."""
+    if scenario.value("model.experts") <= 1 or (st.ffn and row.ffn != "moe"):
+        return 0, 0
+    if not st.ffn:
+        expert = ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff)
+        return S.experts * expert, S.shared_experts * expert
+    return (S.experts * expert_params(scenario),
+            S.shared_experts * ffn_block(S.ffn_matrices, S.d_model, S.shared_expert_d_ff))
 
 
 __all__ = ["FFN_LABELS", "MIXER_LABELS", "RowTerms", "expert_params", "router_per_layer", "row_label", "row_terms"]

@@ -29,12 +29,13 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 __all__ = ["MachineModel", "RealModelReport", "RealModelUnavailable", "TinyDecoder",
-           "check_decoder", "read_machine", "small_shape"]
+           "check_decoder", "load_torch", "read_machine", "small_shape"]
 
 #: Logit agreement expected between two float32 paths computing the same function.
 LOGIT_TOLERANCE = 1e-3
@@ -46,7 +47,8 @@ class RealModelUnavailable(Exception):
     """PyTorch is not installed (or the shape cannot be built)."""
 
 
-def _torch():
+def load_torch():
+    """PyTorch, or :class:`RealModelUnavailable` saying how to install it."""
     try:
         import torch
     except ImportError:
@@ -111,7 +113,7 @@ def scenario_shape(scenario) -> Shape:
 
 def TinyDecoder(shape: Shape, *, cache_dtype=None, seed: int = 0):
     """A randomly initialised decoder of ``shape`` (see the module docstring)."""
-    torch = _torch()
+    torch = load_torch()
     nn = torch.nn
 
     class RMSNorm(nn.Module):  # type: ignore[name-defined]  # torch is imported lazily
@@ -162,16 +164,20 @@ def TinyDecoder(shape: Shape, *, cache_dtype=None, seed: int = 0):
             rotated = torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
             return torch.cat([rotated, x[..., 2 * half:]], dim=-1)
 
-        def forward(self, tokens, positions, cache=None, *, all_logits=False):
+        def forward(self, tokens, positions, cache=None, *, all_logits=False, valid=None,
+                    depth=None):
             """Logits for ``tokens`` at ``positions`` ([B, S] each), attending to the
             ``cache`` (a list of per-layer (keys, values) or None); returns the logits
-            and the cache extended by these positions.
+            and the cache extended by these positions. ``valid`` ([B, cached + S],
+            bool) marks the real columns of left-padded rows: no query attends to a
+            padding column but its own. ``depth`` runs the first ``depth`` blocks only
+            (then the final norm and head): a smaller decoder sharing this one's weights.
             """
             s = shape
             batch, length = tokens.shape
             x = self.embed(tokens)
             new_cache = []
-            for i, block in enumerate(self.blocks):
+            for i, block in enumerate(self.blocks[:depth]):
                 h = block.attn_norm(x)
                 q = block.q(h).view(batch, length, s.heads, s.head_dim).transpose(1, 2)
                 k = block.k(h).view(batch, length, s.kv_heads, s.head_dim).transpose(1, 2)
@@ -187,10 +193,8 @@ def TinyDecoder(shape: Shape, *, cache_dtype=None, seed: int = 0):
                 keys = k.float().repeat_interleave(group, dim=1)
                 values = v.float().repeat_interleave(group, dim=1)
                 scores = q @ keys.transpose(-1, -2) / math.sqrt(s.head_dim)
-                past = keys.shape[2] - length
-                query_index = torch.arange(length)[:, None] + past
-                key_index = torch.arange(keys.shape[2])[None, :]
-                scores = scores.masked_fill(key_index > query_index, float("-inf"))
+                scores = scores.masked_fill(hidden_keys(length, keys.shape[2], valid),
+                                            float("-inf"))
                 attended = (scores.softmax(-1) @ values).transpose(1, 2).reshape(batch, length, -1)
                 x = x + block.o(attended)
                 h = block.ffn_norm(x)
@@ -206,6 +210,21 @@ def TinyDecoder(shape: Shape, *, cache_dtype=None, seed: int = 0):
     return decoder
 
 
+def hidden_keys(length: int, total: int, valid=None):
+    """The keys each of ``length`` new queries may not see among ``total`` (the cache's
+    and its own): later positions, and with ``valid`` ([B, total] bool) the padding
+    columns of left-padded rows, except a padding query's own column (so that its
+    softmax stays finite).
+    """
+    torch = load_torch()
+    query_index = torch.arange(length)[:, None] + (total - length)
+    key_index = torch.arange(total)[None, :]
+    hidden = key_index > query_index
+    if valid is not None:
+        hidden = hidden | (~valid[:, None, None, :] & (key_index != query_index))
+    return hidden
+
+
 def cache_bytes(cache) -> int:
     """Bytes the cache tensors hold (keys and values, every layer)."""
     return sum(t.numel() * t.element_size() for layer in cache for t in layer)
@@ -215,7 +234,7 @@ def generate(model, prompt, steps: int, *, position_offset: int = 0):
     """Greedy generation with the cache; returns tokens [B, steps], per-step logits
     [B, steps, V] and the cache. ``position_offset`` shifts decode positions (a bug).
     """
-    torch = _torch()
+    torch = load_torch()
     batch, length = prompt.shape
     positions = torch.arange(length).expand(batch, length)
     logits, cache = model(prompt, positions)
@@ -268,6 +287,8 @@ class RealModelReport:
     timings: list[Timing] = attrs.field(factory=list)
     #: What the decoder does not reproduce of the scenario, and how much it matters.
     notes: list[str] = attrs.field(factory=list)
+    #: The labs' measurement tables (:class:`~.labs.LabTable`), reported, not judged.
+    tables: list = attrs.field(factory=list)
 
     @property
     def passed(self) -> bool:
@@ -294,13 +315,16 @@ class RealModelReport:
                              f"{t.predicted * 1e3:>8.3f} ms {t.error:>+8.0%}")
             errors = sorted(abs(t.error) for t in self.timings)
             lines.append(f"median |error| {statistics.median(errors):.0%}")
+        for table in self.tables:
+            lines += ["", table.text()]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"shape": attrs.asdict(self.shape), "cache_format": self.cache_format,
                 "hardware": self.hardware, "passed": self.passed, "notes": list(self.notes),
                 "checks": [attrs.asdict(c) for c in self.checks],
-                "timings": [{**attrs.asdict(t), "error": t.error} for t in self.timings]}
+                "timings": [{**attrs.asdict(t), "error": t.error} for t in self.timings],
+                "tables": [t.to_dict() for t in self.tables]}
 
 
 def _max_diff(a, b) -> float:
@@ -314,7 +338,7 @@ def _first_difference(a, b) -> int | None:
 
 
 def check_cache_bytes(model, predicted_per_token: float, *, batch=2, prompt=24, steps=8) -> Check:
-    torch = _torch()
+    torch = load_torch()
     generator = torch.Generator().manual_seed(1)
     tokens = torch.randint(model.shape.vocab, (batch, prompt), generator=generator)
     with torch.inference_mode():
@@ -330,7 +354,7 @@ def check_cache_bytes(model, predicted_per_token: float, *, batch=2, prompt=24, 
 
 
 def check_cached_logits(model, *, prompt=16, steps=24) -> list[Check]:
-    torch = _torch()
+    torch = load_torch()
     generator = torch.Generator().manual_seed(2)
     tokens = torch.randint(model.shape.vocab, (1, prompt), generator=generator)
     with torch.inference_mode():
@@ -363,7 +387,7 @@ def check_cached_logits(model, *, prompt=16, steps=24) -> list[Check]:
 
 
 def check_batch_invariance(model, *, prompt=16, steps=32, batch=8) -> Check:
-    torch = _torch()
+    torch = load_torch()
     generator = torch.Generator().manual_seed(3)
     prompts = torch.randint(model.shape.vocab, (batch, prompt), generator=generator)
     with torch.inference_mode():
@@ -400,7 +424,7 @@ def _median_time(call, repeats: int) -> float:
 
 def measure_times(model, predict, *, quick: bool) -> list[Timing]:
     """Prefill and decode step times beside ``predict(phase, batch, tokens)``."""
-    torch = _torch()
+    torch = load_torch()
     repeats = 3 if quick else 5
     prefill_points = [(1, 64), (4, 64)] if quick else [(1, 64), (1, 256), (4, 64), (4, 256)]
     decode_points = [(1, 64), (8, 256)] if quick else [(1, 64), (1, 512), (8, 64), (8, 512),
@@ -445,19 +469,25 @@ class MachineModel:
 
 
 def check_decoder(scenario, machine: MachineModel, *, calibrated: bool = False,
-                  quick: bool = False, full_size: bool = False) -> RealModelReport:
-    """Build the decoder of ``scenario``'s shape and run every check and timing.
+                  quick: bool = False, full_size: bool = False,
+                  experiments: Callable[..., tuple[list, list]] | None = None) -> RealModelReport:
+    """Build the decoder of ``scenario``'s shape and run every check and timing, and
+    ``experiments(model, predict, scenario, kv_bytes_per_token)`` — Module 10's labs
+    (:func:`.labs.run_labs` with the labs asked for) — whose checks and tables join the
+    report.
 
     Time predictions use ``machine`` (:func:`read_machine` reads a preset file from
     ``infermodel calibrate``; the command measures one when none is given); with
     ``calibrated`` its measured per-call ``t0`` is the efficiency ``t0``.
     """
-    torch = _torch()
+    torch = load_torch()
     from ..engine.evaluation import evaluate_afresh
 
     shape = scenario_shape(scenario)
     if not full_size:
         shape = small_shape(shape)
+    else:
+        _check_size(scenario, shape)
     # The small model's own scenario: same levers, the small shape, float32 weights.
     overrides: dict[str, Any] = {
         "model.layers": shape.layers, "model.d_model": shape.d_model, "model.heads": shape.heads,
@@ -493,8 +523,12 @@ def check_decoder(scenario, machine: MachineModel, *, calibrated: bool = False,
     report.checks.append(check_cache_bytes(model, float(result["kv_bytes_per_token"])))
     # The logit checks run entirely in float32, as Module 10's Labs 2 and 6 do: a 16-bit
     # cache rounds keys computed in differently shaped products to different neighbours
-    # now and then, which is storage noise, not a cache bug.
-    exact = TinyDecoder(shape, cache_dtype=torch.float32)
+    # now and then, which is storage noise, not a cache bug. (The same weights: a
+    # shallow copy shares the modules, so a full-size decoder is held once.)
+    import copy
+
+    exact = copy.copy(model)
+    exact.cache_dtype = torch.float32
     report.checks.extend(check_cached_logits(exact))
     report.checks.append(check_batch_invariance(exact))
 
@@ -515,7 +549,35 @@ def check_decoder(scenario, machine: MachineModel, *, calibrated: bool = False,
         return float(r["decode_step_time"])
 
     report.timings.extend(measure_times(model, predict, quick=quick))
+    if experiments is not None:
+        checks, tables = experiments(exact, predict, small,
+                                     float(result["kv_bytes_per_token"]) * 4 / kv_value_bytes)
+        report.checks.extend(checks)
+        report.tables.extend(tables)
     return report
+
+
+#: The largest full-size decoder built (float32 weights, bytes): a random decoder's
+#: checks and timings need no more, and a 70B shape would need 280 GB.
+MAX_FULL_SIZE_BYTES = 2_500_000_000
+
+
+def _check_size(scenario, shape: Shape) -> None:
+    """Refuse, before allocating, a full-size decoder over :data:`MAX_FULL_SIZE_BYTES`."""
+    from ..errors import InfermodelError, Problem
+
+    s = shape
+    block = (s.d_model * (s.heads + 2 * s.kv_heads) * s.head_dim + s.heads * s.head_dim * s.d_model
+             + (3 if s.gated else 2) * s.d_model * s.d_ff + 2 * s.d_model)
+    params = s.layers * block + s.vocab * s.d_model * (1 if s.tied else 2) + s.d_model
+    if 4 * params > MAX_FULL_SIZE_BYTES:
+        raise InfermodelError(Problem(
+            f"the full-size decoder of {scenario.name} has {params:,} parameters, "
+            f"{4 * params / 1e9:.3g} GB in float32, over the {MAX_FULL_SIZE_BYTES / 1e9:g} GB "
+            "a random decoder is built with", file=str(scenario.path) if scenario.path else None,
+            expected=f"a model of at most {MAX_FULL_SIZE_BYTES // 4 / 1e6:,.0f} M parameters "
+                     "with --full-size",
+            suggestion="leave out --full-size: the decoder is then the shape scaled down"))
 
 
 def _float32_weights(scenario, cache_name: str) -> dict[str, Any]:

@@ -252,6 +252,16 @@ class SearchResult:
             raise InfermodelError("no choice satisfies every constraint")
         return self.sweep.evaluate_at(self.best)
 
+    def warnings(self) -> list:
+        """The result warnings (as ``infermodel run`` prints them) of the winning point,
+        or of the scenario as written when no choice satisfies every constraint.
+        """
+        from ..engine.evaluation import evaluate_afresh
+
+        if self.best is None:
+            return list(evaluate_afresh(self.sweep.scenario).warnings)
+        return list(self.evaluate_best().warnings)
+
     def explain(self, name: str, index: int | None = None, *, depth: int | None = None):
         """The derivation of quantity ``name`` at the winner (or at point ``index``)."""
         from ..derivation import derive

@@ -40,6 +40,29 @@ def load(args):
     return scenario
 
 
+def print_warnings(warnings, *, where: str | None = None) -> None:
+    """Print each warning once on standard error as ``infermodel run`` words it,
+    ``warning: <message>`` (``warning (<where>): <message>`` when ``where`` says at which
+    point or block it holds). ``warnings`` holds result warnings or strings, or
+    ``(where, warning)`` pairs. Every command that evaluates a scenario but prints
+    something other than ``run``'s summary (sweep, search, simulate, plan) shows its
+    warnings through this, so none is lost.
+
+    >>> print_warnings(["a", "a", ("batch 4", "b")])  # doctest: +SKIP
+    warning: a
+    warning (batch 4): b
+    """
+    import sys
+
+    seen = set()
+    for item in warnings:
+        place, warning = item if isinstance(item, tuple) else (where, item)
+        line = f"warning ({place}): {warning}" if place else f"warning: {warning}"
+        if line not in seen:
+            seen.add(line)
+            print(line, file=sys.stderr)
+
+
 def split_names(text: str | None) -> list[str] | None:
     if not text:
         return None
@@ -48,5 +71,5 @@ def split_names(text: str | None) -> list[str] | None:
 
 from .app import COMMANDS, build_parser, main, run  # noqa: E402  (after the helpers the commands use)
 
-__all__ = ["COMMANDS", "add_scenario_arguments", "build_parser", "load", "main", "run",
-           "split_names"]
+__all__ = ["COMMANDS", "add_scenario_arguments", "build_parser", "load", "main",
+           "print_warnings", "run", "split_names"]

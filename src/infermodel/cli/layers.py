@@ -34,15 +34,28 @@ def add_parser(subparsers) -> None:
                     "such layers, their parameters, the cache bytes each cached token adds or "
                     "the fixed state one sequence keeps, and their FLOPs per decoded token at "
                     "the mean context; then what lies outside the layers and the model's "
-                    "totals. JSON gives base units (params, B, FLOP).")
+                    "totals. A deployment that places the layers on several cards (expert "
+                    "parallelism, data-parallel attention) adds their parameters on the "
+                    "fullest card. JSON gives base units (params, B, FLOP).")
     add_scenario_arguments(parser)
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE (atomically)")
     parser.set_defaults(handler=handle)
 
 
+#: A column a plugin may add for a deployment over several cards (the parallelism lever's
+#: layouts): ``layer_kind_<kind>_params_per_card`` and ``params_outside_layers_per_card``.
+PER_CARD = ("params_per_card", "params_per_card", "param", "parameters/card")
+
+
+def _columns(result) -> tuple:
+    return COLUMNS + ((PER_CARD,) if "params_outside_layers_per_card" in result.values else ())
+
+
 def layer_rows(result) -> list[dict]:
-    """One dict per layer kind: ``kind``, ``label`` and the :data:`COLUMNS` values."""
+    """One dict per layer kind: ``kind``, ``label`` and the :data:`COLUMNS` values (and
+    ``params_per_card`` where a plugin places the layers on several cards).
+    """
     rows = []
     for name in result.values:
         match = _COUNT.match(name)
@@ -51,7 +64,7 @@ def layer_rows(result) -> list[dict]:
         kind = match.group(1)
         label = result.quantity(name).description.removeprefix("layers of ")
         row = {"kind": kind, "label": label}
-        for suffix, key, _, _ in COLUMNS:
+        for suffix, key, _, _ in _columns(result):
             row[key] = float(result[f"layer_kind_{kind}_{suffix}"])
         rows.append(row)
     return rows
@@ -64,6 +77,9 @@ def _totals(result, rows: list[dict]) -> dict:
              "cache_bytes_per_token": float(result["kv_bytes_per_token"]),
              "state_bytes": float(result.values.get("linear_state_bytes_per_sequence", 0.0)),
              "flops_per_token": float(result["decode_flops"] / result["batch"])}
+    if "params_outside_layers_per_card" in result.values:
+        outside["params_per_card"] = float(result["params_outside_layers_per_card"])
+        model["params_per_card"] = outside["params_per_card"] + sum(r["params_per_card"] for r in rows)
     return {"outside_layers": outside, "model": model}
 
 
@@ -75,12 +91,14 @@ def format_json(result, rows: list[dict]) -> str:
 def format_table(result, rows: list[dict]) -> str:
     from ..units import format_value
 
+    columns = _columns(result)
+
     def cells(label, values):
         return [label] + [format_value(values[key], unit) if key in values else ""
-                          for _, key, unit, _ in COLUMNS]
+                          for _, key, unit, _ in columns]
 
     totals = _totals(result, rows)
-    header = ["layer kind"] + [heading for *_, heading in COLUMNS]
+    header = ["layer kind"] + [heading for *_, heading in columns]
     body = [cells(row["label"], row) for row in rows]
     tail = [cells("embedding, head, final norm", totals["outside_layers"]),
             cells("model", totals["model"])]
@@ -113,4 +131,4 @@ def handle(args) -> int:
     return 0
 
 
-__all__ = ["COLUMNS", "add_parser", "format_json", "format_table", "handle", "layer_rows"]
+__all__ = ["COLUMNS", "PER_CARD", "add_parser", "format_json", "format_table", "handle", "layer_rows"]

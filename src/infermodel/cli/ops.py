@@ -22,6 +22,10 @@ def add_parser(subparsers) -> None:
     add_scenario_arguments(parser)
     parser.add_argument("--phase", choices=PHASES, default="decode",
                         help="which pass to split (default: decode)")
+    parser.add_argument("--kernels", choices=("roofline", "measured"), default=None,
+                        help="time the operators from the measured kernel tables and show "
+                             "each one's measured time beside its roofline (the same as "
+                             "--set efficiency.kernels=measured; needs infermodel[kernels])")
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE (atomically)")
     parser.set_defaults(handler=handle)
@@ -32,6 +36,8 @@ def handle(args) -> int:
     from ..engine.operators import format_csv, format_json, format_table, operator_table
     from ..output import emit
 
+    if args.kernels is not None:
+        args.overrides = [*args.overrides, f"efficiency.kernels={args.kernels}"]
     result = evaluate_afresh(load(args))
     rows = operator_table(result, args.phase)
     if args.format == "csv":

@@ -1,5 +1,6 @@
 """``infermodel presets``: list model, hardware and efficiency presets with their figures and
-sources; ``presets show NAME`` prints one.
+sources; ``presets show NAME`` prints one; ``presets scenarios`` lists the shipped
+scenarios a scenario may extend as ``"infermodel:NAME"``.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ def add_parser(subparsers) -> None:
                                                "their key figures (memory, bandwidth, compute, "
                                                "price; a model's shape), descriptions and "
                                                "sources. `presets show NAME` prints one preset "
-                                               "in full.")
-    parser.add_argument("kind", nargs="?", choices=("models", "hardware", "efficiency", "show"),
-                        help="only this kind, or `show` one preset")
+                                               "in full; `presets scenarios` lists the scenarios "
+                                               "installed with infermodel, which a scenario "
+                                               "extends as \"infermodel:NAME\".")
+    parser.add_argument("kind", nargs="?",
+                        choices=("models", "hardware", "efficiency", "show", "scenarios"),
+                        help="only this kind, `show` one preset, or the shipped `scenarios`")
     parser.add_argument("name", nargs="?", help="with `show`: the preset to print")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(handler=handle)
@@ -56,6 +60,28 @@ def show(registries, name: str | None) -> int:
     return 0
 
 
+def scenarios(fmt: str) -> int:
+    """The shipped scenarios: name, description and installed file."""
+    import json
+
+    from ..tomlfile import SHIPPED_PREFIX, read_toml, shipped_scenarios
+
+    rows = []
+    for name, path in shipped_scenarios().items():
+        data, _ = read_toml(path)
+        about = data.get("scenario", {}) if isinstance(data.get("scenario"), dict) else {}
+        rows.append({"name": f"{SHIPPED_PREFIX}{name}", "description": about.get("description", ""),
+                     "path": str(path)})
+    if fmt == "json":
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"shipped scenarios ({len(rows)}), for extends = \"{SHIPPED_PREFIX}NAME\":")
+    width = max([len(r["name"]) for r in rows] + [4])
+    for r in rows:
+        print(f"  {r['name'].ljust(width)}  {r['description']}")
+    return 0
+
+
 def handle(args) -> int:
     import json
 
@@ -69,6 +95,8 @@ def handle(args) -> int:
     registries = host.registries
     if args.kind == "show":
         return show(registries, args.name)
+    if args.kind == "scenarios":
+        return scenarios(args.format)
     kinds = {"models": "model", "hardware": "hardware", "efficiency": "efficiency"}
     wanted = [kinds[args.kind]] if args.kind else ["model", "hardware", "efficiency"]
     rows = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import add_scenario_arguments, load, split_names
+from . import add_scenario_arguments, load, print_warnings, split_names
 from .sweep import add_over_arguments
 
 
@@ -61,8 +61,11 @@ def handle(args) -> int:
         from ..derivation import derive
 
         derivations = [(name, derive(result, name)) for name in explain]
+    warnings = found.warnings()
+    where = "at the winner" if found.best is not None else "the scenario as written"
     if args.format == "json":
         data = found.to_dict(rejected=args.rejected)
+        data["warnings"] = [str(w) for w in warnings]
         if derivations:
             data["explain"] = {name: d.to_dict() for name, d in derivations}
         text = json.dumps(data, indent=2)
@@ -71,5 +74,6 @@ def handle(args) -> int:
         for name, derivation in derivations:
             parts.append(f"\nderivation of {name} at the winner:\n\n{derivation.text()}")
         text = "\n".join(parts)
+    print_warnings(warnings, where=where)
     emit(text, args.output)
     return 0

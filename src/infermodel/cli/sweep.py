@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_scenario_arguments, load, split_names
+from . import add_scenario_arguments, load, print_warnings, split_names
 
 FORMATS = ("table", "csv", "json")
 #: Columns a table shows when no quantities are asked for (those the scenario has).
@@ -96,6 +96,7 @@ def handle(args) -> int:
         # fits marks the rows that do not fit, whichever columns were asked for
         chosen = list(chosen) + ([] if "fits" in chosen else ["fits"])
     plan.select(chosen)
+    print_warnings(plan.warnings())
     if fmt == "table":
         result = plan.run(args.chunk_size)
         emit(result.table(), args.output)

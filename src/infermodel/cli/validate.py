@@ -44,9 +44,20 @@ def add_parser(subparsers) -> None:
                              "for the time predictions")
     parser.add_argument("--quick", action="store_true",
                         help="scenario: fewer and smaller timing points")
+    parser.add_argument("--full-size", action="store_true",
+                        help="scenario: build the decoder at the scenario's full shape (every "
+                             "layer, the full width and vocabulary) instead of scaled down")
+    parser.add_argument("--lab", action="append", type=int, choices=(2, 5, 6), default=[],
+                        metavar="N",
+                        help="scenario: also run Module 10 Lab N's experiments on the decoder "
+                             "(2: positions, padding, prefix reuse, cached against recomputed; "
+                             "5: draft and verification costs, speculative decoding with "
+                             "rollback, an n-gram draft; 6: padded batches' throughput); "
+                             "repeatable")
     parser.add_argument("--plot", metavar="FILE",
                         help="ledger: draw measured against predicted, the ideal roofline and "
-                             "the engine presets side by side (FILE.png or FILE.svg)")
+                             "the engine presets side by side; scenario with --lab 6: Lab 6's "
+                             "throughput against the batch (FILE.png or FILE.svg)")
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE (atomically)")
     parser.set_defaults(handler=handle)
@@ -62,15 +73,20 @@ def handle(args) -> int:
     if args.ledger:
         given = [flag for flag, value in (("--set", args.overrides),
                                           ("--hardware-preset", args.hardware_preset),
-                                          ("--quick", args.quick)) if value]
+                                          ("--quick", args.quick), ("--full-size", args.full_size),
+                                          ("--lab", args.lab)) if value]
         if given:
             raise InfermodelError(Problem(f"{', '.join(given)} applies to SCENARIO, not --ledger",
                                           suggestion="remove it, or validate a scenario"))
         return _ledger(args)
     if args.scenario:
-        if args.fit or args.presets_dir or args.plot:
-            raise InfermodelError(Problem("--fit, --presets-dir and --plot apply to --ledger",
+        if args.fit or args.presets_dir:
+            raise InfermodelError(Problem("--fit and --presets-dir apply to --ledger",
                                           suggestion="add --ledger FILE"))
+        if args.plot and 6 not in args.lab:
+            raise InfermodelError(Problem("--plot with a scenario draws Lab 6's throughput",
+                                          expected="--lab 6 beside --plot FILE",
+                                          suggestion="add --lab 6, or validate --ledger FILE"))
         return _scenario(args)
     raise InfermodelError(Problem("nothing to validate",
                                   expected="infermodel validate --ledger FILE, or "
@@ -160,8 +176,12 @@ def _scenario(args) -> int:
 
     scenario = load_scenario(args.scenario, args.overrides)
     protect_scenario(scenario)
-    if args.output:
-        check_target(args.output)
+    for target in (args.output, args.plot):
+        if target:
+            check_target(target)
+    if args.plot and not args.plot.lower().endswith((".png", ".svg")):
+        raise InfermodelError(Problem(f"cannot write a plot to {args.plot!r}",
+                                      expected="a file name ending in .png or .svg"))
     from ..accuracy.decoder import MachineModel, RealModelUnavailable, check_decoder, read_machine
 
     if args.hardware_preset:
@@ -173,12 +193,27 @@ def _scenario(args) -> int:
         machine = MachineModel(hardware_overrides(measured), measured.t0,
                                "this machine (a quick calibration made now)")
     try:
+        experiments = None
+        if args.lab:
+            from ..accuracy.labs import run_labs
+
+            def experiments(model, predict, small, kv_bytes_per_token):
+                return run_labs(model, sorted(set(args.lab)), predict, scenario=small,
+                                quick=args.quick, kv_bytes_per_token=kv_bytes_per_token)
+
         report = check_decoder(scenario, machine, calibrated=args.calibrated,
-                                   quick=args.quick)
+                               quick=args.quick, full_size=args.full_size,
+                               experiments=experiments)
     except RealModelUnavailable as exc:
         raise InfermodelError(Problem(str(exc), suggestion="pip install 'infermodel[validate]'")) from None
     import json
 
     text = json.dumps(report.to_dict(), indent=2) if args.format == "json" else report.text()
     emit(text, args.output)
+    if args.plot:
+        from ..accuracy.labs import plot_lab6
+        from ..analyses.figures import save
+
+        table = next(t for t in report.tables if t.title.startswith("Lab 6"))
+        save(plot_lab6(table), args.plot)
     return 0 if report.passed else 1

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..quantity import ResultWarning
+from ..quantity import ResultWarning, table_of, tabulated_calls
 from .graph import QuantityGraph, build_graph, unknown_quantity
 
 _CACHE_SIZE = 64
@@ -83,9 +83,15 @@ def compile_graph(graph: QuantityGraph) -> CompiledGraph:
 
     printer = NumPyPrinter({"fully_qualified_modules": False, "inline": True,
                             "allow_unknown_functions": True, "user_functions": {}})
+    namespace = _numpy_namespace()
+    for n in derived:
+        # Tabulated functions (measured tables): their numpy implementations join the
+        # namespace of the generated code, under their own names.
+        for call in tabulated_calls(graph.quantities[n].expression):
+            namespace[call.func.__name__] = table_of(call)
     try:
         function = sympy.lambdify([graph.quantities[n].symbol for n in inputs], output_symbols,
-                                  modules=[_numpy_namespace()], printer=printer, cse=sequential,
+                                  modules=[namespace], printer=printer, cse=sequential,
                                   docstring_limit=0)
     except NotImplementedError:  # sympy's printer: a function with no numpy counterpart
         _unprintable(graph, derived, printer)

@@ -28,7 +28,17 @@ from ..errors import (
     UnknownQuantityError,
     suggest,
 )
-from ..quantity import DEFINE, INPUT, REPLACE, WRAP, Change, Quantity, ResultWarning, check_name
+from ..quantity import (
+    DEFINE,
+    INPUT,
+    REPLACE,
+    WRAP,
+    Change,
+    Quantity,
+    ResultWarning,
+    check_name,
+    is_tabulated,
+)
 
 if TYPE_CHECKING:  # annotations only
     from ..hookspecs import Define
@@ -55,7 +65,8 @@ def check_definition(plugin: str, name: str, definition: Any, what: str) -> Any:
         for s in definition.free_symbols:
             if not isinstance(s, sympy.Symbol) or check_name(s.name):
                 raise PluginError(f"plugin {plugin!r} {what} {name!r} with an invalid symbol {s!r}")
-        undefined = sorted({str(f.func) for f in definition.atoms(AppliedUndef)})
+        undefined = sorted({str(f.func) for f in definition.atoms(AppliedUndef)
+                            if not is_tabulated(f.func)})
         if undefined:
             raise PluginError(Problem(
                 f"plugin {plugin!r} {what} {name!r} with the undefined function(s) "

@@ -101,6 +101,10 @@ class _ValueField:
     position: int  # of its quantity among the compiled function's inputs
 
 
+#: The value change from which a structure evaluates on plain floats (see .pointwise).
+POINT_AFTER = 3
+
+
 class Structure:
     """One resolved scenario's graph, compiled function and value fields (see module doc)."""
 
@@ -121,6 +125,12 @@ class Structure:
         self._subsets: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
         self._scalar_arguments: tuple | None = None
         self._scalar_inputs: frozenset[int] = frozenset()
+        self._float_arguments: list[float] | None = None
+        # Value changes so far; from POINT_AFTER on they run on plain floats
+        # (.pointwise), whose function is compiled then (tens of milliseconds, which a
+        # structure evaluated once or twice should not pay).
+        self._changes = 0
+        self._point: Any = None
 
     @property
     def reads(self):
@@ -270,18 +280,42 @@ class Structure:
             if problems:
                 return None
         quantities = dict(self.graph.quantities)
-        arguments = list(self.scalar_arguments)
-        scalar = self._scalar_inputs
+        changed: dict[int, float] = {}
         for path, value in typed.items():
             field = self.value_fields[path]
             number = float(value)
             q = quantities[field.spec.quantity]
             quantities[q.name] = attrs.evolve(q, value=number, history=(
                 Change(INPUT, field.spec.plugin, number, f"from {path}", field=path),))
-            arguments[field.position] = (np.float64(number) if field.position in scalar
-                                         else np.asarray(number, dtype=float))
+            changed[field.position] = number
         graph = attrs.evolve(self.graph, quantities=MappingProxyType(quantities))
-        return Result(scenario, graph, self._values(arguments))
+        return Result(scenario, graph, self._changed_values(changed))
+
+    def _changed_values(self, changed: Mapping[int, float]) -> dict[str, Any]:
+        """Every quantity with the inputs at ``changed`` positions set: on plain floats
+        once the structure has been changed often enough, else (and wherever the float
+        function declines) with numpy; the same values to the bit either way.
+        """
+        from .pointwise import compile_point, evaluate_point
+
+        self._changes += 1
+        if self._changes >= POINT_AFTER:
+            if self._point is None:
+                self._point = compile_point(self.graph, self.compiled.outputs)
+                self._float_arguments = [float(a) for a in self.arguments]
+            floats = list(self._float_arguments or ())
+            for position, number in changed.items():
+                floats[position] = number
+            raw = evaluate_point(self._point, floats)
+            if raw is not None:
+                return {name: value if type(value) is float else _plain(value)
+                        for name, value in zip(self.compiled.outputs, raw)}
+        arguments = list(self.scalar_arguments)
+        scalar = self._scalar_inputs
+        for position, number in changed.items():
+            arguments[position] = (np.float64(number) if position in scalar
+                                   else np.asarray(number, dtype=float))
+        return self._values(arguments)
 
     def _needs_validation(self, typed: Mapping[str, Any]) -> bool:
         from .reads import is_read

@@ -56,6 +56,10 @@ class Operator:
     reference: str | None = None
     #: Its own time (a collective over a link), replacing the roofline of the card.
     time: Any = None
+    #: The measured kernels it is made of (:class:`~infermodel.declarations.Kernel`),
+    #: for a lever that times operators from measured tables; empty when no table
+    #: covers it (an elementwise operator).
+    kernels: tuple = ()
 
 
 @attrs.frozen
@@ -74,6 +78,11 @@ class OperatorRow:
     share: float
     description: str
     plugin: str
+    #: The time the scenario's step charges the operator, where a plugin times it some
+    #: other way than its roofline (:func:`~infermodel.hookspecs.infermodel_time_operators`),
+    #: and what that time is ("measured").
+    charged: float | None = None
+    charged_by: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         out = attrs.asdict(self)
@@ -102,7 +111,7 @@ def collect_operators(scenario, phase: str, *, host=None) -> tuple[Operator, ...
 
     def definer(plugin: str):
         def define(phase, name, *, flops, bytes, description, reference=None, time=None,
-                   replace=False):
+                   replace=False, kernels=()):
             if phase not in PHASES:
                 raise PluginError(f"plugin {plugin!r} defined operator {name!r} for phase "
                                   f"{phase!r}; phases are {', '.join(PHASES)}")
@@ -114,7 +123,7 @@ def collect_operators(scenario, phase: str, *, host=None) -> tuple[Operator, ...
                        for key, value in parts.items()}
             checked = {key: sympy.Float(v) if isinstance(v, float) else v for key, v in checked.items()}
             op = Operator(phase, name, checked["flops"], checked["bytes"], description, plugin,
-                          reference, checked.get("time"))
+                          reference, checked.get("time"), _kernels(plugin, name, kernels))
             if phase != wanted:
                 return
             if replace:
@@ -135,6 +144,26 @@ def collect_operators(scenario, phase: str, *, host=None) -> tuple[Operator, ...
                               "which no plugin defines")
         found[op.name] = op
     return tuple(found.values())
+
+
+def _kernels(plugin: str, name: str, kernels) -> tuple:
+    """An operator's kernels, checked: :class:`Kernel` records whose shapes and call
+    counts are numbers or sympy expressions over quantities.
+    """
+    from ..declarations import Kernel
+    from .graph import check_definition
+
+    if isinstance(kernels, Kernel):
+        kernels = (kernels,)
+    out = []
+    for kernel in kernels:
+        if not isinstance(kernel, Kernel):
+            raise PluginError(f"plugin {plugin!r} gave operator {name!r} a kernel that is a "
+                              f"{type(kernel).__name__}, not an infermodel.plugin.Kernel")
+        for key, value in (*kernel.shape.items(), ("calls", kernel.calls)):
+            check_definition(plugin, f"{name}.{kernel.family}.{key}", value, "defined operator")
+        out.append(kernel)
+    return tuple(out)
 
 
 def operator_table(result, phase: str, *, host=None) -> list[OperatorRow]:
@@ -173,7 +202,40 @@ def operator_table(result, phase: str, *, host=None) -> list[OperatorRow]:
         rows.append(OperatorRow(op.name, flops, moved, intensity, bound, t_compute, t_memory,
                                 time, 0.0, op.description, op.plugin))
     total = sum(r.time for r in rows)
-    return [attrs.evolve(r, share=r.time / total if total > 0 else 0.0) for r in rows]
+    charged = operator_times(result.scenario, phase, host=host)
+    out = []
+    for r in rows:
+        found = charged.get(r.name)
+        r = attrs.evolve(r, share=r.time / total if total > 0 else 0.0)
+        if found is not None and found[0] in result:
+            r = attrs.evolve(r, charged=float(result[found[0]]), charged_by=found[1])
+        out.append(r)
+    return out
+
+
+def operator_times(scenario, phase: str, *, host=None) -> dict[str, tuple[str, str]]:
+    """Operator name -> (quantity, label) for the operators of ``phase`` that a plugin
+    times some other way than their roofline (:func:`~infermodel.hookspecs.infermodel_time_operators`).
+    """
+    host = host or scenario.host
+    found: dict[str, tuple[str, str, str]] = {}
+
+    def registrar(plugin: str):
+        def register(phase_, operator, quantity, *, label):
+            if phase_ not in PHASES:
+                raise PluginError(f"plugin {plugin!r} timed operator {operator!r} for phase "
+                                  f"{phase_!r}; phases are {', '.join(PHASES)}")
+            if phase_ != phase:
+                return
+            if operator in found:
+                raise PluginError(f"operator {operator!r} ({phase}) is timed by both "
+                                  f"{found[operator][2]!r} and {plugin!r}")
+            found[operator] = (str(quantity), str(label), plugin)
+        return register
+
+    host.call_each("infermodel_time_operators",
+                   lambda p: {"scenario": scenario, "register": registrar(p)}, "operators")
+    return {name: (quantity, label) for name, (quantity, label, _p) in found.items()}
 
 
 def operator_summary(result, phase: str, rows: list[OperatorRow]) -> dict[str, float]:
@@ -192,17 +254,26 @@ def operator_summary(result, phase: str, rows: list[OperatorRow]) -> dict[str, f
         "time_operators": sum(r.time for r in rows),
         "time_step_roofline": max(step_flops / rate, step_bytes / float(result["bandwidth"])),
         "time_scenario": float(result["decode_step_time" if phase == "decode" else "prefill_time"]),
-    }
+    } | ({"time_charged": sum(r.time if r.charged is None else r.charged for r in rows)}
+         if any(r.charged is not None for r in rows) else {})
 
 
-def _cells(row: OperatorRow) -> list[str]:
+def _cells(row: OperatorRow, charged: bool = False) -> list[str]:
     from ..units import format_value
 
     intensity = "∞" if math.isinf(row.intensity) else format_value(row.intensity, "FLOP/B", digits=3)
-    return [row.name, format_value(row.flops, "FLOP", digits=4), format_value(row.bytes, "B", digits=4),
-            intensity, row.bound, format_value(row.time_compute, "s", digits=4),
-            format_value(row.time_memory, "s", digits=4), format_value(row.time, "s", digits=4),
-            f"{row.share:.1%}"]
+    cells = [row.name, format_value(row.flops, "FLOP", digits=4),
+             format_value(row.bytes, "B", digits=4), intensity, row.bound,
+             format_value(row.time_compute, "s", digits=4),
+             format_value(row.time_memory, "s", digits=4), format_value(row.time, "s", digits=4),
+             f"{row.share:.1%}"]
+    if charged:
+        if row.charged is None:
+            cells += ["", "", ""]
+        else:
+            reached = f"{row.time / row.charged:.0%}" if row.charged > 0 else ""
+            cells += [format_value(row.charged, "s", digits=4), row.charged_by, reached]
+    return cells
 
 
 def format_table(result, phase: str, rows: list[OperatorRow]) -> str:
@@ -211,11 +282,14 @@ def format_table(result, phase: str, rows: list[OperatorRow]) -> str:
 
     header = ["operator", "FLOPs", "bytes", "intensity", "bound", "t_compute", "t_memory",
               "time", "share"]
-    body = [_cells(r) for r in rows]
+    charged = any(r.charged is not None for r in rows)
+    if charged:
+        header += ["charged", "by", "roofline/charged"]
+    body = [_cells(r, charged) for r in rows]
     widths = [max(len(line[k]) for line in [header, *body]) for k in range(len(header))]
 
     def line(cells):
-        return "  ".join(c.ljust(w) if k in (0, 4) else c.rjust(w)
+        return "  ".join(c.ljust(w) if k in (0, 4, 10) else c.rjust(w)
                          for k, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
     total = operator_summary(result, phase, rows)
@@ -231,6 +305,10 @@ def format_table(result, phase: str, rows: list[OperatorRow]) -> str:
            f"(whole-step roofline {format_value(total['time_step_roofline'], 's')}; "
            f"{'decode_step_time' if phase == 'decode' else 'prefill_time'} "
            f"{format_value(total['time_scenario'], 's')})"]
+    if charged:
+        labels = sorted({r.charged_by for r in rows if r.charged is not None})
+        out.append(f"charged ({', '.join(labels)}): the time the step charges each operator "
+                   f"beside its roofline; sum {format_value(total['time_charged'], 's')}")
     return "\n".join(out)
 
 
@@ -242,10 +320,13 @@ def format_csv(rows: list[OperatorRow]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     names = [name for name, _ in COLUMNS]
+    if any(r.charged is not None for r in rows):
+        names += ["charged", "charged_by"]
     writer.writerow(names)
     for row in rows:
         data = row.as_dict()
-        writer.writerow([repr(data[n]) if isinstance(data[n], float) else data[n] for n in names])
+        writer.writerow([repr(data[n]) if isinstance(data[n], float) else
+                         "" if data[n] is None else data[n] for n in names])
     return buffer.getvalue()
 
 
@@ -269,4 +350,5 @@ def format_json(result, phase: str, rows: list[OperatorRow]) -> str:
 
 
 __all__ = ["COLUMNS", "PHASES", "PHASE_RATE", "Operator", "OperatorRow", "collect_operators",
-           "format_csv", "format_json", "format_table", "operator_summary", "operator_table"]
+           "format_csv", "format_json", "format_table", "operator_summary", "operator_table",
+           "operator_times"]

@@ -48,17 +48,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
 from .errors import SimulationError
+from .layout import LAYOUT_QUANTITIES, ParallelLayout
 from .speculation import SPECULATION_QUANTITIES, Speculation
 
 __all__ = ["CONVENTION_QUANTITIES", "EXTENSION_QUANTITIES", "PHYSICAL_QUANTITIES", "QUANTITY_NAMES",
-           "Collectives", "CostModel", "Physical"]
+           "Collectives", "CostModel", "MeasuredIteration", "Physical"]
 
 #: Quantities a lever defines so that the simulator prices its effect on every
 #: iteration (read by :meth:`CostModel.from_quantities`; all optional).
@@ -74,6 +75,7 @@ EXTENSION_QUANTITIES = (
     "warm_prefix_tokens",       # shared prefix held once in the cache (prefix caching)
     "warm_prefix_hit_rate",     # share of requests that find it cached
     *SPECULATION_QUANTITIES,    # speculative decoding (see infermodel.simulator.speculation)
+    *LAYOUT_QUANTITIES,         # expert parallelism, DP attention (infermodel.simulator.layout)
 )
 
 #: Quantities that say which conventions a scenario follows (the physics defines them;
@@ -131,6 +133,22 @@ QUANTITY_NAMES = (
     *CONVENTION_QUANTITIES,
     *PHYSICAL_QUANTITIES,
 )
+
+
+class MeasuredIteration(Protocol):
+    """A forward pass priced from measured kernels, for :attr:`CostModel.measured`.
+
+    ``times`` receives float64 arrays of one shape (or numbers): the pass's tokens (all
+    positions), its decodes and their cached positions (summed), its prefill chunks, their
+    new tokens (summed) and their mean cached positions, and the positions the head
+    scores; it returns the pass's time in seconds (collectives included; the cost model
+    adds ``overhead``). ``describe`` gives the lines a simulation's derivation prints.
+    """
+
+    def times(self, tokens: Any, decodes: Any, decode_cached: Any, chunks: Any,
+              chunk_tokens: Any, chunk_cached: Any, scored: Any) -> np.ndarray: ...
+
+    def describe(self) -> Sequence[str]: ...
 
 
 #: An attrs validator: (instance, attribute, value), raising on a bad value.
@@ -301,6 +319,12 @@ class CostModel:
     physical: Physical | None = attrs.field(default=None)
     #: All-reduces priced by size (None: none, or the linear comm terms above).
     collectives: Collectives | None = attrs.field(default=None)
+    #: Expert parallelism and DP attention: the busiest card (None: one combined device).
+    layout: ParallelLayout | None = attrs.field(default=None)
+    #: Measured kernels (:class:`MeasuredIteration`): the forward pass priced from measured
+    #: kernel tables at the iteration's own prefill and decode counts, in place of the
+    #: roofline of the whole pass (None: the roofline).
+    measured: Any = attrs.field(default=None)
 
     @property
     def simple(self) -> bool:
@@ -311,6 +335,7 @@ class CostModel:
         return (self.stages == 1 and not self.comm_fixed and not self.comm_per_token
                 and not self.host_fraction and not self.routed_expert_bytes
                 and not self.embedding_row_bytes and not self.head_params
+                and self.layout is None and self.measured is None
                 and self.physical is None and self.collectives is None)
 
     def microbatches(self, positions: float, sequences: float | None = None) -> float:
@@ -385,7 +410,8 @@ class CostModel:
 
     @classmethod
     def from_quantities(
-        cls, values: Mapping[str, float], cache_memory: float | None = None
+        cls, values: Mapping[str, float], cache_memory: float | None = None,
+        measured: Any = None,
     ) -> CostModel:
         """Build the cost model from evaluated scenario quantities (base units).
 
@@ -403,7 +429,9 @@ class CostModel:
           scenario reads input-table rows) sets :attr:`embedding_row_bytes` and
           :attr:`embedding_rows` from ``embedding_row_bytes`` and ``vocab``;
           ``prefill_logit_positions`` < ``prompt_tokens`` (the head scores the last
-          prompt position) sets :attr:`head_params` from ``params_head_matmul``.
+          prompt position) sets :attr:`head_params` from ``params_head_matmul``;
+        * ``measured``: a :class:`MeasuredIteration` that prices the forward pass from
+          measured kernel tables (a plugin's ``infermodel_iteration_cost``).
 
         >>> q = dict(weight_bytes=5.5e9, kv_bytes_per_token=147456, params_matmul=8927875072,
         ...          layers=36, query_width=4096, bandwidth=1e12, flops_peak=165e12,
@@ -468,6 +496,7 @@ class CostModel:
             compute=compute,
             cache_memory=float(extra.get("cache_memory", cache_memory)),
             overhead=number("t0") if "t0" in values else 0.0,
+            measured=measured,
             **{k: v for k, v in extra.items() if k != "cache_memory"},
         )
 
@@ -479,6 +508,9 @@ class CostModel:
         speculation = Speculation.from_quantities(values, number)
         if speculation is not None:
             extra["speculation"] = speculation
+        layout = ParallelLayout.from_quantities(values, number)
+        if layout is not None:
+            extra["layout"] = layout
         if "pipeline_stages" in values:
             extra["stages"] = round(number("pipeline_stages"))
         for name, field in (("comm_time_per_iteration", "comm_fixed"),
@@ -562,15 +594,19 @@ class CostModel:
 
     # ------------------------------------------------------------------ costs
     def time_from_counts(self, positions: float, attention: float, cached: float,
-                         sequences: float | None = None, scored: float | None = None) -> float:
+                         sequences: float | None = None, scored: float | None = None,
+                         decodes: float | None = None) -> float:
         """Iteration time from the three integer counts (see the module docstring);
         ``sequences`` (the sequences scheduled, default ``positions``) sets the
         micro-batches of a pipeline; ``scored`` (default ``sequences``) the positions
         the head scores when it scores one per sequence (a speculative verification
-        scores all k + 1 of its positions).
+        scores all k + 1 of its positions); ``decodes`` (the scheduled sequences that
+        decode one token; default: all of them when every sequence has one position,
+        else all but one prefill chunk) splits the pass for measured kernels.
         """
         if not self.simple:
-            return float(self.iteration_times(positions, attention, cached, sequences, scored))
+            return float(self.iteration_times(positions, attention, cached, sequences, scored,
+                                              decodes))
         memory_time = (self.weight_bytes + self.kv_bytes_per_token * cached) / self.bandwidth
         compute_time = (
             self.flops_per_position * positions + self.flops_per_attention_pair * attention
@@ -594,6 +630,7 @@ class CostModel:
         123.36
         """
         contexts = [int(c) for c in decode_contexts]
+        decodes = len(contexts)
         positions = len(contexts)
         sequences = positions
         attention = sum(contexts)
@@ -606,11 +643,12 @@ class CostModel:
             attention += new * old + new * (new + 1) // 2
             cached += old
             sequences += 1
-        return self.time_from_counts(positions, attention, cached, sequences, scored)
+        return self.time_from_counts(positions, attention, cached, sequences, scored, decodes)
 
     def iteration_times(self, positions: npt.ArrayLike, attention: npt.ArrayLike,
                         cached: npt.ArrayLike, sequences: npt.ArrayLike | None = None,
-                        scored: npt.ArrayLike | None = None) -> np.ndarray:
+                        scored: npt.ArrayLike | None = None,
+                        decodes: npt.ArrayLike | None = None) -> np.ndarray:
         """Vectorised :meth:`time_from_counts` over arrays of counts (float64 of
         integers); the fast engine computes whole runs of iterations with it.
 
@@ -634,31 +672,41 @@ class CostModel:
         # scheduled sequence one step on) takes P/m times the work of a micro-batch
         # on the combined device, the weights read P times in all (Module 10,
         # "Choose a deployment, not only a chip"; the parallelism lever's step time).
-        if positions.size == 1 and self.physical is not None:
+        count = positions if sequences is None else np.asarray(sequences, dtype=np.float64)
+        if self.measured is not None:
+            heads = count if scored is None else np.asarray(scored, dtype=np.float64)
+            return self._measured_times(positions, attention, cached, count, heads, decodes)
+        if positions.size == 1 and self.physical is not None and self.layout is None:
             # The fast engine asks for one iteration at a time most often: plain floats.
             first = positions.item()
             count1 = first if sequences is None else float(np.asarray(sequences).item())
             heads1 = count1 if scored is None else float(np.asarray(scored).item())
             return np.full(positions.shape, self._physical_scalar(
                 first, attention.item(), cached.item(), count1, heads1))
-        count = positions if sequences is None else np.asarray(sequences, dtype=np.float64)
         micro = np.maximum(1.0, np.minimum(float(self.stages), count))
         scale = self.stages / micro
         resident = 1.0 - self.host_fraction
         weights = self.weights_read(positions / micro)
         heads = count if scored is None else np.asarray(scored, dtype=np.float64)
         if self.physical is not None:
-            time = self._physical_time(positions, attention, cached, count, heads, micro, weights)
+            matmul = self._physical_matmul(positions, heads, micro)
+        elif self.head_params:
+            # The head scores one position per scheduled sequence (engine convention).
+            matmul = (self.flops_per_body_position * positions
+                      + self.flops_per_head_position * heads)
+        else:
+            matmul = self.flops_per_position * positions
+        pairs = self.flops_per_attention_pair * attention
+        comm = self.comm_per_token * positions / micro
+        if self.layout is not None:
+            weights, cached, matmul, pairs, comm = self._busiest(
+                positions, count, micro, weights, cached, matmul, pairs, comm)
+        if self.physical is not None:
+            time = self._physical_step(positions, count, micro, weights, cached, matmul, pairs)
         else:
             memory_time = (self.stages * weights
                            + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
-            if self.head_params:
-                # The head scores one position per scheduled sequence (engine convention).
-                matmul = (self.flops_per_body_position * positions
-                          + self.flops_per_head_position * heads)
-            else:
-                matmul = self.flops_per_position * positions
-            compute_time = scale * (matmul + self.flops_per_attention_pair * attention) / self.compute
+            compute_time = scale * (matmul + pairs) / self.compute
             time = np.maximum(memory_time, compute_time)
         if self.host_fraction:
             # The host-resident share of every cached position crosses the host link.
@@ -667,62 +715,15 @@ class CostModel:
         if self.collectives is not None:
             time = time + self.collectives.time(positions / micro)
         # All-reduces and stage hops: not overlapped with the step (an upper bound).
-        return time + self.overhead + self.comm_fixed + self.comm_per_token * positions / micro
+        return time + self.overhead + self.comm_fixed + comm
 
-    def _physical_scalar(self, positions: float, attention: float, cached: float, count: float,
-                         heads: float) -> float:
-        """:meth:`iteration_times` of one physical-model iteration, in floats (the same
-        terms as :meth:`_physical_time` and the extensions after it).
+    def _physical_matmul(self, positions: np.ndarray, heads: np.ndarray,
+                         micro: np.ndarray) -> np.ndarray:
+        """The products' FLOPs of one physical-model iteration, rows padded to tiles (the
+        routed experts' per expert read).
         """
         phys = self.physical
         assert phys is not None
-        micro = max(1.0, min(float(self.stages), count))
-        scale = self.stages / micro
-        rows = positions / micro
-        tile = phys.tile
-        body = self.flops_per_body_position if self.head_params else self.flops_per_position
-        products = micro * (math.ceil(rows / tile) * tile)
-        e, k = self.experts, self.active_experts
-        if phys.expert_flops_per_row:
-            read = e * (1 - (1 - k / e) ** rows)
-            per_expert = rows * k / read if read > 0 else 0.0
-            expert = micro * phys.expert_flops_per_row * read * (math.ceil(per_expert / tile) * tile)
-            matmul = (body - k * phys.expert_flops_per_row) * products + expert
-        else:
-            matmul = body * products
-        if self.head_params:
-            matmul += self.flops_per_head_position * heads
-        weights = self.weight_bytes
-        if self.routed_expert_bytes:
-            read_all = e * (1 - (1 - k / e) ** rows)
-            weights -= self.routed_expert_bytes * (e - read_all)
-        if self.embedding_row_bytes:
-            weights -= self.embedding_row_bytes * (self.embedding_rows - min(rows, self.embedding_rows))
-        weight_time = self.stages * weights / self.bandwidth
-        if self.routed_expert_bytes and phys.expert_bandwidth_ratio != 1.0:
-            expert_bytes = self.routed_expert_bytes * e * (1 - (1 - k / e) ** rows)
-            weight_time += self.stages * expert_bytes * (1 / phys.expert_bandwidth_ratio - 1) / self.bandwidth
-        gemm = scale * matmul / self.compute
-        attend = scale * self.flops_per_attention_pair * attention / phys.attention_compute
-        cache_time = scale * (1.0 - self.host_fraction) * self.kv_bytes_per_token * cached / self.bandwidth
-        gpu = max(weight_time, gemm) + max(cache_time, attend) + phys.kernel_fixed
-        if not (positions == count and count <= phys.graph_max_batch):
-            gpu = max(gpu, phys.launch_bound)
-        time = gpu + phys.host_fixed + phys.host_per_sequence * count
-        if self.host_fraction:
-            host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
-            time = max(time, host) if self.host_overlap else time + host
-        if self.collectives is not None:
-            time += float(self.collectives.time(np.array(rows)))
-        return time + self.overhead + self.comm_fixed + self.comm_per_token * positions / micro
-
-    def _physical_time(self, positions: np.ndarray, attention: np.ndarray, cached: np.ndarray,
-                       count: np.ndarray, heads: np.ndarray, micro: np.ndarray,
-                       weights: np.ndarray | float) -> np.ndarray:
-        """One iteration on the physical model (see the module docstring)."""
-        phys = self.physical
-        assert phys is not None
-        scale = self.stages / micro
         rows = positions / micro
         body = self.flops_per_body_position if self.head_params else self.flops_per_position
         products = micro * phys.padded(rows)
@@ -737,8 +738,19 @@ class CostModel:
             matmul = body * products
         if self.head_params:
             matmul = matmul + self.flops_per_head_position * heads
+        return matmul
+
+    def _physical_step(self, positions: np.ndarray, count: np.ndarray, micro: np.ndarray,
+                       weights: Any, cached: np.ndarray, matmul: Any, pairs: Any) -> np.ndarray:
+        """One iteration on the physical model, from its products' FLOPs (see the module
+        docstring).
+        """
+        phys = self.physical
+        assert phys is not None
+        scale = self.stages / micro
+        rows = positions / micro
         gemm = scale * matmul / self.compute
-        attend = scale * self.flops_per_attention_pair * attention / phys.attention_compute
+        attend = scale * pairs / phys.attention_compute
         weight_time = self.stages * weights / self.bandwidth
         if self.routed_expert_bytes and phys.expert_bandwidth_ratio != 1.0:
             e, k = self.experts, self.active_experts
@@ -751,6 +763,112 @@ class CostModel:
         time = np.where(captured, gpu, np.maximum(gpu, phys.launch_bound))
         return time + phys.host_fixed + phys.host_per_sequence * count
 
+    def _physical_scalar(self, positions: float, attention: float, cached: float, count: float,
+                         heads: float) -> float:
+        """:meth:`iteration_times` of one physical-model iteration without a layout, in
+        floats: the same operations in the same order, so the same bits.
+        """
+        phys = self.physical
+        assert phys is not None
+        micro = max(1.0, min(float(self.stages), count))
+        scale = self.stages / micro
+        rows = positions / micro
+        tile = phys.tile
+        e, k = self.experts, self.active_experts
+        body = self.flops_per_body_position if self.head_params else self.flops_per_position
+        products = micro * (math.ceil(rows / tile) * tile)
+        if phys.expert_flops_per_row:
+            read = e * (1 - (1 - k / e) ** rows)
+            per_expert = rows * k / read if read > 0 else 0.0
+            expert = micro * phys.expert_flops_per_row * read * (math.ceil(per_expert / tile) * tile)
+            matmul = (body - k * phys.expert_flops_per_row) * products + expert
+        else:
+            matmul = body * products
+        if self.head_params:
+            matmul = matmul + self.flops_per_head_position * heads
+        pairs = self.flops_per_attention_pair * attention
+        comm = self.comm_per_token * positions / micro
+        weights = self.weight_bytes
+        if self.routed_expert_bytes:
+            weights = weights - self.routed_expert_bytes * (e - e * (1 - (1 - k / e) ** rows))
+        if self.embedding_row_bytes:
+            weights = weights - self.embedding_row_bytes * (
+                self.embedding_rows - min(rows, self.embedding_rows))
+        gemm = scale * matmul / self.compute
+        attend = scale * pairs / phys.attention_compute
+        weight_time = self.stages * weights / self.bandwidth
+        if self.routed_expert_bytes and phys.expert_bandwidth_ratio != 1.0:
+            expert_bytes = self.routed_expert_bytes * e * (1 - (1 - k / e) ** rows)
+            weight_time = weight_time + self.stages * expert_bytes * (
+                1 / phys.expert_bandwidth_ratio - 1) / self.bandwidth
+        cache_time = scale * (1.0 - self.host_fraction) * self.kv_bytes_per_token * cached / self.bandwidth
+        gpu = max(weight_time, gemm) + max(cache_time, attend) + phys.kernel_fixed
+        if not (positions == count and count <= phys.graph_max_batch):
+            gpu = max(gpu, phys.launch_bound)
+        time = gpu + phys.host_fixed + phys.host_per_sequence * count
+        if self.host_fraction:
+            host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
+            time = max(time, host) if self.host_overlap else time + host
+        if self.collectives is not None:
+            time = time + float(self.collectives.time(np.array(rows)))
+        return time + self.overhead + self.comm_fixed + comm
+
+    def _busiest(self, positions: np.ndarray, sequences: np.ndarray, micro: np.ndarray,
+                 weights: Any, cached: np.ndarray, matmul: Any, pairs: Any,
+                 comm: Any) -> tuple[Any, np.ndarray, Any, Any, Any]:
+        """The iteration's terms on the busiest card of :attr:`layout` (see
+        :mod:`infermodel.simulator.layout`).
+        """
+        lay = self.layout
+        assert lay is not None
+        tokens = positions / micro
+        f_dp = lay.attention_factor(sequences)
+        f_ep = lay.expert_factor(tokens)
+        weights = weights + lay.replica_bytes
+        if self.routed_expert_bytes:
+            e, k = self.experts, self.active_experts
+            read = e * (1 - (1 - k / e) ** tokens)
+            weights = weights + (f_ep - 1) * self.routed_expert_bytes * read
+        else:
+            weights = weights + (f_ep - 1) * lay.routed_read_bytes
+        matmul = (matmul + 2.0 * lay.local_params * positions * (f_dp - 1)
+                  + 2.0 * lay.routed_params * positions * (f_ep - 1))
+        comm = comm + (lay.comm_attention * f_dp + lay.comm_expert * f_ep) * tokens
+        return weights, cached * f_dp, matmul, pairs * f_dp, comm
+
+    def _measured_times(self, positions: np.ndarray, attention: np.ndarray, cached: np.ndarray,
+                        sequences: np.ndarray, scored: np.ndarray,
+                        decodes: npt.ArrayLike | None) -> np.ndarray:
+        """The pass priced by :attr:`measured`, split into its decodes and its prefill
+        chunks from the counts.
+
+        D decodes and P = sequences − D chunks of K = positions − D new tokens: the
+        decodes' cached positions C_d and the chunks' mean cached c follow from the
+        pairs and the cached positions, A = C_d + D + P·(k·c + k(k+1)/2) and
+        C = C_d + P·c with k = K/P (exact for one chunk; the chunks' mean for several).
+        """
+        if decodes is None:
+            # One position per sequence: all decode; otherwise one chunk among decodes.
+            d = np.where(positions <= sequences, sequences, np.maximum(sequences - 1.0, 0.0))
+        else:
+            d = np.asarray(decodes, dtype=np.float64)
+        chunks = np.maximum(sequences - d, 0.0)
+        new = np.maximum(positions - d, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k = np.where(chunks > 0, new / np.maximum(chunks, 1.0), 0.0)
+            mean_cached = np.where(
+                (chunks > 0) & (k > 1),
+                ((attention - cached - d) / np.maximum(chunks, 1.0) - k * (k + 1) / 2)
+                / np.maximum(k - 1, 1.0), 0.0)
+        mean_cached = np.clip(mean_cached, 0.0, None)
+        decode_cached = np.maximum(cached - chunks * mean_cached, 0.0)
+        time = self.measured.times(positions, d, decode_cached, chunks, new, mean_cached, scored)
+        if self.host_fraction:
+            host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
+            time = np.maximum(time, host) if self.host_overlap else time + host
+        # The measured kernels include the collectives: no link time is added on top.
+        return time + self.overhead
+
     def cache_tokens(self) -> float:
         """How many cached positions fit in :attr:`cache_memory`."""
         return self.cache_memory / self.kv_bytes_per_token
@@ -759,7 +877,8 @@ class CostModel:
         """Effects of the terms above that the iteration cost leaves out, each with its
         size (result warnings of a simulation).
         """
-        return [] if self.speculation is None else self.speculation.unmodelled(self)
+        notes = [] if self.speculation is None else self.speculation.unmodelled(self)
+        return notes + ([] if self.layout is None else self.layout.unmodelled())
 
     def describe(self) -> list[str]:
         """The terms of the iteration time beyond Lab 3's, one line each (for the
@@ -795,4 +914,8 @@ class CostModel:
             lines.append(self.collectives.describe())
         if self.speculation is not None:
             lines.append(self.speculation.describe())
+        if self.layout is not None:
+            lines.append(self.layout.describe())
+        if self.measured is not None:
+            lines += list(self.measured.describe())
         return lines

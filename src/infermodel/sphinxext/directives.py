@@ -102,6 +102,18 @@ class FieldsDirective(SphinxDirective):
         return out
 
 
+def accepts_text(attribute: Any) -> str:
+    """A lever field's type and, where known, its bounds: ``integer, 0 to 32`` (the
+    field's ``metadata["accepts"]``, else :func:`~infermodel.declarations.validator_bounds`
+    of its validator).
+    """
+    from ..declarations import validator_bounds
+
+    bounds = attribute.metadata.get("accepts") or validator_bounds(attribute.validator)
+    text = type_text(attribute.type)
+    return f"{text}, {bounds}" if bounds else text
+
+
 def type_text(annotation: Any) -> str:
     import types
     import typing
@@ -193,7 +205,7 @@ class LeversDirective(SphinxDirective):
                     shown = _toml_value(default)
                 meta = attribute.metadata
                 about_key = meta.get("description") or meta.get("help") or ""
-                rows.append([name_node(attribute.name), type_text(attribute.type), shown, about_key])
+                rows.append([name_node(attribute.name), accepts_text(attribute), shown, about_key])
             if rows:
                 out.append(table_node(["Key", "Accepts", "Default", "Meaning"], rows, [18, 30, 12, 40],
                                   classes=["infermodel-lever"]))

@@ -221,6 +221,10 @@ class ScenarioDirective(SphinxDirective):
         step_box += head
         step_box += math_block_node(r" \\ ".join(step_rows(step, derivation.values, display)),
                                 self.env.docname)
+        if step.tables:
+            # What each table lookup read: the table, the grid points, the latency.
+            text = "\n".join(step.tables)
+            step_box += nodes.literal_block(text, text, classes=["infermodel-tables"])
         step_box += self._provenance(step, display, below, derivation)
         return step_box
 

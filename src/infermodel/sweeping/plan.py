@@ -92,6 +92,10 @@ def _subgraph(graph, wanted: Sequence[str]):
     return QuantityGraph(MappingProxyType({n: graph.quantities[n] for n in order}), order)
 
 
+#: Structural blocks whose scenarios :meth:`SweepPlan.warnings` evaluates.
+WARNING_BLOCKS = 8
+
+
 class SweepPlan:
     """A checked grid, ready to evaluate in chunks (see :func:`plan_sweep`)."""
 
@@ -591,6 +595,23 @@ class SweepPlan:
     def scenario_at(self, index: int):
         """The scenario of point ``index``, resolved and validated."""
         return self.scenario.with_values(self.overrides(index), host=self.host, where=self._where)
+
+    def warnings(self, limit: int = WARNING_BLOCKS) -> list[tuple[str | None, Any]]:
+        """The result warnings (:attr:`~infermodel.engine.evaluation.Result.warnings`) of
+        each structural block's scenario at its own values — the scenario's, with the
+        block's presets, levers and structural fields — as ``(label, warning)``, the label
+        naming the block's choices (None for a sweep of one block). At most ``limit``
+        blocks are evaluated, in grid order; a point's values may raise others (a batch
+        that does not fit), which its own ``infermodel run`` shows.
+        """
+        from ..engine.evaluation import evaluate_afresh
+
+        found: list[tuple[str | None, Any]] = []
+        for combination, scenario, _graph, _reads in self._graphs[:limit]:
+            label = ", ".join(f"{self.axes[a].name} = {self.axes[a].labels[k]}"
+                              for a, k in combination) or None
+            found.extend((label, w) for w in evaluate_afresh(scenario).warnings)
+        return found
 
 
 

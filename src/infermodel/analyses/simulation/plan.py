@@ -24,6 +24,13 @@ import attrs
 
 from ...errors import ScenarioError
 from ...schema import FieldValueError, TableValue
+from .contract import (
+    cost_model,
+    layered_values,  # noqa: F401  (read from here before contract.py held it)
+    reads,
+    storage_notes,
+    unmodelled_changes,
+)
 from .table import (
     CAPACITY_KEYS,
     ClientCounts,
@@ -138,12 +145,12 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     assert table is not None and chosen is not None  # no problem, so both were read
     notes: list[str] = []
     cost = _cost_model(scenario, result.values, table.cache_memory)
-    notes.extend(cost.describe())
+    notes.extend(cost.describe() + storage_notes(result.values, cost))
     notes.extend(interval_notes(result))
     workload, more = _workload(scenario, table, result.values, defaults, base, problems)
     notes.extend(more)
     rates_ = _rates(table, chosen, workload, problems)
-    servers = _deployment(scenario, table, deployment or {}, problems)
+    servers = _deployment(scenario, table, deployment or {}, problems, result.values)
     notes.extend(_deployment_notes(servers, workload, cost))
     settings = {"prefix_caching": table.prefix_caching, "block_tokens": table.block_tokens}
     try:  # the prefix cache's block and switch, for every policy
@@ -159,7 +166,8 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     capacity = {name: getattr(table.capacity, name) for name in CAPACITY_KEYS}
     return SimulationPlan(cost, workload, ran, rates_, chosen.seed, chosen.engine, slo,
                           capacity, price,
-                          tuple(unmodelled_changes(result, cost)) + _pool_notes(servers, cost, workload),
+                          simulation_warnings(result, cost, _laws(written, defaults))
+                          + _pool_notes(servers, cost, workload),
                           chosen.concurrency, float(table.think_time), tuple(notes), servers,
                           chosen.turns, chosen.reuse_history)
 
@@ -325,8 +333,18 @@ def _mean_prompt(workload) -> float:
     return float(workload.trace.prompts.mean() if workload.trace is not None else workload.prompt.mean())
 
 
-def _deployment(scenario, table: SimulationTable, chosen: Mapping, problems: _Problems):
-    """The :class:`~infermodel.simulator.Deployment` from the table and command-line choices."""
+#: Quantities a plugin may define for the link a disaggregated deployment moves each
+#: prompt's cache over (the measured-kernels plugin: the tables' network figures), used
+#: where the ``[simulation.disaggregation]`` table gives none.
+TRANSFER_QUANTITIES = ("kv_transfer_bandwidth", "kv_transfer_latency")
+
+
+def _deployment(scenario, table: SimulationTable, chosen: Mapping, problems: _Problems,
+                values: Mapping | None = None):
+    """The :class:`~infermodel.simulator.Deployment` from the table and command-line
+    choices; the link from the table, else a plugin's ``kv_transfer_*`` quantities, else
+    the card's ``interconnect_*`` fields.
+    """
     from ... import simulator
 
     split = table.disaggregation
@@ -334,10 +352,13 @@ def _deployment(scenario, table: SimulationTable, chosen: Mapping, problems: _Pr
     decode = chosen.get("decode") or split.decode
     replicas = chosen.get("replicas") or table.replicas
     router = chosen.get("router") or table.router
+    values = values or {}
     bandwidth = (split.link_bandwidth if split.link_bandwidth is not None
-                 else scenario.value("hardware.interconnect_bandwidth"))
+                 else values.get("kv_transfer_bandwidth",
+                                 scenario.value("hardware.interconnect_bandwidth")))
     delay = (split.link_latency if split.link_latency is not None
-             else scenario.value("hardware.interconnect_latency") or 0.0)
+             else values.get("kv_transfer_latency",
+                             scenario.value("hardware.interconnect_latency") or 0.0))
     try:
         if prefill or decode:
             if bandwidth is None:
@@ -466,8 +487,6 @@ def workload_defaults(written: Mapping, values: Mapping, defaults: Mapping) -> t
 
 def _cost_model(scenario, values: Mapping, cache_memory):
     """The simulator's cost model, with a clear message when nothing is left for the cache."""
-    from ... import simulator
-
     budget = values.get("kv_budget_bytes")
     if cache_memory is None and budget is not None and float(budget) <= 0:
         weights = float(values.get("weight_bytes", math.nan))
@@ -479,17 +498,55 @@ def _cost_model(scenario, values: Mapping, cache_memory):
             expected="weights and reserve smaller than the cards' memory",
             suggestion="more or larger cards (hardware.count, hardware.preset), fewer weight "
                        "bits, or a smaller model"))
-    return simulator.CostModel.from_quantities(layered_values(values), cache_memory=cache_memory)
+    return cost_model(values, cache_memory, measured=iteration_cost(scenario, values))
 
 
-def layered_values(values: Mapping) -> Mapping:
-    """Per-layer model: bytes per position and FLOPs per pair from the layer model's sums."""
-    names = ("kv_layers", "kv_bytes_per_sequence", "sequence_length", "attention_flops_decode",
-             "context", "query_width")
-    if not all(n in values for n in names) or min(float(values[n]) for n in names[2:]) <= 0:
-        return values
-    return {**values, "kv_bytes_per_token": values["kv_bytes_per_sequence"] / values["sequence_length"],
-            "layers": values["attention_flops_decode"] / (4 * values["query_width"] * values["context"])}
+def iteration_cost(scenario, values: Mapping):
+    """The iteration cost a plugin registers for ``scenario``
+    (:func:`~infermodel.hookspecs.infermodel_iteration_cost`), or None for the roofline.
+    """
+    from ...errors import PluginError
+
+    found: list[tuple[str, object]] = []
+
+    def registrar(plugin: str):
+        def register(cost):
+            if found:
+                raise PluginError(f"the simulator's iteration cost is registered by both "
+                                  f"{found[0][0]!r} and {plugin!r}")
+            found.append((plugin, cost))
+        return register
+
+    scenario.host.call_each("infermodel_iteration_cost",
+                            lambda p: {"scenario": scenario, "values": values,
+                                       "register": registrar(p)}, "simulation")
+    return RegisteredCost(*found[0]) if found else None
+
+
+@attrs.frozen
+class RegisteredCost:
+    """A plugin's iteration cost, with the plugin's name (its step-time changes are then
+    what the simulator prices, not changes it leaves out).
+    """
+
+    plugin: str
+    cost: Any
+
+    def times(self, *counts):
+        return self.cost.times(*counts)
+
+    def describe(self):
+        return self.cost.describe()
+
+
+def _laws(written: Any, defaults: Mapping) -> Mapping:
+    """The length laws the simulation does not take from the scenario's own lengths:
+    those the table writes, and a lever's output law.
+    """
+    laws = dict(written) if isinstance(written, Mapping) else {}
+    if "output" in defaults:
+        laws.setdefault("output", defaults["output"])
+    return laws
 
 
 def _check_workload(table: Mapping, base: Path | None, problems: _Problems) -> None:
@@ -547,62 +604,11 @@ def interval_notes(result) -> list[str]:
             + " of the simulated figures"]
 
 
-#: Quantities whose changes by levers the iteration cost does not follow. (Every
-#: iteration is priced at the prefill compute rate, as Module 10 Lab 3 does, so
-#: ``decode_mfu`` plays no part.)
-STEP_QUANTITIES = ("decode_step_time", "prefill_time", "tpot", "weight_bytes_per_step")
-
-
-def unmodelled_changes(result, cost=None) -> list[str]:
-    """Lever changes to the step time that the simulator's iteration cost leaves out.
-
-    A plugin that defines one of the simulator's cost terms
-    (:data:`infermodel.simulator.EXTENSION_QUANTITIES`: pipeline stages, communication,
-    a host-resident cache share, expert coverage; :data:`~infermodel.simulator.PHYSICAL_QUANTITIES`:
-    the physical efficiency model and the collectives) has its step-time changes priced
-    by the simulator itself, so they are not reported.
+def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> tuple[str, ...]:
+    """What a reader of a simulation must know: the evaluated scenario's own result
+    warnings (as ``infermodel run`` prints them) and the lever changes the simulation
+    leaves out (:func:`~.contract.unmodelled_changes`), each once.
     """
-    from ...simulator import EXTENSION_QUANTITIES, PHYSICAL_QUANTITIES
-
-    modelled = {result.graph[name].plugin for name in (*EXTENSION_QUANTITIES, *PHYSICAL_QUANTITIES)
-                if name in result.graph}
-    notes = []
-    for name in STEP_QUANTITIES:
-        if name not in result.graph:
-            continue
-        quantity = result.graph[name]
-        for change in quantity.history[1:]:
-            if change.plugin in modelled:
-                continue
-            notes.append(f"{name} is changed by plugin {change.plugin!r} ({change.reason}); "
-                         "the simulator's iteration cost does not include that change"
-                         + _effect(result, quantity))
-    values = result.values
-    if "kv_bytes_per_sequence" in values and "kv_bytes_per_token" in values:
-        linear = values["kv_bytes_per_token"] * values.get("sequence_length", 0)
-        held = values["kv_bytes_per_sequence"]
-        if held and linear and abs(linear / held - 1) > 0.01 and "kv_layers" in values:
-            notes.append(f"windowed or fixed-state layers hold {held / 1e6:.4g} MB per full-length "
-                         f"sequence, charged as {layered_values(values)['kv_bytes_per_token']:,.0f} B "
-                         "per cached position: exact at full length, a shorter sequence up to "
-                         f"{abs(held - linear) / 1e6:.4g} MB off (its fixed state, saturated windows)")
-    notes.extend(cost.unmodelled() if cost is not None else [])
-    return notes
-
-
-def _effect(result, quantity) -> str:
-    """How big the left-out change is: the quantity with and without the levers."""
-    first = quantity.history[0]
-    expression = first.expression
-    try:
-        if first.kind == "input" or not hasattr(expression, "free_symbols"):
-            before = float(expression)
-        else:
-            before = float(expression.subs({s: result.values[s.name] for s in expression.free_symbols}))
-        after = float(result.values[quantity.name])
-    except (KeyError, TypeError, ValueError):
-        return ""
-    if not (math.isfinite(before) and math.isfinite(after)) or before == 0 or after == before:
-        return ""
-    return (f" (with it {quantity.name} = {after:.4g}, without it {before:.4g}: "
-            f"{after / before:.3g}x; the simulated times follow the value without it)")
+    found = [str(w) for w in result.warnings]
+    found += unmodelled_changes(result, cost, reads(result.values, workload))
+    return tuple(dict.fromkeys(found))

@@ -119,7 +119,7 @@ class RunTimes:
 
     def __call__(self, now: float, length: int, positions: int, attention: int,
                  step_attention: int, cached: int, step_cached: int,
-                 sequences: int | None = None) -> np.ndarray:
+                 sequences: int | None = None, decodes: int | None = None) -> np.ndarray:
         if length > self.steps.size:
             self.steps = np.arange(max(length, 2 * self.steps.size), dtype=np.float64)
         steps = self.steps[:length]
@@ -131,7 +131,7 @@ class RunTimes:
             # cost model's own vectorised form (positions and sequences are constant).
             body[:] = self.cost.iteration_times(
                 np.full(length, float(positions)), steps * float(step_attention) + attention,
-                steps * float(step_cached) + cached, sequences)
+                steps * float(step_cached) + cached, sequences, None, decodes)
             np.cumsum(times, out=times)
             return body
         # Both times are affine in j.  When one exceeds the other at both ends by far
@@ -218,7 +218,7 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int,
         # Prefill: every prompt is a chunk with nothing cached.
         positions = int(batch_prompts.sum())
         attention = int((batch_prompts * (batch_prompts + 1) // 2).sum())
-        now += cost.time_from_counts(positions, attention, 0, size)
+        now += cost.time_from_counts(positions, attention, 0, size, None, 0)
         prefill_end = now
         iterations += 1
         longest = int(batch_outputs.max())
@@ -236,7 +236,7 @@ def _static(workload: Workload, cost: CostModel, policy: Policy, limit: int,
             # their cache and keep growing.
             steps = longest - 1
             context = int(batch_prompts.sum())
-            ends = run_ends(now, steps, size, context, size, context, size, size)
+            ends = run_ends(now, steps, size, context, size, context, size, size, size)
             now = float(ends[-1])
             iterations += steps
             decode_steps += steps

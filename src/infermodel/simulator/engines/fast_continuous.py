@@ -372,10 +372,10 @@ class ContinuousRun:
         watch = not queue and arrival < math.inf
         if watch:
             # Iteration times never shrink within a run: bound the run by the arrival.
-            first_dt = self.time_from_counts(positions, attention, cached, sequences)
+            first_dt = self.time_from_counts(positions, attention, cached, sequences, None, n_dec)
             length = min(length, int((arrival - self.now) / first_dt) + 2)
         done = self._advance(length, watch, arrival, positions, attention, step_attention,
-                             cached, step_cached, sequences)
+                             cached, step_cached, sequences, n_dec)
         self.iterations += done
         self.decoder_filled += done * n_dec
         self.busy += done * n_dec
@@ -388,7 +388,8 @@ class ContinuousRun:
         self.finish_due()
 
     def _advance(self, length: int, watch: bool, arrival: float, positions: int, attention: int,
-                 step_attention: int, cached: int, step_cached: int, sequences: int) -> int:
+                 step_attention: int, cached: int, step_cached: int, sequences: int,
+                 decodes: int) -> int:
         """Price ``length`` iterations (fewer when an arrival comes first); returns how many."""
         decoders = len(self.decoders)
         if length < SCALAR_RUN:
@@ -400,7 +401,8 @@ class ContinuousRun:
                     break
                 previous = now
                 now += self.time_from_counts(positions, attention + done * step_attention,
-                                             cached + done * step_cached, sequences)
+                                             cached + done * step_cached, sequences, None,
+                                             decodes)
                 if done:
                     gap = now - previous
                     inner = max(inner, gap)
@@ -416,7 +418,7 @@ class ContinuousRun:
             self.block(first, now, inner)
             return done
         ends = self.run_ends(self.now, length, positions, attention, step_attention, cached,
-                             step_cached, sequences)
+                             step_cached, sequences, decodes)
         if watch:
             done = 1 + int(np.searchsorted(ends[: length - 1], arrival, side="left"))
             ends = ends[:done]
@@ -468,7 +470,8 @@ class ContinuousRun:
             attention += take * fil[request] + take * (take + 1) // 2
             cached += fil[request]
         self._trim(self.decoder_filled + self.prefiller_filled + self.offset + positions)
-        self.now += self.time_from_counts(positions, attention, cached, taking_decoders + len(takes))
+        self.now += self.time_from_counts(positions, attention, cached,
+                                          taking_decoders + len(takes), None, taking_decoders)
         self.block(self.now, self.now, 0.0)
         index = self.iterations
         self.iterations += 1

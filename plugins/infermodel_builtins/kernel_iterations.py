@@ -1,0 +1,98 @@
+"""The serving simulator's iteration priced by measured kernels (not a plugin: the
+measured-kernels plugin registers it through ``infermodel_iteration_cost``).
+
+A serving iteration runs T scheduled tokens through the model in one pass: D decodes
+(one token each, at their cached lengths) and P prefill chunks of k new tokens each
+after c cached ones. Its time is the decode step's operators re-read at those counts::
+
+    GEMMs, MoE, all-reduces, norms, embedding    at T tokens (the head at the positions
+                                                  it scores)
+    generation attention                         at D sequences, the decodes' mean
+                                                  cached length + 1
+    context attention                            at P prompts of k tokens, times the
+                                                  pairs a chunk after c cached tokens has
+                                                  over those of a fresh prompt:
+                                                  (k·c + k(k+1)/2) / (k(k+1)/2)
+
+Each operator's formula is the one the scenario's step uses (``<phase>_kernel_<op>_time``),
+compiled once with the moving counts as arguments and every other quantity at its value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from infermodel.plugin import S
+
+
+class MeasuredIterations:
+    """A :class:`infermodel.simulator.cost.MeasuredIteration` from a scenario's measured
+    operators.
+    """
+
+    def __init__(self, timed, values, where: str) -> None:
+        tokens, decodes, context, chunks, length = sympy.symbols("T D L P K", positive=True)
+        self.where = where
+        self.tokens: list = []
+        self.scored: list = []
+        self.decode_attention: list = []
+        self.prefill_attention: list = []
+        for t in timed:
+            arguments: tuple
+            attention = t.name.startswith("attention")
+            if t.phase == "prefill" and not attention:
+                continue
+            if t.phase == "decode" and attention:
+                moving = {S.batch: decodes, S.context: context}
+                target, arguments = self.decode_attention, (decodes, context)
+            elif t.phase == "prefill":
+                moving = {S.batch: chunks, S.prompt_tokens: length}
+                target, arguments = self.prefill_attention, (chunks, length)
+            elif t.name == "head":
+                moving = {S.batch: tokens}
+                target, arguments = self.scored, (tokens,)
+            else:
+                moving = {S.batch: tokens}
+                target, arguments = self.tokens, (tokens,)
+            expression = (t.expression if isinstance(t.expression, sympy.Basic)
+                          else sympy.Float(t.expression))
+            expression = timed.expand(expression).xreplace(moving)
+            fixed = {s: float(values[s.name]) for s in expression.free_symbols
+                     if s not in arguments and s.name in values}
+            target.append(sympy.lambdify(arguments, expression.xreplace(fixed), modules="numpy"))
+
+    def times(self, tokens, decodes, decode_cached, chunks, chunk_tokens, chunk_cached, scored):
+        tokens = np.asarray(tokens, dtype=np.float64)
+        decodes = np.asarray(decodes, dtype=np.float64)
+        chunks = np.asarray(chunks, dtype=np.float64)
+        shape = np.broadcast_shapes(tokens.shape, decodes.shape, chunks.shape,
+                                    np.shape(decode_cached), np.shape(chunk_tokens),
+                                    np.shape(chunk_cached), np.shape(scored))
+        time = np.zeros(shape)
+        with np.errstate(all="ignore"):
+            for part in self.tokens:
+                time = time + part(np.maximum(tokens, 1.0))
+            for part in self.scored:
+                time = time + part(np.maximum(np.asarray(scored, dtype=np.float64), 1.0))
+            some = np.maximum(decodes, 1.0)
+            context = np.asarray(decode_cached, dtype=np.float64) / some + 1.0
+            for part in self.decode_attention:
+                time = time + np.where(decodes > 0, part(some, context), 0.0)
+            prompts = np.maximum(chunks, 1.0)
+            k = np.maximum(np.asarray(chunk_tokens, dtype=np.float64) / prompts, 1.0)
+            fresh = k * (k + 1) / 2
+            pairs = (k * np.asarray(chunk_cached, dtype=np.float64) + fresh) / fresh
+            for part in self.prefill_attention:
+                time = time + np.where(chunks > 0, part(prompts, k) * pairs, 0.0)
+        return time
+
+    def describe(self) -> list[str]:
+        return [f"measured kernels ({self.where}): each iteration's GEMMs, MoE layers, "
+                "all-reduces and elementwise operators at its tokens, the head at the "
+                "positions it scores, generation attention at its decodes and their mean "
+                "cached length, context attention at its prefill chunks (scaled by the "
+                "pairs a chunk after cached tokens adds)"]
+
+
+__all__ = ["MeasuredIterations"]

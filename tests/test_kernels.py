@@ -1,0 +1,267 @@
+"""Measured kernels: the installed tables read as functions, and scenarios timed by them.
+
+Golden values are read from the installed Parquet files by hand in each test (pyarrow,
+no code of infermodel.kernels) and compared with what the lookups and the scenario give:
+NVIDIA aiconfigurator-core 0.12, ``systems/data/h200_sxm/.../vllm/0.24.0``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import infermodel
+from conftest import ROOT
+from infermodel.errors import InfermodelError
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("aiconfigurator_core") is None
+    or importlib.util.find_spec("pyarrow") is None,
+    reason='the measured kernel tables are not installed (pip install "infermodel[kernels]")')
+
+SCENARIO = ROOT / "scenarios" / "measured-llama-3.1-8b-fp8-h200.toml"
+
+
+def _data() -> Path:
+    spec = importlib.util.find_spec("aiconfigurator_core")
+    return Path(next(iter(spec.submodule_search_locations))) / "systems" / "data" / "h200_sxm"
+
+
+def _rows(relative: str, **equal) -> list[dict]:
+    """Rows of an installed table where the given columns hold the given values."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(_data() / relative).to_pylist()
+    return [row for row in table if all(row[k] == v for k, v in equal.items())]
+
+
+def _latency_s(relative: str, **equal) -> float:
+    rows = _rows(relative, **equal)
+    assert rows, equal
+    return min(row["latency"] for row in rows) * 1e-3
+
+
+GEMM = "gemm/vllm/0.24.0/gemm_perf.parquet"
+GENERATION = "attention/vllm/0.24.0/generation_attention_perf.parquet"
+CONTEXT = "attention/vllm/0.24.0/context_attention_perf.parquet"
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    from infermodel import kernels
+
+    return kernels
+
+
+@pytest.fixture(scope="module")
+def gemm(kernels):
+    return kernels.lookup("h200_sxm", "vllm", "0.24.0", "gemm", dtype="fp8")
+
+
+@pytest.fixture(scope="module")
+def result():
+    return infermodel.evaluate(SCENARIO)
+
+
+def test_a_measured_gemm_point_is_the_tables_row(gemm):
+    expected = _latency_s(GEMM, gemm_dtype="fp8", m=32, n=4096, k=4096)
+    assert gemm(32.0, 4096.0, 4096.0) == pytest.approx(expected, rel=1e-12)
+
+
+def test_between_two_measured_m_the_latency_is_log_log_interpolated(gemm):
+    # The table measures m = 257 and 512 (and nothing between).
+    assert not _rows(GEMM, gemm_dtype="fp8", m=300)
+    low = _latency_s(GEMM, gemm_dtype="fp8", m=257, n=4096, k=4096)
+    high = _latency_s(GEMM, gemm_dtype="fp8", m=512, n=4096, k=4096)
+    w = (math.log(300) - math.log(257)) / (math.log(512) - math.log(257))
+    expected = math.exp((1 - w) * math.log(low) + w * math.log(high))
+    assert gemm(300.0, 4096.0, 4096.0) == pytest.approx(expected, rel=1e-12)
+
+
+def test_between_two_measured_weights_the_configurations_blend_log_log(gemm):
+    # n = 28,672 (Llama 3.1 8B's gate and up together) lies between the measured 16,384
+    # and 51,200.
+    low = _latency_s(GEMM, gemm_dtype="fp8", m=16, n=16384, k=4096)
+    high = _latency_s(GEMM, gemm_dtype="fp8", m=16, n=51200, k=4096)
+    w = (math.log(28672) - math.log(16384)) / (math.log(51200) - math.log(16384))
+    assert gemm(16.0, 28672.0, 4096.0) == pytest.approx(low ** (1 - w) * high ** w, rel=1e-12)
+
+
+def test_beyond_the_grid_the_time_scales_by_the_roofline_ratio(gemm, kernels):
+    edge = _latency_s(GEMM, gemm_dtype="fp8", m=32768, n=4096, k=4096)
+    card = kernels.card("h200_sxm")
+
+    def roofline(m):
+        return max(2 * m * 4096 * 4096 / card["fp8_tc_flops"],
+                   (m * 4096 + 4096 * 4096 + 2 * m * 4096) / card["mem_bw"])
+
+    assert card["fp8_tc_flops"] == 1.978e15 and card["mem_bw"] == 4.8e12
+    assert gemm(65536.0, 4096.0, 4096.0) == pytest.approx(
+        edge * roofline(65536) / roofline(32768), rel=1e-12)
+    assert "2× beyond the measured 32768" in gemm.outside(65536.0, 4096.0, 4096.0)
+    assert gemm.outside(32.0, 4096.0, 4096.0) is None
+
+
+def test_arrays_give_the_scalar_paths_numbers(gemm):
+    m = np.array([1.0, 7.5, 32.0, 300.0, 5000.0, 65536.0])
+    vector = gemm(m, 28672.0, np.array([4096.0]))
+    scalar = [gemm.point(float(x), 28672.0, 4096.0) for x in m]
+    np.testing.assert_array_equal(vector, scalar)
+    # Configurations that differ point by point are grouped, not looped over per point.
+    # Whole token counts inside the grid are read from a table of the same numbers.
+    counts = np.arange(1.0, 5001.0)
+    np.testing.assert_array_equal(gemm(counts, 28672.0, 4096.0),
+                                  [gemm.point(float(x), 28672.0, 4096.0) for x in counts])
+    n = np.array([4096.0, 6144.0, 4096.0])
+    np.testing.assert_array_equal(gemm(32.0, n, 4096.0),
+                                  [gemm.point(32.0, float(x), 4096.0) for x in n])
+
+
+def test_two_axis_arrays_give_the_scalar_paths_numbers(kernels):
+    lookup = kernels.lookup("h200_sxm", "vllm", "0.24.0", "generation_attention",
+                            kv_dtype="bfloat16")
+    rng = np.random.default_rng(3)
+    batch = np.exp(rng.uniform(0, 9, 200)).round()
+    context = np.exp(rng.uniform(0, 12.5, 200)).round()
+    full = kernels.FULL_WINDOW
+    both = lookup(batch, context, 32.0, 8.0, 128.0, full)
+    one = lookup(batch, 1536.0, 32.0, 8.0, 128.0, full)    # the context held: rows first
+    np.testing.assert_array_equal(both, [lookup.point(b, c, 32.0, 8.0, 128.0, full)
+                                         for b, c in zip(batch, context)])
+    np.testing.assert_array_equal(one, [lookup.point(b, 1536.0, 32.0, 8.0, 128.0, full)
+                                        for b in batch])
+
+
+def test_generation_attention_reads_the_cached_length_as_isl_plus_step(kernels):
+    lookup = kernels.lookup("h200_sxm", "vllm", "0.24.0", "generation_attention",
+                            kv_dtype="bfloat16")
+    expected = _latency_s(GENERATION, kv_cache_dtype="bfloat16", batch_size=32, step=1023,
+                          num_heads=32, num_key_value_heads=8, head_dim=128, window_size=0)
+    assert lookup(32.0, 1024.0, 32.0, 8.0, 128.0, kernels.FULL_WINDOW) == pytest.approx(
+        expected, rel=1e-12)
+
+
+def test_the_scenarios_decode_projection_is_the_tables_row_times_the_layers(result):
+    # Llama 3.1 8B, batch 16: the fused QKV GEMM is m = 16, n = 4096 + 2·1024, k = 4096,
+    # all measured, once per layer (32).
+    row = _latency_s(GEMM, gemm_dtype="fp8", m=16, n=6144, k=4096)
+    assert result["decode_kernel_qkv_projection_time"] == pytest.approx(32 * row, rel=1e-12)
+    attention = _latency_s(GENERATION, kv_cache_dtype="bfloat16", batch_size=16, step=1535,
+                           num_heads=32, num_key_value_heads=8, head_dim=128, window_size=0) \
+        if _rows(GENERATION, step=1535) else None
+    assert attention is None  # 1,536 cached positions lie between measured lengths
+    assert result["decode_time_kernels"] == pytest.approx(
+        result["decode_time_kernels_measured"] + result["decode_time_kernels_roofline"])
+    assert result["tpot"] == pytest.approx(result["decode_time_kernels"] + result["t0"])
+
+
+def test_the_prefill_attention_at_a_measured_point(kernels):
+    result = infermodel.evaluate(SCENARIO, {"workload.batch": 1})
+    row = _latency_s(CONTEXT, kv_cache_dtype="bfloat16", batch_size=1, isl=1024, num_heads=32,
+                     num_key_value_heads=8, head_dim=128, window_size=0)
+    # attention_score and attention_value share the fused kernel half and half.
+    assert result["prefill_kernel_attention_score_time"] == pytest.approx(32 * row / 2, rel=1e-12)
+
+
+def test_the_derivation_names_the_table_and_the_grid_points(result):
+    text = infermodel.explain(result, "decode_kernel_qkv_projection_time").text()
+    assert "h200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet" in text
+    assert "grid m 16" in text and "of it" in text
+
+
+def test_a_sweep_gives_each_points_evaluation():
+    batches = [1, 3, 16, 100, 700, 5000, 40000]
+    swept = infermodel.sweep(SCENARIO, {"workload.batch": batches}, quantities=["tpot", "ttft"])
+    for i, b in enumerate(batches):
+        point = infermodel.evaluate(SCENARIO, {"workload.batch": b})
+        # To the bit: the array and scalar paths do the same operations.
+        assert swept["tpot"][i] == point["tpot"] and swept["ttft"][i] == point["ttft"]
+
+
+def test_an_unmapped_card_falls_back_with_a_named_warning():
+    result = infermodel.evaluate(SCENARIO, {"hardware.preset": "mi300x"})
+    warnings = [str(w) for w in result.warnings]
+    assert any("fell back to the roofline" in w and "hardware.kernel_system unset" in w
+               for w in warnings), warnings
+
+
+def test_an_unknown_version_lists_the_versions_held():
+    with pytest.raises(InfermodelError, match="0.24.0") as caught:
+        infermodel.evaluate(SCENARIO, {"efficiency.engine_version": "0.99"})
+    assert "engine_version" in str(caught.value)
+
+
+def test_an_unknown_schema_is_refused_with_one_message(tmp_path, kernels):
+    from infermodel.kernels import source
+
+    (tmp_path / "collection_meta.yaml").write_text("schema_version: 99\n", encoding="utf-8")
+    folder = source.Folder("h200_sxm", "gemm", "vllm", "9.9", tmp_path, ("gemm_perf",))
+    with pytest.raises(InfermodelError, match="schema_version 99") as caught:
+        source.read(folder, "gemm_perf", ("m",))
+    assert 'pip install "infermodel[kernels]"' in str(caught.value)
+
+
+def test_without_the_extra_one_message_names_the_install(monkeypatch):
+    from infermodel.kernels import source
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "aiconfigurator_core" else real(name, *a))
+    source.root.cache_clear()
+    try:
+        with pytest.raises(InfermodelError) as caught:
+            infermodel.load_scenario(SCENARIO)
+    finally:
+        source.root.cache_clear()
+    message = str(caught.value)
+    assert 'pip install "infermodel[kernels]"' in message and "efficiency.kernels" in message
+
+
+def test_the_simulators_iteration_is_the_scenarios_step_at_the_same_counts(result):
+    from infermodel.analyses.simulation.plan import iteration_cost
+    from infermodel.simulator import CostModel
+
+    measured = iteration_cost(result.scenario, result.values)
+    assert measured is not None and measured.plugin == "measured_kernels"
+    cost = CostModel.from_quantities(result.values, measured=measured)
+    # 16 decodes at 1,536 cached-plus-new positions each: the scenario's decode step.
+    decode = cost.iteration_time([1535] * 16, [])
+    assert decode == pytest.approx(result["decode_step_time"], rel=1e-9)
+    # One prompt of 1,024 tokens alone: the scenario's time to first token (the embedding
+    # rows it reads aside, a few bytes of difference).
+    assert cost.iteration_time([], [(1024, 0)]) == pytest.approx(result["ttft"], rel=1e-3)
+    # A chunk after cached tokens costs more attention than a fresh one of its size.
+    assert cost.iteration_time([], [(512, 512)]) > cost.iteration_time([], [(512, 0)])
+    # The vectorised form gives the same numbers as the scalar one.
+    times = cost.iteration_times(np.array([16.0, 17.0]), np.array([16 * 1536.0, 16 * 1536.0 + 17]),
+                                 np.array([16 * 1535.0, 16 * 1535.0 + 16]),
+                                 np.array([16.0, 17.0]), None, np.array([16.0, 17.0]))
+    assert times[0] == pytest.approx(decode, rel=1e-12)
+    assert any("measured kernels (h200_sxm, vllm 0.24.0)" in line for line in cost.describe())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(system=st.text(max_size=20), version=st.text(max_size=20))
+def test_any_card_or_version_text_is_one_message_or_a_result(system, version):
+    overrides = {"hardware.kernel_system": system, "efficiency.engine_version": version}
+    try:
+        result = infermodel.evaluate(SCENARIO, overrides)
+    except InfermodelError as exc:
+        assert "\n" not in str(exc) or "errors encountered" in str(exc)
+        return
+    assert result["tpot"] > 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.integers(1, 10**7), prompt=st.integers(1, 10**6), output=st.integers(1, 10**6))
+def test_every_workload_gives_finite_positive_measured_times(batch, prompt, output):
+    result = infermodel.evaluate(SCENARIO, {"workload.batch": batch, "workload.prompt_tokens": prompt,
+                                            "workload.output_tokens": output})
+    for name in ("tpot", "ttft", "ttft_batch", "decode_time_kernels", "prefill_time_kernels"):
+        assert math.isfinite(result[name]) and result[name] > 0, name

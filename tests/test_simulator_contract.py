@@ -1,0 +1,156 @@
+"""The simulator prices what the graph says: the quantities it reads (its contract), a
+third-party lever that shrinks each sequence's cache raising the simulated capacity,
+and a warning for a lever change the simulation cannot follow.
+
+The levers here are built in the test from ``infermodel.plugin`` alone, and read through
+``infermodel.testing``'s host, as a third party's test would.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import attrs
+import pytest
+import sympy
+
+import infermodel
+from infermodel.analyses.simulation import plan, simulation_warnings
+from infermodel.analyses.simulation.contract import reads, simulator_quantities
+from infermodel.cli import main
+from infermodel.plugin import S, accepts, hookimpl
+from infermodel.testing import plugin_host
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB3 = "infermodel:module10-lab3-policies"
+
+
+@accepts("0 to 1")
+def _share(instance, attribute, value):
+    if not 0 < value <= 1:
+        raise ValueError(f"{attribute.name} = {value!r} is not a share in (0, 1]")
+
+
+@attrs.frozen
+class Eviction:
+    keep: float = attrs.field(default=0.5, validator=_share)
+    floor: int = 1024
+
+
+class EvictionLever:
+    """Keep a share of each sequence's cache, at least ``floor`` positions (a third
+    party's eviction rule: it changes what a sequence holds, not what a step reads).
+    """
+
+    @hookimpl
+    def infermodel_register_levers(self, register):
+        register("kv_evict", Eviction, description="keep a share of each sequence's cache")
+
+    @hookimpl
+    def infermodel_transform_quantities(self, scenario, transform):
+        lever = scenario.lever("kv_evict")
+        if lever is None:
+            return
+        kept = sympy.Min(S.sequence_length, sympy.Max(lever.floor, lever.keep * S.sequence_length))
+        transform.wrap("kv_bytes_per_sequence", lambda old: old * kept / S.sequence_length,
+                       reason="only a share of each sequence's cache is kept")
+
+
+class TrafficLever:
+    """Reads half the cache in each decode step: a change to ``decode_bytes``, which the
+    simulation does not read (it prices reads from ``kv_bytes_per_token``).
+    """
+
+    @hookimpl
+    def infermodel_register_levers(self, register):
+        register("half_reads", Eviction, description="read half of the cache per step")
+
+    @hookimpl
+    def infermodel_transform_quantities(self, scenario, transform):
+        if scenario.lever("half_reads") is not None:
+            transform.wrap("decode_bytes", lambda old: old - S.batch * S.context * S.kv_bytes_per_token / 2,
+                           reason="half the cache is read")
+
+
+@pytest.fixture(scope="module")
+def host():
+    return plugin_host({"kv_evict": EvictionLever(), "half_reads": TrafficLever()})
+
+
+#: A 12 GB card leaves 4 GB of cache: capacity is bound by memory, not by compute.
+SMALL_CARD = {"simulation.workload.count": 100, "hardware.memory": "12 GB",
+              "simulation.slo.ttft": "10 s"}
+
+
+def test_a_lever_that_shrinks_each_sequences_cache_raises_the_simulated_capacity(host, tmp_path):
+    path = tmp_path / "evict.toml"
+    path.write_text(f'extends = "{LAB3}"\n[levers.kv_evict]\nkeep = 0.5\n')
+    base = infermodel.load_scenario(LAB3, SMALL_CARD, host=host)
+    evicting = infermodel.load_scenario(path, SMALL_CARD, host=host)
+    assert infermodel.evaluate(evicting)["kv_bytes_per_sequence"] == pytest.approx(
+        infermodel.evaluate(base)["kv_bytes_per_sequence"] / 2)
+    # the cache budget is the same, each position takes half the memory: twice the positions
+    assert plan(evicting).cost_model.cache_memory == pytest.approx(2 * plan(base).cost_model.cache_memory)
+    before = infermodel.simulate(base, capacity=True, policies=["paged"]).search.rate
+    after = infermodel.simulate(evicting, capacity=True, policies=["paged"]).search.rate
+    assert after > 1.5 * before
+    # the traffic is not the lever's: a decode step still reads every cached position
+    assert plan(evicting).cost_model.kv_bytes_per_token == plan(base).cost_model.kv_bytes_per_token
+    assert not plan(evicting).warnings
+    assert any(n.startswith("cache storage: a cached position takes 73,728 B")
+               for n in plan(evicting).notes)
+
+
+def test_a_change_the_simulation_does_not_read_is_a_warning_with_its_size(host, tmp_path):
+    path = tmp_path / "reads.toml"
+    path.write_text(f'extends = "{LAB3}"\n[levers.half_reads]\n')
+    warnings = plan(infermodel.load_scenario(path, host=host)).warnings
+    assert len(warnings) == 1
+    assert warnings[0].startswith("decode_bytes is changed by plugin 'half_reads' (half the cache is "
+                                  "read); the simulation reads neither decode_bytes nor anything")
+    assert re.search(r"without it [0-9.e+]+: 0\.\d+x", warnings[0])
+
+
+def test_every_result_warning_reaches_simulate_sweep_and_search(capsys):
+    scenario = ROOT / "scenarios" / "module10-measured-rates.toml"
+    expected = [str(w) for w in infermodel.evaluate(infermodel.load_scenario(scenario)).warnings]
+    assert expected  # the measured-rates mode says what it leaves out
+    runs = (["simulate", str(scenario), "--policy", "chunked", "--rate", "0.2", "--set",
+             "simulation.workload.count=10"],
+            ["sweep", str(scenario), "--over", "workload.batch=1,2", "--quantities", "tpot"],
+            ["search", str(scenario), "--over", "workload.batch=1,2", "--minimise", "tpot"])
+    for argv in runs:
+        assert main(argv) == 0
+        err = capsys.readouterr().err
+        for message in expected:
+            assert message in err, (argv[0], message)
+    # JSON search output lists the winner's warnings as run's JSON does
+    assert main([*runs[2], "--format", "json"]) == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out)["warnings"] == expected
+
+
+def test_simulation_warnings_list_a_result_warning_once():
+    result = infermodel.evaluate(ROOT / "scenarios" / "module10-measured-rates.toml")
+    found = simulation_warnings(result)
+    assert len(found) == len(set(found))
+    assert str(result.warnings[0]) in found
+
+
+def test_the_contract_is_documented_name_by_name():
+    text = (ROOT / "src" / "infermodel" / "simulator" / "README.rst").read_text(encoding="utf-8")
+    documented = set(re.findall(r"``([a-z_0-9]+)``", text))
+    missing = [name for name in simulator_quantities() if name not in documented]
+    assert not missing, f"quantities the simulation reads but the simulator's page does not name: {missing}"
+
+
+def test_every_contract_quantity_the_base_physics_defines_is_read():
+    result = infermodel.evaluate(ROOT / "scenarios" / "case-study-24gb.toml")
+    read = reads(result.values)
+    assert {"weight_bytes", "kv_bytes_per_token", "kv_bytes_per_sequence",
+            "kv_positions_per_sequence", "kv_budget_bytes", "params_matmul"} <= read
+    # a uniform model reads no per-layer sums; lengths whose laws the table gives are not read
+    assert "attention_flops_decode" not in read
+    assert "prompt_tokens" not in reads(result.values, {"prompt": 100})
