@@ -761,4 +761,4 @@ def infermodel_register_headlines(register):
     register("parallelism", "parallel_decode_comm_time", label="communication per decode step")
 
 
-__all__ = ["COMMUNICATION", "LAB_EFFICIENCY", "oneshot_limit", "Parallelism", "degrees", "efficiency_of"]
+__all__ = ["COMMUNICATION", "LAB_EFFICIENCY", "Parallelism", "degrees", "efficiency_of", "oneshot_limit"]

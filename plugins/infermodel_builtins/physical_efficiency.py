@@ -195,13 +195,15 @@ def Max(*args):
 def is_physical(scenario) -> bool:
     """Whether the scenario is priced by the physical model: ``efficiency.model`` says so,
     or it is unset and the scenario (or its efficiency preset) states none of the fixed
-    efficiencies; measured rates, where given, take precedence.
+    efficiencies; measured rates and measured kernel tables, where given, take precedence.
     """
     model = scenario.value("efficiency.model")
     if model is not None:
         return model == "physical"
     if any(_optional(scenario, f"efficiency.{m}") is not None for m in ("prefill_rate", "decode_rate")):
         return False
+    if _optional(scenario, "efficiency.kernels") == "measured":
+        return False  # measured kernel tables time the operators themselves
     # Whether a fixed efficiency is written, by the scenario or its preset (a value written
     # later, by --set or a sweep, rebuilds: the model replaces those quantities, so they
     # are never values of a physical structure).

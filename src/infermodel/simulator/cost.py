@@ -54,8 +54,10 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from . import physical
 from .errors import SimulationError
 from .layout import LAYOUT_QUANTITIES, ParallelLayout
+from .physical import Collectives, Physical
 from .speculation import SPECULATION_QUANTITIES, Speculation
 
 __all__ = ["CONVENTION_QUANTITIES", "EXTENSION_QUANTITIES", "PHYSICAL_QUANTITIES", "QUANTITY_NAMES",
@@ -194,74 +196,6 @@ def _non_negative(instance: Any, attribute: attrs.Attribute[Any], value: Any) ->
         raise SimulationError(
             f"cost model: {attribute.name} must be a non-negative finite number, got {value!r}"
         )
-
-
-@attrs.frozen
-class Physical:
-    """The physical efficiency model's terms of an iteration (see the module docstring)."""
-
-    #: Rows of one product tile: m rows cost ⌈m / tile⌉ · tile.
-    tile: float = attrs.field(validator=_positive("tile"))
-    #: Attention's FLOP/s (peak × attention_fraction).
-    attention_compute: float = attrs.field(validator=_positive("attention_compute"))
-    #: Every kernel's fixed time in one pass (s).
-    kernel_fixed: float = attrs.field(default=0.0, validator=_non_negative)
-    #: Host time to launch one pass's kernels without a graph (s).
-    launch_bound: float = attrs.field(default=0.0, validator=_non_negative)
-    #: Largest decode-only batch replayed as a captured graph.
-    graph_max_batch: float = attrs.field(default=0.0, validator=_non_negative)
-    #: Host time per iteration and per scheduled sequence (s).
-    host_fixed: float = attrs.field(default=0.0, validator=_non_negative)
-    host_per_sequence: float = attrs.field(default=0.0, validator=_non_negative)
-    #: FLOPs of one token row through one routed expert in every MoE layer (0: dense).
-    expert_flops_per_row: float = attrs.field(default=0.0, validator=_non_negative)
-    #: Routed experts' bandwidth over the dense products' (grouped products stream slower).
-    expert_bandwidth_ratio: float = attrs.field(default=1.0, validator=_positive("expert_bandwidth_ratio"))
-
-    def padded(self, rows: np.ndarray) -> np.ndarray:
-        """⌈rows / tile⌉ · tile, 0 for no rows."""
-        return np.ceil(rows / self.tile) * self.tile
-
-    def describe(self) -> str:
-        moe = " (routed experts padded per expert)" if self.expert_flops_per_row else ""
-        return (f"physical model: rows padded to tiles of {self.tile:g}{moe}; attention at "
-                f"{self.attention_compute / 1e12:.4g} TFLOP/s; kernels {self.kernel_fixed * 1e3:.4g} ms "
-                f"fixed, {self.launch_bound * 1e3:.4g} ms to launch without a graph (decode "
-                f"batches up to {self.graph_max_batch:g} replay one); host "
-                f"{self.host_fixed * 1e3:.4g} ms + {self.host_per_sequence * 1e6:.4g} µs per sequence")
-
-
-@attrs.frozen
-class Collectives:
-    """Tensor-parallel all-reduces priced by size: one-shot below a limit, ring above."""
-
-    count: float = attrs.field(validator=_non_negative)
-    cards: float = attrs.field(validator=_at_least_one)
-    bytes_per_token: float = attrs.field(validator=_non_negative)
-    oneshot_bytes: float = attrs.field(validator=_non_negative)
-    bandwidth: float = attrs.field(validator=_positive("collective bandwidth"))
-    fixed_latency: float = attrs.field(default=0.0, validator=_non_negative)
-    step_latency: float = attrs.field(default=0.0, validator=_non_negative)
-
-    def time(self, tokens: np.ndarray) -> np.ndarray:
-        """Seconds of all-reduces for a micro-batch of ``tokens``.
-
-        >>> c = Collectives(count=2, cards=4, bytes_per_token=16384, oneshot_bytes=524288,
-        ...                 bandwidth=360e9, fixed_latency=5e-6, step_latency=1e-6)
-        >>> round(float(c.time(np.array(1.0))) * 1e6, 3)   # two one-shot all-reduces
-        12.273
-        """
-        n = self.cards
-        size = np.asarray(tokens, dtype=np.float64) * self.bytes_per_token
-        oneshot = self.fixed_latency + self.step_latency + (n - 1) * size / self.bandwidth
-        ring = (self.fixed_latency + 2 * (n - 1) * self.step_latency
-                + 2 * (n - 1) / n * size / self.bandwidth)
-        return self.count * np.where(size <= self.oneshot_bytes, oneshot, ring)
-
-    def describe(self) -> str:
-        return (f"all-reduces: {self.count:g} per pass on {self.cards:g} cards, one-shot up to "
-                f"{self.oneshot_bytes / 1024:g} KiB, ring above, at "
-                f"{self.bandwidth / 1e9:.4g} GB/s, {self.fixed_latency * 1e6:.4g} µs each")
 
 
 @attrs.frozen
@@ -478,7 +412,8 @@ class CostModel:
                         f"= {cache_memory:.4g} bytes"
                     )
         extra = cls._extensions(values, number, float(cache_memory))
-        physical = cls._physical(values, number)
+        # A plugin's measured pricing replaces the roofline, the physical terms with it.
+        physical = cls._physical(values, number) if measured is None else None
         if physical is not None:
             extra["physical"] = physical
             # The physical terms carry the fixed time t0 stands for in the graph.
@@ -681,15 +616,15 @@ class CostModel:
             first = positions.item()
             count1 = first if sequences is None else float(np.asarray(sequences).item())
             heads1 = count1 if scored is None else float(np.asarray(scored).item())
-            return np.full(positions.shape, self._physical_scalar(
-                first, attention.item(), cached.item(), count1, heads1))
+            return np.full(positions.shape, physical.one_iteration(
+                self, first, attention.item(), cached.item(), count1, heads1))
         micro = np.maximum(1.0, np.minimum(float(self.stages), count))
         scale = self.stages / micro
         resident = 1.0 - self.host_fraction
         weights = self.weights_read(positions / micro)
         heads = count if scored is None else np.asarray(scored, dtype=np.float64)
         if self.physical is not None:
-            matmul = self._physical_matmul(positions, heads, micro)
+            matmul = physical.products(self, positions, heads, micro)
         elif self.head_params:
             # The head scores one position per scheduled sequence (engine convention).
             matmul = (self.flops_per_body_position * positions
@@ -702,7 +637,7 @@ class CostModel:
             weights, cached, matmul, pairs, comm = self._busiest(
                 positions, count, micro, weights, cached, matmul, pairs, comm)
         if self.physical is not None:
-            time = self._physical_step(positions, count, micro, weights, cached, matmul, pairs)
+            time = physical.step(self, positions, count, micro, weights, cached, matmul, pairs)
         else:
             memory_time = (self.stages * weights
                            + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
@@ -715,102 +650,6 @@ class CostModel:
         if self.collectives is not None:
             time = time + self.collectives.time(positions / micro)
         # All-reduces and stage hops: not overlapped with the step (an upper bound).
-        return time + self.overhead + self.comm_fixed + comm
-
-    def _physical_matmul(self, positions: np.ndarray, heads: np.ndarray,
-                         micro: np.ndarray) -> np.ndarray:
-        """The products' FLOPs of one physical-model iteration, rows padded to tiles (the
-        routed experts' per expert read).
-        """
-        phys = self.physical
-        assert phys is not None
-        rows = positions / micro
-        body = self.flops_per_body_position if self.head_params else self.flops_per_position
-        products = micro * phys.padded(rows)
-        if phys.expert_flops_per_row:
-            e, k = self.experts, self.active_experts
-            with np.errstate(divide="ignore", invalid="ignore"):
-                read = e * (1 - (1 - k / e) ** rows)
-                per_expert = np.where(read > 0, rows * k / read, 0.0)
-            expert = micro * phys.expert_flops_per_row * read * phys.padded(per_expert)
-            matmul = (body - k * phys.expert_flops_per_row) * products + expert
-        else:
-            matmul = body * products
-        if self.head_params:
-            matmul = matmul + self.flops_per_head_position * heads
-        return matmul
-
-    def _physical_step(self, positions: np.ndarray, count: np.ndarray, micro: np.ndarray,
-                       weights: Any, cached: np.ndarray, matmul: Any, pairs: Any) -> np.ndarray:
-        """One iteration on the physical model, from its products' FLOPs (see the module
-        docstring).
-        """
-        phys = self.physical
-        assert phys is not None
-        scale = self.stages / micro
-        rows = positions / micro
-        gemm = scale * matmul / self.compute
-        attend = scale * pairs / phys.attention_compute
-        weight_time = self.stages * weights / self.bandwidth
-        if self.routed_expert_bytes and phys.expert_bandwidth_ratio != 1.0:
-            e, k = self.experts, self.active_experts
-            expert_bytes = self.routed_expert_bytes * e * (1 - (1 - k / e) ** rows)
-            weight_time = weight_time + self.stages * expert_bytes * (
-                1 / phys.expert_bandwidth_ratio - 1) / self.bandwidth
-        cache_time = scale * (1.0 - self.host_fraction) * self.kv_bytes_per_token * cached / self.bandwidth
-        gpu = np.maximum(weight_time, gemm) + np.maximum(cache_time, attend) + phys.kernel_fixed
-        captured = (positions == count) & (count <= phys.graph_max_batch)
-        time = np.where(captured, gpu, np.maximum(gpu, phys.launch_bound))
-        return time + phys.host_fixed + phys.host_per_sequence * count
-
-    def _physical_scalar(self, positions: float, attention: float, cached: float, count: float,
-                         heads: float) -> float:
-        """:meth:`iteration_times` of one physical-model iteration without a layout, in
-        floats: the same operations in the same order, so the same bits.
-        """
-        phys = self.physical
-        assert phys is not None
-        micro = max(1.0, min(float(self.stages), count))
-        scale = self.stages / micro
-        rows = positions / micro
-        tile = phys.tile
-        e, k = self.experts, self.active_experts
-        body = self.flops_per_body_position if self.head_params else self.flops_per_position
-        products = micro * (math.ceil(rows / tile) * tile)
-        if phys.expert_flops_per_row:
-            read = e * (1 - (1 - k / e) ** rows)
-            per_expert = rows * k / read if read > 0 else 0.0
-            expert = micro * phys.expert_flops_per_row * read * (math.ceil(per_expert / tile) * tile)
-            matmul = (body - k * phys.expert_flops_per_row) * products + expert
-        else:
-            matmul = body * products
-        if self.head_params:
-            matmul = matmul + self.flops_per_head_position * heads
-        pairs = self.flops_per_attention_pair * attention
-        comm = self.comm_per_token * positions / micro
-        weights = self.weight_bytes
-        if self.routed_expert_bytes:
-            weights = weights - self.routed_expert_bytes * (e - e * (1 - (1 - k / e) ** rows))
-        if self.embedding_row_bytes:
-            weights = weights - self.embedding_row_bytes * (
-                self.embedding_rows - min(rows, self.embedding_rows))
-        gemm = scale * matmul / self.compute
-        attend = scale * pairs / phys.attention_compute
-        weight_time = self.stages * weights / self.bandwidth
-        if self.routed_expert_bytes and phys.expert_bandwidth_ratio != 1.0:
-            expert_bytes = self.routed_expert_bytes * e * (1 - (1 - k / e) ** rows)
-            weight_time = weight_time + self.stages * expert_bytes * (
-                1 / phys.expert_bandwidth_ratio - 1) / self.bandwidth
-        cache_time = scale * (1.0 - self.host_fraction) * self.kv_bytes_per_token * cached / self.bandwidth
-        gpu = max(weight_time, gemm) + max(cache_time, attend) + phys.kernel_fixed
-        if not (positions == count and count <= phys.graph_max_batch):
-            gpu = max(gpu, phys.launch_bound)
-        time = gpu + phys.host_fixed + phys.host_per_sequence * count
-        if self.host_fraction:
-            host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
-            time = max(time, host) if self.host_overlap else time + host
-        if self.collectives is not None:
-            time = time + float(self.collectives.time(np.array(rows)))
         return time + self.overhead + self.comm_fixed + comm
 
     def _busiest(self, positions: np.ndarray, sequences: np.ndarray, micro: np.ndarray,
