@@ -213,7 +213,14 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any]) -> dict[str, An
             quantization["kv_cache"] = row.kv_cache
         levers["quantization"] = quantization
     if row.gpus > 1:
-        levers["parallelism"] = {"tensor": row.tensor}
+        # The ledger's tensor degree counts the cards attention is split or shared over;
+        # the lever's is per data-parallel attention rank (tensor × attention_data = gpus).
+        parallelism: dict[str, Any] = {"tensor": row.gpus // row.attention_dp}
+        if row.attention_dp > 1:
+            parallelism["attention_data"] = row.attention_dp
+        if row.expert > 1:
+            parallelism["expert"] = row.expert
+        levers["parallelism"] = parallelism
     if levers:
         data["levers"] = levers
     return data
@@ -223,11 +230,8 @@ def _unsupported(row: LedgerRow) -> str | None:
     if row.family not in ENGINE_FAMILIES:
         return (f"engine {row.engine!r}: no efficiency preset for the family {row.family!r} "
                 f"(known: {', '.join(ENGINE_FAMILIES)})")
-    if row.expert > 1:
-        return "expert parallelism is not modelled by the levers yet"
-    if row.attention_dp > 1:
-        return (f"data-parallel attention (attention_dp = {row.attention_dp}) is not modelled by "
-                "the levers yet")
+    if row.gpus % row.attention_dp:
+        return f"attention_dp = {row.attention_dp} does not divide gpus = {row.gpus}"
     if row.tensor != row.gpus:
         return (f"tensor = {row.tensor} with gpus = {row.gpus}: only pure tensor parallelism "
                 "(tensor = gpus) is mapped")
