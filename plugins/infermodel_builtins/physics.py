@@ -693,10 +693,10 @@ def infermodel_check_result(result, warn):
                      f"{result.show('memory_required')} of {result.show('memory_bytes')} and at "
                      f"most {result['max_sequences']:g} full-length sequences fit, so this "
                      "batch's speed and cost cannot be reached")
-    if not any(scenario.given(f"efficiency.{name}") for name in ("prefill_mfu", "decode_mfu", "mbu")
-               ) and all(result[name] == 1 for name in ("prefill_mfu", "decode_mfu", "mbu")):
+    if not scenario.given("efficiency") and all(
+            result[name] == 1 for name in ("prefill_mfu", "decode_mfu", "mbu")):
         slower = 1 / EXAMPLE_MBU - 1
-        warn("mbu", "no efficiencies stated: every card is assumed to reach its peak compute "
+        warn("mbu", "no [efficiency] stated: every card is assumed to reach its peak compute "
                     "and bandwidth (prefill_mfu = decode_mfu = mbu = 1), which engines do not; "
                     f"at mbu = {EXAMPLE_MBU:g} a bandwidth-bound decode step takes {slower:.0%} "
                     f"longer (tpot {result.show('tpot', result['tpot'] / EXAMPLE_MBU)} instead "
