@@ -340,7 +340,7 @@ def _delete(data: Any, path: tuple) -> None:
 def _table(rng: random.Random, ctx: Context) -> tuple[str, Any]:
     """A whole new table of one of the feature kinds, with plausible and odd values."""
     which = rng.choice(["sweep", "search", "simulation", "witness", "levers", "model",
-                        "hardware", "workload", "extends"])
+                        "hardware", "workload", "extends", "plan"])
     numeric = [f for f in ctx.fields if f.startswith(("workload.", "efficiency.", "hardware.c"))]
     if which == "sweep":
         table = {}
@@ -378,6 +378,24 @@ def _table(rng: random.Random, ctx: Context) -> tuple[str, Any]:
                                             {"low": 1, "high": 0.5}, _value(rng, ctx)])
         if rng.random() < 0.2:
             table["seed"] = rng.choice(EXTREME_NUMBERS)
+        return which, table
+    if which == "plan":
+        objectives = ["p95 <= 1 s", "p99.9 <= 50 ms", "1 s", "none", "p0 <= 1 s", "p95 <= -1 s",
+                      "p95 < 1 s", "fast", 0.05, -1, 1e300]
+        table = {rng.choice(["rate", "concurrency"]): rng.choice([20, 0.5, 8, 0, -1, 1e300, 1e-300,
+                                                                  "x", True]),
+                 rng.choice(["ttft", "itl", "tpot", "e2e"]): rng.choice(objectives),
+                 "requests": 50, "max_requests": 100, "max_gpus": rng.choice([1, 4, 8, 0, 10**9])}
+        for key, values in (("hardware", [["h100-sxm"], ["l4", "nope"], "h200", [], [1]]),
+                            ("engines", [["vllm"], ["sglang", "trtllm"], ["nope"], "vllm"]),
+                            ("tensor", [[1, 2], [3], [0], [10**9], "x"]),
+                            ("pipeline", [[1], [2], [-1]]), ("expert", [[1, 2], [8]]),
+                            ("attention_data", [[1], [2]]),
+                            ("pools", [["aggregated"], ["1P1D"], ["0P1D"], ["xPyD"]]),
+                            ("confidence", [0.95, 0.5, 1, 2]), ("goodput_itl", ["tpot", "mean"]),
+                            ("checkpoint", ["meta-llama/x", "a b", "$(rm)"]), ("show", [1, 0])):
+            if rng.random() < 0.3:
+                table[key] = rng.choice(values)
         return which, table
     if which == "witness":
         names = ctx.witnesses + ["nope"]
@@ -580,6 +598,10 @@ def make_case(seed: int, ctx: Context) -> Case:
     if command == "simulate" and rng.random() < 0.8:
         # Keep most simulations small so that the fuzz spends its time on many cases.
         argv += ["--set", "simulation.workload.count=" + rng.choice(["20", "40", "5"])]
+    if command == "plan":
+        # A plan simulates many counts: keep each verdict small, the cards few.
+        argv += ["--requests", "50", "--max-requests", "100", "--max-gpus",
+                 rng.choice(["2", "4", "8"])]
     if rng.random() < 0.03:
         rng.shuffle(argv)
     return Case(seed, command, argv, text, note, extra)

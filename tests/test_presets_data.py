@@ -49,6 +49,8 @@ HARDWARE_UNITS = {
 HARDWARE_REQUIRED = {"memory", "bandwidth", "flops"}
 #: Booleans declaring native 8-bit arithmetic (fields registered by the quantization lever).
 HARDWARE_FLAGS = {"native_int8", "native_fp8"}
+# Names, not quantities: the measured kernel tables a card reads (the measured_kernels lever).
+HARDWARE_NAMES = {"kernel_system"}
 
 REQUIRED_MODELS = {
     "module10-case", "llama-2-7b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3.1-8b",
@@ -150,9 +152,13 @@ def test_model_shape_is_consistent(path):
 @pytest.mark.parametrize("path", HARDWARE_FILES, ids=lambda p: p.stem)
 def test_hardware_values_parse(path):
     h = load(path)["hardware"]
-    assert HARDWARE_REQUIRED <= set(h) <= set(HARDWARE_UNITS) | {"reserve"} | HARDWARE_FLAGS
+    assert HARDWARE_REQUIRED <= set(h) <= (set(HARDWARE_UNITS) | {"reserve"} | HARDWARE_FLAGS
+                                           | HARDWARE_NAMES)
     for key, value in h.items():
         if key == "reserve":
+            continue
+        if key in HARDWARE_NAMES:
+            assert isinstance(value, str) and value, key
             continue
         if key in HARDWARE_FLAGS:
             assert isinstance(value, bool), key

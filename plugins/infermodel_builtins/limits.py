@@ -25,7 +25,7 @@ outcome, ``LIMITS.index("measured rate")``.
 
 from __future__ import annotations
 
-from sympy import Max, Piecewise
+from sympy import GreaterThan, Max, Piecewise, StrictGreaterThan
 
 from infermodel.plugin import S, hookimpl
 
@@ -65,14 +65,32 @@ def _larger(*terms):
     return Max(*terms) if numbers else Max(*terms, evaluate=False)
 
 
+def _exceeds(a, b, *, strictly: bool = True):
+    """``a > b`` (or ``a >= b``), left undecided unless both are numbers: asking sympy's
+    assumptions whether one sum of real symbols exceeds another costs milliseconds per
+    comparison at every graph build, and the answer depends on the values anyway.
+    """
+    relation = StrictGreaterThan if strictly else GreaterThan
+    numbers = getattr(a, "is_number", True) and getattr(b, "is_number", True)
+    return relation(a, b) if numbers else relation(a, b, evaluate=False)
+
+
 def step_limit(memory, compute, step):
     """The limit of a step ``step = max(memory, compute) + t0 (+ time a lever adds)``."""
     roofline = _larger(memory, compute)
     added = step - roofline - S.t0
-    return Piecewise((FIXED, S.t0 > _larger(roofline, added)),
-                     (ADDED, added > _larger(roofline, S.t0)),
-                     (COMPUTE, compute >= memory),
-                     (MEMORY, True))
+    return _cases((FIXED, _exceeds(S.t0, _larger(roofline, added))),
+                  (ADDED, _exceeds(added, _larger(roofline, S.t0))),
+                  (COMPUTE, _exceeds(compute, memory, strictly=False)),
+                  (MEMORY, True))
+
+
+def _cases(*pairs):
+    """``Piecewise(*pairs)``, its conditions left as written unless they are decided
+    (sympy's canonical forms of undecided ones ask the same costly questions).
+    """
+    decided = all(condition in (True, False) for _, condition in pairs)
+    return Piecewise(*pairs) if decided else Piecewise(*pairs, evaluate=False)
 
 
 @hookimpl
@@ -81,7 +99,8 @@ def infermodel_define_quantities(scenario, define):
         define(f"{phase}_limit", step_limit(S[memory], S[compute], S[step]), unit="1",
                description=f"which limit binds in {phase} ({coding()})", reference=ROOFLINE)
     define("batch_limit",
-           Piecewise((CAPACITY_LIMIT, S.max_sequences < S.critical_batch), (COMPUTE, True)),
+           _cases((CAPACITY_LIMIT, _exceeds(S.critical_batch, S.max_sequences)),
+                  (COMPUTE, True)),
            unit="1", description="what stops a bigger batch paying off: the cache filling memory "
                                  "before decode turns compute-bound, or compute "
                                  f"({coding()})", reference=f"{CAPACITY}; {ROOFLINE}")

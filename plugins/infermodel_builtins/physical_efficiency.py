@@ -702,6 +702,14 @@ def infermodel_transform_quantities(scenario, transform):
     transform.wrap("max_sequences", lambda old: sympy.Min(old, S.engine_max_sequences, evaluate=False),
                    reason="the engine runs at most its max_sequences at once",
                    reference=ENGINES[scenario.value("efficiency.engine")].source, order=ORDER)
+    # A fixed efficiency the scenario itself writes, under a model stated as physical (by the
+    # scenario or its efficiency preset), is replaced like the rest: never silently.
+    for name in FIXED_FIELDS:
+        if scenario.given(f"efficiency.{name}"):
+            transform.warn(f"efficiency.{name} is written but the physical model replaces it "
+                           f"(efficiency.model is \"physical\"); write efficiency.model = \"fixed\" "
+                           "to price with the fixed efficiencies, or state the physical "
+                           "parameters (gemm_fraction, bandwidth_fraction, ...)", quantity=name)
     lever = scenario.lever("parallelism")
     if lever is not None and getattr(lever, "pipeline", 1) not in (None, 1):
         transform.warn("the physical model's step sums weights, cache, kernels and host time over "

@@ -199,9 +199,13 @@ HEADLINES = {
     "throughput": (("tokens_per_s_per_user", "output tokens/s one user sees"),
                    ("tokens_per_s_total", "output tokens/s of the batch"),
                    ("tokens_per_s_at_capacity", "output tokens/s with the cache full")),
-    "cost": (("cost_per_hour", "rent of the cards"),
-             ("cost_per_million_output_tokens", "per 1M output tokens (decode time only)"),
-             ("cost_per_million_tokens", "per 1M tokens in + out (prefill paid)")),
+    # Each price says what it assumes: the batch's busy rates, every paid hour divided by
+    # the utilisation (the rate meeting latency objectives is `simulate --capacity`'s and
+    # `plan`'s).
+    "cost": (("cost_per_hour", "rent of the cards per hour"),
+             ("cost_per_million_output_tokens",
+              "per 1M output tokens (decode time only), busy ÷ utilisation"),
+             ("cost_per_million_tokens", "per 1M tokens in + out (prefill paid), busy ÷ utilisation")),
     "assumptions": (("prefill_mfu", "prefill MFU"), ("decode_mfu", "decode MFU"),
                     ("mbu", "MBU"), ("t0", "t0"), ("memory_reserved", "reserve"),
                     ("utilisation", "utilisation")),

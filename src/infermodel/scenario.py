@@ -38,7 +38,7 @@ from .tomlfile import (  # noqa: F401
 MAX_EXTENDS_DEPTH = 16
 
 TOP_LEVEL = ("extends", "scenario", *FIELD_SECTIONS, "levers", "simulation", "sweep", "search",
-             "witness")
+             "witness", "plan")
 SCENARIO_KEYS = ("name", "description")
 #: Keys read by the loader itself rather than declared as fields.
 LOADER_KEYS = {"model": ("preset", "hf_config"), "hardware": ("preset",), "efficiency": ("preset",)}
@@ -633,7 +633,7 @@ def _read_levers(data: Mapping, registries: Registries, reading: _Reading) -> di
 def _read_tables(data: Mapping, reading: _Reading) -> dict[str, Mapping]:
     """The tables other commands read (``[simulation]``, ``[sweep]``, ...), kept as written."""
     tables: dict[str, Mapping] = {}
-    for section in ("simulation", "sweep", "search", "witness"):
+    for section in ("simulation", "sweep", "search", "witness", "plan"):
         table = data.get(section)
         if table is None:
             continue

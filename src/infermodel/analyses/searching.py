@@ -8,6 +8,9 @@ to minimise or maximise and constraints, each a formula over quantities parsed b
     minimise = "cost_per_million_output_tokens"
     constraints = ["fits", "tokens_per_s_per_user >= 25"]
 
+Constraints may also name simulated figures at a load (``simulated_ttft_p95 <= 1`` with
+``rate = 20``): :mod:`infermodel.analyses.simulated`.
+
 The table is typed by :class:`SearchTable` through the strict converter lever tables go
 through, so every problem in it is reported at once with its file, key path and line.
 The choices are the points of the scenario's sweep (``[sweep]`` and ``over``).
@@ -36,6 +39,7 @@ import numpy as np
 from ..errors import FormulaError, InfermodelError, Problem, ScenarioError, suggest
 from ..schema import FieldValueError, TableValue
 from .formula import CONDITION, NUMBER, Formula, parse_formula
+from .simulated import uses_simulation
 
 #: Default number of runners-up shown.
 DEFAULT_SHOW = 5
@@ -90,13 +94,39 @@ class QuantityNames(TableValue):
         return tuple(value)
 
 
+class SearchRate(TableValue):
+    """``rate``: requests/s each choice is simulated at, for simulated constraints."""
+
+    @classmethod
+    def structure(cls, value: Any) -> float:
+        import math
+
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                value > 0 and math.isfinite(value)):
+            raise FieldValueError(f"got {value!r}", expected="an arrival rate in requests/s, > 0")
+        return float(value)
+
+
+class ServerCount(TableValue):
+    """``replicas``: servers of each simulated choice, a whole number >= 1."""
+
+    @classmethod
+    def structure(cls, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
+            raise FieldValueError(f"got {value!r}", expected="a number of servers, 1 to 1,024")
+        return value
+
+
 if TYPE_CHECKING:
     Objective = str
     Constraints = tuple[str, ...]
     Show = int
     Names = tuple[str, ...]
+    RateValue = float
+    Servers = int
 else:
     Objective, Constraints, Show, Names = ObjectiveText, ConstraintList, RunnersUp, QuantityNames
+    RateValue, Servers = SearchRate, ServerCount
 
 
 @attrs.frozen
@@ -112,6 +142,8 @@ class SearchTable:
     constraints: Constraints = ()
     show: Show | None = None
     quantities: Names = ()
+    rate: RateValue | None = None
+    replicas: Servers | None = None
 
 
 SEARCH_KEYS = tuple(a.name for a in attrs.fields(SearchTable))
@@ -127,6 +159,9 @@ class SearchSpec:
     show: int = DEFAULT_SHOW
     quantities: tuple[str, ...] = ()
     keys: Mapping[str, str] = attrs.field(factory=dict, repr=False)  # formula text -> table key
+    #: requests/s and servers each choice is simulated at, for simulated constraints
+    rate: float | None = None
+    replicas: int | None = None
 
 
 def _read_search_table(scenario) -> tuple[SearchTable, dict[str, str], str | None]:
@@ -155,7 +190,8 @@ def _read_search_table(scenario) -> tuple[SearchTable, dict[str, str], str | Non
 
 def search_spec(scenario, *, minimise: str | None = None, maximise: str | None = None,
                 constraints: Sequence[str] | None = None, show: int | None = None,
-                use_table: bool = True) -> SearchSpec:
+                use_table: bool = True, rate: float | None = None,
+                replicas: int | None = None) -> SearchSpec:
     """Read ``[search]`` (unless ``use_table`` is false); arguments given here win."""
     if use_table and scenario.tables.get("search") is not None:
         table, keys, key = _read_search_table(scenario)
@@ -187,7 +223,9 @@ def search_spec(scenario, *, minimise: str | None = None, maximise: str | None =
     return SearchSpec(sense, objective, tuple(chosen),
                       show if show is not None else
                       (table.show if table.show is not None else DEFAULT_SHOW),
-                      tuple(table.quantities), keys)
+                      tuple(table.quantities), keys,
+                      rate if rate is not None else table.rate,
+                      replicas if replicas is not None else table.replicas)
 
 
 def _located(exc: FormulaError, scenario, key: str | None) -> FormulaError:
@@ -218,6 +256,21 @@ class SearchResult:
         self.ranking = feasible[np.argsort(key, kind="stable")]
         #: For each condition quantity a constraint names, the quantities it compares.
         self.details: dict[str, tuple[str, ...]] = {}
+        #: Simulated figures (``simulated_*``) of the choices simulated (NaN elsewhere).
+        self.simulated: dict[str, np.ndarray] = {}
+
+    def _defined(self, name: str, index: int) -> bool:
+        if name in self.simulated:
+            return not np.isnan(self.simulated[name][index])
+        return bool(self.sweep.defined(name)[index])
+
+    def _value(self, name: str, index: int) -> float:
+        return float(self.simulated[name][index] if name in self.simulated else self.sweep[name][index])
+
+    def _unit(self, name: str) -> str:
+        from .simulated import PREFIX, metric_unit
+
+        return metric_unit(name[len(PREFIX):]) if name in self.simulated else self.sweep.units[name]
 
     def _reason_names(self, formula: Formula) -> list[str]:
         names = list(formula.names)
@@ -324,11 +377,11 @@ class SearchResult:
 
         parts = []
         for name in names:
-            if not self.sweep.defined(name)[index]:
-                parts.append(f"{name} undefined")
+            if not self._defined(name, index):
+                parts.append(f"{name} undefined" if name not in self.simulated else f"{name} not simulated")
                 continue
-            value = self.sweep[name][index]
-            unit = self.sweep.units[name]
+            value = self._value(name, index)
+            unit = self._unit(name)
             if unit == "bool":
                 parts.append(f"{name} = {'yes' if value else 'no'}")
             else:
@@ -353,9 +406,24 @@ class SearchResult:
     def _intervals_text(self) -> str:
         from ..printing import show
 
-        parts = [f"{name} {show(low, self.sweep.units[name])} … {show(high, self.sweep.units[name])}"
+        parts = [f"{name} {show(low, self._unit(name))} … {show(high, self._unit(name))}"
                  for name, (low, high) in self.best_intervals().items()]
         return "80 % interval of a measurement: " + "; ".join(parts) if parts else ""
+
+    def _assumptions(self) -> list[str]:
+        """What the prices shown and the simulated figures assume, one line each."""
+        lines = []
+        known = self.sweep.plan.all_quantities
+        for name in self._shown():
+            quantity = known.get(name)
+            if quantity is not None and quantity.unit == "USD" and "per_" in name:
+                lines.append(f"  {name}: {quantity.description} (a busy rate: not the rate "
+                             "meeting latency objectives, which `infermodel plan` prices)")
+        if self.simulated:
+            servers = self.spec.replicas or "the [simulation] table's"
+            lines.append(f"  simulated_*: each choice simulated at {self.spec.rate:g} requests/s "
+                         f"on {servers} server(s), after every other constraint")
+        return lines
 
     def _objective_text(self, index: int) -> str:
         from ..printing import show
@@ -396,6 +464,7 @@ class SearchResult:
                   f"{self.sense} {self.objective.text}")]
         if self.constraints:
             lines.append("subject to: " + "; ".join(c.text for c in self.constraints))
+        lines += self._assumptions()
         lines.append("")
         best = self.best
         if best is None:
@@ -454,12 +523,12 @@ class SearchResult:
 
         values: dict[str, Any] = {}
         for name in self._shown():
-            if not self.sweep.defined(name)[index]:
+            if not self._defined(name, index):
                 values[name] = None
-            elif self.sweep.units[name] == "bool":
-                values[name] = bool(self.sweep[name][index])
+            elif self._unit(name) == "bool":
+                values[name] = bool(self._value(name, index))
             else:
-                values[name] = json_value(float(self.sweep[name][index]))
+                values[name] = json_value(self._value(name, index))
         labels = {k: (json_value(float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool)
                       else v) for k, v in self.sweep.labels(index).items()}
         return {"index": index, "choice": labels,
@@ -515,7 +584,9 @@ def parse_search(scenario, spec: SearchSpec, plan) -> tuple[Formula, list[Formul
     check its extra quantities; ``check`` and :func:`search` share it, so that what one
     accepts the other does.
     """
-    units = {name: q.unit for name, q in plan.all_quantities.items()}
+    from .simulated import simulated_units
+
+    units = {**simulated_units(), **{name: q.unit for name, q in plan.all_quantities.items()}}
     try:
         objective = parse_formula(spec.objective, units, kind=NUMBER, what="the objective")
     except FormulaError as exc:
@@ -526,6 +597,10 @@ def parse_search(scenario, spec: SearchSpec, plan) -> tuple[Formula, list[Formul
             formulas.append(parse_formula(text, units, kind=CONDITION, what="the constraint"))
         except FormulaError as exc:
             raise _located(exc, scenario, spec.keys.get(text)) from None
+    if any(n.startswith("simulated_") for n in objective.names):
+        raise ScenarioError(scenario.problem(
+            spec.keys.get(spec.objective, "search"), "the objective names a simulated figure",
+            expected="an objective over quantities; simulated figures go in constraints"))
     for name in spec.quantities:
         if name not in units:
             raise ScenarioError(scenario.problem(
@@ -538,7 +613,8 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
            choices: Mapping[str, Mapping] | None = None, minimise: str | None = None,
            maximise: str | None = None, constraints: Sequence[str] | None = None,
            show: int | None = None, use_table: bool = True, chunk_size: int | None = None,
-           progress: bool | None = False, host=None) -> SearchResult:
+           progress: bool | None = False, host=None, rate: float | None = None,
+           replicas: int | None = None) -> SearchResult:
     """Find the sweep point that minimises (or maximises) an objective under constraints.
 
     ``scenario`` is a :class:`~infermodel.scenario.Scenario` or a path; the choices
@@ -546,7 +622,9 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     :func:`~infermodel.sweeping.sweep`). ``minimise``/``maximise`` and
     ``constraints`` replace those of ``[search]``. Formulas may use any quantity,
     numbers, arithmetic, comparisons, ``and``/``or``/``not`` and a few functions;
-    they are parsed, never executed.
+    they are parsed, never executed. Constraints may name simulated figures
+    (``simulated_ttft_p95``), judged by simulating each choice at ``rate`` requests/s on
+    ``replicas`` servers (or ``[search]``'s) after every other constraint.
     """
     from ..scenario import Scenario, load_scenario
     from ..sweeping import plan_sweep
@@ -554,7 +632,7 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(Path(scenario), host=host)
     spec = search_spec(scenario, minimise=minimise, maximise=maximise, constraints=constraints,
-                       show=show, use_table=use_table)
+                       show=show, use_table=use_table, rate=rate, replicas=replicas)
     plan = plan_sweep(scenario, over, choices=choices, use_table=use_table,
                       progress=progress, select=False, host=host)
     objective, formulas = parse_search(scenario, spec, plan)
@@ -563,8 +641,8 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     details = {}
     for formula in formulas:
         for name in formula.names:
-            quantity = plan.all_quantities[name]
-            if quantity.unit == "bool":
+            quantity = plan.all_quantities.get(name)
+            if quantity is not None and quantity.unit == "bool":
                 details[name] = tuple(d for d in quantity.dependencies if d in units)
     wanted = []
     # fits is always read, so a choice that does not fit is marked even when no
@@ -572,7 +650,7 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
     fits = ("fits",) if "fits" in plan.all_quantities else ()
     for name in (*objective.names, *[n for f in formulas for n in f.names], *spec.quantities,
                  *[d for deps in details.values() for d in deps], *fits):
-        if name not in wanted:
+        if name not in wanted and name in units:
             wanted.append(name)
     plan.select(wanted)
     result = plan.run(chunk_size)
@@ -587,6 +665,8 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
         defined = {name: result.defined(name)[part] for name in wanted}
         chunk_failed = failed[part]
         for k, formula in enumerate(formulas):
+            if uses_simulation(formula):
+                continue  # judged below, on the choices that pass every other constraint
             holds = formula.evaluate(columns, stop - start)
             for name in formula.names:
                 holds &= defined[name]
@@ -598,9 +678,32 @@ def search(scenario, over: Mapping[str, Any] | Iterable[str] | None = None, *,
         value[~ok] = np.nan
         chunk_failed[(chunk_failed == FEASIBLE) & ~ok] = OBJECTIVE
         values[part] = value
+    simulated = _simulated(result, formulas, failed, wanted, spec)
     found = SearchResult(spec, objective, formulas, result, values, failed)
     found.details = details
+    found.simulated = simulated
     return found
+
+
+def _simulated(result, formulas, failed: np.ndarray, wanted, spec) -> dict[str, np.ndarray]:
+    """Simulate the choices that pass every other constraint, and judge the constraints
+    that name simulated figures (:mod:`infermodel.analyses.simulated`).
+    """
+    from .simulated import simulate_choices
+
+    if not any(uses_simulation(f) for f in formulas):
+        return {}
+    survivors = [int(i) for i in np.flatnonzero(failed == FEASIBLE)]
+    columns = simulate_choices(result, survivors, spec.rate, spec.replicas)
+    every = {**{name: result[name] for name in wanted}, **columns}
+    for k, formula in enumerate(formulas):
+        if not uses_simulation(formula):
+            continue
+        holds = formula.evaluate(every, len(result))
+        for name in formula.names:
+            holds &= (~np.isnan(columns[name]) if name in columns else result.defined(name))
+        failed[(failed == FEASIBLE) & ~holds] = k
+    return columns
 
 
 __all__ = ["SearchResult", "SearchSpec", "parse_search", "search", "search_spec"]

@@ -17,7 +17,7 @@ import warnings
 
 COMMANDS = ("run", "explain", "check", "graph", "sweep", "search", "plot", "simulate",
             "witness", "validate", "calibrate", "ops", "layers", "presets", "formats",
-            "quantize", "plugins", "rank", "compare")
+            "quantize", "plugins", "rank", "compare", "plan")
 #: Modules named apart from their command, where the name is taken by the package
 #: (``infermodel.cli.run`` is the console script).
 MODULES = {"run": "run_command"}

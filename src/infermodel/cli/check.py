@@ -9,7 +9,7 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("check", help="validate a scenario",
                                    description="Read, type and validate a scenario, build its "
                                                "quantity graph, and check its [sweep], [search], "
-                                               "[simulation] and [witness] tables; print only a "
+                                               "[simulation], [witness] and [plan] tables; print only a "
                                                "summary.")
     add_scenario_arguments(parser)
     parser.set_defaults(handler=handle)
@@ -41,6 +41,12 @@ def _simulation(scenario, plans: dict):
     from ..analyses.simulation.plan import plan
 
     plan(scenario)
+
+
+def _plan_table(scenario, plans: dict):
+    from ..analyses.planning import read_plan
+
+    read_plan(scenario)
 
 
 def _witness(scenario, plans: dict):
@@ -75,6 +81,7 @@ TABLE_CHECKS = (
     ("search", ("search",), _search),
     ("simulation", ("simulation",), _simulation),
     ("witness", ("witness",), _witness),
+    ("plan", ("plan",), _plan_table),
 )
 
 

@@ -25,6 +25,12 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--constraint", action="append", default=None, metavar="FORMULA",
                         help="a constraint such as 'tokens_per_s_per_user >= 25' or 'fits' "
                              "(repeatable; replaces [search]'s constraints)")
+    parser.add_argument("--rate", type=float, default=None, metavar="R",
+                        help="requests/s each choice is simulated at, for constraints on "
+                             "simulated figures such as 'simulated_ttft_p95 <= 1' (replaces "
+                             "[search]'s rate)")
+    parser.add_argument("--replicas", type=int, default=None, metavar="N",
+                        help="servers of each simulated choice (replaces [search]'s replicas)")
     parser.add_argument("--show", type=int, default=None, metavar="N",
                         help="runners-up to show (default: [search] show, else 5)")
     parser.add_argument("--rejected", type=int, default=100, metavar="N",
@@ -50,7 +56,7 @@ def handle(args) -> int:
     scenario = load(args)
     found = search(scenario, args.over, minimise=args.minimise, maximise=args.maximise,
                    constraints=args.constraint, show=args.show, use_table=args.use_table,
-                   progress=args.progress)
+                   progress=args.progress, rate=args.rate, replicas=args.replicas)
     explain = [n for item in args.explain for n in (split_names(item) or [])]
     derivations = []
     if explain:

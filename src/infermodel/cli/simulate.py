@@ -35,8 +35,9 @@ def add_parser(subparsers) -> None:
                         help="disaggregated: Y decode servers (with --prefill)")
     parser.add_argument("--seed", type=int, action="append", default=[], metavar="SEED",
                         help="workload seed (repeatable: a run per seed)")
-    parser.add_argument("--scheduler", choices=("serial", "dask"), default="serial",
-                        help="run the grid here one run at a time (serial) or on Dask: a local "
+    parser.add_argument("--scheduler", choices=("serial", "processes", "dask"), default="serial",
+                        help="run the grid here one run at a time (serial), on worker processes "
+                             "of this machine, one per core (processes), or on Dask: a local "
                              "cluster, one worker per core, or the cluster at --address "
                              '(needs pip install "infermodel[dask]")')
     parser.add_argument("--address", metavar="HOST:PORT",
@@ -44,8 +45,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--engine", choices=("fast", "reference"), default=None,
                         help="event-skipping (fast) or step-by-step (reference); same metrics")
     parser.add_argument("--capacity", action="store_true",
-                        help="search the highest nominal rate meeting p99 TTFT and p99 ITL "
-                             "objectives, re-check its neighbours, and price it")
+                        help="search the highest nominal rate meeting the [simulation.slo] "
+                             "objectives (p99 TTFT and ITL by default) with the scenario's own "
+                             "policy, re-check its neighbours, and price it")
     parser.add_argument("--pool", choices=("both", "prefill", "decode"), default="both",
                         help="with --capacity: judge both objectives, or one pool of a "
                              "disaggregated deployment by its own (prefill: TTFT, decode: ITL)")
@@ -85,13 +87,31 @@ def _csv(result) -> str:
     return buffer.getvalue()
 
 
+def _costs(outcome) -> list[str]:
+    """The deployment's price at each run's simulated load, with what it assumes."""
+    from ..analyses.simulation import run_cost
+
+    lines = []
+    for run in outcome.runs:
+        basis = run_cost(outcome, run)
+        if basis is not None:
+            load = f"N={run.concurrency}" if run.concurrency is not None else f"{run.rate:g}/s"
+            lines += [f"cost of the deployment, {run.policy} {load}:", *basis.lines()]
+    return lines
+
+
 def handle(args) -> int:
     import json
 
-    from ..analyses.simulation import plot_latency, simulate
+    from ..analyses.simulation import plot_latency, run_cost, simulate
     from ..output import emit
     from ..progress import Progress
 
+    if args.pool != "both" and not args.capacity:
+        from ..errors import InfermodelError, Problem
+
+        raise InfermodelError(Problem(f"--pool {args.pool} judges one pool in a capacity search",
+                                      expected="--pool with --capacity"))
     scenario = load(args)
     from ..output import check_target
 
@@ -135,14 +155,18 @@ def handle(args) -> int:
         emit(text, args.output)
         return 0
     if args.format == "json":
-        text = json.dumps(outcome.to_dict(), indent=2, allow_nan=False)
+        data = outcome.to_dict()
+        for run, shown in zip(outcome.runs, data["runs"]):
+            basis = run_cost(outcome, run)
+            shown["cost"] = None if basis is None else basis.to_dict()
+        text = json.dumps(data, indent=2, allow_nan=False)
     elif args.format == "csv":
         text = _csv(outcome)
     else:
         notes = "".join(f"note: {note}\n" for note in outcome.notes)
         layout = args.table or scenario.tables.get("simulation", {}).get("table", "scheduling")
         text = (f"{scenario.name}: seed {outcome.seed}, {outcome.engine} engine\n" + notes
-                + "\n".join([outcome.table(layout), *outcome.footnotes]))
+                + "\n".join([outcome.table(layout), *outcome.footnotes, *_costs(outcome)]))
     emit(text, args.output)
     if args.plot:
         plot_latency(outcome, args.plot)

@@ -14,7 +14,7 @@ from .cost import CostModel
 from .engines import run_fast, run_reference
 from .errors import SimulationError
 from .metrics import compute_metrics
-from .policies import POLICY_KINDS, SLO, Policy
+from .policies import POLICY_KINDS, SLO, Policy, percentile_key
 from .policies import policy as as_policy
 from .records import RunRecord
 from .workload import Workload, WorkloadSpec, check_rate
@@ -136,7 +136,8 @@ class Run:
 
     def to_dict(self) -> dict[str, Any]:
         data = {"policy": self.policy, "rate": _json_number(self.rate),
-                "overloaded": self.overloaded, "metrics": _metrics_json(self.metrics)}
+                "overloaded": self.overloaded, "slo_met": bool(self.metrics.get("slo_met", 0.0)),
+                "metrics": _metrics_json(self.metrics)}
         if self.concurrency is not None:
             data["concurrency"] = self.concurrency
         if self.seed is not None:
@@ -181,6 +182,8 @@ class SimulationResult:
     cost_model: CostModel = attrs.field(repr=False)
     workload: WorkloadSpec | Workload = attrs.field(repr=False)
     notes: tuple[str, ...] = ()
+    #: Rent per hour of every server simulated (None when the cards have no price).
+    price_per_hour: float | None = None
 
     def run(self, policy: str, rate: float) -> Run:
         """The run of ``policy`` at nominal ``rate``."""
@@ -206,9 +209,8 @@ class SimulationResult:
             "seed": self.seed,
             "engine": self.engine,
             "slo": {
-                "ttft": self.slo.ttft,
-                "itl": self.slo.itl,
-                "goodput_rule": "TTFT <= ttft and every inter-token gap <= itl, per request",
+                **self.slo.to_dict(),
+                "goodput_rule": _goodput_rule(self.slo),
             },
         }
 
@@ -242,7 +244,9 @@ class SimulationResult:
         """Lines explaining the table's flags (printed after it by the command line), and
         the prefix cache's hit rates where requests shared a prefix.
         """
-        lines = []
+        lines = [f"objectives ({self.slo.describe()}): " + "; ".join(
+            f"{'met' if run.metrics.get('slo_met') else 'not met'} at {_load_label(run)}"
+            for run in self.runs)]
         if any(run.overloaded for run in self.runs):
             lines.append("OVERLOADED: past saturation, the queue grows while requests arrive; "
                          "its percentiles depend on how many requests were simulated")
@@ -254,6 +258,20 @@ class SimulationResult:
                              f"prompt tokens and {m['prefix_request_hit_rate']:.1%} of requests "
                              f"found cached ({m['prefix_evicted_tokens']:.0f} positions evicted)")
         return lines
+
+
+def _load_label(run: Run) -> str:
+    where = f"N={run.concurrency}" if run.concurrency is not None else f"{run.rate:g}/s"
+    return f"{run.policy} {where}"
+
+
+def _goodput_rule(slo: SLO) -> str:
+    """The per-request rule goodput counts, in words."""
+    parts = [f"TTFT <= {slo.ttft:g} s"]
+    parts.append(f"every inter-token gap <= {slo.itl:g} s" if slo.goodput_itl == "max_gap"
+                 else f"TPOT (mean gap) <= {slo.itl:g} s")
+    parts += [f"{m.upper()} <= {limit:g} s" for m, _, limit in slo.targets() if m in ("tpot", "e2e")]
+    return " and ".join(parts) + ", per request"
 
 
 def _policies(policies: Iterable[Policy | str | Mapping[str, Any]] | Policy | str) -> list[Policy]:
@@ -332,7 +350,7 @@ def simulate(
         >>> round(m["ttft_p50"], 2), round(m["ttft_p99"], 2), round(m["throughput_tokens_per_s"], 1)
         (13.04, 52.59, 193.3)
         >>> sorted(result.to_dict()["runs"][0])
-        ['metrics', 'overloaded', 'policy', 'rate']
+        ['metrics', 'overloaded', 'policy', 'rate', 'slo_met']
     """
     _check_cost(cost_model)
     _check_engine(engine)
@@ -451,7 +469,8 @@ class CapacityResult:
                 for rate, passed, metrics in self.neighbours
             ],
             "history": [{"rate": rate, "passes": passed} for rate, passed in self.history],
-            "slo": {"ttft_p99": self.slo.ttft, "itl_p99": self.slo.itl},
+            "slo": {**{name: limit for name, (_, _, limit) in zip(self.slo.names(), self.slo.targets())},
+                    "rule": self.slo.rule},
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -462,11 +481,10 @@ class CapacityResult:
         """One sentence on what the search found."""
         low, high = self.range
         if not self.passes:
-            ttft = self.metrics.get("ttft_p99", math.nan)
-            itl = self.metrics.get("itl_p99", math.nan)
-            return (f"no rate in [{low:g}, {high:g}] requests/s meets p99 TTFT <= {self.slo.ttft:g} s "
-                    f"and p99 ITL <= {self.slo.itl * 1000:g} ms: even {self.rate:.4g} requests/s "
-                    f"gives p99 TTFT {ttft:.3g} s and p99 ITL {itl * 1000:.3g} ms")
+            found = ", ".join(f"{percentile_key(q)} {metric.upper()} {self.metrics.get(name, math.nan):.3g} s"
+                              for name, (metric, q, _) in zip(self.slo.names(), self.slo.targets()))
+            return (f"no rate in [{low:g}, {high:g}] requests/s meets {self.slo.describe()}: "
+                    f"even {self.rate:.4g} requests/s gives {found}")
         if self.widened:
             return (f"every rate of the first range passed; the range was widened to "
                     f"[{low:g}, {high:g}] requests/s")
@@ -489,10 +507,12 @@ def _judge(slo: SLO, pool: str) -> Callable[[Mapping[str, float]], bool]:
     if pool not in POOLS:
         raise SimulationError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
     if pool == "prefill":
-        return lambda m: bool(m["ttft_p99"] <= slo.ttft)
+        ttft = f"ttft_{percentile_key(slo.ttft_percentile)}"
+        return lambda m: bool(m[ttft] <= slo.ttft)
     if pool == "decode":
-        return lambda m: bool(m["itl_p99"] <= slo.itl)
-    return slo.passes
+        itl = f"itl_{percentile_key(slo.itl_percentile)}"
+        return lambda m: bool(m[itl] <= slo.itl)
+    return lambda m: bool(slo.passes(m) and not m.get("overloaded"))
 
 
 #: What a capacity search judges: both objectives, or one pool's own.

@@ -413,12 +413,12 @@ class CostModel:
                     )
         extra = cls._extensions(values, number, float(cache_memory))
         # A plugin's measured pricing replaces the roofline, the physical terms with it.
-        physical = cls._physical(values, number) if measured is None else None
+        physical = Physical.from_quantities(values, number) if measured is None else None
         if physical is not None:
             extra["physical"] = physical
             # The physical terms carry the fixed time t0 stands for in the graph.
             values = {k: v for k, v in values.items() if k != "t0"}
-        collectives = cls._collectives(values, number)
+        collectives = Collectives.from_quantities(values, number)
         if collectives is not None:
             extra["collectives"] = collectives
         return cls(
@@ -473,47 +473,6 @@ class CostModel:
         return extra
 
     @staticmethod
-    def _physical(values: Mapping[str, float], number: Number) -> Physical | None:
-        """The physical model's terms, where the scenario is priced by it."""
-        if "kernel_fixed_time" not in values or "gemm_tile_rows" not in values:
-            return None
-        peak = number("flops_peak")
-        fraction = number("attention_fraction") if "attention_fraction" in values else 1.0
-
-        def optional(name: str) -> float:
-            return number(name) if name in values else 0.0
-
-        return Physical(tile=number("gemm_tile_rows"), attention_compute=peak * fraction,
-                        kernel_fixed=number("kernel_fixed_time"),
-                        launch_bound=optional("launch_bound_time"),
-                        graph_max_batch=optional("graph_max_batch"),
-                        host_fixed=optional("step_overhead"),
-                        host_per_sequence=optional("sequence_overhead"),
-                        expert_flops_per_row=optional("expert_flops_per_row"),
-                        expert_bandwidth_ratio=(number("expert_bandwidth_fraction")
-                                                / number("bandwidth_fraction"))
-                        if "expert_bandwidth_fraction" in values and "bandwidth_fraction" in values
-                        else 1.0)
-
-    @staticmethod
-    def _collectives(values: Mapping[str, float], number: Number) -> Collectives | None:
-        """All-reduces by size, where the parallelism lever prices them so."""
-        needed = ("collective_count", "collective_bytes_per_token", "collective_oneshot_bytes",
-                  "parallel_link_bandwidth", "parallel_tensor_degree")
-        if not all(name in values for name in needed) or number("parallel_tensor_degree") <= 1:
-            return None
-        fraction = (number("collective_bandwidth_fraction")
-                    if "collective_bandwidth_fraction" in values else 1.0)
-        return Collectives(
-            count=number("collective_count"), cards=number("parallel_tensor_degree"),
-            bytes_per_token=number("collective_bytes_per_token"),
-            oneshot_bytes=number("collective_oneshot_bytes"),
-            bandwidth=number("parallel_link_bandwidth") * fraction,
-            fixed_latency=(number("parallel_collective_latency")
-                           if "parallel_collective_latency" in values else 0.0),
-            step_latency=number("parallel_link_latency") if "parallel_link_latency" in values else 0.0)
-
-    @staticmethod
     def _conventions(values: Mapping[str, float], number: Number) -> dict[str, float]:
         """Fields for a scenario's engine conventions (absent quantities: Lab 3's)."""
         extra: dict[str, float] = {}
@@ -539,14 +498,58 @@ class CostModel:
         decode one token; default: all of them when every sequence has one position,
         else all but one prefill chunk) splits the pass for measured kernels.
         """
-        if not self.simple:
+        if (self.layout is not None or self.measured is not None or self.physical is not None
+                or self.collectives is not None):
+            # The physical terms have their own one-iteration path in iteration_times.
             return float(self.iteration_times(positions, attention, cached, sequences, scored,
                                               decodes))
+        if not self.simple:
+            return self._scalar_time(float(positions), float(attention), float(cached),
+                                     None if sequences is None else float(sequences),
+                                     None if scored is None else float(scored))
         memory_time = (self.weight_bytes + self.kv_bytes_per_token * cached) / self.bandwidth
         compute_time = (
             self.flops_per_position * positions + self.flops_per_attention_pair * attention
         ) / self.compute
         return max(memory_time, compute_time) + self.overhead
+
+    def _scalar_time(self, positions: float, attention: float, cached: float,
+                     sequences: float | None, scored: float | None) -> float:
+        """:meth:`iteration_times` for one iteration without a :attr:`layout`,
+        :attr:`measured` kernels, :attr:`physical` terms or :attr:`collectives`, in Python
+        floats: the same operations in the same order (so the same bits), without numpy's
+        per-call cost, which dominated runs of many short blocks (a replica fleet's).
+        ``tests/test_simulator_objectives.py`` holds the two paths equal.
+        """
+        count = positions if sequences is None else sequences
+        micro = max(1.0, min(float(self.stages), count))
+        scale = self.stages / micro
+        resident = 1.0 - self.host_fraction
+        tokens = positions / micro
+        weights = self.weight_bytes
+        if self.routed_expert_bytes:
+            e, k = self.experts, self.active_experts
+            read = e * (1 - (1 - k / e) ** tokens)
+            weights = weights - self.routed_expert_bytes * (e - read)
+        if self.embedding_row_bytes:
+            rows = self.embedding_rows
+            weights = weights - self.embedding_row_bytes * (rows - min(tokens, rows))
+        if self.head_params:
+            heads = count if scored is None else scored
+            matmul = (self.flops_per_body_position * positions
+                      + self.flops_per_head_position * heads)
+        else:
+            matmul = self.flops_per_position * positions
+        pairs = self.flops_per_attention_pair * attention
+        comm = self.comm_per_token * positions / micro
+        memory_time = (self.stages * weights
+                       + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
+        compute_time = scale * (matmul + pairs) / self.compute
+        time = max(memory_time, compute_time)
+        if self.host_fraction:
+            host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
+            time = max(time, host) if self.host_overlap else time + host
+        return time + self.overhead + self.comm_fixed + comm
 
     def iteration_time(
         self,

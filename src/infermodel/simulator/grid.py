@@ -2,9 +2,10 @@
 
 Every run of a grid (policy × load × deployment × seed) is independent and
 deterministic, so where it runs does not change its result: :func:`execute` returns
-the same list, in the same order, with ``scheduler="serial"`` (this process) and with
-``scheduler="dask"`` (a local cluster of one single-threaded worker process per core,
-started for the call and closed after it, or the cluster at ``address``).
+the same list, in the same order, with ``scheduler="serial"`` (this process), with
+``scheduler="processes"`` (a pool of worker processes on this machine, one per core)
+and with ``scheduler="dask"`` (a local cluster of one single-threaded worker process per
+core, started for the call and closed after it, or the cluster at ``address``).
 
 Dask is an optional dependency (``pip install "infermodel[dask]"``); the serial
 scheduler needs nothing.  On a cluster every worker needs infermodel installed (the
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEDULERS", "execute", "start_local_cluster"]
 
-SCHEDULERS = ("serial", "dask")
+#: Where a grid's runs go: this process, a pool of worker processes on this machine
+#: (one per core), or a Dask cluster.
+SCHEDULERS = ("serial", "processes", "dask")
 
 
 #: Dask settings for the local cluster's workers.  Dask's nanny starts workers with
@@ -131,12 +134,32 @@ def _reason(error: Exception, records: list[logging.LogRecord]) -> str:
     return reason[:300]
 
 
+def _in_processes(function: Callable[..., Any], tasks: Sequence[tuple], workers: int | None,
+                  progress: Callable[[int, int], None] | None) -> list[Any]:
+    """The tasks on a pool of worker processes of this machine, results in task order."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    if multiprocessing.current_process().daemon:
+        raise SimulationError("cannot start worker processes from a daemonic process: run with "
+                              "the serial scheduler")
+    count = min(len(tasks), workers or os.cpu_count() or 1)
+    results: list[Any] = [None] * len(tasks)
+    with ProcessPoolExecutor(max_workers=count) as pool:
+        futures = {pool.submit(function, *task): position for position, task in enumerate(tasks)}
+        for done, future in enumerate(as_completed(futures), start=1):
+            results[futures[future]] = future.result()
+            if progress is not None:
+                progress(done, len(tasks))
+    return results
+
+
 def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str = "serial",
             address: str | None = None, progress: Callable[[int, int], None] | None = None,
             workers: int | None = None) -> list[Any]:
-    """``[function(*task) for task in tasks]``, serially or on Dask.
+    """``[function(*task) for task in tasks]``, serially, on worker processes or on Dask.
 
-    :param scheduler: ``"serial"`` or ``"dask"``.
+    :param scheduler: ``"serial"``, ``"processes"`` (a pool of ``workers`` processes on
+        this machine, default one per core) or ``"dask"``.
     :param address: a Dask scheduler address (``"tcp://host:8786"``); without it a
         local cluster is started with ``workers`` processes (default: the cores).
     :param progress: called as ``progress(done, total)`` as runs complete.
@@ -144,13 +167,15 @@ def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str
     if scheduler not in SCHEDULERS:
         raise SimulationError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {scheduler!r}")
     total = len(tasks)
-    if scheduler == "serial":
+    if scheduler == "serial" or (scheduler == "processes" and total <= 1):
         results: list[Any] = []
         for task in tasks:
             results.append(function(*task))
             if progress is not None:
                 progress(len(results), total)
         return results
+    if scheduler == "processes":
+        return _in_processes(function, tasks, workers, progress)
     try:
         from distributed import Client, as_completed
     except ImportError:

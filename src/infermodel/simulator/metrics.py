@@ -11,18 +11,20 @@ Metric names (all floats; counts are whole numbers stored as floats):
 
 * ``requests``, ``realised_rate`` (count / last arrival), ``duration`` (time of the
   last token), ``mean_prompt_tokens``, ``mean_output_tokens``;
-* ``ttft_p50/p90/p99/max`` (first token − arrival), ``itl_p50/p90/p99/max`` (every
-  gap between consecutive tokens of a request, pooled over requests),
-  ``tpot_p50/p90/p99`` ((last − first)/(n_out − 1), requests with n_out > 1 only),
-  ``e2e_p50/p90/p99/max`` (last token − arrival), ``e2e_mean`` and ``e2e_p95`` (the
-  Inference lab's "Mean latency" and "p95", "Many requests, one pass");
+* ``ttft_p50/p90/p95/p99/max`` (first token − arrival), ``itl_p50/p90/p95/p99/max``
+  (every gap between consecutive tokens of a request, pooled over requests),
+  ``tpot_p50/p90/p95/p99`` ((last − first)/(n_out − 1), requests with n_out > 1 only),
+  ``e2e_p50/p90/p95/p99/max`` (last token − arrival), ``e2e_mean`` (with ``e2e_p95``
+  the Inference lab's "Mean latency" and "p95", "Many requests, one pass"), and any
+  other percentile an objective of the SLO names (``ttft_p99_9``);
 * ``queue_wait_mean``, ``queue_wait_p95``: time from arrival to the request's first
   admission (a static batch's dispatch, or a continuous scheduler taking it from the
   queue), the lab's "Wait";
 * ``throughput_tokens_per_s`` (all output tokens / duration), ``requests_per_s``
-  (requests / duration), ``goodput`` (requests with TTFT ≤ ``slo_ttft`` and every gap
-  ≤ ``slo_itl``, per second of duration), ``goodput_fraction``, ``slo_ttft``,
-  ``slo_itl``;
+  (requests / duration), ``goodput`` (requests meeting every objective themselves —
+  TTFT ≤ ``slo_ttft``, every gap, or their TPOT, ≤ ``slo_itl``, TPOT and E2E within
+  theirs — per second of duration), ``goodput_fraction``, ``slo_ttft``, ``slo_itl``,
+  ``slo_met`` (the run meets its objectives and is not overloaded);
 * ``prefix_hit_tokens`` (prompt tokens found in the prefix cache at each request's
   first admission), ``prefix_hit_rate`` (those over all prompt tokens),
   ``prefix_request_hit_rate`` (share of requests that found at least one block),
@@ -40,7 +42,10 @@ Metric names (all floats; counts are whole numbers stored as floats):
   stable; the gap is time spent in the system after A);
 * ``in_system_growth_per_s``: least-squares slope of the number in the system, sampled
   at each arrival in the second half of the window (≈ 0 when stable, ≈ λ − μ past
-  capacity);
+  capacity); ``queue_growth_per_s`` and ``queue_growth_t``, ``ttft_trend`` and
+  ``ttft_trend_t``: slopes of the queue (second half) and of TTFT (whole window) over
+  batch means, with their t statistics, which decide ``overloaded``
+  (:func:`overloaded`);
 * ``n_ttft_samples``, ``n_itl_samples``, ``n_tpot_samples``: sample counts.
 """
 
@@ -51,19 +56,29 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .policies import SLO
+from .policies import SLO, SLO_METRICS, percentile_key
 from .records import RunRecord
 
-__all__ = ["METRIC_NAMES", "QUANTILES", "compute_metrics", "overloaded", "weighted_quantile"]
+__all__ = [
+    "METRIC_NAMES",
+    "QUANTILES",
+    "batch_trend",
+    "compute_metrics",
+    "overload_state",
+    "overloaded",
+    "request_tpot",
+    "samples",
+    "weighted_quantile",
+]
 
-QUANTILES = (0.5, 0.9, 0.99)
+QUANTILES = (0.5, 0.9, 0.95, 0.99)
 
 METRIC_NAMES = (
     "requests", "realised_rate", "duration", "mean_prompt_tokens", "mean_output_tokens",
-    "ttft_p50", "ttft_p90", "ttft_p99", "ttft_max",
-    "itl_p50", "itl_p90", "itl_p99", "itl_max",
-    "tpot_p50", "tpot_p90", "tpot_p99",
-    "e2e_p50", "e2e_p90", "e2e_p99", "e2e_max", "e2e_mean", "e2e_p95",
+    "ttft_p50", "ttft_p90", "ttft_p95", "ttft_p99", "ttft_max",
+    "itl_p50", "itl_p90", "itl_p95", "itl_p99", "itl_max",
+    "tpot_p50", "tpot_p90", "tpot_p95", "tpot_p99",
+    "e2e_p50", "e2e_p90", "e2e_p95", "e2e_p99", "e2e_max", "e2e_mean",
     "queue_wait_mean", "queue_wait_p95",
     "throughput_tokens_per_s", "requests_per_s", "goodput", "goodput_fraction",
     "slo_ttft", "slo_itl",
@@ -72,7 +87,7 @@ METRIC_NAMES = (
     "swapped_tokens", "iterations",
     "slot_use", "mean_batch",
     "little_l", "little_lambda_w", "little_ratio", "in_system_growth_per_s", "ttft_trend", "ttft_trend_t",
-    "overloaded",
+    "queue_growth_per_s", "queue_growth_t", "overloaded", "slo_met",
     "n_ttft_samples", "n_itl_samples", "n_tpot_samples",
 )
 
@@ -159,10 +174,62 @@ def _select(values: np.ndarray, weights: np.ndarray, ranks: list[int]) -> list[f
     return results
 
 
-def _quantiles(sample: np.ndarray) -> list[float]:
+def _quantiles(sample: np.ndarray, quantiles: Sequence[float] = QUANTILES) -> list[float]:
     if sample.size == 0:
-        return [math.nan] * len(QUANTILES)
-    return [float(x) for x in np.quantile(sample, list(QUANTILES))]
+        return [math.nan] * len(quantiles)
+    return [float(x) for x in np.quantile(sample, list(quantiles))]
+
+
+def request_tpot(record: RunRecord) -> np.ndarray:
+    """Each request's TPOT, (last − first token) / (output − 1); 0 for a one-token request."""
+    outputs = record.outputs
+    several = outputs > 1
+    tpot = np.zeros(outputs.size)
+    tpot[several] = ((record.last_token[several] - record.first_token[several])
+                     / (outputs[several] - 1))
+    return tpot
+
+
+def samples(record: RunRecord, metric: str) -> np.ndarray:
+    """The per-request samples of ``ttft``, ``tpot`` (requests with more than one token)
+    or ``e2e`` (ITL is pooled over gaps: see :func:`weighted_quantile`).
+    """
+    if metric == "ttft":
+        return record.first_token - record.arrivals
+    if metric == "e2e":
+        return record.last_token - record.arrivals
+    if metric == "tpot":
+        return request_tpot(record)[record.outputs > 1]
+    raise KeyError(metric)
+
+
+def _gap_quantiles(record: RunRecord, quantiles: Sequence[float]) -> tuple[list[float], int]:
+    gap_count = int(
+        record.gap_values.size if record.gap_weights is None else record.gap_weights.sum(dtype=np.int64)
+    )
+    if not gap_count:
+        return [math.nan] * len(quantiles), 0
+    return weighted_quantile(record.gap_values, record.gap_weights, quantiles), gap_count
+
+
+def _latencies(record: RunRecord, slo: SLO) -> tuple[dict[str, float], int]:
+    """Percentiles of TTFT, pooled ITL, TPOT and E2E (the standard ones and any an
+    objective names), their maxima, and the pooled gap count.
+    """
+    out: dict[str, float] = {}
+    extra = {metric: [q / 100 for m, q, _ in slo.targets() if m == metric
+                      and q / 100 not in QUANTILES] for metric in SLO_METRICS}
+    (*itl, itl_max), gap_count = _gap_quantiles(record, (*QUANTILES, *extra["itl"], 1.0))
+    if gap_count and record.gap_max is not None:
+        itl_max = record.gap_max
+    for metric in SLO_METRICS:
+        wanted = (*QUANTILES, *extra[metric])
+        values = itl if metric == "itl" else _quantiles(samples(record, metric), wanted)
+        out.update({f"{metric}_{percentile_key(q * 100)}": v for q, v in zip(wanted, values)})
+    ttft, e2e = samples(record, "ttft"), samples(record, "e2e")
+    out.update(ttft_max=float(ttft.max()), itl_max=itl_max, e2e_max=float(e2e.max()),
+               e2e_mean=float(np.mean(e2e)))
+    return out, gap_count
 
 
 def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
@@ -170,40 +237,20 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
     arrivals, outputs = record.arrivals, record.outputs
     count = arrivals.size
     end = record.end_time
-    ttft = record.first_token - arrivals
-    e2e = record.last_token - arrivals
-    several = outputs > 1
-    tpot = (record.last_token[several] - record.first_token[several]) / (outputs[several] - 1)
-    gap_count = int(
-        record.gap_values.size if record.gap_weights is None else record.gap_weights.sum(dtype=np.int64)
-    )
-    if gap_count:
-        *itl, itl_max = weighted_quantile(record.gap_values, record.gap_weights, (*QUANTILES, 1.0))
-        if record.gap_max is not None:
-            itl_max = record.gap_max
-    else:
-        itl, itl_max = [math.nan] * len(QUANTILES), math.nan
-    good = int(np.count_nonzero((ttft <= slo.ttft) & (record.max_gap <= slo.itl)))
+    ttft = samples(record, "ttft")
+    e2e = samples(record, "e2e")
+    tpot = request_tpot(record)
+    latencies, gap_count = _latencies(record, slo)
+    good = int(np.count_nonzero(slo.request_meets(ttft, record.max_gap, tpot, e2e)))
     last_arrival = float(arrivals[-1])
     realised = count / last_arrival if last_arrival > 0 else math.inf
 
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float] = dict(latencies)
     metrics["requests"] = float(count)
     metrics["realised_rate"] = realised
     metrics["duration"] = end
     metrics["mean_prompt_tokens"] = float(np.mean(record.prompts))
     metrics["mean_output_tokens"] = float(np.mean(outputs))
-    for name, sample in (("ttft", ttft),):
-        p50, p90, p99 = _quantiles(sample)
-        metrics.update({f"{name}_p50": p50, f"{name}_p90": p90, f"{name}_p99": p99,
-                        f"{name}_max": float(sample.max())})
-    metrics["itl_p50"], metrics["itl_p90"], metrics["itl_p99"] = itl
-    metrics["itl_max"] = itl_max
-    metrics["tpot_p50"], metrics["tpot_p90"], metrics["tpot_p99"] = _quantiles(tpot)
-    p50, p90, p99 = _quantiles(e2e)
-    metrics.update({"e2e_p50": p50, "e2e_p90": p90, "e2e_p99": p99, "e2e_max": float(e2e.max())})
-    metrics["e2e_mean"] = float(np.mean(e2e))
-    metrics["e2e_p95"] = float(np.quantile(e2e, 0.95))
     metrics["queue_wait_mean"], metrics["queue_wait_p95"] = _waits(record)
     metrics["throughput_tokens_per_s"] = float(outputs.sum()) / end if end > 0 else math.inf
     metrics["requests_per_s"] = count / end if end > 0 else math.inf
@@ -228,24 +275,38 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
         metrics["mean_batch"] = record.busy_slot_steps / record.decode_steps
     else:
         metrics["slot_use"] = metrics["mean_batch"] = math.nan
-    # Little's law over the arrival window [0, A].
-    departures = record.last_token
-    if last_arrival > 0:
-        inside = float(np.sum(np.minimum(departures, last_arrival) - arrivals))
-        metrics["little_l"] = inside / last_arrival
-        metrics["little_lambda_w"] = realised * float(np.mean(e2e))
-        metrics["little_ratio"] = (
-            metrics["little_l"] / metrics["little_lambda_w"] if metrics["little_lambda_w"] > 0 else math.nan
-        )
-    else:
-        metrics["little_l"] = metrics["little_lambda_w"] = metrics["little_ratio"] = math.nan
-    metrics["in_system_growth_per_s"] = _growth(arrivals, departures)
-    metrics["ttft_trend"], metrics["ttft_trend_t"] = _slope(arrivals, ttft)
-    metrics["overloaded"] = float(not record.closed and overloaded(metrics))
+    metrics.update(_load(record, realised, e2e, ttft))
+    metrics["slo_met"] = float(slo.passes(metrics) and not metrics["overloaded"])
     metrics["n_ttft_samples"] = float(count)
     metrics["n_itl_samples"] = float(gap_count)
-    metrics["n_tpot_samples"] = float(tpot.size)
-    return metrics
+    metrics["n_tpot_samples"] = float(np.count_nonzero(outputs > 1))
+    # METRIC_NAMES order first, then any percentile an objective asked for.
+    return {**{name: metrics[name] for name in METRIC_NAMES}, **metrics}
+
+
+def _load(record: RunRecord, realised: float, e2e: np.ndarray, ttft: np.ndarray) -> dict[str, float]:
+    """Little's law over the arrival window [0, A], the growth of the number in the
+    system and of the queue, the TTFT trend, and the overload verdict.
+    """
+    arrivals, departures = record.arrivals, record.last_token
+    last_arrival = float(arrivals[-1])
+    out: dict[str, float] = {}
+    if last_arrival > 0:
+        inside = float(np.sum(np.minimum(departures, last_arrival) - arrivals))
+        out["little_l"] = inside / last_arrival
+        out["little_lambda_w"] = realised * float(np.mean(e2e))
+        out["little_ratio"] = (out["little_l"] / out["little_lambda_w"]
+                               if out["little_lambda_w"] > 0 else math.nan)
+    else:
+        out["little_l"] = out["little_lambda_w"] = out["little_ratio"] = math.nan
+    # Arrival times near the float range (a rate of 1e-300/s) overflow the squares of
+    # the regressions: their slopes are then undefined (NaN), not a warning.
+    with np.errstate(over="ignore", invalid="ignore"):
+        out["in_system_growth_per_s"] = _growth(arrivals, departures)
+        out["ttft_trend"], out["ttft_trend_t"] = batch_trend(arrivals, ttft)
+        out["queue_growth_per_s"], out["queue_growth_t"] = _queue_growth(record)
+    out["overloaded"] = float(not record.closed and overloaded({**out, "realised_rate": realised}))
+    return out
 
 
 def _waits(record: RunRecord) -> tuple[float, float]:
@@ -258,33 +319,84 @@ def _waits(record: RunRecord) -> tuple[float, float]:
     return float(np.mean(wait)), float(np.quantile(wait, 0.95))
 
 
-#: A run is flagged overloaded when its waiting time grows by more than this many
-#: seconds per second of arrivals, or the number in the system grows by more than
-#: this share of the arrival rate over the second half of the arrival window.
+#: A run is overloaded when its queue grows by more than this share of the arrival rate
+#: (requests waiting per second), or its TTFT by more than this many seconds per second
+#: of arrivals, and the growth is statistically clear (:data:`OVERLOAD_T`).
 OVERLOAD_GROWTH = 0.05
+
+#: Batches of consecutive samples whose means the growth tests regress (batch means: the
+#: samples of a queue are strongly correlated, the means of long batches nearly not).
+OVERLOAD_BATCHES = 10
+
+#: A growth counts only when its t statistic over the batch means (slope / standard
+#: error, 8 degrees of freedom) exceeds this: one-sided p below 0.2 %.  A short run's
+#: noise, or the filling of an empty system, is not a trend.
+OVERLOAD_T = 4.0
 
 
 def overloaded(metrics: Mapping[str, float]) -> bool:
-    """Past saturation: TTFT trends upward with the arrival time (least-squares slope
-    ``ttft_trend`` above :data:`OVERLOAD_GROWTH`), or the number of requests in the
-    system keeps growing (``in_system_growth_per_s`` above :data:`OVERLOAD_GROWTH` ×
-    the realised rate).  Percentiles of such a run depend on how many requests were
-    simulated, not on a steady state.
+    """Past saturation, by a statistical test on growth: the queue (requests arrived and
+    not yet admitted, over the second half of the arrival window) grows by more than
+    :data:`OVERLOAD_GROWTH` × the realised rate, or TTFT trends upward by more than
+    :data:`OVERLOAD_GROWTH` s per s of arrivals, each with a t statistic over
+    :data:`OVERLOAD_BATCHES` batch means above :data:`OVERLOAD_T`.  Percentiles of such
+    a run depend on how many requests were simulated, not on a steady state.
+
+    >>> overloaded({"queue_growth_per_s": 2.0, "queue_growth_t": 9.0, "realised_rate": 10.0,
+    ...             "ttft_trend": 0.0, "ttft_trend_t": 0.0})
+    True
+    >>> overloaded({"queue_growth_per_s": 2.0, "queue_growth_t": 1.5, "realised_rate": 10.0,
+    ...             "ttft_trend": 0.0, "ttft_trend_t": 0.0})
+    False
     """
-    growth, trend = metrics["in_system_growth_per_s"], metrics["ttft_trend"]
-    rate, t = metrics["realised_rate"], metrics["ttft_trend_t"]
-    grows = (metrics["requests"] >= OVERLOAD_MIN_REQUESTS and math.isfinite(growth)
-             and math.isfinite(rate) and growth > OVERLOAD_GROWTH * rate)
-    trending = math.isfinite(trend) and trend > OVERLOAD_GROWTH and t > OVERLOAD_T
-    return bool(grows or trending)
+    return overload_state(metrics) == "overloaded"
 
 
-#: The growth of the number in the system counts only over at least this many requests.
-OVERLOAD_MIN_REQUESTS = 100
+def overload_state(metrics: Mapping[str, float]) -> str:
+    """``"overloaded"`` (a material growth, statistically clear), ``"unclear"`` (a
+    material growth the test cannot yet tell from noise: simulate more requests) or
+    ``"stable"``.
+    """
+    rate = metrics["realised_rate"]
+    tests = ((metrics["queue_growth_per_s"], metrics["queue_growth_t"],
+              OVERLOAD_GROWTH * rate if math.isfinite(rate) else math.inf),
+             (metrics["ttft_trend"], metrics["ttft_trend_t"], OVERLOAD_GROWTH))
+    state = "stable"
+    for slope, t, material in tests:
+        if not (math.isfinite(slope) and slope > material):
+            continue
+        if t > OVERLOAD_T:
+            return "overloaded"
+        state = "unclear"
+    return state
 
-#: The TTFT trend counts only when its t statistic (slope / standard error) exceeds
-#: this: a short run's noise is not a trend.
-OVERLOAD_T = 4.0
+
+def batch_trend(x: np.ndarray, y: np.ndarray, batches: int = OVERLOAD_BATCHES) -> tuple[float, float]:
+    """Least-squares slope of the batch means of y on those of x (consecutive batches of
+    equal count) and its t statistic; NaN with fewer than 3 samples per batch.
+    """
+    if x.size < 3 * batches:
+        return math.nan, math.nan
+    starts = np.linspace(0, x.size, batches + 1).astype(np.int64)
+    sizes = np.diff(starts)
+    return _slope(np.add.reduceat(x, starts[:-1]) / sizes, np.add.reduceat(y, starts[:-1]) / sizes)
+
+
+def _queue_growth(record: RunRecord) -> tuple[float, float]:
+    """Growth of the queue (requests arrived and not yet admitted; the number in the
+    system where admissions are not recorded) at each arrival in the second half of the
+    arrival window, per second, with its batch-means t statistic.
+    """
+    arrivals = record.arrivals
+    last = float(arrivals[-1])
+    late = np.flatnonzero(arrivals >= last / 2)
+    if last <= 0 or late.size < 3 * OVERLOAD_BATCHES:
+        return math.nan, math.nan
+    times = arrivals[late]
+    admitted = record.admitted
+    leave = (record.last_token if admitted is None or np.isnan(admitted).any() else admitted)
+    left = np.searchsorted(np.sort(leave), times, side="right")
+    return batch_trend(times, ((late + 1) - left).astype(np.float64))
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:

@@ -13,6 +13,7 @@ the last in plain floats with the array path's operations in its order (the same
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -69,6 +70,30 @@ class Physical:
     #: Routed experts' bandwidth over the dense products' (grouped products stream slower).
     expert_bandwidth_ratio: float = attrs.field(default=1.0, validator=_positive("expert_bandwidth_ratio"))
 
+    @classmethod
+    def from_quantities(cls, values: Mapping[str, float],
+                        number: Callable[[str], float]) -> Physical | None:
+        """The physical model's terms, where the scenario is priced by it."""
+        if "kernel_fixed_time" not in values or "gemm_tile_rows" not in values:
+            return None
+        peak = number("flops_peak")
+        fraction = number("attention_fraction") if "attention_fraction" in values else 1.0
+
+        def optional(name: str) -> float:
+            return number(name) if name in values else 0.0
+
+        return cls(tile=number("gemm_tile_rows"), attention_compute=peak * fraction,
+                   kernel_fixed=number("kernel_fixed_time"),
+                   launch_bound=optional("launch_bound_time"),
+                   graph_max_batch=optional("graph_max_batch"),
+                   host_fixed=optional("step_overhead"),
+                   host_per_sequence=optional("sequence_overhead"),
+                   expert_flops_per_row=optional("expert_flops_per_row"),
+                   expert_bandwidth_ratio=(number("expert_bandwidth_fraction")
+                                           / number("bandwidth_fraction"))
+                   if "expert_bandwidth_fraction" in values and "bandwidth_fraction" in values
+                   else 1.0)
+
     def padded(self, rows: np.ndarray) -> np.ndarray:
         """⌈rows / tile⌉ · tile, 0 for no rows."""
         return np.ceil(rows / self.tile) * self.tile
@@ -93,6 +118,25 @@ class Collectives:
     bandwidth: float = attrs.field(validator=_positive("collective bandwidth"))
     fixed_latency: float = attrs.field(default=0.0, validator=_non_negative)
     step_latency: float = attrs.field(default=0.0, validator=_non_negative)
+
+    @classmethod
+    def from_quantities(cls, values: Mapping[str, float],
+                        number: Callable[[str], float]) -> Collectives | None:
+        """All-reduces by size, where the parallelism lever prices them so."""
+        needed = ("collective_count", "collective_bytes_per_token", "collective_oneshot_bytes",
+                  "parallel_link_bandwidth", "parallel_tensor_degree")
+        if not all(name in values for name in needed) or number("parallel_tensor_degree") <= 1:
+            return None
+        fraction = (number("collective_bandwidth_fraction")
+                    if "collective_bandwidth_fraction" in values else 1.0)
+        return cls(
+            count=number("collective_count"), cards=number("parallel_tensor_degree"),
+            bytes_per_token=number("collective_bytes_per_token"),
+            oneshot_bytes=number("collective_oneshot_bytes"),
+            bandwidth=number("parallel_link_bandwidth") * fraction,
+            fixed_latency=(number("parallel_collective_latency")
+                           if "parallel_collective_latency" in values else 0.0),
+            step_latency=number("parallel_link_latency") if "parallel_link_latency" in values else 0.0)
 
     def time(self, tokens: np.ndarray) -> np.ndarray:
         """Seconds of all-reduces for a micro-batch of ``tokens``.

@@ -40,7 +40,8 @@ import attrs
 
 from .errors import SimulationError
 
-__all__ = ["POLICY_KINDS", "SLO", "Policy", "policy"]
+__all__ = ["GOODPUT_ITL_RULES", "POLICY_KINDS", "SLO", "SLO_METRICS", "SLO_RULES", "Policy", "percentile_key",
+           "policy"]
 
 POLICY_KINDS = ("static", "reserve", "paged", "chunked")
 #: How an evicted request's cache is handled: discarded and recomputed later, or
@@ -167,29 +168,151 @@ def policy(value: Policy | str | Mapping[str, Any]) -> Policy:
     raise SimulationError(f"a policy is a name or a table, got {value!r}")
 
 
+#: The latency metrics an objective can bound (each judged at a percentile of its samples).
+SLO_METRICS = ("ttft", "itl", "tpot", "e2e")
+#: Per-request rules for the inter-token objective in goodput: every gap of the request
+#: within the objective (Module 10's maximum-gap rule), or its mean gap, TPOT (the rule of
+#: vLLM's benchmark goodput, ``--goodput tpot:MS``, whose per-request keys are ttft, tpot
+#: and e2el).
+GOODPUT_ITL_RULES = ("max_gap", "tpot")
+#: How a run is judged against the objectives: its percentiles alone (Module 10 Lab 3's
+#: capacity rule), or its percentiles and its goodput share (``"joint"``).
+SLO_RULES = ("percentiles", "joint")
+
+
+def percentile_key(percentile: float) -> str:
+    """The metric suffix of a percentile: ``p95``, ``p99``, ``p99_9`` (no dot, so that the
+    name is an identifier a search formula may use).
+
+    >>> percentile_key(95), percentile_key(99.9), percentile_key(50.0)
+    ('p95', 'p99_9', 'p50')
+    """
+    text = f"{float(percentile):.6f}".rstrip("0").rstrip(".")
+    return "p" + text.replace(".", "_")
+
+
+def _latency(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    # math.inf: no objective on this metric
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value <= 0:
+        raise SimulationError(f"{attribute.name} must be a positive time in seconds, got {value!r}")
+
+
+def _percentile(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 100:
+        raise SimulationError(f"{attribute.name} must be a percentile in (0, 100), got {value!r}")
+
+
+def _one_of(choices: tuple[str, ...]):
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value not in choices:
+            raise SimulationError(f"{attribute.name} must be one of {', '.join(choices)}, "
+                                  f"got {value!r}")
+    return check
+
+
 @attrs.frozen
 class SLO:
-    """Latency objectives, in seconds.
+    """Latency objectives, in seconds, each at a percentile of its samples.
 
-    Two different rules use them, as in Module 10 (its "Keep raw samples" and Lab 3's
-    capacity search):
+    Two rules use them, as in Module 10 (its "Keep raw samples" and Lab 3's capacity
+    search):
 
-    * **goodput** counts requests whose own TTFT ≤ ``ttft`` *and* whose every
-      inter-token gap ≤ ``itl`` (a per-request maximum-gap rule), per second of run;
-    * **capacity** passes a run when the pooled p99 of TTFT ≤ ``ttft`` and the pooled
-      p99 of inter-token gaps ≤ ``itl``.  A percentile pass is not a per-user bound.
+    * **goodput** counts the requests that meet every objective themselves: TTFT ≤
+      ``ttft``, every inter-token gap ≤ ``itl`` (``goodput_itl="max_gap"``, the default) or
+      their mean gap ≤ ``itl`` (``"tpot"``), TPOT ≤ ``tpot`` and E2E ≤ ``e2e``;
+    * **a run meets the objectives** when each pooled percentile is within its objective
+      (``ttft_p99 <= ttft``, ...) and, with ``rule="joint"``, when the goodput share
+      reaches the lowest of the percentiles' shares (p95 objectives: 95 % of requests
+      meeting every objective).  ``rule="percentiles"`` (the default, Lab 3's capacity
+      rule) judges the percentiles alone: a percentile pass is not a per-user bound.
+
+    An objective of ``math.inf`` is no objective (TPOT and E2E have none by default).
 
     >>> SLO().ttft, SLO().itl
     (3.0, 0.1)
+    >>> SLO(ttft=1.0, itl=0.05, ttft_percentile=95, itl_percentile=95).targets()
+    (('ttft', 95, 1.0), ('itl', 95, 0.05))
     """
 
-    ttft: float = attrs.field(default=3.0, validator=_positive_float)
-    itl: float = attrs.field(default=0.1, validator=_positive_float)
+    ttft: float = attrs.field(default=3.0, validator=_latency)
+    itl: float = attrs.field(default=0.1, validator=_latency)
+    ttft_percentile: float = attrs.field(default=99, validator=_percentile)
+    itl_percentile: float = attrs.field(default=99, validator=_percentile)
+    tpot: float = attrs.field(default=math.inf, validator=_latency)
+    tpot_percentile: float = attrs.field(default=99, validator=_percentile)
+    e2e: float = attrs.field(default=math.inf, validator=_latency)
+    e2e_percentile: float = attrs.field(default=99, validator=_percentile)
+    goodput_itl: str = attrs.field(default="max_gap", validator=_one_of(GOODPUT_ITL_RULES))
+    rule: str = attrs.field(default="percentiles", validator=_one_of(SLO_RULES))
+
+    def targets(self) -> tuple[tuple[str, float, float], ...]:
+        """``(metric, percentile, objective)`` of every finite objective."""
+        out = []
+        for metric in SLO_METRICS:
+            limit = getattr(self, metric)
+            if math.isfinite(limit):
+                out.append((metric, getattr(self, f"{metric}_percentile"), limit))
+        return tuple(out)
+
+    def names(self) -> tuple[str, ...]:
+        """The metric name of each objective's percentile (``ttft_p95``, ...)."""
+        return tuple(f"{m}_{percentile_key(q)}" for m, q, _ in self.targets())
+
+    @property
+    def share(self) -> float:
+        """Share of requests goodput must reach under the joint rule: the lowest
+        objective percentile over 100 (0.95 for p95 objectives).
+        """
+        shares = [q / 100 for _, q, _ in self.targets()]
+        return min(shares) if shares else 0.0
+
+    def request_meets(self, ttft, max_gap, tpot, e2e):
+        """Per request, whether it meets every objective itself (numpy arrays; a request
+        with one token has no gap and a TPOT of 0).
+        """
+        gap = max_gap if self.goodput_itl == "max_gap" else tpot
+        return (ttft <= self.ttft) & (gap <= self.itl) & (tpot <= self.tpot) & (e2e <= self.e2e)
+
+    def percentiles_hold(self, metrics: Mapping[str, float]) -> bool:
+        """Whether every objective's pooled percentile is within it."""
+        return all(metrics[name] <= limit
+                   for name, (_, _, limit) in zip(self.names(), self.targets()))
 
     def passes(self, metrics: Mapping[str, float]) -> bool:
-        """Whether a run's pooled p99 TTFT and p99 ITL meet the objectives (capacity rule).
+        """Whether a run meets the objectives: its percentiles, and with the joint rule
+        its goodput share (``goodput_fraction`` ≥ :attr:`share`).
 
         >>> SLO().passes({"ttft_p99": 2.9, "itl_p99": 0.06})
         True
+        >>> SLO(rule="joint").passes({"ttft_p99": 2.9, "itl_p99": 0.06, "goodput_fraction": 0.5})
+        False
         """
-        return bool(metrics["ttft_p99"] <= self.ttft and metrics["itl_p99"] <= self.itl)
+        held = self.percentiles_hold(metrics)
+        if self.rule == "joint":
+            held = held and metrics["goodput_fraction"] >= self.share
+        return bool(held)
+
+    def describe(self) -> str:
+        """The objectives in words: ``p95 TTFT <= 1 s, p95 ITL <= 50 ms; goodput >= 95 %``."""
+        parts = []
+        for metric, q, limit in self.targets():
+            shown = f"{limit:g} s" if limit >= 1 else f"{limit * 1000:g} ms"
+            parts.append(f"{percentile_key(q)} {metric.upper()} <= {shown}")
+        text = ", ".join(parts)
+        if self.rule == "joint":
+            rule = "every gap" if self.goodput_itl == "max_gap" else "its TPOT"
+            text += (f"; and >= {self.share:.4g} of requests meeting every objective "
+                     f"(ITL judged on {rule})")
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """The objectives as JSON-ready data (seconds; ``null`` for no objective)."""
+        out: dict[str, Any] = {}
+        for metric in SLO_METRICS:
+            limit = getattr(self, metric)
+            out[metric] = limit if math.isfinite(limit) else None
+            out[f"{metric}_percentile"] = getattr(self, f"{metric}_percentile")
+        out["goodput_itl"] = self.goodput_itl
+        out["rule"] = self.rule
+        out["share"] = self.share if self.rule == "joint" else None
+        return out

@@ -22,6 +22,7 @@ from .reports import (
     plot_latency,
     plot_timeseries,
     requests_csv,
+    run_cost,
     timeseries_csv,
 )
 from .runs import SimulationWarning, simulate
@@ -41,6 +42,7 @@ __all__ = [
     "plot_latency",
     "plot_timeseries",
     "requests_csv",
+    "run_cost",
     "simulate",
     "simulation_warnings",
     "simulator_quantities",

@@ -162,7 +162,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     price = result.values.get("cost_per_hour")
     if price is not None and not servers.single:
         price = float(price) * servers.servers  # every server is priced as the scenario's cards
-    slo = simulator.SLO(ttft=table.slo.ttft, itl=table.slo.itl)
+    slo = table.slo.slo()
     capacity = {name: getattr(table.capacity, name) for name in CAPACITY_KEYS}
     return SimulationPlan(cost, workload, ran, rates_, chosen.seed, chosen.engine, slo,
                           capacity, price,
@@ -210,9 +210,10 @@ def _written_policies(scenario) -> tuple[tuple | None, Any]:
     except FieldValueError:
         listed = ()
     try:
-        searched = PolicyEntry.structure(capacity.get("policy", "chunked"))
+        searched = (PolicyEntry.structure(capacity["policy"]) if capacity.get("policy") is not None
+                    else None)
     except FieldValueError:
-        searched = "chunked"
+        searched = None
     return listed, searched
 
 
@@ -245,7 +246,8 @@ def _policies(table: SimulationTable, defaults, policies, problems: _Problems) -
               else defaults.get("policies") or simulator.POLICY_KINDS)
     from_table = read("simulation.policies", listed)
     given = read("simulation.policies", policies or ())
-    read("simulation.capacity.policy", [table.capacity.policy])
+    if table.capacity.policy is not None:
+        read("simulation.capacity.policy", [table.capacity.policy])
     chosen = given if policies else from_table
     if not chosen and not problems.found:
         problems.add("simulation.policies", "no policy chosen", "at least one policy")
@@ -488,7 +490,9 @@ def workload_defaults(written: Mapping, values: Mapping, defaults: Mapping) -> t
 def _cost_model(scenario, values: Mapping, cache_memory):
     """The simulator's cost model, with a clear message when nothing is left for the cache."""
     budget = values.get("kv_budget_bytes")
-    if cache_memory is None and budget is not None and float(budget) <= 0:
+    # Weights that do not fit are refused even when the table names a cache size: the
+    # cards could not load the model, whatever cache is assumed beside it.
+    if budget is not None and float(budget) <= 0:
         weights = float(values.get("weight_bytes", math.nan))
         memory = float(values.get("memory_bytes", math.nan))
         raise ScenarioError(scenario.problem(

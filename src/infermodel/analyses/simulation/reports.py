@@ -40,6 +40,20 @@ class CapacityReport:
             return None
         return self.search.usd_per_million_output_tokens(self.price_per_hour)
 
+    def cost(self):
+        """The price of the searched rate as a :class:`~infermodel.analyses.costs.CostBasis`
+        (None without a price, or when no rate passed).
+        """
+        from ..costs import CostBasis
+
+        s, m = self.search, self.search.metrics
+        if self.price_per_hour is None or not s.passes:
+            return None
+        return CostBasis(self.price_per_hour, m["throughput_tokens_per_s"],
+                         m["requests_per_s"] * m["mean_prompt_tokens"],
+                         rate=f"at the capacity rate meeting the objectives ({s.rate:.4g} requests/s "
+                              "nominal, its simulated throughput)")
+
     def to_dict(self) -> dict:
         data = self.search.to_dict()
         data["price_per_hour"] = self.price_per_hour
@@ -47,14 +61,20 @@ class CapacityReport:
         # Nothing finished (no throughput) prices at infinity: JSON writes it as "inf".
         data["usd_per_million_output_tokens"] = (
             non_finite_json(cost) if cost is not None and not math.isfinite(cost) else cost)
+        basis = self.cost()
+        data["cost"] = None if basis is None else basis.to_dict()
         return data
 
     def text(self) -> str:
+        from ...simulator.policies import percentile_key
+
         s = self.search
         m = s.metrics
-        judged = {"both": f"p99 TTFT <= {s.slo.ttft:g} s and p99 ITL <= {s.slo.itl * 1000:g} ms",
-                  "prefill": f"prefill pool: p99 TTFT <= {s.slo.ttft:g} s",
-                  "decode": f"decode pool: p99 ITL <= {s.slo.itl * 1000:g} ms"}[s.pool]
+        slo = s.slo
+        ttft = f"{percentile_key(slo.ttft_percentile)} TTFT <= {slo.ttft:g} s"
+        itl = f"{percentile_key(slo.itl_percentile)} ITL <= {slo.itl * 1000:g} ms"
+        judged = {"both": slo.describe(), "prefill": f"prefill pool: {ttft}",
+                  "decode": f"decode pool: {itl}"}[s.pool]
         head = f"capacity ({s.policy}, {judged}):"
         if not s.passes:
             return "\n".join([head, f"  {s.message}",
@@ -64,10 +84,11 @@ class CapacityReport:
             f"  nominal rate      {s.rate:.3f} requests/s ({s.rate * 3600:.0f} requests/h)",
             f"  realised rate     {m['realised_rate']:.3f} requests/s",
             f"  output            {m['throughput_tokens_per_s']:.1f} tokens/s",
-            f"  goodput           {m['goodput']:.3f} requests/s (per-request TTFT and max-gap rule)",
-            f"  TTFT p50/p99      {m['ttft_p50']:.2f} / {m['ttft_p99']:.2f} s",
-            f"  ITL p50/p99/max   {m['itl_p50'] * 1000:.1f} / {m['itl_p99'] * 1000:.1f} / "
-            f"{m['itl_max'] * 1000:.1f} ms",
+            f"  goodput           {m['goodput']:.3f} requests/s, {m['goodput_fraction']:.1%} of "
+            "requests meeting every objective",
+            f"  TTFT p50/p95/p99  {m['ttft_p50']:.2f} / {m['ttft_p95']:.2f} / {m['ttft_p99']:.2f} s",
+            f"  ITL p50/p95/p99/max {m['itl_p50'] * 1000:.1f} / {m['itl_p95'] * 1000:.1f} / "
+            f"{m['itl_p99'] * 1000:.1f} / {m['itl_max'] * 1000:.1f} ms",
         ]
         for rate, passed, _ in s.neighbours:
             lines.append(f"  neighbour {rate:.3f}/s  {'passes' if passed else 'fails'}")
@@ -75,11 +96,28 @@ class CapacityReport:
             lines.append("  note: the neighbours do not bracket a clean pass/fail boundary here")
         if s.widened:
             lines.append(f"  note: {s.message}")
-        cost = self.usd_per_million_output_tokens
-        if cost is not None:
-            lines.append(f"  cost              USD {cost:.3f} per million output tokens "
-                         f"at USD {self.price_per_hour:.2f}/h")
+        basis = self.cost()
+        if basis is not None:
+            lines.append("  cost")
+            lines += basis.lines(indent="    ")
         return "\n".join(lines)
+
+
+def run_cost(result, run):
+    """The price of one simulated run's deployment at its simulated rate, as a
+    :class:`~infermodel.analyses.costs.CostBasis` (None when the cards have no price).
+    """
+    from ..costs import CostBasis
+
+    if result.price_per_hour is None:
+        return None
+    m = run.metrics
+    load = (f"{run.concurrency} clients" if run.concurrency is not None
+            else f"{run.rate:g} requests/s nominal")
+    verdict = "meeting the objectives" if m.get("slo_met") else "NOT meeting the objectives"
+    return CostBasis(result.price_per_hour, m["throughput_tokens_per_s"],
+                     m["requests_per_s"] * m["mean_prompt_tokens"],
+                     rate=f"at the simulated load ({run.policy}, {load}, {verdict})")
 
 
 def plot_latency(result, output: str | Path) -> Path:

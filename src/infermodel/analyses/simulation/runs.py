@@ -56,6 +56,14 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
                   concurrency=clients, deployment={"replicas": replicas, "router": router,
                                                        "prefill": prefill, "decode": decode,
                                                        "turns": turns})
+    if pool != "both" and not chosen.deployment.disaggregated:
+        raise ScenarioError(scenario.problem(
+            "simulation.disaggregation",
+            f"the {pool} pool is judged on its own only in a disaggregated deployment, and "
+            "this one has no prefill and decode pools",
+            expected="[simulation.disaggregation] prefill and decode server counts, or "
+                     "--prefill X --decode Y",
+            suggestion="drop --pool to judge the whole deployment"))
     think = chosen.think_time if think_time is None else think_time
     for note in chosen.warnings:
         warnings.warn(note, SimulationWarning, stacklevel=2)
@@ -72,10 +80,27 @@ def simulate(scenario, *, policies=None, rates=None, seed=None, engine=None, cap
                                     think_time=think if closed or chosen.turns > 1 else 0.0,
                                     turns=1 if closed else chosen.turns,
                                     reuse_history=chosen.reuse_history)
-        return attrs.evolve(result, notes=chosen.notes)
+        return attrs.evolve(result, notes=chosen.notes, price_per_hour=chosen.price_per_hour)
     except simulator.SimulationError as exc:
         raise ScenarioError(Problem(str(exc), file=str(scenario.path) if scenario.path else None,
                                     key="simulation")) from None
+
+
+def capacity_policy(named, policies: Sequence, defaults: Mapping):
+    """The policy a capacity search runs: the simulation's own (its chunked one if it has
+    one, with every setting the table or the levers give it), or the
+    ``[simulation.capacity]`` policy: a kind named alone takes the settings of the
+    simulation's policy of that kind, then the levers'.
+    """
+    first = policies[0]  # its prefix-cache settings apply to the searched policy too
+    if named is None:
+        return next((p for p in policies if p.kind == "chunked"), first)
+    if isinstance(named, str):
+        same = next((p for p in policies if p.kind == named), None)
+        if same is not None:
+            return same
+    return attrs.evolve(policy_with_defaults(named, defaults),
+                        prefix_caching=first.prefix_caching, block_tokens=first.block_tokens)
 
 
 def _capacity(scenario, chosen, policies, seeds, scheduler, address, progress, pool="both"):
@@ -84,11 +109,9 @@ def _capacity(scenario, chosen, policies, seeds, scheduler, address, progress, p
     from ...simulator.grid import execute
 
     settings = dict(chosen.capacity)
-    named = settings.pop("policy", "chunked")
-    defaults = lever_defaults(scenario)
-    first = chosen.policies[0]  # its prefix-cache settings apply to the searched policy too
-    searched = list(chosen.policies) if policies else [attrs.evolve(policy_with_defaults(named, defaults),
-        prefix_caching=first.prefix_caching, block_tokens=first.block_tokens)]
+    named = settings.pop("policy", None)
+    searched = (list(chosen.policies) if policies
+                else [capacity_policy(named, chosen.policies, lever_defaults(scenario))])
     seed_list = list(seeds) if seeds else [chosen.seed]
     tasks = [(chosen.cost_model, chosen.workload, p, chosen.slo, settings.get("low", 0.01),
               settings.get("high", 4.0), settings.get("steps", 10), settings.get("neighbour", 0.005),

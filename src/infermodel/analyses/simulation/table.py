@@ -19,12 +19,15 @@ reported at once with its file, key path and line. A scenario's ``[simulation]``
     output = { law = "lognormal", median = 1500, sigma = 0.6, min = 16, max = 4000 }
     sampler = "lab"
 
-    [simulation.slo]
-    ttft = "3 s"
-    itl = "100 ms"
+    [simulation.slo]                                        # objectives, at a percentile each
+    ttft = "p95 <= 1 s"                                     # or "3 s": at `percentile` (99)
+    itl = "p95 <= 50 ms"
+    e2e = "p99 <= 20 s"                                     # tpot too; none by default
+    goodput_itl = "max_gap"                                 # or "tpot": a request's ITL rule
+    rule = "joint"                                          # or "percentiles" (Lab 3's)
 
     [simulation.capacity]
-    policy = "chunked"
+    policy = "chunked"                                      # default: the simulation's policy
     low = 0.01
     high = 4.0
     steps = 10
@@ -34,6 +37,7 @@ reported at once with its file, key path and line. A scenario's ``[simulation]``
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -191,6 +195,84 @@ class WorkloadTable(TableValue):
         return dict(value)
 
 
+@attrs.frozen
+class Target:
+    """One latency objective: its limit in seconds and the percentile it is judged at
+    (None: the table's ``percentile``).
+    """
+
+    limit: float
+    percentile: float | None = None
+
+
+OBJECTIVE_EXPECTED = ('a time such as "1 s", a percentile objective such as "p95 <= 1 s", or '
+                      '"none"')
+_OBJECTIVE = re.compile(r"\s*p(\d+(?:\.\d+)?)\s*<=\s*(.+)")
+
+
+class Objective(TableValue):
+    """A latency objective: a time (``"3 s"``, ``0.1``), judged at the table's percentile,
+    or ``"pQ <= TIME"`` (``"p95 <= 1 s"``, ``"p99.9 <= 200 ms"``), any percentile in (0, 100);
+    ``"none"``: no objective on this metric.
+
+    >>> Objective.structure("p95 <= 50 ms")
+    Target(limit=0.05, percentile=95.0)
+    """
+
+    @classmethod
+    def structure(cls, value: Any) -> Target:
+        from ...units import UnitError, parse_quantity
+
+        if value == "none":  # no objective on this metric (a default one switched off)
+            return Target(math.inf)
+        percentile = None
+        if isinstance(value, str) and (found := _OBJECTIVE.fullmatch(value)) is not None:
+            percentile = float(found.group(1))
+            if not 0 < percentile < 100:
+                raise FieldValueError(f"p{found.group(1)} is not a percentile in (0, 100)",
+                                      expected=OBJECTIVE_EXPECTED)
+            value = found.group(2).strip()
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise FieldValueError(f"got {value!r}", expected=OBJECTIVE_EXPECTED)
+        try:
+            limit = float(parse_quantity(value, "s"))
+        except UnitError as exc:
+            raise FieldValueError(exc.message, expected=OBJECTIVE_EXPECTED) from None
+        if not (limit > 0 and _finite(limit)):
+            raise FieldValueError(f"got {value!r}", expected="a positive, finite time")
+        return Target(limit, percentile)
+
+
+class Percentile(TableValue):
+    """``percentile``: the percentile of objectives written without one, in (0, 100)."""
+
+    @classmethod
+    def structure(cls, value: Any) -> float:
+        if not _is_number(value) or not 0 < value < 100:
+            raise FieldValueError(f"got {value!r}", expected="a percentile in (0, 100), e.g. 95")
+        return float(value)
+
+
+def _choice_reader(name: str, choices: tuple[str, ...], doc: str) -> type[TableValue]:
+    def structure(cls, value: Any) -> str:
+        from ...errors import suggest
+
+        if value not in choices:
+            raise FieldValueError(f"got {value!r}", expected="one of " + ", ".join(map(repr, choices)),
+                                  suggestion=suggest(value, choices) if isinstance(value, str) else None)
+        return value
+
+    return type(name, (TableValue,), {"structure": classmethod(structure), "__doc__": doc})
+
+
+GoodputItl = _choice_reader("GoodputItl", ("max_gap", "tpot"),
+                            "``goodput_itl``: a request meets the ITL objective when every gap "
+                            "does (``max_gap``) or its mean gap, TPOT, does (``tpot``).")
+SloRule = _choice_reader("SloRule", ("joint", "percentiles"),
+                         "``rule``: the percentiles and the goodput share (``joint``), or the "
+                         "percentiles alone (``percentiles``, Module 10 Lab 3's capacity rule).")
+
+
 if TYPE_CHECKING:
     # To a type checker each field holds what its type's reader returns.
     Bytes = float
@@ -207,6 +289,10 @@ if TYPE_CHECKING:
     Turns = int
     Think = float
     Layout = str
+    ObjectiveValue = Target
+    PercentileValue = float
+    ItlRule = str
+    Rule = str
 else:
     from ...schema import Bytes, BytesPerSecond, Seconds
 
@@ -214,21 +300,44 @@ else:
                                                   PolicyList, WorkloadTable)
     Engine, History, SeedValue, Turns, Think = EngineName, HistoryMode, Seed, TurnCount, ThinkTime
     Layout = TableLayout
+    ObjectiveValue, PercentileValue, ItlRule, Rule = Objective, Percentile, GoodputItl, SloRule
 
 
 @attrs.frozen
 class SloTable:
-    """``[simulation.slo]``: the objectives a run is judged by (p99 TTFT and ITL)."""
+    """``[simulation.slo]``: the objectives a run is judged by, each at a percentile
+    (``percentile``, 99, unless written ``"p95 <= 1 s"``), the per-request ITL rule of
+    goodput and whether goodput's share counts (``rule``).
+    """
 
-    ttft: Seconds = 3.0
-    itl: Seconds = 0.1
+    ttft: ObjectiveValue = Target(3.0)
+    itl: ObjectiveValue = Target(0.1)
+    tpot: ObjectiveValue | None = None
+    e2e: ObjectiveValue | None = None
+    percentile: PercentileValue = 99.0
+    goodput_itl: ItlRule = "max_gap"
+    rule: Rule = "joint"
+
+    def slo(self):
+        """The simulator's :class:`~infermodel.simulator.SLO` of this table."""
+        from ...simulator import SLO
+
+        fields: dict[str, Any] = {"goodput_itl": self.goodput_itl, "rule": self.rule}
+        for metric in ("ttft", "itl", "tpot", "e2e"):
+            target = getattr(self, metric)
+            fields[metric] = math.inf if target is None else target.limit  # inf: none
+            fields[f"{metric}_percentile"] = (self.percentile if target is None or target.percentile is None
+                                              else target.percentile)
+        return SLO(**fields)
 
 
 @attrs.frozen
 class CapacityTable:
-    """``[simulation.capacity]``: the capacity search's policy and rate bracket."""
+    """``[simulation.capacity]``: the capacity search's policy and rate bracket (no policy:
+    the simulation's own, its chunked one if it has one).
+    """
 
-    policy: Policy = "chunked"
+    policy: Policy | None = None
     low: float = 0.01
     high: float = 4.0
     steps: int = 10

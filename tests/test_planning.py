@@ -1,0 +1,265 @@
+"""The deployment planner: its [plan] table, its answer reproduced by `simulate`, its
+JSON, launch line and plot, and the property its replica search rests on.
+
+The full example (Llama 3.1 70B FP8 at 20 requests/s on three cards,
+scenarios/plan-70b-chat.toml) is answered in docs/planning.rst and timed against brute
+force in benchmarks/bench_plan.py; the tests use a 3B model at 25 requests/s
+(tests/data/plan-small.toml), which asks the same questions in a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import infermodel
+from conftest import DATA, SCENARIOS
+from infermodel.cli import main
+
+SMALL = DATA / "plan-small.toml"
+EXAMPLE = SCENARIOS / "plan-70b-chat.toml"
+
+
+@pytest.fixture(scope="module")
+def found():
+    from infermodel.analyses.planning import plan
+
+    return plan(SMALL, overrides={"rate": 25})
+
+
+def _simulated(capsys, command: str, replicas: int) -> dict:
+    """Run a plan's reproduce line through the command line, with ``replicas`` servers."""
+    words = shlex.split(command)[1:]
+    words[words.index("--replicas") + 1] = str(replicas)
+    capsys.readouterr()
+    assert main([*words, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)["runs"][0]
+
+
+def test_best_deployment_is_reproduced_by_simulate_and_one_replica_fewer_misses(found, capsys):
+    best = found.best
+    assert best is not None and best.replicas >= 2
+    command = best.command(str(SMALL))
+    met = _simulated(capsys, command, best.replicas)
+    assert met["slo_met"] is True
+    # The same numbers the plan judged: same seed, same requests, same servers.
+    for name in ("ttft_p95", "itl_p95", "goodput_fraction"):
+        assert met["metrics"][name] == best.trial.metrics[name]
+    fewer = _simulated(capsys, command, best.replicas - 1)
+    assert fewer["slo_met"] is False
+    assert best.below is not None and not best.below.met
+    assert fewer["metrics"]["itl_p95"] == best.below.metrics["itl_p95"]
+
+
+def test_answer_ranks_feasible_deployments_by_monthly_cost(found):
+    costs = [d.cost.per_month for d in found.deployments]
+    assert costs == sorted(costs) and len(costs) >= 2
+    assert all(d.trial.met for d in found.deployments)
+    cards = found.per_card()
+    assert set(cards) <= {"l4", "l40s", "a100-40gb"} and found.best in cards.values()
+    # Every figure of the best deployment has an interval around it, within its objective.
+    for target in found.best.trial.verdict.targets:
+        assert target.low <= target.value <= target.high and target.value <= target.limit
+
+
+def test_plan_json_has_the_issue_shape(found):
+    data = found.to_dict()
+    best = data["best"]
+    for key in ("hardware", "engine", "tp", "pp", "ep", "dp", "replicas", "gpus", "feasible",
+                "cost_per_month", "cost_per_million_tokens", "cost_per_million_output_tokens",
+                "metrics", "overrides"):
+        assert key in best, key
+    assert best["feasible"] is True and best["ep"] == 1 and best["dp"] == 1
+    assert best["gpus"] == best["replicas"] * best["tp"] * best["pp"]
+    assert {"ttft_p95", "itl_p95", "goodput_fraction"} <= set(best["metrics"])
+    assert best["overrides"]["hardware.preset"] == best["hardware"]
+    assert "at the planned load" in best["cost"]["assumption"]
+    assert [d["cost_per_month"] for d in data["deployments"] if d["feasible"]] == sorted(
+        d["cost_per_month"] for d in data["deployments"] if d["feasible"])
+    json.dumps(data, allow_nan=False)
+
+
+def test_plan_command_prints_launch_line_and_draws_the_plot(tmp_path, capsys):
+    picture = tmp_path / "plan.png"
+    assert main(["plan", str(SMALL), "--rate", "25", "--launch", "--plot", str(picture)]) == 0
+    out = capsys.readouterr().out
+    assert "best: " in out and "reproduce: infermodel simulate" in out
+    launch = out.split("launch:\n", 1)[1]
+    assert "vllm serve meta-llama/Llama-3.2-3B-Instruct --tensor-parallel-size" in launch
+    assert "--max-num-batched-tokens" in launch and "--gpu-memory-utilization 0.9" in launch
+    assert "vLLM 0.8.5" in launch
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plan_table_problems_are_reported_together(write_scenario, capsys):
+    path = write_scenario(f'''
+extends = "{SMALL}"
+[plan]
+rate = -3
+ttft = "p120 <= 1 s"
+tensr = [1, 2]
+engines = ["vllmm"]
+''')
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "4 errors" in err
+    assert "plan.rate" in err and "plan.ttft" in err and "did you mean 'tensor'" in err
+    assert "did you mean 'vllm'" in err and f"{path}:" in err
+
+
+def test_a_plan_needs_a_load_and_an_objective(write_scenario, capsys):
+    path = write_scenario(f'extends = "{SMALL}"\n[plan]\nrate = 0.5\nconcurrency = 8\nttft = "none"\n'
+                          'itl = "none"\n')
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "rate (requests/s) or concurrency" in err and "no latency objective" in err
+    assert main(["plan", str(SCENARIOS / "case-study-24gb.toml")]) == 2
+    assert "has no [plan] table" in capsys.readouterr().err
+
+
+def test_candidates_that_cannot_load_are_set_aside_with_the_reason():
+    from infermodel.analyses.planning import plan
+
+    result = plan(EXAMPLE, overrides={"hardware": ["l4"], "requests": 100, "max_requests": 100,
+                                      "max_gpus": 2})
+    assert result.best is None
+    reasons = " ".join(result.notes.values())
+    assert "leave no memory for the KV cache" in reasons
+    assert "no deployment within 2 GPUs" in result.text()
+
+
+def test_layout_degrees_are_data():
+    # Each degree of the space has a [plan] key, a JSON name, a field it sets and a
+    # launch flag per engine; the table's keys are built from it.
+    from infermodel.analyses.planning import DEGREES, ENGINES
+    from infermodel.analyses.planning.table import PLAN_KEYS
+
+    for degree in DEGREES:
+        assert degree.key in PLAN_KEYS
+        assert set(degree.flags) <= set(ENGINES)
+    from infermodel.analyses.planning.space import Candidate
+
+    server = Candidate("h200", "vllm", {"tensor": 4, "pipeline": 2})
+    assert server.gpus == 8 and server.json_degrees() == {"tp": 4, "pp": 2, "ep": 1, "dp": 1}
+    assert server.layout_overrides()["levers.parallelism.pipeline"] == 2
+
+
+def _finalist(card: str):
+    from infermodel.analyses.planning.planner import _consider, read_plan
+    from infermodel.analyses.planning.space import Candidate
+
+    scenario = infermodel.load_scenario(SMALL)
+    _, finalist = _consider(scenario, read_plan(scenario),
+                            Candidate(card, "vllm", {"tensor": 1, "pipeline": 1}), 0)
+    return finalist
+
+
+@settings(max_examples=12, deadline=None)
+@given(card=st.sampled_from(["l4", "l40s"]), rate=st.floats(2, 70), replicas=st.integers(1, 6))
+def test_adding_a_replica_never_makes_a_deployment_infeasible(card, rate, replicas):
+    from infermodel.analyses.planning.search import Settings, trial
+
+    finalist = attrs.evolve(_finalist(card), rate=rate)
+    chosen = Settings(requests=200, max_requests=200)
+    fewer = trial(finalist, replicas, chosen, grow=False)
+    more = trial(finalist, replicas + 1, chosen, grow=False)
+    assert not fewer.met or more.met, (card, rate, replicas)
+
+
+def test_brute_force_finds_the_same_best_deployment():
+    from infermodel.analyses.planning import plan
+
+    quick = {"rate": 25, "requests": 200, "max_requests": 400, "hardware": ["l40s", "a100-40gb"]}
+    planned = plan(SMALL, overrides=quick)
+    brute = plan(SMALL, overrides={**quick, "max_gpus": 6}, brute_force=True)
+    assert (planned.best.label, planned.best.replicas) == (brute.best.label, brute.best.replicas)
+    assert planned.runs < brute.runs
+
+
+def test_read_plan_overrides_come_from_the_command_line():
+    from infermodel.analyses.planning import read_plan
+
+    table = read_plan(infermodel.load_scenario(SMALL), {"rate": 40.0, "itl": "p99 <= 60 ms"})
+    assert table.rate == 40.0 and table.itl.percentile == 99 and table.itl.limit == pytest.approx(0.06)
+
+
+def test_expert_and_attention_data_degrees_are_candidates_and_launch(write_scenario):
+    # Expert parallelism and data-parallel attention are layout degrees like the others:
+    # listed in [plan], set on the parallelism lever, launched with each engine's flags.
+    from infermodel.analyses.planning import plan
+
+    path = write_scenario('''
+[scenario]
+name = "moe-plan"
+[model]
+preset = "qwen1.5-moe-a2.7b"
+[hardware]
+preset = "h100-sxm"
+[workload]
+prompt_tokens = 600
+output_tokens = 80
+[efficiency]
+preset = "sglang"
+[plan]
+rate = 4
+ttft = "p95 <= 2 s"
+engines = ["sglang"]
+tensor = [1]
+attention_data = [2]
+expert = [2]
+requests = 100
+max_requests = 100
+checkpoint = "Qwen/Qwen1.5-MoE-A2.7B"
+''')
+    found = plan(path)
+    best = found.best
+    assert best is not None and best.candidate.gpus_per_server == 2
+    assert best.to_dict()["dp"] == 2 and best.to_dict()["ep"] == 2
+    assert best.overrides["levers.parallelism.expert"] == 2
+    launch = found.launch()
+    assert "--dp-size 2" in launch and "--enable-dp-attention" in launch and "--ep-size 2" in launch
+
+
+def test_disaggregated_units_are_planned_and_reproduced():
+    from infermodel.analyses.planning import plan
+    from infermodel.analyses.simulation import simulate
+
+    found = plan(SMALL, overrides={"rate": 25, "pools": ["1P1D"], "hardware": ["l40s"],
+                                   "tensor": [1], "requests": 200, "max_requests": 400})
+    best = found.best
+    assert best is not None and best.candidate.pools.disaggregated and best.gpus == 2 * best.replicas
+    assert best.overrides["simulation.disaggregation.decode"] == best.replicas
+    run = simulate(SMALL, overrides=best.overrides).runs[0]
+    assert run.metrics["slo_met"] == 1.0
+    assert run.metrics["itl_p95"] == best.trial.metrics["itl_p95"]
+    assert "prefill and" in found.launch()
+
+
+def test_cards_searched_on_worker_processes_give_the_same_answer():
+    from infermodel.analyses.planning import plan
+
+    quick = {"rate": 25, "requests": 200, "max_requests": 400, "hardware": ["l4", "l40s"]}
+    serial = plan(SMALL, overrides=quick)
+    spread = plan(SMALL, overrides=quick, scheduler="processes")
+    assert [(d.label, d.trial.metrics) for d in serial.deployments] == [
+        (d.label, d.trial.metrics) for d in spread.deployments]
+
+
+def test_a_concurrency_load_is_split_over_replicas_and_reproduced():
+    # concurrency = N: N closed-loop clients shared evenly by the replicas; the overrides
+    # reproduce one replica with its share.
+    from infermodel.analyses.planning import plan
+    from infermodel.analyses.simulation import simulate
+
+    scenario = infermodel.load_scenario(SMALL, unset=["plan.rate"])
+    found = plan(scenario, overrides={"concurrency": 64, "requests": 200, "max_requests": 800})
+    best = found.best
+    clients = best.overrides["simulation.concurrency"]
+    assert clients == [-(-64 // best.replicas)] and "--replicas" not in best.command(str(SMALL))
+    run = simulate(scenario, overrides=best.overrides).runs[0]
+    assert run.concurrency == clients[0] and run.metrics["slo_met"] == 1.0
