@@ -54,10 +54,9 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from . import physical
 from .errors import SimulationError
 from .layout import LAYOUT_QUANTITIES, ParallelLayout
-from .physical import Collectives, Physical
+from .physical import Collectives, Physical, one_iteration, products, step
 from .speculation import SPECULATION_QUANTITIES, Speculation
 
 __all__ = ["CONVENTION_QUANTITIES", "EXTENSION_QUANTITIES", "PHYSICAL_QUANTITIES", "QUANTITY_NAMES",
@@ -619,7 +618,7 @@ class CostModel:
             first = positions.item()
             count1 = first if sequences is None else float(np.asarray(sequences).item())
             heads1 = count1 if scored is None else float(np.asarray(scored).item())
-            return np.full(positions.shape, physical.one_iteration(
+            return np.full(positions.shape, one_iteration(
                 self, first, attention.item(), cached.item(), count1, heads1))
         micro = np.maximum(1.0, np.minimum(float(self.stages), count))
         scale = self.stages / micro
@@ -627,7 +626,7 @@ class CostModel:
         weights = self.weights_read(positions / micro)
         heads = count if scored is None else np.asarray(scored, dtype=np.float64)
         if self.physical is not None:
-            matmul = physical.products(self, positions, heads, micro)
+            matmul = products(self, positions, heads, micro)
         elif self.head_params:
             # The head scores one position per scheduled sequence (engine convention).
             matmul = (self.flops_per_body_position * positions
@@ -640,7 +639,7 @@ class CostModel:
             weights, cached, matmul, pairs, comm = self._busiest(
                 positions, count, micro, weights, cached, matmul, pairs, comm)
         if self.physical is not None:
-            time = physical.step(self, positions, count, micro, weights, cached, matmul, pairs)
+            time = step(self, positions, count, micro, weights, cached, matmul, pairs)
         else:
             memory_time = (self.stages * weights
                            + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
