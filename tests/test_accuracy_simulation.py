@@ -198,7 +198,9 @@ def test_rows_on_a_refined_card_are_predicted_with_its_preset(tmp_path, host):
         pytest.skip("no per-card refinement is shipped")
     family, _, card = refined[0].partition("-")
     engine = {"trtllm": "trtllm 1.0", "vllm": "vllm 0.10", "sglang": "sglang 0.4"}[family]
-    lines = [HEADER] + [f"{c},https://example.org,{engine},{c},1,llama-2-7b,,,,1,1,128,1,1,ttft_ms,"
+    # A 4,096-token prompt: a compute-bound prefill, so the card's own GEMM ceiling shows (a
+    # short one is bound by the kernel launches, which a refinement leaves to the engine).
+    lines = [HEADER] + [f"{c},https://example.org,{engine},{c},1,llama-2-7b,,,,1,1,4096,1,1,ttft_ms,"
                         f"unspecified,10" for c in (card, "rtx-4090")]
     path = tmp_path / "ledger.csv"
     path.write_text("\n".join(lines) + "\n")
