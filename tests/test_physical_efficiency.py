@@ -48,6 +48,17 @@ def test_a_stated_convention_keeps_the_fixed_model(write_scenario):
     assert "kernels_per_step" not in infermodel.evaluate(SCENARIOS / "case-study-24gb.toml")
 
 
+def test_a_fixed_efficiency_under_a_stated_physical_model_is_replaced_with_a_warning(write_scenario):
+    # The vllm preset states model = "physical": a prefill_mfu the scenario writes beside it
+    # is replaced like the rest, and the result says so (it was silent).
+    r = infermodel.evaluate(bare(write_scenario, efficiency='preset = "vllm"\nprefill_mfu = 0.5'))
+    assert r["prefill_mfu"] == r["gemm_fraction"] * r["gemm_format_fraction"] != 0.5
+    found = [w for w in r.warnings if w.quantity == "prefill_mfu"]
+    assert len(found) == 1 and 'efficiency.model = "fixed"' in found[0].message
+    plain = infermodel.evaluate(bare(write_scenario, efficiency='preset = "vllm"'))
+    assert not [w for w in plain.warnings if w.quantity in ("prefill_mfu", "decode_mfu", "mbu", "t0")]
+
+
 def test_parameters_are_the_engines_fitted_values_inside_their_bounds(write_scenario):
     import tomllib
 
