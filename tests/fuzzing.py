@@ -650,6 +650,91 @@ def make_layout_case(seed: int, ctx: Context) -> Case:
     return Case(seed, command, argv, toml_document(data), f"from {name}; " + "; ".join(changed))
 
 
+#: The options ``validate --ledger silicon`` adds, with values worth trying on them.
+SILICON_OPTIONS = {
+    "--kernels": ["measured", "roofline", "", "MEASURED"],
+    "--loop": ["analytic", "simulated", "nope"],
+    "--jobs": ["1", "0", "-3", "300", "x"],
+    "--sample": ["1", "2", "0", "-1", "1e9", "two"],
+    "--format": ["json", "table", "csv"],
+}
+SILICON_FLAGS = ("--compare", "--calibrated", "--rows", "--no-rows", "--fit")
+
+
+def make_silicon_case(seed: int, ctx: Context) -> Case:
+    """``validate --ledger silicon`` on a one- or two-point sample, with the options it
+    adds (measured kernels, the comparison, the loop, worker processes, the sample) set
+    to valid, invalid and conflicting values, and an output or plot target.
+    """
+    rng = random.Random(seed)
+    argv = ["validate", "--ledger", "silicon", "--sample", rng.choice(["1", "2"])]
+    for _ in range(rng.randint(1, 4)):
+        if rng.random() < 0.6:
+            flag = rng.choice(sorted(SILICON_OPTIONS))
+            argv += [flag, rng.choice(SILICON_OPTIONS[flag])]
+        else:
+            argv.append(rng.choice(SILICON_FLAGS))
+    if "--sample" in argv[5:] and rng.random() < 0.7:
+        # Keep most cases to a sample of one or two points.
+        index = argv.index("--sample", 5)
+        del argv[index:index + 2]
+    if rng.random() < 0.3:
+        argv += [rng.choice(["-o", "--plot"]),
+                 str(_target(rng, ctx, ctx.workdir, str(ctx.workdir / "scenarios" / "x.toml")))]
+    if "--jobs" not in argv:
+        argv += ["--jobs", "1"]  # worker processes are started only when asked
+    return Case(seed, "validate", argv, None, "silicon ledger options")
+
+
+#: Scenarios whose layers or layout the measured kernel tables cover in more than one
+#: way (latent attention, state-space and linear-attention layers, DP attention and EP).
+MEASURED_SCENARIOS = ("deepseek-r1-ep8-dp8.toml", "deepseek-v3-8xh200-fp8.toml",
+                      "qwen3-next-80b-hybrid-state.toml", "nemotron-h-8b-one-h100.toml",
+                      "jamba-1.5-mini-256k.toml", "minimax-m1-1m-context.toml",
+                      "measured-llama-3.1-8b-fp8-h200.toml")
+MEASURED_FIELDS = (("efficiency", "engine", ("vllm", "sglang", "tensorrt-llm", "none", "x")),
+                   ("efficiency", "engine_version", ("0.24.0", "0.5.14", "1.3.0rc20", "9", "")),
+                   ("hardware", "kernel_system", ("h200_sxm", "h100_sxm", "b200_sxm", "l40s",
+                                                  "gb200", "nope")),
+                   ("workload", "batch", (1, 3, 64, 1000, 10**6)),
+                   ("workload", "prompt_tokens", (1, 4096, 10**6)),
+                   ("levers.parallelism", "attention_data", (1, 2, 8, 3)),
+                   ("levers.parallelism", "expert", (1, 4, 8, 16)),
+                   ("levers.parallelism", "expert_dispatch", ("all_gather", "all_to_all")),
+                   ("levers.parallelism", "communication", ("efficiency", "all_reduce")))
+MEASURED_COMMANDS = ("check", "run", "ops", "explain", "simulate")
+
+
+def make_measured_case(seed: int, ctx: Context) -> Case:
+    """A case that times a scenario with latent attention, hybrid layers or a layout from
+    the measured kernel tables, with its engine, card, version, workload or layout varied.
+    """
+    rng = random.Random(seed)
+    name = rng.choice(MEASURED_SCENARIOS)
+    data = copy.deepcopy(ctx.scenarios[name])
+    data.setdefault("efficiency", {})["kernels"] = "measured"
+    data["efficiency"].setdefault("engine", "vllm")
+    changed = []
+    for _ in range(rng.randint(1, 3)):
+        section, field, values = rng.choice(MEASURED_FIELDS)
+        table = data
+        for part in section.split("."):
+            table = table.setdefault(part, {})
+        table[field] = rng.choice(values)
+        changed.append(f"{section}.{field} = {table[field]!r}")
+    command = rng.choice(MEASURED_COMMANDS)
+    scenario = str(ctx.workdir / "scenarios" / "case.toml")
+    argv = [command, scenario]
+    if command == "explain":
+        argv.append(rng.choice(["tpot", "capacity_step_time", "decode_time_kernels",
+                                "decode_kernel_state_update_time", "decode_kernel_ffn_time"]))
+    if command == "ops":
+        argv += ["--phase", rng.choice(["decode", "prefill"])]
+    if command == "simulate":
+        argv += ["--set", "simulation.workload.count=20", "--rate", "0.2"]
+    return Case(seed, command, argv, toml_document(data), f"from {name}; " + "; ".join(changed))
+
+
 HYBRID_CONFIGS = [ROOT / "src" / "infermodel" / "data" / "configs" / f"{name}.json" for name in (
     "ai21-jamba-1.5-mini", "nemotron-h-8b-base-8k", "minimax-m1", "llama-3.3-nemotron-super-49b-v1")]
 

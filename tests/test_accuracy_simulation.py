@@ -118,15 +118,23 @@ def test_the_analytic_stand_in_at_one_client_is_the_roofline():
     assert float(state.ttft) == 0.2 and float(state.itl) == 0.01
 
 
-def test_rows_beyond_the_simulation_bound_give_a_reason(tmp_path, host):
-    from infermodel.accuracy.predictions import predict_rows
+def test_rows_beyond_the_simulation_bound_take_the_analytic_closed_loop(tmp_path, host):
+    from infermodel.accuracy.predictions import (
+        ANALYTIC,
+        predict_arrays,
+        predict_rows,
+        preset_efficiency,
+    )
+    from infermodel.accuracy.predictions import row_model as _row_model
 
     (row,) = _rows(tmp_path, 40_000, isl=400, osl=400, metrics=("ttft_ms",),
                    model="smollm2-135m")
     assert ROUNDS * 40_000 * 800 > MAX_TOKENS
     assert "tokens" in unsupported(row)
     (point,) = predict_rows([row], host=host).points
-    assert point.predicted is None and "bound" in point.reason
+    model = _row_model(row, host=host)
+    expected = predict_arrays(model, row, preset_efficiency("vllm", host=host).candidates())[0]
+    assert point.method == ANALYTIC and point.predicted == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.slow

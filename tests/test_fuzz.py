@@ -14,6 +14,7 @@ traceback, within its time limit and address-space limit, with no file it read c
 from __future__ import annotations
 
 import collections
+import importlib.util
 import multiprocessing
 import os
 import time
@@ -94,6 +95,41 @@ def test_fuzz_the_layout_fields(context):
                 failures.append(f"{'; '.join(wrong)}\n{case.describe()}\nstatus "
                                 f"{outcome.status}\n{outcome.err[-3000:]}")
     assert not failures, _report(12, failures)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") is None,
+                    reason='the silicon ledger needs pip install "infermodel[kernels]"')
+def test_fuzz_the_silicon_ledger_options(context):
+    # validate --ledger silicon: measured kernels, the comparison, the loop, worker
+    # processes and the sample, valid, invalid and conflicting, on one or two points.
+    failures = []
+    with fuzzing.memory_limit(), fuzzing.small_caps():
+        for seed in range(400_000, 400_006):
+            case = fuzzing.make_silicon_case(seed, context)
+            outcome = fuzzing.run_case(case, context)
+            wrong = fuzzing.judge(case, outcome, context)
+            if wrong:
+                failures.append(f"{'; '.join(wrong)}\n{case.describe()}\nstatus "
+                                f"{outcome.status}\n{outcome.err[-3000:]}")
+    assert not failures, _report(6, failures)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") is None,
+                    reason='the measured kernel tables are not installed (pip install "infermodel[kernels]")')
+def test_fuzz_measured_kernels_over_latent_hybrid_and_layout_scenarios(context):
+    # Measured kernels on latent attention, state-space and linear-attention layers and
+    # DP/EP layouts, with engines, cards, versions and workloads the tables do and do not
+    # hold: a result with its warnings, or one message.
+    failures = []
+    with fuzzing.memory_limit(), fuzzing.small_caps():
+        for seed in range(400_000, 400_010):
+            case = fuzzing.make_measured_case(seed, context)
+            outcome = fuzzing.run_case(case, context)
+            wrong = fuzzing.judge(case, outcome, context)
+            if wrong:
+                failures.append(f"{'; '.join(wrong)}\n{case.describe()}\nstatus "
+                                f"{outcome.status}\n{outcome.err[-3000:]}")
+    assert not failures, _report(10, failures)
 
 
 def _overall_limit(cases: int, workers: int) -> float:

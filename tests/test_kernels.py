@@ -93,19 +93,44 @@ def test_between_two_measured_weights_the_configurations_blend_log_log(gemm):
     assert gemm(16.0, 28672.0, 4096.0) == pytest.approx(low ** (1 - w) * high ** w, rel=1e-12)
 
 
-def test_beyond_the_grid_the_time_scales_by_the_roofline_ratio(gemm, kernels):
+def test_beyond_the_largest_m_a_gemm_is_blocks_of_the_largest(gemm):
+    # 65,536 tokens are two blocks of the largest m measured (32,768): the time of the
+    # edge row, doubled (compute-bound there: the kernel's efficiency held).
     edge = _latency_s(GEMM, gemm_dtype="fp8", m=32768, n=4096, k=4096)
+    assert gemm(65536.0, 4096.0, 4096.0) == pytest.approx(2 * edge, rel=1e-12)
+    assert gemm.outside(65536.0, 4096.0, 4096.0) is None
+    assert "2 blocks of the largest measured 32768" in gemm.blocks_at(65536.0, 4096.0, 4096.0)
+    assert gemm.outside(32.0, 4096.0, 4096.0) is None and gemm.blocks_at(32.0, 4096.0, 4096.0) is None
+
+
+def test_a_weight_wider_than_any_measured_is_column_blocks(gemm):
+    # Llama 3's head (n = 128,256) is wider than the widest n measured (65,536): columns
+    # in blocks of 65,536, time proportional to n.
+    widest = max(row["n"] for row in _rows(GEMM, gemm_dtype="fp8", k=4096))
+    assert widest == 65536
+    edge = _latency_s(GEMM, gemm_dtype="fp8", m=16, n=65536, k=4096)
+    assert gemm(16.0, 128256.0, 4096.0) == pytest.approx(edge * 128256 / 65536, rel=1e-12)
+    assert gemm.outside(16.0, 128256.0, 4096.0) is None
+    assert "n 128256: 1.957 blocks" in gemm.blocks_at(16.0, 128256.0, 4096.0)
+
+
+def test_beyond_the_grid_the_time_scales_by_the_roofline_ratio(kernels):
+    # A prompt longer than the longest measured (16,384) is not blocks: causal attention
+    # grows with the square of its length; the edge row is scaled by the roofline ratio.
+    lookup = kernels.lookup("h200_sxm", "vllm", "0.24.0", "context_attention", kv_dtype="bfloat16")
+    edge = _latency_s(CONTEXT, kv_cache_dtype="bfloat16", batch_size=1, isl=16384, num_heads=32,
+                      num_key_value_heads=8, head_dim=128, window_size=0)
     card = kernels.card("h200_sxm")
 
-    def roofline(m):
-        return max(2 * m * 4096 * 4096 / card["fp8_tc_flops"],
-                   (m * 4096 + 4096 * 4096 + 2 * m * 4096) / card["mem_bw"])
+    def roofline(s):
+        flops = 4 * 32 * 128 * (s * s - s * s / 2)
+        moved = s * (2 * 32 * 128 * 2 + 2 * 8 * 128 * 2)
+        return max(flops / card["bfloat16_tc_flops"], moved / card["mem_bw"])
 
-    assert card["fp8_tc_flops"] == 1.978e15 and card["mem_bw"] == 4.8e12
-    assert gemm(65536.0, 4096.0, 4096.0) == pytest.approx(
-        edge * roofline(65536) / roofline(32768), rel=1e-12)
-    assert "2× beyond the measured 32768" in gemm.outside(65536.0, 4096.0, 4096.0)
-    assert gemm.outside(32.0, 4096.0, 4096.0) is None
+    full = kernels.FULL_WINDOW
+    assert lookup(1.0, 32768.0, 32.0, 8.0, 128.0, full) == pytest.approx(
+        edge * roofline(32768) / roofline(16384), rel=1e-12)
+    assert "2× beyond the measured 16384" in lookup.outside(1.0, 32768.0, 32.0, 8.0, 128.0, full)
 
 
 def test_arrays_give_the_scalar_paths_numbers(gemm):

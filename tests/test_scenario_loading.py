@@ -97,11 +97,11 @@ EXPECTED_WARNINGS = {
     "module10-routing.toml": ["routing_mean_e2e_latency"],
     # Latency from measured rates, which do not follow batch, prompt or context
     "module10-measured-rates.toml": ["tpot"],
-    # Measured kernels: the step with the cache full keeps the roofline (said with the
-    # size), and the output head's n (the 128,256-word vocabulary) is beyond the GEMM
-    # table's largest n (65,536), scaled from it by the roofline ratio
-    "measured-llama-3.1-8b-fp8-h200.toml": ["capacity_step_time", "prefill_kernel_head_time",
-                                            "decode_kernel_head_time"],
+    # Measured kernels: the step with the cache full (468 sequences at 1,536 positions)
+    # reads generation-attention cells the table did not measure (its collector skips the
+    # largest batch × length products), filled by the roofline ratio. The output head's
+    # 128,256 columns are column blocks of the widest measured GEMM: stated, not warned.
+    "measured-llama-3.1-8b-fp8-h200.toml": ["capacity_step_time"],
     # Expert parallelism with the uniform-routing imbalance, sized against a measured skew
     "deepseek-r1-ep8-dp8.toml": ["parallel_expert_imbalance"],
 }

@@ -3,19 +3,25 @@ measured-kernels plugin registers it through ``infermodel_iteration_cost``).
 
 A serving iteration runs T scheduled tokens through the model in one pass: D decodes
 (one token each, at their cached lengths) and P prefill chunks of k new tokens each
-after c cached ones. Its time is the decode step's operators re-read at those counts::
+after c cached ones. Its time is the decode step's operators re-read at those counts,
+each as what its time follows (:attr:`.kernel_plan.Timed.shape`)::
 
-    GEMMs, MoE, all-reduces, norms, embedding    at T tokens (the head at the positions
-                                                  it scores)
-    generation attention                         at D sequences, the decodes' mean
-                                                  cached length + 1
-    context attention                            at P prompts of k tokens, times the
-                                                  pairs a chunk after c cached tokens has
-                                                  over those of a fresh prompt:
+    tokens: GEMMs, MoE, all-reduces, norms,       at T tokens (the head at the positions
+            embedding                             it scores)
+    attention: attention, latent attention        decode: at D sequences, the decodes'
+                                                  mean cached length + 1; prefill: at P
+                                                  prompts of k tokens, times the pairs a
+                                                  chunk after c cached tokens has over
+                                                  those of a fresh prompt:
                                                   (k·c + k(k+1)/2) / (k(k+1)/2)
+    state: a recurrence (linear attention,        decode: at D sequences; prefill: at P
+           state space)                           prompts of k tokens (the state carries
+                                                  what is cached: no pair scaling)
 
-Each operator's formula is the one the scenario's step uses (``<phase>_kernel_<op>_time``),
-compiled once with the moving counts as arguments and every other quantity at its value.
+A latent attention module's operators follow the attention (its projections are inside
+the measured module). Each operator's formula is the one the scenario's step uses
+(``<phase>_kernel_<op>_time``), compiled once with the moving counts as arguments and
+every other quantity at its value.
 """
 
 from __future__ import annotations
@@ -38,17 +44,19 @@ class MeasuredIterations:
         self.scored: list = []
         self.decode_attention: list = []
         self.prefill_attention: list = []
+        self.prefill_state: list = []
         for t in timed:
             arguments: tuple
-            attention = t.name.startswith("attention")
-            if t.phase == "prefill" and not attention:
+            sequences = t.shape != "tokens"
+            if t.phase == "prefill" and not sequences:
                 continue
-            if t.phase == "decode" and attention:
+            if t.phase == "decode" and sequences:
                 moving = {S.batch: decodes, S.context: context}
                 target, arguments = self.decode_attention, (decodes, context)
             elif t.phase == "prefill":
                 moving = {S.batch: chunks, S.prompt_tokens: length}
-                target, arguments = self.prefill_attention, (chunks, length)
+                target = self.prefill_attention if t.shape == "attention" else self.prefill_state
+                arguments = (chunks, length)
             elif t.name == "head":
                 moving = {S.batch: tokens}
                 target, arguments = self.scored, (tokens,)
@@ -85,6 +93,8 @@ class MeasuredIterations:
             pairs = (k * np.asarray(chunk_cached, dtype=np.float64) + fresh) / fresh
             for part in self.prefill_attention:
                 time = time + np.where(chunks > 0, part(prompts, k) * pairs, 0.0)
+            for part in self.prefill_state:
+                time = time + np.where(chunks > 0, part(prompts, k), 0.0)
         return time
 
     def describe(self) -> list[str]:
@@ -92,7 +102,8 @@ class MeasuredIterations:
                 "all-reduces and elementwise operators at its tokens, the head at the "
                 "positions it scores, generation attention at its decodes and their mean "
                 "cached length, context attention at its prefill chunks (scaled by the "
-                "pairs a chunk after cached tokens adds)"]
+                "pairs a chunk after cached tokens adds), recurrences at its decodes and "
+                "prefill chunks"]
 
 
 __all__ = ["MeasuredIterations"]

@@ -96,6 +96,7 @@ from sympy import ceiling, floor
 
 from infermodel.plugin import S
 
+from .layout_kernels import collective_kernels
 from .shapes import (
     ffn_block,
     moe_layer_count,
@@ -617,8 +618,11 @@ def define_communication(scenario, lay: Layout, define, hops) -> None:
                        "serving simulator scales it by the busiest expert rank)", reference=DEEPSEEK)
 
 
-def define_operators(scenario, lay: Layout, define) -> None:
-    """The layout's collectives as operators with their own times (decode and prefill)."""
+def define_operators(scenario, lay: Layout, define, wire=None) -> None:
+    """The layout's collectives as operators with their own times (decode and prefill), and
+    the measured kernels each is made of (:mod:`.layout_kernels`); ``wire``: bytes of a
+    dispatched value.
+    """
     f_dp = S.parallel_attention_batch_factor
     what = {"all_reduce": "ring all-reduces within each DP rank's tensor cards (attention" +
                           (", dense layers" if lay.dense == "replicated" else "") +
@@ -635,6 +639,8 @@ def define_operators(scenario, lay: Layout, define) -> None:
         hops = (S.parallel_pipeline_degree - 1) * (
             per_micro * S.d_model * S.parallel_activation_bytes / S.parallel_link_bandwidth
             + S.parallel_link_latency)
+        kernels = collective_kernels(scenario, lay, per_micro, layer_counts(scenario, lay),
+                                     wire, hops)
         for name, (time, moved) in comm_parts(scenario, lay, per_micro, f_dp, f_ep).items():
             if name == "all_reduce":
                 if lay.tensor == 1 and lay.pipeline == 1:
@@ -644,7 +650,8 @@ def define_operators(scenario, lay: Layout, define) -> None:
                 continue  # nothing is gathered: dense layers per rank, experts by all-to-all
             define(phase, name, flops=0, bytes=moved * S.parallel_microbatches, time=time,
                    description=what[name] + "; added to the step by the parallelism lever",
-                   reference=DEEPSEEK if name.startswith("expert") else SGLANG_DPA)
+                   reference=DEEPSEEK if name.startswith("expert") else SGLANG_DPA,
+                   kernels=kernels.get(name, ()))
 
 
 def comm_coefficients(scenario, lay: Layout):

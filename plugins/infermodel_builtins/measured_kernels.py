@@ -30,31 +30,25 @@ serving, §1–§2 (the roofline each operator falls back to).
 
 from __future__ import annotations
 
-import re
-import weakref
-
-import attrs
 import sympy
-from sympy import Max as _Max
-from sympy import ceiling
 
 import infermodel.plugin as door
 from infermodel.plugin import (
     InfermodelError,
     S,
     Stage,
-    collect_operators,
     hookimpl,
     suggest,
     table_of,
-    tabulated,
     tabulated_calls,
 )
 
-from . import M10
-from .operator_kernels import FULL
+from . import M10, kernel_plan
+from .kernel_plan import PHASES, Plan, Setup
+from .layout_kernels import all_reduce, collective_kernels
+from .layouts import layer_counts
 from .parallelism import degrees
-from .quantization import effective_lever, weight_formats
+from .parallelism import layout as parallel_layout
 
 TABLES = ("NVIDIA aiconfigurator-core 0.12 measured kernel tables (Apache-2.0): "
           "systems/data/<system>/<family>/<engine>/<version>")
@@ -62,16 +56,16 @@ ROOFLINE = f"{M10}, §1–§2 (each operator on its own roofline)"
 CHOICES = ("roofline", "measured")
 #: efficiency.engine -> the engine's folder name in the tables.
 ENGINE_TABLES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "trtllm": "trtllm"}
-PHASES = ("prefill", "decode")
-#: Kernel families that no table measures: the operator keeps its roofline by nature.
-ELEMENTWISE = "elementwise"
-#: Short names of the families in table-function names.
-SHORT = {"gemm": "gemm", "context_attention": "ctx", "generation_attention": "gen",
-         "moe": "moe", "all_reduce": "ar"}
-
-
-def Max(*args):
-    return _Max(*args, evaluate=False)
+#: Levers whose own step formulas stay the roofline's under measured kernels, and what.
+ROOFLINE_LEVERS = {
+    "speculative": "the draft's steps and the verification step behind spec_speedup (a ratio "
+                   "of roofline steps, applied to the measured decode step)",
+    "chunked_prefill": "the hybrid iteration of a prefill chunk and the decodes "
+                       "(hybrid_time_compute, hybrid_time_memory, chunk_stall_vs_decode)",
+    "prefix_cache": "the prefill time a prefix hit saves (prefix_prefill_time_saved, taken off "
+                    "the measured prefill)",
+    "batching": "the static batch's slot step",
+}
 
 
 # ---------------------------------------------------------------------------------
@@ -100,19 +94,6 @@ def infermodel_register_fields(register):
 # ---------------------------------------------------------------------------------
 
 
-@attrs.frozen
-class Setup:
-    """Card, engine and version whose tables time the operators, the tensor degree, and
-    why every operator falls back to the roofline (None when none does).
-    """
-
-    system: str | None
-    engine: str | None
-    version: str | None
-    tensor: int
-    fallback: str | None = None
-
-
 def _measured(scenario) -> bool:
     return scenario.value("efficiency.kernels") == "measured"
 
@@ -121,24 +102,25 @@ def setup(scenario) -> Setup:
     """The scenario's :class:`Setup` (raises what validation reports)."""
     lever = scenario.lever("parallelism")
     tensor = degrees(scenario)[0] if lever is not None else scenario.value("hardware.count")
+    layout: dict = {}
+    if lever is not None:
+        lay = parallel_layout(scenario)
+        if lay.active:
+            layout = {"data": lay.data, "stage": lay.stage_cards, "expert": lay.expert,
+                      "dense": lay.dense, "shared_local": lay.shared_local}
     system = scenario.value("hardware.kernel_system")
     engine = ENGINE_TABLES.get(scenario.value("efficiency.engine"))
     if system is None:
         return Setup(None, engine, None, tensor,
-                     "the card names no measured kernel tables (hardware.kernel_system unset)")
+                     "the card names no measured kernel tables (hardware.kernel_system unset)",
+                     **layout)
     if engine is None:
         return Setup(system, None, None, tensor,
                      f"efficiency.engine = {scenario.value('efficiency.engine')!r} has no measured "
-                     "kernel tables (they hold vllm, sglang and trtllm)")
-    if lever is not None and (getattr(lever, "attention_data", 1) > 1
-                              or getattr(lever, "expert", 1) > 1):
-        return Setup(system, engine, None, tensor,
-                     "data-parallel attention and expert parallelism are not yet mapped to the "
-                     "measured tables (attention ranks' batches, the MoE kernel's EP size, the "
-                     "all-to-all tables)")
+                     "kernel tables (they hold vllm, sglang and trtllm)", **layout)
     kernels = door.kernels
     version = kernels.check_version(system, engine, scenario.value("efficiency.engine_version"))
-    return Setup(system, engine, version, tensor)
+    return Setup(system, engine, version, tensor, **layout)
 
 
 @hookimpl
@@ -168,231 +150,11 @@ def infermodel_validate_scenario(scenario, report):
         report(key, problem.message, expected=problem.expected, suggestion=problem.suggestion)
 
 
-# ---------------------------------------------------------------------------------
-# Dtypes from number formats
-# ---------------------------------------------------------------------------------
-
-
-def _fp8(fmt) -> bool:
-    return fmt.bits == 8 and fmt.kind == "float"
-
-
-def gemm_dtype(fmt, activations) -> str | None:
-    """The GEMM table's dtype for weights in ``fmt`` (None: no table measures it).
-
-    >>> from infermodel_builtins.formats import NAMED_FORMATS as F
-    >>> [gemm_dtype(F[n], None) for n in ("bf16", "fp8-e4m3", "fp8-b128", "int4-g128", "nvfp4")]
-    ['bfloat16', 'fp8', 'fp8_block', 'int4_wo', 'nvfp4']
-    """
-    if fmt.bits >= 16:
-        return "bfloat16"
-    if _fp8(fmt):
-        return "fp8_block" if (fmt.block_side or fmt.granularity == "group") else "fp8"
-    if fmt.kind == "float" and fmt.bits == 4:
-        return "nvfp4" if fmt.group_size == 16 else None
-    if fmt.kind == "int" and fmt.bits == 8:
-        return "sq" if activations == "int8" else "int8_wo"
-    if fmt.kind == "int" and fmt.bits == 4:
-        return "int4_wo"
-    return None
-
-
-def moe_dtype(fmt) -> str | None:
-    """The MoE table's dtype for experts in ``fmt`` (None: no table measures it)."""
-    if fmt.bits >= 16:
-        return "bfloat16"
-    if _fp8(fmt):
-        return "fp8_block" if (fmt.block_side or fmt.granularity == "group") else "fp8"
-    if fmt.kind == "float" and fmt.bits == 4:
-        return "nvfp4" if fmt.group_size == 16 else "w4a16_mxfp4"
-    if fmt.kind == "int" and fmt.bits == 4:
-        return "int4_wo"
-    return None
-
-
-def _formats(scenario):
-    lever = effective_lever(scenario)
-    formats = weight_formats(scenario, lever) if lever is not None else {}
-    activations = getattr(lever, "activations", None)
-    kv = getattr(lever, "kv_cache", None)
-    return {k: f for k, (f, _why) in formats.items()}, activations, kv
-
-
-def _categories(kernel, formats, activations, kv):
-    """(family categories, or a reason no table measures this kernel)."""
-    from .formats import NAMED_FORMATS
-
-    bf16 = NAMED_FORMATS["bf16"]
-    if kernel.family == "gemm":
-        fmt = formats.get(kernel.weights, bf16) if kernel.weights else bf16
-        dtype = gemm_dtype(fmt, activations)
-        return ({"dtype": dtype} if dtype else
-                f"no measured GEMM for weights in {fmt.name or 'this format'}")
-    if kernel.family in ("context_attention", "generation_attention"):
-        if kv is None or kv.bits >= 16:
-            return {"kv_dtype": "bfloat16"}
-        if _fp8(kv):
-            return {"kv_dtype": "fp8"}
-        return f"no measured attention over a {kv.name or 'this'} cache"
-    if kernel.family == "moe":
-        fmt = formats.get("experts", formats.get("linear", bf16))
-        dtype = moe_dtype(fmt)
-        return ({"dtype": dtype} if dtype else
-                f"no measured MoE kernel for experts in {fmt.name or 'this format'}")
-    return {}
-
-
-def _function_name(family: str, lookup_setup: Setup, categories) -> str:
-    parts = [SHORT.get(family, family), lookup_setup.system, lookup_setup.engine,
-             lookup_setup.version, *map(str, categories.values())]
-    name = re.sub(r"[^A-Za-z0-9]+", "_", "k_" + "_".join(str(p) for p in parts)).strip("_")
-    if len(name) > 64:
-        import hashlib
-
-        name = name[:55] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
-    return name
-
-
-def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=""):
-    """(time expression of one kernel in one pass, or the reason no table serves it).
-
-    A kernel two operators share (``share`` below 1: attention's score and value) is read
-    once: its time becomes a quantity of its own, recorded in ``shared`` (name ->
-    expression), and each operator takes its share of that quantity.
-    """
-    categories = _categories(kernel, formats, activations, kv)
-    if isinstance(categories, str):
-        return categories
-    kernels = door.kernels
-    spec = kernels.FAMILIES.get(kernel.family)
-    if spec is None:
-        return f"no table family {kernel.family!r}"
-    found = None
-    tried = ([categories | {"distribution": d} for d in kernels.MOE_DISTRIBUTIONS]
-             if kernel.family == "moe" else [categories])
-    for attempt in tried:
-        found = kernels.lookup(st.system, st.engine, st.version, kernel.family, **attempt)
-        if isinstance(found, kernels.Lookup):
-            categories = attempt
-            break
-    if not isinstance(found, kernels.Lookup):
-        return found.reason if found is not None else "no table"
-    missing = [a for a in spec.arguments if a not in kernel.shape]
-    if missing:
-        return f"the {kernel.family} kernel needs {', '.join(missing)}"
-    tp = S.kernel_tensor_degree
-    arguments = []
-    for name in spec.arguments:
-        value = kernel.shape[name]
-        if name in kernel.split:
-            value = (ceiling(value / tp) if name == "kv_heads" else value * tp if name == "tp"
-                     else value / tp)
-        if name == "window" and value == FULL:
-            value = kernels.FULL_WINDOW
-        arguments.append(value)
-    function = tabulated(_function_name(kernel.family, st, categories), found)
-    if kernel.share == 1 or shared is None:
-        share = sympy.Integer(1) if kernel.share == 1 else sympy.Rational(kernel.share)
-        return share * kernel.calls * function(*arguments)
-    label = re.sub(r"[^A-Za-z0-9]+", "_", kernel.label or kernel.family).strip("_").lower()
-    name = f"{phase}_kernel_{label}_time"
-    whole = kernel.calls * function(*arguments)
-    while name in shared and shared[name] != whole:
-        name = name.replace("_time", "_2_time")
-    shared[name] = whole
-    return sympy.Rational(kernel.share) * S[name]
-
-
-# ---------------------------------------------------------------------------------
-# The plan: which operator is timed how
-# ---------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Timed:
-    """One operator's time under measured kernels."""
-
-    phase: str
-    name: str
-    #: "measured", "roofline" (no table covers it by nature) or "fallback".
-    how: str
-    expression: object
-    reason: str = ""
-    #: The quantity an operator that times itself (a collective) takes its time from.
-    own: str | None = None
-
-
-@attrs.frozen
-class Plan:
-    """Every operator of both phases with its time, and the kernels operators share
-    (``(phase, quantity name, expression)``: a quantity each, read once).
-    """
-
-    timed: tuple[Timed, ...]
-    shared: tuple[tuple[str, str, object], ...]
-
-    def __iter__(self):
-        return iter(self.timed)
-
-    def expand(self, expression):
-        """``expression`` with every shared kernel's quantity written out."""
-        return expression.xreplace({S[name]: whole for _phase, name, whole in self.shared})
-
-
-#: Plans of recent scenarios: a scenario's plan is asked for by several hooks in one
-#: evaluation (quantities, transformations, warnings, the operator table).
-_PLANS: dict[int, tuple[weakref.ref, Plan]] = {}
-
-
 def plan(scenario) -> Plan:
     """Every operator of both phases with its measured (or roofline) time (kept for the
     scenario object's life).
     """
-    found = _PLANS.get(id(scenario))
-    if found is not None and found[0]() is scenario:
-        return found[1]
-    made = _plan(scenario)
-    if len(_PLANS) > 32:
-        _PLANS.clear()
-    _PLANS[id(scenario)] = (weakref.ref(scenario), made)
-    return made
-
-
-def _plan(scenario) -> Plan:
-    st = setup(scenario)
-    formats, activations, kv = _formats(scenario)
-    out = []
-    shared_all: list[tuple[str, str, object]] = []
-    for phase in PHASES:
-        shared: dict[str, object] = {}
-        rate = S[f"flops_effective_{phase}"]
-        for op in collect_operators(scenario, phase):
-            own = (op.time.name if op.time is not None and isinstance(op.time, sympy.Symbol)
-                   and op.plugin != "measured_kernels" else None)
-            roofline = Max(op.flops / rate, op.bytes / S.bandwidth)
-            kernels = [k for k in op.kernels if k.family != ELEMENTWISE]
-            if op.time is not None and not kernels:
-                continue  # timed by its own plugin, which adds it to the step
-            if not kernels:
-                how = "roofline" if op.kernels else "fallback"
-                reason = ("elementwise: no table measures it" if op.kernels
-                          else "no measured kernel is declared for it")
-                out.append(Timed(phase, op.name, how, roofline, reason))
-                continue
-            if st.fallback:
-                out.append(Timed(phase, op.name, "fallback", roofline, st.fallback, own))
-                continue
-            trial: dict[str, object] = dict(shared)
-            times = [kernel_time(k, st, formats, activations, kv, trial, phase) for k in kernels]
-            missing = [t for t in times if isinstance(t, str)]
-            if missing:
-                out.append(Timed(phase, op.name, "fallback", roofline, "; ".join(
-                    dict.fromkeys(missing)), own))
-            else:
-                shared = trial
-                out.append(Timed(phase, op.name, "measured", sympy.Add(*times), "", own))
-        shared_all += [(phase, name, whole) for name, whole in shared.items()]
-    return Plan(tuple(out), tuple(shared_all))
+    return kernel_plan.plan(scenario, setup)
 
 
 def _time_name(phase: str, name: str) -> str:
@@ -406,28 +168,58 @@ def _time_name(phase: str, name: str) -> str:
 
 @hookimpl
 def infermodel_define_operators(scenario, define):
-    """Under measured kernels, the tensor-parallel all-reduces (two per layer) as an
-    operator of their own, unless a lever already times them (the parallelism lever's
-    ``communication = "all_reduce"``).
+    """Under measured kernels, the collectives of the layout as operators of their own
+    (the tensor-parallel all-reduces, two per layer; under data-parallel attention or
+    expert parallelism the all-reduces within each attention rank, the gathers over the
+    stage and the expert all-to-all), unless the parallelism lever times them
+    (``communication = "all_reduce"``; its default ``"collectives"`` leaves them to the
+    measured tables).
     """
     if not _measured(scenario):
         return
     lever = scenario.lever("parallelism")
     tensor = degrees(scenario)[0] if lever is not None else scenario.value("hardware.count")
-    if tensor < 2 or (lever is not None and lever.communication == "all_reduce"):
+    if lever is not None and lever.communication == "all_reduce":
+        return
+    lay = parallel_layout(scenario) if lever is not None else None
+    phases = (("decode", S.batch), ("prefill", S.batch * S.prompt_tokens))
+    if lay is not None and lay.active:
+        wire = (lever.dispatch_activation_bytes if lever.dispatch_activation_bytes is not None
+                else lever.activation_bytes)
+        for phase, tokens in phases:
+            for name, kernels in collective_kernels(scenario, lay, tokens,
+                                                    layer_counts(scenario, lay), wire).items():
+                if kernels:
+                    define(phase, name, flops=0, bytes=_moved(kernels), time=S[_time_name(phase, name)],
+                           description=f"the layout's {name.replace('_', ' ')}, timed from the "
+                                       "measured collective tables", reference=TABLES,
+                           kernels=kernels)
+        return
+    if tensor < 2:
         return
     from .shapes import tensor_parallel_reductions
 
     reductions = tensor_parallel_reductions(scenario)
-    for phase, tokens in (("decode", S.batch), ("prefill", S.batch * S.prompt_tokens)):
+    for phase, tokens in phases:
         define(phase, "all_reduce", flops=0, bytes=reductions * tokens * S.d_model * 2,
                time=S[_time_name(phase, "all_reduce")],
                description="tensor-parallel all-reduces of the activations (two per layer), "
                            "timed from the measured collective tables",
                reference=TABLES,
-               kernels=(door.Kernel("all_reduce", {"elements": tokens * S.d_model,
-                                                   "gpus": S.kernel_tensor_degree},
-                                    calls=reductions, label="all_reduce"),))
+               kernels=all_reduce(tokens * S.d_model, S.kernel_tensor_degree, reductions))
+
+
+def _moved(kernels) -> object:
+    """Bytes a collective operator moves: its messages, 16-bit elements (all-to-all: each
+    token's k copies).
+    """
+    total = 0
+    for k in kernels:
+        if "elements" in k.shape:
+            total += k.calls * k.shape["elements"] * 2
+        elif "tokens" in k.shape:
+            total += k.calls * k.shape["tokens"] * k.shape["topk"] * k.shape["hidden"] * 2
+    return total
 
 
 @hookimpl
@@ -437,7 +229,19 @@ def infermodel_define_quantities(scenario, define):
     st = setup(scenario)
     define("kernel_tensor_degree", st.tensor, unit="1",
            description="GPUs each measured kernel's shape is split across (the tensor-parallel "
-                       "degree)", reference=TABLES)
+                       "degree; of an attention rank under data-parallel attention)",
+           reference=TABLES)
+    if st.layout:
+        define("kernel_stage_cards", S.parallel_stage_cards, unit="1",
+               description="GPUs of a pipeline stage, which the layers run across the stage "
+                           "split over", reference=TABLES)
+        define("kernel_expert_degree", S.parallel_expert_degree, unit="1",
+               description="expert ranks the measured MoE kernel's experts are split over (its "
+                           "EP size; MoE TP: the stage's cards over them)", reference=TABLES)
+        define("kernel_rank_batch", S.batch * S.parallel_attention_batch_factor
+               / S.parallel_attention_data_degree, unit="seq",
+               description="sequences of the busiest attention rank, whose kernels the step "
+                           "waits for: ⌈B/D⌉ times the stated imbalance", reference=TABLES)
     if st.fallback is None:
         card = door.kernels.card(st.system)
         if card.get("inter_node_bw"):
@@ -484,6 +288,55 @@ def infermodel_define_quantities(scenario, define):
                S[f"{phase}_time_kernels_measured"] + S[f"{phase}_time_kernels_roofline"],
                unit="s", description=f"{phase} time as its operators: measured kernels plus the "
                                      "roofline of what no table covers", reference=TABLES)
+    _capacity(scenario, st, timed, define)
+
+
+def _capacity(scenario, st: Setup, timed: Plan, define) -> None:
+    """The decode step with the cache full: every decode operator's time at
+    ``max(1, max_sequences)`` sequences (and each layout factor at that count).
+    """
+    at = capacity_point(scenario, st)
+    # A kernel operators share is read once with the cache full too.
+    for phase, name, whole in timed.shared:
+        if phase == "decode":
+            full = "capacity" + name[len("decode"):]
+            define(full, sympy.sympify(whole).xreplace(at), unit="s",
+                   description="decode time of a kernel operators share, with the cache full "
+                               "(max(1, max_sequences) sequences)", reference=TABLES)
+            at[S[name]] = S[full]
+    for how, what in (("measured", "the operators the measured kernel tables time"),
+                      ("roofline", "the operators no table covers, at their roofline")):
+        parts = [sympy.sympify(t.expression).xreplace(at) for t in timed
+                 if t.phase == "decode" and t.own is None and (t.how == "measured") == (how == "measured")]
+        define(f"capacity_time_kernels_{how}", sympy.Add(*parts, evaluate=False), unit="s",
+               description=f"decode step with the cache full: {what}, at max(1, max_sequences) "
+                           "sequences", reference=TABLES if how == "measured" else ROOFLINE)
+    define("capacity_time_kernels",
+           S.capacity_time_kernels_measured + S.capacity_time_kernels_roofline, unit="s",
+           description="decode step with the cache full as its operators: measured kernels plus "
+                       "the roofline of what no table covers", reference=TABLES)
+
+
+def capacity_point(scenario, st: Setup) -> dict:
+    """What changes in a decode step's formulas when the cache is full: the batch becomes
+    ``max(1, max_sequences)``, and so do the quantities the layout and the experts derive
+    from it (as the physics' own capacity terms take them).
+    """
+    full = sympy.Max(1, S.max_sequences, evaluate=False)
+    at = {S.batch: full}
+    if scenario.value("model.experts") > 1:
+        at[S.weight_bytes_per_step] = S.weight_bytes_read_at_capacity - S.embedding_bytes_unread
+    lever = scenario.lever("parallelism")
+    if lever is not None:
+        at[S.parallel_microbatches] = sympy.Min(full, S.parallel_pipeline_degree, evaluate=False)
+    if st.data > 1:
+        ranks = S.parallel_attention_data_degree
+        at[S.kernel_rank_batch] = sympy.ceiling(full / ranks) * S.parallel_attention_imbalance
+        at[S.parallel_attention_batch_factor] = (sympy.ceiling(full / ranks) * ranks / full
+                                                 * S.parallel_attention_imbalance)
+    if st.expert > 1 and scenario.value("model.experts") > 1:
+        at[S.parallel_expert_imbalance] = S.parallel_expert_imbalance_capacity
+    return at
 
 
 @hookimpl
@@ -500,11 +353,30 @@ def infermodel_transform_quantities(scenario, transform):
                       reference=TABLES,
                       description="time to prefill the batch's prompts in one pass (measured "
                                   "kernels summed, plus t0)")
-    for t in plan(scenario):
-        if t.own is not None and t.how == "measured":
-            transform.replace(t.own, S[_time_name(t.phase, t.name)], order=order,
-                              reason=f"measured: the {t.name} kernels from the tables",
+    transform.replace("capacity_step_time", S.capacity_time_kernels + S.t0, order=order,
+                      reason="measured kernels: the decode step's operators at max(1, "
+                             "max_sequences) sequences, the cache full", reference=TABLES,
+                      description="decode step time with the cache full (measured kernels summed "
+                                  "at max_sequences, plus t0)")
+    timed = plan(scenario)
+    owned: dict[str, list] = {}
+    for t in timed:
+        if t.own is not None:
+            owned.setdefault(t.own, []).append(t)
+    for quantity, parts in owned.items():
+        if any(t.how == "measured" for t in parts):
+            names = ", ".join(t.name for t in parts if t.how == "measured")
+            transform.replace(quantity, sympy.Add(*(S[_time_name(t.phase, t.name)] for t in parts)),
+                              order=order, reason=f"measured: the {names} kernels from the tables",
                               reference=TABLES)
+            if quantity == "parallel_decode_comm_time":
+                # The same collectives with the cache full.
+                at = capacity_point(scenario, setup(scenario))
+                full = sympy.Add(*(timed.expand(sympy.sympify(t.expression)).xreplace(at)
+                                   for t in parts))
+                transform.replace("parallel_capacity_comm_time", full, order=order,
+                                  reason=f"measured: the {names} kernels from the tables at "
+                                         "max(1, max_sequences) sequences", reference=TABLES)
     lever = scenario.lever("parallelism")
     if lever is not None and getattr(lever, "pipeline", 1) not in (None, 1):
         transform.warn('efficiency.kernels = "measured" sums the operators of the whole model '
@@ -550,14 +422,11 @@ def infermodel_check_result(result, warn):
         timed = plan(scenario)
     except InfermodelError:
         return
-    if "capacity_step_time" in result and "decode_time_memory" in result:
-        roofline = max(result["decode_time_memory"], result["decode_time_compute"]) + result["t0"]
-        if roofline > 0:
-            warn("capacity_step_time",
-                 "measured kernels time the step at the scenario's batch; capacity_step_time "
-                 "(the step with the cache full, behind tokens_per_s_at_capacity) keeps the "
-                 "roofline, which at the scenario's batch is "
-                 f"{result['decode_step_time'] / roofline:.3g}× faster than the measured step")
+    for lever, what in ROOFLINE_LEVERS.items():
+        if scenario.lever(lever) is not None:
+            warn("decode_step_time", f"measured kernels time the model's own operators; the "
+                                     f"{lever} lever still prices {what} by its roofline "
+                                     "formulas")
     for phase in PHASES:
         total = result[f"{phase}_time_kernels"]
         falls = [t for t in timed if t.phase == phase and t.how == "fallback"]
@@ -571,27 +440,54 @@ def infermodel_check_result(result, warn):
             warn(f"{phase}_time_kernels",
                  f"measured kernels: {len(falls)} {phase} operator(s) fell back to the roofline, "
                  f"{share:.1%} of the {phase} operators' time ({reasons})")
+        parts = [(t.name, label, _number(time, result)) for t in timed if t.phase == phase
+                 for label, time in t.stand_ins]
+        if parts and total > 0:
+            share = sum(value for *_, value in parts) / total
+            what = "; ".join(f"{name}: {label}" for name, label, _ in parts)
+            warn(f"{phase}_time_kernels",
+                 f"measured kernels: {len(parts)} part(s) of {phase} operators kept their "
+                 f"roofline, {share:.1%} of the {phase} operators' time ({what})")
         for t in timed:
             if t.phase != phase or t.how != "measured":
                 continue
             name = _time_name(phase, t.name)
-            expression = timed.expand(result.quantity(name).expression)
-            outside: dict[str, list[str]] = {}
-            for call in tabulated_calls(expression):
-                known = {s: result[s.name] for s in call.free_symbols}
-                try:
-                    values = [float(a.xreplace(known)) for a in call.args]
-                except (TypeError, ValueError):
-                    continue
-                far = table_of(call).outside(*values)
-                if far:
-                    outside.setdefault(far, []).append(call.func.__name__)
-            if outside:
-                where = "; ".join(f"{', '.join(dict.fromkeys(calls))}: {far}"
-                                  for far, calls in outside.items())
+            where = _outside(result, timed.expand(result.quantity(name).expression))
+            if where:
                 warn(name, f"measured kernels: {phase} {t.name} lies outside the measured grid "
                            f"({where})")
+    if "capacity_time_kernels_measured" in result:
+        shared = [result.quantity("capacity" + name[len("decode"):]).expression
+                  for phase, name, _ in timed.shared if phase == "decode"]
+        where = _outside(result, sympy.Add(
+            result.quantity("capacity_time_kernels_measured").expression, *shared))
+        if where:
+            warn("capacity_step_time", "measured kernels: the decode step with the cache full "
+                                       f"lies outside the measured grid ({where})")
 
 
-__all__ = ["CHOICES", "ENGINE_TABLES", "Setup", "gemm_dtype", "kernel_time", "moe_dtype", "plan",
-           "setup"]
+def _outside(result, expression) -> str:
+    """Why the table calls of an expression lie outside their measured grids ('' if none)."""
+    outside: dict[str, list[str]] = {}
+    for call in tabulated_calls(expression):
+        known = {s: result[s.name] for s in call.free_symbols}
+        try:
+            values = [float(a.xreplace(known)) for a in call.args]
+        except (TypeError, ValueError):
+            continue
+        far = table_of(call).outside(*values)
+        if far:
+            outside.setdefault(far, []).append(call.func.__name__)
+    return "; ".join(f"{', '.join(dict.fromkeys(calls))}: {far}" for far, calls in outside.items())
+
+
+def _number(expression, result) -> float:
+    """An expression over the result's quantities, as a number."""
+    known = {s: result[s.name] for s in expression.free_symbols}
+    try:
+        return float(expression.xreplace(known))
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+__all__ = ["CHOICES", "ENGINE_TABLES", "plan", "setup"]

@@ -6,29 +6,39 @@ query width d_q, KV width d_kv, feed-forward width f with m matrices (3 for SwiG
 per layer::
 
     qkv_projection     GEMM  m = T, n = d_q + 2·d_kv, k = d        n split by TP
+                       (n = 2·d_q + 2·d_kv with a gated output: the gate with the queries)
     output_projection  GEMM  m = T, n = d, k = d_q                 k split by TP
     attention          prefill: context attention (B prompts of n tokens);
                        decode: generation attention (B sequences at the mean context);
                        heads and KV heads split by TP; one kernel per window size
                        (full, sliding, chunked layers), its time shared half and half
                        by attention_score and attention_value
-    ffn                GEMM  gate/up: m = T, n = (m − 1)·f, k = d  n split by TP
-                       GEMM  down:    m = T, n = d, k = f          k split by TP
+    ffn                per kind of feed-forward block the layer model counts:
+                       dense of width w: GEMM gate/up m = T, n = (m − 1)·w, k = d (n split),
+                                         GEMM down m = T, n = d, k = w (k split);
                        MoE: the grouped-expert kernel (T tokens, d, expert width, top-k,
-                       experts; TP on the experts), shared experts and dense layers as GEMMs
+                       experts; TP on the experts) and the shared experts as GEMMs;
+                       a d×d projection: GEMM n = d, k = d
     router             GEMM  m = T, n = E, k = d (16-bit)
     head               GEMM  m = P, n = vocab, k = d               n split by TP
 
-Norms and the embedding lookup are elementwise: no table covers them, and they keep
-their roofline times. Layers without attention (linear attention, state space) get no
-kernels here: their operators keep the roofline too, with a warning.
+Latent attention's operators are in :mod:`.latent_kernels`, the layers without attention
+(state space, linear attention) in :mod:`.state_kernels`. Norms and the embedding lookup
+are elementwise: no table covers them, and they keep their roofline times.
+
+Under a layout with data-parallel attention or expert parallelism each kernel says whose
+tokens it runs on (``group``): the mixers on each attention rank's own, dense layers, the
+head and the router (``"dense"``) and shared experts (``"shared"``) where the layout puts
+their weights, routed experts on every token of the stage (``"routed"``).
 """
 
 from __future__ import annotations
 
 from infermodel.plugin import Kernel, S
 
-from .shapes import moe_layer_count, structure
+from .latent_kernels import latent_kernels
+from .shapes import STATE_KINDS, moe_layer_count, structure
+from .state_kernels import COUNTS, mixer_projections, recurrence
 
 #: Window argument of a full-attention layer (the tables write 0; see infermodel.kernels).
 FULL = 2**30
@@ -37,8 +47,6 @@ FULL = 2**30
 def _attention(scenario, phase, tokens_shape, layers):
     """The attention kernels of ``phase``: one per window kind, half of each per operator."""
     st = structure(scenario)
-    if st.mla:
-        return ()
     family = "generation_attention" if phase == "decode" else "context_attention"
     length = {"context": S.context} if phase == "decode" else {"length": S.prompt_tokens}
     kinds = [(layers, FULL)]
@@ -56,60 +64,93 @@ def _attention(scenario, phase, tokens_shape, layers):
         for calls, window in kinds)
 
 
-def _ffn(scenario, tokens, layers):
-    moe = scenario.value("model.experts") > 1
+def _dense(tokens, width, calls, prefix="", group="dense"):
+    return (Kernel("gemm", {"m": tokens, "n": (S.ffn_matrices - 1) * width, "k": S.d_model},
+                   calls=calls, split=("n",), weights="linear", label=f"{prefix}gate_up",
+                   group=group),
+            Kernel("gemm", {"m": tokens, "n": S.d_model, "k": width}, calls=calls, split=("k",),
+                   weights="linear", label=f"{prefix}down", group=group))
+
+
+def _ffn_blocks(scenario, tokens):
+    """Dense blocks, MoE layers and projections as the layer model counts them:
+    ``(dense (width, layers) pairs, MoE layers, projection layers)``.
+    """
     st = structure(scenario)
-    if not moe:
-        return (Kernel("gemm", {"m": tokens, "n": (S.ffn_matrices - 1) * S.d_ff, "k": S.d_model},
-                       calls=layers, split=("n",), weights="linear", label="gate_up"),
-                Kernel("gemm", {"m": tokens, "n": S.d_model, "k": S.d_ff}, calls=layers,
-                       split=("k",), weights="linear", label="down"))
+    moe = scenario.value("model.experts") > 1
+    if not st.ffn:
+        return ([], S.layers, 0) if moe else ([(S.d_ff, S.layers)], 0, 0)
+    if st.explicit_ffn and st.rows:
+        widths: dict = {}
+        for row in st.rows:
+            if row.ffn == "dense":
+                width = row.width if row.width is not None else S.d_ff
+                widths[width] = widths.get(width, 0) + row.count
+        return (list(widths.items()), moe_layer_count(scenario) if moe else 0,
+                st.ffn_count("projection"))
     moe_layers = moe_layer_count(scenario)
-    kernels = [Kernel("moe", {"tokens": tokens, "hidden": S.d_model, "inter": S.expert_d_ff,
-                              "topk": S.active_experts, "experts": S.experts, "tp": 1, "ep": 1},
-                      calls=moe_layers, split=("tp",), weights="experts", label="experts")]
-    if scenario.value("model.shared_experts"):
-        width = S.shared_experts * S.expert_d_ff
-        kernels += [Kernel("gemm", {"m": tokens, "n": (S.ffn_matrices - 1) * width,
-                                    "k": S.d_model}, calls=moe_layers, split=("n",),
-                           weights="linear", label="shared gate_up"),
-                    Kernel("gemm", {"m": tokens, "n": S.d_model, "k": width}, calls=moe_layers,
-                           split=("k",), weights="linear", label="shared down")]
-    if st.ffn:
-        dense = S.layers - moe_layers
-        kernels += [Kernel("gemm", {"m": tokens, "n": (S.ffn_matrices - 1) * S.d_ff,
-                                    "k": S.d_model}, calls=dense, split=("n",), weights="linear",
-                           label="dense gate_up"),
-                    Kernel("gemm", {"m": tokens, "n": S.d_model, "k": S.d_ff}, calls=dense,
-                           split=("k",), weights="linear", label="dense down")]
+    return [(S.d_ff, S.layers - moe_layers)], moe_layers, 0
+
+
+def _ffn(scenario, tokens):
+    dense, moe_layers, projections = _ffn_blocks(scenario, tokens)
+    kernels: list[Kernel] = []
+    if moe_layers:
+        kernels.append(Kernel("moe", {"tokens": tokens, "hidden": S.d_model, "inter": S.expert_d_ff,
+                                      "topk": S.active_experts, "experts": S.experts, "tp": 1,
+                                      "ep": 1},
+                              calls=moe_layers, split=("tp",), weights="experts", label="experts",
+                              group="routed"))
+        if scenario.value("model.shared_experts"):
+            width = S.shared_experts * (S.shared_expert_d_ff if structure(scenario).ffn
+                                        else S.expert_d_ff)
+            kernels += _dense(tokens, width, moe_layers, "shared ", "shared")
+    for width, layers in dense:
+        kernels += _dense(tokens, width, layers, "dense " if moe_layers else "")
+    if projections:
+        kernels.append(Kernel("gemm", {"m": tokens, "n": S.d_model, "k": S.d_model},
+                              calls=projections, split=("n",), weights="linear",
+                              label="projection", group="dense"))
     return tuple(kernels)
 
 
-def operator_kernels(scenario, phase, tokens, scored, attention_layers):
-    """Operator name -> the kernels it is made of (operators absent: no table covers them)."""
+def operator_kernels(scenario, phase, tokens, scored, attention_layers, rooflines):
+    """Operator name -> the kernels it is made of (operators absent: no table covers them).
+    ``rooflines``: each operator's roofline time (latent attention's module shares its
+    time among the operators it spans in their proportion).
+    """
     dkv = S.kv_heads * S.head_dim
-    attention = _attention(scenario, phase, tokens, attention_layers)
+    st = structure(scenario)
+    latent = st.mla
+    # A gated output (Qwen3-Next) projects the gate with the queries.
+    queries = (2 if scenario.value("model.attention_output_gate") else 1) * S.query_width
+    attention = () if latent else _attention(scenario, phase, tokens, attention_layers)
     out = {
-        "qkv_projection": (Kernel("gemm", {"m": tokens, "n": S.query_width + 2 * dkv,
+        "qkv_projection": (Kernel("gemm", {"m": tokens, "n": queries + 2 * dkv,
                                            "k": S.d_model}, calls=attention_layers, split=("n",),
                                   weights="linear", label="qkv"),),
         "output_projection": (Kernel("gemm", {"m": tokens, "n": S.d_model, "k": S.query_width},
                                      calls=attention_layers, split=("k",), weights="linear",
                                      label="o"),),
-        "ffn": _ffn(scenario, tokens, S.layers),
+        "ffn": _ffn(scenario, tokens),
         "head": (Kernel("gemm", {"m": scored, "n": S.vocab, "k": S.d_model}, split=("n",),
-                        weights="embedding", label="lm_head"),),
+                        weights="embedding", label="lm_head", group="dense"),),
     }
     # Elementwise: no table measures them; they keep their roofline by nature.
     out["norms"] = out["embedding"] = (Kernel("elementwise", {}, label="elementwise"),)
-    if structure(scenario).mla:
-        # Latent attention's projections are shaped by the latent ranks: no kernels here.
-        del out["qkv_projection"], out["output_projection"]
+    if latent:
+        out.update(latent_kernels(scenario, phase, tokens, attention_layers, rooflines))
     if attention:
         out["attention_score"] = out["attention_value"] = attention
     if scenario.value("model.experts") > 1:
         out["router"] = (Kernel("gemm", {"m": tokens, "n": S.experts, "k": S.d_model},
-                                calls=moe_layer_count(scenario), label="router"),)
+                                calls=moe_layer_count(scenario), label="router", group="dense"),)
+    kinds = [k for k in COUNTS if st.has(k)]
+    if kinds:
+        out["state_mixer"] = mixer_projections(kinds, tokens)
+    states = [k for k in kinds if k in STATE_KINDS]
+    if states:
+        out["state_update"] = recurrence(states, phase, tokens)
     return out
 
 

@@ -254,9 +254,13 @@ def operators(scenario, phase):
 def infermodel_define_operators(scenario, define):
     for phase in PHASES:
         tokens, scored = _shapes(phase)
+        ops = operators(scenario, phase)
+        rate = S[f"flops_effective_{phase}"]
+        rooflines = {name: Max(flops / rate, moved / S.bandwidth)
+                     for name, (flops, moved, _) in ops.items()}
         kernels = operator_kernels(scenario, phase, tokens, scored,
-                                   S.kv_layers if _layered(scenario) else S.layers)
-        for name, (flops, moved, description) in operators(scenario, phase).items():
+                                   S.kv_layers if _layered(scenario) else S.layers, rooflines)
+        for name, (flops, moved, description) in ops.items():
             define(phase, name, flops=flops, bytes=moved, description=description,
                    reference=ATTENTION if name.startswith("attention") else COUNT_OPS,
                    kernels=kernels.get(name, ()))

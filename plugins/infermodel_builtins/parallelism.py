@@ -20,7 +20,9 @@ back what the ideal sum promised:
   tensor-parallel efficiency e (the Inference lab's illustrative table: 1, 0.9, 0.8,
   0.7 for 1, 2, 4 and 8 cards, which the lab's scenarios state), and ``"all_reduce"``
   pays a plain ring all-reduce, 2·(N − 1)/N · bytes / link + 2·(N − 1) · link latency.
-  Communication is added to the step, not overlapped: an upper bound.
+  Communication is added to the step, not overlapped: an upper bound. Under measured
+  kernels (``efficiency.kernels = "measured"``) the default's collectives are timed from
+  the measured collective tables instead (``"all_reduce"`` keeps the lever's ring).
 * **Memory per card.** Weights and the KV cache are split across the cards; the
   checks are made for the fullest card. A KV head cannot be split, so with more
   tensor ranks than KV heads each head is replicated; a pipeline whose stages do not
@@ -41,10 +43,11 @@ import attrs
 import sympy
 from sympy import Min, Piecewise, ceiling
 
-from infermodel.plugin import BytesPerSecond, Kernel, S, Seconds, Stage, accepts, hookimpl
+from infermodel.plugin import BytesPerSecond, S, Seconds, Stage, accepts, hookimpl
 
 from . import LAB, M10
 from . import layouts as lay_formulas
+from .layout_kernels import all_reduce
 from .layouts import DENSE_CHOICES, DISPATCH_CHOICES, Layout, dense_placement
 from .moe import linear_bytes_per_param
 from .shapes import structure, tensor_parallel_reductions
@@ -598,14 +601,32 @@ def _communication(scenario, lever, define):
            unit="s", description="communication per decode step with the cache full", reference=DEPLOY)
 
 
+def times_collectives(scenario, lever) -> bool:
+    """Whether the lever prices the collectives and adds them to the step:
+    ``communication = "all_reduce"`` always, ``"collectives"`` unless measured kernel
+    tables time them (``efficiency.kernels = "measured"`` times the layout's collectives
+    from its measured collective tables, which take precedence).
+    """
+    if lever.communication == "all_reduce":
+        return True
+    if lever.communication != "collectives":
+        return False
+    try:
+        return scenario.value("efficiency.kernels") != "measured"
+    except AttributeError:  # no loaded plugin declares measured kernels
+        return True
+
+
 @hookimpl
 def infermodel_define_operators(scenario, define):
     lever = scenario.lever("parallelism")
-    if lever is None or lever.communication == "efficiency":
+    if lever is None or not times_collectives(scenario, lever):
         return
     lay = layout(scenario)
     if lay.data > 1:
-        lay_formulas.define_operators(scenario, lay, define)
+        wire = (lever.dispatch_activation_bytes if lever.dispatch_activation_bytes is not None
+                else lever.activation_bytes)
+        lay_formulas.define_operators(scenario, lay, define, wire)
         return
     for phase, tokens, time in (("decode", S.batch, S.parallel_decode_comm_time),
                                 ("prefill", S.batch * S.prompt_tokens, S.parallel_prefill_comm_time)):
@@ -615,10 +636,9 @@ def infermodel_define_operators(scenario, define):
                description="tensor-parallel all-reduces (two per layer) and pipeline hops over "
                            "the link; added to the step by the parallelism lever",
                reference=DEPLOY,
-               kernels=(Kernel("all_reduce", {"elements": tokens * S.d_model / S.parallel_microbatches,
-                                              "gpus": S.parallel_tensor_degree},
-                               calls=tensor_parallel_reductions(scenario) * S.parallel_microbatches,
-                               label="all_reduce"),))
+               kernels=all_reduce(tokens * S.d_model / S.parallel_microbatches,
+                                  S.parallel_tensor_degree,
+                                  tensor_parallel_reductions(scenario) * S.parallel_microbatches))
 
 
 @hookimpl
@@ -673,7 +693,7 @@ def infermodel_transform_quantities(scenario, transform):
                        "_latency): the collectives are priced over PCIe Gen4 x16 (32 GB/s one "
                        "way, 5 µs per step); NVLink-class links make them 10–25 times faster",
                        quantity="parallel_decode_comm_time")
-    if lever.communication != "efficiency":
+    if times_collectives(scenario, lever):
         why = "activations are all-reduced twice per layer and cross each stage boundary"
         transform.wrap("decode_step_time", lambda old: old + S.parallel_decode_comm_time,
                        reason=why, reference=DEPLOY, order=Stage.PARALLELISM)
@@ -761,4 +781,5 @@ def infermodel_register_headlines(register):
     register("parallelism", "parallel_decode_comm_time", label="communication per decode step")
 
 
-__all__ = ["COMMUNICATION", "LAB_EFFICIENCY", "Parallelism", "degrees", "efficiency_of", "oneshot_limit"]
+__all__ = ["COMMUNICATION", "LAB_EFFICIENCY", "Parallelism", "degrees", "efficiency_of", "oneshot_limit",
+           "times_collectives"]

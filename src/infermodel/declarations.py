@@ -400,12 +400,18 @@ class Kernel:
     among the tensor-parallel ranks, picks the dtype from the format of the weight
     class ``weights``, and multiplies the kernel's time by ``calls`` and ``share``.
 
+    Kernels with an ``option`` are alternatives: of an operator's options, the first
+    (in the order they appear) whose kernels the tables all serve is used, with the
+    kernels that have no option (a latent attention module measured whole, or its
+    parts). The family ``"roofline"`` is work no table measures, named so that it is
+    timed at its roofline and reported as such: its shape holds ``flops`` and ``bytes``.
+
     >>> Kernel("gemm", {"m": 32, "n": 6144, "k": 4096}, calls=32, split=("n",)).family
     'gemm'
     """
 
-    #: The table family: ``"gemm"``, ``"context_attention"``, ``"generation_attention"``,
-    #: ``"moe"``, ``"all_reduce"`` (see :mod:`infermodel.kernels.families`).
+    #: The table family (see :mod:`infermodel.kernels.catalog`: ``"gemm"``,
+    #: ``"context_attention"``, ``"moe"``, ``"all_reduce"``, ...), or ``"roofline"``.
     family: str
     #: The family's arguments, each a sympy expression over quantities (or a number).
     shape: Mapping[str, Any] = attrs.field(converter=dict)
@@ -417,10 +423,19 @@ class Kernel:
     #: Weight class whose number format sets the dtype (``"linear"``, ``"experts"``,
     #: ``"embedding"``), or None for 16-bit weights.
     weights: str | None = None
-    #: Share of the kernel's time this operator takes (a fused kernel shared by two).
-    share: float = 1.0
+    #: Share of the kernel's time this operator takes (a fused kernel shared by two), a
+    #: number or an expression.
+    share: Any = 1.0
     #: A short name for the kernel within its operator (``"gate_up"``, ``"down"``).
     label: str = ""
+    #: The alternative this kernel belongs to (``""``: every alternative).
+    option: str = ""
+    #: Whose tokens and which cards run it under a layout with data-parallel attention
+    #: or expert parallelism: ``"mixer"`` (each attention rank's own tokens, split over
+    #: its tensor cards), ``"dense"`` and ``"shared"`` (dense layers, the head, the
+    #: router; shared experts: placed as the layout places their weights), ``"routed"``
+    #: (the routed experts: every token of the stage, over the expert ranks).
+    group: str = "mixer"
 
 
 def accepts(text: str) -> Callable[[Any], Any]:

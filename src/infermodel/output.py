@@ -26,6 +26,9 @@ from typing import IO, Any
 from .errors import InfermodelError, Problem
 
 _PROTECTED: set[Path] = set()
+#: Inputs recorded but not yet resolved (absolute paths): most commands write no file, so
+#: the links of a hundred preset paths are followed only when a write asks.
+_PENDING: list[str] = []
 
 #: The limits, in bytes, of one path component and of a whole path on Linux (and of one
 #: name on the other common file systems): checked before the file system sees a path.
@@ -75,9 +78,16 @@ def _key(path: str | os.PathLike) -> Path | None:
 def protect(paths: Iterable[str | os.PathLike]) -> None:
     """Refuse, from now on in this process, to write over any of ``paths``."""
     for path in paths:
-        key = _key(path)
+        if path_problem(path) is None:
+            _PENDING.append(os.path.abspath(path))
+
+
+def _protected() -> set[Path]:
+    while _PENDING:
+        key = _key(_PENDING.pop())
         if key is not None:
             _PROTECTED.add(key)
+    return _PROTECTED
 
 
 def note_read(path: str | os.PathLike) -> None:
@@ -94,6 +104,7 @@ def reset_protection() -> None:
     command, so that one in-process run's inputs do not bind the next).
     """
     _PROTECTED.clear()
+    _PENDING.clear()
 
 
 def protect_scenario(scenario) -> None:
@@ -118,7 +129,7 @@ def _is_file(path: str | os.PathLike) -> bool:
 
 
 def _refuse_input(target: Path) -> None:
-    if _key(target) in _PROTECTED:
+    if _key(target) in _protected():
         raise InfermodelError(Problem(f"refusing to write over {_show(target)}, which this run "
                                       "reads as an input (a scenario, preset, config or "
                                       "length file)",

@@ -38,7 +38,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-__all__ = ["ClosedLoop", "closed_loop", "offline_batch"]
+__all__ = ["ClosedLoop", "closed_loop", "offline_batch", "prefill_pool_wait"]
 
 #: Prefill share at which the iteration stops growing the stall (a saturated prefill
 #: queue); beyond it the model is outside its range and says so through ``saturated``.
@@ -57,11 +57,17 @@ class ClosedLoop:
     saturated: np.ndarray
 
 
-def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_tokens) -> ClosedLoop:
+def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_tokens, *,
+                rounds=0) -> ClosedLoop:
     """Steady state of ``concurrency`` clients (see the module docstring).
 
     ``prefill_time`` is one prompt's prefill, ``decode_step_time`` one decode step at
     the running batch ``min(concurrency, capacity)``; all arguments broadcast.
+
+    ``rounds`` > 0 (it broadcasts too) averages the first-token time over that many requests per client
+    with the first round measured: every client starts at once, so the first round's
+    prompts queue behind one another (the i-th waits for i prefills, a mean of
+    ``(B + 1)/2 · T_p``) and the other ``rounds − 1`` see the steady state.
 
     >>> r = closed_loop(0.1, 0.02, 1, 10, 101)
     >>> float(r.ttft), float(r.itl), round(float(r.output_tokens_per_s), 3)
@@ -89,6 +95,11 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
     e2e = ttft + steps * itl
     queued = (clients - running) * e2e / running
     throughput = running * (steps + 1.0) / e2e
+    rounds = np.asarray(rounds, dtype=float)
+    if np.any(rounds > 0):
+        burst = tp * (running + 1.0) / 2.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ttft = np.where(rounds > 0, (burst + (rounds - 1) * ttft) / rounds, ttft)
     return ClosedLoop(ttft=ttft + queued, itl=itl, e2e=e2e + queued,
                       output_tokens_per_s=throughput, running=running,
                       saturated=share >= MAX_PREFILL_SHARE)
@@ -119,3 +130,31 @@ def offline_batch(batch_prefill_time, decode_step_time, requests, running, outpu
     throughput = count * (steps + 1.0) / (rounds * round_time)
     return ClosedLoop(ttft=ttft, itl=td + 0.0 * tp, e2e=e2e, output_tokens_per_s=throughput,
                       running=running, saturated=np.zeros(np.broadcast(tp, td).shape, dtype=bool))
+
+
+def prefill_pool_wait(service: float, clients: int, think: float, servers: int = 1) -> float:
+    """Mean time a request spends at a prefill server (queueing and service) when
+    ``clients`` clients each send a prompt, wait for it, then spend ``think`` seconds
+    elsewhere (the decode pool) before the next: exact mean-value analysis of a closed
+    network of one queueing station and one delay,
+
+        R(n) = S · (1 + Q(n − 1)),  X(n) = n / (R(n) + Z),  Q(n) = X(n) · R(n),
+
+    with a station of ``servers`` prompts at once taken as one server of service
+    ``S / servers`` plus a pure delay of ``(servers − 1) · S / servers`` (Seidmann's
+    approximation).
+
+    >>> prefill_pool_wait(0.1, 1, 1.0)
+    0.1
+    >>> round(prefill_pool_wait(0.1, 20, 1.0), 2)   # near saturation: 20 · 0.1 − 1.0
+    1.0
+    """
+    queue_service = service / servers
+    delay = service - queue_service
+    queued = 0.0
+    response = queue_service
+    for n in range(1, max(int(clients), 1) + 1):
+        response = queue_service * (1.0 + queued)
+        throughput = n / (response + delay + think)
+        queued = throughput * response
+    return response + delay

@@ -19,7 +19,9 @@ and may go on with any of the optional columns :data:`OPTIONAL_COLUMNS`, in any 
   ledger file) replaces ``model`` when given. ``gpus``: cards in the deployment.
 * ``weights`` and ``kv_cache``: number-format names of the quantisation lever
   (``fp8-e4m3``, ``int4-g128``, ...); empty means the checkpoint's own format
-  (16-bit, or the model preset's ``weight_format``).
+  (16-bit, or the model preset's ``weight_format``). 8-bit float weights run 8-bit float
+  activations, ``int8`` weights 8-bit integer ones; any other weights, 16-bit activations
+  (an NVFP4 row is predicted as W4A16: the CSV format states no activation format).
 * ``tensor`` and ``expert``: tensor- and expert-parallel degrees.
 * ``isl``, ``osl``: input and output tokens per request; ``concurrency``: requests in
   flight (a closed loop's clients, or every request of an offline run, see ``load``).
@@ -61,7 +63,7 @@ import attrs
 from ..errors import InfermodelError, Problem, suggest
 
 __all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "ENGINE_OF_FAMILY", "LENGTHS", "LOADS",
-           "METRICS", "OPTIONAL_COLUMNS", "STATISTICS", "LedgerRow", "read_ledger"]
+           "METRICS", "OPTIONAL_COLUMNS", "STATISTICS", "LedgerRow", "Pool", "Pools", "read_ledger"]
 
 COLUMNS = ("id", "source", "engine", "hardware", "gpus", "model", "hf_config", "weights",
            "kv_cache", "tensor", "expert", "isl", "osl", "concurrency", "metric", "statistic",
@@ -108,8 +110,54 @@ _INTEGER_COLUMNS = ("gpus", "tensor", "expert", "isl", "osl", "concurrency", "at
 
 
 @attrs.frozen
+class Pool:
+    """One pool of a disaggregated deployment: ``workers`` identical servers, each on
+    ``tensor × pipeline × attention_dp`` cards.
+
+    ``batch`` is the most sequences one attention rank runs at once (a prefill worker's
+    prompts per iteration, a decode worker's running sequences), as the measurement's
+    configuration set it.
+    """
+
+    workers: int
+    batch: int
+    tensor: int
+    pipeline: int = 1
+    attention_dp: int = 1
+    expert: int = 1
+
+    @property
+    def gpus(self) -> int:
+        """Cards of one worker."""
+        return self.tensor * self.pipeline * self.attention_dp
+
+
+@attrs.frozen
+class Pools:
+    """The prefill and decode pools of a disaggregated deployment."""
+
+    prefill: Pool
+    decode: Pool
+
+
+@attrs.frozen
 class LedgerRow:
-    """One published figure and the conditions it was measured under."""
+    """One published figure and the conditions it was measured under.
+
+    The keyword fields after ``line`` are the CSV ledger's optional columns
+    (:data:`OPTIONAL_COLUMNS`) and layouts the CSV format cannot state (other ledgers'
+    readers set them): ``pipeline`` stages, the routed experts' own format
+    (``expert_weights``; empty: ``weights``), disaggregated ``pools`` (None: one
+    aggregated server on ``gpus`` cards), the engine version's kernel tables
+    (``engine_version``; empty: the newest), a display name for a model read from a
+    config (``model_label``), why the reader could not express the row (``unexpressed``),
+    the benchmark client (``client``) and the activations' format (``activations``).
+
+    ``attention_dp`` is the data-parallel attention ranks, each with its own sequences,
+    sharing the experts. A CSV ledger's ``tensor`` counts the cards attention is split or
+    shared over (``tensor = gpus``); other readers give the degree per attention rank
+    (``gpus = tensor × pipeline × attention_dp``). :func:`.predictions.layout` reads both.
+    """
 
     id: str
     source: str
@@ -135,6 +183,32 @@ class LedgerRow:
     requests: int | None = attrs.field(default=None, kw_only=True)
     attention_dp: int = attrs.field(default=1, kw_only=True)
     lengths: str = attrs.field(default="fixed", kw_only=True)
+    pipeline: int = attrs.field(default=1, kw_only=True)
+    expert_weights: str = attrs.field(default="", kw_only=True)
+    pools: Pools | None = attrs.field(default=None, kw_only=True)
+    engine_version: str = attrs.field(default="", kw_only=True)
+    model_label: str = attrs.field(default="", kw_only=True)
+    #: Why the ledger's reader could not express the row (empty: it could).
+    unexpressed: str = attrs.field(default="", kw_only=True)
+    #: The benchmark client that drove a concurrency row (a name of
+    #: :data:`.row_simulation.CLIENTS`; empty: fixed lengths, warm-up excluded).
+    client: str = attrs.field(default="", kw_only=True)
+    #: The activations' format where the reader states it (``"fp4"`` for an NVFP4
+    #: checkpoint's W4A4 kernels); empty: 8-bit with 8-bit float or integer weights,
+    #: else 16-bit (what a CSV ledger's ``weights`` implies).
+    activations: str = attrs.field(default="", kw_only=True)
+
+    @property
+    def mode(self) -> str:
+        """``"aggregated"`` (prefill and decode on one server) or ``"disaggregated"``."""
+        return "aggregated" if self.pools is None else "disaggregated"
+
+    @property
+    def model_name(self) -> str:
+        """The model as a reader names it: the label, the preset, or the config's file."""
+        if self.model_label:
+            return self.model_label
+        return self.model or (self.hf_config.name if self.hf_config is not None else "")
 
     @property
     def family(self) -> str:
@@ -153,7 +227,8 @@ class LedgerRow:
         """
         return (self.source, self.engine, self.hardware, self.gpus, self.model,
                 str(self.hf_config), self.weights, self.kv_cache, self.tensor, self.isl, self.osl,
-                self.load, self.attention_dp, self.lengths)
+                self.load, self.attention_dp, self.lengths, self.pipeline, self.expert_weights,
+                self.pools)
 
     @property
     def group(self) -> str:
@@ -312,7 +387,9 @@ def _parse_row(record: Sequence[str], columns: Sequence[str], line: int, path: P
                      metric=cells["metric"], statistic=cells["statistic"], value=value,
                      line=line, source_group=cells["source_group"], load=load[0],
                      request_rate=load[1], requests=load[2], attention_dp=attention_dp,
-                     lengths=cells["lengths"], **numbers)
+                     lengths=cells["lengths"], gpus=numbers["gpus"], tensor=numbers["tensor"],
+                     expert=numbers["expert"], isl=numbers["isl"], osl=numbers["osl"],
+                     concurrency=numbers["concurrency"])
 
 
 def _check_load(cells: dict[str, str], numbers: dict[str, int], bad

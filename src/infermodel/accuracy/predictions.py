@@ -11,7 +11,12 @@ the preset that prices it (:func:`preset_name`). At concurrency 1 the row is the
 scenario's roofline: the prefill of one prompt (TTFT), the decode step at batch 1 (ITL,
 TPOT) and ``osl / (TTFT + (osl − 1) · ITL)`` (throughput). At concurrency > 1 it is a
 closed loop of the row's clients in the serving simulator (:mod:`.row_simulation`: fixed
-lengths, the engine's chunk budget and sequence cap, the warm-up round excluded).
+lengths, the engine's chunk budget and sequence cap, the warm-up round excluded; the
+row's benchmark client where it names one), or, past the simulator's bound or with
+``loop = "analytic"``, the analytic closed loop (:mod:`.closed_loop`). A disaggregated
+row (prefill and decode pools, as the silicon ledger gives) is one server of each pool
+(:mod:`.pools`). With ``kernels = "measured"`` the operators are timed from the measured
+kernel tables of the row's engine instead (:func:`.tables.kernels_table`).
 
 Errors are relative, ``(predicted − measured) / measured``; summaries give the median
 and 90th percentile of ``|error|`` per metric.
@@ -22,6 +27,7 @@ Fitting the efficiency presets on these predictions is :mod:`.fits`.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,15 +37,19 @@ import numpy as np
 from ..engine import intervals
 from . import row_simulation
 from .closed_loop import ClosedLoop, closed_loop, offline_batch
-from .ledger import ENGINE_FAMILIES, ENGINE_OF_FAMILY, LedgerRow
+from .ledger import ENGINE_FAMILIES, ENGINE_OF_FAMILY, LedgerRow, Pool
+from .pools import NO_ROOM, measured_share, predict_pools
+from .row_simulation import cost_model
+from .tables import kernels_table, lengths_are_values
 
 if TYPE_CHECKING:
     from ..host import PluginHost
 
-__all__ = ["FITTED", "Efficiency", "Prediction", "RowModel", "Simulations", "Validation",
-           "errors_by_metric", "predict_group", "predict_rows", "preset_efficiency", "preset_intervals",
-           "preset_name", "refined_name", "row_attributes", "row_model", "scenario_data",
-           "summarise"]
+__all__ = ["ANALYTIC", "FITTED", "LOOPS", "ROOFLINE", "SIMULATED", "Efficiency", "Prediction",
+           "RowModel", "Simulations", "Validation", "cost_model", "errors_by_metric", "kernels_efficiency",
+           "layout", "predict", "predict_group", "predict_how", "predict_rows", "preset_efficiency",
+           "preset_intervals", "preset_name", "refined_name", "row_attributes", "row_model",
+           "scenario_data", "structure_key", "summarise"]
 
 #: The physical model's engine parameters a fit sets (``[efficiency]`` fields whose
 #: ranges are their physical bounds).
@@ -92,6 +102,12 @@ class Prediction:
     predicted: float | None
     reason: str | None = None
     interval: tuple[float, float] | None = None
+    #: How it was predicted: the roofline, a simulated or analytic closed loop, the
+    #: disaggregated pools (empty where not recorded).
+    method: str = ""
+    #: Under measured kernels, the share of the decode step (at the row's running batch)
+    #: that the tables time; the rest is operators they do not cover, at their roofline.
+    measured_share: float | None = None
 
     @property
     def error(self) -> float | None:
@@ -109,7 +125,9 @@ class Prediction:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.row.id, "metric": self.row.metric,
                                "measured": self.row.value, "predicted": self.predicted,
-                               "error": self.error}
+                               "error": self.error, "method": self.method}
+        if self.measured_share is not None:
+            out["measured_share"] = self.measured_share
         if self.interval is not None:
             out["interval"] = list(self.interval)
         return out
@@ -188,38 +206,68 @@ def efficiency_table(row: LedgerRow, preset: str | None) -> dict[str, Any]:
     return table
 
 
-def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any]) -> dict[str, Any]:
-    """The scenario tables that describe a ledger row's deployment, with ``efficiency``
-    as its ``[efficiency]`` table.
+def layout(row: LedgerRow, pool: Pool | None = None) -> tuple[int, int, int]:
+    """The tensor degree, pipeline stages and data-parallel attention ranks of one server
+    of the row (of ``pool`` for a disaggregated row), as the parallelism lever takes them.
+
+    A CSV ledger's ``tensor`` counts the cards attention is split or shared over
+    (``tensor = gpus``, the lever's degree ``gpus / attention_dp``); other readers give
+    the degree per attention rank (``gpus = tensor × pipeline × attention_dp``).
+    """
+    if pool is not None:
+        return pool.tensor, pool.pipeline, pool.attention_dp
+    if row.attention_dp > 1 and row.tensor == row.gpus and row.pipeline == 1:
+        return row.gpus // row.attention_dp, 1, row.attention_dp
+    return row.tensor, row.pipeline, row.attention_dp
+
+
+#: Where each engine family keeps the dense layers under data-parallel attention (the
+#: parallelism lever's ``dense_weights``): SGLang splits them over the stage's cards,
+#: vLLM's and TensorRT-LLM's attention-DP ranks each keep their own copy.
+DENSE_WEIGHTS = {"sglang": "split", "vllm": "replicated", "trtllm": "replicated"}
+
+
+def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
+                  pool: Pool | None = None) -> dict[str, Any]:
+    """The scenario tables that describe a ledger row's deployment (one server of
+    ``pool`` for a disaggregated row), with ``efficiency`` as its ``[efficiency]`` table.
     """
     model = {"preset": row.model} if row.model else {"hf_config": str(row.hf_config)}
+    tensor, pipeline, attention = layout(row, pool)
+    gpus = tensor * pipeline * attention
     data: dict[str, Any] = {
         "scenario": {"name": row.id, "description": f"ledger row {row.id} ({row.source})"},
         "model": model,
-        "hardware": {"preset": row.hardware, "count": row.gpus},
+        "hardware": {"preset": row.hardware, "count": gpus},
         "workload": {"batch": 1, "prompt_tokens": row.isl, "output_tokens": row.osl},
         "efficiency": dict(efficiency),
     }
     levers: dict[str, Any] = {}
-    if row.weights or row.kv_cache:
+    if row.weights or row.kv_cache or row.expert_weights:
         quantization: dict[str, Any] = {}
         if row.weights:
             quantization["linear"] = row.weights
-            if row.weights in EIGHT_BIT_FLOATS:
+            if row.activations:
+                quantization["activations"] = row.activations
+            elif row.weights in EIGHT_BIT_FLOATS:
                 quantization["activations"] = "fp8"
             elif row.weights in EIGHT_BIT_INTS:
                 quantization["activations"] = "int8"
+        if row.expert_weights:
+            quantization["experts"] = row.expert_weights
         if row.kv_cache:
             quantization["kv_cache"] = row.kv_cache
         levers["quantization"] = quantization
-    if row.gpus > 1:
-        # The ledger's tensor degree counts the cards attention is split or shared over;
-        # the lever's is per data-parallel attention rank (tensor × attention_data = gpus).
-        parallelism: dict[str, Any] = {"tensor": row.gpus // row.attention_dp}
-        if row.attention_dp > 1:
-            parallelism["attention_data"] = row.attention_dp
-        if row.expert > 1:
-            parallelism["expert"] = row.expert
+    expert = pool.expert if pool else row.expert
+    if gpus > 1:
+        parallelism: dict[str, Any] = {"tensor": tensor}
+        if pipeline > 1:
+            parallelism["pipeline"] = pipeline
+        if attention > 1:
+            parallelism["attention_data"] = attention
+            parallelism["dense_weights"] = DENSE_WEIGHTS.get(row.family, "replicated")
+        if expert > 1:
+            parallelism["expert"] = expert
         levers["parallelism"] = parallelism
     if levers:
         data["levers"] = levers
@@ -227,14 +275,18 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any]) -> dict[str, An
 
 
 def _unsupported(row: LedgerRow) -> str | None:
+    if row.unexpressed:
+        return row.unexpressed
     if row.family not in ENGINE_FAMILIES:
         return (f"engine {row.engine!r}: no efficiency preset for the family {row.family!r} "
                 f"(known: {', '.join(ENGINE_FAMILIES)})")
     if row.gpus % row.attention_dp:
         return f"attention_dp = {row.attention_dp} does not divide gpus = {row.gpus}"
-    if row.tensor != row.gpus:
-        return (f"tensor = {row.tensor} with gpus = {row.gpus}: only pure tensor parallelism "
-                "(tensor = gpus) is mapped")
+    tensor, pipeline, attention = layout(row)
+    if tensor * pipeline * attention != row.gpus:
+        return (f"tensor = {row.tensor} with gpus = {row.gpus}: the cards must be the tensor "
+                "degree (tensor = gpus), or the degree per attention rank times the pipeline "
+                "stages and data-parallel attention ranks")
     if row.hf_config is not None and not row.hf_config.is_file():
         return f"hf_config {row.hf_config} does not exist"
     return None
@@ -242,7 +294,9 @@ def _unsupported(row: LedgerRow) -> str | None:
 
 @attrs.frozen
 class RowModel:
-    """A row's compiled graph and the inputs that do not change between candidates."""
+    """A row's compiled graph (one server of a pool for a disaggregated row) and the
+    inputs that do not change between candidates.
+    """
 
     compiled: Any
     inputs: dict[str, Any]
@@ -255,6 +309,21 @@ class RowModel:
     #: Rows with the same structure share a compiled function (their inputs differ only
     #: in the lengths), so :func:`predict_group` evaluates them together.
     structure: Any = None
+    #: The resolved scenario (a plugin may price the simulator's iterations from it).
+    scenario: Any = None
+    #: Whether the prompt and output lengths are plain values of this structure (no
+    #: plugin reads them while building), so rows of other lengths can reuse it.
+    lengths_are_values: bool = False
+
+    def with_lengths(self, isl: float, osl: float) -> RowModel | str:
+        """This structure at other prompt and output lengths (see
+        :attr:`lengths_are_values`); a string where the sequence no longer fits.
+        """
+        inputs = {**self.inputs, "prompt_tokens": float(isl), "output_tokens": float(osl)}
+        capacity = float(np.asarray(self.compiled(inputs)["max_sequences"]).ravel()[0])
+        if not capacity >= 1:
+            return NO_ROOM
+        return attrs.evolve(self, inputs=inputs, capacity=capacity)
 
 
 #: Inputs a row's lengths feed; rows that differ only in them share one structure.
@@ -262,50 +331,53 @@ LENGTH_INPUTS = ("prompt_tokens", "output_tokens")
 
 
 def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
+              kernels: str | None = None, pool: Pool | None = None,
               host: PluginHost, structures: dict | None = None) -> RowModel | str:
-    """Compile the row's scenario once; a string is the reason it cannot be predicted.
+    """Compile the row's scenario once (one server of ``pool`` for a disaggregated row);
+    a string is the reason it cannot be predicted.
 
     The physical model with the row's engine, priced by ``preset`` where given (else the
     candidates a fit sets, over the engine's own defaults); ``ideal``: the documents'
-    ideal roofline with nothing kept back. ``structures`` keeps built graphs between
-    calls: a row that differs from a kept one only in its lengths reuses its compiled
-    function with its own ``prompt_tokens`` and ``output_tokens`` (no plugin reads them
-    while building; ``tests/test_accuracy.py`` checks the numbers are a fresh build's).
+    ideal roofline with nothing kept back; ``kernels = "measured"``: the operators timed
+    from the measured kernel tables (:func:`.tables.kernels_table`). ``structures`` keeps built
+    graphs between calls: a row that differs from a kept one only in its lengths reuses
+    its compiled function with its own ``prompt_tokens`` and ``output_tokens`` where no
+    plugin reads them while building (``tests/test_accuracy.py`` checks the numbers are a
+    fresh build's; under measured kernels it is found out, :func:`.tables.lengths_are_values`).
     """
-    from ..engine.evaluation import compile_graph
-    from ..engine.graph import build_graph
-    from ..errors import InfermodelError
-    from ..scenario import resolve
-
     reason = _unsupported(row)
     if reason:
         return reason
-    table = IDEAL_TABLE if ideal else efficiency_table(row, preset)
-    key = (model_key(row)[:-2], tuple(sorted(table.items())))
+    if kernels is not None:
+        table = kernels_table(row, kernels, host=host)
+    else:
+        table = IDEAL_TABLE if ideal else efficiency_table(row, preset)
+    key = (structure_key(row, kernels), pool, tuple(sorted(table.items())))
     kept = structures.get(key) if structures is not None else None
     if kept is None:
-        data = scenario_data(row, table)
-        try:
-            scenario = resolve(data, {}, None, host=host)
-            graph = build_graph(scenario, host=host)
-        except InfermodelError as exc:
-            return "; ".join(p.message for p in exc.problems)
-        kept = (scenario, graph, compile_graph(graph))
-        if structures is not None:
+        built = _build(row, table, pool, host)
+        if isinstance(built, str):
+            return built
+        scenario, graph, compiled = built
+        lengths = all(n in compiled.inputs for n in LENGTH_INPUTS) and (
+            kernels is None or lengths_are_values(scenario, _reads_key(row, kernels, pool),
+                                                  host=host))
+        kept = (scenario, graph, compiled, lengths)
+        if structures is not None and lengths:
             structures[key] = kept
-    scenario, graph, compiled = kept
-    if "batch" not in compiled.inputs or not all(n in compiled.inputs for n in LENGTH_INPUTS):
+    scenario, graph, compiled, lengths = kept
+    if "batch" not in compiled.inputs or (kernels is None and not lengths):
         return "a lever defines batch or the lengths itself, so the row cannot be set"
     for needed in ("prefill_time", "decode_step_time", "max_sequences"):
         if needed not in compiled.outputs:
             return f"the scenario defines no {needed}"
     inputs = {n: graph.quantities[n].value for n in compiled.inputs}
-    inputs.update(prompt_tokens=float(row.isl), output_tokens=float(row.osl))
+    if lengths:
+        inputs.update(prompt_tokens=float(row.isl), output_tokens=float(row.osl))
     out = compiled(inputs)
     capacity = float(np.asarray(out["max_sequences"]).ravel()[0])
     if not capacity >= 1:
-        return ("the weights and one full-length sequence do not fit in the cards' memory "
-                "after the runtime reserve")
+        return NO_ROOM
     attributes = {"engine": row.family,
                   "moe": "moe" if scenario.value("model.experts") > 1 else "dense",
                   "generation": scenario.value("hardware.generation") or "unknown"}
@@ -316,7 +388,35 @@ def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
     return RowModel(compiled, inputs, capacity, attributes,
                     int(scalar("engine_chunk_tokens", row_simulation.CHUNK_TOKENS))
                     or row_simulation.CHUNK_TOKENS,
-                    scalar("engine_max_sequences", math.inf) or math.inf, key)
+                    scalar("engine_max_sequences", math.inf) or math.inf, key,
+                    scenario=scenario, lengths_are_values=lengths)
+
+
+def _build(row: LedgerRow, table: Mapping[str, Any], pool: Pool | None, host: PluginHost):
+    """(scenario, graph, compiled function) of the row's scenario, or why not."""
+    from ..engine.evaluation import compile_graph
+    from ..engine.graph import build_graph
+    from ..errors import InfermodelError
+    from ..scenario import resolve
+
+    try:
+        scenario = resolve(scenario_data(row, table, pool), {}, None, host=host)
+        graph = build_graph(scenario, host=host)
+    except InfermodelError as exc:
+        return "; ".join(p.message for p in exc.problems)
+    return scenario, graph, compile_graph(graph)
+
+
+def _reads_key(row: LedgerRow, kernels: str | None, pool: Pool | None) -> tuple:
+    """What decides which fields the plugins read while building a row's scenario: the
+    model config, its formats, the engine, measured kernels and the kind of layout, not
+    the cards' number or kind.
+    """
+    tensor, pipeline, attention = layout(row, pool)
+    expert = pool.expert if pool else row.expert
+    return (row.model, str(row.hf_config), row.weights, row.kv_cache, row.expert_weights,
+            row.family, kernels, pipeline > 1, attention > 1, expert > 1,
+            tensor * pipeline * attention > 1)
 
 
 def row_attributes(model: RowModel, row: LedgerRow) -> dict[str, str]:
@@ -330,6 +430,23 @@ def predict_arrays(model: RowModel, row: LedgerRow,
     steady state: the prediction at concurrency 1, the fit's stand-in above it.
     """
     return predict_group([model], [row], candidates)[0]
+
+
+def _lengths(models: Sequence[RowModel], rows: Sequence[LedgerRow]):
+    """Prompt and output lengths (rows × 1), and the measured first rounds (rows × 1), of
+    each row: a client that draws its lengths is evaluated at their means where the
+    lengths are plain values of the structure; one that measures its first round adds
+    that round's queue of prompts (:func:`.closed_loop.closed_loop`).
+    """
+    isl, osl, rounds = [], [], []
+    for model, row in zip(models, rows):
+        client = row_simulation.CLIENTS[row.client]
+        drawn = client.range_ratio < 1 and model.lengths_are_values
+        isl.append(client.mean_length(row.isl) if drawn else float(row.isl))
+        osl.append(client.mean_length(row.osl) if drawn else float(row.osl))
+        rounds.append(client.rounds if client.warmup_measured and row.concurrency > 1 else 0)
+    return (np.array(isl)[:, None], np.array(osl)[:, None],
+            np.array(rounds, dtype=float)[:, None])
 
 
 def predict_group(models: Sequence[RowModel], rows: Sequence[LedgerRow],
@@ -349,16 +466,18 @@ def predict_group(models: Sequence[RowModel], rows: Sequence[LedgerRow],
     # Axis 0: prefill (batch 1), the decode step at the running batch, the prefill of the
     # running batch's prompts; axis 1: rows; axis 2: candidates.
     values["batch"] = np.stack([np.ones_like(running), running, running])
-    values["prompt_tokens"] = np.array([float(r.isl) for r in rows])[None, :, None]
-    values["output_tokens"] = np.array([float(r.osl) for r in rows])[None, :, None]
+    isl, osl, rounds = _lengths(models, rows)
+    if model.lengths_are_values:
+        values["prompt_tokens"] = isl[None, :, :]
+        values["output_tokens"] = osl[None, :, :]
     for name, candidate in candidates.items():
         if name in values:
             values[name] = np.asarray(candidate, dtype=float)[None, None, :]
     out = model.compiled(values)
     prefill = np.broadcast_to(out["prefill_time"], (3, count, size))
     decode = np.broadcast_to(out["decode_step_time"], (3, count, size))[1]
-    osl = np.array([float(r.osl) for r in rows])[:, None]
-    state = closed_loop(prefill[0], decode, clients, np.minimum(capacity, cap), osl)
+    state = closed_loop(prefill[0], decode, clients, np.minimum(capacity, cap), osl,
+                        rounds=rounds)
     offline = np.array([r.load == "offline" for r in rows])
     if offline.any():
         batch = offline_batch(prefill[2], decode, clients, running, osl)
@@ -377,18 +496,10 @@ def predict_group(models: Sequence[RowModel], rows: Sequence[LedgerRow],
     return result
 
 
-def cost_model(model: RowModel, row: LedgerRow, efficiency: Efficiency):
-    """The simulator's iteration cost of the row's scenario at ``efficiency``."""
-    from ..simulator import CostModel
-
-    values = dict(model.inputs)
-    values["batch"] = float(row.concurrency)
-    for name, value in efficiency.values:
-        if name in values:
-            values[name] = value
-    out = {name: float(np.asarray(v).ravel()[0]) for name, v in model.compiled(values).items()
-           if np.size(v) == 1}
-    return CostModel.from_quantities(out)
+#: How a prediction was made (:attr:`Prediction.method`).
+ROOFLINE, SIMULATED, ANALYTIC = "roofline", "simulated closed loop", "analytic closed loop"
+#: The closed loops a row above one client can be predicted with (:func:`predict_rows`).
+LOOPS = ("simulated", "analytic")
 
 
 class Simulations:
@@ -397,19 +508,20 @@ class Simulations:
     """
 
     def __init__(self) -> None:
-        self.runs: dict[tuple, row_simulation.ServingFigures | str] = {}
+        self.runs: dict[tuple, row_simulation.ServingFigures | row_simulation.PoolFigures
+                        | str] = {}
 
     @staticmethod
     def key(row: LedgerRow, efficiency: Efficiency) -> tuple:
         return (model_key(row), row.concurrency, row.load, row.requests, row.request_rate,
-                efficiency)
+                row.client, efficiency)
 
     @staticmethod
     def arguments(model: RowModel, row: LedgerRow, efficiency: Efficiency) -> tuple:
         """What :func:`.row_simulation.run_row` needs: plain, picklable values."""
         return (cost_model(model, row, efficiency), row.family, row.isl, row.osl, row.concurrency,
                 model.chunk_tokens, model.max_sequences, row.load, row.requests,
-                row.request_rate)
+                row.request_rate, row.client)
 
     def prefetch(self, jobs: Sequence[tuple[RowModel, LedgerRow, Efficiency]], *,
                  workers: int = 1) -> None:
@@ -426,7 +538,9 @@ class Simulations:
                 self.runs[key] = reason
                 continue
             todo[key] = self.arguments(model, row, efficiency)
-        if workers <= 1 or len(todo) < 2 * workers:
+        # Forked workers only while no other thread runs (a forked child could inherit a
+        # lock one holds: the kernel table reader's pool, say).
+        if workers <= 1 or len(todo) < 2 * workers or threading.active_count() > 1:
             for key, arguments in todo.items():
                 self.runs[key] = row_simulation.run_row(*arguments)
             return
@@ -456,15 +570,28 @@ class Simulations:
         return value
 
 
-def predict(model: RowModel, row: LedgerRow, efficiency: Efficiency,
-            simulations: Simulations) -> float | str:
-    """One row's prediction: the roofline at concurrency 1, the simulator above."""
-    if row.concurrency > 1:
-        return simulations.value(model, row, efficiency)
+def predict_how(model: RowModel | tuple[RowModel, RowModel], row: LedgerRow,
+                efficiency: Efficiency, simulations: Simulations,
+                loop: str = "simulated") -> tuple[float | str, str]:
+    """One row's prediction and how it was made: the roofline at concurrency 1, the
+    simulator above (the analytic closed loop past the simulator's token bound, or for
+    every row with ``loop = "analytic"``), each pool for a disaggregated row
+    (:mod:`.pools`).
+    """
+    if isinstance(model, tuple):
+        return predict_pools(model, row, efficiency, simulations, loop)
+    if row.concurrency > 1 and loop == "simulated" and not row_simulation.beyond_bound(row):
+        return simulations.value(model, row, efficiency), SIMULATED
     value = float(predict_arrays(model, row, efficiency.candidates())[0])
     if not math.isfinite(value) or value <= 0:
-        return f"the prediction is not a positive number ({value})"
-    return value
+        return f"the prediction is not a positive number ({value})", ROOFLINE
+    return value, ROOFLINE if row.concurrency == 1 else ANALYTIC
+
+
+def predict(model: RowModel, row: LedgerRow, efficiency: Efficiency,
+            simulations: Simulations) -> float | str:
+    """One row's prediction (:func:`predict_how`, the serving simulator above one client)."""
+    return predict_how(model, row, efficiency, simulations)[0]
 
 
 def preset_efficiency(name: str, *, host: PluginHost) -> Efficiency:
@@ -493,13 +620,36 @@ def preset_intervals(name: str, *, host: PluginHost) -> list[intervals.Entry]:
     return intervals.entries_of(data.get("preset", {}).get("interval", []))
 
 
+def kernels_efficiency(family: str, *, host: PluginHost) -> Efficiency:
+    """The rates the operators no measured kernel table covers run at: the engine
+    preset's sustained bandwidth and GEMM shares (``bandwidth_fraction``,
+    ``gemm_fraction``) as MBU and MFU, and no ``t0`` (the tables time the kernels; the
+    fixed time stood in for them). Peak rates where the preset states neither.
+    """
+    try:
+        preset = preset_efficiency(family, host=host).as_dict()
+    except KeyError:
+        preset = {}
+    gemm = preset.get("gemm_fraction", 1.0)
+    return Efficiency.of({"prefill_mfu": gemm, "decode_mfu": gemm,
+                          "mbu": preset.get("bandwidth_fraction", 1.0), "t0": 0.0})
+
+
 def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
                  efficiencies: Mapping[str, Efficiency] | None = None,
-                 host: PluginHost, progress=None,
-                 simulations: Simulations | None = None) -> Validation:
+                 host: PluginHost, progress=None, kernels: str | None = None,
+                 simulations: Simulations | None = None, loop: str = "simulated",
+                 workers: int = WORKERS) -> Validation:
     """Predict every row: with its efficiency preset (``calibrated``; the family's, or
     its refinement for the row's card, :func:`preset_name`), or with the ideal roofline
-    and nothing kept back (the documents' convention).
+    and nothing kept back (the documents' convention); ``kernels = "measured"`` times the
+    operators from the measured kernel tables of the row's engine instead, the operators
+    no table covers at their roofline at the engine preset's sustained rates, with no
+    ``t0`` (:func:`kernels_efficiency`; ``calibrated`` is then not used).
+
+    ``loop`` predicts rows above one client with the serving simulator (``"simulated"``,
+    in ``workers`` processes) or the analytic closed loop (``"analytic"``,
+    :mod:`.closed_loop`). :func:`.workers.predict` spreads the rows over worker processes.
 
     ``efficiencies`` replaces a preset's values (keyed by preset or family name).
     Calibrated predictions carry the 80 % interval of the preset's held-out errors for
@@ -510,45 +660,89 @@ def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
     simulations = simulations if simulations is not None else Simulations()
     chosen = dict(efficiencies or {})
     groups: dict[str, list[intervals.Entry]] = {}
-    planned: list[tuple[LedgerRow, str | None, RowModel | str, Efficiency]] = []
-    for row in rows:
-        name = preset_name(row, host=host) if calibrated and row.family in ENGINE_FAMILIES else None
-        key = (model_key(row), name)
+    planned: list[tuple[LedgerRow, str | None, Any, Efficiency]] = []
+
+    def compiled(row: LedgerRow, name: str | None, pool: Pool | None) -> RowModel | str:
+        key = (model_key(row), name, pool)
         if key not in models:
-            models[key] = row_model(row, preset=name, ideal=not calibrated, host=host,
-                                    structures=structures)
+            models[key] = row_model(row, preset=name, ideal=not calibrated, kernels=kernels,
+                                    pool=pool, host=host, structures=structures)
+        return models[key]
+
+    for row in rows:
+        name = None
+        if calibrated and kernels is None and row.family in ENGINE_FAMILIES:
+            name = preset_name(row, host=host)
+        model: RowModel | str | tuple[RowModel, RowModel]
+        if row.pools is not None and not row.unexpressed:
+            prefill = compiled(row, name, row.pools.prefill)
+            decode = compiled(row, name, row.pools.decode)
+            reason = next((m for m in (prefill, decode) if isinstance(m, str)), None)
+            model = reason if reason is not None else (prefill, decode)  # type: ignore[assignment]
+        else:
+            model = compiled(row, name, None)
         if progress is not None:
             progress.update()
-        efficiency = Efficiency()
-        if name is not None:
-            efficiency = chosen.get(name, chosen.get(row.family, Efficiency()))
-        planned.append((row, name, models[key], efficiency))
-    simulations.prefetch([(m, r, e) for r, _, m, e in planned if not isinstance(m, str)],
-                         workers=WORKERS)
+        planned.append((row, name, model, _efficiency(row, name, kernels, chosen, host)))
+    if loop == "simulated":
+        simulations.prefetch([(m, r, e) for r, _, m, e in planned if isinstance(m, RowModel)],
+                             workers=1 if kernels is not None else workers)
     points = []
     for row, name, model, efficiency in planned:
         if isinstance(model, str):
             points.append(Prediction(row, None, model))
             continue
-        value = predict(model, row, efficiency, simulations)
+        value, method = predict_how(model, row, efficiency, simulations, loop)
         if isinstance(value, str):
-            points.append(Prediction(row, None, value))
+            points.append(Prediction(row, None, value, method=method))
             continue
+        share = measured_share(model, row, efficiency) if kernels is not None else None
         band = None
         if name is not None:
             if name not in groups:
                 groups[name] = preset_intervals(name, host=host)
+            single = model if isinstance(model, RowModel) else model[1]
             entry = intervals.choose(groups[name], intervals.kind_of(row.metric),
-                                     row_attributes(model, row))
+                                     row_attributes(single, row))
             if entry is not None:
                 band = intervals.bounds(value, entry)
-        points.append(Prediction(row, value, interval=band))
+        points.append(Prediction(row, value, interval=band, method=method,
+                                 measured_share=share))
     return Validation(tuple(points))
 
 
+def _efficiency(row: LedgerRow, name: str | None, kernels: str | None,
+                chosen: dict[str, Efficiency], host: PluginHost) -> Efficiency:
+    """The efficiency a row is predicted at: ``chosen``'s for its preset (or family), the
+    preset's own values otherwise (an empty one), :func:`kernels_efficiency` under
+    measured kernels.
+    """
+    if kernels is not None:
+        key = f"{row.family} (measured kernels)"
+        if key not in chosen:
+            chosen[key] = kernels_efficiency(row.family, host=host)
+        return chosen[key]
+    if name is None:
+        return Efficiency()
+    return chosen.get(name, chosen.get(row.family, Efficiency()))
+
+
 def model_key(row: LedgerRow) -> tuple:
+    """What decides a row's compiled scenario (rows that share it share one compile);
+    the lengths last.
+    """
     return (row.engine, row.family, row.hardware, row.gpus, row.model, str(row.hf_config),
-            row.weights, row.kv_cache, row.tensor, row.expert, row.attention_dp, row.isl, row.osl)
+            row.weights, row.kv_cache, row.tensor, row.expert, row.attention_dp, row.pipeline,
+            row.expert_weights, row.pools, row.engine_version, row.unexpressed, row.isl, row.osl)
+
+
+def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
+    """What decides a row's scenario apart from its lengths and the engine's name (the
+    engine's version only where the kernel tables are read).
+    """
+    return (row.family, row.engine_version if kernels else "", row.hardware, row.gpus,
+            row.model, str(row.hf_config), row.weights, row.kv_cache, row.tensor, row.expert,
+            row.pipeline, row.attention_dp, row.expert_weights, row.pools, row.unexpressed)
 
 
 def refined_name(family: str, hardware: str) -> str:

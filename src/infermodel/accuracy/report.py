@@ -4,15 +4,17 @@ the fit's side-by-side table and the measured-against-predicted plot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from .fits import Fit
 from .ledger import METRICS
-from .predictions import Validation, summarise
+from .predictions import Prediction, Validation, summarise
 
-__all__ = ["fit_table", "plot_validation", "summary_table", "validation_table"]
+__all__ = ["GROUPINGS", "fit_table", "grouped_summary", "grouped_table", "plot_validation",
+           "summary_table", "unpredictable_listing", "validation_table"]
 
 
 # ---------------------------------------------------------------------------------
@@ -30,26 +32,125 @@ def _num(value: float | None) -> str:
     return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
 
 
-def validation_table(result: Validation, *, heading: str) -> str:
-    """Every row's measured and predicted figure, the per-metric summary, and the rows
-    that could not be predicted with their reasons.
+def validation_table(result: Validation, *, heading: str, rows: bool = True) -> str:
+    """Every row's measured and predicted figure (with ``rows``), the per-metric summary,
+    and the rows that could not be predicted with their reasons.
     """
     lines = [heading, ""]
-    width = max([len(p.row.id) for p in result.points] + [2])
-    lines.append(f"{'id'.ljust(width)}  {'metric':<20} {'measured':>10} {'predicted':>10} "
-                 f"{'error':>8}  interval")
-    for p in result.predicted:
-        band = f"{_num(p.interval[0])} … {_num(p.interval[1])}" if p.interval else ""
-        lines.append(f"{p.row.id.ljust(width)}  {p.row.metric:<20} {_num(p.row.value):>10} "
-                     f"{_num(p.predicted):>10} {_pct(p.error):>8}  {band}")
-    lines += ["", summary_table(result.summary())]
+    if rows:
+        width = max([len(p.row.id) for p in result.points] + [2])
+        lines.append(f"{'id'.ljust(width)}  {'metric':<20} {'measured':>10} {'predicted':>10} "
+                     f"{'error':>8}  interval")
+        for p in result.predicted:
+            band = f"{_num(p.interval[0])} … {_num(p.interval[1])}" if p.interval else ""
+            lines.append(f"{p.row.id.ljust(width)}  {p.row.metric:<20} {_num(p.row.value):>10} "
+                         f"{_num(p.predicted):>10} {_pct(p.error):>8}  {band}")
+        lines.append("")
+    lines.append(summary_table(result.summary()))
     coverage = result.coverage()
     if coverage is not None:
         lines.append(f"80 % intervals: {coverage['covered']:.0%} of {coverage['n']} measurements "
                      "inside (in sample: the preset's own rows)")
     if result.unpredictable:
-        lines += ["", f"{len(result.unpredictable)} rows could not be predicted:"]
-        lines += [f"  {p.row.id} ({p.row.metric}): {p.reason}" for p in result.unpredictable]
+        lines += ["", unpredictable_listing(result, each=rows)]
+    return "\n".join(lines)
+
+
+def unpredictable_listing(result: Validation, *, each: bool = True) -> str:
+    """The rows that could not be predicted with the reason: one line each, or (``each``
+    False) one paragraph per reason naming its rows.
+    """
+    missing = result.unpredictable
+    lines = [f"{len(missing)} rows could not be predicted:"]
+    if each:
+        lines += [f"  {p.row.id} ({p.row.metric}): {p.reason}" for p in missing]
+        return "\n".join(lines)
+    by_reason: dict[str, list[str]] = {}
+    for p in missing:
+        by_reason.setdefault(p.reason or "no reason recorded", []).append(p.row.id)
+    for reason, ids in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):
+        lines += ["", f"  {len(ids)} rows: {reason}"]
+        lines += textwrap.wrap(", ".join(ids), width=100, initial_indent="    ",
+                               subsequent_indent="    ", break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+def _group_all(point: Prediction) -> str:
+    return "all"
+
+
+def _coverage(point: Prediction) -> str:
+    share = point.measured_share
+    if share is None:
+        return ""
+    return "≥ 90 % measured" if share >= 0.9 else "< 90 % measured"
+
+
+#: How the grouped summaries split the predictions: a heading and a prediction's group in
+#: it (empty: not in that grouping). ``kernels`` splits measured-kernel predictions by the
+#: share of the decode step the tables time.
+GROUPINGS: tuple[tuple[str, Callable[[Prediction], str]], ...] = (
+    ("all", _group_all),
+    ("model", lambda p: p.row.model_name),
+    ("system", lambda p: p.row.hardware),
+    ("engine", lambda p: p.row.family),
+    ("mode", lambda p: p.row.mode),
+    ("kernels", _coverage),
+)
+
+
+def grouped_summary(validation: Validation) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    """Median and p90 |error| per metric for each group of each grouping (see
+    :data:`GROUPINGS`): ``{grouping: {group: {metric: summary}}}``.
+    """
+    out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for heading, group_of in GROUPINGS:
+        members: dict[str, list] = {}
+        for p in validation.predicted:
+            group = group_of(p)
+            if group:
+                members.setdefault(group, []).append(p)
+        if members:
+            out[heading] = {group: summarise(points) for group, points in sorted(members.items())}
+    return out
+
+
+def grouped_table(panels: Sequence[tuple[str, Validation]]) -> str:
+    """Median and 90th-percentile |error| per metric, overall and per model, system,
+    engine and mode, one column block per prediction (``panels``: title, validation).
+    """
+    summaries = [(title, grouped_summary(v)) for title, v in panels]
+    metrics = sorted({m for _, v in panels for m in v.summary()})
+    cell = 15
+    block = 6 + cell * len(metrics)
+    groups_of = {h: list(dict.fromkeys(g for _, summary in summaries for g in summary.get(h, {})))
+                 for h, _ in GROUPINGS}
+    labels = [f"{h} {g}" if h != "all" else "all" for h, groups in groups_of.items()
+              for g in groups]
+    width = max([len(label) for label in labels] + [10])
+    head1 = " " * width + "".join(f" {title[:block - 1]:^{block - 1}}" for title, _ in summaries)
+    head2 = f"{'group':<{width}}" + "".join(
+        f" {'n':>5}" + "".join(f"{m.removesuffix('_ms') + ' med/p90':>{cell}}" for m in metrics)
+        for _ in summaries)
+    lines = ["Median and 90th-percentile |error| (predicted − measured) / measured; n: rows "
+             "predicted", "", head1, head2]
+    for heading, groups in groups_of.items():
+        if not groups:
+            continue
+        if heading != "all":
+            lines.append("")
+        for group in groups:
+            label = "all" if heading == "all" else f"{heading} {group}"
+            text = f"{label:<{width}}"
+            for _, summary in summaries:
+                by_metric = summary.get(heading, {}).get(group, {})
+                n = sum(s["n"] for s in by_metric.values())
+                text += f" {n:>5}"
+                for metric in metrics:
+                    s = by_metric.get(metric)
+                    text += (f"{s['median_abs_error']:>{cell - 7}.0%}/{s['p90_abs_error']:<5.0%} "
+                             if s else f"{'—':>{cell}}")
+            lines.append(text.rstrip())
     return "\n".join(lines)
 
 
@@ -131,7 +232,9 @@ def fit_table(result: Fit) -> str:
 
 def plot_validation(panels: Sequence[tuple[str, Validation]]):
     """Measured against predicted, one panel per prediction (log-log, one colour per
-    metric), with the diagonal and a ±25 % band; returns a matplotlib figure.
+    metric), with the diagonal and a ±25 % band; returns a matplotlib figure. On a
+    ledger of thousands of points the markers shrink and turn translucent, so that where
+    most points lie shows through.
     """
     from ..analyses.figures import COLOURS, load_matplotlib
 
@@ -152,16 +255,21 @@ def plot_validation(panels: Sequence[tuple[str, Validation]]):
             if not chosen:
                 continue
             summary = summarise(chosen)[metric]
-            ax.scatter([p.row.value for p in chosen], [p.predicted for p in chosen], s=16,
-                       color=colours[metric], alpha=0.85,
+            dense = len(points) > 500
+            ax.scatter([p.row.value for p in chosen], [p.predicted for p in chosen],
+                       s=5 if dense else 16, linewidths=0, color=colours[metric],
+                       alpha=0.3 if dense else 0.85,
                        label=f"{metric} (median |error| {summary['median_abs_error']:.0%})")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(low, high)
         ax.set_ylim(low, high)
-        ax.set_xlabel("measured (published)")
-        ax.set_ylabel("predicted")
+        ax.set_xlabel("measured (published; ms, or tokens/s)")
+        ax.set_ylabel("predicted (same unit)")
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="major", alpha=0.35)
-        ax.legend(fontsize=7, loc="upper left")
+        legend = ax.legend(fontsize=7, loc="upper left", markerscale=2.0)
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):
+            if text.get_text() != "±25 %":
+                handle.set_alpha(0.85)
     return figure

@@ -54,13 +54,68 @@ import math
 import attrs
 import numpy as np
 
-__all__ = ["CHUNK_TOKENS", "MAX_TOKENS", "RATE_METRICS", "ROUNDS", "SEED", "ServingFigures",
-           "rate_metric", "run_row", "run_row_packed", "simulate_row", "unsupported"]
+__all__ = ["BURST", "CHUNK_TOKENS", "CLIENTS", "INFERENCEMAX", "MAX_TOKENS", "RATE_METRICS", "ROUNDS",
+           "SEED", "Client", "PoolFigures", "ServingFigures", "at", "beyond_bound", "cost_model", "rate_metric",
+           "run_row",
+           "run_row_packed", "simulate_pools", "simulate_row", "unsupported"]
 
 #: Metrics that are the system's output rate, scaled (:func:`rate_metric`).
 RATE_METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_per_s")
 #: Requests each client sends (the first and last rounds are not measured).
 ROUNDS = 4
+
+
+@attrs.frozen
+class Client:
+    """How a benchmark client drives a closed loop: requests per client (``rounds``),
+    whether the first round (every client starting at once) and the last (the server
+    draining) are measured, and the length law: uniform on ``range_ratio × L … L`` for
+    a nominal length L (1: every request exactly L).
+    """
+
+    name: str
+    rounds: int
+    warmup_measured: bool
+    range_ratio: float
+    source: str
+
+    def lengths(self, nominal: int):
+        """The length law of requests of ``nominal`` tokens."""
+        from ..simulator import FixedLength, UniformLength
+
+        low = max(1, int(self.range_ratio * nominal))
+        return FixedLength(nominal) if low >= nominal else UniformLength(low, nominal)
+
+    def measured(self, clients: int) -> slice:
+        """The requests (in issue order) the statistics are taken over."""
+        if self.warmup_measured:
+            return slice(0, self.rounds * clients)
+        return slice(clients, (self.rounds - 1) * clients)
+
+    def mean_length(self, nominal: int) -> float:
+        """The mean request length for ``nominal`` tokens."""
+        low = max(1, int(self.range_ratio * nominal))
+        return (low + nominal) / 2
+
+
+#: The shipped ledger's reading of a concurrency benchmark: fixed lengths, ROUNDS
+#: requests per client, the warm-up and draining rounds left out.
+DEFAULT = Client("fixed lengths, warm-up excluded", ROUNDS, False, 1.0,
+                 "the published benchmarks' fixed-length concurrency runs")
+#: InferenceMAX's client (vLLM's benchmark_serving): 10 × C prompts at concurrency C
+#: and infinite rate, every request measured (the first round starts all at once), input
+#: and output lengths uniform between 0.8 × and 1 × the nominal lengths, EOS ignored.
+INFERENCEMAX = Client("InferenceMAX (benchmark_serving, 10 prompts per client, range ratio "
+                      "0.8)", 10, True, 0.8,
+                      "InferenceMAX README, 'Benchmark Client Configuration' (--num-prompts "
+                      "CONC × 10, --max-concurrency CONC, --request-rate inf, "
+                      "--random-range-ratio 0.8, --ignore-eos)")
+#: One request per client, every client starting at once and every request measured: a
+#: burst of ``concurrency`` fixed-length requests (a static batch seen by a client).
+BURST = Client("one request per client, all at once (a burst)", 1, True, 1.0,
+               "a burst's mean first-token time grows in proportion to the clients")
+#: Clients by the name a ledger row gives (``LedgerRow.client``; empty: DEFAULT).
+CLIENTS = {"": DEFAULT, "inferencemax": INFERENCEMAX, "burst": BURST}
 SEED = 0
 #: The most tokens (prompt and output) a row's closed loop may simulate, ROUNDS ×
 #: concurrency × (isl + osl): a bound on the run's work, about three times the largest
@@ -110,12 +165,13 @@ class ServingFigures:
 def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int, *,
                  chunk_tokens: int = CHUNK_TOKENS, max_sequences: float = math.inf,
                  load: str = "closed", requests: int | None = None,
-                 request_rate: float | None = None) -> ServingFigures:
-    """Run the row's load of fixed ``isl``/``osl`` requests on ``cost`` with the chunked
-    policy at ``chunk_tokens`` per iteration and at most ``max_sequences`` running (see
-    the module docstring): ``concurrency`` closed-loop clients, an offline run of
-    ``concurrency`` requests, or ``requests`` Poisson arrivals at ``request_rate``.
-    ``family`` names the row's engine family (its scenario sets the budget and cap).
+                 request_rate: float | None = None, client: Client = DEFAULT) -> ServingFigures:
+    """Run the row's load of ``isl``/``osl`` requests on ``cost`` with the chunked policy
+    at ``chunk_tokens`` per iteration and at most ``max_sequences`` running (see the
+    module docstring): ``concurrency`` closed-loop clients (``client``'s rounds, length
+    law and measured requests), an offline run of ``concurrency`` requests, or
+    ``requests`` Poisson arrivals at ``request_rate``. ``family`` names the row's engine
+    family (its scenario sets the budget and cap).
     """
     from ..simulator import FixedLength, Policy, Workload, WorkloadSpec, run_record
     from ..simulator.metrics import weighted_quantile
@@ -130,10 +186,11 @@ def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int, *,
         workload = spec.closed_loop(concurrency, 0.0, SEED)
         measured, warmup = slice(0, requests), 0
     elif load == "closed":
-        spec = WorkloadSpec(prompt=FixedLength(isl), output=FixedLength(osl),
-                            count=ROUNDS * concurrency, sampler="numpy")
+        spec = WorkloadSpec(prompt=client.lengths(isl), output=client.lengths(osl),
+                            count=client.rounds * concurrency, sampler="numpy")
         workload = spec.closed_loop(concurrency, 0.0, SEED)
-        measured, warmup = slice(concurrency, (ROUNDS - 1) * concurrency), concurrency
+        measured = client.measured(concurrency)
+        warmup = 0 if client.warmup_measured else concurrency
     elif load == "offline":
         workload = Workload.from_arrays(np.zeros(concurrency), np.full(concurrency, isl),
                                         np.full(concurrency, osl))
@@ -156,8 +213,10 @@ def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int, *,
         itl_median, itl_p99 = weighted_quantile(record.gap_values, record.gap_weights, (0.5, 0.99))
     else:
         itl_median = itl_p99 = math.nan
-    if load == "closed" and warmup:
-        throughput = concurrency * osl / float(np.mean(e2e))
+    if load == "closed" and not (requests is not None and requests > concurrency):
+        # Little's law over the measured requests (their mean output, for drawn lengths).
+        outputs = float(np.mean(record.outputs[measured]))
+        throughput = concurrency * outputs / float(np.mean(e2e))
     else:
         duration = float(np.max(record.last_token) - np.min(record.arrivals))
         throughput = float(np.sum(record.outputs)) / duration
@@ -167,16 +226,16 @@ def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int, *,
 
 def run_row(cost, family: str, isl: int, osl: int, concurrency: int, chunk_tokens: int,
             max_sequences: float, load: str, requests: int | None,
-            request_rate: float | None) -> ServingFigures | str:
+            request_rate: float | None, client: str = "") -> ServingFigures | str:
     """:func:`simulate_row`, a failure given as its reason (what a ledger row's prediction
-    holds; a worker process returns it as it is).
+    holds; a worker process returns it as it is); ``client`` names one of :data:`CLIENTS`.
     """
     from ..simulator import SimulationError
 
     try:
         return simulate_row(cost, family, isl, osl, concurrency, chunk_tokens=chunk_tokens,
                             max_sequences=max_sequences, load=load, requests=requests,
-                            request_rate=request_rate)
+                            request_rate=request_rate, client=CLIENTS[client])
     except SimulationError as exc:
         return f"the closed-loop simulation failed: {exc}"
 
@@ -204,6 +263,70 @@ def rate_metric(row, output_tokens_per_s):
     return output_tokens_per_s
 
 
+@attrs.frozen
+class PoolFigures:
+    """A disaggregated deployment's figures (seconds, tokens/s): the measured requests'
+    first-token times and the decode pool's time per output token.
+    """
+
+    ttft: np.ndarray  # per measured request, the cache transfer included
+    tpot: float
+    output_tokens_per_s: float
+    decode_running: int  # sequences one decode server runs
+
+    def value(self, metric: str, statistic: str) -> float:
+        """The figure a ledger row's ``metric`` and ``statistic`` name."""
+        if metric in RATE_METRICS:
+            return self.output_tokens_per_s  # the system's output rate: see rate_metric
+        if metric in ("tpot_ms", "itl_ms"):
+            return self.tpot * 1e3
+        if statistic == "median":
+            return float(np.median(self.ttft)) * 1e3
+        if statistic == "p99":
+            return float(np.quantile(self.ttft, 0.99)) * 1e3
+        return float(np.mean(self.ttft)) * 1e3
+
+
+def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurrency: int,
+                   *, transfer: float = 0.0, client: Client = DEFAULT) -> PoolFigures:
+    """``concurrency`` clients of fixed ``isl``/``osl`` requests on disaggregated ``pools``.
+
+    * **Decode**: the clients are spread evenly over the decode servers, each running at
+      most ``batch × attention_dp`` sequences (the pool's configured batch) and no more
+      than its cache holds; a step decodes every running sequence, their contexts spread
+      evenly over ``isl … isl + osl − 1``, so the time per output token is that step's
+      time (the decode servers run no prefills).
+    * **Prefill**: the clients are spread evenly over the prefill servers; each server is a
+      closed loop of its share of the clients (``client``'s rounds, lengths and measured
+      requests), each request a prompt whose first token ends it, the client's next
+      prompt following after its decode
+      (``(osl − 1) · TPOT``) and the cache transfer; the server runs at most
+      ``batch × attention_dp`` prompts at once in iterations of :data:`CHUNK_TOKENS`.
+    * TTFT is the prefill server's first-token time plus the cache transfer (the decode
+      server emits the first token once it holds the cache).
+    """
+    from ..simulator import FixedLength, Policy, WorkloadSpec, run_record
+
+    decode, prefill = pools.decode, pools.prefill
+    per_decode = math.ceil(concurrency / decode.workers)
+    held = max(1, int(decode_cost.cache_memory // (decode_cost.kv_bytes_per_token * (isl + osl))))
+    running = max(1, min(per_decode, decode.batch * decode.attention_dp, held))
+    prompt, output = client.mean_length(isl), client.mean_length(osl)
+    contexts = np.linspace(prompt, prompt + output - 1, running).round().astype(int)
+    tpot = float(decode_cost.iteration_time(contexts.tolist(), []))
+    clients = max(1, math.ceil(concurrency / prefill.workers))
+    policy = Policy("chunked", chunk_tokens=CHUNK_TOKENS,
+                    max_running=max(1, prefill.batch * prefill.attention_dp))
+    spec = WorkloadSpec(prompt=client.lengths(isl), output=FixedLength(1),
+                        count=client.rounds * clients, sampler="numpy")
+    think = (output - 1) * tpot + transfer
+    record, _ = run_record(prefill_cost, spec.closed_loop(clients, think, SEED), policy)
+    measured = client.measured(clients)
+    ttft = (record.first_token - record.arrivals)[measured] + transfer
+    e2e = float(np.mean(ttft)) + (output - 1) * tpot
+    return PoolFigures(ttft, tpot, concurrency * output / e2e, running)
+
+
 def unsupported(row) -> str | None:
     """Why a row's load is not simulated (None: it is)."""
     if row.metric == "itl_ms" and row.statistic in ("p90", "p95"):
@@ -212,15 +335,58 @@ def unsupported(row) -> str | None:
     if row.load == "poisson" and row.requests is not None and row.concurrency < row.requests:
         return (f"a Poisson load capped at {row.concurrency:,} requests in flight is not "
                 "simulated (only an uncapped one: concurrency = requests)")
-    if row.load == "closed":
-        tokens = ROUNDS * row.concurrency * (row.isl + row.osl)
-        what = f"{ROUNDS} requests from each of {row.concurrency:,} clients"
-    else:
-        count = row.concurrency if row.load == "offline" else (row.requests or 0)
-        tokens = count * (row.isl + row.osl)
-        what = f"{count:,} requests"
+    tokens, what = _work(row)
     if tokens > MAX_TOKENS:
         return (f"the {row.load} run would simulate {tokens:,} tokens ({what}, {row.isl:,} + "
                 f"{row.osl:,} tokens each), over the {MAX_TOKENS:,}-token bound of a ledger "
                 "row's simulation")
     return None
+
+
+def beyond_bound(row) -> bool:
+    """Whether the token bound is the only reason a closed or offline row is not
+    simulated (its prediction then takes the analytic closed loop).
+    """
+    return (row.load in ("closed", "offline") and _work(row)[0] > MAX_TOKENS
+            and not (row.metric == "itl_ms" and row.statistic in ("p90", "p95")))
+
+
+def _work(row) -> tuple[int, str]:
+    """The tokens a row's simulation would run, and what they are."""
+    if row.load == "closed":
+        rounds = CLIENTS[row.client].rounds
+        return (rounds * row.concurrency * (row.isl + row.osl),
+                f"{rounds} requests from each of {row.concurrency:,} clients")
+    count = row.concurrency if row.load == "offline" else (row.requests or 0)
+    return count * (row.isl + row.osl), f"{count:,} requests"
+
+
+# ---------------------------------------------------------------------------------
+# A row's compiled scenario as the simulator's iteration cost
+# ---------------------------------------------------------------------------------
+
+
+def cost_model(model, row, efficiency, *, batch: float | None = None):
+    """The simulator's iteration cost of the row's scenario (``model``, a
+    :class:`.predictions.RowModel`) at ``efficiency`` (an :class:`.predictions.Efficiency`): its
+    roofline (the physical model's terms where it prices the row), or the iteration cost
+    a plugin registers for the scenario (measured kernels price each iteration from its
+    own prefill and decode counts).
+    """
+    from ..analyses.simulation.plan import iteration_cost
+    from ..simulator import CostModel
+
+    out = at(model, efficiency, float(row.concurrency if batch is None else batch))
+    measured = iteration_cost(model.scenario, out) if model.scenario is not None else None
+    return CostModel.from_quantities(out, measured=measured)
+
+
+def at(model, efficiency, batch: float) -> dict[str, float]:
+    """The row's scalar quantities at ``batch`` and ``efficiency``."""
+    values = dict(model.inputs)
+    values["batch"] = float(batch)
+    for name, value in efficiency.values:
+        if name in values:
+            values[name] = value
+    return {name: float(np.asarray(v).ravel()[0]) for name, v in model.compiled(values).items()
+            if np.size(v) == 1}

@@ -160,7 +160,8 @@ def _kernels(plugin: str, name: str, kernels) -> tuple:
         if not isinstance(kernel, Kernel):
             raise PluginError(f"plugin {plugin!r} gave operator {name!r} a kernel that is a "
                               f"{type(kernel).__name__}, not an infermodel.plugin.Kernel")
-        for key, value in (*kernel.shape.items(), ("calls", kernel.calls)):
+        for key, value in (*kernel.shape.items(), ("calls", kernel.calls),
+                           ("share", kernel.share)):
             check_definition(plugin, f"{name}.{kernel.family}.{key}", value, "defined operator")
         out.append(kernel)
     return tuple(out)

@@ -3,10 +3,15 @@ the optional extra ``infermodel[kernels]``) read into numpy functions that price
 engine's operators.
 
 * ``source`` — the one adapter to the installed tables: where they are, their folders,
-  the schema check, columns as numpy arrays, a card's datasheet figures.
-* ``grids`` — a measured configuration's curve and the lookup: log–log interpolation
-  inside the grid, the roofline ratio outside it, vectorised and explained.
-* ``families`` — which table holds each kernel family, its arguments and its roofline.
+  the schema check, columns as numpy arrays, a card's datasheet figures, the published
+  configs of the models the tables were measured for.
+* ``curves`` — a measured configuration's latencies along the axes a workload moves:
+  log–log interpolation inside the grid; blocks or the roofline ratio beyond it.
+* ``grids`` — a table's configurations and the lookup: the curve an unmeasured
+  configuration reads, vectorised and explained.
+* ``rooflines`` — each family's roofline on the card's datasheet peaks.
+* ``families`` and ``catalog`` — what a family is, and every family: its table, its
+  arguments and its roofline.
 
 It reads its tables with the bottom of the core only (``errors``); the engine's plugins
 reach it through :mod:`infermodel.plugin`, never the other way round.
@@ -14,9 +19,15 @@ reach it through :mod:`infermodel.plugin`, never the other way round.
 
 from __future__ import annotations
 
-from .families import FAMILIES, MOE_DISTRIBUTIONS, Unavailable, check_version, lookup
+from .catalog import FAMILIES
+from .families import Unavailable, check_version, lookup
 from .grids import FULL_WINDOW, Lookup
+from .rooflines import GEMM_DTYPES, KV_BYTES, MOE_DTYPES
 from .source import INSTALL, TablesUnavailable, card, engine_versions, root, systems
 
-__all__ = ["FAMILIES", "FULL_WINDOW", "INSTALL", "MOE_DISTRIBUTIONS", "Lookup", "TablesUnavailable",
-           "Unavailable", "card", "check_version", "engine_versions", "lookup", "root", "systems"]
+#: The routing a MoE table's rows were measured under, most realistic first.
+MOE_DISTRIBUTIONS = ("power_law_1.01", "balanced")
+
+__all__ = ["FAMILIES", "FULL_WINDOW", "GEMM_DTYPES", "INSTALL", "KV_BYTES", "MOE_DISTRIBUTIONS",
+           "MOE_DTYPES", "Lookup", "TablesUnavailable", "Unavailable", "card", "check_version",
+           "engine_versions", "lookup", "root", "systems"]

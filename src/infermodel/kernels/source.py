@@ -218,7 +218,7 @@ def check_schema(folder: Folder) -> None:
 def read(folder: Folder, table: str, columns: Sequence[str],
          equal: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Columns of one table as numpy arrays, only the rows whose columns in ``equal`` hold
-    the given values; read once per process.
+    the given values (a tuple: any of them); read once per process.
     """
     wanted = tuple(sorted({*columns, *(equal or {})}))
     data = _read(folder, table, wanted)
@@ -229,7 +229,10 @@ def read(folder: Folder, table: str, columns: Sequence[str],
     keep = np.ones(len(data[wanted[0]]), dtype=bool)
     for name, value in equal.items():
         column = data[name]
-        keep &= column == (str(value) if column.dtype == object else value)
+        if isinstance(value, tuple):
+            keep &= np.isin(column, [str(v) if column.dtype == object else v for v in value])
+        else:
+            keep &= column == (str(value) if column.dtype == object else value)
     return {name: data[name][keep] for name in columns}
 
 
@@ -299,6 +302,28 @@ def _numbers(values: Any) -> Any:
 
 
 @functools.cache
+def model_config(name: str) -> Mapping[str, Any]:
+    """The published ``config.json`` of a model the tables were measured for, as the package
+    ships it (``model_configs/<org>--<name>_config.json``; an empty mapping when it ships
+    none). The module tables name their model (``deepseek-ai/DeepSeek-V3``); its widths are
+    what the rows' shapes were.
+
+    >>> model_config("deepseek-ai/DeepSeek-V3")["kv_lora_rank"]  # doctest: +SKIP
+    512
+    """
+    import json
+
+    path = root().parent / "model_configs" / f"{name.replace('/', '--')}_config.json"
+    if not path.is_file():
+        return {}
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+@functools.cache
 def card(system: str) -> Mapping[str, float]:
     """A system's datasheet figures from its YAML file, in base units: ``mem_bw``,
     ``bfloat16_tc_flops``, ``fp8_tc_flops``, ``fp4_tc_flops``, ``int8_tc_flops``,
@@ -320,5 +345,6 @@ def card(system: str) -> Mapping[str, float]:
 
 
 __all__ = ["DISTRIBUTION", "INSTALL", "PACKAGE", "SCHEMAS", "SERIES", "Folder",
-           "TablesUnavailable", "card", "check_schema", "engine_versions", "folders", "read",
+           "TablesUnavailable", "card", "check_schema", "engine_versions", "folders", "model_config",
+           "read",
            "resolve", "root", "schema_version", "systems", "version_key"]

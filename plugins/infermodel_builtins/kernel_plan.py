@@ -1,0 +1,455 @@
+"""Which measured table times each operator, and how (not a plugin: the measured-kernels
+plugin asks for a scenario's plan).
+
+For each operator of each phase (:func:`infermodel.plugin.collect_operators`) the plan
+takes the kernels it declares (:class:`infermodel.plugin.Kernel`) and makes each one's
+time an expression::
+
+    share · calls · lookup(shape on one GPU)
+
+The shape on one GPU: under a layout (``[levers.parallelism]`` with ``attention_data``
+D > 1 or ``expert`` X > 1) a kernel of the mixers runs on the busiest attention rank's
+tokens (⌈B/D⌉ sequences, the lever's ``parallel_attention_batch_factor``) split over its
+T tensor cards; dense layers, the head and the router, and shared experts, where the
+layout puts their weights (each rank's own tokens over T cards, or every token of the
+stage over its G cards); the routed experts on every token of the stage at MoE TP
+G/X and EP X. Without one, every kernel splits over the T tensor-parallel cards.
+
+Of an operator's alternative kernels (``option``), the first the tables all serve is
+used. Work no table measures (the family ``"roofline"``) keeps its roofline and is
+reported with its share; an operator none of whose kernels a table serves falls back to
+its own roofline, with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+
+import attrs
+import sympy
+from sympy import Max as _Max
+from sympy import ceiling
+
+import infermodel.plugin as door
+from infermodel.plugin import S, collect_operators, tabulated
+
+from .operator_kernels import FULL
+from .quantization import effective_lever, weight_formats
+
+#: Kernel families that no table measures: the operator keeps its roofline by nature.
+ELEMENTWISE = "elementwise"
+#: Work no table measures, named by its operator (timed at its roofline, reported).
+ROOFLINE = "roofline"
+PHASES = ("prefill", "decode")
+#: Short names of the families in table-function names.
+SHORT = {"dispatch": "a2ad", "combine": "a2ac", "deepep_dispatch_ll": "deepepdll",
+         "deepep_combine_ll": "deepepcll", "deepep_dispatch_normal": "deepepdn",
+         "deepep_combine_normal": "deepepcn", "nccl_all_gather": "ag", "nccl_reduce_scatter": "rs",
+         "nccl_all_reduce": "ncclar", "nccl_alltoall": "a2a", "gemm": "gemm", "context_attention": "ctx", "generation_attention": "gen",
+         "moe": "moe", "all_reduce": "ar", "latent_context": "mlactx", "latent_generation": "mlagen",
+         "mla_context": "mlac", "mla_generation": "mlag", "mla_bmm_pre": "bmmpre",
+         "mla_bmm_post": "bmmpost", "gdn_conv_context": "gdnconvc",
+         "gdn_conv_generation": "gdnconvg", "gdn_context": "gdnc", "gdn_generation": "gdng",
+         "mamba2_conv_context": "m2convc", "mamba2_conv_generation": "m2convg"}
+#: Arguments a family multiplies by the split rather than dividing (a MoE layer's TP).
+MULTIPLIED = ("tp",)
+#: Arguments rounded up to whole numbers when split (KV heads replicated below TP).
+WHOLE = ("kv_heads",)
+
+
+def Max(*args):
+    return _Max(*args, evaluate=False)
+
+
+@attrs.frozen
+class Setup:
+    """Card, engine and version whose tables time the operators, the layout, and why
+    every operator falls back to the roofline (None when none does).
+    """
+
+    system: str | None
+    engine: str | None
+    version: str | None
+    #: T: cards splitting each attention layer (of an attention rank).
+    tensor: int
+    fallback: str | None = None
+    #: D attention ranks, G = T·D cards of a stage, X expert ranks.
+    data: int = 1
+    stage: int = 0
+    expert: int = 1
+    #: Where dense layers go (``"replicated"`` on each attention rank, ``"split"`` over
+    #: the stage) and whether shared experts stay on each rank.
+    dense: str = "replicated"
+    shared_local: bool = True
+
+    @property
+    def layout(self) -> bool:
+        return self.data > 1 or self.expert > 1
+
+
+# ---------------------------------------------------------------------------------
+# Dtypes from number formats
+# ---------------------------------------------------------------------------------
+
+
+def _fp8(fmt) -> bool:
+    return fmt.bits == 8 and fmt.kind == "float"
+
+
+def gemm_dtype(fmt, activations) -> str | None:
+    """The GEMM table's dtype for weights in ``fmt`` (None: no table measures it).
+
+    >>> from infermodel_builtins.formats import NAMED_FORMATS as F
+    >>> [gemm_dtype(F[n], None) for n in ("bf16", "fp8-e4m3", "fp8-b128", "int4-g128", "nvfp4")]
+    ['bfloat16', 'fp8', 'fp8_block', 'int4_wo', 'nvfp4']
+    """
+    if fmt.bits >= 16:
+        return "bfloat16"
+    if _fp8(fmt):
+        return "fp8_block" if (fmt.block_side or fmt.granularity == "group") else "fp8"
+    if fmt.kind == "float" and fmt.bits == 4:
+        return "nvfp4" if fmt.group_size == 16 else None
+    if fmt.kind == "int" and fmt.bits == 8:
+        return "sq" if activations == "int8" else "int8_wo"
+    if fmt.kind == "int" and fmt.bits == 4:
+        return "int4_wo"
+    return None
+
+
+def moe_dtype(fmt) -> str | None:
+    """The MoE table's dtype for experts in ``fmt`` (None: no table measures it)."""
+    if fmt.bits >= 16:
+        return "bfloat16"
+    if _fp8(fmt):
+        return "fp8_block" if (fmt.block_side or fmt.granularity == "group") else "fp8"
+    if fmt.kind == "float" and fmt.bits == 4:
+        return "nvfp4" if fmt.group_size == 16 else "w4a16_mxfp4"
+    if fmt.kind == "int" and fmt.bits == 4:
+        return "int4_wo"
+    return None
+
+
+def formats_of(scenario):
+    """(weight class -> number format, activation format, cache format)."""
+    lever = effective_lever(scenario)
+    formats = weight_formats(scenario, lever) if lever is not None else {}
+    activations = getattr(lever, "activations", None)
+    kv = getattr(lever, "kv_cache", None)
+    return {k: f for k, (f, _why) in formats.items()}, activations, kv
+
+
+def _cache(kv):
+    if kv is None or kv.bits >= 16:
+        return "bfloat16"
+    return "fp8" if _fp8(kv) else None
+
+
+def family_of(kernel, st: Setup, phase: str) -> str:
+    """The table family a kernel reads under the scenario's engine: SGLang's expert
+    all-to-all is DeepEP's own tables (low-latency in decode, normal in prefill).
+    """
+    if kernel.family in ("dispatch", "combine") and st.engine == "sglang":
+        return f"deepep_{kernel.family}_{'ll' if phase == 'decode' else 'normal'}"
+    return kernel.family
+
+
+def categories(kernel, formats, activations, kv, st: Setup | None = None,
+               phase: str = "decode") -> list[dict] | str:
+    """The categories to read a kernel's table at, in the order to try them, or why no
+    table measures it.
+    """
+    from .formats import NAMED_FORMATS
+
+    bf16 = NAMED_FORMATS["bf16"]
+    family = kernel.family
+    fmt = formats.get(kernel.weights, bf16) if kernel.weights else bf16
+    if family == "gemm":
+        dtype = gemm_dtype(fmt, activations)
+        return [{"dtype": dtype}] if dtype else f"no measured GEMM for weights in {fmt.name or 'this format'}"
+    if family in ("context_attention", "generation_attention", "mla_context", "mla_generation",
+                  "latent_context", "latent_generation"):
+        cache = _cache(kv)
+        if cache is None:
+            return f"no measured attention over a {kv.name or 'this'} cache"
+        if family.startswith("latent"):
+            dtype = gemm_dtype(fmt, activations)
+            if dtype not in ("bfloat16", "fp8_block"):
+                return (f"no measured latent attention module with {dtype or fmt.name} "
+                        "projections (bf16 and block-scaled FP8 are measured)")
+            return [{"kv_dtype": cache, "gemm": dtype}]
+        return [{"kv_dtype": cache}]
+    if family.startswith("mla_bmm"):
+        return ([{"dtype": "fp8"}, {"dtype": "bfloat16"}] if _fp8(fmt) else [{"dtype": "bfloat16"}])
+    if family == "moe":
+        fmt = formats.get("experts", formats.get("linear", bf16))
+        dtype = moe_dtype(fmt)
+        if not dtype:
+            return f"no measured MoE kernel for experts in {fmt.name or 'this format'}"
+        return [{"dtype": dtype, "distribution": d} for d in door.kernels.MOE_DISTRIBUTIONS]
+    if family.startswith("nccl_"):
+        return [{"dtype": "half"}]
+    if family in ("dispatch", "combine") and st is not None:
+        # DeepEP: low-latency kernels in decode, high-throughput ones in prefill; the
+        # wire carries FP8 where the dispatch is stated in one byte (TensorRT-LLM's tables
+        # hold it by dtype, vLLM's by the backend's default).
+        mode = "ll" if phase == "decode" else "ht"
+        if st.engine == "trtllm":
+            dtypes = (["fp8", "bfloat16"] if family == "dispatch" and kernel.shape.get("wire") == 1
+                      else ["bfloat16"])
+            return [{"backend": f"trtllm_deepep_{mode}", "dtype": d} for d in dtypes]
+        return [{"backend": f"deepep_{mode}", "dtype": "default"}]
+    return [{}]
+
+
+def _function_name(family: str, st: Setup, chosen) -> str:
+    parts = [SHORT.get(family, family), st.system, st.engine, st.version, *map(str, chosen.values())]
+    name = re.sub(r"[^A-Za-z0-9]+", "_", "k_" + "_".join(str(p) for p in parts)).strip("_")
+    if len(name) > 64:
+        import hashlib
+
+        name = name[:55] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
+    return name
+
+
+# ---------------------------------------------------------------------------------
+# One kernel
+# ---------------------------------------------------------------------------------
+
+
+def _placement(kernel, st: Setup):
+    """(cards the kernel's split divides by, whether it runs on one attention rank's
+    tokens) under the scenario's layout.
+    """
+    T, G = S.kernel_tensor_degree, S.kernel_stage_cards
+    if not st.layout or kernel.group == "mixer":
+        return T, st.data > 1
+    if kernel.group == "dense":
+        return (G, False) if st.dense == "split" else (T, st.data > 1)
+    if kernel.group == "shared":
+        return (T, st.data > 1) if st.shared_local else (G, False)
+    return G, False   # routed: every token of the stage
+
+
+def shape_arguments(kernel, spec, st: Setup) -> list:
+    """The kernel's arguments on one GPU, in the family's order."""
+    divisor, on_rank = _placement(kernel, st)
+    kernels = door.kernels
+    out = []
+    for name in spec.arguments:
+        value = kernel.shape[name]
+        if on_rank and isinstance(value, sympy.Basic):
+            value = value.xreplace({S.batch: S.kernel_rank_batch})
+        if name in kernel.split:
+            value = (ceiling(value / divisor) if name in WHOLE else value * divisor
+                     if name in MULTIPLIED else value / divisor)
+        if name == "window" and value == FULL:
+            value = kernels.FULL_WINDOW
+        out.append(value)
+    if kernel.family == "moe" and st.layout:
+        # The routed experts at MoE TP G/X over X expert ranks.
+        where = spec.arguments
+        out[where.index("tp")] = S.kernel_stage_cards / S.kernel_expert_degree
+        out[where.index("ep")] = S.kernel_expert_degree
+    return out
+
+
+def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=""):
+    """(time expression of one kernel in one pass, or the reason no table serves it).
+
+    A kernel operators share (``share`` other than 1: attention's score and value, a
+    latent attention module) is read once: its time becomes a quantity of its own,
+    recorded in ``shared`` (name -> expression), and each operator takes its share.
+    """
+    attempts = categories(kernel, formats, activations, kv, st, phase)
+    if isinstance(attempts, str):
+        return attempts
+    kernels = door.kernels
+    family = family_of(kernel, st, phase)
+    spec = kernels.FAMILIES.get(family)
+    if spec is None:
+        return f"no table family {family!r}"
+    found, chosen = None, attempts[0]
+    for attempt in attempts:
+        found = kernels.lookup(st.system, st.engine, st.version, family, **attempt)
+        if isinstance(found, kernels.Lookup):
+            chosen = attempt
+            break
+    if not isinstance(found, kernels.Lookup):
+        return found.reason if found is not None else "no table"
+    missing = [a for a in spec.arguments if a not in kernel.shape]
+    if missing:
+        return f"the {family} kernel needs {', '.join(missing)}"
+    function = tabulated(_function_name(family, st, chosen), found)
+    whole = kernel.calls * function(*shape_arguments(kernel, spec, st))
+    share = kernel.share if isinstance(kernel.share, sympy.Basic) else (
+        sympy.Integer(1) if kernel.share == 1 else sympy.Rational(kernel.share))
+    if share == 1 or shared is None:
+        return share * whole
+    label = re.sub(r"[^A-Za-z0-9]+", "_", kernel.label or kernel.family).strip("_").lower()
+    name = f"{phase}_kernel_{label}_time"
+    while name in shared and shared[name] != whole:
+        name = name.replace("_time", "_2_time")
+    shared[name] = whole
+    return share * S[name]
+
+
+# ---------------------------------------------------------------------------------
+# The plan: which operator is timed how
+# ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Timed:
+    """One operator's time under measured kernels."""
+
+    phase: str
+    name: str
+    #: "measured", "roofline" (no table covers it by nature) or "fallback".
+    how: str
+    expression: object
+    reason: str = ""
+    #: The quantity an operator that times itself (a collective) takes its time from.
+    own: str | None = None
+    #: Parts of a measured operator no table measures, at their roofline: (what, time).
+    stand_ins: tuple[tuple[str, object], ...] = ()
+    #: What its time follows in a serving iteration: "tokens" (the pass's tokens),
+    #: "attention" (sequences and their positions) or "state" (sequences and their new
+    #: tokens, whatever is cached).
+    shape: str = "tokens"
+
+
+@attrs.frozen
+class Plan:
+    """Every operator of both phases with its time, and the kernels operators share
+    (``(phase, quantity name, expression)``: a quantity each, read once).
+    """
+
+    timed: tuple[Timed, ...]
+    shared: tuple[tuple[str, str, object], ...]
+
+    def __iter__(self):
+        return iter(self.timed)
+
+    def expand(self, expression):
+        """``expression`` with every shared kernel's quantity written out."""
+        return expression.xreplace({S[name]: whole for _phase, name, whole in self.shared})
+
+
+#: Plans of recent scenarios: a scenario's plan is asked for by several hooks in one
+#: evaluation (quantities, transformations, warnings, the operator table).
+_PLANS: dict[int, tuple[weakref.ref, Plan]] = {}
+
+
+def plan(scenario, setup) -> Plan:
+    """Every operator of both phases with its measured (or roofline) time (kept for the
+    scenario object's life). ``setup`` makes the scenario's :class:`Setup`.
+    """
+    found = _PLANS.get(id(scenario))
+    if found is not None and found[0]() is scenario:
+        return found[1]
+    made = _plan(scenario, setup(scenario))
+    if len(_PLANS) > 32:
+        _PLANS.clear()
+    _PLANS[id(scenario)] = (weakref.ref(scenario), made)
+    return made
+
+
+#: Families whose time follows sequences and positions rather than tokens alone.
+ATTENTION_FAMILIES = ("context_attention", "generation_attention", "latent_context",
+                      "latent_generation", "mla_context", "mla_generation")
+STATE_FAMILIES = ("gdn_conv_context", "gdn_conv_generation", "gdn_context", "gdn_generation",
+                  "mamba2_conv_context", "mamba2_conv_generation")
+
+
+def _shape(kernels) -> str:
+    families = {k.family for k in kernels}
+    if families & set(ATTENTION_FAMILIES):
+        return "attention"
+    if families & set(STATE_FAMILIES) or any(k.family == ROOFLINE for k in kernels):
+        return "state"
+    return "tokens"
+
+
+def _alternatives(kernels):
+    """The kernel lists to try in order: the kernels without an option with each option's."""
+    common = [k for k in kernels if not k.option]
+    options = list(dict.fromkeys(k.option for k in kernels if k.option))
+    if not options:
+        return [common]
+    return [common + [k for k in kernels if k.option == o] for o in options]
+
+
+def _own(op, phase: str) -> str | None:
+    """The quantity that holds the time of an operator another plugin times itself: its
+    time's own quantity, or, for the parallelism lever's layout collectives (each timed
+    by an expression), the communication time they add up to.
+    """
+    if op.time is None or op.plugin == "measured_kernels":
+        return None
+    if isinstance(op.time, sympy.Symbol):
+        return op.time.name
+    return f"parallel_{phase}_comm_time" if op.plugin == "parallelism" else None
+
+
+def _stand_in(kernel, phase):
+    """Work no table measures at its roofline (or at the time its shape states: a link)."""
+    if "time" in kernel.shape:
+        return kernel.shape["time"]
+    rate = S[f"flops_effective_{phase}"]
+    return Max(kernel.shape["flops"] / rate, kernel.shape["bytes"] / S.bandwidth)
+
+
+def _plan(scenario, st: Setup) -> Plan:
+    formats, activations, kv = formats_of(scenario)
+    out = []
+    shared_all: list[tuple[str, str, object]] = []
+    for phase in PHASES:
+        shared: dict[str, object] = {}
+        rate = S[f"flops_effective_{phase}"]
+        for op in collect_operators(scenario, phase):
+            own = _own(op, phase)
+            # A collective's roofline is its own time over the link.
+            roofline = (op.time if op.time is not None and op.plugin != "measured_kernels"
+                        else Max(op.flops / rate, op.bytes / S.bandwidth))
+            kernels = [k for k in op.kernels if k.family != ELEMENTWISE]
+            shape = _shape(kernels)
+            if op.time is not None and not kernels:
+                continue  # timed by its own plugin, which adds it to the step
+            tabled = [k for k in kernels if k.family != ROOFLINE]
+            if not tabled:
+                how = "roofline" if op.kernels and not kernels else "fallback"
+                reason = ("elementwise: no table measures it" if how == "roofline" else
+                          "; ".join(k.label for k in kernels) if kernels
+                          else "no measured kernel is declared for it")
+                out.append(Timed(phase, op.name, how, roofline, reason, shape=shape))
+                continue
+            if st.fallback:
+                out.append(Timed(phase, op.name, "fallback", roofline, st.fallback, own,
+                                 shape=shape))
+                continue
+            reasons: list[str] = []
+            for candidate in _alternatives(kernels):
+                trial: dict[str, object] = dict(shared)
+                times = [kernel_time(k, st, formats, activations, kv, trial, phase)
+                         for k in candidate if k.family != ROOFLINE]
+                missing = [t for t in times if isinstance(t, str)]
+                if missing:
+                    reasons += missing
+                    continue
+                stand_ins = tuple((k.label, _stand_in(k, phase)) for k in candidate
+                                  if k.family == ROOFLINE)
+                shared = trial
+                out.append(Timed(phase, op.name, "measured",
+                                 sympy.Add(*times, *(t for _, t in stand_ins)), "", own,
+                                 stand_ins, shape))
+                break
+            else:
+                out.append(Timed(phase, op.name, "fallback", roofline,
+                                 "; ".join(dict.fromkeys(reasons)), own, shape=shape))
+        shared_all += [(phase, name, whole) for name, whole in shared.items()]
+    return Plan(tuple(out), tuple(shared_all))
+
+
+__all__ = ["ELEMENTWISE", "PHASES", "ROOFLINE", "Plan", "Setup", "Timed", "categories",
+           "formats_of", "gemm_dtype", "kernel_time", "moe_dtype", "plan", "shape_arguments"]

@@ -1,0 +1,82 @@
+"""The measured kernels of a layout's collectives (not a plugin: the parallelism lever's
+layouts and the measured-kernels plugin attach them to the collective operators).
+
+Under data-parallel attention (D ranks of T cards, G = T·D cards a stage) and expert
+parallelism (X ranks), per layer of each kind (:func:`.layouts.layer_counts`), for T_s
+tokens of the stage:
+
+    all_reduce        the engine's custom all-reduce over the T cards of an attention
+                      rank, of the busiest rank's tokens (mixers; dense layers when they
+                      stay on each rank; MoE layers under all-to-all); NCCL's where the
+                      engine's tables hold no custom all-reduce
+    attention_gather  NCCL's all-gather and reduce-scatter over the G cards, of every
+                      token (dense layers split over the stage; MoE layers under
+                      all-gather dispatch)
+    expert_dispatch   DeepEP's all-to-all dispatch of the busiest rank's tokens on one
+    expert_combine    card (T_s·f_dp/D/T), and the combine; low-latency kernels in decode,
+                      high-throughput ones in prefill (SGLang's own DeepEP tables); the
+                      combine adds an all-reduce over an expert rank's G/X cards when they
+                      split its experts
+
+Pipeline hops between stages are link transfers no table measures: they keep the
+lever's link formula.
+
+References: NVIDIA aiconfigurator's collectors ``collector/collect_all_reduce.py``,
+``collector/network/collect_nccl.py`` (message sizes in elements, the whole message),
+``collector/wideep/sglang/collect_moe_a2a.py`` and the DeepEP ``deep_collector`` (one
+rank's tokens).
+"""
+
+from __future__ import annotations
+
+from infermodel.plugin import Kernel, S
+
+#: The collectives a layout's layers make, by operator name.
+COLLECTIVES = ("all_reduce", "attention_gather", "expert_dispatch", "expert_combine")
+
+
+def all_reduce(elements, gpus, calls, label="all_reduce", group="mixer"):
+    """An all-reduce: the engine's custom all-reduce table, or NCCL's where the engine's
+    tables hold none (alternatives, tried in that order).
+    """
+    return (Kernel("all_reduce", {"elements": elements, "gpus": gpus}, calls=calls, label=label,
+                   group=group, option="custom"),
+            Kernel("nccl_all_reduce", {"elements": elements, "gpus": gpus}, calls=calls,
+                   label=label, group=group, option="nccl"))
+
+
+def collective_kernels(scenario, lay, tokens, counts, wire=None, hops=None):
+    """Operator name -> the kernels of the layout's collectives for ``tokens`` tokens of
+    the stage (an expression of ``batch``); ``counts`` is (mixer reductions, dense layers,
+    MoE layers); ``wire`` the bytes of a dispatched value; ``hops`` the pipeline's link
+    time (no table measures it).
+    """
+    mixers, dense, moe = counts
+    local = mixers + (dense if lay.dense == "replicated" else 0) + (moe if lay.a2a else 0)
+    gathered = (dense if lay.dense == "split" else 0) + (0 if lay.a2a else moe)
+    width = S.d_model
+    T, G, X = S.kernel_tensor_degree, S.kernel_stage_cards, S.kernel_expert_degree
+    out: dict[str, tuple[Kernel, ...]] = {}
+    reduce = list(all_reduce(tokens * width, T, local)) if lay.tensor > 1 else []
+    if hops is not None and lay.pipeline > 1:
+        reduce.append(Kernel("roofline", {"time": hops},
+                             label="pipeline hops over the link (no table measures them)"))
+    out["all_reduce"] = tuple(reduce)
+    out["attention_gather"] = tuple(
+        Kernel(family, {"elements": tokens * width, "gpus": G}, calls=gathered, label=label,
+               group="routed")
+        for family, label in (("nccl_all_gather", "gather"), ("nccl_reduce_scatter", "scatter")))
+    if lay.a2a:
+        shape = {"tokens": tokens / T, "hidden": width, "topk": S.active_experts,
+                 "experts": S.experts, "ep": X}
+        out["expert_dispatch"] = (Kernel("dispatch", {**shape, "wire": wire or 2}, calls=moe,
+                                         label="dispatch"),)
+        combine = [Kernel("combine", shape, calls=moe, label="combine")]
+        if lay.stage_cards > lay.expert:
+            combine += all_reduce(tokens * S.active_experts / X * width, G / X, moe,
+                                  "expert rank all_reduce", "routed")
+        out["expert_combine"] = tuple(combine)
+    return out
+
+
+__all__ = ["COLLECTIVES", "all_reduce", "collective_kernels"]

@@ -1,0 +1,473 @@
+"""The silicon ledger: measured end-to-end serving points shipped with the measured
+kernel tables (``infermodel[kernels]``), read from the installed package at run time.
+
+NVIDIA's ``aiconfigurator-core`` package keeps ``systems/silicon_sample.csv``: 5,221
+measured points of time to first token and time per output token, for 15 models on
+six systems (H100 SXM, H200 SXM, B200 SXM, B300 SXM, GB200, GB300) under TensorRT-LLM,
+SGLang and vLLM, aggregated (one server) and disaggregated (prefill and decode pools).
+Each point becomes two ledger rows (``ttft_ms`` and ``tpot_ms``, statistic
+``unspecified``, read as the mean) whose id is the file's id with ``-ttft`` or
+``-tpot`` appended. Nothing is copied into this repository: the file and the models'
+published configs (``model_configs/``, read with :mod:`infermodel.hf_config`) are read
+from the installed package.
+
+How the file's columns are read (each rule checked against the file itself):
+
+* **Model**: ``model_path`` names a published config in the package; the few whose
+  config the package ships under another name are in :data:`MODEL_CONFIGS` with the
+  reason (an instruct or re-quantised checkpoint of the same network). The row's own
+  formats replace the checkpoint's (:data:`WEIGHT_FORMATS`).
+* **Hardware**: ``system`` → a hardware preset (:data:`SYSTEMS`).
+* **Formats**: ``gemm_quant_mode`` is the block linears' format, ``moe_quant_mode`` the
+  routed experts'; 8-bit float formats run with 8-bit activations and NVFP4 with 4-bit
+  ones, as those kernels do; the KV cache is 8-bit float for a quantised row and 16-bit
+  otherwise (the package's own default for these checkpoints). A 4-bit point of a model
+  whose published checkpoint has MXFP4 experts (gpt-oss) keeps that checkpoint's formats
+  (MXFP4 experts, 16-bit attention and cache): the file labels those runs ``nvfp4``.
+* **Concurrency**: the ``silicon_concurrency`` the source column records (the benchmark
+  client's), else ``batch_size × attention_dp_size``.
+* **Layout** (aggregated rows): one server on ``tp × pp × attention_dp`` cards, the
+  experts split over ``moe_tp × moe_ep`` of them, which must be the same cards. A missing
+  (or zero) ``attention_dp_size`` is 1, the engines' default; a dense model ignores the
+  expert columns. One recording is read differently: ``moe_tp = moe_ep = e > 1`` with
+  ``tp × attention_dp = e²`` is the engine's *tp e, ep e* on e cards, the tensor (or
+  attention-data) degree written as its product with the expert degree — the file holds
+  the same measurement under both recordings (``tp 64, moe 8 × 8`` and ``tp 8,
+  moe 1 × 8``: identical TTFT and TPOT to the last digit in 60 pairs), and its ids say
+  ``tp8_ep8``.
+* **Client**: the gap-analysis runs (971 points whose source names an
+  ``aic-auto-gap-analysis`` file, at 38 shapes) are read as one burst of fixed-length
+  requests, every client starting at once (:data:`.row_simulation.BURST`): their mean
+  first-token time grows in proportion to the clients and does not follow the output
+  length while the cache holds the batch (Qwen3-32B on two H100s, 1,024-token prompts:
+  0.84, 2.5 and 4.4 s at 16, 64 and 128 clients, the same at 128, 256 and 512 output
+  tokens). Every other point is at one of InferenceMAX's three shapes (1k/1k, 1k/8k,
+  8k/1k tokens) and is read as its benchmark client's run
+  (:data:`.row_simulation.INFERENCEMAX`: ten prompts per client, all measured, lengths
+  uniform on 0.8–1 × nominal).
+* **Disaggregated rows**: a prefill and a decode pool, each ``*_num_workers`` servers of
+  their own layout and ``*_batch_size``; a row without them is listed as not expressible.
+
+Rows the levers cannot express keep a reason (:attr:`LedgerRow.unexpressed`), so the
+report lists them rather than dropping them.
+
+>>> SYSTEMS["h200_sxm"], WEIGHT_FORMATS["fp8_block"]
+('h200', 'fp8-b128')
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import math
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..errors import InfermodelError, Problem
+from .ledger import LedgerRow, Pool, Pools
+
+__all__ = ["COLUMNS", "EXTRA", "MODEL_CONFIGS", "SILICON", "SYSTEMS", "WEIGHT_FORMATS",
+           "package_root", "read_silicon", "sample_points", "silicon_path"]
+
+#: The ``--ledger`` name of this ledger.
+SILICON = "silicon"
+#: What to install for it.
+EXTRA = 'pip install "infermodel[kernels]"'
+PACKAGE = "aiconfigurator_core"
+SAMPLE_FILE = ("systems", "silicon_sample.csv")
+CONFIG_DIR = "model_configs"
+#: Largest silicon file read (the 0.12 file is about 1.6 MB).
+MAX_BYTES = 20_000_000
+
+#: The file's header, as the 0.12 series writes it; another header is refused.
+COLUMNS = (
+    "id", "silicon_data_source", "backend", "backend_version", "model_path", "system",
+    "precision", "mode", "isl", "osl", "gemm_quant_mode", "moe_quant_mode", "batch_size",
+    "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size",
+    "prefill_batch_size", "prefill_num_workers", "prefill_tp_size", "prefill_pp_size",
+    "prefill_attention_dp_size", "prefill_moe_tp_size", "prefill_moe_ep_size",
+    "decode_batch_size", "decode_num_workers", "decode_tp_size", "decode_pp_size",
+    "decode_attention_dp_size", "decode_moe_tp_size", "decode_moe_ep_size",
+    "silicon_ttft_ms", "silicon_tpot_ms")
+
+#: The tables' system names → hardware presets.
+SYSTEMS = {
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200",
+    "b200_sxm": "b200",
+    "b300_sxm": "b300",
+    "gb200": "gb200",
+    "gb300": "gb300",
+}
+
+#: Models whose published config the package ships under another name: the config
+#: used, and why it is the same network.
+MODEL_CONFIGS = {
+    "meta-llama/Llama-3.1-70B": ("meta-llama/Meta-Llama-3.1-70B",
+                                 "the model's earlier repository name"),
+    "meta-llama/Llama-3.1-8B-Instruct": ("meta-llama/Meta-Llama-3.1-8B",
+                                         "instruction tuning keeps the base model's shape"),
+    "nvidia/Llama-3.1-8B-Instruct-FP8": ("meta-llama/Meta-Llama-3.1-8B",
+                                         "an FP8 checkpoint of the same network"),
+    "nvidia/DeepSeek-R1-NVFP4": ("deepseek-ai/DeepSeek-R1",
+                                 "an NVFP4 checkpoint of the same network"),
+    "nvidia/Qwen3-32B-NVFP4": ("Qwen/Qwen3-32B", "an NVFP4 checkpoint of the same network"),
+    "zhipuai/GLM-5": ("zai-org/GLM-5", "the organisation's current repository name"),
+}
+
+#: The file's GEMM and MoE quantisation modes → number formats (empty: 16-bit).
+WEIGHT_FORMATS = {
+    "": "",
+    "bfloat16": "",
+    "fp8": "fp8-e4m3",
+    "fp8_block": "fp8-b128",
+    "nvfp4": "nvfp4",
+    "int4_wo": "int4-g32",
+}
+#: 4-bit modes the file writes for a point, and the checkpoint formats that make such a
+#: point the published MXFP4 checkpoint rather than an NVFP4 one (gpt-oss: the file says
+#: ``nvfp4`` for runs of ``openai/gpt-oss-120b``, whose experts are MXFP4 and whose
+#: attention is 16-bit; no NVFP4 checkpoint of it is named).
+FOUR_BIT_MODES = ("nvfp4",)
+MX_CHECKPOINTS = ("mxfp4",)
+#: The activation format the quantised kernels run with (weight-only modes: none).
+ACTIVATIONS = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
+#: The KV cache of a quantised row: 8-bit float, the package's default for checkpoints
+#: quantised to FP8 or NVFP4 (16-bit otherwise).
+QUANTISED_CACHE = "fp8-e4m3"
+
+#: What the source column of the package's gap-analysis runs names.
+GAP_ANALYSIS = "aic-auto-gap-analysis"
+
+_CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
+
+
+def package_root() -> Path:
+    """Where the installed ``aiconfigurator-core`` package is (not imported).
+
+    Raises the user error that names the extra to install when it is missing.
+    """
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or spec.origin is None:
+        raise InfermodelError(Problem(
+            "the silicon ledger is read from the measured kernel tables' package "
+            f"({PACKAGE.replace('_', '-')}), which is not installed",
+            suggestion=EXTRA))
+    return Path(spec.origin).parent
+
+
+def silicon_path() -> Path:
+    """The installed package's ``silicon_sample.csv``."""
+    return package_root().joinpath(*SAMPLE_FILE)
+
+
+def config_path(model_path: str) -> tuple[Path, str]:
+    """The published config the package ships for ``model_path``, and the reason when
+    it is another name's (empty otherwise).
+    """
+    name, why = MODEL_CONFIGS.get(model_path, (model_path, ""))
+    return package_root() / CONFIG_DIR / f"{name.replace('/', '--')}_config.json", why
+
+
+@attrs.frozen
+class SiliconLedger:
+    """The silicon file's rows: two ledger rows per point, in file order."""
+
+    rows: tuple[LedgerRow, ...]
+    path: Path
+    points: int
+
+    @property
+    def unexpressed(self) -> list[LedgerRow]:
+        return [r for r in self.rows if r.unexpressed]
+
+
+def read_silicon(path: str | Path | None = None, *, sample: int | None = None) -> SiliconLedger:
+    """Read the silicon file (the installed package's unless ``path`` is given).
+
+    ``sample`` keeps that many points, chosen by :func:`sample_points`.
+    """
+    file = Path(path) if path is not None else silicon_path()
+    records = _records(file)
+    shapes: dict[Path, dict[str, Any] | str] = {}
+    rows: list[LedgerRow] = []
+    points = [_point(record, line, shapes) for line, record in records]
+    if sample is not None:
+        points = sample_points(points, sample)
+    for point in points:
+        rows.extend(point)
+    return SiliconLedger(tuple(rows), file, len(points))
+
+
+def _records(file: Path) -> list[tuple[int, dict[str, str]]]:
+    from ..output import note_read, path_problem
+
+    problem = path_problem(file)
+    if problem is not None:
+        raise InfermodelError(Problem(f"cannot read the silicon ledger: {problem}"))
+    try:
+        if not file.is_file():
+            raise InfermodelError(Problem("the silicon ledger is not a regular file",
+                                          file=str(file), suggestion=EXTRA))
+        if file.stat().st_size > MAX_BYTES:
+            raise InfermodelError(Problem(f"the silicon ledger is larger than {MAX_BYTES:,} bytes",
+                                          file=str(file)))
+        note_read(file)
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InfermodelError(Problem(f"cannot read the silicon ledger: {exc.strerror or exc}",
+                                      file=str(file))) from None
+    except UnicodeDecodeError:
+        raise InfermodelError(Problem("the silicon ledger is not UTF-8 text",
+                                      file=str(file))) from None
+    try:
+        reader = csv.reader(io.StringIO(text))
+        header = tuple(next(reader, ()))
+        body = list(reader)
+    except csv.Error as exc:
+        raise InfermodelError(Problem(f"the silicon ledger is not a CSV file: {exc}",
+                                      file=str(file))) from None
+    if header != COLUMNS:
+        missing = [c for c in COLUMNS if c not in header]
+        extra = [c for c in header if c not in COLUMNS]
+        raise InfermodelError(Problem(
+            "the silicon ledger's columns are not the ones this version reads ("
+            + "; ".join(p for p in ("missing " + ", ".join(missing) if missing else "",
+                                    "unknown " + ", ".join(extra) if extra else "") if p)
+            + ")" if missing or extra else "the silicon ledger's columns are out of order",
+            file=str(file), line=1, expected="the columns of aiconfigurator-core 0.12",
+            suggestion='pip install "aiconfigurator-core==0.12.*"'))
+    return [(line, dict(zip(COLUMNS, record))) for line, record in enumerate(body, start=2)
+            if len(record) == len(COLUMNS)]
+
+
+# ---------------------------------------------------------------------------------
+# One point of the file → two ledger rows
+# ---------------------------------------------------------------------------------
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _whole(text: str) -> int | None:
+    value = _number(text)
+    return int(value) if value is not None and value == int(value) else None
+
+
+def _shape(path: Path, shapes: dict[Path, dict[str, Any] | str]) -> dict[str, Any] | str:
+    """The config's ``[model]`` fields, or why it cannot be read (cached per file)."""
+    from ..hf_config import HFConfigError, read_hf_config
+
+    if path not in shapes:
+        if not path.is_file():
+            shapes[path] = f"the package ships no published config {path.name}"
+        else:
+            with warnings.catch_warnings():
+                # The scenario reads the config again and keeps its warnings.
+                warnings.simplefilter("ignore")
+                try:
+                    shapes[path] = read_hf_config(path)
+                except HFConfigError as exc:
+                    shapes[path] = str(exc)
+    return shapes[path]
+
+
+@attrs.frozen
+class Layout:
+    """One server's cards as the file gives them, read by the rules above."""
+
+    tensor: int
+    pipeline: int
+    attention_dp: int
+    expert: int
+
+
+def read_layout(cells: Mapping[str, str], prefix: str, experts: int) -> Layout | str:
+    """The layout in the columns ``{prefix}tp_size`` … ``{prefix}moe_ep_size``, or why it
+    is not one (see the module docstring).
+
+    >>> read_layout({"tp_size": "64", "pp_size": "1", "attention_dp_size": "1",
+    ...              "moe_tp_size": "8", "moe_ep_size": "8"}, "", 256)
+    Layout(tensor=8, pipeline=1, attention_dp=1, expert=8)
+    """
+    tensor = _whole(cells[f"{prefix}tp_size"])
+    pipeline = _whole(cells[f"{prefix}pp_size"]) or 1
+    attention_text = cells[f"{prefix}attention_dp_size"]
+    attention = _whole(attention_text) or 1
+    if tensor is None or tensor < 1:
+        return f"{prefix}tp_size is {cells[f'{prefix}tp_size'] or 'not given'}"
+    if experts <= 1:
+        return Layout(tensor, pipeline, attention, 1)
+    moe_tp, moe_ep = _whole(cells[f"{prefix}moe_tp_size"]), _whole(cells[f"{prefix}moe_ep_size"])
+    if not moe_tp or not moe_ep:
+        return (f"a mixture of experts without {prefix}moe_tp_size and {prefix}moe_ep_size: "
+                "the experts' layout is not given")
+    width = tensor * attention
+    if moe_tp == moe_ep > 1 and width == moe_ep * moe_ep and attention_text.strip():
+        # The engine's "tp e, ep e" written with its degrees multiplied (see above).
+        if attention > 1:
+            attention //= moe_ep
+        else:
+            tensor //= moe_ep
+        return Layout(tensor, pipeline, attention, moe_ep)
+    if moe_tp * moe_ep != width:
+        return (f"{prefix}moe_tp_size × {prefix}moe_ep_size = {moe_tp} × {moe_ep} cards, but "
+                f"{prefix}tp_size × {prefix}attention_dp_size = {tensor} × {attention}: the "
+                "experts and the attention must share the same cards")
+    return Layout(tensor, pipeline, attention, moe_ep)
+
+
+def _pool(cells: Mapping[str, str], stage: str, experts: int) -> Pool | str:
+    layout = read_layout(cells, f"{stage}_", experts)
+    if isinstance(layout, str):
+        return layout
+    workers = _whole(cells[f"{stage}_num_workers"])
+    batch = _whole(cells[f"{stage}_batch_size"])
+    if not workers or not batch:
+        return (f"a disaggregated point without {stage}_num_workers and {stage}_batch_size: "
+                "the pools' sizes are not given")
+    return Pool(workers=workers, batch=batch, tensor=layout.tensor, pipeline=layout.pipeline,
+                attention_dp=layout.attention_dp, expert=layout.expert)
+
+
+def _point(cells: Mapping[str, str], line: int,
+           shapes: dict[Path, dict[str, Any] | str]) -> tuple[LedgerRow, LedgerRow]:
+    """The point's TTFT and TPOT rows; an inexpressible point keeps its reason."""
+    reasons: list[str] = []
+    config, _ = config_path(cells["model_path"])
+    shape = _shape(config, shapes)
+    if isinstance(shape, str):
+        reasons.append(shape)
+        experts = 1
+    else:
+        experts = int(shape.get("experts") or 1)
+    hardware = SYSTEMS.get(cells["system"])
+    if hardware is None:
+        reasons.append(f"system {cells['system']!r} has no hardware preset "
+                       f"(mapped: {', '.join(SYSTEMS)})")
+    formats = {}
+    for column in ("gemm_quant_mode", "moe_quant_mode"):
+        mode = cells[column].strip()
+        if mode not in WEIGHT_FORMATS:
+            reasons.append(f"{column} {mode!r} has no number format here "
+                           f"(known: {', '.join(m for m in WEIGHT_FORMATS if m)})")
+        formats[column] = WEIGHT_FORMATS.get(mode, "")
+    gemm = cells["gemm_quant_mode"].strip()
+    if (gemm in FOUR_BIT_MODES and not isinstance(shape, str)
+            and shape.get("expert_weight_format") in MX_CHECKPOINTS):
+        # A 4-bit point of a model published with MXFP4 experts runs that checkpoint.
+        formats = {"gemm_quant_mode": "", "moe_quant_mode": ""}
+        gemm = ""
+    isl, osl = _whole(cells["isl"]), _whole(cells["osl"])
+    if not isl or not osl:
+        reasons.append("isl and osl must be whole numbers of at least 1")
+    pools: Pools | None = None
+    layout: Layout | Pool | str
+    if cells["mode"] == "disagg":
+        prefill, decode = _pool(cells, "prefill", experts), _pool(cells, "decode", experts)
+        reasons += [p for p in (prefill, decode) if isinstance(p, str)][:1]
+        if isinstance(prefill, Pool) and isinstance(decode, Pool):
+            pools = Pools(prefill, decode)
+        layout = decode
+    elif cells["mode"] == "agg":
+        layout = read_layout(cells, "", experts)
+        if isinstance(layout, str):
+            reasons.append(layout)
+    else:
+        layout = "unknown mode"
+        reasons.append(f"mode {cells['mode']!r} is neither 'agg' nor 'disagg'")
+    found = _CONCURRENCY.search(cells["silicon_data_source"])
+    batch = _whole(cells["batch_size"])
+    attention = layout.attention_dp if isinstance(layout, (Layout, Pool)) else 1
+    if found:
+        concurrency = int(found.group(1))
+    elif pools is not None:
+        concurrency = pools.decode.batch * pools.decode.attention_dp * pools.decode.workers
+    else:
+        concurrency = (batch or 0) * attention
+    if concurrency < 1:
+        reasons.append("no concurrency: neither silicon_concurrency nor batch_size is given")
+    tensor = layout.tensor if isinstance(layout, (Layout, Pool)) else 1
+    pipeline = layout.pipeline if isinstance(layout, (Layout, Pool)) else 1
+    expert = layout.expert if isinstance(layout, (Layout, Pool)) else 1
+    backend, version = cells["backend"].strip(), cells["backend_version"].strip()
+    common: dict[str, Any] = dict(
+        source=cells["silicon_data_source"], engine=f"{backend} {version}".strip(),
+        hardware=hardware or cells["system"], gpus=tensor * pipeline * attention, model="",
+        hf_config=config, weights=formats["gemm_quant_mode"],
+        kv_cache=QUANTISED_CACHE if gemm in ACTIVATIONS else "", tensor=tensor, expert=expert,
+        isl=isl or 1, osl=osl or 1, concurrency=max(concurrency, 1), statistic="unspecified",
+        line=line, pipeline=pipeline, attention_dp=attention,
+        expert_weights=(formats["moe_quant_mode"]
+                        if formats["moe_quant_mode"] != formats["gemm_quant_mode"] else ""),
+        pools=pools, engine_version=version, model_label=cells["model_path"],
+        activations=ACTIVATIONS.get(gemm, "") if formats["gemm_quant_mode"] else "",
+        unexpressed="; ".join(reasons),
+        client="burst" if GAP_ANALYSIS in cells["silicon_data_source"] else "inferencemax")
+    rows = []
+    for metric, column, suffix in (("ttft_ms", "silicon_ttft_ms", "ttft"),
+                                   ("tpot_ms", "silicon_tpot_ms", "tpot")):
+        value = _number(cells[column])
+        row_reason = common["unexpressed"]
+        if value is None or value <= 0:
+            row_reason = "; ".join(p for p in (row_reason, f"{column} is not a positive number")
+                                   if p)
+            value = math.nan
+        rows.append(LedgerRow(id=f"{cells['id']}-{suffix}", metric=metric, value=value,
+                              **{**common, "unexpressed": row_reason}))
+    return rows[0], rows[1]
+
+
+# ---------------------------------------------------------------------------------
+# A fixed stratified sample
+# ---------------------------------------------------------------------------------
+
+
+def sample_points(points: Sequence[Sequence[LedgerRow]], count: int) -> list:
+    """``count`` points (all of them if fewer), every stratum of system, engine family and
+    mode represented (with fewer points than strata, one from each of the largest), the
+    rest in proportion; within a stratum, evenly spaced in file order. Deterministic: the
+    same file gives the same sample.
+
+    >>> rows = [[LedgerRow(str(i), "s", e, "h200", 1, "m", None, "", "", 1, 1, 8, 8, 1,
+    ...                    "ttft_ms", "mean", 1.0)] for i, e in enumerate(["vllm"] * 9 + ["sglang"])]
+    >>> sorted(p[0].id for p in sample_points(rows, 3))
+    ['0', '4', '9']
+    """
+    if count >= len(points):
+        return list(points)
+    strata: dict[tuple, list[int]] = {}
+    for index, point in enumerate(points):
+        row = point[0]
+        strata.setdefault((row.hardware, row.family, row.mode), []).append(index)
+    if count < len(strata):
+        # Fewer points than strata: one point from each of the largest strata.
+        kept = sorted(strata, key=lambda k: (-len(strata[k]), k))[:max(count, 0)]
+        strata = {key: strata[key] for key in kept}
+    share = {key: 1 for key in strata}
+    spare = max(count - len(strata), 0)
+    total = len(points)
+    # Largest remainders: each stratum's proportional share of what is left.
+    exact = {key: spare * len(members) / total for key, members in strata.items()}
+    for key in strata:
+        share[key] += int(exact[key])
+    left = count - sum(share.values())
+    for key in sorted(strata, key=lambda k: (-(exact[k] - int(exact[k])), k))[:max(left, 0)]:
+        share[key] += 1
+    chosen: list[int] = []
+    for key, members in strata.items():
+        n = min(share[key], len(members))
+        step = len(members) / n
+        chosen += [members[int(i * step)] for i in range(n)]
+    return [points[i] for i in sorted(chosen)]

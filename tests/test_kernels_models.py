@@ -1,0 +1,357 @@
+"""Measured kernels for the layer model's other mixers and layouts: latent attention,
+state-space and linear-attention layers, data-parallel attention and expert parallelism.
+
+Every golden value is read from the installed Parquet files by hand in the test (pyarrow,
+no code of infermodel.kernels): NVIDIA aiconfigurator-core 0.12,
+``systems/data/h200_sxm/...``; the widths are the published configs' (cited per test).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import infermodel
+from conftest import ROOT
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("aiconfigurator_core") is None
+    or importlib.util.find_spec("pyarrow") is None,
+    reason='the measured kernel tables are not installed (pip install "infermodel[kernels]")')
+
+DEEPSEEK = ROOT / "scenarios" / "deepseek-v3-8xh200-fp8.toml"
+#: DeepSeek-V3 config.json: 61 layers, 128 heads; TP 8 gives 16 heads per GPU.
+LAYERS, HEADS_PER_GPU = 61, 16
+LATENT_OPS = ("qkv_projection", "attention_score", "attention_value", "output_projection")
+
+
+def _data() -> Path:
+    spec = importlib.util.find_spec("aiconfigurator_core")
+    return Path(next(iter(spec.submodule_search_locations))) / "systems" / "data" / "h200_sxm"
+
+
+def _rows(relative: str, **equal) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(_data() / relative).to_pylist()
+    return [row for row in table if all(row[k] == v for k, v in equal.items())]
+
+
+def _latency_s(relative: str, column: str = "latency", unit: float = 1e-3, **equal) -> float:
+    rows = _rows(relative, **equal)
+    assert rows, equal
+    return min(row[column] for row in rows) * unit
+
+
+def _deepseek(engine: str, **more):
+    # 4,000 prompt tokens and 192 output tokens: a mean decode context of 4,096 positions,
+    # a measured step of the generation tables.
+    return infermodel.evaluate(DEEPSEEK, {"efficiency.kernels": "measured", "efficiency.engine": engine,
+                                          "workload.prompt_tokens": 4000,
+                                          "workload.output_tokens": 192, **more})
+
+
+@pytest.fixture(scope="module")
+def vllm():
+    return _deepseek("vllm")
+
+
+def test_latent_attention_in_vllm_is_the_module_row_times_the_layers(vllm):
+    # DeepSeek-V3 FP8 (128×128 blocks: gemm_type fp8_block), bf16 cache, 16 heads per GPU,
+    # batch 16 at 4,096 positions: the module row's step is the positions attended.
+    row = _latency_s("mla/vllm/0.24.0/mla_generation_module_perf.parquet",
+                     kv_cache_dtype="bfloat16", gemm_type="fp8_block", num_heads=HEADS_PER_GPU,
+                     batch_size=16, step=4096)
+    total = sum(vllm[f"decode_kernel_{op}_time"] for op in LATENT_OPS)
+    assert total == pytest.approx(LAYERS * row, rel=1e-12)
+
+
+def test_the_module_is_shared_among_its_operators_as_their_rooflines(vllm):
+    from infermodel.engine.operators import operator_table
+
+    rows = {r.name: r for r in operator_table(vllm, "decode")}
+    ratios = [rows[op].time / rows[op].charged for op in LATENT_OPS]
+    assert max(ratios) == pytest.approx(min(ratios), rel=1e-12)
+    assert all(rows[op].charged_by == "measured" for op in LATENT_OPS)
+
+
+def test_latent_prefill_in_vllm_is_the_context_module_row():
+    result = _deepseek("vllm", **{"workload.batch": 1, "workload.prompt_tokens": 4096})
+    row = _latency_s("mla/vllm/0.24.0/mla_context_module_perf.parquet", kv_cache_dtype="bfloat16",
+                     gemm_type="fp8_block", num_heads=HEADS_PER_GPU, batch_size=1, isl=4096)
+    total = sum(result[f"prefill_kernel_{op}_time"] for op in LATENT_OPS)
+    assert total == pytest.approx(LAYERS * row, rel=1e-12)
+
+
+def test_latent_attention_in_sglang_is_its_parts():
+    # SGLang's tables hold no module: the attention core (a generation row's positions
+    # are isl + step = 4,096) and the absorbed BMMs of 16 tokens over 16 heads (FP8, as
+    # the FP8 checkpoint's absorbed weights are).
+    result = _deepseek("sglang")
+    core = _latency_s("mla/sglang/0.5.14/generation_mla_perf.parquet", kv_cache_dtype="bfloat16",
+                      num_heads=HEADS_PER_GPU, batch_size=16, isl=1, step=4095)
+    pre = _latency_s("mla_bmm/sglang/0.5.14/mla_bmm_perf.parquet", op_name="mla_gen_pre",
+                     bmm_dtype="fp8", num_tokens=16, num_heads=HEADS_PER_GPU)
+    post = _latency_s("mla_bmm/sglang/0.5.14/mla_bmm_perf.parquet", op_name="mla_gen_post",
+                      bmm_dtype="fp8", num_tokens=16, num_heads=HEADS_PER_GPU)
+    assert result["decode_kernel_attention_score_time"] == pytest.approx(
+        LAYERS * (core / 2 + pre), rel=1e-12)
+    assert result["decode_kernel_attention_value_time"] == pytest.approx(
+        LAYERS * (core / 2 + post), rel=1e-12)
+    assert not [w for w in result.warnings if "fell back" in str(w)]
+
+
+def test_kimi_k2_at_tp8_reads_the_rows_of_8_heads():
+    # Kimi-K2 (moonshotai/Kimi-K2-Instruct config.json): DeepSeek-V3's latent widths with
+    # 64 heads; at TP 8 each GPU has 8 heads, a measured module configuration.
+    result = infermodel.evaluate(DEEPSEEK, {"model.preset": "kimi-k2", "efficiency.kernels": "measured",
+                                            "efficiency.engine": "vllm",
+                                            "workload.prompt_tokens": 4000,
+                                            "workload.output_tokens": 192})
+    row = _latency_s("mla/vllm/0.24.0/mla_generation_module_perf.parquet",
+                     kv_cache_dtype="bfloat16", gemm_type="fp8_block", num_heads=8,
+                     batch_size=16, step=4096)
+    total = sum(result[f"decode_kernel_{op}_time"] for op in LATENT_OPS)
+    assert total == pytest.approx(result["layers"] * row, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------
+# State-space and linear-attention layers
+# ---------------------------------------------------------------------------------
+
+QWEN3_NEXT = ROOT / "scenarios" / "qwen3-next-80b-hybrid-state.toml"
+NEMOTRON_H = ROOT / "scenarios" / "nemotron-h-8b-one-h100.toml"
+JAMBA = ROOT / "scenarios" / "jamba-1.5-mini-256k.toml"
+
+
+def _gdn(phase: str, kernels: tuple[str, ...], **equal) -> float:
+    rows = [r for r in _rows("linear_attention/vllm/0.24.0/gdn_perf.parquet", phase=phase, **equal)
+            if r["kernel_source"] in kernels]
+    assert rows, equal
+    return min(r["latency"] for r in rows) * 1e-3
+
+
+def _conv_channels(row: dict) -> int:
+    """Channels of a gated delta-net convolution: q, k (h_k·d_k each) and v (h_v·d_v)."""
+    return 2 * row["num_k_heads"] * row["head_k_dim"] + row["num_v_heads"] * row["head_v_dim"]
+
+
+def test_a_gated_delta_net_layer_is_its_convolution_plus_its_delta_rule():
+    # Qwen/Qwen3-Next-80B-A3B-Instruct config.json: 48 layers, 3 in 4 linear (36), 16 key
+    # heads and 32 value heads of 128, convolution 4: 2·16·128 + 32·128 = 8,192 channels.
+    # A layer's rows are its kernels, summed (not the fastest taken).
+    result = infermodel.evaluate(QWEN3_NEXT, {"efficiency.kernels": "measured",
+                                              "efficiency.engine": "vllm"})
+    conv = min(r["latency"] for r in _rows("linear_attention/vllm/0.24.0/gdn_perf.parquet",
+                                           phase="generation", kernel_source="causal_conv1d_update",
+                                           d_conv=4, batch_size=8)
+               if _conv_channels(r) == 8192) * 1e-3
+    rule = _gdn("generation", ("fused_recurrent_gated_delta_rule_packed_decode",), num_k_heads=16,
+                head_k_dim=128, num_v_heads=32, head_v_dim=128, batch_size=8)
+    assert result["layers_linear_attention"] == 36
+    assert result["decode_kernel_state_update_time"] == pytest.approx(36 * (conv + rule), rel=1e-12)
+
+
+def test_a_gated_delta_net_prefill_reads_the_chunked_rule():
+    result = infermodel.evaluate(QWEN3_NEXT, {"efficiency.kernels": "measured",
+                                              "efficiency.engine": "vllm", "workload.batch": 1,
+                                              "workload.prompt_tokens": 4096})
+    conv = min(r["latency"] for r in _rows("linear_attention/vllm/0.24.0/gdn_perf.parquet",
+                                           phase="context", kernel_source="causal_conv1d_fn",
+                                           d_conv=4, batch_size=1, seq_len=4096)
+               if _conv_channels(r) == 8192) * 1e-3
+    rule = _gdn("context", ("chunk_gated_delta_rule_flashinfer",), num_k_heads=16, head_k_dim=128,
+                num_v_heads=32, head_v_dim=128, batch_size=1, seq_len=4096)
+    assert result["prefill_kernel_state_update_time"] == pytest.approx(36 * (conv + rule),
+                                                                       rel=1e-12)
+
+
+def test_a_mamba2_layer_is_its_measured_convolution_and_its_scan_at_the_roofline():
+    # nvidia/Nemotron-H-8B-Base-8K config.json: 128 Mamba-2 heads of 64, 8 groups of state
+    # 128: 128·64 + 2·8·128 = 10,240 convolution channels (TensorRT-LLM's Mamba-2 table;
+    # it holds the convolution only, so the selective scan keeps its roofline).
+    result = infermodel.evaluate(NEMOTRON_H, {"efficiency.kernels": "measured",
+                                              "efficiency.engine": "tensorrt-llm"})
+    rows = [r for r in _rows("../h100_sxm/linear_attention/trtllm/1.3.0rc20/mamba2_perf.parquet",
+                             phase="generation", kernel_source="causal_conv1d_update", d_conv=4,
+                             batch_size=64)
+            if r["nheads"] * r["head_dim"] + 2 * r["n_groups"] * r["d_state"] == 10240]
+    conv = min(r["latency"] for r in rows) * 1e-3
+    layers, batch = result["layers_mamba2"], 64
+    state = batch * layers * 128 * 64 * 128 * 16 / 8          # 16-bit state values
+    scan = max(batch * layers * 5 * 128 * 64 * 128 / result["flops_effective_decode"],
+               2 * state / result["bandwidth"])
+    assert result["decode_kernel_state_update_time"] == pytest.approx(layers * conv + scan, rel=1e-12)
+    assert any("Mamba-2's selective scan" in str(w) and "kept their roofline" in str(w)
+               for w in result.warnings)
+
+
+def test_mamba1_and_lightning_recurrences_keep_their_roofline_by_name():
+    for path, name in ((JAMBA, "Mamba-1's convolution and selective scan"),
+                       (ROOT / "scenarios" / "minimax-m1-1m-context.toml",
+                        "lightning attention's recurrence")):
+        result = infermodel.evaluate(path, {"efficiency.kernels": "measured",
+                                            "efficiency.engine": "vllm"})
+        assert any(name in str(w) and "fell back to the roofline" in str(w)
+                   for w in result.warnings), path
+        # Their projections are GEMMs, measured.
+        assert result["decode_kernel_state_mixer_time"] > 0
+        formula = str(result.quantity("decode_kernel_state_mixer_time").expression)
+        assert "k_gemm" in formula
+
+
+def test_the_feed_forward_kernels_count_the_layer_models_blocks():
+    # Nemotron-H-8B: 52 layers, 24 with an MLP (squared ReLU: one up matrix), the others a
+    # Mamba-2 or attention mixer alone; the GEMMs run in the 24, not in every layer.
+    result = infermodel.evaluate(NEMOTRON_H, {"efficiency.kernels": "measured",
+                                              "efficiency.engine": "tensorrt-llm"})
+    formula = result.quantity("decode_kernel_ffn_time").expression
+    dense = sum(row.count for row in _structure(result).rows if row.ffn == "dense")
+    assert dense == 24 and result["layers"] == 52
+    assert {c for c in formula.as_coefficients_dict().values()} == {dense}
+
+
+def _structure(result):
+    from infermodel_builtins.shapes import structure
+
+    return structure(result.scenario)
+
+
+@pytest.mark.parametrize("path, engine", [(QWEN3_NEXT, "vllm"), (DEEPSEEK, "sglang")])
+def test_a_simulated_iteration_at_the_scenarios_counts_is_its_step(path, engine):
+    # Recurrences and latent attention follow the iteration's sequences: a decode-only
+    # iteration at the scenario's batch and context is its decode step; one prompt alone
+    # its time to first token.
+    from infermodel.analyses.simulation.plan import iteration_cost
+    from infermodel.simulator import CostModel
+
+    result = infermodel.evaluate(path, {"efficiency.kernels": "measured", "efficiency.engine": engine,
+                                        "workload.prompt_tokens": 4000,
+                                        "workload.output_tokens": 192})
+    cost = CostModel.from_quantities(result.values,
+                                     measured=iteration_cost(result.scenario, result.values))
+    batch = int(result["batch"])
+    cached = int(result["context"]) - 1
+    assert cost.iteration_time([cached] * batch, []) == pytest.approx(result["decode_step_time"],
+                                                                       rel=1e-9)
+    assert cost.iteration_time([], [(4000, 0)]) == pytest.approx(result["ttft"], rel=1e-3)
+
+
+# ---------------------------------------------------------------------------------
+# Layouts: data-parallel attention and expert parallelism
+# ---------------------------------------------------------------------------------
+
+EP8_DP8 = ROOT / "scenarios" / "deepseek-r1-ep8-dp8.toml"
+#: DeepSeek-R1 config.json: 61 layers (3 dense, 58 MoE), 256 routed experts of width
+#: 2,048, 8 active, width 7,168. The scenario: 8 attention ranks of 1 card, 8 expert
+#: ranks, batch 64 (8 sequences a rank).
+MOE_LAYERS = 58
+
+
+@pytest.fixture(scope="module")
+def ep8_dp8():
+    return infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured", "efficiency.engine": "vllm",
+                                         "workload.prompt_tokens": 4000,
+                                         "workload.output_tokens": 192})
+
+
+def _table_calls(result, quantity):
+    """(function name, its numeric arguments, its value) of each table call in a
+    quantity's formula, shared kernels written out.
+    """
+    from infermodel.plugin import table_of, tabulated_calls
+    from infermodel_builtins.measured_kernels import plan
+
+    expression = plan(result.scenario).expand(result.quantity(quantity).expression)
+    out = []
+    for call in tabulated_calls(expression):
+        values = tuple(float(a.xreplace({s: result[s.name] for s in a.free_symbols}))
+                       for a in call.args)
+        out.append((call.func.__name__, values, table_of(call)(*values)))
+    return out
+
+
+def test_the_moe_kernel_runs_every_token_at_the_layouts_ep_size(ep8_dp8):
+    # All 64 tokens of the stage reach the experts (vLLM's all-gather, aiconfigurator's
+    # tokens × attention_dp), MoE TP 8/8 = 1 over EP 8.
+    row = _latency_s("moe/vllm/0.24.0/moe_perf.parquet", moe_dtype="fp8_block",
+                     distribution="power_law_1.01", num_tokens=64, hidden_size=7168,
+                     inter_size=2048, topk=8, num_experts=256, moe_tp_size=1, moe_ep_size=8)
+    calls = [c for c in _table_calls(ep8_dp8, "decode_kernel_ffn_time") if c[0].startswith("k_moe")]
+    assert [c[1] for c in calls] == [(64.0, 7168.0, 2048.0, 8.0, 256.0, 1.0, 8.0)]
+    assert calls[0][2] == pytest.approx(row, rel=1e-12)
+
+
+def test_attention_runs_on_the_busiest_ranks_sequences(ep8_dp8):
+    # ⌈64/8⌉ = 8 sequences a rank, 128 heads on its one card.
+    row = _latency_s("mla/vllm/0.24.0/mla_generation_module_perf.parquet",
+                     kv_cache_dtype="bfloat16", gemm_type="fp8_block", num_heads=128,
+                     batch_size=8, step=4096)
+    total = sum(ep8_dp8[f"decode_kernel_{op}_time"] for op in LATENT_OPS)
+    assert ep8_dp8["kernel_rank_batch"] == 8
+    assert total == pytest.approx(LAYERS * row, rel=1e-12)
+
+
+def test_the_expert_all_to_all_is_deepeps_low_latency_rows(ep8_dp8):
+    # One card's 8 tokens dispatched to 8 expert ranks (vLLM's DeepEP table, microseconds).
+    for phase in ("dispatch", "combine"):
+        row = _latency_s("comm/vllm/0.24.0/moe_a2a_perf.parquet", "transmit_us", 1e-6,
+                         comm_backend="deepep_ll", phase=phase, num_tokens=8, hidden_size=7168,
+                         topk=8, num_experts=256, ep_size=8)
+        assert ep8_dp8[f"decode_kernel_expert_{phase}_time"] == pytest.approx(MOE_LAYERS * row,
+                                                                              rel=1e-12)
+
+
+def test_the_layouts_step_is_its_operators_once(ep8_dp8):
+    # The lever's collectives (communication = "all_reduce") are the measured ones, added
+    # once: the step is every operator's charged time plus t0.
+    from infermodel.engine.operators import operator_table
+
+    rows = operator_table(ep8_dp8, "decode")
+    assert ep8_dp8["parallel_decode_comm_time"] == pytest.approx(
+        ep8_dp8["decode_kernel_expert_dispatch_time"] + ep8_dp8["decode_kernel_expert_combine_time"],
+        rel=1e-12)
+    assert ep8_dp8["decode_step_time"] == pytest.approx(
+        sum(r.charged for r in rows) + ep8_dp8["t0"], rel=1e-12)
+
+
+def test_dense_layers_split_over_the_stage_gather_with_nccl():
+    # SGLang's placement: the 3 dense layers run across the 8 cards on all 64 tokens,
+    # gathered and scattered by NCCL (64·7,168 = 458,752 elements lies between the
+    # measured 262,144 and 524,288: log-log).
+    import math
+
+    result = infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured",
+                                           "efficiency.engine": "sglang",
+                                           "levers.parallelism.dense_weights": "split"})
+    elements = 64 * 7168
+    w = (math.log(elements) - math.log(262144)) / (math.log(524288) - math.log(262144))
+    total = 0.0
+    for op in ("all_gather", "reduce_scatter"):
+        low, high = (_latency_s("comm/nccl/2.29.2/nccl_perf.parquet", op_name=op, nccl_dtype="half",
+                                num_gpus=8, message_size=m) for m in (262144, 524288))
+        total += math.exp((1 - w) * math.log(low) + w * math.log(high))
+    assert result["decode_kernel_attention_gather_time"] == pytest.approx(3 * total, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------
+# The step with the cache full
+# ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path, engine", [(ROOT / "scenarios" / "measured-llama-3.1-8b-fp8-h200.toml",
+                                           "vllm"),
+                                          (QWEN3_NEXT, "vllm"), (EP8_DP8, "vllm"),
+                                          (EP8_DP8, "sglang")])
+def test_the_full_cache_step_is_the_decode_step_at_max_sequences(path, engine):
+    # capacity_step_time is the same operators at max(1, max_sequences) sequences: at a
+    # batch of max_sequences the two are the same number.
+    overrides = {"efficiency.kernels": "measured", "efficiency.engine": engine}
+    first = infermodel.evaluate(path, overrides)
+    full = int(first["max_sequences"])
+    assert first["capacity_step_time"] > 0 and full > 1
+    again = infermodel.evaluate(path, overrides | {"workload.batch": full})
+    assert again["max_sequences"] == full
+    assert again["capacity_step_time"] == pytest.approx(again["decode_step_time"], rel=1e-12)

@@ -1,0 +1,166 @@
+"""The silicon ledger: NVIDIA's measured deployments read from the installed package.
+
+Against the real installed file (``aiconfigurator-core`` 0.12, the ``[kernels]`` extra).
+Figures checked here are the file's own (read by hand from its CSV text) or the rules
+the reader states; a handful of rows is predicted, to keep the suite fast.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import math
+
+import pytest
+
+from infermodel.cli import main
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("aiconfigurator_core") is None
+    or importlib.util.find_spec("pyarrow") is None,
+    reason='the silicon ledger is not installed (pip install "infermodel[kernels]")')
+
+#: Llama 3.1 70B FP8 on four B200s under vLLM 0.11-era InferenceMAX runs: 1,024 tokens in
+#: and out at 8 clients; the file gives TTFT 108.904521 ms and TPOT 8.179380 ms.
+LLAMA = "2026_04_06_llama_3_1_70b_b200_sxm_vllm_fp8_agg_1024x1024_c8_tp4_ep1_259"
+#: The same DeepSeek-R1 measurement recorded twice (identical TTFT and TPOT): once as
+#: tp 64 with the experts 8 × 8, once as tp 8 with the experts 1 × 8.
+DOUBLE, SINGLE = ("dsr1_b200_sglang_fp4_agg_1024x1024_c64_cfg201",
+                  "2026_03_25_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c64_tp8_0_ep8_0_271")
+
+
+@pytest.fixture(scope="module")
+def ledger():
+    from infermodel.accuracy.silicon import read_silicon
+
+    return read_silicon()
+
+
+@pytest.fixture(scope="module")
+def rows(ledger):
+    return {r.id: r for r in ledger.rows}
+
+
+@pytest.fixture(scope="module")
+def cells():
+    from infermodel.accuracy.silicon import silicon_path
+
+    with silicon_path().open(newline="", encoding="utf-8") as handle:
+        return {r["id"]: r for r in csv.DictReader(handle)}
+
+
+def test_every_point_of_the_file_becomes_a_ttft_and_a_tpot_row(ledger, cells):
+    assert ledger.points == len(cells) == 5221
+    assert len(ledger.rows) == 2 * len(cells)
+    assert {r.metric for r in ledger.rows} == {"ttft_ms", "tpot_ms"}
+    assert len({r.hardware for r in ledger.rows}) == 6
+    assert {r.family for r in ledger.rows} == {"vllm", "sglang", "trtllm"}
+
+
+def test_a_row_copies_the_file_and_reads_its_layout(rows, cells):
+    ttft, tpot = rows[f"{LLAMA}-ttft"], rows[f"{LLAMA}-tpot"]
+    source = cells[LLAMA]
+    assert ttft.value == float(source["silicon_ttft_ms"]) == pytest.approx(108.904521)
+    assert tpot.value == pytest.approx(8.179380)
+    assert (ttft.hardware, ttft.family, ttft.gpus, ttft.tensor, ttft.concurrency) == (
+        "b200", "vllm", 4, 4, 8)
+    assert (ttft.weights, ttft.kv_cache, ttft.mode, ttft.client) == (
+        "fp8-e4m3", "fp8-e4m3", "aggregated", "inferencemax")
+    assert ttft.hf_config.name == "meta-llama--Meta-Llama-3.1-70B_config.json"
+    assert not ttft.unexpressed
+
+
+def test_the_layout_recorded_with_its_degrees_multiplied_is_read_as_the_engines(rows, cells):
+    # The file's own duplicate: the same TTFT and TPOT under both recordings.
+    assert cells[DOUBLE]["silicon_ttft_ms"][:10] == cells[SINGLE]["silicon_ttft_ms"][:10]
+    assert (float(cells[DOUBLE]["tp_size"]), float(cells[DOUBLE]["moe_tp_size"])) == (64, 8)
+    double, single = rows[f"{DOUBLE}-tpot"], rows[f"{SINGLE}-tpot"]
+    assert (double.gpus, double.tensor, double.expert) == (single.gpus, single.tensor,
+                                                           single.expert) == (8, 8, 8)
+
+
+def test_rows_the_levers_cannot_express_keep_their_reason(rows):
+    from infermodel.accuracy.silicon import read_layout
+
+    pools = rows["2026_03_25_glm_5_gb200_trtllm_fp4_disagg_8192x1024_c5_tp4_0_ep_138-ttft"]
+    assert "pools' sizes are not given" in pools.unexpressed
+    mixed = read_layout({"tp_size": "1", "pp_size": "1", "attention_dp_size": "",
+                         "moe_tp_size": "2", "moe_ep_size": "1"}, "", 128)
+    assert "the experts and the attention must share the same cards" in mixed
+    expressed = sum(1 for r in rows.values() if not r.unexpressed) // 2
+    assert 3800 <= expressed <= 3900  # the aggregated points and the pools the file sizes
+
+
+def test_the_fixed_sample_covers_every_system_engine_and_mode(ledger):
+    from infermodel.accuracy.silicon import read_silicon
+
+    sample = read_silicon(sample=40)
+    assert sample.points == 40
+    kinds = {(r.hardware, r.family, r.mode) for r in ledger.rows}
+    assert {(r.hardware, r.family, r.mode) for r in sample.rows} == kinds
+    assert [r.id for r in read_silicon(sample=40).rows] == [r.id for r in sample.rows]
+
+
+def test_validate_lists_the_unexpressible_rows_with_reasons(tmp_path):
+    out = tmp_path / "v.json"
+    assert main(["validate", "--ledger", "silicon", "--sample", "3", "--format", "json",
+                 "--jobs", "1", "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert len(data["points"]) + len(data["unpredictable"]) == 6
+    assert all(u["reason"] for u in data["unpredictable"])
+    assert data["groups"]["all"]["all"]
+    for point in data["points"]:
+        assert point["method"] in ("analytic closed loop", "disaggregated pools, analytic")
+
+
+def test_measured_kernels_predict_a_well_covered_row(rows, host):
+    from infermodel.accuracy.predictions import predict_rows
+
+    pair = [rows[f"{LLAMA}-ttft"], rows[f"{LLAMA}-tpot"]]
+    kernels = predict_rows(pair, kernels="measured", loop="analytic", host=host)
+    ideal = predict_rows(pair, calibrated=False, loop="analytic", host=host)
+    ttft, tpot = kernels.points
+    assert tpot.measured_share is not None and tpot.measured_share > 0.9
+    # Measured kernels at the tables' times: TPOT within a fifth of the measurement, and
+    # the step slower than the ideal roofline's (which no kernel reaches).
+    assert abs(tpot.error) < 0.2
+    assert tpot.predicted > ideal.points[1].predicted
+    assert ttft.predicted > 0 and math.isfinite(ttft.predicted)
+
+
+def test_the_silicon_ledger_without_the_extra_names_it(monkeypatch, capsys):
+    real = importlib.util.find_spec
+
+    def missing(name, *args, **kwargs):
+        return None if name in ("aiconfigurator_core", "pyarrow") else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", missing)
+    assert main(["validate", "--ledger", "silicon"]) == 2
+    err = capsys.readouterr().err
+    assert 'pip install "infermodel[kernels]"' in err and err.count("error:") == 1
+    assert main(["validate", "--ledger", "builtin", "--kernels", "measured"]) == 2
+    assert 'pip install "infermodel[kernels]"' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--kernels", "measured", "--calibrated"], "give one of them"),
+    (["--compare", "--kernels", "measured"], "--compare predicts with every efficiency"),
+    (["--sample", "0"], "at least 1 point"),
+    (["--jobs", "0"], "1 to 256"),
+    (["--fit", "--kernels", "measured"], "--fit determines the presets"),
+])
+def test_the_new_options_refuse_what_does_not_go_together(argv, words, capsys):
+    assert main(["validate", "--ledger", "silicon", *argv]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_an_engine_version_the_tables_lack_takes_the_newest(rows, host):
+    import attrs
+
+    from infermodel.accuracy.tables import tables_version
+
+    row = rows[f"{LLAMA}-tpot"]
+    assert tables_version(attrs.evolve(row, engine_version="0.24.0"), host=host) == ("0.24.0", "")
+    version, note = tables_version(attrs.evolve(row, engine_version="0.1.0"), host=host)
+    assert version is None and "the newest tables" in note
