@@ -20,7 +20,16 @@ from hypothesis import strategies as st
 
 from conftest import ROOT
 from infermodel.accuracy.closed_loop import closed_loop
-from infermodel.accuracy.ledger import COLUMNS, DEFAULT_LEDGER, METRICS, STATISTICS, read_ledger
+from infermodel.accuracy.ledger import (
+    COLUMNS,
+    DEFAULT_LEDGER,
+    LENGTHS,
+    LOADS,
+    METRICS,
+    OPTIONAL_COLUMNS,
+    STATISTICS,
+    read_ledger,
+)
 from infermodel.cli import main
 from infermodel.errors import InfermodelError
 
@@ -36,14 +45,17 @@ HEADER = ",".join(COLUMNS)
 def test_shipped_ledger_has_the_issue_columns_and_enough_sourced_rows():
     with DEFAULT_LEDGER.open(newline="") as handle:
         header = next(csv.reader(handle))
-    assert tuple(header) == COLUMNS
+    assert tuple(header) == COLUMNS + tuple(OPTIONAL_COLUMNS)
     rows = read_ledger(DEFAULT_LEDGER)
     assert len(rows) >= 40
-    sources = {r.source for r in rows}
-    # Independent publishers, not only distinct pages.
-    publishers = {urlparse(s).netloc + "/" + "/".join(urlparse(s).path.split("/")[1:3])
-                  for s in sources}
-    assert len(publishers) >= 3
+    # Every row names its independent source (a publisher or benchmark suite), and a
+    # group is one publisher: no two groups cite the same page.
+    assert all(r.source_group for r in rows)
+    pages: dict[str, set] = {}
+    for r in rows:
+        pages.setdefault(r.source, set()).add(r.group)
+    assert all(len(groups) == 1 for groups in pages.values())
+    assert len({r.group for r in rows}) >= 3
     assert all(urlparse(r.source).scheme == "https" for r in rows)
     assert {r.metric for r in rows} <= set(METRICS)
     assert {r.statistic for r in rows} <= set(STATISTICS)
@@ -104,15 +116,69 @@ def test_validate_ledger_mistake_exits_2(tmp_path, capsys):
     assert "header" in capsys.readouterr().err
 
 
+OPTIONAL = ",".join(OPTIONAL_COLUMNS)
+
+
+def test_optional_columns_take_their_defaults_and_may_come_in_any_order(tmp_path):
+    two_cards = (GOOD.replace("r1,", "r2,").replace("h100-sxm,1,", "h100-sxm,2,")
+                 .replace(",1,1,1024", ",2,1,1024"))
+    lines = [HEADER + ",attention_dp,load,source_group", GOOD + ",,,",
+             two_cards + ",2,offline,vendor-x"]
+    first, second = read_ledger(_write(tmp_path, "\n".join(lines) + "\n"))
+    assert (first.load, first.attention_dp, first.requests, first.request_rate, first.lengths) == \
+        ("closed", 1, None, None, "fixed")
+    assert first.group == "https://example.org/t"  # no source_group: the source itself
+    assert (second.group, second.load, second.attention_dp) == ("vendor-x", "offline", 2)
+    assert second.table != first.table
+
+
+@pytest.mark.parametrize("extra, cells, message", [
+    (",load", ",closd", "did you mean 'closed'"),
+    (",load,request_rate,requests", ",poisson,,100", "needs its request_rate and its requests"),
+    (",request_rate", ",2.5", "only with load = poisson"),
+    (",load,requests", ",offline,7", "requests (7) differ from its concurrency (1)"),
+    (",load,request_rate,requests", ",poisson,-1,10", "request_rate = '-1'"),
+    (",requests", ",0", "requests = '0'"),
+    (",attention_dp", ",2", "does not divide gpus = 1"),
+    (",lengths", ",varied", "lengths = 'varied'"),
+    (",load,request_rate,requests", ",poisson,2,1", ""),  # concurrency 1 of 1 request: fine
+])
+def test_optional_columns_are_checked_against_each_other(tmp_path, extra, cells, message):
+    path = _write(tmp_path, HEADER + extra + "\n" + GOOD + cells + "\n")
+    if not message:
+        (row,) = read_ledger(path)
+        assert (row.load, row.request_rate, row.requests) == ("poisson", 2.0, 1)
+        return
+    with pytest.raises(InfermodelError) as info:
+        read_ledger(path)
+    assert message in str(info.value) and ":2:" in str(info.value)
+
+
+def test_unknown_or_repeated_optional_columns_are_refused(tmp_path):
+    for extra, message in ((",source_grup", "did you mean 'source_group'"),
+                           (",load,load", "repeated load")):
+        path = _write(tmp_path, HEADER + extra + "\n" + GOOD + ",x" * extra.count(",") + "\n")
+        with pytest.raises(InfermodelError) as info:
+            read_ledger(path)
+        assert message in str(info.value)
+
+
+def test_every_load_and_length_kind_is_documented_with_its_meaning():
+    assert set(LOADS) == {"closed", "offline", "poisson"}
+    assert set(LENGTHS) == {"fixed", "mean"}
+    assert all(len(text) > 40 for text in (*LOADS.values(), *LENGTHS.values()))
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=400))
-def test_fuzz_read_ledger_only_raises_user_errors(tmp_path, text):
-    path = _write(tmp_path, HEADER + "\n" + text)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=400),
+       st.booleans())
+def test_fuzz_read_ledger_only_raises_user_errors(tmp_path, text, optional):
+    path = _write(tmp_path, HEADER + ("," + OPTIONAL if optional else "") + "\n" + text)
     try:
         rows = read_ledger(path)
     except InfermodelError:
         return
-    assert all(r.value > 0 for r in rows)
+    assert all(r.value > 0 and r.load in LOADS and r.attention_dp >= 1 for r in rows)
 
 
 # ---------------------------------------------------------------------------------
@@ -234,19 +300,48 @@ def test_calibrated_presets_beat_the_ideal_roofline(calibrated_json, host):
         assert summary["median_abs_error"] < ideal[metric]["median_abs_error"]
 
 
-def test_fit_picks_the_grid_minimum_and_holds_out_whole_tables(host):
-    from infermodel.accuracy.fits import fit
+def _two_sources(tmp_path, scale=3.0):
+    """Single-request rows (no simulation) of two sources, the second's figures ``scale``
+    times the first's.
+    """
+    lines = [HEADER]
+    for source, factor in (("a", 1.0), ("b", scale)):
+        for isl, ttft, itl in ((512, 40.0, 9.0), (2048, 130.0, 9.5), (8192, 600.0, 10.5)):
+            for metric, value in (("ttft_ms", ttft), ("itl_ms", itl)):
+                lines.append(f"{source}-{isl}-{metric},https://example.org/{source},vllm 0.10,"
+                             f"h100-sxm,1,llama-3.1-8b,,,,1,1,{isl},256,1,{metric},mean,"
+                             f"{value * factor}")
+    return read_ledger(_write(tmp_path, "\n".join(lines) + "\n"))
 
-    rows = [r for r in read_ledger(DEFAULT_LEDGER) if r.id.startswith(("nim180", "trtllm05-l40s"))]
-    result = fit(rows, folds=2, host=host)
-    # The L40S rows are six tables on a second card: they get their own refinement.
-    assert set(result.efficiencies) == {"trtllm", "trtllm-l40s"}
-    # Tables are held out whole: the NIM 5000/500 table's rows share one fold's prediction,
-    # so no held-out row was predicted by a fit that saw its own table.
-    assert len(result.held_out.predicted) == len(rows)
-    inside = result.in_sample.summary()
-    assert set(inside) == {"ttft_ms", "itl_ms", "output_tokens_per_s"}
-    assert "in-sample median" in __import__("infermodel.accuracy.report", fromlist=["fit_table"]).fit_table(result)
+
+def test_fit_holds_out_whole_sources_and_stays_inside_its_bounds(tmp_path, host):
+    from infermodel.accuracy.fits import fit
+    from infermodel.accuracy.predictions import predict_rows
+
+    rows = _two_sources(tmp_path)
+    both = fit(rows, host=host)
+    only_b = fit([r for r in rows if r.source.endswith("/b")], host=host)
+    # Source a's held-out predictions are those of a fit that never saw it (to the
+    # parameters no row rests on, which the shipped fit sets back to their priors).
+    a_rows = [r for r in rows if r.source.endswith("/a")]
+    again = predict_rows(a_rows, host=host, efficiencies={"vllm": only_b.efficiencies["vllm"]})
+    held = {p.row.id: p.predicted for p in both.held_out.points}
+    for point in again.points:
+        assert held[point.row.id] == pytest.approx(point.predicted, rel=1e-3)
+    # b's figures are three times a's: held out, each source is far off, more than in
+    # sample (where the fit splits the difference).
+    def error(points):
+        return float(np.median([abs(math.log(p.predicted / p.row.value)) for p in points]))
+
+    assert error(both.held_out.predicted) > max(math.log(1.5), error(both.in_sample.predicted))
+    fields = host.registries.fields["efficiency"]
+    for name, value in both.efficiencies["vllm"].values:
+        assert fields[name].minimum <= value <= fields[name].maximum, name
+    report = both.parameters["vllm"]
+    assert report["bandwidth_fraction"].rows and report["collective_latency"].rows == ()
+    assert both.sources["vllm"] == ("https://example.org/a", "https://example.org/b")
+    assert "in-sample median" in __import__("infermodel.accuracy.report",
+                                            fromlist=["fit_table"]).fit_table(both)
 
 
 @pytest.mark.slow
@@ -294,13 +389,14 @@ def _preset(family: str) -> dict:
     return tomllib.loads((EFFICIENCY_PRESETS / f"{family}.toml").read_text())
 
 
-@pytest.mark.parametrize("family", ["vllm", "sglang", "trtllm", "trtllm-h100-sxm",
-                                    "trtllm-a100-80gb", "trtllm-l40s"])
-def test_efficiency_preset_sets_the_fields_and_the_engine_reserve(family, write_scenario):
+@pytest.mark.parametrize("name", sorted(p.stem for p in EFFICIENCY_PRESETS.glob("*.toml")))
+def test_efficiency_preset_sets_the_engine_and_its_parameters(name, write_scenario, host):
     from infermodel.engine.evaluation import evaluate_afresh as evaluate
+    from infermodel.units import parse_quantity
 
-    data = _preset(family)
-    assert data["preset"]["rows"] and data["preset"]["source"]
+    data = _preset(name)
+    meta = data["preset"]
+    assert meta["rows"] and meta["sources"] and meta["urls"]  # every preset lists its sources
     path = write_scenario(f"""
 [model]
 preset = "llama-3.1-8b"
@@ -310,21 +406,24 @@ preset = "h100-sxm"
 prompt_tokens = 100
 output_tokens = 10
 [efficiency]
-preset = "{family}"
+preset = "{name}"
 """)
     result = evaluate(path)
-    assert result["mbu"] == data["efficiency"]["mbu"]
-    assert result["prefill_mfu"] == data["efficiency"]["prefill_mfu"]
-    assert result["reserve_fraction"] == data["hardware"]["reserve"]
-    # A scenario's own values win over the preset's.
-    mine = evaluate(path, {"efficiency.mbu": 0.5, "hardware.reserve": 0.2})
-    assert mine["mbu"] == 0.5 and mine["reserve_fraction"] == 0.2
-    # On several cards the engine's all-reduce step latency replaces the card's.
-    from infermodel.units import parse_quantity
-
-    tp = evaluate(path, {"hardware.count": 2, "levers.parallelism.communication": "all_reduce"})
-    assert tp["parallel_link_latency"] == pytest.approx(
-        parse_quantity(data["hardware"]["interconnect_latency"], "s"))
+    fields = host.registries.fields["efficiency"]
+    for key, value in data["efficiency"].items():
+        if key in ("engine", "model"):
+            continue
+        number = parse_quantity(value, fields[key].unit) if isinstance(value, str) else value
+        assert result[key] == pytest.approx(number), key
+        # No preset outside its physical bounds, and its report says so.
+        assert fields[key].minimum <= number <= fields[key].maximum, key
+        assert meta["parameters"][key]["bound"] == pytest.approx([fields[key].minimum,
+                                                                  fields[key].maximum])
+    assert result["mbu"] == result["bandwidth_fraction"]
+    # The engine's own reserve (no stated one), and a scenario's own values win.
+    assert result["memory_reserved"] > 0 and "reserve_fraction" not in result
+    mine = evaluate(path, {"efficiency.bandwidth_fraction": 0.6, "hardware.reserve": 0.2})
+    assert mine["mbu"] == 0.6 and mine["reserve_fraction"] == 0.2
 
 
 def test_unknown_efficiency_preset_is_a_clear_error(write_scenario, capsys):
@@ -346,15 +445,20 @@ preset = "vlm"
 
 
 def test_engine_preset_scenarios_report_the_held_out_range():
-    """measured ≈ predicted / (1 + e): the range from the preset's 10th/90th percentiles."""
+    """measured ≈ predicted · exp(−e): the range of the preset's held-out errors, for the
+    scenario's group (engine, dense or MoE, concurrency band, card generation).
+    """
+    from infermodel.engine import intervals
     from infermodel.engine.evaluation import evaluate_afresh as evaluate
 
     result = evaluate(ROOT / "scenarios" / "engine-trtllm-llama-3.1-8b.toml")
-    low, high = _preset("trtllm")["preset"]["held_out_error"]["ttft_ms"]
-    assert result["ttft_expected_low"] == pytest.approx(result["ttft"] / (1 + high))
-    assert result["ttft_expected_high"] == pytest.approx(result["ttft"] / (1 + low))
-    low, high = _preset("trtllm")["preset"]["held_out_error"]["itl_ms"]
-    assert result["tpot_expected_low"] <= result["tpot"] / (1 + high) * (1 + 1e-12)
+    entries = intervals.entries_of(_preset("trtllm")["preset"]["interval"])
+    attributes = {"engine": "trtllm", "moe": "dense", "generation": "nvidia-hopper"}
+    one = intervals.choose(entries, "ttft", {**attributes, "band": "1"})
+    assert result["ttft_expected_low"] == pytest.approx(result["ttft"] * math.exp(-one.high), rel=1e-5)
+    assert result["ttft_expected_high"] == pytest.approx(result["ttft"] * math.exp(-one.low), rel=1e-5)
+    band = intervals.choose(entries, "itl", {**attributes, "band": intervals.band(result["batch"])})
+    assert result["tpot_expected_low"] == pytest.approx(result["tpot"] * math.exp(-band.high))
     assert "ttft_expected_low" not in evaluate(ROOT / "scenarios" / "quant-bf16.toml")
 
 
@@ -376,18 +480,22 @@ def _plain_host():
        kv=st.sampled_from(["", "fp8-e4m3", "int8-b32"]),
        isl=st.integers(1, 200_000), osl=st.integers(1, 50_000),
        concurrency=st.integers(1, 5000),
-       metric=st.sampled_from(sorted(METRICS)))
+       metric=st.sampled_from(sorted(METRICS)),
+       load=st.sampled_from(["closed", "offline", "poisson"]),
+       statistic=st.sampled_from(sorted(STATISTICS)))
 def test_fuzz_predict_rows_answers_or_gives_a_reason(tmp_path, engine, hardware, gpus, tensor,
                                                     model, weights, kv, isl, osl, concurrency,
-                                                    metric):
+                                                    metric, load, statistic):
     """Any well-formed row is predicted (a positive finite figure) or listed with a reason."""
     from infermodel.accuracy.predictions import predict_rows
 
     fuzz_host = _FUZZ_HOST.setdefault("host", _plain_host())
     tensor = gpus if tensor is None else tensor  # mostly pure tensor parallelism
+    rate, requests = ("0.5", str(concurrency)) if load == "poisson" else ("", "")
     row = (f"fuzz,https://example.org,{engine},{hardware},{gpus},{model},,{weights},{kv},"
-           f"{tensor},1,{isl},{osl},{concurrency},{metric},mean,10")
-    path = _write(tmp_path, HEADER + "\n" + row + "\n")
+           f"{tensor},1,{isl},{osl},{concurrency},{metric},{statistic},10,{load},{rate},"
+           f"{requests}")
+    path = _write(tmp_path, HEADER + ",load,request_rate,requests\n" + row + "\n")
     for calibrated in (False, True):
         (point,) = predict_rows(read_ledger(path), calibrated=calibrated, host=fuzz_host).points
         if point.predicted is None:

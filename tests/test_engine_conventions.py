@@ -59,16 +59,18 @@ def test_a_small_model_with_a_big_vocabulary_gains_most(write_scenario):
     def ttft(convention):
         path = write_scenario('[model]\npreset = "qwen2.5-0.5b"\n[hardware]\npreset = "h100-sxm"\n'
                               "[workload]\nprompt_tokens = 1024\noutput_tokens = 128\n"
-                              f'[efficiency]\nprefill_logits = "{convention}"\n')
-        return infermodel.evaluate(path)["ttft"]
+                              f'[efficiency]\nprefill_logits = "{convention}"\nmodel = "fixed"\n')
+        return infermodel.evaluate(path)["ttft"]  # the ideal roofline: FLOPs alone decide
     # Scoring every prompt position inflates TTFT by about a quarter (26 %).
     assert 0.25 < 1 - ttft("last") / ttft("all") < 0.28
 
 
 def test_decode_reads_the_embedding_rows_it_uses(write_scenario):
     batch = 4
-    rows = infermodel.evaluate(llama(write_scenario, batch=batch))
-    table = infermodel.evaluate(llama(write_scenario, 'embedding_reads = "table"', batch=batch))
+    # The ideal roofline, so that the bytes alone set the step.
+    rows = infermodel.evaluate(llama(write_scenario, 'model = "fixed"', batch=batch))
+    table = infermodel.evaluate(llama(write_scenario, 'embedding_reads = "table"\nmodel = "fixed"',
+                                      batch=batch))
     assert table["weight_bytes_per_step"] == table["weight_bytes"]
     # bf16: the table is V·d·2 bytes; a step reads one row per sequence.
     assert rows["embedding_table_bytes"] == V * D * 2
@@ -120,7 +122,7 @@ def test_engine_reserve_and_activation_workspace_by_default(write_scenario):
     assert r["activation_workspace_bytes"] == workspace
     assert r["memory_reserved"] == pytest.approx(0.1 * memory + workspace, rel=1e-12)
     assert r["kv_budget_bytes"] == pytest.approx(0.9 * memory - workspace - r["weight_bytes"], rel=1e-12)
-    assert r.warnings == []
+    assert not [w for w in r.warnings if w.quantity == "memory_reserved"]
 
 
 @pytest.mark.parametrize("engine", ["sglang", "tensorrt-llm"])

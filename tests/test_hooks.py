@@ -394,7 +394,8 @@ class _Transformer:
 
 def test_infermodel_transform_quantities_wraps_and_replaces_with_recorded_history(register_plugin,
                                                                                   write_scenario):
-    path = write_scenario(BASE)
+    # The documents' convention: one roofline per step, so that the step is one formula.
+    path = write_scenario(BASE + '\n[efficiency]\nmodel = "fixed"\n')
     plain = infermodel.evaluate(path)
     register_plugin(_Transformer(400), "slow")
     changed = infermodel.evaluate(path)

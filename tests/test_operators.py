@@ -148,7 +148,8 @@ def test_single_matrix_vector_and_matrix_matrix_intensity(write_scenario):
     # over b(mn + n + m) bytes, about 1 FLOP/B in bf16; on the H100 SXM profile (ridge
     # 989/3.35 ≈ 295) it attains at most about 0.34 % of peak.
     path = write_scenario('[model]\npreset = "llama-3-8b"\n[hardware]\npreset = "h100-sxm"\n'
-                          "[workload]\nbatch = 64\nprompt_tokens = 1024\noutput_tokens = 256\n")
+                          "[workload]\nbatch = 64\nprompt_tokens = 1024\noutput_tokens = 256\n"
+                          '[efficiency]\nmodel = "fixed"\n')  # peak rates, as the module
     r = infermodel.evaluate(path)
     d = 4096
     assert r["matvec_intensity"] == pytest.approx(2 * d * d / (2 * (d * d + 2 * d)), rel=1e-12)

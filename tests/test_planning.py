@@ -29,7 +29,8 @@ EXAMPLE = SCENARIOS / "plan-70b-chat.toml"
 def found():
     from infermodel.analyses.planning import plan
 
-    return plan(SMALL, overrides={"rate": 25})
+    # A load that needs more than one replica of the best card (one fewer must miss).
+    return plan(SMALL, overrides={"rate": 50})
 
 
 def _simulated(capsys, command: str, replicas: int) -> dict:
@@ -282,3 +283,42 @@ def test_a_warning_alike_on_several_candidates_is_printed_once_with_their_count(
         "warning (h200 vllm TP1, and 1 other candidate alike): peak 2.968e+14, 2x",
         "warning: the same everywhere",
         "warning (mi300x vllm TP1): card mi300x only"]
+
+
+def test_the_answer_carries_the_efficiency_models_own_interval(found):
+    # Issue 25: the sampling intervals say how sure the simulation is; the physical vllm
+    # preset's held-out errors say how far a real card may be.  Each latency objective's
+    # simulated percentile is scaled by the ratios the scenario carries at the answer's
+    # simulated mean batch per replica (which chooses the concurrency band).
+    best, found_intervals = found.best, found.model_intervals
+    assert found_intervals is not None
+    batch = max(1, round(best.trial.metrics["mean_batch"]))
+    assert found_intervals.batch == batch
+    scenario = infermodel.load_scenario(SMALL).with_overrides({**best.overrides, "workload.batch": batch})
+    result = infermodel.evaluate(scenario)
+    targets = {t.metric: t for t in best.trial.verdict.targets}
+    kinds = {"ttft": "ttft", "itl": "itl"}
+    assert [i.metric for i in found_intervals.items] == [m for m in targets if m in kinds]
+    for item in found_intervals.items:
+        kind = kinds[item.metric]
+        value = targets[item.metric].value
+        assert item.value == value
+        assert item.low == pytest.approx(value * result[f"{kind}_interval_low_ratio"], rel=1e-12)
+        assert item.high == pytest.approx(value * result[f"{kind}_interval_high_ratio"], rel=1e-12)
+        assert item.low < item.high and item.may_miss == (item.high > item.limit)
+    text = found.text()
+    assert "efficiency model: 80 % interval of a measurement" in text
+    data = found.to_dict()["model_intervals"]
+    assert data["batch"] == batch and set(data["objectives"]) == {"ttft_p95", "itl_p95"}
+
+
+def test_a_fixed_efficiency_convention_gets_no_invented_model_interval(write_scenario):
+    from infermodel.analyses.planning import plan
+
+    path = write_scenario(f'extends = "{SMALL}"\n[efficiency]\nmodel = "fixed"\n'
+                          "prefill_mfu = 0.5\ndecode_mfu = 0.5\nmbu = 0.8\n")
+    found = plan(path, overrides={"rate": 25, "requests": 200, "max_requests": 400,
+                                  "hardware": ["l40s"]})
+    assert found.best is not None and found.model_intervals is None
+    assert "efficiency model:" not in found.text()
+    assert found.to_dict()["model_intervals"] is None

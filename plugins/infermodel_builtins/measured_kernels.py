@@ -172,7 +172,8 @@ def infermodel_define_operators(scenario, define):
     (the tensor-parallel all-reduces, two per layer; under data-parallel attention or
     expert parallelism the all-reduces within each attention rank, the gathers over the
     stage and the expert all-to-all), unless the parallelism lever times them
-    (``communication = "all_reduce"``).
+    (``communication = "all_reduce"``; its default ``"collectives"`` leaves them to the
+    measured tables).
     """
     if not _measured(scenario):
         return

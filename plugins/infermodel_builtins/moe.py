@@ -178,8 +178,10 @@ def infermodel_define_quantities(scenario, define):
     define("weight_bytes_expected_read", S.weight_bytes - missed * (S.experts - S.experts_read_per_layer),
            unit="B", description="expected weight bytes read per decode step at the batch",
            reference=MOE)
+    define("expert_bytes_all_layers", missed, unit="B",
+           description="bytes of one routed expert over all its layers", reference=MOE)
     if routing == "uniform":
-        define("routed_expert_bytes", missed, unit="B",
+        define("routed_expert_bytes", S.expert_bytes_all_layers, unit="B",
                description="bytes of one routed expert over all layers (the serving simulator "
                            "reads E·(1 − (1 − k/E)^tokens) of them per layer each iteration)",
                reference=MOE)

@@ -7,14 +7,22 @@ must equal ``hardware.count`` (``tensor`` defaults to ``hardware.count / pipelin
 so sweeping ``hardware.count`` alone sweeps the tensor degree). The lever then takes
 back what the ideal sum promised:
 
-* **Efficiency or communication.** Either the rates of the cards are scaled by a
+* **Communication.** By default (``communication = "collectives"``) each step pays
+  two all-reduces of the activations per layer, each priced by its algorithm as the
+  engines choose it: *one-shot* below a size (every card reads the others' buffers,
+  ``α + λ + (N − 1)·S / β``) and *ring* above it (``α + 2(N − 1)·λ + 2(N − 1)/N · S /
+  β``), with S the bytes reduced, β the card's interconnect bandwidth (NVLink, PCIe,
+  Infinity Fabric, ICI: ``hardware.interconnect_bandwidth``) times the share a
+  collective reaches, λ its per-step latency (``hardware.interconnect_latency``) and α
+  the engine's fixed cost of one collective (``efficiency.collective_latency``, fitted
+  with the physical model), plus one point-to-point hop between pipeline stages.
+  Two stated conventions remain: ``"efficiency"`` scales the cards' rates by a
   tensor-parallel efficiency e (the Inference lab's illustrative table: 1, 0.9, 0.8,
-  0.7 for 1, 2, 4 and 8 cards), or (``communication = "all_reduce"``) each step pays
-  an explicit ring all-reduce of the activations twice per layer,
-  2·(N − 1)/N · bytes / link bandwidth + 2·(N − 1) · link latency, plus one
-  point-to-point hop between pipeline stages, over the interconnect declared on the
-  hardware (``interconnect_bandwidth``, ``interconnect_latency``) or in the lever.
-  Communication is added to the step, not overlapped: an upper bound.
+  0.7 for 1, 2, 4 and 8 cards, which the lab's scenarios state), and ``"all_reduce"``
+  pays a plain ring all-reduce, 2·(N − 1)/N · bytes / link + 2·(N − 1) · link latency.
+  Communication is added to the step, not overlapped: an upper bound. Under measured
+  kernels (``efficiency.kernels = "measured"``) the default's collectives are timed from
+  the measured collective tables instead (``"all_reduce"`` keeps the lever's ring).
 * **Memory per card.** Weights and the KV cache are split across the cards; the
   checks are made for the fullest card. A KV head cannot be split, so with more
   tensor ranks than KV heads each head is replicated; a pipeline whose stages do not
@@ -33,7 +41,7 @@ from __future__ import annotations
 
 import attrs
 import sympy
-from sympy import Min, ceiling
+from sympy import Min, Piecewise, ceiling
 
 from infermodel.plugin import BytesPerSecond, S, Seconds, Stage, accepts, hookimpl
 
@@ -50,7 +58,15 @@ BUDGET = f"{PLANNER}; {M10}, §11 'Budget memory at the accepted maximum length'
 
 #: The Inference lab's illustrative tensor-parallel efficiencies by degree.
 LAB_EFFICIENCY = {"1": 1.0, "2": 0.9, "4": 0.8, "8": 0.7}
-COMMUNICATION = ("efficiency", "all_reduce")
+COMMUNICATION = ("collectives", "efficiency", "all_reduce")
+COLLECTIVES = ("vLLM's custom all-reduce (csrc/custom_all_reduce.cuh): one stage on two cards "
+               "and below 512 KiB on up to four NVLink cards or 256 KiB on eight, two stages "
+               "(reduce-scatter and all-gather) above; NCCL's ring beyond its 8 MiB buffer")
+#: Share of the link's one-way bandwidth a collective reaches (NCCL tests' bus bandwidth
+#: on NVLink and Infinity Fabric is 75–85 % of the link's).
+COLLECTIVE_BANDWIDTH_FRACTION = 0.8
+#: The link assumed when a card declares none: PCIe Gen4 x16 (32 GB/s one way, 5 µs).
+FALLBACK_LINK = (32e9, 5e-6)
 
 
 @accepts("≥ 1")
@@ -152,10 +168,12 @@ class Parallelism:
         metadata={"description": (
             "largest DP rank's share of the sequences over the mean, beyond whole-sequence "
             "rounding (default 1: requests balanced by count)")})
-    communication: str = attrs.field(default="efficiency", validator=_choice,
+    communication: str = attrs.field(default="collectives", validator=_choice,
         metadata={"description": (
-            "\"efficiency\" (rates scaled by a share reached) or \"all_reduce\" (ring "
-            "all-reduce time added per layer)")})
+            "\"collectives\" (default: two all-reduces per layer, one-shot below a size and "
+            "ring above, over the card's interconnect), \"efficiency\" (rates scaled by a "
+            "share reached: the Inference lab's table by card count) or \"all_reduce\" (a "
+            "plain ring all-reduce time added per layer)")})
     efficiency: float | None = attrs.field(default=None, validator=_efficiency,
         metadata={"description": (
             "share of the summed bandwidth and compute the cards reach together "
@@ -203,7 +221,7 @@ def layout(scenario) -> Layout:
 def efficiency_of(lever, tensor: int) -> float | None:
     if lever.efficiency is not None:
         return lever.efficiency
-    if lever.communication == "all_reduce":
+    if lever.communication != "efficiency":
         return 1.0
     table = lever.efficiency_table if lever.efficiency_table is not None else LAB_EFFICIENCY
     return table.get(str(tensor))
@@ -391,7 +409,7 @@ def infermodel_define_quantities(scenario, define):
     e = efficiency_of(lever, lay.stage_cards)
     if lever.efficiency is not None:
         source = "given"
-    elif lever.communication == "all_reduce":
+    elif lever.communication != "efficiency":
         source = "1: communication is modelled explicitly"
     else:
         source = ("from the Inference lab's table" if lever.efficiency_table is None
@@ -448,7 +466,7 @@ def infermodel_define_quantities(scenario, define):
     define("pipeline_stages", S.parallel_pipeline_degree, unit="1",
            description="stages every token traverses (the serving simulator prices "
                        "min(stages, sequences) micro-batches per iteration)", reference=DEPLOY)
-    if lever.communication == "all_reduce":
+    if lever.communication != "efficiency":
         _communication(scenario, lever, define)
 
 
@@ -465,55 +483,144 @@ def _hops(tokens):
     return (S.parallel_pipeline_degree - 1) * (size / S.parallel_link_bandwidth + S.parallel_link_latency)
 
 
-def _communication(scenario, lever, define):
+def oneshot_limit(tensor: int) -> float:
+    """Largest all-reduce (bytes) the engines run in one shot on ``tensor`` cards
+    (:data:`COLLECTIVES`).
+
+    >>> oneshot_limit(2), oneshot_limit(4), oneshot_limit(8)
+    (8388608, 524288, 262144)
+    """
+    if tensor <= 2:
+        return 8 * 1024**2
+    return 512 * 1024 if tensor <= 4 else 256 * 1024
+
+
+def _collective(tokens):
+    """One all-reduce of ``tokens`` activation vectors: one-shot below the limit, ring above."""
+    n = S.parallel_tensor_degree
+    size = tokens * S.d_model * S.parallel_activation_bytes
+    rate = S.parallel_link_bandwidth * S.collective_bandwidth_fraction
+    return Piecewise(
+        (S.parallel_collective_latency + S.parallel_link_latency + (n - 1) * size / rate,
+         size <= S.collective_oneshot_bytes),
+        (S.parallel_collective_latency + 2 * (n - 1) * S.parallel_link_latency
+         + 2 * (n - 1) / n * size / rate, True))
+
+
+def _link_quantities(scenario, lever, define, lay):
     bandwidth, latency = _link(scenario, lever)
+    if lever.communication == "collectives" and (bandwidth is None or latency is None):
+        fallback = "PCIe Gen4 x16, 32 GB/s and 5 µs (the card declares no interconnect)"
+        bandwidth = FALLBACK_LINK[0] if bandwidth is None else bandwidth
+        latency = FALLBACK_LINK[1] if latency is None else latency
+    else:
+        fallback = None
     where = "levers.parallelism" if lever.link_bandwidth is not None else "hardware.interconnect_bandwidth"
     define("parallel_link_bandwidth", bandwidth if bandwidth is not None else 1.0, unit="B/s",
-           description=f"card-to-card bandwidth one way (from {where})", reference=DEPLOY)
+           description=f"card-to-card bandwidth one way (from {fallback or where})", reference=DEPLOY)
     where = "levers.parallelism" if lever.link_latency is not None else "hardware.interconnect_latency"
     define("parallel_link_latency", latency if latency is not None else 0.0, unit="s",
-           description=f"latency of one transfer step (from {where})", reference=DEPLOY)
-    lay = layout(scenario)
-    if lay.data > 1:
-        lay_formulas.define_communication(scenario, lay, define, _hops)
-        return
+           description=f"latency of one transfer step (from {fallback or where})", reference=DEPLOY)
     if not lay.active:
         define("parallel_activation_bytes", lever.activation_bytes, unit="B",
                description="bytes per activation value exchanged", reference=DEPLOY)
+
+
+def _collective_quantities(scenario, define):
+    from .physical_efficiency import parameter
+
+    latency, where = parameter(scenario, "collective_latency")
+    define("parallel_collective_latency", latency, unit="s",
+           description=f"fixed time of one collective on the cards (from {where})",
+           reference=COLLECTIVES)
+    define("collective_bandwidth_fraction", COLLECTIVE_BANDWIDTH_FRACTION, unit="1",
+           description="share of the link's one-way bandwidth a collective reaches (NCCL tests' "
+                       "bus bandwidth)", reference=COLLECTIVES)
+    define("collective_oneshot_bytes", oneshot_limit(degrees(scenario)[0]), unit="B",
+           description="largest all-reduce run in one shot on these cards (ring above)",
+           reference=COLLECTIVES)
+    define("collective_count", tensor_parallel_reductions(scenario), unit="1",
+           description="all-reduces per forward pass (after each layer's mixer and feed-forward "
+                       "block; the serving simulator prices each by its size)", reference=DEPLOY)
+    define("collective_bytes_per_token", S.d_model * S.parallel_activation_bytes, unit="B",
+           description="bytes one token adds to each all-reduce", reference=DEPLOY)
+
+
+def _communication(scenario, lever, define):
+    lay = layout(scenario)
+    _link_quantities(scenario, lever, define, lay)
+    if lay.data > 1:
+        # Data-parallel attention: the layout's own collectives (gathers, all-to-alls).
+        lay_formulas.define_communication(scenario, lay, define, _hops)
+        return
+    collectives = lever.communication == "collectives"
+    if collectives:
+        _collective_quantities(scenario, define)
+    reduce = _collective if collectives else _ring
     per_micro = S.batch / S.parallel_microbatches
     reductions = tensor_parallel_reductions(scenario)
-    define("parallel_allreduce_time", _ring(per_micro), unit="s",
-           description="one ring all-reduce of a decode micro-batch's activations: "
-                       "2(N−1)/N·bytes/link + 2(N−1)·latency", reference=DEPLOY)
+    how = ("one-shot below collective_oneshot_bytes, ring above" if collectives
+           else "2(N−1)/N·bytes/link + 2(N−1)·latency")
+    define("parallel_allreduce_time", reduce(per_micro), unit="s",
+           description=f"one all-reduce of a decode micro-batch's activations: {how}",
+           reference=COLLECTIVES if collectives else DEPLOY)
     define("parallel_decode_comm_time",
            reductions * S.parallel_allreduce_time + _hops(per_micro), unit="s",
            description="communication per decode step: two all-reduces per layer and the "
                        "pipeline hops, not overlapped", reference=DEPLOY)
     define("parallel_prefill_comm_time",
-           reductions * _ring(per_micro * S.prompt_tokens) + _hops(per_micro * S.prompt_tokens),
+           reductions * reduce(per_micro * S.prompt_tokens) + _hops(per_micro * S.prompt_tokens),
            unit="s", description="communication in prefill: the prompts' activations, two "
                                  "all-reduces per layer and the pipeline hops", reference=DEPLOY)
     n, p = S.parallel_tensor_degree, S.parallel_pipeline_degree
-    define("comm_time_per_iteration",
-           reductions * 2 * (n - 1) * S.parallel_link_latency + (p - 1) * S.parallel_link_latency,
-           unit="s", description="latency part of an iteration's communication (the serving "
-                                 "simulator adds it to every iteration)", reference=DEPLOY)
-    define("comm_time_per_token",
-           (reductions * 2 * (n - 1) / n + (p - 1)) * S.d_model * S.parallel_activation_bytes
-           / S.parallel_link_bandwidth, unit="s",
-           description="communication per token of a micro-batch: two ring all-reduces per "
-                       "layer and the stage hops (the serving simulator's iteration cost)",
-           reference=DEPLOY)
+    if collectives:
+        # The simulator prices the all-reduces by size itself (collective_*); these carry
+        # the pipeline hops only.
+        define("comm_time_per_iteration", (p - 1) * S.parallel_link_latency, unit="s",
+               description="latency of the pipeline hops per iteration (the serving simulator "
+                           "adds it; the all-reduces it prices from collective_*)",
+               reference=DEPLOY)
+        define("comm_time_per_token",
+               (p - 1) * S.d_model * S.parallel_activation_bytes / S.parallel_link_bandwidth,
+               unit="s", description="pipeline-hop time per token of a micro-batch (the serving "
+                                     "simulator's iteration cost)", reference=DEPLOY)
+    else:
+        define("comm_time_per_iteration",
+               reductions * 2 * (n - 1) * S.parallel_link_latency + (p - 1) * S.parallel_link_latency,
+               unit="s", description="latency part of an iteration's communication (the serving "
+                                     "simulator adds it to every iteration)", reference=DEPLOY)
+        define("comm_time_per_token",
+               (reductions * 2 * (n - 1) / n + (p - 1)) * S.d_model * S.parallel_activation_bytes
+               / S.parallel_link_bandwidth, unit="s",
+               description="communication per token of a micro-batch: two ring all-reduces per "
+                           "layer and the stage hops (the serving simulator's iteration cost)",
+               reference=DEPLOY)
     full = sympy.Max(1, S.max_sequences)
     per_micro_full = full / Min(full, S.parallel_pipeline_degree)
-    define("parallel_capacity_comm_time", reductions * _ring(per_micro_full) + _hops(per_micro_full),
+    define("parallel_capacity_comm_time", reductions * reduce(per_micro_full) + _hops(per_micro_full),
            unit="s", description="communication per decode step with the cache full", reference=DEPLOY)
+
+
+def times_collectives(scenario, lever) -> bool:
+    """Whether the lever prices the collectives and adds them to the step:
+    ``communication = "all_reduce"`` always, ``"collectives"`` unless measured kernel
+    tables time them (``efficiency.kernels = "measured"`` times the layout's collectives
+    from its measured collective tables, which take precedence).
+    """
+    if lever.communication == "all_reduce":
+        return True
+    if lever.communication != "collectives":
+        return False
+    try:
+        return scenario.value("efficiency.kernels") != "measured"
+    except AttributeError:  # no loaded plugin declares measured kernels
+        return True
 
 
 @hookimpl
 def infermodel_define_operators(scenario, define):
     lever = scenario.lever("parallelism")
-    if lever is None or lever.communication != "all_reduce":
+    if lever is None or not times_collectives(scenario, lever):
         return
     lay = layout(scenario)
     if lay.data > 1:
@@ -579,7 +686,14 @@ def infermodel_transform_quantities(scenario, transform):
                        reason=why, reference=DEPLOY, order=Stage.PARALLELISM)
         transform.wrap("prefill_time_compute", lambda old: old * p / m, reason=why,
                        reference=DEPLOY, order=Stage.PARALLELISM)
-    if lever.communication == "all_reduce":
+    bandwidth, latency = _link(scenario, lever)
+    if lever.communication == "collectives" and (bandwidth is None or latency is None) and (
+            lay.stage_cards > 1 or pipeline > 1):
+        transform.warn("the card declares no interconnect (hardware.interconnect_bandwidth and "
+                       "_latency): the collectives are priced over PCIe Gen4 x16 (32 GB/s one "
+                       "way, 5 µs per step); NVLink-class links make them 10–25 times faster",
+                       quantity="parallel_decode_comm_time")
+    if times_collectives(scenario, lever):
         why = "activations are all-reduced twice per layer and cross each stage boundary"
         transform.wrap("decode_step_time", lambda old: old + S.parallel_decode_comm_time,
                        reason=why, reference=DEPLOY, order=Stage.PARALLELISM)
@@ -667,4 +781,5 @@ def infermodel_register_headlines(register):
     register("parallelism", "parallel_decode_comm_time", label="communication per decode step")
 
 
-__all__ = ["LAB_EFFICIENCY", "Parallelism", "degrees", "efficiency_of"]
+__all__ = ["COMMUNICATION", "LAB_EFFICIENCY", "Parallelism", "degrees", "efficiency_of", "oneshot_limit",
+           "times_collectives"]

@@ -8,10 +8,8 @@ weights and the KV cache hold 16-bit values (2 bytes each).
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
-import attrs
 import sympy
 from sympy import Max as _Max
 from sympy import Min as _Min
@@ -20,6 +18,7 @@ from sympy import Piecewise, floor, oo
 from infermodel.plugin import S, hookimpl
 
 from . import LAB, M10
+from .engines import ENGINES, scenario_scheduler
 from .shapes import ffn_params, kv_bytes_per_token, stack_params, target_stack, terms
 
 
@@ -42,7 +41,6 @@ BUDGET = f"{M10}, §11 'Budget memory at the accepted maximum length'; {LAB}, 'W
 PRICE = f"{M10}, §11 'Price output at the utilisation actually purchased'; {LAB}, 'What it costs to keep it running'"
 QUEUE = f"{M10}, §12 'Queueing rises sharply near saturation'"
 LAB1 = f"{M10}, Lab 1"
-ACCURACY = "infermodel accuracy ledger (docs: How accurate is it?)"
 
 PRESETS = Path(__file__).parent / "presets"
 
@@ -177,7 +175,14 @@ def infermodel_validate_scenario(scenario, report):
 def infermodel_register_headlines(register):
     for group, rows in HEADLINES.items():
         for name, label in rows:
-            register(group, name, label=label)
+            # An engine preset's calibrated interval (the efficiency plugin's quantities).
+            interval = ((f"{name}_expected_low", f"{name}_expected_high")
+                        if name in INTERVALS else None)
+            register(group, name, label=label, interval=interval)
+
+
+#: Headlines an efficiency preset's held-out errors give an interval.
+INTERVALS = ("ttft", "tpot", "tokens_per_s_total")
 
 
 #: What ``infermodel run`` shows first: a planner's answer at a glance.
@@ -222,7 +227,6 @@ def infermodel_define_quantities(scenario, define):
     _prefill(scenario, define, layer_terms)
     _memory(scenario, define, layer_terms)
     _cost(scenario, define)
-    _held_out_range(scenario, define)
 
 
 def _model(scenario, define, terms):
@@ -515,41 +519,6 @@ def _cost(scenario, define):
                reference=QUEUE)
 
 
-def _held_out_range(scenario, define):
-    """With an engine's efficiency preset, the range a measurement is expected in.
-
-    The preset records the 10th and 90th percentiles of its held-out relative errors
-    e = (predicted − measured) / measured on the accuracy ledger; a measurement then
-    lies within predicted / (1 + e90) … predicted / (1 + e10) for 80 % of the ledger's
-    held-out points.
-    """
-    name = scenario.presets.get("efficiency")
-    path = PRESETS / "efficiency" / f"{name}.toml"
-    if name is None or not path.is_file():
-        return
-    with path.open("rb") as handle:
-        band = tomllib.load(handle).get("preset", {}).get("held_out_error", {})
-    where = f"the {name!r} efficiency preset's held-out errors on the accuracy ledger"
-    for quantity, metric, what in (("ttft", "ttft_ms", "time to first token"),
-                                   ("tpot", "itl_ms", "time per output token")):
-        if metric not in band:
-            continue
-        low, high = band[metric]
-        define(f"{quantity}_error_p10", low, unit="1",
-               description=f"10th percentile of the relative {what} errors, {where}",
-               reference=ACCURACY)
-        define(f"{quantity}_error_p90", high, unit="1",
-               description=f"90th percentile of the relative {what} errors, {where}",
-               reference=ACCURACY)
-        symbol = getattr(S, quantity)
-        define(f"{quantity}_expected_low", symbol / (1 + getattr(S, f"{quantity}_error_p90")),
-               unit="s", description=f"{what} a measurement is expected to exceed "
-                                     "(held-out 90th-percentile error)", reference=ACCURACY)
-        define(f"{quantity}_expected_high", symbol / (1 + getattr(S, f"{quantity}_error_p10")),
-               unit="s", description=f"{what} a measurement is expected to stay below "
-                                     "(held-out 10th-percentile error)", reference=ACCURACY)
-
-
 # ---------------------------------------------------------------------------------
 # Engine conventions: what a serving engine computes, reads and keeps back
 # ---------------------------------------------------------------------------------
@@ -565,42 +534,6 @@ LOGITS = ("vLLM, SGLang and TensorRT-LLM compute the output head only for each s
 ROWS = f"{M10}, §1 'Why the simple byte estimate is useful' (the input embedding is a row lookup)"
 
 
-@attrs.frozen
-class Engine:
-    """A serving engine's memory defaults: what it keeps back beyond weights and cache."""
-
-    #: Share of each card's memory the engine leaves outside its budget (or, for
-    #: ``"free"``, outside the memory left after weights and activations).
-    kept_fraction: float
-    #: ``"total"``: the fraction is of total memory and the activation workspace comes out
-    #: of the budget beside it; ``"inside"``: the workspace lives inside the kept share;
-    #: ``"free"``: the fraction is of the memory left after weights and activations.
-    rule: str
-    #: Tokens of one forward pass the engine sizes its activation workspace for.
-    chunk_tokens: int
-    source: str
-
-
-ENGINES = {
-    "vllm": Engine(0.10, "total", 8192,
-                   "vLLM engine arguments: gpu_memory_utilization = 0.9 (the KV cache gets the "
-                   "rest of that share after weights and the activation peak profiled at "
-                   "max_num_batched_tokens, 8192 for the API server on cards of 70 GiB or more); "
-                   "CUDA graphs, NCCL buffers and the CUDA context live in the 10 % left out"),
-    "sglang": Engine(0.12, "inside", 8192,
-                     "SGLang server arguments: mem_fraction_static = 0.88 at tensor-parallel size 1 "
-                     "(weights and KV pool); activations, CUDA graphs and NCCL buffers use the rest; "
-                     "chunked_prefill_size 8192"),
-    "tensorrt-llm": Engine(0.10, "free", 8192,
-                           "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction = 0.9 of the memory "
-                           "free after weights and the activation buffers sized for max_num_tokens "
-                           "(8192)"),
-    "none": Engine(0.0, "total", 0, "no engine: nothing kept back (a lower bound on memory)"),
-}
-# The measured kernel tables' name for TensorRT-LLM, accepted as the same engine.
-ENGINES["trtllm"] = ENGINES["tensorrt-llm"]
-
-
 def _register_engine_fields(efficiency):
     efficiency("prefill_logits", "choice",
                'positions the output head scores in prefill: "last" (each sequence\'s last prompt '
@@ -613,11 +546,25 @@ def _register_engine_fields(efficiency):
                'convention); a tied table is read once, as the head', choices=("rows", "table"),
                default="rows")
     efficiency("engine", "choice",
-               "serving engine whose memory defaults apply when hardware.reserve is unset: "
+               "serving engine whose memory defaults (when hardware.reserve is unset), scheduler "
+               "defaults and fitted efficiencies apply: "
                + ", ".join(f'"{name}"' for name in ENGINES), choices=tuple(ENGINES), default="vllm")
     efficiency("prefill_chunk", "int",
-               "tokens of one forward pass the activation workspace is sized for (default: the "
-               "engine's batched-token budget)", minimum=1, default=None)
+               "tokens per iteration, the engine's chunk budget (vLLM max_num_batched_tokens, SGLang "
+               "chunked_prefill_size, TensorRT-LLM max_num_tokens); the activation workspace is "
+               "sized for it (default: the engine's, by card)", minimum=1, default=None)
+    efficiency("max_sequences", "int",
+               "most sequences the engine runs at once (vLLM max_num_seqs, TensorRT-LLM "
+               "max_batch_size; default: the engine's, by card; under the physical model it caps "
+               "max_sequences)", minimum=1, default=None)
+    efficiency("chunked_prefill", "bool",
+               "the engine splits prompts into chunks that share iterations with decodes "
+               "(default: the engine's)", default=None)
+    efficiency("block_size", "int", "tokens per KV-cache block (default: the engine's)",
+               minimum=1, default=None)
+    efficiency("graph_max_batch", "int",
+               "largest decode batch the engine captures as a CUDA graph, 0 for none (default: "
+               "the engine's, by card and tensor degree)", minimum=0, default=None)
 
 
 def _reads_rows(scenario) -> bool:
@@ -691,7 +638,8 @@ def _engine_reserve(scenario, define):
     name = scenario.value("efficiency.engine")
     engine = ENGINES[name]
     source = f"{engine.source}; {BUDGET}"
-    chunk = scenario.value("efficiency.prefill_chunk") or engine.chunk_tokens
+    scheduler = scenario_scheduler(scenario)
+    chunk = scheduler.chunk_tokens
     define("prefill_chunk_tokens", chunk, unit="token",
            description=f"tokens of one forward pass the activation workspace is sized for ({name})",
            reference=source)
@@ -704,7 +652,7 @@ def _engine_reserve(scenario, define):
            S.prefill_chunk_tokens * S.activation_bytes_per_token + logit_rows * S.vocab * 4, unit="B",
            description="activation workspace of one forward pass at the prefill chunk (plus fp32 "
                        "logits of the scored positions)", reference=source)
-    define("engine_kept_fraction", engine.kept_fraction, unit="1",
+    define("engine_kept_fraction", scheduler.kept_fraction, unit="1",
            description=f"share of memory the engine ({name}) leaves outside its budget",
            reference=source)
     kept = S.engine_kept_fraction * S.memory_bytes

@@ -346,6 +346,9 @@ class HeadlineInfo:
     plugin: str
     #: The outcome each whole-number value names (``choices[value]``), or None.
     choices: tuple[str, ...] | None = None
+    #: Quantities bounding the range a measurement of it is expected in (low, high),
+    #: shown beside it where the result has them; None: no interval.
+    interval: tuple[str, str] | None = None
 
     def show_choice(self, value: Any) -> str | None:
         """``choices[value]`` for a whole-number value within range, else None."""

@@ -106,7 +106,8 @@ class HeadlineRegistrar(Protocol):
     """``register`` of :func:`infermodel_register_headlines`."""
 
     def __call__(self, group: str, name: str, *, label: str | None = None,
-                 choices: Sequence[str] | None = None) -> None: ...
+                 choices: Sequence[str] | None = None,
+                 interval: tuple[str, str] | None = None) -> None: ...
 
 
 class TypicalSettingRegistrar(Protocol):
@@ -326,7 +327,10 @@ def infermodel_register_headlines(register: HeadlineRegistrar) -> None:
         as a lever's name, follows in plugin order) with ``label`` as its short row label
         (default: the quantity's name). ``choices`` names the outcomes of a quantity whose
         value is a whole number 0, 1, ... (which limit binds, say): the summary, the
-        tables and ``explain`` show ``choices[value]`` instead of the number. The groups
+        tables and ``explain`` show ``choices[value]`` instead of the number. ``interval``
+        names two quantities (low, high) bounding where a measurement of it is expected
+        (an efficiency preset's calibrated 80 % interval); the summary shows them beside
+        the value where the result has both. The groups
         ``"limits"`` and ``"assumptions"`` are printed as one line each under the table:
         which limit binds in each phase, and the inputs a reader must know to trust the
         figures (efficiencies, reserve, utilisation). A quantity registered twice is an

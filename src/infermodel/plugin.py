@@ -30,6 +30,8 @@ What is here, by what a plugin does with it:
   :func:`table_of` (find them in a formula); :mod:`infermodel.kernels`, as
   ``infermodel.plugin.kernels`` (the measured kernel tables of the optional extra
   ``infermodel[kernels]``, loaded when first used);
+* prediction intervals: :mod:`intervals <infermodel.engine.intervals>` (a preset's
+  groups of held-out errors, the group a prediction falls in, its 80 % interval);
 * mistakes: :class:`InfermodelError` and :class:`Problem` (one user mistake, with
   what was expected), :func:`suggest` and :func:`close_match` (the "did you mean"
   helpers);
@@ -46,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from .analyses.witnessing import DecisionMap, Row, Witness
 from .declarations import REQUIRED, Encoding, Kernel, Option, Quantisation, Stage, accepts
+from .engine import intervals
 from .engine.operators import collect_operators, operator_table
 from .errors import InfermodelError, Problem, close_match, suggest
 from .hookspecs import (
@@ -144,6 +147,7 @@ __all__ = [
     "close_match",
     "collect_operators",
     "hookimpl",
+    "intervals",
     "operator_table",
     "structure",
     "suggest",

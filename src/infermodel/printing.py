@@ -433,7 +433,9 @@ def result_summary(result) -> str:
         lines.append(group)
         for h in headlines:
             value = show_quantity(result, h.name)
-            lines.append(f"  {h.label.ljust(width_label)}  {value.rjust(width_value)}  {h.name}")
+            band = interval_text(result, h)
+            lines.append(f"  {h.label.ljust(width_label)}  {value.rjust(width_value)}  {h.name}"
+                         + (f"  {band}" if band else ""))
     below = [line for line in (limits_line(result), assumptions_line(result)) if line]
     if below:
         lines += ["", *below]
@@ -442,6 +444,14 @@ def result_summary(result) -> str:
     lines += ["", "--all prints every quantity; `infermodel explain SCENARIO NAME` shows a "
                   "figure's derivation"]
     return "\n".join(lines)
+
+
+def interval_text(result, headline) -> str:
+    """``80 %: 26.1–41.3 ms`` for a headline whose interval quantities the result has."""
+    if headline.interval is None or not all(n in result.values for n in headline.interval):
+        return ""
+    low, high = (show_quantity(result, n) for n in headline.interval)
+    return f"(80 %: {low} … {high})"
 
 
 def _title(result) -> str:

@@ -120,7 +120,11 @@ class _Collector:
         return register
 
     def headline_registrar(self, plugin: str) -> HeadlineRegistrar:
-        def register(group, name, *, label=None, choices=None):
+        def register(group, name, *, label=None, choices=None, interval=None):
+            if interval is not None and (isinstance(interval, str) or len(interval) != 2
+                                         or any(check_name(n) for n in interval)):
+                raise PluginError(f"plugin {plugin!r}: headline {name!r}: interval must name "
+                                  "two quantities (the low and the high end)")
             if not isinstance(group, str) or not group:
                 raise PluginError(f"plugin {plugin!r}: a headline group must be a non-empty string")
             if check_name(name):
@@ -137,7 +141,8 @@ class _Collector:
                                              f"{self.headlines[name].plugin!r} and {plugin!r}"))
                 return
             self.headlines[name] = HeadlineInfo(group, name, label or name, plugin,
-                                                tuple(choices) if choices is not None else None)
+                                                tuple(choices) if choices is not None else None,
+                                                tuple(interval) if interval is not None else None)
         return register
 
     def typical_setting_registrar(self, plugin: str) -> TypicalSettingRegistrar:

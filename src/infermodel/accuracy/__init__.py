@@ -4,6 +4,8 @@
 * :mod:`.silicon` — the silicon ledger: the measured deployments shipped with the
   measured kernel tables (``infermodel[kernels]``), read from the installed package;
 * :mod:`.predictions` — every ledger row predicted, its errors and their summaries;
+* :mod:`.pools` — a disaggregated row from one server of each pool;
+* :mod:`.workers` — a ledger's predictions spread over worker processes;
 * :mod:`.row_simulation` — a row at concurrency > 1 as a closed loop of its clients in
   the serving simulator;
 * :mod:`.closed_loop` — the analytic closed-loop stand-in the fit searches on;

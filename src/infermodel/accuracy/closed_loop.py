@@ -18,7 +18,7 @@ the cache holds ``N``:
 * clients beyond the cache's capacity wait ``(C − B) · E / B`` more for a slot;
 * output throughput ``= B · osl / E``.
 
-These equations are solved by fixed-point iteration on ``E``. At ``C = 1`` they give
+These equations are solved for ``E`` in closed form (a quadratic). At ``C = 1`` they give
 the roofline quantities exactly (``TTFT = T_p``, ``ITL = T_d(1)``). A static batch
 (every request starts together) has the same throughput to first order (the same
 prefill work and decode steps per cycle); its first-token time is the batch's prefill,
@@ -38,7 +38,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-__all__ = ["ClosedLoop", "closed_loop", "prefill_pool_wait"]
+__all__ = ["ClosedLoop", "closed_loop", "offline_batch", "prefill_pool_wait"]
 
 #: Prefill share at which the iteration stops growing the stall (a saturated prefill
 #: queue); beyond it the model is outside its range and says so through ``saturated``.
@@ -57,14 +57,14 @@ class ClosedLoop:
     saturated: np.ndarray
 
 
-def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_tokens,
-                *, iterations: int = 200, rounds: int = 0) -> ClosedLoop:
+def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_tokens, *,
+                rounds=0) -> ClosedLoop:
     """Steady state of ``concurrency`` clients (see the module docstring).
 
     ``prefill_time`` is one prompt's prefill, ``decode_step_time`` one decode step at
     the running batch ``min(concurrency, capacity)``; all arguments broadcast.
 
-    ``rounds`` > 0 averages the first-token time over that many requests per client
+    ``rounds`` > 0 (it broadcasts too) averages the first-token time over that many requests per client
     with the first round measured: every client starts at once, so the first round's
     prompts queue behind one another (the i-th waits for i prefills, a mean of
     ``(B + 1)/2 · T_p``) and the other ``rounds − 1`` see the steady state.
@@ -80,30 +80,56 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
     steps = np.maximum(np.asarray(output_tokens, dtype=float) - 1.0, 0.0)
     others = running - 1.0
     wait_step = np.where(others > 0, td / 2, 0.0)
-    e2e = tp + steps * td
-    share = np.zeros(np.broadcast(tp, td, running).shape)
-    for _ in range(iterations):
-        share = np.minimum(others * tp / e2e, MAX_PREFILL_SHARE)
-        itl = td / (1.0 - share)
-        ttft = tp + wait_step + share * tp / (2.0 * (1.0 - share))
-        updated = ttft + steps * itl
-        if np.allclose(updated, e2e, rtol=1e-10, atol=0.0):
-            e2e = updated
-            break
-        # Damped: the map is monotone, and half steps settle without oscillating.
-        e2e = 0.5 * (e2e + updated)
-    share = np.minimum(others * tp / e2e, MAX_PREFILL_SHARE)
+    # The fixed point in closed form: with ρ = o·T_p / E, multiplying the equation for E
+    # by (1 − ρ) gives E² − C·E − o·T_p·(T_p / 2 − a) = 0, C = o·T_p + a + s·T_d and
+    # a = T_p + (T_d / 2 when others run); E is its positive root. Where that root puts ρ
+    # above MAX_PREFILL_SHARE the stall is held there (a saturated prefill queue).
+    a = tp + wait_step
+    c = others * tp + a + steps * td
+    e2e = (c + np.sqrt(np.maximum(c * c + 4 * others * tp * (tp / 2 - a), 0.0))) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(e2e > 0, others * tp / e2e, 0.0)
+    share = np.minimum(np.nan_to_num(share), MAX_PREFILL_SHARE)
     itl = td / (1.0 - share)
     ttft = tp + wait_step + share * tp / (2.0 * (1.0 - share))
     e2e = ttft + steps * itl
     queued = (clients - running) * e2e / running
     throughput = running * (steps + 1.0) / e2e
-    if rounds > 0:
+    rounds = np.asarray(rounds, dtype=float)
+    if np.any(rounds > 0):
         burst = tp * (running + 1.0) / 2.0
-        ttft = (burst + (rounds - 1) * ttft) / rounds
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ttft = np.where(rounds > 0, (burst + (rounds - 1) * ttft) / rounds, ttft)
     return ClosedLoop(ttft=ttft + queued, itl=itl, e2e=e2e + queued,
                       output_tokens_per_s=throughput, running=running,
                       saturated=share >= MAX_PREFILL_SHARE)
+
+
+def offline_batch(batch_prefill_time, decode_step_time, requests, running, output_tokens) -> ClosedLoop:
+    """An offline run: ``requests`` identical requests submitted at once, at most
+    ``running`` of them at a time (the cache or the engine's sequence cap), served in
+    rounds of ``running``: each round prefills its prompts (``batch_prefill_time``, the
+    prefill of ``running`` prompts) then decodes ``output_tokens − 1`` steps of
+    ``decode_step_time`` at that batch. Throughput is all output over the rounds' time;
+    a request's first token comes after the rounds before it and, on average, half its
+    round's prefill.
+
+    >>> r = offline_batch(0.4, 0.02, 8, 4, 11)
+    >>> float(r.output_tokens_per_s), float(r.ttft)
+    (73.33333333333333, 0.5)
+    """
+    tp = np.asarray(batch_prefill_time, dtype=float)
+    td = np.asarray(decode_step_time, dtype=float)
+    count = np.asarray(requests, dtype=float)
+    running = np.maximum(np.minimum(np.asarray(running, dtype=float), count), 1.0)
+    steps = np.maximum(np.asarray(output_tokens, dtype=float) - 1.0, 0.0)
+    rounds = np.ceil(count / running)
+    round_time = tp + steps * td
+    ttft = (rounds - 1.0) / 2.0 * round_time + tp / 2.0
+    e2e = ttft + steps * td
+    throughput = count * (steps + 1.0) / (rounds * round_time)
+    return ClosedLoop(ttft=ttft, itl=td + 0.0 * tp, e2e=e2e, output_tokens_per_s=throughput,
+                      running=running, saturated=np.zeros(np.broadcast(tp, td).shape, dtype=bool))
 
 
 def prefill_pool_wait(service: float, clients: int, think: float, servers: int = 1) -> float:

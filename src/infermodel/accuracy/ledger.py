@@ -1,9 +1,15 @@
 """The accuracy ledger: published serving measurements, one measured figure a row.
 
-A ledger is a CSV file with exactly these columns (:data:`COLUMNS`)::
+A ledger is a CSV file whose header starts with exactly these columns
+(:data:`COLUMNS`)::
 
     id,source,engine,hardware,gpus,model,hf_config,weights,kv_cache,tensor,expert,
     isl,osl,concurrency,metric,statistic,value
+
+and may go on with any of the optional columns :data:`OPTIONAL_COLUMNS`, in any order
+(an empty cell, or a missing column, takes the default given below):
+
+    source_group,load,request_rate,requests,attention_dp,lengths
 
 * ``id``: a unique name for the row; ``source``: the URL the figure was copied from.
 * ``engine``: the serving engine and its version as published (``"trtllm 0.5.0"``,
@@ -12,12 +18,31 @@ A ledger is a CSV file with exactly these columns (:data:`COLUMNS`)::
 * ``hardware`` and ``model``: preset names; ``hf_config`` (a path relative to the
   ledger file) replaces ``model`` when given. ``gpus``: cards in the deployment.
 * ``weights`` and ``kv_cache``: number-format names of the quantisation lever
-  (``fp8-e4m3``, ``int4-g128``, ...); empty means 16-bit.
+  (``fp8-e4m3``, ``int4-g128``, ...); empty means the checkpoint's own format
+  (16-bit, or the model preset's ``weight_format``). 8-bit float weights run 8-bit float
+  activations, ``int8`` weights 8-bit integer ones; any other weights, 16-bit activations
+  (an NVFP4 row is predicted as W4A16: the CSV format states no activation format).
 * ``tensor`` and ``expert``: tensor- and expert-parallel degrees.
 * ``isl``, ``osl``: input and output tokens per request; ``concurrency``: requests in
-  flight (a static batch's size, or a benchmark client's concurrency).
+  flight (a closed loop's clients, or every request of an offline run, see ``load``).
 * ``metric``: one of :data:`METRICS`; ``statistic``: one of :data:`STATISTICS`, as the
   source printed it; ``value``: the figure, in the metric's unit.
+* ``source_group`` (default: the ``source``): the independent publisher or benchmark
+  suite the row belongs to; rows of one group are one body of evidence (one vendor's
+  documentation, one team's study), and are held out together when a fit is validated
+  on sources it did not see (:attr:`LedgerRow.group`).
+* ``load`` (default ``closed``): how the benchmark sent its requests, one of
+  :data:`LOADS`.
+* ``request_rate``: requests per second of a ``poisson`` load (empty otherwise).
+* ``requests``: requests the benchmark sent in all, where the source states it (empty:
+  not stated); an ``offline`` run's ``concurrency`` is its number of requests.
+* ``attention_dp`` (default 1): data-parallel attention groups (SGLang's
+  ``--enable-dp-attention``, TensorRT-LLM's ``enable_attention_dp``: attention and its
+  cache split by request over that many groups of cards, the experts shared).
+* ``lengths`` (default ``fixed``): ``fixed`` when every request had ``isl`` input and
+  ``osl`` output tokens; ``mean`` when the lengths varied (a dataset such as ShareGPT,
+  random lengths, outputs stopped by end-of-sequence) and ``isl``, ``osl`` are the run's
+  printed token totals over its requests, rounded (:data:`LENGTHS`).
 
 The shipped ledger is :data:`DEFAULT_LEDGER`; ``docs/accuracy.rst`` lists its sources.
 
@@ -37,26 +62,51 @@ import attrs
 
 from ..errors import InfermodelError, Problem, suggest
 
-__all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "METRICS", "STATISTICS", "LedgerRow",
-           "Pool", "Pools", "read_ledger"]
+__all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "ENGINE_OF_FAMILY", "LENGTHS", "LOADS",
+           "METRICS", "OPTIONAL_COLUMNS", "STATISTICS", "LedgerRow", "Pool", "Pools", "read_ledger"]
 
 COLUMNS = ("id", "source", "engine", "hardware", "gpus", "model", "hf_config", "weights",
            "kv_cache", "tensor", "expert", "isl", "osl", "concurrency", "metric", "statistic",
            "value")
+#: Columns a ledger may add after :data:`COLUMNS`, each with its default.
+OPTIONAL_COLUMNS = {"source_group": "", "load": "closed", "request_rate": "", "requests": "",
+                    "attention_dp": "1", "lengths": "fixed"}
+#: What ``isl`` and ``osl`` are.
+LENGTHS = {
+    "fixed": "every request had isl input and osl output tokens",
+    "mean": "the lengths varied; isl and osl are the run's token totals over its requests",
+}
 #: What each metric measures, in the unit its name ends with.
 METRICS = {
     "ttft_ms": "time to first token, milliseconds",
     "itl_ms": "inter-token latency, milliseconds",
     "tpot_ms": "time per output token after the first, milliseconds",
     "output_tokens_per_s": "output tokens per second of the whole system",
+    "output_tokens_per_s_per_gpu": "output tokens per second of the whole system, divided by "
+                                   "its gpus",
+    "total_tokens_per_s": "input and output tokens per second of the whole system",
 }
-STATISTICS = ("mean", "median", "p99", "unspecified")
+STATISTICS = ("mean", "median", "p90", "p95", "p99", "unspecified")
+#: How a benchmark sends its requests.
+LOADS = {
+    "closed": "concurrency clients, each sending its next request as soon as its previous "
+              "one ends (vllm bench serve --max-concurrency, AIPerf and genai-perf's "
+              "concurrency mode)",
+    "offline": "all concurrency requests submitted at once and none after (a static batch, "
+               "vLLM's benchmark_throughput and benchmark_latency, trtllm-bench throughput, "
+               "a serving benchmark at an infinite request rate with no concurrency cap)",
+    "poisson": "requests arriving at random at request_rate per second, requests in all "
+               "(a serving benchmark's --request-rate); concurrency caps the requests in "
+               "flight (the requests when there is no cap)",
+}
 #: Engine families with an ``[efficiency] preset`` of the same name.
 ENGINE_FAMILIES = ("vllm", "sglang", "trtllm")
+#: The ``efficiency.engine`` each family runs as (its scheduler and memory defaults).
+ENGINE_OF_FAMILY = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
 DEFAULT_LEDGER = Path(__file__).parent.parent / "data" / "ledger.csv"
 #: Ledgers larger than this are refused (a ledger of published figures is small).
 MAX_LEDGER_BYTES = 5_000_000
-_INTEGER_COLUMNS = ("gpus", "tensor", "expert", "isl", "osl", "concurrency")
+_INTEGER_COLUMNS = ("gpus", "tensor", "expert", "isl", "osl", "concurrency", "attention_dp")
 
 
 @attrs.frozen
@@ -94,14 +144,19 @@ class Pools:
 class LedgerRow:
     """One published figure and the conditions it was measured under.
 
-    The fields after ``line`` are layouts the CSV ledger format cannot state (other
-    ledgers' readers set them): ``pipeline`` stages, ``attention_dp`` (data-parallel
-    attention ranks, each with its own sequences, sharing the experts), the routed
-    experts' own format (``expert_weights``; empty: ``weights``), disaggregated
-    ``pools`` (None: one aggregated server on ``gpus`` cards), the engine version's
-    kernel tables (``engine_version``; empty: the newest), a display name for a model
-    read from a config (``model_label``) and why the reader could not express the row
-    (``unexpressed``).
+    The keyword fields after ``line`` are the CSV ledger's optional columns
+    (:data:`OPTIONAL_COLUMNS`) and layouts the CSV format cannot state (other ledgers'
+    readers set them): ``pipeline`` stages, the routed experts' own format
+    (``expert_weights``; empty: ``weights``), disaggregated ``pools`` (None: one
+    aggregated server on ``gpus`` cards), the engine version's kernel tables
+    (``engine_version``; empty: the newest), a display name for a model read from a
+    config (``model_label``), why the reader could not express the row (``unexpressed``),
+    the benchmark client (``client``) and the activations' format (``activations``).
+
+    ``attention_dp`` is the data-parallel attention ranks, each with its own sequences,
+    sharing the experts. A CSV ledger's ``tensor`` counts the cards attention is split or
+    shared over (``tensor = gpus``); other readers give the degree per attention rank
+    (``gpus = tensor × pipeline × attention_dp``). :func:`.predictions.layout` reads both.
     """
 
     id: str
@@ -122,17 +177,26 @@ class LedgerRow:
     statistic: str
     value: float
     line: int = 0
-    pipeline: int = 1
-    attention_dp: int = 1
-    expert_weights: str = ""
-    pools: Pools | None = None
-    engine_version: str = ""
-    model_label: str = ""
+    source_group: str = attrs.field(default="", kw_only=True)
+    load: str = attrs.field(default="closed", kw_only=True)
+    request_rate: float | None = attrs.field(default=None, kw_only=True)
+    requests: int | None = attrs.field(default=None, kw_only=True)
+    attention_dp: int = attrs.field(default=1, kw_only=True)
+    lengths: str = attrs.field(default="fixed", kw_only=True)
+    pipeline: int = attrs.field(default=1, kw_only=True)
+    expert_weights: str = attrs.field(default="", kw_only=True)
+    pools: Pools | None = attrs.field(default=None, kw_only=True)
+    engine_version: str = attrs.field(default="", kw_only=True)
+    model_label: str = attrs.field(default="", kw_only=True)
     #: Why the ledger's reader could not express the row (empty: it could).
-    unexpressed: str = ""
+    unexpressed: str = attrs.field(default="", kw_only=True)
     #: The benchmark client that drove a concurrency row (a name of
     #: :data:`.row_simulation.CLIENTS`; empty: fixed lengths, warm-up excluded).
-    client: str = ""
+    client: str = attrs.field(default="", kw_only=True)
+    #: The activations' format where the reader states it (``"fp4"`` for an NVFP4
+    #: checkpoint's W4A4 kernels); empty: 8-bit with 8-bit float or integer weights,
+    #: else 16-bit (what a CSV ledger's ``weights`` implies).
+    activations: str = attrs.field(default="", kw_only=True)
 
     @property
     def mode(self) -> str:
@@ -158,12 +222,24 @@ class LedgerRow:
 
     @property
     def table(self) -> tuple:
-        """The published table (source and conditions but not the concurrency) a row
-        belongs to: the unit held out together in cross-validation.
+        """The published table (source and conditions but not the concurrency or request
+        rate) a row belongs to: the unit held out together in cross-validation.
         """
         return (self.source, self.engine, self.hardware, self.gpus, self.model,
                 str(self.hf_config), self.weights, self.kv_cache, self.tensor, self.isl, self.osl,
-                self.pipeline, self.attention_dp, self.expert_weights, self.pools)
+                self.load, self.attention_dp, self.lengths, self.pipeline, self.expert_weights,
+                self.pools)
+
+    @property
+    def group(self) -> str:
+        """The independent source the row belongs to: its ``source_group``, else its
+        ``source``.
+
+        >>> LedgerRow("a", "https://x.org/t", "vllm", "h100-sxm", 1, "m", None, "", "", 1, 1,
+        ...           8, 8, 1, "ttft_ms", "mean", 10.0).group
+        'https://x.org/t'
+        """
+        return self.source_group or self.source
 
 
 def _text(path: Path) -> str:
@@ -208,15 +284,7 @@ def read_ledger(path: str | Path) -> list[LedgerRow]:
                                       expected="a header line: " + ",".join(COLUMNS))) from None
     except csv.Error as exc:
         raise InfermodelError(Problem(f"not a CSV file: {exc}", file=str(path), line=1)) from None
-    if tuple(h.strip() for h in header) != COLUMNS:
-        missing = [c for c in COLUMNS if c not in header]
-        extra = [h for h in header if h not in COLUMNS]
-        detail = "; ".join(part for part in (
-            "missing " + ", ".join(missing) if missing else "",
-            "unknown " + ", ".join(extra) if extra else "") if part) or "columns out of order"
-        raise InfermodelError(Problem(f"the ledger's header is not the ledger format ({detail})",
-                                      file=str(path), line=1,
-                                      expected="exactly: " + ",".join(COLUMNS)))
+    columns = _header_columns([h.strip() for h in header], path)
     rows: list[LedgerRow] = []
     seen: dict[str, int] = {}
     try:
@@ -226,7 +294,7 @@ def read_ledger(path: str | Path) -> list[LedgerRow]:
     for line, record in records:
         if not record or all(not cell.strip() for cell in record):
             continue
-        row = _parse_row(record, line, path, problems)
+        row = _parse_row(record, columns, line, path, problems)
         if row is None:
             continue
         if row.id in seen:
@@ -242,17 +310,41 @@ def read_ledger(path: str | Path) -> list[LedgerRow]:
     return rows
 
 
-def _parse_row(record: Sequence[str], line: int, path: Path,
+def _header_columns(header: list[str], path: Path) -> tuple[str, ...]:
+    """The header's columns: :data:`COLUMNS` in order, then optional ones, each once."""
+    names = tuple(header)
+    extra = names[len(COLUMNS):]
+    unknown = [h for h in extra if h not in OPTIONAL_COLUMNS]
+    twice = sorted({h for h in extra if extra.count(h) > 1})
+    if names[:len(COLUMNS)] == COLUMNS and not unknown and not twice:
+        return names
+    missing = [c for c in COLUMNS if c not in names]
+    unknown = [h for h in names if h not in COLUMNS and h not in OPTIONAL_COLUMNS]
+    detail = "; ".join(part for part in (
+        "missing " + ", ".join(missing) if missing else "",
+        "unknown " + ", ".join(unknown) if unknown else "",
+        "repeated " + ", ".join(twice) if twice else "") if part) or "columns out of order"
+    suggestion = suggest(unknown[0], (*COLUMNS, *OPTIONAL_COLUMNS)) if unknown else None
+    raise InfermodelError(Problem(
+        f"the ledger's header is not the ledger format ({detail})", file=str(path), line=1,
+        expected="exactly: " + ",".join(COLUMNS) + ", then any of the optional columns "
+                 + ", ".join(OPTIONAL_COLUMNS), suggestion=suggestion))
+
+
+def _parse_row(record: Sequence[str], columns: Sequence[str], line: int, path: Path,
                problems: list[Problem]) -> LedgerRow | None:
     def bad(column: str, message: str, expected: str | None = None, suggestion=None) -> None:
         problems.append(Problem(message, file=str(path), line=line, key=column,
                                 expected=expected, suggestion=suggestion))
 
-    if len(record) != len(COLUMNS):
-        bad("row", f"{len(record)} fields, the header has {len(COLUMNS)}",
-            expected=f"{len(COLUMNS)} comma-separated fields")
+    if len(record) != len(columns):
+        bad("row", f"{len(record)} fields, the header has {len(columns)}",
+            expected=f"{len(columns)} comma-separated fields")
         return None
-    cells = {name: cell.strip() for name, cell in zip(COLUMNS, record)}
+    cells = dict(OPTIONAL_COLUMNS)
+    cells.update({name: cell.strip() for name, cell in zip(columns, record)})
+    for name, default in OPTIONAL_COLUMNS.items():
+        cells[name] = cells[name] or default
     before = len(problems)
     numbers: dict[str, int] = {}
     for column in _INTEGER_COLUMNS:
@@ -281,13 +373,68 @@ def _parse_row(record: Sequence[str], line: int, path: Path,
     if bool(cells["model"]) == bool(cells["hf_config"]):
         bad("model", "give exactly one of model and hf_config",
             expected="a model preset name, or a config.json path relative to the ledger")
+    load = _check_load(cells, numbers, bad)
+    if cells["lengths"] not in LENGTHS:
+        bad("lengths", f"lengths = {cells['lengths']!r}", expected="one of " + ", ".join(LENGTHS),
+            suggestion=suggest(cells["lengths"], LENGTHS))
     if len(problems) > before:
         return None
     hf = (path.parent / cells["hf_config"]) if cells["hf_config"] else None
+    attention_dp = numbers.pop("attention_dp")
     return LedgerRow(id=cells["id"], source=cells["source"], engine=cells["engine"],
                      hardware=cells["hardware"], model=cells["model"], hf_config=hf,
                      weights=cells["weights"], kv_cache=cells["kv_cache"],
                      metric=cells["metric"], statistic=cells["statistic"], value=value,
-                     line=line, gpus=numbers["gpus"], tensor=numbers["tensor"],
+                     line=line, source_group=cells["source_group"], load=load[0],
+                     request_rate=load[1], requests=load[2], attention_dp=attention_dp,
+                     lengths=cells["lengths"], gpus=numbers["gpus"], tensor=numbers["tensor"],
                      expert=numbers["expert"], isl=numbers["isl"], osl=numbers["osl"],
                      concurrency=numbers["concurrency"])
+
+
+def _check_load(cells: dict[str, str], numbers: dict[str, int], bad
+                ) -> tuple[str, float | None, int | None]:
+    """The row's load, request rate and request count, each checked against the others."""
+    load = cells["load"]
+    if load not in LOADS:
+        bad("load", f"load = {load!r}", expected="one of " + ", ".join(LOADS),
+            suggestion=suggest(load, LOADS))
+    rate: float | None = None
+    if cells["request_rate"]:
+        try:
+            rate = float(cells["request_rate"])
+            if not 0 < rate < float("inf"):
+                raise ValueError
+        except ValueError:
+            bad("request_rate", f"request_rate = {cells['request_rate']!r}",
+                expected="a positive finite number of requests per second")
+    requests: int | None = None
+    if cells["requests"]:
+        try:
+            requests = int(cells["requests"])
+            if requests < 1:
+                raise ValueError
+        except ValueError:
+            bad("requests", f"requests = {cells['requests']!r}",
+                expected="a whole number of at least 1, or empty when not stated")
+    concurrency = numbers.get("concurrency")
+    if load == "poisson" and (not cells["request_rate"] or not cells["requests"]):
+        bad("request_rate", "a poisson load needs its request_rate and its requests",
+            expected="requests per second, and the requests sent in all")
+    if load != "poisson" and cells["request_rate"]:
+        bad("request_rate", f"request_rate is given with load = {load!r}",
+            expected="a request rate only with load = poisson")
+    if load == "offline" and requests is not None and concurrency is not None \
+            and requests != concurrency:
+        bad("requests", f"an offline run's requests ({requests}) differ from its concurrency "
+                        f"({concurrency})",
+            expected="concurrency = requests: every request of an offline run is in flight")
+    if load == "poisson" and requests is not None and concurrency is not None \
+            and concurrency > requests:
+        bad("concurrency", f"concurrency {concurrency} is more than the {requests} requests",
+            expected="at most the requests sent (the requests when there is no cap)")
+    attention_dp, gpus = numbers.get("attention_dp"), numbers.get("gpus")
+    if attention_dp is not None and gpus is not None and gpus % attention_dp:
+        bad("attention_dp", f"attention_dp = {attention_dp} does not divide gpus = {gpus}",
+            expected="a divisor of gpus")
+    return load, rate, requests

@@ -4,12 +4,19 @@ and intervals from the held-out errors an efficiency preset records.
 Each ledger row becomes a scenario: its model (preset or ``hf_config``) and hardware
 preset, ``hardware.count = gpus``, the row's formats through the quantisation lever
 (8-bit float weights also take 8-bit activations, as FP8 checkpoints run), tensor
-parallelism with an explicit ring all-reduce over the card's interconnect, and the
-``[efficiency] preset`` its engine family names. At concurrency 1 the row is the
-scenario's roofline: the prefill of one prompt (TTFT), the decode step at batch 1
-(ITL, TPOT) and ``osl / (TTFT + (osl − 1) · ITL)`` (throughput). At concurrency > 1 it
-is a closed loop of the row's clients in the serving simulator
-(:mod:`.row_simulation`: fixed lengths, the warm-up round excluded).
+parallelism with its collectives priced by size over the card's interconnect, and the
+physical efficiency model (``[efficiency] model = "physical"``) with the engine its
+family runs as (``ENGINE_OF_FAMILY``: its scheduler and memory defaults) and, calibrated,
+the preset that prices it (:func:`preset_name`). At concurrency 1 the row is the
+scenario's roofline: the prefill of one prompt (TTFT), the decode step at batch 1 (ITL,
+TPOT) and ``osl / (TTFT + (osl − 1) · ITL)`` (throughput). At concurrency > 1 it is a
+closed loop of the row's clients in the serving simulator (:mod:`.row_simulation`: fixed
+lengths, the engine's chunk budget and sequence cap, the warm-up round excluded; the
+row's benchmark client where it names one), or, past the simulator's bound or with
+``loop = "analytic"``, the analytic closed loop (:mod:`.closed_loop`). A disaggregated
+row (prefill and decode pools, as the silicon ledger gives) is one server of each pool
+(:mod:`.pools`). With ``kernels = "measured"`` the operators are timed from the measured
+kernel tables of the row's engine instead (:func:`.tables.kernels_table`).
 
 Errors are relative, ``(predicted − measured) / measured``; summaries give the median
 and 90th percentile of ``|error|`` per metric.
@@ -19,53 +26,72 @@ Fitting the efficiency presets on these predictions is :mod:`.fits`.
 
 from __future__ import annotations
 
-import functools
 import math
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
+from ..engine import intervals
 from . import row_simulation
-from .closed_loop import closed_loop, prefill_pool_wait
-from .ledger import ENGINE_FAMILIES, LedgerRow, Pool
-from .tables import tables_version
+from .closed_loop import ClosedLoop, closed_loop, offline_batch
+from .ledger import ENGINE_FAMILIES, ENGINE_OF_FAMILY, LedgerRow, Pool
+from .pools import NO_ROOM, measured_share, predict_pools
+from .row_simulation import cost_model
+from .tables import kernels_table, lengths_are_values
 
 if TYPE_CHECKING:
     from ..host import PluginHost
 
-__all__ = ["Efficiency", "Prediction", "Validation", "errors_by_metric", "held_out_intervals",
-           "predict_rows", "preset_efficiency", "preset_name", "refined_name", "scenario_data",
-           "summarise"]
+__all__ = ["ANALYTIC", "FITTED", "LOOPS", "ROOFLINE", "SIMULATED", "Efficiency", "Prediction",
+           "RowModel", "Simulations", "Validation", "cost_model", "errors_by_metric", "kernels_efficiency",
+           "layout", "predict", "predict_group", "predict_how", "predict_rows", "preset_efficiency",
+           "preset_intervals", "preset_name", "refined_name", "row_attributes", "row_model",
+           "scenario_data", "structure_key", "summarise"]
 
-#: Efficiency inputs a fit sets, by quantity name.
-EFFICIENCY_QUANTITIES = ("prefill_mfu", "decode_mfu", "mbu", "t0")
-#: The per-step latency of one all-reduce transfer, fitted with the efficiencies: it is
-#: the engine's collective library, not the wire (only rows on several cards have it).
-LINK_LATENCY = "parallel_link_latency"
-EIGHT_BIT_FLOATS = ("fp8-e4m3", "fp8-e5m2", "mxfp8")
+#: The physical model's engine parameters a fit sets (``[efficiency]`` fields whose
+#: ranges are their physical bounds).
+FITTED = ("bandwidth_fraction", "expert_bandwidth_fraction", "gemm_fraction", "attention_fraction",
+          "dequant_fraction",
+          "kernel_time", "launch_time", "step_overhead", "sequence_overhead",
+          "collective_latency")
+#: 8-bit float weight formats whose checkpoints also run 8-bit float activations
+#: (DeepSeek-V3's 128×128-block FP8 quantises activations per 1×128 tile).
+EIGHT_BIT_FLOATS = ("fp8-e4m3", "fp8-e5m2", "mxfp8", "fp8-b128")
 EIGHT_BIT_INTS = ("int8",)
-FOUR_BIT_FLOATS = ("nvfp4",)
+#: Processes the ledger's simulations run in.
+WORKERS = 2
+#: The documents' ideal roofline: peak rates, no fixed time, no engine (nothing kept back).
+IDEAL_TABLE = {"model": "fixed", "prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0,
+               "engine": "none"}
 
 
 @attrs.frozen
 class Efficiency:
-    """One set of efficiency values (what an ``[efficiency]`` table holds)."""
+    """Values of the physical model's engine parameters (what a fitted preset sets), as
+    ``(name, value)`` pairs; an empty one leaves the scenario's own values.
+    """
 
-    prefill_mfu: float
-    decode_mfu: float
-    mbu: float
-    t0: float  # seconds
-    #: Latency of one step of a ring all-reduce (seconds); None keeps the card's.
-    link_latency: float | None = None
+    values: tuple[tuple[str, float], ...] = ()
+
+    @classmethod
+    def of(cls, mapping: Mapping[str, float]) -> Efficiency:
+        """>>> Efficiency.of({"kernel_time": 3e-6})["kernel_time"]
+        3e-06
+        """
+        return cls(tuple(sorted((k, float(v)) for k, v in mapping.items())))
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.values)
+
+    def __getitem__(self, name: str) -> float:
+        return self.as_dict()[name]
 
     def candidates(self) -> dict[str, np.ndarray]:
         """This efficiency as a one-candidate grid."""
-        out = {name: np.array([getattr(self, name)]) for name in EFFICIENCY_QUANTITIES}
-        if self.link_latency is not None:
-            out[LINK_LATENCY] = np.array([self.link_latency])
-        return out
+        return {name: np.array([value]) for name, value in self.values}
 
 
 @attrs.frozen
@@ -88,6 +114,13 @@ class Prediction:
         if self.predicted is None:
             return None
         return (self.predicted - self.row.value) / self.row.value
+
+    @property
+    def covered(self) -> bool | None:
+        """Whether the measurement lies in the interval (None without one)."""
+        if self.interval is None:
+            return None
+        return self.interval[0] <= self.row.value <= self.interval[1]
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.row.id, "metric": self.row.metric,
@@ -117,11 +150,19 @@ class Validation:
     def summary(self) -> dict[str, dict[str, float]]:
         return summarise(self.predicted)
 
+    def coverage(self) -> dict[str, float] | None:
+        """Share of the predicted rows whose measurement lies in its interval, overall."""
+        marks = [p.covered for p in self.predicted if p.covered is not None]
+        return {"n": len(marks), "covered": sum(marks) / len(marks)} if marks else None
+
     def to_dict(self) -> dict[str, Any]:
-        return {"points": [p.to_dict() for p in self.predicted],
-                "summary": self.summary(),
-                "unpredictable": [{"id": p.row.id, "metric": p.row.metric, "reason": p.reason}
-                                  for p in self.unpredictable]}
+        out: dict[str, Any] = {"points": [p.to_dict() for p in self.predicted],
+               "summary": self.summary(),
+               "unpredictable": [{"id": p.row.id, "metric": p.row.metric, "reason": p.reason}
+                                 for p in self.unpredictable]}
+        if self.coverage() is not None:
+            out["interval_coverage"] = self.coverage()
+        return out
 
 
 def errors_by_metric(points: Iterable[Prediction]) -> dict[str, list[float]]:
@@ -155,35 +196,63 @@ def summarise(points: Iterable[Prediction]) -> dict[str, dict[str, float]]:
 # ---------------------------------------------------------------------------------
 
 
-def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any] | None,
+def efficiency_table(row: LedgerRow, preset: str | None) -> dict[str, Any]:
+    """The ``[efficiency]`` table of a row: the physical model with the row's engine, and
+    ``preset`` (a fitted efficiency preset) when given.
+    """
+    table: dict[str, Any] = {"model": "physical", "engine": ENGINE_OF_FAMILY[row.family]}
+    if preset is not None:
+        table["preset"] = preset
+    return table
+
+
+def layout(row: LedgerRow, pool: Pool | None = None) -> tuple[int, int, int]:
+    """The tensor degree, pipeline stages and data-parallel attention ranks of one server
+    of the row (of ``pool`` for a disaggregated row), as the parallelism lever takes them.
+
+    A CSV ledger's ``tensor`` counts the cards attention is split or shared over
+    (``tensor = gpus``, the lever's degree ``gpus / attention_dp``); other readers give
+    the degree per attention rank (``gpus = tensor × pipeline × attention_dp``).
+    """
+    if pool is not None:
+        return pool.tensor, pool.pipeline, pool.attention_dp
+    if row.attention_dp > 1 and row.tensor == row.gpus and row.pipeline == 1:
+        return row.gpus // row.attention_dp, 1, row.attention_dp
+    return row.tensor, row.pipeline, row.attention_dp
+
+
+#: Where each engine family keeps the dense layers under data-parallel attention (the
+#: parallelism lever's ``dense_weights``): SGLang splits them over the stage's cards,
+#: vLLM's and TensorRT-LLM's attention-DP ranks each keep their own copy.
+DENSE_WEIGHTS = {"sglang": "split", "vllm": "replicated", "trtllm": "replicated"}
+
+
+def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
                   pool: Pool | None = None) -> dict[str, Any]:
     """The scenario tables that describe a ledger row's deployment (one server of
-    ``pool`` for a disaggregated row).
-
-    ``efficiency`` is an ``[efficiency]`` table; None names the engine family's preset.
+    ``pool`` for a disaggregated row), with ``efficiency`` as its ``[efficiency]`` table.
     """
     model = {"preset": row.model} if row.model else {"hf_config": str(row.hf_config)}
-    tensor, pipeline, attention = ((pool.tensor, pool.pipeline, pool.attention_dp) if pool
-                                   else (row.tensor, row.pipeline, row.attention_dp))
+    tensor, pipeline, attention = layout(row, pool)
     gpus = tensor * pipeline * attention
     data: dict[str, Any] = {
         "scenario": {"name": row.id, "description": f"ledger row {row.id} ({row.source})"},
         "model": model,
         "hardware": {"preset": row.hardware, "count": gpus},
         "workload": {"batch": 1, "prompt_tokens": row.isl, "output_tokens": row.osl},
-        "efficiency": dict(efficiency) if efficiency is not None else {"preset": row.family},
+        "efficiency": dict(efficiency),
     }
     levers: dict[str, Any] = {}
     if row.weights or row.kv_cache or row.expert_weights:
         quantization: dict[str, Any] = {}
         if row.weights:
             quantization["linear"] = row.weights
-            if row.weights in EIGHT_BIT_FLOATS:
+            if row.activations:
+                quantization["activations"] = row.activations
+            elif row.weights in EIGHT_BIT_FLOATS:
                 quantization["activations"] = "fp8"
             elif row.weights in EIGHT_BIT_INTS:
                 quantization["activations"] = "int8"
-            elif row.weights in FOUR_BIT_FLOATS:
-                quantization["activations"] = "fp4"
         if row.expert_weights:
             quantization["experts"] = row.expert_weights
         if row.kv_cache:
@@ -191,8 +260,9 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any] | None,
         levers["quantization"] = quantization
     expert = pool.expert if pool else row.expert
     if gpus > 1:
-        parallelism: dict[str, Any] = {"tensor": tensor, "pipeline": pipeline,
-                                       "communication": "all_reduce"}
+        parallelism: dict[str, Any] = {"tensor": tensor}
+        if pipeline > 1:
+            parallelism["pipeline"] = pipeline
         if attention > 1:
             parallelism["attention_data"] = attention
             parallelism["dense_weights"] = DENSE_WEIGHTS.get(row.family, "replicated")
@@ -204,21 +274,19 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any] | None,
     return data
 
 
-#: Where each engine family keeps the dense layers under data-parallel attention (the
-#: parallelism lever's ``dense_weights``): SGLang splits them over the stage's cards,
-#: vLLM's and TensorRT-LLM's attention-DP ranks each keep their own copy.
-DENSE_WEIGHTS = {"sglang": "split", "vllm": "replicated", "trtllm": "replicated"}
-
-
 def _unsupported(row: LedgerRow) -> str | None:
     if row.unexpressed:
         return row.unexpressed
     if row.family not in ENGINE_FAMILIES:
         return (f"engine {row.engine!r}: no efficiency preset for the family {row.family!r} "
                 f"(known: {', '.join(ENGINE_FAMILIES)})")
-    if row.tensor * row.pipeline * row.attention_dp != row.gpus:
+    if row.gpus % row.attention_dp:
+        return f"attention_dp = {row.attention_dp} does not divide gpus = {row.gpus}"
+    tensor, pipeline, attention = layout(row)
+    if tensor * pipeline * attention != row.gpus:
         return (f"tensor = {row.tensor} with gpus = {row.gpus}: the cards must be the tensor "
-                "degree times the pipeline stages and data-parallel attention ranks")
+                "degree (tensor = gpus), or the degree per attention rank times the pipeline "
+                "stages and data-parallel attention ranks")
     if row.hf_config is not None and not row.hf_config.is_file():
         return f"hf_config {row.hf_config} does not exist"
     return None
@@ -233,6 +301,14 @@ class RowModel:
     compiled: Any
     inputs: dict[str, Any]
     capacity: float
+    #: The interval attributes of the row's deployment but its band (engine, moe, generation).
+    attributes: Mapping[str, str] = attrs.Factory(dict)
+    #: The engine's tokens per iteration and most running sequences (0: no cap).
+    chunk_tokens: int = row_simulation.CHUNK_TOKENS
+    max_sequences: float = math.inf
+    #: Rows with the same structure share a compiled function (their inputs differ only
+    #: in the lengths), so :func:`predict_group` evaluates them together.
+    structure: Any = None
     #: The resolved scenario (a plugin may price the simulator's iterations from it).
     scenario: Any = None
     #: Whether the prompt and output lengths are plain values of this structure (no
@@ -247,160 +323,183 @@ class RowModel:
         capacity = float(np.asarray(self.compiled(inputs)["max_sequences"]).ravel()[0])
         if not capacity >= 1:
             return NO_ROOM
-        return RowModel(self.compiled, inputs, capacity, self.scenario, self.lengths_are_values)
+        return attrs.evolve(self, inputs=inputs, capacity=capacity)
 
 
-NO_ROOM = ("the weights and one full-length sequence do not fit in the cards' memory "
-           "after the runtime reserve")
-LENGTHS = ("workload.prompt_tokens", "workload.output_tokens")
+#: Inputs a row's lengths feed; rows that differ only in them share one structure.
+LENGTH_INPUTS = ("prompt_tokens", "output_tokens")
 
 
-def efficiency_table(row: LedgerRow, *, engine_preset: bool, kernels: str | None,
-                     host: PluginHost) -> dict[str, Any]:
-    """The ``[efficiency]`` table a row's scenario is built with: placeholder rates that
-    the candidates replace on the compiled inputs, the row's preset for what is not
-    fitted (the runtime reserve) with ``engine_preset``, and with ``kernels`` the
-    measured kernel tables of the row's engine (its version where the row names one).
-    """
-    table: dict[str, Any] = {"prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0}
-    if engine_preset:
-        table["preset"] = preset_name(row, host=host)
-    if kernels is not None:
-        table["kernels"] = kernels
-        table["engine"] = row.family
-        version, _ = tables_version(row, host=host)
-        if version:
-            table["engine_version"] = version
-    return table
-
-
-def row_model(row: LedgerRow, *, engine_preset: bool = True, host: PluginHost,
+def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
               kernels: str | None = None, pool: Pool | None = None,
-              reuse_lengths: bool = False) -> RowModel | str:
-    """Compile the row's scenario once (one server of ``pool`` for a disaggregated
-    row); a string is the reason it cannot be predicted.
+              host: PluginHost, structures: dict | None = None) -> RowModel | str:
+    """Compile the row's scenario once (one server of ``pool`` for a disaggregated row);
+    a string is the reason it cannot be predicted.
 
-    With ``engine_preset`` the row's efficiency preset (:func:`preset_name`) supplies
-    what is not fitted (the runtime reserve); without it the card's defaults stay (no
-    reserve). ``kernels = "measured"`` times the operators from the measured kernel
-    tables (:func:`efficiency_table`). ``reuse_lengths`` finds out whether rows of other
-    lengths may reuse the structure (:attr:`RowModel.lengths_are_values`).
+    The physical model with the row's engine, priced by ``preset`` where given (else the
+    candidates a fit sets, over the engine's own defaults); ``ideal``: the documents'
+    ideal roofline with nothing kept back; ``kernels = "measured"``: the operators timed
+    from the measured kernel tables (:func:`.tables.kernels_table`). ``structures`` keeps built
+    graphs between calls: a row that differs from a kept one only in its lengths reuses
+    its compiled function with its own ``prompt_tokens`` and ``output_tokens`` where no
+    plugin reads them while building (``tests/test_accuracy.py`` checks the numbers are a
+    fresh build's; under measured kernels it is found out, :func:`.tables.lengths_are_values`).
     """
+    reason = _unsupported(row)
+    if reason:
+        return reason
+    if kernels is not None:
+        table = kernels_table(row, kernels, host=host)
+    else:
+        table = IDEAL_TABLE if ideal else efficiency_table(row, preset)
+    key = (structure_key(row, kernels), pool, tuple(sorted(table.items())))
+    kept = structures.get(key) if structures is not None else None
+    if kept is None:
+        built = _build(row, table, pool, host)
+        if isinstance(built, str):
+            return built
+        scenario, graph, compiled = built
+        lengths = all(n in compiled.inputs for n in LENGTH_INPUTS) and (
+            kernels is None or lengths_are_values(scenario, _reads_key(row, kernels, pool),
+                                                  host=host))
+        kept = (scenario, graph, compiled, lengths)
+        if structures is not None and lengths:
+            structures[key] = kept
+    scenario, graph, compiled, lengths = kept
+    if "batch" not in compiled.inputs or (kernels is None and not lengths):
+        return "a lever defines batch or the lengths itself, so the row cannot be set"
+    for needed in ("prefill_time", "decode_step_time", "max_sequences"):
+        if needed not in compiled.outputs:
+            return f"the scenario defines no {needed}"
+    inputs = {n: graph.quantities[n].value for n in compiled.inputs}
+    if lengths:
+        inputs.update(prompt_tokens=float(row.isl), output_tokens=float(row.osl))
+    out = compiled(inputs)
+    capacity = float(np.asarray(out["max_sequences"]).ravel()[0])
+    if not capacity >= 1:
+        return NO_ROOM
+    attributes = {"engine": row.family,
+                  "moe": "moe" if scenario.value("model.experts") > 1 else "dense",
+                  "generation": scenario.value("hardware.generation") or "unknown"}
+
+    def scalar(name: str, default: float) -> float:
+        return float(np.asarray(out[name]).ravel()[0]) if name in out else default
+
+    return RowModel(compiled, inputs, capacity, attributes,
+                    int(scalar("engine_chunk_tokens", row_simulation.CHUNK_TOKENS))
+                    or row_simulation.CHUNK_TOKENS,
+                    scalar("engine_max_sequences", math.inf) or math.inf, key,
+                    scenario=scenario, lengths_are_values=lengths)
+
+
+def _build(row: LedgerRow, table: Mapping[str, Any], pool: Pool | None, host: PluginHost):
+    """(scenario, graph, compiled function) of the row's scenario, or why not."""
     from ..engine.evaluation import compile_graph
     from ..engine.graph import build_graph
     from ..errors import InfermodelError
     from ..scenario import resolve
 
-    reason = _unsupported(row)
-    if reason:
-        return reason
-    table = efficiency_table(row, engine_preset=engine_preset, kernels=kernels, host=host)
-    data = scenario_data(row, table, pool)
     try:
-        scenario = resolve(data, {}, None, host=host)
+        scenario = resolve(scenario_data(row, table, pool), {}, None, host=host)
         graph = build_graph(scenario, host=host)
     except InfermodelError as exc:
         return "; ".join(p.message for p in exc.problems)
-    compiled = compile_graph(graph)
-    needed_inputs = ("batch",) if kernels is not None else (*EFFICIENCY_QUANTITIES, "batch")
-    missing = [n for n in needed_inputs if n not in compiled.inputs]
-    if missing:
-        return f"a lever defines {', '.join(missing)} itself, so the fit cannot set it"
-    for needed in ("prefill_time", "decode_step_time", "max_sequences"):
-        if needed not in compiled.outputs:
-            return f"the scenario defines no {needed}"
-    inputs = {n: graph.quantities[n].value for n in compiled.inputs}
-    capacity = float(np.asarray(compiled(inputs)["max_sequences"]).ravel()[0])
-    if not capacity >= 1:
-        return NO_ROOM
-    lengths = False
-    if reuse_lengths and all(n in compiled.inputs for n in ("prompt_tokens", "output_tokens")):
-        lengths = _lengths_are_values(scenario, row, kernels, pool, host)
-    return RowModel(compiled, inputs, capacity, scenario, lengths)
+    return scenario, graph, compile_graph(graph)
 
 
-_LENGTH_READS: dict[tuple, bool] = {}
-
-
-def _lengths_are_values(scenario, row: LedgerRow, kernels: str | None, pool: Pool | None,
-                        host: PluginHost) -> bool:
-    """Whether no plugin reads the prompt or output length while building ``scenario``.
-
-    Which fields a plugin reads follows the model, its formats and which levers and
-    options a scenario sets, not the cards' number or kind: the answer is kept per model
-    config, formats, engine, measured kernels and kind of layout (finding it out costs
-    about as much as building the graph).
+def _reads_key(row: LedgerRow, kernels: str | None, pool: Pool | None) -> tuple:
+    """What decides which fields the plugins read while building a row's scenario: the
+    model config, its formats, the engine, measured kernels and the kind of layout, not
+    the cards' number or kind.
     """
-    from ..engine.reads import is_read, plugin_reads
+    tensor, pipeline, attention = layout(row, pool)
+    expert = pool.expert if pool else row.expert
+    return (row.model, str(row.hf_config), row.weights, row.kv_cache, row.expert_weights,
+            row.family, kernels, pipeline > 1, attention > 1, expert > 1,
+            tensor * pipeline * attention > 1)
 
-    layout = (pool or row)
-    key = (row.model, str(row.hf_config), row.weights, row.kv_cache, row.expert_weights,
-           row.family, kernels, layout.pipeline > 1, layout.attention_dp > 1,
-           layout.expert > 1, layout.tensor * layout.pipeline * layout.attention_dp > 1)
-    if key not in _LENGTH_READS:
-        built = plugin_reads(scenario, host=host).build
-        _LENGTH_READS[key] = not any(is_read(path, built) for path in LENGTHS)
-    return _LENGTH_READS[key]
+
+def row_attributes(model: RowModel, row: LedgerRow) -> dict[str, str]:
+    """The row's interval attributes (``infermodel.engine.intervals``)."""
+    return {**model.attributes, "band": intervals.band(row.concurrency)}
 
 
 def predict_arrays(model: RowModel, row: LedgerRow,
-                    candidates: Mapping[str, np.ndarray]) -> np.ndarray:
+                   candidates: Mapping[str, np.ndarray]) -> np.ndarray:
     """The row's metric for every candidate (arrays of equal length), from the analytic
-    steady state: the prediction at concurrency 1, the fit's stand-in above it. A row
-    whose client draws its lengths is evaluated at their means (where the lengths are
-    plain values of the structure), and one whose client measures its first round
-    includes that round's queue of prompts (:func:`.closed_loop.closed_loop`).
+    steady state: the prediction at concurrency 1, the fit's stand-in above it.
     """
-    client = row_simulation.CLIENTS[row.client]
-    running = min(row.concurrency, int(model.capacity))
-    values = dict(model.inputs)
-    if client.range_ratio < 1 and model.lengths_are_values:
-        values["prompt_tokens"] = client.mean_length(row.isl)
-        values["output_tokens"] = client.mean_length(row.osl)
-    values["batch"] = np.array([[1.0], [float(running)]])
-    for name in (*EFFICIENCY_QUANTITIES, LINK_LATENCY):
-        if name in candidates and name in values:
-            values[name] = np.asarray(candidates[name], dtype=float)[None, :]
-    if row.concurrency > 1 and "prefill_mfu" in values:
-        # The simulator prices every iteration at the prefill compute rate.
-        values["decode_mfu"] = values["prefill_mfu"]
-    out = model.compiled(values)
-    prefill = np.broadcast_to(out["prefill_time"], (2, len(candidates["t0"])))[0]
-    decode = np.broadcast_to(out["decode_step_time"], (2, len(candidates["t0"])))[1]
-    rounds = client.rounds if client.warmup_measured and row.concurrency > 1 else 0
-    state = closed_loop(prefill, decode, row.concurrency, model.capacity,
-                        values["output_tokens"], rounds=rounds)
-    if row.metric == "ttft_ms":
-        return state.ttft * 1e3
-    if row.metric in ("itl_ms", "tpot_ms"):
-        return state.itl * 1e3
-    return state.output_tokens_per_s
+    return predict_group([model], [row], candidates)[0]
 
 
-def cost_model(model: RowModel, row: LedgerRow, efficiency: Efficiency, *,
-               batch: float | None = None):
-    """The simulator's iteration cost of the row's scenario at ``efficiency``: its
-    roofline, or the iteration cost a plugin registers for the scenario (measured
-    kernels price each iteration from its own prefill and decode counts).
+def _lengths(models: Sequence[RowModel], rows: Sequence[LedgerRow]):
+    """Prompt and output lengths (rows × 1), and the measured first rounds (rows × 1), of
+    each row: a client that draws its lengths is evaluated at their means where the
+    lengths are plain values of the structure; one that measures its first round adds
+    that round's queue of prompts (:func:`.closed_loop.closed_loop`).
     """
-    from ..analyses.simulation.plan import iteration_cost
-    from ..simulator import CostModel
+    isl, osl, rounds = [], [], []
+    for model, row in zip(models, rows):
+        client = row_simulation.CLIENTS[row.client]
+        drawn = client.range_ratio < 1 and model.lengths_are_values
+        isl.append(client.mean_length(row.isl) if drawn else float(row.isl))
+        osl.append(client.mean_length(row.osl) if drawn else float(row.osl))
+        rounds.append(client.rounds if client.warmup_measured and row.concurrency > 1 else 0)
+    return (np.array(isl)[:, None], np.array(osl)[:, None],
+            np.array(rounds, dtype=float)[:, None])
 
+
+def predict_group(models: Sequence[RowModel], rows: Sequence[LedgerRow],
+                  candidates: Mapping[str, np.ndarray]) -> np.ndarray:
+    """:func:`predict_arrays` of rows that share one compiled structure (their models
+    differ only in the lengths), evaluated together: rows × candidates.
+    """
+    model = models[0]
+    count = len(rows)
+    size = max([len(np.atleast_1d(v)) for v in candidates.values()] + [1])
+    capacity = np.array([m.capacity for m in models])[:, None]
+    clients = np.array([float(r.concurrency) for r in rows])[:, None]
+    running = np.minimum(clients, np.floor(capacity))
+    cap = np.array([min(m.max_sequences, m.capacity) for m in models])[:, None]
+    running = np.minimum(running, np.maximum(np.floor(cap), 1.0))
     values = dict(model.inputs)
-    values["batch"] = float(row.concurrency if batch is None else batch)
-    for name, candidate in efficiency.candidates().items():
+    # Axis 0: prefill (batch 1), the decode step at the running batch, the prefill of the
+    # running batch's prompts; axis 1: rows; axis 2: candidates.
+    values["batch"] = np.stack([np.ones_like(running), running, running])
+    isl, osl, rounds = _lengths(models, rows)
+    if model.lengths_are_values:
+        values["prompt_tokens"] = isl[None, :, :]
+        values["output_tokens"] = osl[None, :, :]
+    for name, candidate in candidates.items():
         if name in values:
-            values[name] = float(candidate[0])
-    out = {name: float(np.asarray(v).ravel()[0]) for name, v in model.compiled(values).items()
-           if np.size(v) == 1}
-    measured = iteration_cost(model.scenario, out) if model.scenario is not None else None
-    return CostModel.from_quantities(out, measured=measured)
+            values[name] = np.asarray(candidate, dtype=float)[None, None, :]
+    out = model.compiled(values)
+    prefill = np.broadcast_to(out["prefill_time"], (3, count, size))
+    decode = np.broadcast_to(out["decode_step_time"], (3, count, size))[1]
+    state = closed_loop(prefill[0], decode, clients, np.minimum(capacity, cap), osl,
+                        rounds=rounds)
+    offline = np.array([r.load == "offline" for r in rows])
+    if offline.any():
+        batch = offline_batch(prefill[2], decode, clients, running, osl)
+        pick = offline[:, None]
+        state = ClosedLoop(*(np.where(pick, getattr(batch, f), getattr(state, f))
+                             for f in ("ttft", "itl", "e2e", "output_tokens_per_s", "running",
+                                       "saturated")))
+    result = np.empty((count, size))
+    for i, row in enumerate(rows):
+        if row.metric == "ttft_ms":
+            result[i] = state.ttft[i] * 1e3
+        elif row.metric in ("itl_ms", "tpot_ms"):
+            result[i] = state.itl[i] * 1e3
+        else:
+            result[i] = row_simulation.rate_metric(row, state.output_tokens_per_s[i])
+    return result
 
 
 #: How a prediction was made (:attr:`Prediction.method`).
-ROOFLINE, SIMULATED, ANALYTIC, POOLS, ANALYTIC_POOLS = (
-    "roofline", "simulated closed loop", "analytic closed loop", "disaggregated pools",
-    "disaggregated pools, analytic")
+ROOFLINE, SIMULATED, ANALYTIC = "roofline", "simulated closed loop", "analytic closed loop"
+#: The closed loops a row above one client can be predicted with (:func:`predict_rows`).
+LOOPS = ("simulated", "analytic")
 
 
 class Simulations:
@@ -412,91 +511,76 @@ class Simulations:
         self.runs: dict[tuple, row_simulation.ServingFigures | row_simulation.PoolFigures
                         | str] = {}
 
+    @staticmethod
+    def key(row: LedgerRow, efficiency: Efficiency) -> tuple:
+        return (model_key(row), row.concurrency, row.load, row.requests, row.request_rate,
+                row.client, efficiency)
+
+    @staticmethod
+    def arguments(model: RowModel, row: LedgerRow, efficiency: Efficiency) -> tuple:
+        """What :func:`.row_simulation.run_row` needs: plain, picklable values."""
+        return (cost_model(model, row, efficiency), row.family, row.isl, row.osl, row.concurrency,
+                model.chunk_tokens, model.max_sequences, row.load, row.requests,
+                row.request_rate, row.client)
+
+    def prefetch(self, jobs: Sequence[tuple[RowModel, LedgerRow, Efficiency]], *,
+                 workers: int = 1) -> None:
+        """Run the simulations ``jobs`` need and have not run, in ``workers`` processes
+        (one: here); the results are those of :meth:`value` to the bit.
+        """
+        todo: dict[tuple, tuple] = {}
+        for model, row, efficiency in jobs:
+            key = self.key(row, efficiency)
+            if key in self.runs or key in todo or row.concurrency <= 1:
+                continue
+            reason = row_simulation.unsupported(row)
+            if reason:
+                self.runs[key] = reason
+                continue
+            todo[key] = self.arguments(model, row, efficiency)
+        # Forked workers only while no other thread runs (a forked child could inherit a
+        # lock one holds: the kernel table reader's pool, say).
+        if workers <= 1 or len(todo) < 2 * workers or threading.active_count() > 1:
+            for key, arguments in todo.items():
+                self.runs[key] = row_simulation.run_row(*arguments)
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            done = pool.map(row_simulation.run_row_packed, todo.values(), chunksize=4)
+            self.runs.update(zip(todo, done))
+
     def value(self, model: RowModel, row: LedgerRow, efficiency: Efficiency) -> float | str:
         """The row's metric simulated at ``efficiency``, or why it cannot be."""
-        from ..simulator import SimulationError
-
-        key = (model_key(row), row.concurrency, row.client, efficiency)
+        key = self.key(row, efficiency)
         if key not in self.runs:
             reason = row_simulation.unsupported(row)
-            try:
-                self.runs[key] = reason or row_simulation.simulate_row(
-                    cost_model(model, row, efficiency), row.family, row.isl, row.osl,
-                    row.concurrency, row_simulation.CLIENTS[row.client])
-            except SimulationError as exc:
-                self.runs[key] = f"the closed-loop simulation failed: {exc}"
+            self.runs[key] = reason or row_simulation.run_row(
+                *self.arguments(model, row, efficiency))
         run = self.runs[key]
         if isinstance(run, str):
             return run
         value = run.value(row.metric, row.statistic)
-        if not math.isfinite(value) or value <= 0:
-            return f"the simulated {row.metric} is not a positive number ({value})"
-        return value
-
-    def pools(self, models: tuple[RowModel, RowModel], row: LedgerRow,
-              efficiency: Efficiency) -> float | str:
-        """A disaggregated row's metric (:func:`.row_simulation.simulate_pools`)."""
-        from ..simulator import SimulationError
-
-        key = (model_key(row), row.concurrency, row.client, efficiency, "pools")
-        if key not in self.runs:
-            assert row.pools is not None
-            prefill, decode = row.pools.prefill, row.pools.decode
-            try:
-                self.runs[key] = row_simulation.simulate_pools(
-                    cost_model(models[0], row, efficiency, batch=prefill.batch),
-                    cost_model(models[1], row, efficiency,
-                               batch=decode.batch * decode.attention_dp),
-                    row.pools, row.isl, row.osl, row.concurrency,
-                    transfer=transfer_time(models[0], row),
-                    client=row_simulation.CLIENTS[row.client])
-            except SimulationError as exc:
-                self.runs[key] = f"the disaggregated pools' simulation failed: {exc}"
-        run = self.runs[key]
-        if isinstance(run, str):
-            return run
-        value = run.value(row.metric, row.statistic)
+        if row.metric in row_simulation.RATE_METRICS:
+            value = row_simulation.rate_metric(row, value)
         if not math.isfinite(value) or value <= 0:
             return f"the simulated {row.metric} is not a positive number ({value})"
         return value
 
 
-def transfer_time(model: RowModel, row: LedgerRow) -> float:
-    """Seconds to move one prompt's cache from a prefill server to a decode server: its
-    bytes over the cards' links (every card of the prefill server sends its share at
-    once), plus one link latency.
-    """
-    out = model.compiled(dict(model.inputs))
-    assert row.pools is not None
-    cards = row.pools.prefill.gpus
-
-    def scalar(name: str, default: float) -> float:
-        value = out.get(name, model.inputs.get(name))
-        return float(np.asarray(value).ravel()[0]) if value is not None else default
-
-    bandwidth = scalar("parallel_link_bandwidth", math.inf)
-    latency = scalar("parallel_link_latency", 0.0)
-    cache = row.isl * scalar("kv_bytes_per_token", 0.0)
-    return cache / (bandwidth * cards) + latency if math.isfinite(bandwidth) else latency
-
-
-#: The closed loops a row above one client can be predicted with (:func:`predict_rows`).
-LOOPS = ("simulated", "analytic")
-
-
-def _predict(model: RowModel | tuple[RowModel, RowModel], row: LedgerRow,
-             efficiency: Efficiency, simulations: Simulations,
-             loop: str = "simulated") -> tuple[float | str, str]:
+def predict_how(model: RowModel | tuple[RowModel, RowModel], row: LedgerRow,
+                efficiency: Efficiency, simulations: Simulations,
+                loop: str = "simulated") -> tuple[float | str, str]:
     """One row's prediction and how it was made: the roofline at concurrency 1, the
-    simulator above (the analytic closed loop past the simulator's bound, or for every
-    row with ``loop = "analytic"``), each pool for a disaggregated row.
+    simulator above (the analytic closed loop past the simulator's token bound, or for
+    every row with ``loop = "analytic"``), each pool for a disaggregated row
+    (:mod:`.pools`).
     """
     if isinstance(model, tuple):
-        if loop == "analytic":
-            return analytic_pools(model, row, efficiency), ANALYTIC_POOLS
-        return simulations.pools(model, row, efficiency), POOLS
-    if (loop == "simulated" and row.concurrency > 1
-            and row_simulation.unsupported(row) is None):
+        return predict_pools(model, row, efficiency, simulations, loop)
+    if row.concurrency > 1 and loop == "simulated" and not row_simulation.beyond_bound(row):
         return simulations.value(model, row, efficiency), SIMULATED
     value = float(predict_arrays(model, row, efficiency.candidates())[0])
     if not math.isfinite(value) or value <= 0:
@@ -504,263 +588,152 @@ def _predict(model: RowModel | tuple[RowModel, RowModel], row: LedgerRow,
     return value, ROOFLINE if row.concurrency == 1 else ANALYTIC
 
 
-def _at(model: RowModel, efficiency: Efficiency, batch: float) -> dict[str, float]:
-    """The row's scalar quantities at ``batch`` and ``efficiency``."""
-    values = dict(model.inputs)
-    values["batch"] = float(batch)
-    for name, candidate in efficiency.candidates().items():
-        if name in values:
-            values[name] = float(candidate[0])
-    return {name: float(np.asarray(v).ravel()[0]) for name, v in model.compiled(values).items()
-            if np.size(v) == 1}
+def predict(model: RowModel, row: LedgerRow, efficiency: Efficiency,
+            simulations: Simulations) -> float | str:
+    """One row's prediction (:func:`predict_how`, the serving simulator above one client)."""
+    return predict_how(model, row, efficiency, simulations)[0]
 
 
-def analytic_pools(models: tuple[RowModel, RowModel], row: LedgerRow,
-                   efficiency: Efficiency) -> float | str:
-    """A disaggregated row from its pools' roofline times, without simulation:
-
-    * TPOT: one decode step of a decode server at its running sequences (its share of
-      the clients, at most the pool's ``batch × attention_dp`` and what its cache holds);
-    * TTFT: the prefill of one prompt on a prefill server, with the queueing of its share
-      of the clients whose think time is their decode
-      (:func:`.closed_loop.prefill_pool_wait`), plus the cache transfer; a client that
-      measures its first round adds that round's queue (the i-th prompt waits for i
-      prefills) to one request in ``rounds``.
-
-    Lengths are the client's means where they are plain values of the structures.
-    """
-    assert row.pools is not None
-    client = row_simulation.CLIENTS[row.client]
-    prefill_pool, decode_pool = row.pools.prefill, row.pools.decode
-    prefill, decode = models
-    if client.range_ratio < 1 and prefill.lengths_are_values and decode.lengths_are_values:
-        isl, osl = client.mean_length(row.isl), client.mean_length(row.osl)
-        prefill = prefill.with_lengths(isl, osl)  # type: ignore[assignment]
-        decode = decode.with_lengths(isl, osl)  # type: ignore[assignment]
-        if isinstance(prefill, str) or isinstance(decode, str):
-            return NO_ROOM
-    else:
-        isl, osl = row.isl, row.osl
-    running = max(1, min(math.ceil(row.concurrency / decode_pool.workers),
-                         decode_pool.batch * decode_pool.attention_dp, int(decode.capacity)))
-    tpot = _at(decode, efficiency, running)["decode_step_time"]
-    if row.metric in ("tpot_ms", "itl_ms"):
-        value = tpot * 1e3
-    else:
-        transfer = transfer_time(prefill, row)
-        service = _at(prefill, efficiency, 1)["prefill_time"]
-        clients = math.ceil(row.concurrency / prefill_pool.workers)
-        servers = prefill_pool.batch * prefill_pool.attention_dp
-        ttft = prefill_pool_wait(service, clients, (osl - 1) * tpot + transfer,
-                                 servers=servers)
-        if client.warmup_measured:
-            burst = service * (clients / servers + 1.0) / 2.0
-            ttft = (burst + (client.rounds - 1) * ttft) / client.rounds
-        ttft += transfer
-        if row.metric == "ttft_ms":
-            value = ttft * 1e3
-        else:
-            value = row.concurrency * osl / (ttft + (osl - 1) * tpot)
-    if not math.isfinite(value) or value <= 0:
-        return f"the prediction is not a positive number ({value})"
-    return value
-
-
-def preset_efficiency(family: str, *, host: PluginHost) -> Efficiency:
-    """The efficiency values an engine family's ``[efficiency] preset`` sets."""
+def preset_efficiency(name: str, *, host: PluginHost) -> Efficiency:
+    """The engine parameters an efficiency preset sets (those it writes)."""
     from ..scenario import read_toml
     from ..schema import parse_field
 
     host.check_loaded()
     registries = host.registries
-    info = registries.presets["efficiency"][family]
+    info = registries.presets["efficiency"][name]
     data, _ = read_toml(info.path)
-    table = data["efficiency"]
-    values: dict[str, Any] = {}
-    for name in EFFICIENCY_QUANTITIES:
-        spec = registries.fields["efficiency"][name]
-        values[name] = parse_field(spec, table[name]) if name in table else spec.default
-    latency = data.get("hardware", {}).get("interconnect_latency")
-    latency_spec = registries.fields["hardware"].get("interconnect_latency")
-    if latency is not None and latency_spec is not None:
-        values["link_latency"] = parse_field(latency_spec, latency)
-    return Efficiency(**values)
+    table = data.get("efficiency", {})
+    specs = registries.fields["efficiency"]
+    return Efficiency.of({n: parse_field(specs[n], table[n]) for n in FITTED
+                          if n in table and n in specs})
 
 
-#: The ideal roofline: peak rates, no fixed time per step (infermodel's defaults).
-IDEAL = Efficiency(prefill_mfu=1.0, decode_mfu=1.0, mbu=1.0, t0=0.0)
+def preset_intervals(name: str, *, host: PluginHost) -> list[intervals.Entry]:
+    """The interval groups an efficiency preset records (none for an unknown preset)."""
+    from ..scenario import read_toml
+
+    info = host.registries.presets.get("efficiency", {}).get(name)
+    if info is None:
+        return []
+    data, _ = read_toml(info.path)
+    return intervals.entries_of(data.get("preset", {}).get("interval", []))
+
+
+def kernels_efficiency(family: str, *, host: PluginHost) -> Efficiency:
+    """The rates the operators no measured kernel table covers run at: the engine
+    preset's sustained bandwidth and GEMM shares (``bandwidth_fraction``,
+    ``gemm_fraction``) as MBU and MFU, and no ``t0`` (the tables time the kernels; the
+    fixed time stood in for them). Peak rates where the preset states neither.
+    """
+    try:
+        preset = preset_efficiency(family, host=host).as_dict()
+    except KeyError:
+        preset = {}
+    gemm = preset.get("gemm_fraction", 1.0)
+    return Efficiency.of({"prefill_mfu": gemm, "decode_mfu": gemm,
+                          "mbu": preset.get("bandwidth_fraction", 1.0), "t0": 0.0})
 
 
 def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
                  efficiencies: Mapping[str, Efficiency] | None = None,
                  host: PluginHost, progress=None, kernels: str | None = None,
                  simulations: Simulations | None = None, loop: str = "simulated",
-                 jobs: int = 1) -> Validation:
+                 workers: int = WORKERS) -> Validation:
     """Predict every row: with its efficiency preset (``calibrated``; the family's, or
     its refinement for the row's card, :func:`preset_name`), or with the ideal roofline
-    (today's defaults); ``kernels = "measured"`` times the operators from the measured
-    kernel tables of the row's engine instead, the operators no table covers at their
-    roofline at the engine preset's rates, with no ``t0`` (``calibrated`` is then not
-    used).
+    and nothing kept back (the documents' convention); ``kernels = "measured"`` times the
+    operators from the measured kernel tables of the row's engine instead, the operators
+    no table covers at their roofline at the engine preset's sustained rates, with no
+    ``t0`` (:func:`kernels_efficiency`; ``calibrated`` is then not used).
 
-    ``loop`` predicts rows above one client with the serving simulator (``"simulated"``)
-    or the analytic closed loop (``"analytic"``, :mod:`.closed_loop`). ``jobs`` > 1
-    predicts the rows of each deployment in one of that many worker processes (the
-    numbers are the same: each row's prediction depends on its deployment only).
+    ``loop`` predicts rows above one client with the serving simulator (``"simulated"``,
+    in ``workers`` processes) or the analytic closed loop (``"analytic"``,
+    :mod:`.closed_loop`). :func:`.workers.predict` spreads the rows over worker processes.
 
     ``efficiencies`` replaces a preset's values (keyed by preset or family name).
-    Calibrated predictions carry an interval: the range of measurements the preset's
-    held-out errors allow.
+    Calibrated predictions carry the 80 % interval of the preset's held-out errors for
+    the row's group (engine, dense or MoE, concurrency band, card generation).
     """
-    if jobs > 1 and len(rows) > 1:
-        return _predict_in_processes(rows, jobs, progress, calibrated=calibrated,
-                                     efficiencies=efficiencies, kernels=kernels, loop=loop)
     models: dict[tuple, RowModel | str] = {}
+    structures: dict = {}
     simulations = simulations if simulations is not None else Simulations()
-    chosen: dict[str, Efficiency] = dict(efficiencies or {})
-    bands: dict[str, dict[str, tuple[float, float]]] = {}
-    points = []
+    chosen = dict(efficiencies or {})
+    groups: dict[str, list[intervals.Entry]] = {}
+    planned: list[tuple[LedgerRow, str | None, Any, Efficiency]] = []
 
-    def compiled(row: LedgerRow, pool: Pool | None) -> RowModel | str:
-        # One structure per deployment; rows of other lengths reuse it where the
-        # lengths are plain values (RowModel.lengths_are_values).
-        key = (structure_key(row, kernels), pool)
+    def compiled(row: LedgerRow, name: str | None, pool: Pool | None) -> RowModel | str:
+        key = (model_key(row), name, pool)
         if key not in models:
-            models[key] = row_model(row, engine_preset=calibrated and kernels is None,
-                                    host=host, kernels=kernels, pool=pool, reuse_lengths=True)
-        found = models[key]
-        if isinstance(found, str):
-            return found
-        sized = (key, row.isl, row.osl)
-        if sized not in models:
-            models[sized] = (found.with_lengths(row.isl, row.osl) if found.lengths_are_values
-                             else row_model(row, engine_preset=calibrated and kernels is None,
-                                            host=host, kernels=kernels, pool=pool))
-        return models[sized]
+            models[key] = row_model(row, preset=name, ideal=not calibrated, kernels=kernels,
+                                    pool=pool, host=host, structures=structures)
+        return models[key]
 
     for row in rows:
+        name = None
+        if calibrated and kernels is None and row.family in ENGINE_FAMILIES:
+            name = preset_name(row, host=host)
         model: RowModel | str | tuple[RowModel, RowModel]
         if row.pools is not None and not row.unexpressed:
-            prefill = compiled(row, row.pools.prefill)
-            decode = compiled(row, row.pools.decode)
+            prefill = compiled(row, name, row.pools.prefill)
+            decode = compiled(row, name, row.pools.decode)
             reason = next((m for m in (prefill, decode) if isinstance(m, str)), None)
             model = reason if reason is not None else (prefill, decode)  # type: ignore[assignment]
         else:
-            model = compiled(row, None)
+            model = compiled(row, name, None)
         if progress is not None:
             progress.update()
+        planned.append((row, name, model, _efficiency(row, name, kernels, chosen, host)))
+    if loop == "simulated":
+        simulations.prefetch([(m, r, e) for r, _, m, e in planned if isinstance(m, RowModel)],
+                             workers=1 if kernels is not None else workers)
+    points = []
+    for row, name, model, efficiency in planned:
         if isinstance(model, str):
             points.append(Prediction(row, None, model))
             continue
-        name = preset_name(row, host=host) if calibrated else row.family
-        if kernels is not None:
-            # Measured kernels time what the tables cover; the operators they do not cover
-            # keep their roofline at the engine preset's rates, and no fitted t0 or link
-            # latency is added (those stood in for the kernels and the collectives).
-            name = f"{row.family} (measured kernels)"
-            if name not in chosen:
-                try:
-                    chosen[name] = attrs.evolve(preset_efficiency(row.family, host=host),
-                                                t0=0.0, link_latency=None)
-                except KeyError:
-                    chosen[name] = IDEAL
-        elif not calibrated:
-            chosen.setdefault(name, IDEAL)
-        if name not in chosen and row.family in (efficiencies or {}):
-            chosen[name] = chosen[row.family]
-        if name not in chosen:
-            try:
-                chosen[name] = preset_efficiency(name, host=host)
-            except KeyError:
-                points.append(Prediction(row, None, f"no efficiency preset {name!r}"))
-                continue
-        value, method = _predict(model, row, chosen[name], simulations, loop)
+        value, method = predict_how(model, row, efficiency, simulations, loop)
         if isinstance(value, str):
             points.append(Prediction(row, None, value, method=method))
             continue
-        share = (measured_share(model, row, chosen[name]) if kernels is not None else None)
+        share = measured_share(model, row, efficiency) if kernels is not None else None
         band = None
-        if calibrated and kernels is None and name not in bands:
-            bands[name] = held_out_intervals(name, host=host)
-        if calibrated and kernels is None and row.metric in bands[name]:
-            low, high = bands[name][row.metric]
-            # measured = predicted / (1 + error): the held-out errors' spread, inverted.
-            band = (value / (1.0 + high), value / (1.0 + low))
+        if name is not None:
+            if name not in groups:
+                groups[name] = preset_intervals(name, host=host)
+            single = model if isinstance(model, RowModel) else model[1]
+            entry = intervals.choose(groups[name], intervals.kind_of(row.metric),
+                                     row_attributes(single, row))
+            if entry is not None:
+                band = intervals.bounds(value, entry)
         points.append(Prediction(row, value, interval=band, method=method,
                                  measured_share=share))
     return Validation(tuple(points))
 
 
-def measured_share(model: RowModel | tuple[RowModel, RowModel], row: LedgerRow,
-                   efficiency: Efficiency) -> float | None:
-    """The share of the row's decode step (a decode server's, for pools) that measured
-    kernel tables time, at its running batch; None where the scenario has no such split.
+def _efficiency(row: LedgerRow, name: str | None, kernels: str | None,
+                chosen: dict[str, Efficiency], host: PluginHost) -> Efficiency:
+    """The efficiency a row is predicted at: ``chosen``'s for its preset (or family), the
+    preset's own values otherwise (an empty one), :func:`kernels_efficiency` under
+    measured kernels.
     """
-    if isinstance(model, tuple):
-        assert row.pools is not None
-        model = model[1]
-        running = min(row.pools.decode.batch * row.pools.decode.attention_dp, model.capacity)
-    else:
-        running = min(row.concurrency, model.capacity)
-    out = _at(model, efficiency, max(1.0, float(running)))
-    total = out.get("decode_time_kernels")
-    if not total or "decode_time_kernels_measured" not in out:
-        return None
-    return float(out["decode_time_kernels_measured"] / total)
+    if kernels is not None:
+        key = f"{row.family} (measured kernels)"
+        if key not in chosen:
+            chosen[key] = kernels_efficiency(row.family, host=host)
+        return chosen[key]
+    if name is None:
+        return Efficiency()
+    return chosen.get(name, chosen.get(row.family, Efficiency()))
 
 
 def model_key(row: LedgerRow) -> tuple:
-    """What decides a row's compiled scenario (rows that share it share one compile)."""
+    """What decides a row's compiled scenario (rows that share it share one compile);
+    the lengths last.
+    """
     return (row.engine, row.family, row.hardware, row.gpus, row.model, str(row.hf_config),
-            row.weights, row.kv_cache, row.tensor, row.expert, row.isl, row.osl,
-            row.pipeline, row.attention_dp, row.expert_weights, row.pools, row.engine_version,
-            row.unexpressed)
-
-
-@functools.cache
-def _worker_host() -> PluginHost:
-    """A worker process's plugin host: the entry-point group's plugins, loaded once."""
-    from ..host import PluginHost
-
-    return PluginHost()
-
-
-def _predict_group(rows: Sequence[LedgerRow], options: Mapping[str, Any]) -> list[Prediction]:
-    """One worker's share (:func:`_predict_in_processes`): the plugins loaded once per
-    worker process (from the entry-point group), every structure it builds kept for its
-    next groups.
-    """
-    return list(predict_rows(rows, host=_worker_host(), **options).points)
-
-
-def _predict_in_processes(rows: Sequence[LedgerRow], jobs: int, progress,
-                          **options: Any) -> Validation:
-    """:func:`predict_rows` with each deployment's rows (its structure) in one of ``jobs``
-    worker processes, the largest groups first; the points come back in ``rows`` order.
-    """
-    import concurrent.futures
-    import multiprocessing
-
-    groups: dict[tuple, list[int]] = {}
-    for index, row in enumerate(rows):
-        groups.setdefault(structure_key(row, options.get("kernels")), []).append(index)
-    order = sorted(groups.values(), key=len, reverse=True)
-    points: list[Prediction | None] = [None] * len(rows)
-    # Fresh workers (not forked): a forked child could inherit a lock held by a thread of
-    # this process (the table reader's pool, say).
-    context = multiprocessing.get_context(
-        "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = {pool.submit(_predict_group, [rows[i] for i in members], options): members
-                   for members in order}
-        for future in concurrent.futures.as_completed(futures):
-            members = futures[future]
-            for index, point in zip(members, future.result()):
-                points[index] = point
-            if progress is not None:
-                progress.update(len(members))
-    assert all(p is not None for p in points)
-    return Validation(tuple(p for p in points if p is not None))
+            row.weights, row.kv_cache, row.tensor, row.expert, row.attention_dp, row.pipeline,
+            row.expert_weights, row.pools, row.engine_version, row.unexpressed, row.isl, row.osl)
 
 
 def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
@@ -784,16 +757,3 @@ def preset_name(row: LedgerRow, *, host: PluginHost) -> str:
     name = refined_name(row.family, row.hardware)
     host.check_loaded()
     return name if name in host.registries.presets.get("efficiency", {}) else row.family
-
-
-def held_out_intervals(family: str, *, host: PluginHost) -> dict[str, tuple[float, float]]:
-    """The held-out error percentiles an efficiency preset records (empty if none)."""
-    from ..scenario import read_toml
-
-    info = host.registries.presets["efficiency"].get(family)
-    if info is None:
-        return {}
-    data, _ = read_toml(info.path)
-    table = data.get("preset", {}).get("held_out_error", {})
-    return {m: (float(v[0]), float(v[1])) for m, v in table.items()
-            if isinstance(v, list) and len(v) == 2}

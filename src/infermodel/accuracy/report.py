@@ -47,6 +47,10 @@ def validation_table(result: Validation, *, heading: str, rows: bool = True) -> 
                          f"{_num(p.predicted):>10} {_pct(p.error):>8}  {band}")
         lines.append("")
     lines.append(summary_table(result.summary()))
+    coverage = result.coverage()
+    if coverage is not None:
+        lines.append(f"80 % intervals: {coverage['covered']:.0%} of {coverage['n']} measurements "
+                     "inside (in sample: the preset's own rows)")
     if result.unpredictable:
         lines += ["", unpredictable_listing(result, each=rows)]
     return "\n".join(lines)
@@ -164,28 +168,44 @@ def _side_by_side(label: str, inside_points, held_points, width: int) -> list[st
     lines = []
     for metric, a in inside.items():
         b = held.get(metric)
-        lines.append(f"{label:<{width}} {metric:<20} {a['n']:>4} {a['median_abs_error']:>17.1%} "
+        lines.append(f"{label:<{width}} {metric:<28} {a['n']:>4} {a['median_abs_error']:>17.1%} "
                      f"{a['p90_abs_error']:>7.1%} "
                      f"{(b['median_abs_error'] if b else float('nan')):>16.1%} "
                      f"{(b['p90_abs_error'] if b else float('nan')):>7.1%}")
     return lines
 
 
+def _parameter_lines(result: Fit, width: int) -> list[str]:
+    names = sorted({n for e in result.efficiencies.values() for n, _ in e.values})
+    lines = [f"{'preset':<{width}} {'rows':>5} {'sources':>7}  " + "  ".join(
+        f"{n:>{max(len(n), 9)}}" for n in names)]
+    for preset, efficiency in sorted(result.efficiencies.items()):
+        values = efficiency.as_dict()
+        cells = []
+        for n in names:
+            v = values.get(n, float("nan"))
+            text = (f"{v * 1e6:.3g} µs" if v < 1e-3 else f"{v * 1e3:.3g} ms") if (
+                n.endswith(("_time", "_overhead", "_latency"))) else f"{v:.3g}"
+            report = result.parameters.get(preset, {}).get(n)
+            if report is not None and not report.fitted:
+                text += "*"
+            cells.append(f"{text:>{max(len(n), 9)}}")
+        lines.append(f"{preset:<{width}} {len(result.used[preset]):>5} "
+                     f"{len(result.sources.get(preset, ())):>7}  " + "  ".join(cells))
+    lines.append("* no row rests on it: its prior (or, in a card's refinement, its engine's value)")
+    return lines
+
+
 def fit_table(result: Fit) -> str:
-    """Fitted efficiencies, then in-sample and held-out errors side by side: per engine
+    """Fitted parameters, then in-sample and held-out errors side by side: per engine
     family as ``validate --calibrated`` predicts (each row with its card's refinement
-    where there is one), then each preset on its own rows.
+    where there is one), then each preset on its own rows, and the intervals' coverage.
     """
     width = max([len(name) for name in result.efficiencies] + [8])
-    lines = [f"Efficiencies fitted per engine family ({result.folds}-fold cross-validation, "
-             "whole published tables held out):", ""]
-    lines.append(f"{'preset':<{width}} {'rows':>5} {'prefill_mfu':>12} {'decode_mfu':>11} "
-                 f"{'mbu':>6} {'t0':>8} {'link latency':>13}")
-    for name, eff in sorted(result.efficiencies.items()):
-        link = f"{eff.link_latency * 1e6:g} us" if eff.link_latency is not None else "—"
-        lines.append(f"{name:<{width}} {len(result.used[name]):>5} {eff.prefill_mfu:>12.3g} "
-                     f"{eff.decode_mfu:>11.3g} {eff.mbu:>6.3g} {eff.t0 * 1e3:>6.3g} ms {link:>13}")
-    head = (f"{'metric':<20} {'n':>4} {'in-sample median':>17} {'p90':>7} "
+    lines = ["Physical-model parameters fitted per engine family, inside their bounds "
+             "(cross-validation leaves one source out):", ""]
+    lines += _parameter_lines(result, width)
+    head = (f"{'metric':<28} {'n':>4} {'in-sample median':>17} {'p90':>7} "
             f"{'held-out median':>16} {'p90':>7}")
     lines += ["", f"{'family':<{width}} {head}"]
     families = sorted({p.row.family for p in result.in_sample.predicted})
@@ -198,6 +218,11 @@ def fit_table(result: Fit) -> str:
                   "", f"{'preset':<{width}} {head}"]
         for name, (inside, held) in sorted(result.points.items()):
             lines += _side_by_side(name, inside, held, width)
+    coverage = result.coverage()
+    if coverage:
+        lines += ["", "80 % intervals built without each row's source, share of held-out rows "
+                      "inside: " + " · ".join(f"{k} {v['covered']:.0%} of {v['n']}"
+                                              for k, v in coverage.items())]
     missing = result.in_sample.unpredictable
     if missing:
         lines += ["", f"{len(missing)} rows could not be predicted:"]

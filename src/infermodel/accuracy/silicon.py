@@ -412,6 +412,7 @@ def _point(cells: Mapping[str, str], line: int,
         expert_weights=(formats["moe_quant_mode"]
                         if formats["moe_quant_mode"] != formats["gemm_quant_mode"] else ""),
         pools=pools, engine_version=version, model_label=cells["model_path"],
+        activations=ACTIVATIONS.get(gemm, "") if formats["gemm_quant_mode"] else "",
         unexpressed="; ".join(reasons),
         client="burst" if GAP_ANALYSIS in cells["silicon_data_source"] else "inferencemax")
     rows = []

@@ -5,14 +5,14 @@ the engine version whose GEMM, attention and MoE tables it is predicted with.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .ledger import LedgerRow
 
 if TYPE_CHECKING:
     from ..host import PluginHost
 
-__all__ = ["CORE_FAMILIES", "kernel_system", "tables_version"]
+__all__ = ["CORE_FAMILIES", "kernel_system", "kernels_table", "lengths_are_values", "tables_version"]
 
 
 def kernel_system(hardware: str, *, host: PluginHost) -> str | None:
@@ -60,3 +60,38 @@ def tables_version(row: LedgerRow, *, host: PluginHost) -> tuple[str | None, str
         return None, ""
     return None, (f"{row.family} {wanted or '(no version)'} has no GEMM, attention or MoE "
                   f"tables at or below it on {system}: the newest tables")
+
+
+def kernels_table(row: LedgerRow, kernels: str, *, host: PluginHost) -> dict[str, Any]:
+    """The ``[efficiency]`` table of a row timed by measured kernels: placeholder rates
+    that the candidates replace on the compiled inputs (for the operators no table
+    covers), ``kernels`` and the row's engine, its version where the row names one the
+    tables hold (:func:`tables_version`).
+    """
+    table: dict[str, Any] = {"prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0,
+                             "kernels": kernels, "engine": row.family}
+    version, _ = tables_version(row, host=host)
+    if version:
+        table["engine_version"] = version
+    return table
+
+
+LENGTHS = ("workload.prompt_tokens", "workload.output_tokens")
+_LENGTH_READS: dict[tuple, bool] = {}
+
+
+def lengths_are_values(scenario, key: tuple, *, host: PluginHost) -> bool:
+    """Whether no plugin reads the prompt or output length while building ``scenario``
+    (a measured-kernel plan may), so rows of other lengths can reuse its structure.
+
+    Which fields a plugin reads follows the model, its formats and which levers and
+    options a scenario sets, not the cards' number or kind: the answer is kept per
+    ``key`` (:func:`.predictions.row_model` gives it; finding it out costs about as much
+    as building the graph).
+    """
+    from ..engine.reads import is_read, plugin_reads
+
+    if key not in _LENGTH_READS:
+        built = plugin_reads(scenario, host=host).build
+        _LENGTH_READS[key] = not any(is_read(path, built) for path in LENGTHS)
+    return _LENGTH_READS[key]

@@ -388,6 +388,28 @@ class SearchResult:
                 parts.append(f"{name} = {show(float(value), unit)}")
         return ", ".join(parts)
 
+    def best_intervals(self) -> dict[str, tuple[float, float]]:
+        """The 80 % interval of each shown latency or throughput at the winner, where its
+        efficiency preset calibrated one (``infermodel.engine.intervals``).
+        """
+        from ..engine.intervals import interval
+
+        if self.best is None:
+            return {}
+        names = [n for n in self._shown() if n.startswith(("ttft", "tpot", "tokens_per_s"))]
+        if not names:
+            return {}
+        result = self.evaluate_best()
+        found = {name: interval(result, name) for name in names if name in result.values}
+        return {name: band for name, band in found.items() if band is not None}
+
+    def _intervals_text(self) -> str:
+        from ..printing import show
+
+        parts = [f"{name} {show(low, self._unit(name))} … {show(high, self._unit(name))}"
+                 for name, (low, high) in self.best_intervals().items()]
+        return "80 % interval of a measurement: " + "; ".join(parts) if parts else ""
+
     def _assumptions(self) -> list[str]:
         """What the prices shown and the simulated figures assume, one line each."""
         lines = []
@@ -452,6 +474,9 @@ class SearchResult:
             if self.objective.names != (self.objective.text,):
                 lines.append(f"  objective {self.objective.text} = {self._objective_text(best)}")
             lines.append(f"  {self._values_text(best, names)}")
+            band = self._intervals_text()
+            if band:
+                lines.append(f"  {band}")
             scenario_path = self.sweep.scenario.path
             if scenario_path is not None:
                 command = ["infermodel", "run", shlex.quote(str(scenario_path))]
@@ -523,7 +548,9 @@ class SearchResult:
             "count": len(self.sweep),
             "feasible": len(self.ranking),
             "best": None if best is None else {**self._point_dict(best),
-                                               "set": self.set_arguments(best)},
+                                               "set": self.set_arguments(best),
+                                               "intervals": {k: list(v) for k, v in
+                                                             self.best_intervals().items()}},
             "runners_up": [self._point_dict(int(i)) for i in self.ranking[1:1 + show]],
             "rejected_by_constraint": self.rejected_counts(),
             "rejected": [{**self._point_dict(int(i)), "failed": self.failure(int(i))}

@@ -26,7 +26,7 @@ def add_parser(subparsers) -> None:
 #: The figures a listing shows for each kind, in order, as the preset writes them.
 FIGURES = {"hardware": ("memory", "bandwidth", "flops", "price_per_hour"),
            "model": ("layers", "d_model", "heads", "kv_heads", "d_ff", "vocab", "experts"),
-           "efficiency": ("prefill_mfu", "decode_mfu", "mbu", "t0")}
+           "efficiency": ("engine", "prefill_mfu", "decode_mfu", "mbu", "t0")}
 
 
 def figures(kind: str, table: dict) -> str:
@@ -106,10 +106,15 @@ def handle(args) -> int:
                 data = tomli.load(handle)
             meta = data.get("preset", {})
             table = data.get(kind, {})
-            rows.append({"kind": kind, "name": name, "description": meta.get("description", ""),
-                         "source": meta.get("source", ""), "plugin": info.plugin,
-                         "path": str(info.path), "values": table,
-                         "figures": figures(kind, table)})
+            row = {"kind": kind, "name": name, "description": meta.get("description", ""),
+                   "source": meta.get("source", ""), "plugin": info.plugin,
+                   "path": str(info.path), "values": table, "figures": figures(kind, table)}
+            if kind == "efficiency":
+                from ..accuracy.preset_files import describe_preset
+
+                row["details"] = describe_preset(name, data)
+                row["fit"] = {k: v for k, v in meta.items() if k not in ("description", "source")}
+            rows.append(row)
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return 0
@@ -122,5 +127,7 @@ def handle(args) -> int:
             if r["figures"]:
                 print(f"  {''.ljust(width)}  {r['figures']}")
             print(f"  {''.ljust(width)}  source: {r['source']}")
+            for line in r.get("details", []):
+                print(f"  {''.ljust(width)}  {line}")
         print()
     return 0

@@ -27,8 +27,9 @@ def add_parser(subparsers) -> None:
                     "relative error per row and the median and 90th-percentile |error| per "
                     "metric; rows that cannot be predicted are listed with the reason. "
                     "--calibrated predicts with the [efficiency] preset the row's engine "
-                    "names (otherwise the ideal roofline); --fit refits those presets with "
-                    "held-out cross-validation. With SCENARIO: build a small randomly "
+                    "names (otherwise the ideal roofline); --fit refits those presets (the "
+                    "physical efficiency model's parameters, inside their bounds) and "
+                    "cross-validates them leaving one source out. With SCENARIO: build a small randomly "
                     "initialised decoder of the scenario's shape (PyTorch, the [validate] "
                     "extra) and compare its cache bytes, step times, batch invariance and "
                     "cached logits with the predictions.")
@@ -67,8 +68,6 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--fit", action="store_true",
                         help="ledger: refit the efficiency presets, with in-sample and held-out "
                              "errors side by side")
-    parser.add_argument("--folds", type=int, default=5, metavar="K",
-                        help="cross-validation folds for --fit (default 5)")
     parser.add_argument("--presets-dir", metavar="DIR",
                         help="with --fit: write the fitted efficiency presets into DIR")
     parser.add_argument("--hardware-preset", metavar="FILE",
@@ -135,7 +134,8 @@ def handle(args) -> int:
 def _ledger(args) -> int:
     import json
 
-    from ..accuracy.fits import fit, preset_toml
+    from ..accuracy.fits import fit
+    from ..accuracy.preset_files import preset_toml
     from ..accuracy.report import fit_table, grouped_summary, grouped_table, validation_table
     from ..errors import InfermodelError, Problem
     from ..host import get_host
@@ -159,7 +159,7 @@ def _ledger(args) -> int:
     host = get_host()
     if args.fit:
         with Progress(len(rows), "ledger", unit="rows") as bar:
-            result = fit(rows, folds=args.folds, progress=bar, host=host)
+            result = fit(rows, progress=bar, host=host)
         if directory is not None:
             for family in result.efficiencies:
                 atomic_write(directory / f"{family}.toml", preset_toml(family, result, path.name))
@@ -226,8 +226,6 @@ def _check_ledger_options(args) -> None:
     if args.compare and (args.calibrated or args.kernels):
         raise InfermodelError(Problem("--compare predicts with every efficiency in turn",
                                       suggestion="leave out --calibrated and --kernels"))
-    if args.folds < 2:
-        raise InfermodelError(Problem(f"--folds {args.folds}", expected="at least 2"))
     if args.sample is not None and args.sample < 1:
         raise InfermodelError(Problem(f"--sample {args.sample}", expected="at least 1 point"))
     if args.jobs is not None and not 1 <= args.jobs <= 256:
@@ -250,9 +248,9 @@ KERNELS_TITLE = "measured kernels"
 #: What each prediction is, for a heading.
 TITLES = {
     IDEAL_TITLE: "the ideal roofline (peak rates, t0 = 0)",
-    PRESETS_TITLE: "each engine's [efficiency] preset",
+    PRESETS_TITLE: "each engine's [efficiency] preset (the physical model's fitted parameters)",
     KERNELS_TITLE: "measured kernels (each row's engine's tables; what they do not cover at "
-                   "the engine preset's rates, no t0)",
+                   "the engine preset's sustained bandwidth and GEMM shares, no t0)",
 }
 
 
@@ -279,7 +277,7 @@ def _read(args) -> tuple[Path, list]:
 
 def _panels(args, rows, host) -> list:
     """(title, validation) for each prediction the command makes."""
-    from ..accuracy.predictions import predict_rows
+    from ..accuracy.workers import predict
     from ..progress import Progress
 
     wanted: list[tuple[str, bool, str | None]]
@@ -298,8 +296,8 @@ def _panels(args, rows, host) -> list:
     panels = []
     with Progress(len(rows) * len(wanted), "ledger", unit="rows") as bar:
         for title, calibrated, kernels in wanted:
-            panels.append((title, predict_rows(rows, calibrated=calibrated, kernels=kernels,
-                                               progress=bar, host=host, loop=loop, jobs=jobs)))
+            panels.append((title, predict(rows, calibrated=calibrated, kernels=kernels,
+                                          progress=bar, host=host, loop=loop, jobs=jobs)))
     return panels
 
 
@@ -319,10 +317,10 @@ def _plot_panels(args, rows, validation, host) -> list:
 
     other = predict_rows(rows, calibrated=not args.calibrated, host=host)
     ideal, presets = (other, validation) if args.calibrated else (validation, other)
-    held_out = fit(rows, folds=args.folds, host=host).held_out
+    held_out = fit(rows, host=host).held_out
     return [("ideal roofline (peak rates, t0 = 0)", ideal),
             ("engine presets, in-sample (--calibrated)", presets),
-            (f"engine presets, held out ({args.folds}-fold, by table)", held_out)]
+            ("engine presets, held out (one source left out)", held_out)]
 
 
 def _scenario(args) -> int:

@@ -63,7 +63,15 @@ from .api import (
     simulate,
 )
 from .cluster import ROUTERS, Deployment
-from .cost import CONVENTION_QUANTITIES, EXTENSION_QUANTITIES, QUANTITY_NAMES, CostModel
+from .cost import (
+    CONVENTION_QUANTITIES,
+    EXTENSION_QUANTITIES,
+    PHYSICAL_QUANTITIES,
+    QUANTITY_NAMES,
+    Collectives,
+    CostModel,
+    Physical,
+)
 from .errors import SimulationError
 from .metrics import METRIC_NAMES, weighted_quantile
 from .policies import POLICY_KINDS, SLO, Policy, policy
@@ -87,18 +95,21 @@ __all__ = [
     "ENGINES",
     "EXTENSION_QUANTITIES",
     "METRIC_NAMES",
+    "PHYSICAL_QUANTITIES",
     "POLICY_KINDS",
     "QUANTITY_NAMES",
     "ROUTERS",
     "SLO",
     "TABLE_LAYOUTS",
     "CapacityResult",
+    "Collectives",
     "CostModel",
     "Deployment",
     "Draft",
     "EmpiricalLength",
     "FixedLength",
     "LogNormalLength",
+    "Physical",
     "Policy",
     "PrefixCache",
     "Run",

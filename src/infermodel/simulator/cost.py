@@ -29,6 +29,16 @@ more exactly (both optional fields, read by :meth:`CostModel.from_quantities`):
   sample), so ``2·N_matmul · positions`` becomes
   ``2·(N_matmul − N_head) · positions + 2·N_head · sequences``.
 
+A scenario on the physical efficiency model (``efficiency.model = "physical"``) prices an
+iteration term by term instead (read from its quantities, see :data:`PHYSICAL_QUANTITIES`)::
+
+    rows      = ⌈positions / tile⌉ · tile           (experts: ⌈T·k/E_read / tile⌉ · tile each)
+    gpu       = max(W / BW, F_products(rows) / F_gemm) + max(kv · cached / BW, F_attn / F_attn_rate)
+              + K · τ_kernel + all-reduces by size (one-shot below a limit, ring above)
+    time      = gpu                      a decode-only batch up to graph_max_batch (graph replay)
+              = max(gpu, K · τ_launch)   otherwise (the host launches every kernel)
+              + τ_step + τ_seq · sequences
+
 Every term is an integer count multiplied by a constant, so the vectorised form
 :meth:`CostModel.iteration_times` gives bit-for-bit the same floats as the scalar
 :meth:`CostModel.iteration_time` as long as the counts stay below 2**53.
@@ -46,10 +56,11 @@ import numpy.typing as npt
 
 from .errors import SimulationError
 from .layout import LAYOUT_QUANTITIES, ParallelLayout
+from .physical import Collectives, Physical, one_iteration, products, step
 from .speculation import SPECULATION_QUANTITIES, Speculation
 
-__all__ = ["CONVENTION_QUANTITIES", "EXTENSION_QUANTITIES", "QUANTITY_NAMES", "CostModel",
-           "MeasuredIteration"]
+__all__ = ["CONVENTION_QUANTITIES", "EXTENSION_QUANTITIES", "PHYSICAL_QUANTITIES", "QUANTITY_NAMES",
+           "Collectives", "CostModel", "MeasuredIteration", "Physical"]
 
 #: Quantities a lever defines so that the simulator prices its effect on every
 #: iteration (read by :meth:`CostModel.from_quantities`; all optional).
@@ -79,6 +90,29 @@ CONVENTION_QUANTITIES = (
     "params_head_matmul",       # N_head = vocab · d, the head's weights per scored position
 )
 
+#: Quantities of the physical efficiency model and the collectives (all optional; read
+#: by :meth:`CostModel.from_quantities`).
+PHYSICAL_QUANTITIES = (
+    "gemm_tile_rows",           # rows of one product tile (padding)
+    "attention_fraction",       # attention kernels' share of peak compute
+    "kernel_fixed_time",        # s: every kernel's fixed time, one pass
+    "launch_bound_time",        # s: host launches of one pass without a graph
+    "graph_max_batch",          # largest decode batch replayed as a graph
+    "step_overhead",            # s of host time per iteration
+    "sequence_overhead",        # s of host time per scheduled sequence
+    "expert_flops_per_row",     # FLOPs of one token through one routed expert, all layers
+    "expert_bandwidth_fraction",  # grouped expert products' share of peak bandwidth
+    "bandwidth_fraction",       # dense products' share (the bandwidth above is peak × it)
+    "collective_count",         # all-reduces per pass
+    "collective_bytes_per_token",
+    "collective_oneshot_bytes",
+    "collective_bandwidth_fraction",
+    "parallel_collective_latency",
+    "parallel_link_latency",
+    "parallel_link_bandwidth",
+    "parallel_tensor_degree",
+)
+
 #: Scenario quantity names read by :meth:`CostModel.from_quantities`.
 QUANTITY_NAMES = (
     "weight_bytes",
@@ -98,6 +132,7 @@ QUANTITY_NAMES = (
     "active_experts",
     *EXTENSION_QUANTITIES,
     *CONVENTION_QUANTITIES,
+    *PHYSICAL_QUANTITIES,
 )
 
 
@@ -213,6 +248,10 @@ class CostModel:
     head_params: float = attrs.field(default=0.0, validator=_non_negative)
     #: Speculative decoding: decodes become verification steps (None: plain decoding).
     speculation: Speculation | None = attrs.field(default=None)
+    #: The physical efficiency model's terms (None: the whole-iteration roofline).
+    physical: Physical | None = attrs.field(default=None)
+    #: All-reduces priced by size (None: none, or the linear comm terms above).
+    collectives: Collectives | None = attrs.field(default=None)
     #: Expert parallelism and DP attention: the busiest card (None: one combined device).
     layout: ParallelLayout | None = attrs.field(default=None)
     #: Measured kernels (:class:`MeasuredIteration`): the forward pass priced from measured
@@ -229,7 +268,8 @@ class CostModel:
         return (self.stages == 1 and not self.comm_fixed and not self.comm_per_token
                 and not self.host_fraction and not self.routed_expert_bytes
                 and not self.embedding_row_bytes and not self.head_params
-                and self.layout is None and self.measured is None)
+                and self.layout is None and self.measured is None
+                and self.physical is None and self.collectives is None)
 
     def microbatches(self, positions: float, sequences: float | None = None) -> float:
         """Micro-batches in flight: min(stages, sequences), at least 1."""
@@ -371,6 +411,15 @@ class CostModel:
                         f"= {cache_memory:.4g} bytes"
                     )
         extra = cls._extensions(values, number, float(cache_memory))
+        # A plugin's measured pricing replaces the roofline, the physical terms with it.
+        physical = Physical.from_quantities(values, number) if measured is None else None
+        if physical is not None:
+            extra["physical"] = physical
+            # The physical terms carry the fixed time t0 stands for in the graph.
+            values = {k: v for k, v in values.items() if k != "t0"}
+        collectives = Collectives.from_quantities(values, number)
+        if collectives is not None:
+            extra["collectives"] = collectives
         return cls(
             weight_bytes=number("weight_bytes"),
             kv_bytes_per_token=number("kv_bytes_per_token"),
@@ -448,7 +497,9 @@ class CostModel:
         decode one token; default: all of them when every sequence has one position,
         else all but one prefill chunk) splits the pass for measured kernels.
         """
-        if self.layout is not None or self.measured is not None:
+        if (self.layout is not None or self.measured is not None or self.physical is not None
+                or self.collectives is not None):
+            # The physical terms have their own one-iteration path in iteration_times.
             return float(self.iteration_times(positions, attention, cached, sequences, scored,
                                               decodes))
         if not self.simple:
@@ -463,8 +514,9 @@ class CostModel:
 
     def _scalar_time(self, positions: float, attention: float, cached: float,
                      sequences: float | None, scored: float | None) -> float:
-        """:meth:`iteration_times` for one iteration without a :attr:`layout` or
-        :attr:`measured` kernels, in Python floats: the same operations in the same order (so the same bits), without numpy's
+        """:meth:`iteration_times` for one iteration without a :attr:`layout`,
+        :attr:`measured` kernels, :attr:`physical` terms or :attr:`collectives`, in Python
+        floats: the same operations in the same order (so the same bits), without numpy's
         per-call cost, which dominated runs of many short blocks (a replica fleet's).
         ``tests/test_simulator_objectives.py`` holds the two paths equal.
         """
@@ -561,13 +613,22 @@ class CostModel:
         if self.measured is not None:
             heads = count if scored is None else np.asarray(scored, dtype=np.float64)
             return self._measured_times(positions, attention, cached, count, heads, decodes)
+        if positions.size == 1 and self.physical is not None and self.layout is None:
+            # The fast engine asks for one iteration at a time most often: plain floats.
+            first = positions.item()
+            count1 = first if sequences is None else float(np.asarray(sequences).item())
+            heads1 = count1 if scored is None else float(np.asarray(scored).item())
+            return np.full(positions.shape, one_iteration(
+                self, first, attention.item(), cached.item(), count1, heads1))
         micro = np.maximum(1.0, np.minimum(float(self.stages), count))
         scale = self.stages / micro
         resident = 1.0 - self.host_fraction
         weights = self.weights_read(positions / micro)
-        if self.head_params:
+        heads = count if scored is None else np.asarray(scored, dtype=np.float64)
+        if self.physical is not None:
+            matmul = products(self, positions, heads, micro)
+        elif self.head_params:
             # The head scores one position per scheduled sequence (engine convention).
-            heads = count if scored is None else np.asarray(scored, dtype=np.float64)
             matmul = (self.flops_per_body_position * positions
                       + self.flops_per_head_position * heads)
         else:
@@ -577,14 +638,19 @@ class CostModel:
         if self.layout is not None:
             weights, cached, matmul, pairs, comm = self._busiest(
                 positions, count, micro, weights, cached, matmul, pairs, comm)
-        memory_time = (self.stages * weights
-                       + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
-        compute_time = scale * (matmul + pairs) / self.compute
-        time = np.maximum(memory_time, compute_time)
+        if self.physical is not None:
+            time = step(self, positions, count, micro, weights, cached, matmul, pairs)
+        else:
+            memory_time = (self.stages * weights
+                           + scale * resident * self.kv_bytes_per_token * cached) / self.bandwidth
+            compute_time = scale * (matmul + pairs) / self.compute
+            time = np.maximum(memory_time, compute_time)
         if self.host_fraction:
             # The host-resident share of every cached position crosses the host link.
             host = self.host_fraction * self.kv_bytes_per_token * cached / self.host_bandwidth
             time = np.maximum(time, host) if self.host_overlap else time + host
+        if self.collectives is not None:
+            time = time + self.collectives.time(positions / micro)
         # All-reduces and stage hops: not overlapped with the step (an upper bound).
         return time + self.overhead + self.comm_fixed + comm
 
@@ -683,6 +749,10 @@ class CostModel:
         if self.routed_expert_bytes:
             lines.append(f"expert coverage: W − {self.routed_expert_bytes / 1e9:.4g} GB × "
                          f"(E − E·(1 − k/E)^tokens), E = {self.experts:g}, k = {self.active_experts:g}")
+        if self.physical is not None:
+            lines.append(self.physical.describe())
+        if self.collectives is not None:
+            lines.append(self.collectives.describe())
         if self.speculation is not None:
             lines.append(self.speculation.describe())
         if self.layout is not None:

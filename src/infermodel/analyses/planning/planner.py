@@ -18,7 +18,9 @@ The steps, each in its own module:
 6. :mod:`.result` refines the cheapest deployment's edge (its count and one fewer on the
    same requests, grown until its verdict is clear or ``max_requests``), ranks the
    deployments, measures the headroom to the next-cheaper option that fails, and
-   prints, plots and launches the answer.
+   prints, plots and launches the answer;
+7. :mod:`.model_error` puts the efficiency model's own error (its preset's held-out
+   intervals, where it has them) on the answer's latency objectives.
 """
 
 from __future__ import annotations
@@ -236,7 +238,10 @@ def plan(scenario, *, overrides: Mapping[str, Any] | None = None, scheduler: str
         outcomes = [o for found in execute(_search, tasks, scheduler, address, progress) for o in found]
     except InfermodelError as exc:
         raise ScenarioError(scenario.problem("plan", str(exc))) from None
-    return assemble(scenario, table, settings, considered, finalists, outcomes)
+    found = assemble(scenario, table, settings, considered, finalists, outcomes)
+    from .model_error import model_intervals
+
+    return attrs.evolve(found, model_intervals=model_intervals(scenario, found.best))
 
 
 def _card_tasks(spanned, finalists, settings, brute_force) -> list[tuple]:

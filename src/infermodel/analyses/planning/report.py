@@ -46,6 +46,8 @@ def _best(result: PlanResult, best: Planned) -> list[str]:
     path = str(result.scenario.path) if result.scenario.path else "SCENARIO"
     lines = [f"best: {best.label} — {_gpus(best.gpus)}, USD {best.cost.per_month:,.0f} per month",
              *_targets(best)]
+    if result.model_intervals is not None:
+        lines += result.model_intervals.lines()
     lines.append("  cost")
     lines += best.cost.lines(indent="    ")
     if best.below is not None:

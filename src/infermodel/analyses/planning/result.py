@@ -136,6 +136,9 @@ class PlanResult:
     next_cheaper: Planned | None = None
     #: Each finalist with its analytic curve (tokens/s per user, per GPU) for the plot.
     curves: tuple = attrs.field(default=(), eq=False, repr=False)
+    #: The efficiency model's intervals on the best deployment's objectives
+    #: (:mod:`.model_error`; None where its preset calibrated none).
+    model_intervals: Any = attrs.field(default=None, eq=False)
 
     def plot(self, output):
         """Draw the Pareto plot and the cross-card table (see :mod:`.figure`)."""
@@ -183,6 +186,7 @@ class PlanResult:
                           for i, c in enumerate(self.considered) if i in self.notes],
             "runs": self.runs,
             "intervals": _interval_words(self.settings.confidence),
+            "model_intervals": None if self.model_intervals is None else self.model_intervals.to_dict(),
         }
 
     def text(self) -> str:

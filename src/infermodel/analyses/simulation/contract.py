@@ -80,11 +80,13 @@ def simulator_quantities() -> dict[str, str]:
     """:data:`CONTRACT` with the simulator's own cost terms and conventions, each with
     what it is for (the table the documentation prints).
     """
-    from ...simulator import CONVENTION_QUANTITIES, EXTENSION_QUANTITIES
+    from ...simulator import CONVENTION_QUANTITIES, EXTENSION_QUANTITIES, PHYSICAL_QUANTITIES
 
     out = dict(CONTRACT)
     for name in EXTENSION_QUANTITIES:
         out.setdefault(name, "a cost term the simulator prices itself (a lever defines it)")
+    for name in PHYSICAL_QUANTITIES:
+        out.setdefault(name, "a term of the physical efficiency model or of the collectives")
     for name in CONVENTION_QUANTITIES:
         out.setdefault(name, "an engine convention of the iteration cost")
     return out
@@ -177,7 +179,8 @@ def unmodelled_changes(result, cost=None, read: Iterable[str] | None = None) -> 
     anything they are computed from, but to no quantity the simulation reads (``read``,
     default :func:`reads` of the result) nor anything those are computed from; and when
     it is made by a plugin the simulator does not follow in its own way: one that
-    defines none of its cost terms (:data:`infermodel.simulator.EXTENSION_QUANTITIES`)
+    defines none of its cost terms (:data:`infermodel.simulator.EXTENSION_QUANTITIES`,
+    :data:`~infermodel.simulator.PHYSICAL_QUANTITIES`)
     and registers no lever whose settings propose the simulation's policy or lengths
     (``simulation_defaults``). Also listed: what a per-layer model's charge per
     position approximates, and the cost model's own omissions.
@@ -225,10 +228,12 @@ def _modelled_plugins(result) -> set[str]:
     """Plugins whose changes the simulator follows in its own way (see
     :func:`unmodelled_changes`).
     """
-    from ...simulator import EXTENSION_QUANTITIES
+    from ...simulator import EXTENSION_QUANTITIES, PHYSICAL_QUANTITIES
 
     graph = result.graph
-    modelled = {graph[name].plugin for name in EXTENSION_QUANTITIES if name in graph}
+    # The physical efficiency model and the collectives are priced term by term too.
+    modelled = {graph[name].plugin for name in (*EXTENSION_QUANTITIES, *PHYSICAL_QUANTITIES)
+                if name in graph}
     scenario = result.scenario
     levers = scenario.host.registries.levers
     for name, settings in scenario.levers.items():

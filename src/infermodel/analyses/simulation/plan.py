@@ -132,7 +132,8 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
 
     problems = _Problems(scenario)
     table = read_table(scenario, problems)
-    defaults = lever_defaults(scenario)
+    result = result if result is not None else evaluate_afresh(scenario)
+    defaults = engine_defaults(lever_defaults(scenario), result.values)
     base = scenario.path.parent if scenario.path else None
     written = scenario.tables.get("simulation", {}).get("workload")
     if isinstance(written, Mapping):
@@ -142,10 +143,10 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
                       turns=(deployment or {}).get("turns"))
     problems.raise_any()
     assert table is not None and chosen is not None  # no problem, so both were read
-    result = result if result is not None else evaluate_afresh(scenario)
     notes: list[str] = []
     cost = _cost_model(scenario, result.values, table.cache_memory)
     notes.extend(cost.describe() + storage_notes(result.values, cost))
+    notes.extend(interval_notes(result))
     workload, more = _workload(scenario, table, result.values, defaults, base, problems)
     notes.extend(more)
     rates_ = _rates(table, chosen, workload, problems)
@@ -407,6 +408,27 @@ def lever_defaults(scenario) -> dict[str, Any]:
     return defaults
 
 
+#: The policy fields a scenario's engine sets (its scheduler defaults, quantities of the
+#: efficiency plugin), by policy kind.
+ENGINE_FIELDS = {"chunked": {"chunk_tokens": "engine_chunk_tokens", "max_running": "engine_max_sequences"},
+                 "paged": {"max_running": "engine_max_sequences"},
+                 "reserve": {"max_running": "engine_max_sequences"}}
+
+
+def engine_defaults(defaults: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``defaults`` with the engine's scheduler defaults for a policy named without them
+    (its chunk budget and sequence cap); a lever's proposal comes first.
+    """
+    fields = {kind: dict(v) for kind, v in defaults.get("fields", {}).items()}
+    for kind, names in ENGINE_FIELDS.items():
+        for field, quantity in names.items():
+            value = values.get(quantity)
+            if value is None or not math.isfinite(float(value)) or float(value) < 1:
+                continue
+            fields.setdefault(kind, {}).setdefault(field, int(value))
+    return {**defaults, "fields": fields}
+
+
 def policy_with_defaults(value, defaults):
     """A policy, with the limits the levers propose for a kind named without them."""
     from ... import simulator
@@ -566,6 +588,24 @@ def _check_workload(table: Mapping, base: Path | None, problems: _Problems) -> N
                          "a CSV file of lengths, relative to the scenario")
         else:
             note_read(path)
+
+
+def interval_notes(result) -> list[str]:
+    """The 80 % interval of the simulated figures, where the scenario's efficiency preset
+    calibrated one (``infermodel.engine.intervals``): ratios of measured to predicted at
+    the scenario's batch band.
+    """
+    from ...engine.intervals import RATIO_QUANTITIES
+
+    values = result.values
+    parts = [f"{label} ×{values[low]:.2f}–{values[high]:.2f}"
+             for label, (low, high) in zip(("TTFT", "ITL", "tokens/s"), RATIO_QUANTITIES.values())
+             if low in values and high in values]
+    if not parts:
+        return []
+    return ["80 % interval of a measurement (the efficiency preset's held-out errors, by engine, "
+            "dense or MoE, concurrency band and card): " + ", ".join(parts)
+            + " of the simulated figures"]
 
 
 def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> tuple[str, ...]:

@@ -1,0 +1,158 @@
+"""Serving engines' own defaults: the memory they keep back and how they schedule.
+
+Not a plugin (no entry point; it registers nothing): a table the base physics and the
+physical efficiency model read. Each engine's values are its documented defaults for a
+server started without flags, with the argument that sets each one, so a scenario that
+names an engine (``[efficiency] engine = "sglang"``) gets what that engine does unless
+it says otherwise:
+
+* **memory** — the share of each card the engine leaves outside its budget and how
+  (``rule``), and the tokens of one forward pass its activation workspace is sized for;
+* **scheduler** — the most sequences it runs at once (``max_sequences``), its tokens per
+  iteration (the chunk budget, ``chunk_tokens``), whether prefill is chunked, the cache
+  block size, and the largest decode batch it captures as a CUDA graph
+  (``graph_max_batch``; 0: no capture, every kernel launched by the host).
+
+Some defaults depend on the card (vLLM and SGLang choose larger budgets on cards of
+70 GiB or more) or on the tensor degree (SGLang's memory fraction):
+:func:`scheduler_defaults` applies those rules.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+GIB = 1024**3
+
+VLLM_ARGS = ("vLLM engine arguments (vllm/engine/arg_utils.py, get_batch_defaults: "
+             "max_num_seqs 1024 and max_num_batched_tokens 8192 for the API server on cards of "
+             "70 GiB or more other than the A100, 256 and 2,048 otherwise; block_size 16; "
+             "V1 always chunks prefill; CUDA graphs captured up to 512 sequences)")
+SGLANG_ARGS = ("SGLang server arguments (python/sglang/srt/server_args.py: mem_fraction_static "
+               "0.88/0.87/0.85/0.81 at tensor degree 1/2/4/8; chunked_prefill_size 8,192 on "
+               "cards of 60 GB or more, 4,096 below; cuda_graph_max_bs 256 below tensor degree "
+               "4 and 512 from 4 on such cards; page_size 1; max_running_requests from the "
+               "KV pool)")
+TRTLLM_ARGS = ("TensorRT-LLM build and runtime defaults (max_batch_size 2048, max_num_tokens "
+               "8192, KvCacheConfig free_gpu_memory_fraction 0.9, tokens_per_block 64; the "
+               "TensorRT engine runs without CUDA-graph capture unless asked)")
+
+
+@attrs.frozen
+class Engine:
+    """A serving engine's memory and scheduler defaults."""
+
+    #: How the engine is written in prose ("vLLM").
+    label: str
+    #: Its efficiency preset (the ledger's engine family), or "" for none.
+    family: str
+    #: Share of each card's memory the engine leaves outside its budget (see ``rule``).
+    kept_fraction: float
+    #: ``"total"``: the fraction is of total memory and the activation workspace comes out
+    #: of the budget beside it; ``"inside"``: the workspace lives inside the kept share;
+    #: ``"free"``: the fraction is of the memory left after weights and activations.
+    rule: str
+    #: Tokens of one forward pass (the chunk budget) on a large card.
+    chunk_tokens: int
+    #: Most sequences running at once on a large card (0: only the cache limits it).
+    max_sequences: int
+    #: Prefill is split into chunks that share iterations with decodes.
+    chunked_prefill: bool
+    #: Tokens per cache block.
+    block_size: int
+    #: Largest decode batch captured as a CUDA graph (0: none).
+    graph_max_batch: int
+    source: str
+
+
+ENGINES = {
+    "vllm": Engine("vLLM", "vllm", 0.10, "total", 8192, 1024, True, 16, 512,
+                   "vLLM engine arguments: gpu_memory_utilization = 0.9 (the KV cache gets the "
+                   "rest of that share after weights and the activation peak profiled at "
+                   "max_num_batched_tokens, 8192 for the API server on cards of 70 GiB or more); "
+                   "CUDA graphs, NCCL buffers and the CUDA context live in the 10 % left out; "
+                   + VLLM_ARGS),
+    "sglang": Engine("SGLang", "sglang", 0.12, "inside", 8192, 0, True, 1, 256,
+                     "SGLang server arguments: mem_fraction_static = 0.88 at tensor-parallel size "
+                     "1 (weights and KV pool); activations, CUDA graphs and NCCL buffers use the "
+                     "rest; chunked_prefill_size 8192; " + SGLANG_ARGS),
+    "tensorrt-llm": Engine("TensorRT-LLM", "trtllm", 0.10, "free", 8192, 2048, True, 64, 0,
+                           "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction = 0.9 of the "
+                           "memory free after weights and the activation buffers sized for "
+                           "max_num_tokens (8192); " + TRTLLM_ARGS),
+    "none": Engine("no engine", "", 0.0, "total", 0, 0, False, 1, 0,
+                   "no engine: nothing kept back (a lower bound on memory), no scheduler limits"),
+}
+
+
+@attrs.frozen
+class Scheduler:
+    """An engine's scheduler defaults on one card and tensor degree."""
+
+    max_sequences: int
+    chunk_tokens: int
+    chunked_prefill: bool
+    block_size: int
+    graph_max_batch: int
+    kept_fraction: float
+
+
+def scheduler_defaults(name: str, card_memory: float, hardware: str | None,
+                       tensor: int = 1) -> Scheduler:
+    """The engine's defaults for a card of ``card_memory`` bytes (``hardware``: its preset
+    name, if any) at tensor degree ``tensor``.
+
+    >>> scheduler_defaults("vllm", 80 * GIB, "h100-sxm").max_sequences
+    1024
+    >>> scheduler_defaults("vllm", 80 * GIB, "a100-80gb").chunk_tokens
+    2048
+    >>> scheduler_defaults("sglang", 141e9, "h200", tensor=8).kept_fraction
+    0.19
+    """
+    engine = ENGINES[name]
+    out = Scheduler(engine.max_sequences, engine.chunk_tokens, engine.chunked_prefill,
+                    engine.block_size, engine.graph_max_batch, engine.kept_fraction)
+    if name == "vllm" and (card_memory < 70 * GIB or (hardware or "").startswith("a100")):
+        out = attrs.evolve(out, max_sequences=256, chunk_tokens=2048)
+    elif name == "sglang":
+        fraction = {1: 0.88, 2: 0.87, 4: 0.85}.get(tensor, 0.81 if tensor >= 8 else 0.85)
+        large = card_memory >= 60e9
+        out = attrs.evolve(out, kept_fraction=round(1 - fraction, 6),
+                           chunk_tokens=8192 if large else 4096,
+                           graph_max_batch=(256 if tensor < 4 else 512) if large
+                           else (32 if tensor < 4 else 160))
+    return out
+
+
+def tensor_degree(scenario) -> int:
+    """Cards each layer is split over: the parallelism lever's tensor degree, else 1."""
+    lever = scenario.lever("parallelism")
+    if lever is None:
+        return 1
+    if lever.tensor is not None:
+        return lever.tensor
+    return max(1, scenario.value("hardware.count") // lever.pipeline)
+
+
+def scenario_scheduler(scenario) -> Scheduler:
+    """The defaults of the scenario's engine (``efficiency.engine``) on its card and
+    tensor degree, each replaced by what the scenario's ``[efficiency]`` table states.
+    """
+    value = scenario.value
+    out = scheduler_defaults(value("efficiency.engine"), value("hardware.memory"),
+                             scenario.presets.get("hardware"), tensor_degree(scenario))
+    stated = {"max_sequences": value("efficiency.max_sequences"),
+              "chunk_tokens": value("efficiency.prefill_chunk"),
+              "chunked_prefill": value("efficiency.chunked_prefill"),
+              "block_size": value("efficiency.block_size"),
+              "graph_max_batch": value("efficiency.graph_max_batch")}
+    return attrs.evolve(out, **{k: v for k, v in stated.items() if v is not None})
+
+
+#: Efficiency preset of each engine with one (the ledger's engine families).
+FAMILY_ENGINE = {e.family: name for name, e in ENGINES.items() if e.family}
+# The measured kernel tables' name for TensorRT-LLM, accepted as the same engine.
+ENGINES["trtllm"] = ENGINES["tensorrt-llm"]
+
+__all__ = ["ENGINES", "FAMILY_ENGINE", "Engine", "Scheduler", "scenario_scheduler", "scheduler_defaults",
+           "tensor_degree"]
