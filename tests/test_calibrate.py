@@ -77,6 +77,8 @@ preset = "this-machine.toml"
 [workload]
 prompt_tokens = 64
 output_tokens = 16
+[efficiency]
+model = "fixed"   # achieved rates, as the preset's header says
 """, name="calibrated.toml")
     scenario.with_name("this-machine.toml").write_text(preset.read_text())
     result = evaluate(scenario)

@@ -49,8 +49,9 @@ HARDWARE_UNITS = {
 HARDWARE_REQUIRED = {"memory", "bandwidth", "flops"}
 #: Booleans declaring native 8-bit arithmetic (fields registered by the quantization lever).
 HARDWARE_FLAGS = {"native_int8", "native_fp8"}
-# Names, not quantities: the measured kernel tables a card reads (the measured_kernels lever).
-HARDWARE_NAMES = {"kernel_system"}
+# Names, not quantities: the measured kernel tables a card reads (the measured_kernels lever)
+# and its generation, the group the engine presets' intervals are read by (physical_efficiency).
+HARDWARE_NAMES = {"kernel_system", "generation"}
 
 REQUIRED_MODELS = {
     "module10-case", "llama-2-7b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3.1-8b",

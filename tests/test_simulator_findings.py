@@ -250,10 +250,14 @@ def test_new_simulation_keys_are_checked(write_scenario, capsys):
 
 def test_seven_b_on_an_a100_is_not_capped_at_the_search_range(write_scenario, capsys):
     # Reported: "capacity 3.996 requests/s" (the top of [0.01, 4]) for a 7B model on an
-    # A100 that saturates near 12/s.
+    # A100 that saturates near 12/s.  The report was made on the ideal fixed efficiencies,
+    # stated here: under the physical vLLM preset a 1,500-token prompt's prefill takes about
+    # 100 ms on this card, so the default p99 ITL objective (every gap of a request) is
+    # missed whenever one rides along, and the capacity is found near the range's floor.
     path = write_scenario('[scenario]\nname = "7b-a100"\ndescription = "7B on an A100"\n'
                           '[model]\npreset = "llama-2-7b"\n[hardware]\npreset = "a100-80gb"\n'
                           '[workload]\nprompt_tokens = 1000\noutput_tokens = 200\n'
+                          '[efficiency]\nmodel = "fixed"\n'
                           '[simulation.workload]\ncount = 200\n')
     assert main(["simulate", str(path), "--capacity", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)

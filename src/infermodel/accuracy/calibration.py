@@ -219,6 +219,9 @@ def preset_toml(result: Calibration, name: str) -> str:
         "repeats after warm-up).",
         f"# Bandwidth is the effective B = 1 rate; flops the largest achieved rate; ridge "
         f"{result.ridge:.2f} FLOP/byte.",
+        "# These are achieved rates: price a scenario on them with [efficiency] model = "
+        '"fixed" (every share 1),',
+        "# as validate does, or an engine's sustained shares are applied a second time.",
         "",
         "[preset]",
         f'description = "This machine ({machine}, {os.cpu_count()} CPUs), measured {result.when}"',
