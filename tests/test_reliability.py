@@ -712,6 +712,21 @@ def test_a_scheduler_address_dask_cannot_read_is_one_message(address):
         execute(abs, [(1,)], scheduler="dask", address=address)
 
 
+def test_a_dask_client_whose_loop_does_not_start_is_one_message(monkeypatch):
+    # Seen in CI on a loaded machine: Dask's client asserts that its event loop started
+    # within 10 s, and the bare AssertionError escaped as a traceback.
+    distributed = pytest.importorskip("distributed")
+    from infermodel.simulator import SimulationError
+    from infermodel.simulator.grid import execute
+
+    def slow_loop(*_args, **_kwargs):
+        raise AssertionError
+
+    monkeypatch.setattr(distributed, "Client", slow_loop)
+    with pytest.raises(SimulationError, match="event loop did not start"):
+        execute(abs, [(1,)], scheduler="dask", address="tcp://host:8786")
+
+
 
 def _start_in_a_pool_worker(_):
     import io

@@ -186,9 +186,12 @@ def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str
         cluster = None
         try:
             client = Client(address, timeout=30)
-        except (OSError, TimeoutError, ValueError) as error:
-            # ValueError: Dask could not read the address (no port, an unknown protocol)
-            raise SimulationError(f"cannot reach the Dask scheduler at {address!r}: {error} "
+        except (OSError, TimeoutError, ValueError, AssertionError) as error:
+            # ValueError: Dask could not read the address (no port, an unknown protocol);
+            # AssertionError: the client's own event loop did not start within Dask's 10 s
+            # (a loaded machine), which Dask asserts rather than reports
+            why = str(error) or "the Dask client's event loop did not start"
+            raise SimulationError(f"cannot reach the Dask scheduler at {address!r}: {why} "
                                   "(an address reads like 'tcp://host:8786')") from None
     try:
         futures = [client.submit(function, *task, pure=False) for task in tasks]
