@@ -56,15 +56,7 @@ def simulated_pools(models: tuple[RowModel, RowModel], row: LedgerRow, efficienc
                 client=row_simulation.CLIENTS[row.client])
         except SimulationError as exc:
             simulations.runs[key] = f"the disaggregated pools' simulation failed: {exc}"
-    run = simulations.runs[key]
-    if isinstance(run, str):
-        return run
-    value = run.value(row.metric, row.statistic)
-    if row.metric in row_simulation.RATE_METRICS:
-        value = row_simulation.rate_metric(row, value)
-    if not math.isfinite(value) or value <= 0:
-        return f"the simulated {row.metric} is not a positive number ({value})"
-    return value
+    return row_simulation.row_value(simulations.runs[key], row)
 
 
 def transfer_time(model: RowModel, row: LedgerRow) -> float:

@@ -559,15 +559,7 @@ class Simulations:
             reason = row_simulation.unsupported(row)
             self.runs[key] = reason or row_simulation.run_row(
                 *self.arguments(model, row, efficiency))
-        run = self.runs[key]
-        if isinstance(run, str):
-            return run
-        value = run.value(row.metric, row.statistic)
-        if row.metric in row_simulation.RATE_METRICS:
-            value = row_simulation.rate_metric(row, value)
-        if not math.isfinite(value) or value <= 0:
-            return f"the simulated {row.metric} is not a positive number ({value})"
-        return value
+        return row_simulation.row_value(self.runs[key], row)
 
 
 def predict_how(model: RowModel | tuple[RowModel, RowModel], row: LedgerRow,

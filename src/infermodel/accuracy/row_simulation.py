@@ -245,6 +245,18 @@ def run_row_packed(arguments: tuple) -> ServingFigures | str:
     return run_row(*arguments)
 
 
+def row_value(run, row) -> float | str:
+    """The row's metric read from its simulated ``run`` (or the reason there is none)."""
+    if isinstance(run, str):
+        return run
+    value = run.value(row.metric, row.statistic)
+    if row.metric in RATE_METRICS:
+        value = rate_metric(row, value)
+    if not math.isfinite(value) or value <= 0:
+        return f"the simulated {row.metric} is not a positive number ({value})"
+    return value
+
+
 def rate_metric(row, output_tokens_per_s):
     """A rate metric of ``row`` from the system's output rate (arrays broadcast):
     itself, per card (``output_tokens_per_s_per_gpu``), or with the input tokens
