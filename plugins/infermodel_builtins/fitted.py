@@ -20,7 +20,6 @@ the size of the doubt.
 from __future__ import annotations
 
 import math
-import tomllib
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,6 +37,8 @@ EXPECTED = (("ttft", "ttft", "time to first token of one request"),
 
 @lru_cache(maxsize=16)
 def _read(path: Path, stamp: float) -> dict:
+    import tomllib  # only where a fitted preset is read, not on every start
+
     with path.open("rb") as handle:
         return tomllib.load(handle).get("preset", {})
 

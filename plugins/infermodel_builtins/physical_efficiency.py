@@ -65,7 +65,6 @@ lab scenarios state it).
 from __future__ import annotations
 
 import math
-import tomllib
 from functools import lru_cache
 from pathlib import Path
 
@@ -229,6 +228,8 @@ def _seconds(text) -> float:
 
 @lru_cache(maxsize=16)
 def _preset_values(path: Path, stamp: float) -> dict[str, float]:
+    import tomllib  # only where a physical preset is read, not on every start
+
     with path.open("rb") as handle:
         table = tomllib.load(handle).get("efficiency", {})
     out = {}

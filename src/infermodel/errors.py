@@ -17,7 +17,6 @@ This module uses only the standard library, so that the simulator can use it.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from collections.abc import Iterable, Sequence
 
@@ -46,6 +45,8 @@ def close_match(word: str, candidates: Iterable[str]) -> str | None:
     for candidate in ordered:
         if candidate.casefold().startswith(folded) and candidate[len(word):][:1] in ("-", "_", "."):
             return candidate
+    import difflib  # only on a mistake, not on every start
+
     matches = difflib.get_close_matches(word, sorted(ordered), n=1, cutoff=0.6)
     return matches[0] if matches else None
 

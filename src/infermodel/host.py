@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+import types
 import warnings
 from collections.abc import Callable
 from importlib import metadata
@@ -70,6 +71,55 @@ class PluginRecord:
     asked: bool = False
 
 
+#: What pluggy may take for a hook implementation (:func:`pluggy._manager._static_hook_attr`).
+_HOOKABLE = (types.FunctionType, types.MethodType, staticmethod, classmethod)
+
+
+class _PluginManager(pluggy.PluginManager):
+    """pluggy's manager, scanning a module plugin's names without ``inspect``.
+
+    pluggy looks at every name of a plugin with :func:`inspect.getattr_static` (about
+    1,400 names over the built-in plugins). A module's
+    names are the keys of its ``__dict__`` and what ``getattr_static`` finds there is
+    the value itself: a plain function's marker is read off it as pluggy reads it, a
+    value that is not a function or method cannot be a hook implementation, and every
+    other name goes through pluggy's own check unchanged.
+    """
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        if isinstance(plugin, types.ModuleType):
+            value = plugin.__dict__.get(name, _HOOKABLE)
+            if type(value) is types.FunctionType:
+                # pluggy reads the marker's options off the function itself
+                opts = getattr(value, self.project_name + "_impl", None)
+                return opts if isinstance(opts, dict) else None
+            if value is not _HOOKABLE and not isinstance(value, _HOOKABLE):
+                return None
+        return super().parse_hookimpl_opts(plugin, name)
+
+
+def _name_and_version(dist: Any) -> tuple[str | None, str | None]:
+    """A distribution's ``Name`` and ``Version``, read from the head of its metadata file.
+
+    ``dist.metadata`` parses the whole file with the :mod:`email` parser, README
+    included; the two fields are single-line headers before the first blank line
+    (core metadata specification), so read those lines and fall back to the parser
+    only where one is missing.
+    """
+    found: dict[str, str] = {}
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, colon, value = line.partition(":")
+        if colon and key in ("Name", "Version") and key not in found:
+            found[key] = value.strip()
+    if len(found) < 2:
+        meta = dist.metadata
+        return meta["Name"], meta["Version"]
+    return found["Name"], found["Version"]
+
+
 class PluginHost:
     """Owns the pluggy manager and the registries filled by registration hooks.
 
@@ -82,7 +132,7 @@ class PluginHost:
     """
 
     def __init__(self, *, autoload: bool = True, builtins_only: bool = False) -> None:
-        self.pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
+        self.pm = _PluginManager(ENTRY_POINT_GROUP)
         self.pm.add_hookspecs(hookspecs)
         self.records: dict[str, PluginRecord] = {}
         self._registries: Registries | None = None
@@ -109,7 +159,7 @@ class PluginHost:
                 f"INFERMODEL_LOAD_PLUGINS names {name!r}, which no installed distribution "
                 f"provides in the {ENTRY_POINT_GROUP!r} entry-point group"
                 + (f" ({hint})" if hint else "")), asked=True)
-        # A distribution's metadata file is parsed on every access: once per distribution
+        # A distribution's metadata file is read on every access: once per distribution
         # (a tenth of a cold start was the same few files parsed twice per entry point).
         about: dict[int, tuple[str | None, str | None]] = {}
         for ep in found:
@@ -118,8 +168,7 @@ class PluginHost:
                 dist_name, version = None, None
             else:
                 if id(dist) not in about:
-                    meta = dist.metadata
-                    about[id(dist)] = (meta["Name"], meta["Version"])
+                    about[id(dist)] = _name_and_version(dist)
                 dist_name, version = about[id(dist)]
             builtin = dist_name == OWN_DISTRIBUTION
             if wanted is not None and ep.name not in wanted:

@@ -6,7 +6,6 @@ Objects delegate ``__str__``, ``_repr_markdown_``, ``_repr_latex_`` and
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -496,6 +495,8 @@ _RIGHT = "style='text-align:right'"
 
 def summary_html(result) -> str:
     """The headline figures as an HTML table grouped like the text summary."""
+    import html  # a notebook's view, not the command line's
+
     out = [f"<table><thead><tr><th {_LEFT}>headline</th><th {_RIGHT}>value</th>"
            f"<th {_LEFT}>quantity</th></tr></thead><tbody>"]
     for group, headlines in summary_groups(result):
@@ -518,6 +519,8 @@ def result_html(result, names=None, *, headline: bool = False) -> str:
     """Every quantity (or those named) as HTML; with ``headline``, the summary first and
     the full table folded below it.
     """
+    import html
+
     out = [f"<p><strong>{html.escape(result.scenario.name)}</strong></p>"]
     if headline and result.graph.headlines:
         out.append(summary_html(result))

@@ -24,8 +24,6 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args) -> int:
-    import json
-
     from .. import printing
     from ..engine.evaluation import evaluate_afresh
     from ..output import emit
@@ -36,6 +34,8 @@ def handle(args) -> int:
         for name in names:
             result.graph[name]  # unknown names raise with a suggestion
     if args.format == "json":
+        import json
+
         data = result.to_dict()
         if names:
             data["quantities"] = {n: data["quantities"][n] for n in names}
