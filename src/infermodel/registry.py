@@ -48,7 +48,7 @@ from .hookspecs import (
     WitnessRegistrar,
 )
 from .quantity import NAME_PATTERN, check_name
-from .schema import BASE_CONVERTER, section_class
+from .schema import BASE_CONVERTER, section_class, section_structure_hook
 from .units import EXAMPLES
 
 if TYPE_CHECKING:  # the host imports this module; this import is for annotations only
@@ -350,6 +350,9 @@ def build_registries(host: PluginHost) -> Registries:
     _check_defaults(collected.fields)
     classes = {section: section_class(section, collected.fields[section])
                for section in FIELD_SECTIONS}
+    for cls in classes.values():
+        collected.converter.register_structure_hook(
+            cls, section_structure_hook(cls, collected.converter))
     return Registries(collected.fields, collected.levers, collected.presets, collected.witnesses,
                       collected.headlines, collected.number_formats, collected.quantisers,
                       collected.typical_settings,

@@ -275,6 +275,61 @@ def section_class(section: str, specs: Mapping[str, FieldSpec]) -> type:
     return attrs.make_class(section.capitalize() + "Section", attributes, frozen=True)
 
 
+def section_structure_hook(cls: type, converter: cattrs.Converter) -> Any:
+    """The structuring function of section class ``cls`` on ``converter``: what cattrs
+    generates for an attrs class with ``detailed_validation`` and ``forbid_extra_keys``,
+    step for step, written out once here.
+
+    cattrs writes such a function as source and compiles it for each class, a few
+    milliseconds per section on every start; the sections are made at run time from the
+    plugins' fields, so they would pay it on every command. This function gives the same
+    result and raises the same errors, with the same notes on each field's failure
+    (:func:`structure_errors` and ``cattrs.transform_error`` read them as they read
+    cattrs' own): each field's value through the converter's hook for its type (looked
+    up on first use, as cattrs looks it up when it generates), a missing field a
+    ``KeyError``, unknown keys a ``ForbiddenExtraKeysError``, every failure collected
+    into one ``ClassValidationError``.
+    """
+    from cattrs.errors import AttributeValidationNote, ClassValidationError
+
+    fields = [(a.name, a.type, a.default is attrs.NOTHING) for a in attrs.fields(cls)]
+    allowed = {name for name, _, _ in fields}
+    handlers: list[Any] = []
+
+    def structure_section(value: Mapping[str, Any], _type: Any = cls) -> Any:
+        if not handlers:
+            for _, type_, _ in fields:
+                found = converter.get_structure_hook(type_, cache_result=False)
+                if found is None:  # a value taken as written
+                    handlers.append(lambda v, _t: v)
+                elif found == converter._structure_call:  # the type called on the value
+                    handlers.append(lambda v, t: t(v))
+                else:
+                    handlers.append(found)
+        result: dict[str, Any] = {}
+        errors: list[Exception] = []
+        for (name, type_, required), handler in zip(fields, handlers):
+            if not required and name not in value:
+                continue
+            try:
+                result[name] = handler(value[name], type_)
+            except Exception as exc:
+                exc.__notes__ = [*getattr(exc, "__notes__", []), AttributeValidationNote(
+                    f"Structuring class {cls.__qualname__} @ attribute {name}", name, type_)]
+                errors.append(exc)
+        unknown = set(value.keys()) - allowed
+        if unknown:
+            errors.append(ForbiddenExtraKeysError("", cls, unknown))
+        if errors:
+            raise ClassValidationError("While structuring " + cls.__name__, errors, cls)
+        try:
+            return cls(**result)
+        except Exception as exc:
+            raise ClassValidationError("While structuring " + cls.__name__, [exc], cls)  # noqa: B904 (as cattrs raises it)
+
+    return structure_section
+
+
 def make_converter() -> cattrs.Converter:
     """A fresh strict converter: extra keys forbidden, no silent coercion."""
     converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
