@@ -75,7 +75,7 @@ class PluginRecord:
 _HOOKABLE = (types.FunctionType, types.MethodType, staticmethod, classmethod)
 
 
-class _PluginManager(pluggy.PluginManager):
+class ModulePluginManager(pluggy.PluginManager):
     """pluggy's manager, scanning a module plugin's names without ``inspect``.
 
     pluggy looks at every name of a plugin with :func:`inspect.getattr_static` (about
@@ -98,7 +98,7 @@ class _PluginManager(pluggy.PluginManager):
         return super().parse_hookimpl_opts(plugin, name)
 
 
-def _name_and_version(dist: Any) -> tuple[str | None, str | None]:
+def distribution_name_and_version(dist: Any) -> tuple[str | None, str | None]:
     """A distribution's ``Name`` and ``Version``, read from the head of its metadata file.
 
     ``dist.metadata`` parses the whole file with the :mod:`email` parser, README
@@ -132,7 +132,7 @@ class PluginHost:
     """
 
     def __init__(self, *, autoload: bool = True, builtins_only: bool = False) -> None:
-        self.pm = _PluginManager(ENTRY_POINT_GROUP)
+        self.pm = ModulePluginManager(ENTRY_POINT_GROUP)
         self.pm.add_hookspecs(hookspecs)
         self.records: dict[str, PluginRecord] = {}
         self._registries: Registries | None = None
@@ -168,7 +168,7 @@ class PluginHost:
                 dist_name, version = None, None
             else:
                 if id(dist) not in about:
-                    about[id(dist)] = _name_and_version(dist)
+                    about[id(dist)] = distribution_name_and_version(dist)
                 dist_name, version = about[id(dist)]
             builtin = dist_name == OWN_DISTRIBUTION
             if wanted is not None and ep.name not in wanted:

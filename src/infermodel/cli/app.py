@@ -67,7 +67,7 @@ def _version() -> str:
 def main(argv: list[str] | None = None, *, started: Callable[[], None] | None = None) -> int:
     """Run the command line; return the exit status. ``started`` is called once the
     plugins are loaded, before the command's own work (the console script's
-    :func:`_start_up_done`).
+    :func:`freeze_start_up`).
     """
     from ..errors import InfermodelError
     from ..output import reset_protection
@@ -123,7 +123,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
-def _start_up_done() -> None:
+def freeze_start_up() -> None:
     """The console script's start-up is over: freeze what it made, collect from here on."""
     gc.freeze()
     gc.enable()
@@ -146,7 +146,7 @@ def run() -> None:
     # collector runs on the command's own objects, every 100,000 allocations.
     gc.set_threshold(100_000, 20, 20)
     gc.disable()
-    status = main(started=_start_up_done)
+    status = main(started=freeze_start_up)
     with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()
     sys.stderr.flush()
