@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..quantity import ResultWarning, table_of, tabulated_calls
+from ..quantity import ResultWarning, is_tabulated, table_of
 from .graph import QuantityGraph, build_graph, unknown_quantity
 
 _CACHE_SIZE = 64
@@ -79,16 +79,16 @@ def compile_graph(graph: QuantityGraph) -> CompiledGraph:
         # Our own "common subexpressions": one assignment per quantity, in order.
         return assignments, output_symbols
 
-    from sympy.printing.numpy import NumPyPrinter
-
-    printer = NumPyPrinter({"fully_qualified_modules": False, "inline": True,
-                            "allow_unknown_functions": True, "user_functions": {}})
+    printer = _printer()
     namespace = _numpy_namespace()
+    # Every function a formula calls, found in one walk of each formula.
+    calls = {n: _function_calls(graph.quantities[n].expression) for n in derived}
     for n in derived:
         # Tabulated functions (measured tables): their numpy implementations join the
         # namespace of the generated code, under their own names.
-        for call in tabulated_calls(graph.quantities[n].expression):
-            namespace[call.func.__name__] = table_of(call)
+        for call in calls[n]:
+            if is_tabulated(call.func):
+                namespace[call.func.__name__] = table_of(call)
     try:
         function = sympy.lambdify([graph.quantities[n].symbol for n in inputs], output_symbols,
                                   modules=[namespace], printer=printer, cse=sequential,
@@ -98,14 +98,43 @@ def compile_graph(graph: QuantityGraph) -> CompiledGraph:
         raise
     callers: dict[str, tuple[str, str]] = {}
     for n in derived:
-        quantity = graph.quantities[n]
-        for call in quantity.expression.atoms(sympy.Function):
-            callers.setdefault(str(call.func), (n, quantity.history[-1].plugin))
+        for call in calls[n]:
+            callers.setdefault(str(call.func), (n, graph.quantities[n].history[-1].plugin))
     compiled = CompiledGraph(inputs, outputs, function, callers)
     _COMPILED[key] = compiled
     if len(_COMPILED) > _CACHE_SIZE:
         _COMPILED.popitem(last=False)
     return compiled
+
+
+def _function_calls(expression: Any) -> set:
+    """The function calls in a formula (``expression.atoms(sympy.Function)``), tabulated
+    ones included.
+    """
+    import sympy
+
+    return expression.atoms(sympy.Function) if isinstance(expression, sympy.Basic) else set()
+
+
+def _printer():
+    """sympy's numpy printer, as lambdify would make it with our settings.
+
+    The code printer first rewrites every ``re(...)`` of an unevaluated expression in a
+    formula, walking and rebuilding the whole formula to find none (formulas have no
+    complex parts); the walk is skipped where a cheaper look finds no ``re`` at all,
+    which leaves the formula, and so the printed code, as it was.
+    """
+    from sympy import re
+    from sympy.printing.numpy import NumPyPrinter
+
+    class Printer(NumPyPrinter):
+        def _handle_UnevaluatedExpr(self, expr):
+            if not expr.has(re):
+                return expr
+            return super()._handle_UnevaluatedExpr(expr)
+
+    return Printer({"fully_qualified_modules": False, "inline": True,
+                    "allow_unknown_functions": True, "user_functions": {}})
 
 
 def _unprintable(graph: QuantityGraph, derived: list[str], printer) -> None:
