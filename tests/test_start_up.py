@@ -16,7 +16,13 @@ import pytest
 from cattrs.gen import make_dict_structure_fn
 
 from infermodel import hookspecs
-from infermodel.host import ModulePluginManager, PluginHost, distribution_name_and_version
+from infermodel.host import (
+    ENTRY_POINT_GROUP,
+    ModulePluginManager,
+    PluginHost,
+    distribution_name_and_version,
+    scan_entry_points,
+)
 from infermodel.schema import structure_errors
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +34,7 @@ NOT_FOR_RUN = ("networkx", "scipy", "dask", "pyarrow", "pandas", "matplotlib", "
                "infermodel.sweeping", "infermodel.simulator", "infermodel.accuracy",
                "infermodel.analyses.searching", "infermodel.analyses.simulation",
                "infermodel.analyses.planning", "infermodel.derivation", "infermodel.kernels",
-               "json", "html", "difflib", "tomllib", "email.parser")
+               "json", "html", "difflib", "tomllib", "importlib.metadata", "email")
 
 
 def test_run_imports_only_what_it_needs():
@@ -87,7 +93,22 @@ def test_the_hosts_plugin_scan_finds_what_pluggy_finds():
     assert len(ours) > 50
 
 
-def testdistribution_name_and_version_read_as_the_metadata_parser_reads_them():
+@pytest.mark.parametrize("group", [ENTRY_POINT_GROUP, "console_scripts", "pytest11"])
+def test_entry_points_are_found_as_importlib_metadata_finds_them(group):
+    ours = scan_entry_points(group)
+    theirs = list(metadata.entry_points(group=group))
+    assert ours is not None and len(theirs) > 0
+    assert [(e.name, e.value, e.group) for e in ours] == [(e.name, e.value, e.group)
+                                                          for e in theirs]
+    for found, entry in zip(ours, theirs):
+        assert found.dist.read_text("METADATA") == entry.dist.read_text("METADATA")
+        if group == ENTRY_POINT_GROUP:
+            assert found.load() is entry.load()
+            assert distribution_name_and_version(found.dist) == (
+                entry.dist.metadata["Name"], entry.dist.metadata["Version"])
+
+
+def test_name_and_version_read_as_the_metadata_parser_reads_them():
     names = ("infermodel", "infermodel-testplugin", "infermodel-kv-offload", "pluggy", "attrs")
     for name in names:
         try:

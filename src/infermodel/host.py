@@ -27,7 +27,6 @@ import traceback
 import types
 import warnings
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any
 
 import attrs
@@ -120,6 +119,123 @@ def distribution_name_and_version(dist: Any) -> tuple[str | None, str | None]:
     return found["Name"], found["Version"]
 
 
+class _FoundDistribution:
+    """A distribution found by :func:`entry_points_of`: what the host reads of one."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def read_text(self, filename: str) -> str | None:
+        try:
+            with open(os.path.join(self.path, filename), encoding="utf-8") as handle:
+                return handle.read()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+            return None
+
+    @property
+    def metadata(self) -> Any:
+        from importlib import metadata
+
+        return metadata.PathDistribution(_path_of(self.path)).metadata
+
+
+def _path_of(path: str) -> Any:
+    from pathlib import Path
+
+    return Path(path)
+
+
+class _FoundEntryPoint:
+    """An entry point found by :func:`entry_points_of`, loaded as
+    ``importlib.metadata.EntryPoint.load`` loads one.
+    """
+
+    def __init__(self, name: str, value: str, group: str, dist: _FoundDistribution) -> None:
+        self.name, self.value, self.group, self.dist = name, value, group, dist
+
+    def load(self) -> Any:
+        import functools
+        import importlib
+        import re
+
+        match = re.match(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$",
+                         self.value)
+        module = importlib.import_module(match.group("module"))  # type: ignore[union-attr]
+        names = filter(None, (match.group("attr") or "").split("."))  # type: ignore[union-attr]
+        return functools.reduce(getattr, names, module)
+
+
+def entry_points_of(group: str) -> list[Any]:
+    """The entry points of ``group`` in the installed distributions, in the order
+    ``importlib.metadata.entry_points(group=group)`` gives them.
+
+    :mod:`importlib.metadata` imports the :mod:`email` package, :mod:`zipfile` and
+    :mod:`csv` to offer every kind of metadata, a share of a cold start; the host needs
+    one file of each distribution. Where every place a distribution can be is a folder on
+    ``sys.path`` (no zip file, no egg folder, no import hook that finds distributions of
+    its own), they are read here as :mod:`importlib.metadata` reads them: each folder's
+    ``*.dist-info`` and ``*.egg-info`` in listing order, the first of each normalised
+    name, the ``[group]`` lines of its ``entry_points.txt``. Anywhere else, or where
+    :mod:`importlib.metadata` is loaded already, it is asked.
+    """
+    found = None if "importlib.metadata" in sys.modules else scan_entry_points(group)
+    if found is None:
+        from importlib import metadata
+
+        return list(metadata.entry_points(group=group))
+    return found
+
+
+def _normalize(name: str) -> str:
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
+
+
+def scan_entry_points(group: str) -> list[Any] | None:
+    """:func:`entry_points_of` read from the folders on ``sys.path``; None where a
+    distribution may be somewhere this does not read (a zip file, an egg, an import hook's
+    own distributions, a metadata folder named in capitals).
+    """
+    from importlib.machinery import PathFinder
+
+    if any(hasattr(finder, "find_distributions") for finder in sys.meta_path
+           if finder is not PathFinder):
+        return None
+    seen: set[str] = set()
+    found: list[Any] = []
+    for entry in sys.path:
+        root = entry or "."
+        if os.path.isfile(root) or os.path.basename(root).lower().endswith(".egg"):
+            return None  # a zip file or an egg: importlib.metadata reads those
+        try:
+            children = os.listdir(root)
+        except OSError:
+            continue
+        for child in children:
+            if not child.lower().endswith((".dist-info", ".egg-info")):
+                continue
+            if not child.endswith((".dist-info", ".egg-info")):
+                return None  # importlib.metadata names such a one from its metadata
+            name = _normalize(os.path.splitext(child)[0].partition("-")[0])
+            if name in seen:
+                continue
+            seen.add(name)
+            dist = _FoundDistribution(os.path.join(root, child))
+            section = None
+            for line in (dist.read_text("entry_points.txt") or "").splitlines():
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                if line.startswith("[") and line.endswith("]"):
+                    section = line.strip("[]")
+                elif section is not None:
+                    key, value = line.split("=", 1)  # a line without one fails as there
+                    if section == group:
+                        found.append(_FoundEntryPoint(key.strip(), value.strip(), group, dist))
+    return found
+
+
 class PluginHost:
     """Owns the pluggy manager and the registries filled by registration hooks.
 
@@ -152,7 +268,7 @@ class PluginHost:
         wanted = None if only is None else {n.strip() for n in only.split(",") if n.strip()}
         self.none_asked = wanted is not None and not wanted
         builtins_only = builtins_only or switched_on("INFERMODEL_DISABLE_PLUGIN_AUTOLOAD")
-        found = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+        found = sorted(entry_points_of(ENTRY_POINT_GROUP), key=lambda e: e.name)
         for name in sorted((wanted or set()) - {ep.name for ep in found}):
             hint = suggest(name, [ep.name for ep in found])
             self.records[name] = PluginRecord(name, "", None, None, False, error=(
