@@ -121,15 +121,20 @@ def warm(scenario: str, batch: str, cache: str) -> None:
     """``infermodel run SCENARIO --set workload.batch=BATCH`` as a warm cache would run it."""
     import gc
 
-    gc.set_threshold(100_000, 20, 20)  # as the console script does
+    gc.set_threshold(100_000, 20, 20)  # as the console script does: no collection until
+    gc.disable()  # the plugins are loaded, then the start-up's objects frozen
     import attrs
     import numpy as np
 
     from infermodel.engine.evaluation import Result, _numpy_namespace, _plain
+    from infermodel.host import get_host
     from infermodel.printing import result_summary
     from infermodel.quantity import INPUT, Change
     from infermodel.scenario import load_scenario
 
+    assert get_host().registries  # the plugins loaded, as the command has them before its work
+    gc.freeze()
+    gc.enable()
     loaded = load_scenario(scenario, [f"workload.batch={batch}"])
     with open(cache, "rb") as handle:
         graph, inputs, outputs, source = pickle.load(handle)
