@@ -27,13 +27,12 @@ from infermodel.schema import structure_errors
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Modules a plain ``infermodel run`` has no use for: the wings, the sweeps, the
-#: derivations, the optional extras, and standard modules only a mistake or another
-#: output format needs.
+#: Modules a plain ``infermodel run`` has no use for: the wings (the witness records the
+#: plugin door offers included), the sweeps, the derivations, the optional extras, and
+#: standard modules only a mistake, another output format or importlib.metadata needs.
 NOT_FOR_RUN = ("networkx", "scipy", "dask", "pyarrow", "pandas", "matplotlib", "rich",
                "infermodel.sweeping", "infermodel.simulator", "infermodel.accuracy",
-               "infermodel.analyses.searching", "infermodel.analyses.simulation",
-               "infermodel.analyses.planning", "infermodel.derivation", "infermodel.kernels",
+               "infermodel.analyses", "infermodel.derivation", "infermodel.kernels",
                "json", "html", "difflib", "tomllib", "importlib.metadata", "email")
 
 

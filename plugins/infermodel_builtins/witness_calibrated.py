@@ -25,10 +25,14 @@ to the quantised output beside round to nearest (:mod:`.calibrated` has the math
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from infermodel.plugin import Option, Row, Witness, hookimpl
+from infermodel.plugin import Option, hookimpl
+
+if TYPE_CHECKING:  # annotations only: the witness records load when a witness runs
+    from infermodel.plugin import Witness
 
 from .calibrated import (
     AWQ,
@@ -90,6 +94,8 @@ def smoothquant_witness(scenario, options) -> Witness:
     >>> smoothquant_witness(None, {"alpha": 0.5, "bits": 8, "outlier": 50.0, "seed": 0}).passed
     True
     """
+    from infermodel.plugin import Row, Witness  # the analyses, loaded when a witness runs
+
     alpha, bits, factor, seed = options["alpha"], options["bits"], options["outlier"], options["seed"]
     x = outlier_activations(512, 64, 4, factor, seed)
     w = np.random.default_rng([seed, 11]).standard_normal((64, 32)) / 8
@@ -154,6 +160,8 @@ def gptq_witness(scenario, options) -> Witness:
     >>> gptq_witness(None, {"bits": 4, "features": 32, "seed": 0}).passed
     True
     """
+    from infermodel.plugin import Row, Witness  # the analyses, loaded when a witness runs
+
     bits, n, seed = options["bits"], options["features"], options["seed"]
     x = correlated_inputs(n, 8 * n, max(2, n // 8), seed)
     w = np.random.default_rng([seed, 21]).standard_normal((16, n)) / math.sqrt(n)
@@ -205,6 +213,8 @@ def awq_witness(scenario, options) -> Witness:
     >>> awq_witness(None, {"bits": 4, "group_size": 128, "groups": 4096, "seed": 0}).passed
     True
     """
+    from infermodel.plugin import Row, Witness  # the analyses, loaded when a witness runs
+
     bits, g, groups, seed = options["bits"], options["group_size"], options["groups"], options["seed"]
     rng = np.random.default_rng([seed, 30])
     w = rng.standard_normal((groups, g))

@@ -25,10 +25,14 @@ for scale (one layer, one full-width head: not the scenario's FLOPs).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from infermodel.plugin import InfermodelError, Option, Problem, Row, Witness, hookimpl
+from infermodel.plugin import InfermodelError, Option, Problem, hookimpl
+
+if TYPE_CHECKING:  # annotations only: the witness records load when a witness runs
+    from infermodel.plugin import Witness
 
 from . import LAB
 
@@ -207,6 +211,8 @@ def kv_cache_witness(scenario, options) -> Witness:
     >>> kv_cache_witness(None, {**{k: o.default for k, o in OPTIONS.items()}}).passed
     True
     """
+    from infermodel.plugin import Row, Witness  # the analyses, loaded when a witness runs
+
     d, vocab = _sizes(scenario, options)
     steps, seed = options["steps"], options["seed"]
     weights = decoder_weights(d, vocab, steps, seed)

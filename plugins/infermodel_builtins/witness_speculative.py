@@ -38,11 +38,15 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 
-from infermodel.plugin import Option, Row, Witness, hookimpl
+from infermodel.plugin import Option, hookimpl
+
+if TYPE_CHECKING:  # annotations only: the witness records load when a witness runs
+    from infermodel.plugin import Row, Witness
 
 from . import LAB
 
@@ -252,6 +256,8 @@ def speculative_witness(scenario, options) -> Witness:
     >>> w.passed
     True
     """
+    from infermodel.plugin import Row, Witness  # the analyses, loaded when a witness runs
+
     symbols, blend, seed = options["symbols"], options["blend"], options["seed"]
     k = options["k"] if options["k"] is not None else _default_k(scenario)
     largest, points = options["samples"], options["points"]
@@ -308,6 +314,8 @@ def speculative_witness(scenario, options) -> Witness:
 
 def _lenient_rows(target, draft, k, n, seed, leniency, exact_per_pass) -> list[Row]:
     """The same decoding with the lenient rule: what it emits, and how far from p."""
+    from infermodel.plugin import Row  # the analyses, loaded when a witness runs
+
     symbols = target.shape[0]
     run = speculative_decode(target, draft, k, n, seed, leniency=leniency)
     law = lenient_law(target, draft, leniency)

@@ -22,10 +22,14 @@ rest, and most small weights rounded to zero.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from infermodel.plugin import DecisionMap, InfermodelError, Option, Problem, Row, Witness, hookimpl
+from infermodel.plugin import InfermodelError, Option, Problem, hookimpl
+
+if TYPE_CHECKING:  # annotations only: the witness records load when a witness runs
+    from infermodel.plugin import DecisionMap, Witness
 
 from . import LAB, M10, spirals
 from .sqnr import gaussian_max_over_sigma, predicted_sqnr, sqnr_experiment
@@ -94,6 +98,8 @@ def sqnr_witness(scenario, options) -> Witness:
     >>> w.passed
     True
     """
+    from infermodel.plugin import Row, Witness  # the analyses, loaded when a witness runs
+
     lever_bits, lever_group = _lever_grid(scenario)
     bits = options["bits"] or lever_bits or 4
     group = options["group_size"] or lever_group or 128
@@ -149,6 +155,8 @@ def _network_bits(scenario) -> int | None:
 
 
 def _decision_map(title: str, net, options, x, y) -> DecisionMap:
+    from infermodel.plugin import DecisionMap  # the analyses, loaded when a witness runs
+
     axis, classes = spirals.decision_grid(net, size=options["grid"])
     return DecisionMap(title, axis, axis, classes, [(a, b, c) for (a, b), c in zip(x, y)])
 
@@ -161,6 +169,8 @@ def fewer_bits_witness(scenario, options) -> Witness:
     >>> w.passed, len(w.figures)
     (True, 2)
     """
+    from infermodel.plugin import Row, Witness  # the analyses, loaded when a witness runs
+
     granularity = options["granularity"]
     if granularity not in spirals.GRANULARITIES:
         raise InfermodelError(Problem(f"granularity {granularity!r} is not one of "

@@ -19,7 +19,7 @@ What is here, by what a plugin does with it:
   documentation's tables); in a value-type function, :func:`structure` and
   :class:`FieldValueError`;
 * witnesses: :class:`Option`, :class:`Row`, :class:`Witness`, :class:`DecisionMap` (a
-  picture a witness can draw);
+  picture a witness can draw; the last three loaded when first used);
 * number formats and quantisers: :class:`Encoding` (a format's codes: range and
   resolution) and :class:`Quantisation` (what a quantiser returns);
 * operators: :func:`collect_operators` (every plugin's operators of a phase) and
@@ -46,7 +46,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .analyses.witnessing import DecisionMap, Row, Witness
 from .declarations import REQUIRED, Encoding, Kernel, Option, Quantisation, Stage, accepts
 from .engine import intervals
 from .engine.operators import collect_operators, operator_table
@@ -75,6 +74,8 @@ from .quantity import S, table_of, tabulated, tabulated_calls
 from .schema import FieldValueError, structure, unit_type
 
 if TYPE_CHECKING:
+    from .analyses.witnessing import DecisionMap, Row, Witness
+
     # To a type checker a unit or fraction field holds what the scenario reader hands
     # the plugin: a plain float in base units (``fraction: Fraction = 0.5``).
     Bytes = float
@@ -98,9 +99,19 @@ else:
     )
 
 
+#: Names loaded on first use: the witness records are the analyses' (a command that runs
+#: no witness never imports them), the simulator and the kernel tables are packages.
+_LAZY = {"DecisionMap": ".analyses.witnessing", "Row": ".analyses.witnessing",
+         "Witness": ".analyses.witnessing"}
+
+
 def __getattr__(name: str) -> Any:
     if name in ("simulator", "kernels"):
         return importlib.import_module(f".{name}", __package__)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __package__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'infermodel.plugin' has no attribute {name!r}")
 
 
