@@ -183,7 +183,26 @@ def test_the_scenarios_decode_projection_is_the_tables_row_times_the_layers(resu
     assert attention is None  # 1,536 cached positions lie between measured lengths
     assert result["decode_time_kernels"] == pytest.approx(
         result["decode_time_kernels_measured"] + result["decode_time_kernels_roofline"])
-    assert result["tpot"] == pytest.approx(result["decode_time_kernels"] + result["t0"])
+    assert result["tpot"] == pytest.approx(
+        result["decode_time_kernels"] + result["host_time_decode"] + result["t0"])
+
+
+def test_the_engines_host_time_is_its_presets_per_iteration_and_per_sequence(result):
+    # No kernel table times the engine's scheduler: the vLLM efficiency preset's
+    # step_overhead and sequence_overhead (the physical model fitted on the built-in
+    # ledger, plugins/infermodel_builtins/presets/efficiency/vllm.toml), at batch 16.
+    import tomllib
+    from pathlib import Path
+
+    import infermodel_builtins
+
+    preset = Path(infermodel_builtins.__file__).parent / "presets" / "efficiency" / "vllm.toml"
+    fields = tomllib.loads(preset.read_text(encoding="utf-8"))["efficiency"]
+    step = float(fields["step_overhead"].split()[0]) * 1e-6          # "19.43 us"
+    per_sequence = float(fields["sequence_overhead"].split()[0]) * 1e-6  # "54.83 us"
+    assert fields["step_overhead"].endswith(" us") and fields["sequence_overhead"].endswith(" us")
+    assert result["host_time_decode"] == pytest.approx(step + 16 * per_sequence, rel=1e-9)
+    assert result["host_time_prefill"] == pytest.approx(step + 16 * per_sequence, rel=1e-9)
 
 
 def test_the_prefill_attention_at_a_measured_point(kernels):

@@ -56,8 +56,8 @@ from .kernel_plan import PHASES, Plan, Setup
 from .layout_kernels import all_reduce, collective_kernels
 from .layouts import layer_counts
 from .parallelism import degrees
-from .physical_efficiency import BY_NAME, HOST, parameter
 from .parallelism import layout as parallel_layout
+from .physical_efficiency import BY_NAME, HOST, parameter
 
 TABLES = ("NVIDIA aiconfigurator-core 0.12 measured kernel tables (Apache-2.0): "
           "systems/data/<system>/<family>/<engine>/<version>")
