@@ -184,13 +184,15 @@ def test_the_scenarios_decode_projection_is_the_tables_row_times_the_layers(resu
     assert result["decode_time_kernels"] == pytest.approx(
         result["decode_time_kernels_measured"] + result["decode_time_kernels_roofline"])
     assert result["tpot"] == pytest.approx(
-        result["decode_time_kernels"] + result["host_time_decode"] + result["t0"])
+        result["decode_time_kernels"] + result["step_overhead"] + result["t0"])
+    assert result["ttft"] == pytest.approx(
+        result["prefill_time_kernels_at_batch_1"] + result["step_overhead"] + result["t0"])
 
 
-def test_the_engines_host_time_is_its_presets_per_iteration_and_per_sequence(result):
+def test_the_engines_host_time_per_iteration_is_its_presets(result):
     # No kernel table times the engine's scheduler: the vLLM efficiency preset's
-    # step_overhead and sequence_overhead (the physical model fitted on the built-in
-    # ledger, plugins/infermodel_builtins/presets/efficiency/vllm.toml), at batch 16.
+    # step_overhead (the physical model fitted on the built-in ledger,
+    # plugins/infermodel_builtins/presets/efficiency/vllm.toml), once per iteration.
     import tomllib
     from pathlib import Path
 
@@ -198,11 +200,11 @@ def test_the_engines_host_time_is_its_presets_per_iteration_and_per_sequence(res
 
     preset = Path(infermodel_builtins.__file__).parent / "presets" / "efficiency" / "vllm.toml"
     fields = tomllib.loads(preset.read_text(encoding="utf-8"))["efficiency"]
-    step = float(fields["step_overhead"].split()[0]) * 1e-6          # "19.43 us"
-    per_sequence = float(fields["sequence_overhead"].split()[0]) * 1e-6  # "54.83 us"
-    assert fields["step_overhead"].endswith(" us") and fields["sequence_overhead"].endswith(" us")
-    assert result["host_time_decode"] == pytest.approx(step + 16 * per_sequence, rel=1e-9)
-    assert result["host_time_prefill"] == pytest.approx(step + 16 * per_sequence, rel=1e-9)
+    assert fields["step_overhead"].endswith(" us")                   # "19.43 us"
+    step = float(fields["step_overhead"].split()[0]) * 1e-6
+    assert result["step_overhead"] == pytest.approx(step, rel=1e-12)
+    assert result["prefill_time"] == pytest.approx(
+        result["prefill_time_kernels"] + step + result["t0"], rel=1e-12)
 
 
 def test_the_prefill_attention_at_a_measured_point(kernels):

@@ -18,8 +18,8 @@ each as what its time follows (:attr:`.kernel_plan.Timed.shape`)::
            state space)                           prompts of k tokens (the state carries
                                                   what is cached: no pair scaling)
 
-The engine's host time per iteration, ``τ_step + τ_seq · (D + P)``, is added (the
-scenario's ``step_overhead`` and ``sequence_overhead``: no table times it).
+The engine's scheduler and host time per iteration, ``τ_step`` (the scenario's
+``step_overhead``: no table times it), is added.
 
 A latent attention module's operators follow the attention (its projections are inside
 the measured module). Each operator's formula is the one the scenario's step uses
@@ -43,9 +43,8 @@ class MeasuredIterations:
     def __init__(self, timed, values, where: str) -> None:
         tokens, decodes, context, chunks, length = sympy.symbols("T D L P K", positive=True)
         self.where = where
-        # The engine's host time per iteration (no kernel): τ_step + τ_seq per sequence.
+        # The engine's scheduler and host time per iteration (no kernel).
         self.host_step = float(values.get("step_overhead", 0.0))
-        self.host_sequence = float(values.get("sequence_overhead", 0.0))
         self.tokens: list = []
         self.scored: list = []
         self.decode_attention: list = []
@@ -101,7 +100,7 @@ class MeasuredIterations:
                 time = time + np.where(chunks > 0, part(prompts, k) * pairs, 0.0)
             for part in self.prefill_state:
                 time = time + np.where(chunks > 0, part(prompts, k), 0.0)
-        return time + self.host_step + self.host_sequence * (decodes + chunks)
+        return time + self.host_step
 
     def describe(self) -> list[str]:
         return [f"measured kernels ({self.where}): each iteration's GEMMs, MoE layers, "
@@ -110,8 +109,7 @@ class MeasuredIterations:
                 "cached length, context attention at its prefill chunks (scaled by the "
                 "pairs a chunk after cached tokens adds), recurrences at its decodes and "
                 "prefill chunks; the engine's host time "
-                f"{self.host_step * 1e3:.4g} ms + {self.host_sequence * 1e6:.4g} µs per "
-                "sequence"]
+                f"{self.host_step * 1e3:.4g} ms per iteration"]
 
 
 __all__ = ["MeasuredIterations"]

@@ -9,7 +9,7 @@ served by the newest older one, never a newer one)::
 
     t_op    = Σ over its kernels  share · calls · lookup(shape after tensor parallelism)
     t_step  = Σ measured operators + Σ operators no table covers (at their roofline)
-              + τ_step + τ_seq · B + t0
+              + τ_step + t0
 
 An operator's kernels are what its plugin declares (:class:`infermodel.plugin.Kernel`):
 GEMMs with the dtype its weight class's format implies (bf16, FP8 per tensor or per
@@ -21,12 +21,16 @@ warning that says how far). The norms and the embedding lookup are elementwise: 
 covers them and they keep their roofline (stated in the step's derivation).
 
 No table times the engine's own work between the kernels: its scheduler and host work per
-iteration, ``τ_step + τ_seq · B`` for an iteration of B sequences (``host_time_decode``,
-``host_time_prefill``), with ``τ_step = efficiency.step_overhead`` and ``τ_seq =
-efficiency.sequence_overhead`` where the scenario sets them, else the engine's efficiency
-preset's (the physical model's values, fitted on the accuracy ledger: vLLM 19 µs + 55 µs
-per sequence, SGLang 1.19 ms + 17 µs, TensorRT-LLM 44 µs + 0.26 µs). ``efficiency.t0``
-adds any other fixed time per step (0 by default).
+iteration ``τ_step`` (``step_overhead``: ``efficiency.step_overhead`` where the scenario
+sets it, else the engine's efficiency preset's, the physical model's value fitted on the
+accuracy ledger: vLLM 19 µs, SGLang 1.19 ms, TensorRT-LLM 44 µs). The preset's host time
+per scheduled sequence (``sequence_overhead``, vLLM 55 µs) is not added: current engines
+prepare the next batch while the GPU runs the step (vLLM's asynchronous scheduling,
+SGLang's and TensorRT-LLM's overlap schedulers), and added in full it over-predicted the
+measured TPOT above 128 clients (``docs/kernels.rst``). ``efficiency.t0`` adds any other
+fixed time per step (0 by default). The first token's time carries no per-request time
+(API server, tokenisation, the first token's return): a warning says how much that was on
+NVIDIA's measured deployments.
 
 An unmapped card or engine, or an operator whose kernels no table holds, falls back to
 the roofline with a warning naming the operators and their share of the step.
@@ -76,6 +80,15 @@ ROOFLINE_LEVERS = {
     "batching": "the static batch's slot step",
 }
 
+
+#: What the first token's time leaves out under measured kernels, and how much that was on
+#: the tables' own measured deployments (docs/accuracy.rst, the silicon ledger).
+REQUEST_PATH = ("ttft under measured kernels is the prefill's kernels and the engine's step, "
+                "not a request's way through the server (API server, tokenisation, "
+                "scheduling, the first token's return): on NVIDIA's measured deployments "
+                "(aiconfigurator-core silicon_sample.csv, InferenceMAX runs at 8 clients or "
+                "fewer) the measured first token came a median 40 ms (vLLM), 190 ms (SGLang) "
+                "and 170 ms (TensorRT-LLM) later than this prediction")
 
 # ---------------------------------------------------------------------------------
 # Fields
@@ -302,24 +315,18 @@ def infermodel_define_quantities(scenario, define):
 
 
 def _host(scenario, define) -> None:
-    """The engine's host time per iteration, which no kernel table measures: ``τ_step +
-    τ_seq · B`` (the physical model's terms, :mod:`.physical_efficiency`), with the
-    scenario's ``step_overhead`` and ``sequence_overhead`` or its engine preset's.
+    """The engine's scheduler and host time per iteration, which no kernel table measures:
+    the scenario's ``step_overhead`` or its engine preset's (the physical model's term,
+    :mod:`.physical_efficiency`).
     """
-    for name in ("step_overhead", "sequence_overhead"):
-        value, origin = parameter(scenario, name)
-        define(name, value, unit="s",
-               description=f"{BY_NAME[name].meaning} (from {origin}; no kernel table times it)",
-               reference=HOST)
-    per_iteration = "engine host time of a {} iteration of B sequences (τ_step + τ_seq · B)"
-    define("host_time_decode", S.step_overhead + S.sequence_overhead * S.batch, unit="s",
-           description=per_iteration.format("decode"), reference=HOST)
-    define("host_time_prefill", S.step_overhead + S.sequence_overhead * S.batch, unit="s",
-           description=per_iteration.format("prefill"), reference=HOST)
-    define("capacity_host_time",
-           S.step_overhead + S.sequence_overhead * sympy.Max(1, S.max_sequences, evaluate=False),
-           unit="s", description="engine host time of a decode iteration with the cache full "
-                                 "(max(1, max_sequences) sequences)", reference=HOST)
+    value, origin = parameter(scenario, "step_overhead")
+    per_sequence, _ = parameter(scenario, "sequence_overhead")
+    define("step_overhead", value, unit="s",
+           description=f"{BY_NAME['step_overhead'].meaning} (from {origin}; no kernel table "
+                       "times it; the per-sequence host time, "
+                       f"{per_sequence * 1e6:.3g} µs a sequence there, is not added: the engine "
+                       "prepares the next batch while the GPU runs)",
+           reference=HOST)
 
 
 def _expression(value) -> sympy.Basic:
@@ -382,23 +389,22 @@ def infermodel_transform_quantities(scenario, transform):
     if not _measured(scenario):
         return
     why = ("measured kernels: the sum of the operators' measured times and the roofline of "
-           "what the tables do not cover, plus the engine's host time per iteration (no "
-           "kernel: scheduling, batch preparation, sampling bookkeeping); t0 adds any other "
-           "fixed time")
+           "what the tables do not cover, plus the engine's scheduler and host time per "
+           "iteration (no kernel); t0 adds any other fixed time")
     order = Stage.MODEL_STRUCTURE + 60
-    transform.replace("decode_step_time", S.decode_time_kernels + S.host_time_decode + S.t0,
+    transform.replace("decode_step_time", S.decode_time_kernels + S.step_overhead + S.t0,
                       order=order, reason=why, reference=f"{TABLES}; {HOST}",
                       description="time of one decode step (measured kernels summed, plus the "
                                   "engine's host time and t0)")
-    transform.replace("prefill_time", S.prefill_time_kernels + S.host_time_prefill + S.t0,
+    transform.replace("prefill_time", S.prefill_time_kernels + S.step_overhead + S.t0,
                       order=order, reason=why, reference=f"{TABLES}; {HOST}",
                       description="time to prefill the batch's prompts in one pass (measured "
                                   "kernels summed, plus the engine's host time and t0)")
     transform.replace("capacity_step_time",
-                      S.capacity_time_kernels + S.capacity_host_time + S.t0, order=order,
+                      S.capacity_time_kernels + S.step_overhead + S.t0, order=order,
                       reason="measured kernels: the decode step's operators at max(1, "
                              "max_sequences) sequences, the cache full, and the engine's host "
-                             "time at that batch", reference=f"{TABLES}; {HOST}",
+                             "time per iteration", reference=f"{TABLES}; {HOST}",
                       description="decode step time with the cache full (measured kernels summed "
                                   "at max_sequences, plus the host time and t0)")
     timed = plan(scenario)
@@ -420,6 +426,7 @@ def infermodel_transform_quantities(scenario, transform):
                 transform.replace("parallel_capacity_comm_time", full, order=order,
                                   reason=f"measured: the {names} kernels from the tables at "
                                          "max(1, max_sequences) sequences", reference=TABLES)
+    transform.warn(REQUEST_PATH, quantity="ttft")
     lever = scenario.lever("parallelism")
     if lever is not None and getattr(lever, "pipeline", 1) not in (None, 1):
         transform.warn('efficiency.kernels = "measured" sums the operators of the whole model '
