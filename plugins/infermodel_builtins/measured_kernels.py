@@ -87,8 +87,8 @@ REQUEST_PATH = ("ttft under measured kernels is the prefill's kernels and the en
                 "not a request's way through the server (API server, tokenisation, "
                 "scheduling, the first token's return): on NVIDIA's measured deployments "
                 "(aiconfigurator-core silicon_sample.csv, InferenceMAX runs at 8 clients or "
-                "fewer) the measured first token came a median 40 ms (vLLM), 190 ms (SGLang) "
-                "and 170 ms (TensorRT-LLM) later than this prediction")
+                "fewer) the measured first token came a median 59 ms (vLLM), 103 ms "
+                "(TensorRT-LLM) and 233 ms (SGLang) later than this prediction")
 
 # ---------------------------------------------------------------------------------
 # Fields
