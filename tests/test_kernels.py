@@ -183,7 +183,28 @@ def test_the_scenarios_decode_projection_is_the_tables_row_times_the_layers(resu
     assert attention is None  # 1,536 cached positions lie between measured lengths
     assert result["decode_time_kernels"] == pytest.approx(
         result["decode_time_kernels_measured"] + result["decode_time_kernels_roofline"])
-    assert result["tpot"] == pytest.approx(result["decode_time_kernels"] + result["t0"])
+    assert result["tpot"] == pytest.approx(
+        result["decode_time_kernels"] + result["step_overhead"] + result["t0"])
+    assert result["ttft"] == pytest.approx(
+        result["prefill_time_kernels_at_batch_1"] + result["step_overhead"] + result["t0"])
+
+
+def test_the_engines_host_time_per_iteration_is_its_presets(result):
+    # No kernel table times the engine's scheduler: the vLLM efficiency preset's
+    # step_overhead (the physical model fitted on the built-in ledger,
+    # plugins/infermodel_builtins/presets/efficiency/vllm.toml), once per iteration.
+    import tomllib
+    from pathlib import Path
+
+    import infermodel_builtins
+
+    preset = Path(infermodel_builtins.__file__).parent / "presets" / "efficiency" / "vllm.toml"
+    fields = tomllib.loads(preset.read_text(encoding="utf-8"))["efficiency"]
+    assert fields["step_overhead"].endswith(" us")                   # "19.43 us"
+    step = float(fields["step_overhead"].split()[0]) * 1e-6
+    assert result["step_overhead"] == pytest.approx(step, rel=1e-12)
+    assert result["prefill_time"] == pytest.approx(
+        result["prefill_time_kernels"] + step + result["t0"], rel=1e-12)
 
 
 def test_the_prefill_attention_at_a_measured_point(kernels):

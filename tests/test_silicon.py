@@ -71,6 +71,20 @@ def test_a_row_copies_the_file_and_reads_its_layout(rows, cells):
     assert not ttft.unexpressed
 
 
+def test_gap_analysis_points_are_read_by_their_engines_client(rows, cells):
+    # SGLang's gap-analysis runs are one burst; TensorRT-LLM's and vLLM's a few rounds per
+    # client with the first measured; every other point is InferenceMAX's client.
+    from infermodel.accuracy.row_simulation import CLIENTS, GAP_ROUNDS
+
+    seen = {}
+    for point, source in cells.items():
+        if "aic-auto-gap-analysis" in source["silicon_data_source"]:
+            seen.setdefault(source["backend"], rows[f"{point}-ttft"].client)
+    assert seen == {"sglang": "burst", "trtllm": "gap", "vllm": "gap"}
+    assert (CLIENTS["gap"].rounds, CLIENTS["gap"].warmup_measured) == (GAP_ROUNDS, True)
+    assert CLIENTS["gap"].range_ratio == 1.0
+
+
 def test_the_layout_recorded_with_its_degrees_multiplied_is_read_as_the_engines(rows, cells):
     # The file's own duplicate: the same TTFT and TPOT under both recordings.
     assert cells[DOUBLE]["silicon_ttft_ms"][:10] == cells[SINGLE]["silicon_ttft_ms"][:10]

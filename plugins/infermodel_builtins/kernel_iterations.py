@@ -18,6 +18,9 @@ each as what its time follows (:attr:`.kernel_plan.Timed.shape`)::
            state space)                           prompts of k tokens (the state carries
                                                   what is cached: no pair scaling)
 
+The engine's scheduler and host time per iteration, ``τ_step`` (the scenario's
+``step_overhead``: no table times it), is added.
+
 A latent attention module's operators follow the attention (its projections are inside
 the measured module). Each operator's formula is the one the scenario's step uses
 (``<phase>_kernel_<op>_time``), compiled once with the moving counts as arguments and
@@ -40,6 +43,8 @@ class MeasuredIterations:
     def __init__(self, timed, values, where: str) -> None:
         tokens, decodes, context, chunks, length = sympy.symbols("T D L P K", positive=True)
         self.where = where
+        # The engine's scheduler and host time per iteration (no kernel).
+        self.host_step = float(values.get("step_overhead", 0.0))
         self.tokens: list = []
         self.scored: list = []
         self.decode_attention: list = []
@@ -95,7 +100,7 @@ class MeasuredIterations:
                 time = time + np.where(chunks > 0, part(prompts, k) * pairs, 0.0)
             for part in self.prefill_state:
                 time = time + np.where(chunks > 0, part(prompts, k), 0.0)
-        return time
+        return time + self.host_step
 
     def describe(self) -> list[str]:
         return [f"measured kernels ({self.where}): each iteration's GEMMs, MoE layers, "
@@ -103,7 +108,8 @@ class MeasuredIterations:
                 "positions it scores, generation attention at its decodes and their mean "
                 "cached length, context attention at its prefill chunks (scaled by the "
                 "pairs a chunk after cached tokens adds), recurrences at its decodes and "
-                "prefill chunks"]
+                "prefill chunks; the engine's host time "
+                f"{self.host_step * 1e3:.4g} ms per iteration"]
 
 
 __all__ = ["MeasuredIterations"]

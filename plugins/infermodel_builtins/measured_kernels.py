@@ -8,7 +8,8 @@ presets name theirs), under the engine ``efficiency.engine`` at ``engine_version
 served by the newest older one, never a newer one)::
 
     t_op    = Σ over its kernels  share · calls · lookup(shape after tensor parallelism)
-    t_step  = Σ measured operators + Σ operators no table covers (at their roofline) + t0
+    t_step  = Σ measured operators + Σ operators no table covers (at their roofline)
+              + τ_step + t0
 
 An operator's kernels are what its plugin declares (:class:`infermodel.plugin.Kernel`):
 GEMMs with the dtype its weight class's format implies (bf16, FP8 per tensor or per
@@ -17,8 +18,19 @@ size), the grouped MoE kernel, the all-reduces of tensor parallelism. ``lookup``
 table read as a function (:mod:`infermodel.kernels`): log–log interpolation inside the
 measured grid, the roofline ratio from the nearest measured point outside it (with a
 warning that says how far). The norms and the embedding lookup are elementwise: no table
-covers them and they keep their roofline (stated in the step's derivation); sampling and
-the scheduler are what ``efficiency.t0`` adds.
+covers them and they keep their roofline (stated in the step's derivation).
+
+No table times the engine's own work between the kernels: its scheduler and host work per
+iteration ``τ_step`` (``step_overhead``: ``efficiency.step_overhead`` where the scenario
+sets it, else the engine's efficiency preset's, the physical model's value fitted on the
+accuracy ledger: vLLM 19 µs, SGLang 1.19 ms, TensorRT-LLM 44 µs). The preset's host time
+per scheduled sequence (``sequence_overhead``, vLLM 55 µs) is not added: current engines
+prepare the next batch while the GPU runs the step (vLLM's asynchronous scheduling,
+SGLang's and TensorRT-LLM's overlap schedulers), and added in full it over-predicted the
+measured TPOT above 128 clients (``docs/kernels.rst``). ``efficiency.t0`` adds any other
+fixed time per step (0 by default). The first token's time carries no per-request time
+(API server, tokenisation, the first token's return): a warning says how much that was on
+NVIDIA's measured deployments.
 
 An unmapped card or engine, or an operator whose kernels no table holds, falls back to
 the roofline with a warning naming the operators and their share of the step.
@@ -49,6 +61,7 @@ from .layout_kernels import all_reduce, collective_kernels
 from .layouts import layer_counts
 from .parallelism import degrees
 from .parallelism import layout as parallel_layout
+from .physical_efficiency import BY_NAME, HOST, parameter
 
 TABLES = ("NVIDIA aiconfigurator-core 0.12 measured kernel tables (Apache-2.0): "
           "systems/data/<system>/<family>/<engine>/<version>")
@@ -67,6 +80,15 @@ ROOFLINE_LEVERS = {
     "batching": "the static batch's slot step",
 }
 
+
+#: What the first token's time leaves out under measured kernels, and how much that was on
+#: the tables' own measured deployments (docs/accuracy.rst, the silicon ledger).
+REQUEST_PATH = ("ttft under measured kernels is the prefill's kernels and the engine's step, "
+                "not a request's way through the server (API server, tokenisation, "
+                "scheduling, the first token's return): on NVIDIA's measured deployments "
+                "(aiconfigurator-core silicon_sample.csv, InferenceMAX runs at 8 clients or "
+                "fewer) the measured first token came a median 59 ms (vLLM), 103 ms "
+                "(TensorRT-LLM) and 233 ms (SGLang) later than this prediction")
 
 # ---------------------------------------------------------------------------------
 # Fields
@@ -289,6 +311,22 @@ def infermodel_define_quantities(scenario, define):
                unit="s", description=f"{phase} time as its operators: measured kernels plus the "
                                      "roofline of what no table covers", reference=TABLES)
     _capacity(scenario, st, timed, define)
+    _host(scenario, define)
+
+
+def _host(scenario, define) -> None:
+    """The engine's scheduler and host time per iteration, which no kernel table measures:
+    the scenario's ``step_overhead`` or its engine preset's (the physical model's term,
+    :mod:`.physical_efficiency`).
+    """
+    value, origin = parameter(scenario, "step_overhead")
+    per_sequence, _ = parameter(scenario, "sequence_overhead")
+    define("step_overhead", value, unit="s",
+           description=f"{BY_NAME['step_overhead'].meaning} (from {origin}; no kernel table "
+                       "times it; the per-sequence host time, "
+                       f"{per_sequence * 1e6:.3g} µs a sequence there, is not added: the engine "
+                       "prepares the next batch while the GPU runs)",
+           reference=HOST)
 
 
 def _expression(value) -> sympy.Basic:
@@ -351,20 +389,24 @@ def infermodel_transform_quantities(scenario, transform):
     if not _measured(scenario):
         return
     why = ("measured kernels: the sum of the operators' measured times and the roofline of "
-           "what the tables do not cover; t0 adds what no kernel is (sampling, scheduling)")
+           "what the tables do not cover, plus the engine's scheduler and host time per "
+           "iteration (no kernel); t0 adds any other fixed time")
     order = Stage.MODEL_STRUCTURE + 60
-    transform.replace("decode_step_time", S.decode_time_kernels + S.t0, order=order, reason=why,
-                      reference=TABLES,
-                      description="time of one decode step (measured kernels summed, plus t0)")
-    transform.replace("prefill_time", S.prefill_time_kernels + S.t0, order=order, reason=why,
-                      reference=TABLES,
+    transform.replace("decode_step_time", S.decode_time_kernels + S.step_overhead + S.t0,
+                      order=order, reason=why, reference=f"{TABLES}; {HOST}",
+                      description="time of one decode step (measured kernels summed, plus the "
+                                  "engine's host time and t0)")
+    transform.replace("prefill_time", S.prefill_time_kernels + S.step_overhead + S.t0,
+                      order=order, reason=why, reference=f"{TABLES}; {HOST}",
                       description="time to prefill the batch's prompts in one pass (measured "
-                                  "kernels summed, plus t0)")
-    transform.replace("capacity_step_time", S.capacity_time_kernels + S.t0, order=order,
+                                  "kernels summed, plus the engine's host time and t0)")
+    transform.replace("capacity_step_time",
+                      S.capacity_time_kernels + S.step_overhead + S.t0, order=order,
                       reason="measured kernels: the decode step's operators at max(1, "
-                             "max_sequences) sequences, the cache full", reference=TABLES,
+                             "max_sequences) sequences, the cache full, and the engine's host "
+                             "time per iteration", reference=f"{TABLES}; {HOST}",
                       description="decode step time with the cache full (measured kernels summed "
-                                  "at max_sequences, plus t0)")
+                                  "at max_sequences, plus the host time and t0)")
     timed = plan(scenario)
     owned: dict[str, list] = {}
     for t in timed:
@@ -384,6 +426,7 @@ def infermodel_transform_quantities(scenario, transform):
                 transform.replace("parallel_capacity_comm_time", full, order=order,
                                   reason=f"measured: the {names} kernels from the tables at "
                                          "max(1, max_sequences) sequences", reference=TABLES)
+    transform.warn(REQUEST_PATH, quantity="ttft")
     lever = scenario.lever("parallelism")
     if lever is not None and getattr(lever, "pipeline", 1) not in (None, 1):
         transform.warn('efficiency.kernels = "measured" sums the operators of the whole model '

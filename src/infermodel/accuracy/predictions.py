@@ -616,7 +616,9 @@ def kernels_efficiency(family: str, *, host: PluginHost) -> Efficiency:
     """The rates the operators no measured kernel table covers run at: the engine
     preset's sustained bandwidth and GEMM shares (``bandwidth_fraction``,
     ``gemm_fraction``) as MBU and MFU, and no ``t0`` (the tables time the kernels; the
-    fixed time stood in for them). Peak rates where the preset states neither.
+    fixed time stood in for them). Peak rates where the preset states neither. The
+    engine's host time per iteration is the scenario's own (the measured-kernels plugin
+    adds the engine preset's ``step_overhead + sequence_overhead · B``).
     """
     try:
         preset = preset_efficiency(family, host=host).as_dict()

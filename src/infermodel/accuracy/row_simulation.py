@@ -54,7 +54,7 @@ import math
 import attrs
 import numpy as np
 
-__all__ = ["BURST", "CHUNK_TOKENS", "CLIENTS", "INFERENCEMAX", "MAX_TOKENS", "RATE_METRICS", "ROUNDS",
+__all__ = ["BURST", "CHUNK_TOKENS", "CLIENTS", "GAP", "GAP_ROUNDS", "INFERENCEMAX", "MAX_TOKENS", "RATE_METRICS", "ROUNDS",
            "SEED", "Client", "PoolFigures", "ServingFigures", "at", "beyond_bound", "cost_model", "rate_metric",
            "run_row",
            "run_row_packed", "simulate_pools", "simulate_row", "unsupported"]
@@ -114,8 +114,21 @@ INFERENCEMAX = Client("InferenceMAX (benchmark_serving, 10 prompts per client, r
 #: burst of ``concurrency`` fixed-length requests (a static batch seen by a client).
 BURST = Client("one request per client, all at once (a burst)", 1, True, 1.0,
                "a burst's mean first-token time grows in proportion to the clients")
+#: Requests per client of the silicon ledger's gap-analysis runs (the file does not say;
+#: see :data:`GAP`).
+GAP_ROUNDS = 4
+#: The measured kernel tables' gap-analysis runs: GAP_ROUNDS fixed-length requests per
+#: client, every client starting at once and every request measured (the first round's
+#: queue of prompts averaged with the closed loop after it). Their first-token time grows
+#: with the clients more slowly than a burst's and faster than a steady closed loop's;
+#: the rounds are estimated on TensorRT-LLM's gap-analysis points and checked on vLLM's
+#: and SGLang's, held out (``docs/accuracy.rst``, the silicon ledger).
+GAP = Client(f"gap analysis ({GAP_ROUNDS} fixed-length requests per client, the first round "
+             "measured)", GAP_ROUNDS, True, 1.0,
+             "aiconfigurator-core 0.12 silicon_sample.csv, aic-auto-gap-analysis sources (the "
+             "rounds estimated on one engine's points, checked on the others')")
 #: Clients by the name a ledger row gives (``LedgerRow.client``; empty: DEFAULT).
-CLIENTS = {"": DEFAULT, "inferencemax": INFERENCEMAX, "burst": BURST}
+CLIENTS = {"": DEFAULT, "inferencemax": INFERENCEMAX, "burst": BURST, "gap": GAP}
 SEED = 0
 #: The most tokens (prompt and output) a row's closed loop may simulate, ROUNDS ×
 #: concurrency × (isl + osl): a bound on the run's work, about three times the largest

@@ -36,12 +36,19 @@ How the file's columns are read (each rule checked against the file itself):
   moe 1 × 8``: identical TTFT and TPOT to the last digit in 60 pairs), and its ids say
   ``tp8_ep8``.
 * **Client**: the gap-analysis runs (971 points whose source names an
-  ``aic-auto-gap-analysis`` file, at 38 shapes) are read as one burst of fixed-length
-  requests, every client starting at once (:data:`.row_simulation.BURST`): their mean
-  first-token time grows in proportion to the clients and does not follow the output
-  length while the cache holds the batch (Qwen3-32B on two H100s, 1,024-token prompts:
-  0.84, 2.5 and 4.4 s at 16, 64 and 128 clients, the same at 128, 256 and 512 output
-  tokens). Every other point is at one of InferenceMAX's three shapes (1k/1k, 1k/8k,
+  ``aic-auto-gap-analysis`` file, at 38 shapes) are read by their engine
+  (:data:`BURST_ENGINES`). SGLang's (158 points) as one burst of fixed-length requests,
+  every client starting at once (:data:`.row_simulation.BURST`): their mean first-token
+  time grows in proportion to the clients and does not follow the output length while
+  the cache holds the batch (Qwen3-32B on two H100s, 1,024-token prompts: 0.84, 2.5 and
+  4.4 s at 16, 64 and 128 clients, the same at 128, 256 and 512 output tokens; the slope
+  of log TTFT on log clients, per deployment and shape, has a median of 0.82 over its 27
+  series). TensorRT-LLM's (522) and vLLM's (168) grow more slowly (median slopes 0.34
+  over 101 series and 0.43 over 24) than a burst's queue and faster than a steady closed
+  loop's wait, and are read as a few fixed-length requests per client with the first
+  round measured (:data:`.row_simulation.GAP`: its number of rounds, which the file does
+  not give, estimated on TensorRT-LLM's points and checked on vLLM's, held out). Every
+  other point is at one of InferenceMAX's three shapes (1k/1k, 1k/8k,
   8k/1k tokens) and is read as its benchmark client's run
   (:data:`.row_simulation.INFERENCEMAX`: ten prompts per client, all measured, lengths
   uniform on 0.8–1 × nominal).
@@ -72,7 +79,7 @@ import attrs
 from ..errors import InfermodelError, Problem
 from .ledger import LedgerRow, Pool, Pools
 
-__all__ = ["COLUMNS", "EXTRA", "MODEL_CONFIGS", "SILICON", "SYSTEMS", "WEIGHT_FORMATS",
+__all__ = ["BURST_ENGINES", "COLUMNS", "EXTRA", "MODEL_CONFIGS", "SILICON", "SYSTEMS", "WEIGHT_FORMATS",
            "package_root", "read_silicon", "sample_points", "silicon_path"]
 
 #: The ``--ledger`` name of this ledger.
@@ -144,6 +151,9 @@ QUANTISED_CACHE = "fp8-e4m3"
 
 #: What the source column of the package's gap-analysis runs names.
 GAP_ANALYSIS = "aic-auto-gap-analysis"
+#: Engines whose gap-analysis runs are one burst (their first-token time grows in
+#: proportion to the clients); the others' are a few rounds per client (see above).
+BURST_ENGINES = ("sglang",)
 
 _CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
 
@@ -414,7 +424,7 @@ def _point(cells: Mapping[str, str], line: int,
         pools=pools, engine_version=version, model_label=cells["model_path"],
         activations=ACTIVATIONS.get(gemm, "") if formats["gemm_quant_mode"] else "",
         unexpressed="; ".join(reasons),
-        client="burst" if GAP_ANALYSIS in cells["silicon_data_source"] else "inferencemax")
+        client=_client(cells))
     rows = []
     for metric, column, suffix in (("ttft_ms", "silicon_ttft_ms", "ttft"),
                                    ("tpot_ms", "silicon_tpot_ms", "tpot")):
@@ -427,6 +437,13 @@ def _point(cells: Mapping[str, str], line: int,
         rows.append(LedgerRow(id=f"{cells['id']}-{suffix}", metric=metric, value=value,
                               **{**common, "unexpressed": row_reason}))
     return rows[0], rows[1]
+
+
+def _client(cells: Mapping[str, str]) -> str:
+    """The benchmark client a point was measured with (see the module docstring)."""
+    if GAP_ANALYSIS not in cells["silicon_data_source"]:
+        return "inferencemax"
+    return "burst" if cells["backend"].strip() in BURST_ENGINES else "gap"
 
 
 # ---------------------------------------------------------------------------------

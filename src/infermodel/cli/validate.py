@@ -250,7 +250,8 @@ TITLES = {
     IDEAL_TITLE: "the ideal roofline (peak rates, t0 = 0)",
     PRESETS_TITLE: "each engine's [efficiency] preset (the physical model's fitted parameters)",
     KERNELS_TITLE: "measured kernels (each row's engine's tables; what they do not cover at "
-                   "the engine preset's sustained bandwidth and GEMM shares, no t0)",
+                   "the engine preset's sustained bandwidth and GEMM shares, plus its host "
+                   "time per iteration; no per-request time, no t0)",
 }
 
 
