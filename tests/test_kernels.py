@@ -311,3 +311,25 @@ def test_every_workload_gives_finite_positive_measured_times(batch, prompt, outp
                                             "workload.output_tokens": output})
     for name in ("tpot", "ttft", "ttft_batch", "decode_time_kernels", "prefill_time_kernels"):
         assert math.isfinite(result[name]) and result[name] > 0, name
+
+
+def test_the_custom_all_reduce_scales_with_its_gpus_as_one_synchronisation():
+    # The engines' custom all-reduce synchronises every GPU at once through the switch
+    # (one-shot, or two-shot above a size): its fixed time does not grow with n as a
+    # ring's 2(n − 1) steps do. H200, vLLM 0.24.0's custom all-reduce table: 1,024
+    # elements take 1.05× as long on 8 GPUs as on 4, 4,194,304 elements 0.93×. The
+    # roofline a missing GPU count is scaled by: 2·(n − 1)/n of the 2-byte message over a
+    # 450 GB/s link, plus two 1 µs steps.
+    from infermodel.kernels.rooflines import ring
+
+    roofline, _ = ring(2, 2, "two-shot all-reduce", fixed_steps=True)({}, {"intra_node_bw": 450e9})
+
+    def by_hand(n, elements):
+        return 2 * (n - 1) / n * 2 * elements / 450e9 + 2e-6
+
+    for elements in (1024, 4194304):
+        measured = [_latency_s("comm/vllm/0.24.0/custom_allreduce_perf.parquet", num_gpus=n,
+                               message_size=elements) for n in (4, 8)]
+        ratio = roofline({"gpus": 8, "elements": elements}) / roofline({"gpus": 4, "elements": elements})
+        assert ratio == pytest.approx(by_hand(8, elements) / by_hand(4, elements), rel=1e-12)
+        assert abs(math.log(ratio * measured[0] / measured[1])) < math.log(1.3)

@@ -336,6 +336,28 @@ def test_dense_layers_split_over_the_stage_gather_with_nccl():
     assert result["decode_kernel_attention_gather_time"] == pytest.approx(3 * total, rel=1e-12)
 
 
+
+def test_experts_on_one_attention_rank_are_summed_by_the_custom_all_reduce():
+    # TP 8 with EP 8 and no attention DP (D = 1): every card holds all 64 tokens after the
+    # attention's all-reduce, so nothing is gathered; each of the 58 MoE layers sums its
+    # cards' expert outputs with one all-reduce of 64·7,168 = 458,752 elements over the 8
+    # cards — vLLM's custom all-reduce table (between the measured 262,144 and 524,288
+    # elements: log-log), not NCCL's all-gather and reduce-scatter.
+    import math
+
+    result = infermodel.evaluate(DEEPSEEK, {"efficiency.kernels": "measured",
+                                            "efficiency.engine": "vllm",
+                                            "levers.parallelism.expert": 8, "workload.batch": 64,
+                                            "workload.prompt_tokens": 4000,
+                                            "workload.output_tokens": 192})
+    elements = 64 * 7168
+    w = (math.log(elements) - math.log(262144)) / (math.log(524288) - math.log(262144))
+    low, high = (_latency_s("comm/vllm/0.24.0/custom_allreduce_perf.parquet", num_gpus=8,
+                            message_size=m) for m in (262144, 524288))
+    one = math.exp((1 - w) * math.log(low) + w * math.log(high))
+    assert result["decode_kernel_attention_gather_time"] == pytest.approx(MOE_LAYERS * one,
+                                                                          rel=1e-12)
+
 # ---------------------------------------------------------------------------------
 # The step with the cache full
 # ---------------------------------------------------------------------------------

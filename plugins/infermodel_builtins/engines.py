@@ -35,7 +35,9 @@ SGLANG_ARGS = ("SGLang server arguments (python/sglang/srt/server_args.py: mem_f
                "KV pool)")
 TRTLLM_ARGS = ("TensorRT-LLM build and runtime defaults (max_batch_size 2048, max_num_tokens "
                "8192, KvCacheConfig free_gpu_memory_fraction 0.9, tokens_per_block 64; the "
-               "TensorRT engine runs without CUDA-graph capture unless asked)")
+               "PyTorch backend, the default since 1.0, captures decode CUDA graphs by default: "
+               "TorchLlmArgs.cuda_graph_config = CudaGraphConfig(), whose max_batch_size is 128 "
+               "when neither it nor batch_sizes is given)")
 
 
 @attrs.frozen
@@ -76,7 +78,7 @@ ENGINES = {
                      "SGLang server arguments: mem_fraction_static = 0.88 at tensor-parallel size "
                      "1 (weights and KV pool); activations, CUDA graphs and NCCL buffers use the "
                      "rest; chunked_prefill_size 8192; " + SGLANG_ARGS),
-    "tensorrt-llm": Engine("TensorRT-LLM", "trtllm", 0.10, "free", 8192, 2048, True, 64, 0,
+    "tensorrt-llm": Engine("TensorRT-LLM", "trtllm", 0.10, "free", 8192, 2048, True, 64, 128,
                            "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction = 0.9 of the "
                            "memory free after weights and the activation buffers sized for "
                            "max_num_tokens (8192); " + TRTLLM_ARGS),

@@ -11,7 +11,9 @@ tokens of the stage:
                       engine's tables hold no custom all-reduce
     attention_gather  NCCL's all-gather and reduce-scatter over the G cards, of every
                       token (dense layers split over the stage; MoE layers under
-                      all-gather dispatch)
+                      all-gather dispatch); with one attention rank (D = 1) every card
+                      already holds every token, and the layer's outputs are summed by
+                      the all-reduce above over the G = T cards instead
     expert_dispatch   DeepEP's all-to-all dispatch of the busiest rank's tokens on one
     expert_combine    card (T_s·f_dp/D/T), and the combine; low-latency kernels in decode,
                       high-throughput ones in prefill (SGLang's own DeepEP tables); the
@@ -62,10 +64,19 @@ def collective_kernels(scenario, lay, tokens, counts, wire=None, hops=None):
         reduce.append(Kernel("roofline", {"time": hops},
                              label="pipeline hops over the link (no table measures them)"))
     out["all_reduce"] = tuple(reduce)
-    out["attention_gather"] = tuple(
-        Kernel(family, {"elements": tokens * width, "gpus": G}, calls=gathered, label=label,
-               group="routed")
-        for family, label in (("nccl_all_gather", "gather"), ("nccl_reduce_scatter", "scatter")))
+    if lay.data > 1:
+        out["attention_gather"] = tuple(
+            Kernel(family, {"elements": tokens * width, "gpus": G}, calls=gathered, label=label,
+                   group="routed")
+            for family, label in (("nccl_all_gather", "gather"), ("nccl_reduce_scatter", "scatter")))
+    else:
+        # One attention rank (D = 1, G = T): every card already holds every token after the
+        # attention's all-reduce, so nothing is gathered; the layer's partial outputs (each
+        # card's experts, or its slice of a split layer) are summed by one all-reduce over
+        # the G cards, as the engines run tensor-parallel attention with expert parallelism.
+        out["attention_gather"] = all_reduce(tokens * width, G, gathered,
+                                             "all_reduce of the experts' outputs (no gather: "
+                                             "one attention rank)", "routed")
     if lay.a2a:
         shape = {"tokens": tokens / T, "hidden": width, "topk": S.active_experts,
                  "experts": S.experts, "ep": X}

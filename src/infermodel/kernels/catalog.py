@@ -202,7 +202,7 @@ def _experts() -> tuple[Family, ...]:
 def _collectives() -> tuple[Family, ...]:
     custom = Family("all_reduce", "comm", "custom_allreduce_perf", ("elements", "gpus"),
                     ("gpus",), ("elements",), {"elements": "message_size", "gpus": "num_gpus"},
-                    {}, roofline_ring(2, 1, "ring all-reduce"),
+                    {}, roofline_ring(2, 2, "two-shot all-reduce", fixed_steps=True),
                     "an all-reduce of 16-bit elements across the tensor-parallel GPUs",
                     unit_note=" (message of 16-bit elements)", blocks=("elements",))
     nccl = tuple(

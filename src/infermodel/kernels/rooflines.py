@@ -258,9 +258,12 @@ def _link(card) -> float:
     return card.get("intra_node_bw") or 4.5e11
 
 
-def ring(factor: float, steps: float, what: str):
+def ring(factor: float, steps: float, what: str, *, fixed_steps: bool = False):
     """A ring collective over n GPUs moving ``factor·(n − 1)/n`` of a message of 16-bit
-    elements over each link, in ``steps·(n − 1)`` steps.
+    elements over each link, in ``steps·(n − 1)`` steps; ``fixed_steps``: in ``steps``
+    steps whatever n (a collective whose GPUs synchronise all at once through the switch:
+    the engines' custom all-reduce, one-shot below its size threshold and two-shot above,
+    each GPU reading or writing its peers' buffers directly).
     """
 
     def make(categories, card) -> Roofline:
@@ -269,11 +272,15 @@ def ring(factor: float, steps: float, what: str):
 
         def roofline(v):
             n = v["gpus"]
-            return (factor * (n - 1) / n * size) * v["elements"] / link + steps * (n - 1) * LINK_STEP
+            hops = steps if fixed_steps else steps * (n - 1)
+            return (factor * (n - 1) / n * size) * v["elements"] / link + hops * LINK_STEP
 
         def describe(v):
+            each = (f"{steps:g} steps" if fixed_steps
+                    else f"{LINK_STEP * 1e6:g} µs a step")
             return (f"{what} of {size * float(v['elements']):.4g} B over {float(v['gpus']):.0f} "
-                    f"GPUs at {link / 1e9:.4g} GB/s per link, {LINK_STEP * 1e6:g} µs a step")
+                    f"GPUs at {link / 1e9:.4g} GB/s per link, " + (
+                        f"{each} of {LINK_STEP * 1e6:g} µs" if fixed_steps else each))
 
         return roofline, describe
     return make
