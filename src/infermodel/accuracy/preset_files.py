@@ -105,8 +105,13 @@ def preset_toml(name: str, result: Fit, ledger: str) -> str:
                   f"held_out = [{', '.join(f'{v:.6g}' for v in report.folds)}]",
                   f"rows = {len(report.rows)}",
                   f"sources = {_list(report.sources)}"]
-    lines += ["", "# 10th and 90th percentiles of log(predicted / measured) of held-out rows, by group:",
-              "# a measurement is expected within predicted · exp(−high) … predicted · exp(−low)."]
+    lines += ["", "# 80 % intervals of log(predicted / measured) for a source the fit has not seen, by",
+              "# group of held-out rows (each from at least four independent sources; the group of",
+              "# every row of a kind from two): the 10th and 90th percentiles of a source effect plus",
+              "# a within-source deviation, widened about their median by "
+              f"{result.interval_scale:.3f}, the scale at which",
+              "# 80 % of each left-out source's rows fell inside (infermodel.engine.intervals).",
+              "# A measurement is expected within predicted · exp(−high) … predicted · exp(−low)."]
     for entry in result.groups.get(name, ()):
         table = entry.to_table()
         lines += ["", "[[preset.interval]]"]
@@ -160,8 +165,10 @@ def describe_preset(name: str, data: Mapping[str, Any]) -> list[str]:
             for m, v in held.items() if isinstance(v, Mapping)))
     groups = intervals.entries_of(meta.get("interval", []))
     if groups:
+        counted = [g.sources for g in groups if g.sources is not None]
+        least = f"; each from {min(counted)} or more independent sources" if counted else ""
         lines.append(f"interval groups: {len(groups)} (by engine, dense or MoE, concurrency "
-                     "band, card generation)")
+                     f"band, card generation{least})")
     domain = meta.get("domain", {})
     if domain:
         lines.append("fitted on: " + "; ".join(
