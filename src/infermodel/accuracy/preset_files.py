@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..engine import intervals
+from ..units import parse_quantity
 from .fits import Fit
 from .ledger import ENGINE_OF_FAMILY
 from .predictions import summarise
@@ -33,8 +34,18 @@ def _time(value: float) -> str:
     return f"{value * 1e6:.4g} us"
 
 
-def _value(name: str, value: float) -> str:
-    return f'"{_time(value)}"' if name in TIMES else f"{value:.4g}"
+def _value(name: str, value: float, bound: tuple[float, float] | None = None) -> str:
+    """The value as the preset writes it: a time with its unit, else four digits; where
+    that rounding would read back outside the parameter's bound (a value fitted at its
+    bound: 40 µs written "40 us" reads as 4e-05 s, one rounding above 40 × 1e-6), the
+    value itself, exactly, in seconds.
+    """
+    text = f'"{_time(value)}"' if name in TIMES else f"{value:.4g}"
+    if bound is not None:
+        read = parse_quantity(text.strip('"'), "s") if name in TIMES else float(text)
+        if not bound[0] <= read <= bound[1]:
+            return repr(min(max(value, bound[0]), bound[1]))
+    return text
 
 
 def _string(text: str) -> str:
@@ -118,7 +129,9 @@ def preset_toml(name: str, result: Fit, ledger: str) -> str:
         lines += [f"{k} = {_string(v) if isinstance(v, str) else v}" for k, v in table.items()]
     lines += ["", "[efficiency]", f"engine = {_string(ENGINE_OF_FAMILY[family])}",
               'model = "physical"']
-    lines += [f"{n} = {_value(n, v)}" for n, v in values.items()]
+    reports = result.parameters.get(name, {})
+    lines += [f"{n} = {_value(n, v, (reports[n].low, reports[n].high) if n in reports else None)}"
+              for n, v in values.items()]
     return "\n".join(lines) + "\n"
 
 
