@@ -5,13 +5,14 @@ Not a plugin: :mod:`.physical_efficiency` calls it. A preset written by
 ``infermodel validate --ledger LEDGER --fit`` records
 
 * ``[[preset.interval]]`` groups of held-out errors (``infermodel.plugin.intervals``):
-  the percentiles of log(predicted / measured) by metric kind, engine, dense or MoE,
-  concurrency band and card generation;
+  the 80 % interval of log(predicted / measured) for a source the fit has not seen, by
+  metric kind, engine, dense or MoE, concurrency band and card generation, each group
+  from several independent sources;
 * ``[preset.domain]``: the card generations, cards, model kinds, concurrencies and
   tensor degrees of the rows it was fitted on.
 
 A scenario priced with the preset gets, per metric kind, the ratios of measured to
-predicted that bound 80 % of held-out rows (``ttft_interval_low_ratio`` …, chosen by its
+predicted that bound 80 % of a new source's rows (``ttft_interval_low_ratio`` …, chosen by its
 batch's band, so a sweep over the batch follows), the expected ranges of ``ttft``,
 ``tpot`` and ``tokens_per_s_total``, and a warning when it lies outside the domain, with
 the size of the doubt.

@@ -33,10 +33,12 @@ bandwidth, GEMM and attention shares (the card's; the engine's host and kernel t
 stay), fitted on its rows and held out by source the same way (``FAMILY-CARD``).
 
 **Intervals.** The held-out residuals are grouped by what drives the error (engine,
-dense or MoE, concurrency band, card generation; ``infermodel.engine.intervals``) and
-each preset records the groups' 10th and 90th percentiles. Their coverage is itself
-checked on data they did not see: each source's rows against intervals built from the
-other sources' residuals.
+dense or MoE, concurrency band, card generation) and each group gets an 80 % interval for
+a source not yet seen (``infermodel.engine.intervals.calibrate``: rows from at least four
+sources; the sum of a source effect and a within-source deviation, every source alike;
+widened by the scale at which 80 % of each left-out source's rows fall inside). Their
+coverage is itself checked on data they did not see: each source's rows against the
+whole calibration redone on the other sources' residuals.
 """
 
 from __future__ import annotations
@@ -165,6 +167,8 @@ class Fit:
     domains: Mapping[str, Mapping[str, Any]] = {}
     #: Held-out predictions with intervals built without their own source.
     checked: Validation = attrs.field(factory=lambda: Validation(()))
+    #: The factor the groups' two-level intervals were widened by (``intervals.calibrate``).
+    interval_scale: float = 1.0
 
     def coverage(self) -> dict[str, dict[str, float]]:
         """Share of held-out rows inside intervals built without their source, overall
@@ -181,11 +185,32 @@ class Fit:
             out[key] = {"n": len(found), "covered": round(sum(found) / len(found), 4)}
         return out
 
+    def widths(self) -> dict[str, dict[str, float]]:
+        """Per metric kind and overall: the rows with an interval built without their
+        source, the share inside, and the median and 90th percentile of its width as the
+        ratio of its ends (high / low).
+        """
+        found: dict[str, list[tuple[float, bool]]] = {}
+        for p in self.checked.predicted:
+            if p.interval is None:
+                continue
+            low, high = p.interval
+            for key in ("all", intervals.kind_of(p.row.metric)):
+                found.setdefault(key, []).append((high / low, bool(p.covered)))
+        out = {}
+        for key, items in sorted(found.items()):
+            ratios = [r for r, _ in items]
+            out[key] = {"n": len(items), "covered": round(sum(c for _, c in items) / len(items), 4),
+                        "median_ratio": round(float(np.median(ratios)), 3),
+                        "p90_ratio": round(float(np.percentile(ratios, 90)), 3)}
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {"efficiency": {f: e.as_dict() for f, e in sorted(self.efficiencies.items())},
                 "cross_validation": "leave one source out",
                 "in_sample": self.in_sample.summary(), "held_out": self.held_out.summary(),
                 "interval_coverage": self.coverage(),
+                "interval_widths": self.widths(), "interval_scale": round(self.interval_scale, 4),
                 "rows_used": {f: list(ids) for f, ids in sorted(self.used.items())},
                 "sources": {f: list(s) for f, s in sorted(self.sources.items())}}
 
@@ -488,8 +513,8 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
               for name, ids in used.items()}
     efficiencies = {name: Efficiency.of(values) for name, values in fitted.items()}
     by_id = {r.id: r for r in usable}
-    groups = _groups(held, models, by_id, preset_of)
-    checked = _checked(held, models, by_id, preset_of)
+    groups, scale = _groups(held, models, by_id, preset_of)
+    checked = _checked(held, models, by_id)
     parameters = {}
     sources = {}
     urls = {}
@@ -507,67 +532,51 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
             for i, n in enumerate(bounds.names)}
         domains[name] = _domain(group_rows, models)
     return Fit(efficiencies, Validation(ordered_inside), Validation(ordered_held), used, points,
-               sources, urls, parameters, groups, domains, Validation(tuple(checked)))
+               sources, urls, parameters, groups, domains, Validation(tuple(checked)), scale)
 
 
-def _residuals(held: Mapping[str, Prediction], models, by_id, exclude: str | None = None):
-    """(attributes with kind, log(predicted / measured)) of the held-out predictions."""
+def _residuals(held: Mapping[str, Prediction], models, by_id) -> list[intervals.Residual]:
+    """The held-out predictions as interval residuals: log(predicted / measured)."""
     out = []
     for row_id, point in held.items():
         row = by_id[row_id]
-        if point.predicted is None or row.group == exclude:
+        if point.predicted is None:
             continue
-        attributes = {**row_attributes(models[row_id], row), "kind": intervals.kind_of(row.metric)}
-        out.append((attributes, math.log(point.predicted / row.value)))
+        attributes = row_attributes(models[row_id], row)
+        out.append(intervals.Residual(intervals.kind_of(row.metric),
+                                      {a: attributes[a] for a in intervals.ATTRIBUTES},
+                                      row.group, math.log(point.predicted / row.value)))
     return out
 
 
-def _entries(residuals, family: str | None) -> list[intervals.Entry]:
-    """Interval groups of the residuals: every combination of each attribute or "any"
-    (the engine ``family`` or "any"), with at least :data:`intervals.MIN_ROWS` rows.
+def _own(entries: Sequence[intervals.Entry], family: str) -> tuple[intervals.Entry, ...]:
+    """The groups a preset of ``family`` records: its own engine's and every engine's."""
+    return tuple(e for e in entries if e.attributes.get("engine") in (intervals.ANY, family))
+
+
+def _groups(held, models, by_id, preset_of) -> tuple[dict[str, tuple[intervals.Entry, ...]], float]:
+    """Each preset's interval groups (``intervals.calibrate`` on every held-out residual)
+    and the scale they carry.
     """
-    found: dict[tuple, list[float]] = {}
-    for attributes, error in residuals:
-        engine_options = ["any"] + ([attributes["engine"]] if attributes["engine"] == family else [])
-        for engine in engine_options:
-            for moe in ("any", attributes["moe"]):
-                for band in ("any", attributes["band"]):
-                    for generation in ("any", attributes["generation"]):
-                        key = (attributes["kind"], engine, moe, band, generation)
-                        found.setdefault(key, []).append(error)
-    entries = []
-    for (kind, engine, moe, band, generation), errors in sorted(found.items()):
-        if len(errors) < intervals.MIN_ROWS:
-            continue
-        low, high = np.percentile(errors, [10, 90])
-        entries.append(intervals.Entry(kind, {"engine": engine, "moe": moe, "band": band,
-                                              "generation": generation},
-                                       len(errors), float(low), float(high)))
-    return entries
+    calibration = intervals.calibrate(_residuals(held, models, by_id))
+    out = {name: _own(calibration.entries, name.partition("-")[0])
+           for name in set(preset_of.values())}
+    return out, calibration.scale
 
 
-def _groups(held, models, by_id, preset_of) -> dict[str, tuple[intervals.Entry, ...]]:
+def _checked(held, models, by_id) -> list[Prediction]:
+    """Each held-out prediction with an interval built without its own source: the whole
+    calibration (groups and scale) redone on the other sources' residuals.
+    """
     residuals = _residuals(held, models, by_id)
-    out = {}
-    for name in set(preset_of.values()):
-        family = name.partition("-")[0]
-        out[name] = tuple(_entries(residuals, family))
-    return out
-
-
-def _checked(held, models, by_id, preset_of) -> list[Prediction]:
-    """Each held-out prediction with an interval built without its own source."""
     out = []
     for source in dict.fromkeys(by_id[i].group for i in held):
-        residuals = _residuals(held, models, by_id, exclude=source)
-        cache: dict[str, list[intervals.Entry]] = {}
+        calibration = intervals.calibrate([r for r in residuals if r.source != source])
         for row_id, point in held.items():
             row = by_id[row_id]
             if row.group != source or point.predicted is None:
                 continue
-            family = row.family
-            entries = cache.setdefault(family, _entries(residuals, family))
-            entry = intervals.choose(entries, intervals.kind_of(row.metric),
+            entry = intervals.choose(calibration.entries, intervals.kind_of(row.metric),
                                      row_attributes(models[row_id], row))
             band = intervals.bounds(point.predicted, entry) if entry is not None else None
             out.append(attrs.evolve(point, interval=band))

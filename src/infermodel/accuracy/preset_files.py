@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..engine import intervals
+from ..units import parse_quantity
 from .fits import Fit
 from .ledger import ENGINE_OF_FAMILY
 from .predictions import summarise
@@ -33,8 +34,18 @@ def _time(value: float) -> str:
     return f"{value * 1e6:.4g} us"
 
 
-def _value(name: str, value: float) -> str:
-    return f'"{_time(value)}"' if name in TIMES else f"{value:.4g}"
+def _value(name: str, value: float, bound: tuple[float, float] | None = None) -> str:
+    """The value as the preset writes it: a time with its unit, else four digits; where
+    that rounding would read back outside the parameter's bound (a value fitted at its
+    bound: 40 µs written "40 us" reads as 4e-05 s, one rounding above 40 × 1e-6), the
+    value itself, exactly, in seconds.
+    """
+    text = f'"{_time(value)}"' if name in TIMES else f"{value:.4g}"
+    if bound is not None:
+        read = parse_quantity(text.strip('"'), "s") if name in TIMES else float(text)
+        if not bound[0] <= read <= bound[1]:
+            return repr(min(max(value, bound[0]), bound[1]))
+    return text
 
 
 def _string(text: str) -> str:
@@ -105,15 +116,22 @@ def preset_toml(name: str, result: Fit, ledger: str) -> str:
                   f"held_out = [{', '.join(f'{v:.6g}' for v in report.folds)}]",
                   f"rows = {len(report.rows)}",
                   f"sources = {_list(report.sources)}"]
-    lines += ["", "# 10th and 90th percentiles of log(predicted / measured) of held-out rows, by group:",
-              "# a measurement is expected within predicted · exp(−high) … predicted · exp(−low)."]
+    lines += ["", "# 80 % intervals of log(predicted / measured) for a source the fit has not seen, by",
+              "# group of held-out rows (each from at least four independent sources; the group of",
+              "# every row of a kind from two): the 10th and 90th percentiles of a source effect plus",
+              "# a within-source deviation, widened about their median by "
+              f"{result.interval_scale:.3f}, the scale at which",
+              "# 80 % of each left-out source's rows fell inside (infermodel.engine.intervals).",
+              "# A measurement is expected within predicted · exp(−high) … predicted · exp(−low)."]
     for entry in result.groups.get(name, ()):
         table = entry.to_table()
         lines += ["", "[[preset.interval]]"]
         lines += [f"{k} = {_string(v) if isinstance(v, str) else v}" for k, v in table.items()]
     lines += ["", "[efficiency]", f"engine = {_string(ENGINE_OF_FAMILY[family])}",
               'model = "physical"']
-    lines += [f"{n} = {_value(n, v)}" for n, v in values.items()]
+    reports = result.parameters.get(name, {})
+    lines += [f"{n} = {_value(n, v, (reports[n].low, reports[n].high) if n in reports else None)}"
+              for n, v in values.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -160,8 +178,10 @@ def describe_preset(name: str, data: Mapping[str, Any]) -> list[str]:
             for m, v in held.items() if isinstance(v, Mapping)))
     groups = intervals.entries_of(meta.get("interval", []))
     if groups:
+        counted = [g.sources for g in groups if g.sources is not None]
+        least = f"; each from {min(counted)} or more independent sources" if counted else ""
         lines.append(f"interval groups: {len(groups)} (by engine, dense or MoE, concurrency "
-                     "band, card generation)")
+                     f"band, card generation{least})")
     domain = meta.get("domain", {})
     if domain:
         lines.append("fitted on: " + "; ".join(

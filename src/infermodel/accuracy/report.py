@@ -223,6 +223,11 @@ def fit_table(result: Fit) -> str:
         lines += ["", "80 % intervals built without each row's source, share of held-out rows "
                       "inside: " + " · ".join(f"{k} {v['covered']:.0%} of {v['n']}"
                                               for k, v in coverage.items())]
+        widths = result.widths()
+        lines += ["Their width (high / low), median and p90, and share inside, by metric kind: "
+                  + " · ".join(f"{k} ×{v['median_ratio']:.1f} (p90 ×{v['p90_ratio']:.1f}, "
+                               f"{v['covered']:.0%} of {v['n']})" for k, v in widths.items())
+                  + f"; the two-level intervals carry a scale of {result.interval_scale:.2f}"]
     missing = result.in_sample.unpredictable
     if missing:
         lines += ["", f"{len(missing)} rows could not be predicted:"]
