@@ -382,7 +382,9 @@ def test_shipped_presets_are_the_fit_of_the_shipped_ledger(tmp_path):
     for name in written:
         assert (tmp_path / name).read_text() == (EFFICIENCY_PRESETS / name).read_text(), (
             "the physics or the ledger changed: refit with `infermodel validate --ledger builtin "
-            "--fit --presets-dir plugins/infermodel_builtins/presets/efficiency`, then update "
+            "--fit --presets-dir DIR` into an empty directory (the fit reads the shipped presets, "
+            "so it will not write over them), copy DIR/*.toml over "
+            "plugins/infermodel_builtins/presets/efficiency, then update "
             "docs/accuracy.rst and its plot (`validate --ledger builtin --calibrated --plot "
             "docs/images/accuracy-errors.png`)")
 
