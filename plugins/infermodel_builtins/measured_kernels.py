@@ -22,9 +22,9 @@ covers them and they keep their roofline (stated in the step's derivation).
 
 No table times the engine's own work between the kernels: its scheduler and host work per
 iteration ``τ_step`` (``step_overhead``: ``efficiency.step_overhead`` where the scenario
-sets it, else the engine's efficiency preset's, the physical model's value fitted on the
-accuracy ledger: vLLM 19 µs, SGLang 1.19 ms, TensorRT-LLM 44 µs). The preset's host time
-per scheduled sequence (``sequence_overhead``, vLLM 55 µs) is not added: current engines
+sets it, else none: the engine presets' fitted host times describe the accuracy ledger's
+engine versions, vLLM's largely the V0 engine of 0.6–0.7 at 7.4 ms a step, not the
+current ones the tables measured). No host time per scheduled sequence is added: current engines
 prepare the next batch while the GPU runs the step (vLLM's asynchronous scheduling,
 SGLang's and TensorRT-LLM's overlap schedulers), and added in full it over-predicted the
 measured TPOT above 128 clients (``docs/kernels.rst``). ``efficiency.t0`` adds any other
@@ -61,7 +61,7 @@ from .layout_kernels import all_reduce, collective_kernels
 from .layouts import layer_counts
 from .parallelism import degrees
 from .parallelism import layout as parallel_layout
-from .physical_efficiency import BY_NAME, HOST, parameter
+from .physical_efficiency import BY_NAME, HOST
 
 TABLES = ("NVIDIA aiconfigurator-core 0.12 measured kernel tables (Apache-2.0): "
           "systems/data/<system>/<family>/<engine>/<version>")
@@ -316,16 +316,22 @@ def infermodel_define_quantities(scenario, define):
 
 def _host(scenario, define) -> None:
     """The engine's scheduler and host time per iteration, which no kernel table measures:
-    the scenario's ``step_overhead`` or its engine preset's (the physical model's term,
-    :mod:`.physical_efficiency`).
+    the scenario's ``efficiency.step_overhead``, else none.
+
+    The engine presets' fitted host times are not used here: they describe the engine
+    versions of the accuracy ledger's rows (vLLM's rests largely on vLLM 0.6–0.7, the V0
+    engine, at several milliseconds a step), not the current versions the tables measured,
+    and added to every step they over-predicted a current vLLM's decode by half.
     """
-    value, origin = parameter(scenario, "step_overhead")
-    per_sequence, _ = parameter(scenario, "sequence_overhead")
+    given = scenario.value("efficiency.step_overhead")
+    value = 0.0 if given is None else given
+    origin = ("efficiency.step_overhead" if given is not None else
+              "none stated: the engine presets' fitted host times describe the accuracy "
+              "ledger's engine versions, not the tables'; state efficiency.step_overhead")
     define("step_overhead", value, unit="s",
-           description=f"{BY_NAME['step_overhead'].meaning} (from {origin}; no kernel table "
-                       "times it; the per-sequence host time, "
-                       f"{per_sequence * 1e6:.3g} µs a sequence there, is not added: the engine "
-                       "prepares the next batch while the GPU runs)",
+           description=f"{BY_NAME['step_overhead'].meaning} ({origin}; no kernel table "
+                       "times it; no per-sequence host time is added: the engine prepares "
+                       "the next batch while the GPU runs)",
            reference=HOST)
 
 
