@@ -276,18 +276,21 @@ def test_unpredictable_rows_are_listed_with_reasons(tmp_path, capsys):
     assert "3 rows could not be predicted" in text and "r2 (ttft_ms)" in text
 
 
-def test_concurrency_one_prediction_is_the_scenarios_roofline(tmp_path, write_scenario, host):
+@pytest.mark.parametrize(("version", "engine"), [("vllm 0.6", "vllm-v0"), ("vllm 0.10.2", "vllm")])
+def test_concurrency_one_prediction_is_the_scenarios_roofline(tmp_path, write_scenario, host,
+                                                              version, engine):
     """At concurrency 1 a calibrated prediction is exactly the quantities `run` prints
-    for the same deployment with the engine's efficiency preset.
+    for the same deployment with the engine's efficiency preset; a vLLM before 0.8 runs
+    as the V0 engine, with that generation's preset.
     """
     from infermodel.accuracy.predictions import predict_rows
     from infermodel.engine.evaluation import evaluate_afresh as evaluate
 
     lines = [HEADER] + [GOOD.replace("r1,", f"{m}-row,").replace("ttft_ms", m)
-                        for m in ("ttft_ms", "itl_ms")]
+                        .replace("vllm 0.6", version) for m in ("ttft_ms", "itl_ms")]
     path = _write(tmp_path, "\n".join(lines) + "\n")
     points = {p.row.metric: p.predicted for p in predict_rows(read_ledger(path), host=host).points}
-    scenario = write_scenario("""
+    scenario = write_scenario(f"""
 [model]
 preset = "llama-3.1-8b"
 [hardware]
@@ -296,7 +299,7 @@ preset = "h100-sxm"
 prompt_tokens = 1024
 output_tokens = 128
 [efficiency]
-preset = "vllm"
+engine = "{engine}"
 """)
     result = evaluate(scenario)
     assert points["ttft_ms"] == pytest.approx(result["ttft"] * 1e3, rel=1e-12)

@@ -218,6 +218,54 @@ def test_engine_scheduler_defaults_cap_the_sequences(write_scenario):
     assert small["engine_max_sequences"] == 256 and small["engine_chunk_tokens"] == 2048
 
 
+
+def test_vllm_before_0_8_is_its_own_generation_with_its_own_preset(write_scenario):
+    """vLLM's V0 engine (before 0.8) keeps its defaults and its fitted preset apart from
+    V1's: at most 256 sequences, unchunked prompts, decode graphs up to 256, and the host
+    time its generation's published runs carry (the V1 preset's is far smaller).
+    """
+    import tomllib
+
+    from conftest import ROOT
+    from infermodel.accuracy.ledger import DEFAULT_LEDGER, read_ledger
+
+    v0 = infermodel.evaluate(bare(write_scenario, model="smollm2-135m",
+                                  efficiency='engine = "vllm-v0"'))
+    v1 = infermodel.evaluate(bare(write_scenario, model="smollm2-135m"))
+    assert (v0["engine_max_sequences"], v0["engine_chunked_prefill"], v0["graph_max_batch"]) == (
+        256, 0, 256)
+    assert (v1["engine_max_sequences"], v1["engine_chunked_prefill"], v1["graph_max_batch"]) == (
+        1024, 1, 512)
+    presets = ROOT / "plugins" / "infermodel_builtins" / "presets" / "efficiency"
+    stated = {}
+    for family in ("vllm", "vllm-v0"):
+        data = tomllib.loads((presets / f"{family}.toml").read_text())
+        stated[family] = data
+    assert v0["step_overhead"] == pytest.approx(
+        _seconds(stated["vllm-v0"]["efficiency"]["step_overhead"]), rel=1e-3)
+    assert v1["step_overhead"] == pytest.approx(
+        _seconds(stated["vllm"]["efficiency"]["step_overhead"]), rel=1e-3)
+    assert v1["step_overhead"] < v0["step_overhead"] / 10
+    # Each preset rests only on its own generation's rows.
+    engines = {r.id: r.engine for r in read_ledger(DEFAULT_LEDGER)}
+    for family, data in stated.items():
+        families = {read_ledger_family(engines[i]) for i in data["preset"]["rows"]}
+        assert families == {family}, family
+
+
+def read_ledger_family(engine: str) -> str:
+    from infermodel.accuracy.ledger import LedgerRow
+
+    return LedgerRow("r", "u", engine, "h100-sxm", 1, "llama-3.1-8b", None, "", "", 1, 1, 1, 1, 1,
+                     "ttft_ms", "mean", 1.0).family
+
+
+def _seconds(text: str) -> float:
+    from infermodel.units import parse_quantity
+
+    return float(parse_quantity(text, "s"))
+
+
 # ---------------------------------------------------------------- intervals and the domain
 
 

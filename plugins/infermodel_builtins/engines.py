@@ -13,6 +13,12 @@ it says otherwise:
   block size, and the largest decode batch it captures as a CUDA graph
   (``graph_max_batch``; 0: no capture, every kernel launched by the host).
 
+An engine whose defaults changed with a version has one entry per generation:
+``"vllm-v0"`` is vLLM before 0.8 (the V0 engine: at most 256 sequences, prompts not
+chunked, decode graphs up to 256 sequences, and a host loop of its own, with an
+efficiency preset fitted on that generation's published runs); ``"vllm"`` is the V1
+engine, the default since 0.8.
+
 Some defaults depend on the card (vLLM and SGLang choose larger budgets on cards of
 70 GiB or more) or on the tensor degree (SGLang's memory fraction):
 :func:`scheduler_defaults` applies those rules.
@@ -33,6 +39,12 @@ SGLANG_ARGS = ("SGLang server arguments (python/sglang/srt/server_args.py: mem_f
                "cards of 60 GB or more, 4,096 below; cuda_graph_max_bs 256 below tensor degree "
                "4 and 512 from 4 on such cards; page_size 1; max_running_requests from the "
                "KV pool)")
+VLLM_V0_ARGS = ("vLLM 0.6-0.7 engine arguments (the V0 engine, the default before 0.8: "
+                "max_num_seqs 256; prompts are not chunked unless enable_chunked_prefill is set "
+                "or the context exceeds 32K tokens, a prefill iteration taking whole prompts up "
+                "to max_num_batched_tokens = max(max_model_len, 2048), taken here as 8,192, a "
+                "model served at an 8K context; block_size 16; decode CUDA graphs captured for "
+                "batches up to 256)")
 TRTLLM_ARGS = ("TensorRT-LLM build and runtime defaults (max_batch_size 2048, max_num_tokens "
                "8192, KvCacheConfig free_gpu_memory_fraction 0.9, tokens_per_block 64; the "
                "PyTorch backend, the default since 1.0, captures decode CUDA graphs by default: "
@@ -65,6 +77,9 @@ class Engine:
     #: Largest decode batch captured as a CUDA graph (0: none).
     graph_max_batch: int
     source: str
+    #: The engine family this is an earlier generation of ("" for none): its interval
+    #: groups are that engine's.
+    generation_of: str = ""
 
 
 ENGINES = {
@@ -74,6 +89,9 @@ ENGINES = {
                    "max_num_batched_tokens, 8192 for the API server on cards of 70 GiB or more); "
                    "CUDA graphs, NCCL buffers and the CUDA context live in the 10 % left out; "
                    + VLLM_ARGS),
+    "vllm-v0": Engine("vLLM V0 (before 0.8)", "vllm-v0", 0.10, "total", 8192, 256, False, 16, 256,
+                      "vLLM V0 engine arguments: gpu_memory_utilization = 0.9, as V1; "
+                      + VLLM_V0_ARGS, generation_of="vllm"),
     "sglang": Engine("SGLang", "sglang", 0.12, "inside", 8192, 0, True, 1, 256,
                      "SGLang server arguments: mem_fraction_static = 0.88 at tensor-parallel size "
                      "1 (weights and KV pool); activations, CUDA graphs and NCCL buffers use the "

@@ -29,6 +29,8 @@ from sympy import Piecewise
 
 from infermodel.plugin import S, intervals
 
+from .engines import ENGINES, FAMILY_ENGINE
+
 ACCURACY = "infermodel accuracy ledger, held out by source (docs: How accurate is it?)"
 #: The quantities whose expected range a scenario gets, with their metric kind and unit.
 EXPECTED = (("ttft", "ttft", "time to first token of one request"),
@@ -52,7 +54,8 @@ def preset_record(path: Path) -> dict:
 def attributes(scenario, family: str) -> dict[str, str]:
     """The scenario's interval attributes other than the concurrency band."""
     generation = scenario.value("hardware.generation") or "unknown"
-    return {"engine": family, "moe": "moe" if scenario.value("model.experts") > 1 else "dense",
+    engine = ENGINES.get(FAMILY_ENGINE.get(family, ""))
+    return {"engine": (engine.generation_of if engine is not None else "") or family, "moe": "moe" if scenario.value("model.experts") > 1 else "dense",
             "generation": generation}
 
 

@@ -319,9 +319,9 @@ def _host(scenario, define) -> None:
     the scenario's ``efficiency.step_overhead``, else none.
 
     The engine presets' fitted host times are not used here: they describe the engine
-    versions of the accuracy ledger's rows (vLLM's rests largely on vLLM 0.6–0.7, the V0
-    engine, at several milliseconds a step), not the current versions the tables measured,
-    and added to every step they over-predicted a current vLLM's decode by half.
+    versions of the accuracy ledger's rows, not the versions the tables measured (before
+    vLLM's V0 engine had a preset of its own, vLLM's carried V0's 7.4 ms a step, and added
+    to every step it over-predicted a current vLLM's decode by half).
     """
     given = scenario.value("efficiency.step_overhead")
     value = 0.0 if given is None else given

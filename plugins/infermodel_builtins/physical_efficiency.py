@@ -76,7 +76,7 @@ from sympy import Piecewise, ceiling
 from infermodel.plugin import S, Stage, hookimpl
 
 from . import fitted
-from .engines import ENGINES, scenario_scheduler
+from .engines import ENGINES, FAMILY_ENGINE, scenario_scheduler
 from .shapes import ffn_block, moe_layer_count, structure
 
 PRESETS = Path(__file__).parent / "presets" / "efficiency"
@@ -251,7 +251,10 @@ def engine_preset(scenario) -> tuple[str, str, Path] | None:
     path = PRESETS / f"{name}.toml"
     if not name or not path.is_file():
         return None
-    return name, engine.family or name.partition("-")[0], path
+    family = engine.family or next(
+        (f for f in sorted(FAMILY_ENGINE, key=len, reverse=True)
+         if name == f or name.startswith(f + "-")), name.partition("-")[0])
+    return name, family, path
 
 
 def engine_values(scenario) -> tuple[dict[str, float], str]:

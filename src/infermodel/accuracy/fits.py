@@ -52,7 +52,7 @@ import numpy as np
 
 from ..engine import intervals
 from . import row_simulation
-from .ledger import LedgerRow
+from .ledger import LedgerRow, engine_of_family, split_preset
 from .predictions import (
     FITTED,
     WORKERS,
@@ -526,7 +526,7 @@ def fit(rows: Sequence[LedgerRow], *, host: PluginHost, progress=None) -> Fit:
         rests = moved.get(name) or fitter.sensitivity(group_rows, fitted[name])
         parameters[name] = {
             n: ParameterReport(fitted[name][n], float(bounds.low[i]), float(bounds.high[i]),
-                               bool(rests[n]) and (n in CARD_PARAMETERS or "-" not in name),
+                               bool(rests[n]) and (n in CARD_PARAMETERS or name in families),
                                tuple(f[n] for f in folds[name]) if rests[n] else (fitted[name][n],),
                                tuple(rests[n]), tuple(_sources([by_id[i] for i in rests[n]])))
             for i, n in enumerate(bounds.names)}
@@ -559,7 +559,7 @@ def _groups(held, models, by_id, preset_of) -> tuple[dict[str, tuple[intervals.E
     and the scale they carry.
     """
     calibration = intervals.calibrate(_residuals(held, models, by_id))
-    out = {name: _own(calibration.entries, name.partition("-")[0])
+    out = {name: _own(calibration.entries, engine_of_family(split_preset(name)[0]))
            for name in set(preset_of.values())}
     return out, calibration.scale
 

@@ -13,8 +13,10 @@ and may go on with any of the optional columns :data:`OPTIONAL_COLUMNS`, in any 
 
 * ``id``: a unique name for the row; ``source``: the URL the figure was copied from.
 * ``engine``: the serving engine and its version as published (``"trtllm 0.5.0"``,
-  ``"vllm 0.10.0 (ROCm 6.4.1)"``); its first word names the engine family
-  (:data:`ENGINE_FAMILIES`), whose ``[efficiency] preset`` predicts the row.
+  ``"vllm 0.10.0 (ROCm 6.4.1)"``); its first word names the engine, and with the
+  version its family (:data:`ENGINE_FAMILIES`, :data:`GENERATIONS`: a vLLM before 0.8
+  ran the V0 engine, family ``vllm-v0``; a row that states no version counts as its
+  engine's current generation), whose ``[efficiency] preset`` predicts the row.
 * ``hardware`` and ``model``: preset names; ``hf_config`` (a path relative to the
   ledger file) replaces ``model`` when given. ``gpus``: cards in the deployment.
 * ``weights`` and ``kv_cache``: number-format names of the quantisation lever
@@ -55,6 +57,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -62,8 +65,9 @@ import attrs
 
 from ..errors import InfermodelError, Problem, suggest
 
-__all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "ENGINE_OF_FAMILY", "LENGTHS", "LOADS",
-           "METRICS", "OPTIONAL_COLUMNS", "STATISTICS", "LedgerRow", "Pool", "Pools", "read_ledger"]
+__all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "ENGINE_OF_FAMILY", "GENERATIONS", "LENGTHS",
+           "LOADS", "METRICS", "OPTIONAL_COLUMNS", "STATISTICS", "LedgerRow", "Pool", "Pools",
+           "engine_of_family", "engine_version", "read_ledger", "split_preset"]
 
 COLUMNS = ("id", "source", "engine", "hardware", "gpus", "model", "hf_config", "weights",
            "kv_cache", "tensor", "expert", "isl", "osl", "concurrency", "metric", "statistic",
@@ -100,13 +104,52 @@ LOADS = {
                "flight (the requests when there is no cap)",
 }
 #: Engine families with an ``[efficiency] preset`` of the same name.
-ENGINE_FAMILIES = ("vllm", "sglang", "trtllm")
+ENGINE_FAMILIES = ("vllm", "vllm-v0", "sglang", "trtllm")
 #: The ``efficiency.engine`` each family runs as (its scheduler and memory defaults).
-ENGINE_OF_FAMILY = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
+ENGINE_OF_FAMILY = {"vllm": "vllm", "vllm-v0": "vllm-v0", "sglang": "sglang",
+                    "trtllm": "tensorrt-llm"}
+#: Earlier generations of an engine, each with its own family: (engine, first version of
+#: the next generation, the earlier generation's family). vLLM 0.8 made the V1 engine
+#: (another scheduler, host loop and defaults) the default; before it, runs used V0.
+GENERATIONS = (("vllm", (0, 8), "vllm-v0"),)
+_VERSION = re.compile(r"(?<![\w.])(\d+)\.(\d+)")
 DEFAULT_LEDGER = Path(__file__).parent.parent / "data" / "ledger.csv"
 #: Ledgers larger than this are refused (a ledger of published figures is small).
 MAX_LEDGER_BYTES = 5_000_000
 _INTEGER_COLUMNS = ("gpus", "tensor", "expert", "isl", "osl", "concurrency", "attention_dp")
+
+
+def engine_version(engine: str) -> tuple[int, int] | None:
+    """(major, minor) of the first version an engine column states, None without one.
+
+    >>> engine_version("vllm 0.7.3.dev138+g21f6ca217 (ROCm 6.3)"), engine_version("trtllm (NIM)")
+    ((0, 7), None)
+    """
+    words = engine.split(maxsplit=1)
+    found = _VERSION.search(words[1]) if len(words) > 1 else None
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def engine_of_family(family: str) -> str:
+    """The engine a family is a generation of (``vllm-v0``: ``vllm``), else the family:
+    the ``engine`` its interval groups are kept under (a generation's preset takes the
+    version's shift; how far a new source sits from it is the engine's).
+    """
+    return next((engine for engine, _, earlier in GENERATIONS if earlier == family), family)
+
+
+def split_preset(name: str) -> tuple[str, str]:
+    """(engine family, card) of an efficiency preset's name: a family, or a family's
+    refinement on one card (``FAMILY-CARD``).
+
+    >>> split_preset("vllm-v0-mi300x"), split_preset("sglang"), split_preset("trtllm-h200")
+    (('vllm-v0', 'mi300x'), ('sglang', ''), ('trtllm', 'h200'))
+    """
+    for family in sorted(ENGINE_FAMILIES, key=len, reverse=True):
+        if name == family or name.startswith(family + "-"):
+            return family, name[len(family) + 1:]
+    family, _, card = name.partition("-")
+    return family, card
 
 
 @attrs.frozen
@@ -211,14 +254,30 @@ class LedgerRow:
         return self.model or (self.hf_config.name if self.hf_config is not None else "")
 
     @property
-    def family(self) -> str:
-        """The engine family: the engine column's first word, lower case.
-
-        >>> LedgerRow("a", "u", "vLLM 0.6.0", "h100-sxm", 1, "llama-3.1-8b", None, "", "", 1, 1,
-        ...           128, 128, 1, "ttft_ms", "mean", 10.0).family
-        'vllm'
+    def engine_name(self) -> str:
+        """The engine: the engine column's first word, lower case (the measured kernel
+        tables' name for it).
         """
         return self.engine.split()[0].lower() if self.engine.split() else ""
+
+    @property
+    def family(self) -> str:
+        """The engine family whose preset predicts the row: the engine, or its earlier
+        generation's family where the version is older than :data:`GENERATIONS` says.
+
+        >>> row = LedgerRow("a", "u", "vLLM 0.6.0", "h100-sxm", 1, "llama-3.1-8b", None, "", "",
+        ...                 1, 1, 128, 128, 1, "ttft_ms", "mean", 10.0)
+        >>> row.family, attrs.evolve(row, engine="vllm 0.10.0 (ROCm 6.4.1)").family
+        ('vllm-v0', 'vllm')
+        >>> attrs.evolve(row, engine="vllm (version not stated)").family
+        'vllm'
+        """
+        name = self.engine_name
+        version = engine_version(self.engine)
+        for engine, first, family in GENERATIONS:
+            if name == engine and version is not None and version < first:
+                return family
+        return name
 
     @property
     def table(self) -> tuple:

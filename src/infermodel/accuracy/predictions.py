@@ -224,7 +224,7 @@ def layout(row: LedgerRow, pool: Pool | None = None) -> tuple[int, int, int]:
 #: Where each engine family keeps the dense layers under data-parallel attention (the
 #: parallelism lever's ``dense_weights``): SGLang splits them over the stage's cards,
 #: vLLM's and TensorRT-LLM's attention-DP ranks each keep their own copy.
-DENSE_WEIGHTS = {"sglang": "split", "vllm": "replicated", "trtllm": "replicated"}
+DENSE_WEIGHTS = {"sglang": "split", "vllm": "replicated", "vllm-v0": "replicated", "trtllm": "replicated"}
 
 
 def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
@@ -378,7 +378,7 @@ def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
     capacity = float(np.asarray(out["max_sequences"]).ravel()[0])
     if not capacity >= 1:
         return NO_ROOM
-    attributes = {"engine": row.family,
+    attributes = {"engine": row.engine_name,
                   "moe": "moe" if scenario.value("model.experts") > 1 else "dense",
                   "generation": scenario.value("hardware.generation") or "unknown"}
 
@@ -618,7 +618,7 @@ def kernels_efficiency(family: str, *, host: PluginHost) -> Efficiency:
     ``gemm_fraction``) as MBU and MFU, and no ``t0`` (the tables time the kernels; the
     fixed time stood in for them). Peak rates where the preset states neither. The
     engine's host time per iteration is the scenario's own (the measured-kernels plugin
-    adds the engine preset's ``step_overhead + sequence_overhead · B``).
+    adds ``efficiency.step_overhead`` only where a scenario states it).
     """
     try:
         preset = preset_efficiency(family, host=host).as_dict()

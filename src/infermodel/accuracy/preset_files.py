@@ -18,12 +18,13 @@ from typing import Any
 from ..engine import intervals
 from ..units import parse_quantity
 from .fits import Fit
-from .ledger import ENGINE_OF_FAMILY
+from .ledger import ENGINE_OF_FAMILY, split_preset
 from .predictions import summarise
 
 __all__ = ["ENGINE_NAMES", "describe_preset", "preset_toml"]
 
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+ENGINE_NAMES = {"vllm": "vLLM", "vllm-v0": "vLLM V0 (before 0.8)", "sglang": "SGLang",
+                "trtllm": "TensorRT-LLM"}
 #: Parameters written with a time unit.
 TIMES = ("kernel_time", "launch_time", "step_overhead", "sequence_overhead", "collective_latency")
 
@@ -62,7 +63,7 @@ def preset_toml(name: str, result: Fit, ledger: str) -> str:
     """
     values = result.efficiencies[name].as_dict()
     ids = result.used[name]
-    family, _, card = name.partition("-")
+    family, card = split_preset(name)
     inside_points, held_points = result.points[name]
     held = summarise(p for p in held_points if p.predicted is not None)
     inside = summarise(p for p in inside_points if p.predicted is not None)

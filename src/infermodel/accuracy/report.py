@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from .fits import Fit
-from .ledger import METRICS
+from .ledger import METRICS, split_preset
 from .predictions import Prediction, Validation, summarise
 
 __all__ = ["GROUPINGS", "fit_table", "grouped_summary", "grouped_table", "plot_validation",
@@ -213,7 +213,7 @@ def fit_table(result: Fit) -> str:
         lines += _side_by_side(
             label, [p for p in result.in_sample.points if only in (None, p.row.family)],
             [p for p in result.held_out.points if only in (None, p.row.family)], width)
-    if any("-" in name for name in result.points):
+    if any(split_preset(name)[1] for name in result.points):
         lines += ["", "Each preset on its own rows (a card's refinement beside its family's fit):",
                   "", f"{'preset':<{width}} {head}"]
         for name, (inside, held) in sorted(result.points.items()):
