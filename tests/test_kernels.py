@@ -189,19 +189,27 @@ def test_the_scenarios_decode_projection_is_the_tables_row_times_the_layers(resu
         result["prefill_time_kernels_at_batch_1"] + result["step_overhead"] + result["t0"])
 
 
-def test_the_engines_host_time_per_iteration_is_the_scenarios(result, kernels):
-    # No kernel table times the engine's scheduler. The engine presets' fitted host times
-    # describe the accuracy ledger's engine versions (vLLM's largely the V0 engine), not
-    # the tables', so none is added unless the scenario states one; a stated one is added
-    # once per iteration.
-    assert result["step_overhead"] == 0
-    assert "state efficiency.step_overhead" in str(result.explain("step_overhead"))
+def test_the_engines_host_time_per_iteration_is_its_generations_preset(result, kernels):
+    # No kernel table times the engine's scheduler: unless the scenario states one, the
+    # host time is the one its engine generation's preset was fitted to (vLLM V1's here,
+    # not the V0 engine's); a stated one replaces it, once per iteration.
+    import tomllib
+
+    from conftest import ROOT
+    from infermodel.units import parse_quantity
+
+    preset = tomllib.loads((ROOT / "plugins" / "infermodel_builtins" / "presets" / "efficiency"
+                            / "vllm.toml").read_text())
+    fitted = parse_quantity(preset["efficiency"]["step_overhead"], "s")
+    assert result["step_overhead"] == pytest.approx(fitted, rel=1e-12)
+    assert 0 < result["step_overhead"] < 1e-3
+    assert "'vllm' efficiency preset" in str(result.explain("step_overhead"))
     stated = infermodel.evaluate(SCENARIO, {"efficiency.step_overhead": "250 us"})
     assert stated["step_overhead"] == pytest.approx(250e-6, rel=1e-12)
     assert stated["prefill_time"] == pytest.approx(
         stated["prefill_time_kernels"] + 250e-6 + stated["t0"], rel=1e-12)
     assert stated["decode_step_time"] - result["decode_step_time"] == pytest.approx(
-        250e-6, rel=1e-9)
+        250e-6 - fitted, rel=1e-9)
 
 
 def test_the_prefill_attention_at_a_measured_point(kernels):
