@@ -322,3 +322,39 @@ def test_a_fixed_efficiency_convention_gets_no_invented_model_interval(write_sce
     assert found.best is not None and found.model_intervals is None
     assert "efficiency model:" not in found.text()
     assert found.to_dict()["model_intervals"] is None
+
+
+def test_the_analytic_bound_holds_at_every_light_load_on_every_tensor_degree():
+    """The mean-field steady state exists at every rate below a candidate's capacity, on
+    wide tensor-parallel layouts too: fewer than one decoding sequence on average is
+    priced as one sequence's (graph-replayed) step, so the fixed point does not jump
+    between a replayed and an eager step and give up at a light load (which made 8-card
+    layouts' bounds 100-odd replicas).
+    """
+    from infermodel.analyses.planning import analytic
+    from infermodel.analyses.planning import planner as planning
+    from infermodel.analyses.planning.space import Pools
+    from infermodel.scenario import load_scenario
+
+    scenario = load_scenario(SMALL)
+    table = planning.read_plan(scenario, {"tensor": [1, 4, 8], "hardware": ["a100-40gb"],
+                                          "max_gpus": 64})
+    spanned = planning.candidates(table.hardware, ("vllm",), {"tensor": (1, 4, 8)}, (Pools(),),
+                                  table.max_gpus)
+    bounds = {}
+    for index, candidate in enumerate(spanned):
+        considered, finalist = planning._consider(scenario, table, candidate, index)
+        assert finalist is not None, considered.reason
+        found = considered.screen
+        cost, workload = finalist.cost_model, finalist.workload
+        prompt, output = analytic.mean_lengths(workload)
+        budget = finalist.policy.chunk_tokens
+        for share in (1e-4, 1e-3, 0.01, 0.1, 0.5, 0.99):
+            assert analytic.steady(cost, share * found.capacity, prompt, output, budget) is not None
+        # The decode step grows with the sequences, never jumping down past one.
+        steps = [analytic._iteration(cost, b, 0.0, prompt, prompt + output / 2)
+                 for b in (0.1, 0.3, 0.7, 1.0, 1.5, 2.0)]
+        assert steps == sorted(steps), steps
+        bounds[candidate.degrees["tensor"]] = finalist.lower * candidate.gpus
+    # A wider layout's GPU count stays within a small factor of one card's.
+    assert max(bounds.values()) <= 8 * bounds[1], bounds

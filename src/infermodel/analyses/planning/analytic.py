@@ -74,7 +74,12 @@ def _iteration(cost, decodes: float, prefill: float, prompt: float, context: flo
     positions = decodes + prefill
     attention = decodes * context + prefill * (cached_prefill + (prefill + 1) / 2)
     cached = decodes * context + cached_prefill
-    return cost.time_from_counts(max(positions, 1.0), attention, cached, decodes + (prefill > 0))
+    # Fewer than one sequence on average is priced as one: a decode-only iteration stays
+    # one its positions and sequences agree on (a captured graph where the engine captures
+    # one), not an eager launch that makes the fixed point oscillate at light load.
+    sequences = max(decodes + (prefill > 0), 1.0)
+    return cost.time_from_counts(max(positions, 1.0) if prefill > 0 else sequences, attention,
+                                 cached, sequences)
 
 
 def solo(cost, prompt: float, output: float, budget: int) -> tuple[float, float]:
