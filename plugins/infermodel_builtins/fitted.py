@@ -54,8 +54,10 @@ def preset_record(path: Path) -> dict:
 def attributes(scenario, family: str) -> dict[str, str]:
     """The scenario's interval attributes other than the concurrency band."""
     generation = scenario.value("hardware.generation") or "unknown"
+    # An engine generation's preset keeps its engine's interval groups (vllm-v0: vllm).
     engine = ENGINES.get(FAMILY_ENGINE.get(family, ""))
-    return {"engine": (engine.generation_of if engine is not None else "") or family, "moe": "moe" if scenario.value("model.experts") > 1 else "dense",
+    grouped = (engine.generation_of if engine is not None else "") or family
+    return {"engine": grouped, "moe": "moe" if scenario.value("model.experts") > 1 else "dense",
             "generation": generation}
 
 

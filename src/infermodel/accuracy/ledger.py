@@ -120,7 +120,9 @@ _INTEGER_COLUMNS = ("gpus", "tensor", "expert", "isl", "osl", "concurrency", "at
 
 
 def engine_version(engine: str) -> tuple[int, int] | None:
-    """(major, minor) of the first version an engine column states, None without one.
+    """(major, minor) of the first version an engine column states, None without one (a
+    wrapper's version, such as NIM's, where the column names only that: a generation rule
+    for such an engine must read the column itself).
 
     >>> engine_version("vllm 0.7.3.dev138+g21f6ca217 (ROCm 6.3)"), engine_version("trtllm (NIM)")
     ((0, 7), None)
