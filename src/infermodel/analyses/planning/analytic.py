@@ -74,12 +74,11 @@ def _iteration(cost, decodes: float, prefill: float, prompt: float, context: flo
     positions = decodes + prefill
     attention = decodes * context + prefill * (cached_prefill + (prefill + 1) / 2)
     cached = decodes * context + cached_prefill
-    # Fewer than one sequence on average is priced as one: a decode-only iteration stays
-    # one its positions and sequences agree on (a captured graph where the engine captures
-    # one), not an eager launch that makes the fixed point oscillate at light load.
-    sequences = max(decodes + (prefill > 0), 1.0)
-    return cost.time_from_counts(max(positions, 1.0) if prefill > 0 else sequences, attention,
-                                 cached, sequences)
+    # Fewer than one sequence on average is priced as one, as its positions are: a
+    # decode-only iteration's positions and sequences agree (a captured graph where the
+    # engine captures one), not an eager launch that makes the fixed point oscillate.
+    return cost.time_from_counts(max(positions, 1.0), attention, cached,
+                                 max(decodes + (prefill > 0), 1.0))
 
 
 def solo(cost, prompt: float, output: float, budget: int) -> tuple[float, float]:
