@@ -736,7 +736,8 @@ def make_measured_case(seed: int, ctx: Context) -> Case:
 
 
 HYBRID_CONFIGS = [ROOT / "src" / "infermodel" / "data" / "configs" / f"{name}.json" for name in (
-    "ai21-jamba-1.5-mini", "nemotron-h-8b-base-8k", "minimax-m1", "llama-3.3-nemotron-super-49b-v1")]
+    "ai21-jamba-1.5-mini", "nemotron-h-8b-base-8k", "minimax-m1", "llama-3.3-nemotron-super-49b-v1",
+    "nvidia-nemotron-3-nano-30b-a3b")]
 
 
 def _mutated_config(rng: random.Random, ctx: Context) -> str:

@@ -166,6 +166,31 @@ def test_nemotron_h_56b(write_scenario):
     assert r["linear_state_bytes_per_sequence"] == state
 
 
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 config.json: 52 blocks from
+# hybrid_override_pattern (23 M, 6 *, 23 E), width 2688; Mamba-2 with 64 heads of 64, 8
+# groups, state 128, conv 4, its state cached in float32 (mamba_ssm_cache_dtype); attention
+# 32 heads of 128, 2 KV heads; 128 squared-ReLU experts of 1856 (6 active), one shared of
+# 3712, a router of 128; vocab 131072, untied. Model card: 31.6 B parameters, about 3.6 B
+# used per token with the embeddings.
+def test_nemotron_3_nano_mamba_attention_and_experts(write_scenario):
+    r = evaluate(write_scenario, 'preset = "nemotron-3-nano-30b-a3b"')
+    d, di, conv = 2688, 64 * 64, 64 * 64 + 2 * 8 * 128
+    mixer = d * (2 * di + 2 * 8 * 128 + 64) + conv * 4 + conv + 3 * 64 + di * d + di + d
+    attention = 2 * d * 32 * 128 + 2 * d * 2 * 128 + d
+    expert, shared, router = 2 * d * 1856, 2 * d * 3712, d * 128
+    outside = 2 * 131072 * d + d
+    assert r["params_total"] == 23 * mixer + 6 * attention + 23 * (
+        128 * expert + shared + router + d) + outside
+    assert r["params_active"] == 23 * mixer + 6 * attention + 23 * (
+        6 * expert + shared + router + d) + outside
+    assert r["params_total"] == pytest.approx(31.6e9, rel=0.002)
+    assert r["params_active"] == pytest.approx(3.6e9, rel=0.01)
+    assert r["kv_bytes_per_token"] == 6 * 2 * 2 * 128 * 2
+    assert r["linear_state_bytes_per_sequence"] == 23 * (64 * 64 * 128 + 3 * conv) * 4
+    assert {k: v["count"] for k, v in rows(r).items()} == {
+        "mamba2_none": 23, "none_moe": 23, "full_none": 6}
+
+
 def test_fp32_state_from_the_config_or_the_field(write_scenario):
     r16 = evaluate(write_scenario, 'preset = "nemotron-h-8b"', name="a.toml")
     r32 = evaluate(write_scenario, 'preset = "nemotron-h-8b"\nlinear_state_bits = 32', name="b.toml")
@@ -260,7 +285,7 @@ def test_layer_table_of_the_earlier_families(write_scenario):
 
 SUMS = ["jamba-1.5-mini", "minimax-m1", "nemotron-h-8b", "llama-3.3-nemotron-super-49b",
         "deepseek-v3", "gemma-3-27b", "gpt-oss-120b", "llama-4-maverick", "qwen3-next-80b-a3b",
-        "mixtral-8x7b", "llama-3.1-8b"]
+        "mixtral-8x7b", "llama-3.1-8b", "nemotron-3-nano-30b-a3b"]
 
 
 @pytest.mark.parametrize("preset", SUMS)
@@ -280,6 +305,7 @@ def test_the_rows_add_up_to_the_model(write_scenario, preset):
     ("jamba-1.5-mini", "ai21-jamba-1.5-mini"), ("minimax-m1", "minimax-m1"),
     ("nemotron-h-8b", "nemotron-h-8b-base-8k"), ("nemotron-h-56b", "nemotron-h-56b-base-8k"),
     ("llama-3.3-nemotron-super-49b", "llama-3.3-nemotron-super-49b-v1"),
+    ("nemotron-3-nano-30b-a3b", "nvidia-nemotron-3-nano-30b-a3b"),
 ])
 def test_hybrid_presets_equal_their_config(write_scenario, preset, config):
     a = evaluate(write_scenario, f'preset = "{preset}"', name="a.toml")

@@ -30,6 +30,7 @@ MODEL_KEYS = {
     "attention_output_gate", "qk_norm", "expert_bias", "score_correction_bias",
     "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_dt_rank", "mamba_heads",
     "mamba_head_dim", "mamba_groups", "mamba_conv_bias", "mamba_proj_bias", "mamba_inner_norms",
+    "linear_state_bits",
     # checkpoint formats (fields registered by the quantization lever)
     "weight_format", "expert_weight_format",
 }
