@@ -274,6 +274,15 @@ def test_without_the_extra_one_message_names_the_install(monkeypatch):
     assert 'pip install "infermodel[kernels]"' in message and "efficiency.kernels" in message
 
 
+def test_measured_kernels_beside_the_physical_model_is_one_message():
+    # Both would price every operator (and both define the engine's host time).
+    with pytest.raises(InfermodelError) as caught:
+        infermodel.evaluate(SCENARIO, {"efficiency.model": "physical"})
+    message = str(caught.value)
+    assert "efficiency.model" in message and 'remove efficiency.model = "physical"' in message
+    assert "defined by both" not in message
+
+
 def test_the_simulators_iteration_is_the_scenarios_step_at_the_same_counts(result):
     from infermodel.analyses.simulation.plan import iteration_cost
     from infermodel.simulator import CostModel

@@ -294,6 +294,28 @@ def test_attention_runs_on_the_busiest_ranks_sequences(ep8_dp8):
     assert total == pytest.approx(LAYERS * row, rel=1e-12)
 
 
+@pytest.mark.parametrize("batch", [1, 17, 200])
+def test_a_simulated_iteration_under_data_parallel_attention_follows_its_own_counts(ep8_dp8, batch):
+    # The simulator's iteration is priced at its own counts, each rank running the busiest
+    # rank's share of them (⌈n/8⌉ decodes; a prompt whole on one rank), not at the batch of
+    # the scenario it was built from (64): n decodes are the step at batch n, one prompt
+    # alone the time to first token, whose all-to-all is DeepEP's normal kernel.
+    from infermodel.analyses.simulation.plan import iteration_cost
+    from infermodel.simulator import CostModel
+
+    cost = CostModel.from_quantities(ep8_dp8.values,
+                                     measured=iteration_cost(ep8_dp8.scenario, ep8_dp8.values))
+    other = infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured",
+                                          "efficiency.engine": "vllm",
+                                          "workload.prompt_tokens": 4000,
+                                          "workload.output_tokens": 192,
+                                          "workload.batch": batch})
+    cached = int(other["context"]) - 1
+    assert cost.iteration_time([cached] * batch, []) == pytest.approx(other["decode_step_time"],
+                                                                      rel=1e-6)
+    assert cost.iteration_time([], [(4000, 0)]) == pytest.approx(ep8_dp8["ttft"], rel=1e-4)
+
+
 def test_the_expert_all_to_all_is_deepeps_low_latency_rows(ep8_dp8):
     # One card's 8 tokens dispatched to 8 expert ranks (vLLM's DeepEP table, microseconds).
     for phase in ("dispatch", "combine"):

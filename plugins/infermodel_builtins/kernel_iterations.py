@@ -18,6 +18,12 @@ each as what its time follows (:attr:`.kernel_plan.Timed.shape`)::
            state space)                           prompts of k tokens (the state carries
                                                   what is cached: no pair scaling)
 
+Under data-parallel attention each of the D ranks holds whole sequences, and the step
+waits for the busiest: a rank's kernels run ⌈D_dec/D⌉ decodes and ⌈P/D⌉ prompts' chunks
+(times the stated imbalance), the iteration's own counts as the scenario's step takes its
+batch (``kernel_rank_batch``). The expert all-to-all is the prefill pass's kernel in an
+iteration that holds a prompt and the decode step's otherwise (:data:`PROMPT_MODE`).
+
 The engine's scheduler and host time per iteration, ``τ_step`` (the scenario's
 ``step_overhead``: no table times it), is added.
 
@@ -34,6 +40,11 @@ import sympy
 
 from infermodel.plugin import S
 
+#: Token operators whose kernel is the prefill pass's when an iteration holds a prompt
+#: and the decode step's otherwise: the expert all-to-all (DeepEP's normal dispatch and
+#: combine beside its low-latency ones, as the engines switch between them).
+PROMPT_MODE = ("expert_dispatch", "expert_combine")
+
 
 class MeasuredIterations:
     """A :class:`infermodel.simulator.cost.MeasuredIteration` from a scenario's measured
@@ -41,11 +52,20 @@ class MeasuredIterations:
     """
 
     def __init__(self, timed, values, where: str) -> None:
-        tokens, decodes, context, chunks, length = sympy.symbols("T D L P K", positive=True)
+        tokens, decodes, context, chunks, length, rank = sympy.symbols("T D L P K R",
+                                                                       positive=True)
         self.where = where
         # The engine's scheduler and host time per iteration (no kernel).
         self.host_step = float(values.get("step_overhead", 0.0))
+        # Data-parallel attention: D ranks, each sequence on one of them; the step waits
+        # for the busiest, ⌈n/D⌉ sequences times the stated imbalance (as the scenario's
+        # step takes ``kernel_rank_batch``).
+        self.ranks = float(values.get("parallel_attention_data_degree", 1.0))
+        self.imbalance = float(values.get("parallel_attention_imbalance", 1.0))
         self.tokens: list = []
+        # Operators whose kernel depends on whether a prompt is in the pass (below).
+        self.decode_tokens: list = []
+        self.prefill_tokens: list = []
         self.scored: list = []
         self.decode_attention: list = []
         self.prefill_attention: list = []
@@ -54,8 +74,13 @@ class MeasuredIterations:
             arguments: tuple
             sequences = t.shape != "tokens"
             if t.phase == "prefill" and not sequences:
-                continue
-            if t.phase == "decode" and sequences:
+                if t.name not in PROMPT_MODE:
+                    continue
+                # An iteration with a prompt in it runs the prefill pass's kernel at its
+                # T tokens (B·n = T with n = 1).
+                moving = {S.batch: tokens, S.prompt_tokens: sympy.Integer(1)}
+                target, arguments = self.prefill_tokens, (tokens, rank)
+            elif t.phase == "decode" and sequences:
                 moving = {S.batch: decodes, S.context: context}
                 target, arguments = self.decode_attention, (decodes, context)
             elif t.phase == "prefill":
@@ -64,16 +89,31 @@ class MeasuredIterations:
                 arguments = (chunks, length)
             elif t.name == "head":
                 moving = {S.batch: tokens}
-                target, arguments = self.scored, (tokens,)
+                target, arguments = self.scored, (tokens, rank)
             else:
                 moving = {S.batch: tokens}
-                target, arguments = self.tokens, (tokens,)
+                target = self.decode_tokens if t.name in PROMPT_MODE else self.tokens
+                arguments = (tokens, rank)
             expression = (t.expression if isinstance(t.expression, sympy.Basic)
                           else sympy.Float(t.expression))
-            expression = timed.expand(expression).xreplace(moving)
+            expression = timed.expand(expression)
+            if S.kernel_rank_batch in expression.free_symbols:
+                # A rank's kernels run the busiest rank's share of the iteration's own
+                # counts, not the scenario's batch: for sequences, the rank's sequences
+                # (attention's arguments); for tokens, R, the busiest rank's tokens.
+                moving[S.kernel_rank_batch] = (
+                    rank if rank in arguments else
+                    sympy.ceiling(moving[S.batch] / self.ranks) * self.imbalance)
+            expression = expression.xreplace(moving)
             fixed = {s: float(values[s.name]) for s in expression.free_symbols
                      if s not in arguments and s.name in values}
             target.append(sympy.lambdify(arguments, expression.xreplace(fixed), modules="numpy"))
+
+    def _busiest(self, sequences, each):
+        """The busiest rank's share: ⌈n/D⌉ × the imbalance of ``sequences``, ``each``
+        positions apiece.
+        """
+        return np.ceil(sequences / self.ranks) * self.imbalance * each
 
     def times(self, tokens, decodes, decode_cached, chunks, chunk_tokens, chunk_cached, scored):
         tokens = np.asarray(tokens, dtype=np.float64)
@@ -84,16 +124,29 @@ class MeasuredIterations:
                                     np.shape(chunk_cached), np.shape(scored))
         time = np.zeros(shape)
         with np.errstate(all="ignore"):
+            prompts = np.maximum(chunks, 1.0)
+            k = np.maximum(np.asarray(chunk_tokens, dtype=np.float64) / prompts, 1.0)
+            # The busiest attention rank's tokens and scored positions: its decodes and
+            # its prompts' chunks (a prompt is whole on one rank).
+            rank_tokens = np.maximum(self._busiest(decodes, 1.0)
+                                     + np.where(chunks > 0, self._busiest(chunks, k), 0.0), 1.0)
+            rank_scored = np.maximum(self._busiest(decodes, 1.0)
+                                     + np.where(chunks > 0, self._busiest(chunks, 1.0), 0.0), 1.0)
+            busy = np.maximum(tokens, 1.0)
             for part in self.tokens:
-                time = time + part(np.maximum(tokens, 1.0))
+                time = time + part(busy, rank_tokens)
+            decode_only = sum((part(busy, rank_tokens) for part in self.decode_tokens),
+                              np.zeros(shape))
+            with_prompts = sum((part(busy, rank_tokens) for part in self.prefill_tokens),
+                               np.zeros(shape))
+            time = time + np.where(chunks > 0, with_prompts, decode_only)
             for part in self.scored:
-                time = time + part(np.maximum(np.asarray(scored, dtype=np.float64), 1.0))
+                time = time + part(np.maximum(np.asarray(scored, dtype=np.float64), 1.0),
+                                   rank_scored)
             some = np.maximum(decodes, 1.0)
             context = np.asarray(decode_cached, dtype=np.float64) / some + 1.0
             for part in self.decode_attention:
                 time = time + np.where(decodes > 0, part(some, context), 0.0)
-            prompts = np.maximum(chunks, 1.0)
-            k = np.maximum(np.asarray(chunk_tokens, dtype=np.float64) / prompts, 1.0)
             fresh = k * (k + 1) / 2
             pairs = (k * np.asarray(chunk_cached, dtype=np.float64) + fresh) / fresh
             for part in self.prefill_attention:

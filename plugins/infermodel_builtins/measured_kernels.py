@@ -149,6 +149,16 @@ def setup(scenario) -> Setup:
 def infermodel_validate_scenario(scenario, report):
     if not _measured(scenario):
         return
+    if scenario.value("efficiency.model") == "physical":
+        # Both price every operator: the tables time them, and what they do not cover
+        # runs at the engine preset's rates already.
+        report("efficiency.model", 'kernels = "measured" times every operator from the '
+               'measured tables, so it cannot be combined with the physical efficiency model',
+               expected='no efficiency.model beside kernels = "measured" (the operators the '
+                        "tables do not cover run at the engine preset's sustained bandwidth "
+                        "and GEMM shares)",
+               suggestion='remove efficiency.model = "physical", or efficiency.kernels')
+        return
     kernels = door.kernels
     try:
         kernels.root()
