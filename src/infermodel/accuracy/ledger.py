@@ -201,7 +201,7 @@ class LedgerRow:
     ``attention_dp`` is the data-parallel attention ranks, each with its own sequences,
     sharing the experts. A CSV ledger's ``tensor`` counts the cards attention is split or
     shared over (``tensor = gpus``); other readers give the degree per attention rank
-    (``gpus = tensor × pipeline × attention_dp``). :func:`.predictions.layout` reads both.
+    (``gpus = tensor × pipeline × attention_dp``). :func:`.row_scenarios.layout` reads both.
     """
 
     id: str

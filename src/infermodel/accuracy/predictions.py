@@ -37,8 +37,9 @@ import numpy as np
 from ..engine import intervals
 from . import row_simulation
 from .closed_loop import ClosedLoop, closed_loop, offline_batch
-from .ledger import ENGINE_FAMILIES, ENGINE_OF_FAMILY, LedgerRow, Pool
+from .ledger import ENGINE_FAMILIES, LedgerRow, Pool
 from .pools import NO_ROOM, measured_share, predict_pools
+from .row_scenarios import IDEAL_TABLE, efficiency_table, layout, scenario_data, unsupported
 from .row_simulation import cost_model
 from .tables import kernels_table, lengths_are_values
 
@@ -47,9 +48,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ANALYTIC", "FITTED", "LOOPS", "ROOFLINE", "SIMULATED", "Efficiency", "Prediction",
            "RowModel", "Simulations", "Validation", "cost_model", "errors_by_metric", "kernels_efficiency",
-           "layout", "predict", "predict_group", "predict_how", "predict_rows", "preset_efficiency",
+           "predict", "predict_group", "predict_how", "predict_rows", "preset_efficiency",
            "preset_intervals", "preset_name", "refined_name", "row_attributes", "row_model",
-           "scenario_data", "structure_key", "summarise"]
+           "structure_key", "summarise"]
 
 #: The physical model's engine parameters a fit sets (``[efficiency]`` fields whose
 #: ranges are their physical bounds).
@@ -57,15 +58,8 @@ FITTED = ("bandwidth_fraction", "expert_bandwidth_fraction", "gemm_fraction", "a
           "dequant_fraction",
           "kernel_time", "launch_time", "step_overhead", "sequence_overhead",
           "collective_latency")
-#: 8-bit float weight formats whose checkpoints also run 8-bit float activations
-#: (DeepSeek-V3's 128×128-block FP8 quantises activations per 1×128 tile).
-EIGHT_BIT_FLOATS = ("fp8-e4m3", "fp8-e5m2", "mxfp8", "fp8-b128")
-EIGHT_BIT_INTS = ("int8",)
 #: Processes the ledger's simulations run in.
 WORKERS = 2
-#: The documents' ideal roofline: peak rates, no fixed time, no engine (nothing kept back).
-IDEAL_TABLE = {"model": "fixed", "prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0,
-               "engine": "none"}
 
 
 @attrs.frozen
@@ -192,104 +186,8 @@ def summarise(points: Iterable[Prediction]) -> dict[str, dict[str, float]]:
 
 
 # ---------------------------------------------------------------------------------
-# One row → a scenario → arrays of predictions over efficiency candidates
+# One row → a compiled scenario → arrays of predictions over efficiency candidates
 # ---------------------------------------------------------------------------------
-
-
-def efficiency_table(row: LedgerRow, preset: str | None) -> dict[str, Any]:
-    """The ``[efficiency]`` table of a row: the physical model with the row's engine, and
-    ``preset`` (a fitted efficiency preset) when given.
-    """
-    table: dict[str, Any] = {"model": "physical", "engine": ENGINE_OF_FAMILY[row.family]}
-    if preset is not None:
-        table["preset"] = preset
-    return table
-
-
-def layout(row: LedgerRow, pool: Pool | None = None) -> tuple[int, int, int]:
-    """The tensor degree, pipeline stages and data-parallel attention ranks of one server
-    of the row (of ``pool`` for a disaggregated row), as the parallelism lever takes them.
-
-    A CSV ledger's ``tensor`` counts the cards attention is split or shared over
-    (``tensor = gpus``, the lever's degree ``gpus / attention_dp``); other readers give
-    the degree per attention rank (``gpus = tensor × pipeline × attention_dp``).
-    """
-    if pool is not None:
-        return pool.tensor, pool.pipeline, pool.attention_dp
-    if row.attention_dp > 1 and row.tensor == row.gpus and row.pipeline == 1:
-        return row.gpus // row.attention_dp, 1, row.attention_dp
-    return row.tensor, row.pipeline, row.attention_dp
-
-
-#: Where each engine family keeps the dense layers under data-parallel attention (the
-#: parallelism lever's ``dense_weights``): SGLang splits them over the stage's cards,
-#: vLLM's and TensorRT-LLM's attention-DP ranks each keep their own copy.
-DENSE_WEIGHTS = {"sglang": "split", "vllm": "replicated", "vllm-v0": "replicated", "trtllm": "replicated"}
-
-
-def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
-                  pool: Pool | None = None) -> dict[str, Any]:
-    """The scenario tables that describe a ledger row's deployment (one server of
-    ``pool`` for a disaggregated row), with ``efficiency`` as its ``[efficiency]`` table.
-    """
-    model = {"preset": row.model} if row.model else {"hf_config": str(row.hf_config)}
-    tensor, pipeline, attention = layout(row, pool)
-    gpus = tensor * pipeline * attention
-    data: dict[str, Any] = {
-        "scenario": {"name": row.id, "description": f"ledger row {row.id} ({row.source})"},
-        "model": model,
-        "hardware": {"preset": row.hardware, "count": gpus},
-        "workload": {"batch": 1, "prompt_tokens": row.isl, "output_tokens": row.osl},
-        "efficiency": dict(efficiency),
-    }
-    levers: dict[str, Any] = {}
-    if row.weights or row.kv_cache or row.expert_weights:
-        quantization: dict[str, Any] = {}
-        if row.weights:
-            quantization["linear"] = row.weights
-            if row.activations:
-                quantization["activations"] = row.activations
-            elif row.weights in EIGHT_BIT_FLOATS:
-                quantization["activations"] = "fp8"
-            elif row.weights in EIGHT_BIT_INTS:
-                quantization["activations"] = "int8"
-        if row.expert_weights:
-            quantization["experts"] = row.expert_weights
-        if row.kv_cache:
-            quantization["kv_cache"] = row.kv_cache
-        levers["quantization"] = quantization
-    expert = pool.expert if pool else row.expert
-    if gpus > 1:
-        parallelism: dict[str, Any] = {"tensor": tensor}
-        if pipeline > 1:
-            parallelism["pipeline"] = pipeline
-        if attention > 1:
-            parallelism["attention_data"] = attention
-            parallelism["dense_weights"] = DENSE_WEIGHTS.get(row.family, "replicated")
-        if expert > 1:
-            parallelism["expert"] = expert
-        levers["parallelism"] = parallelism
-    if levers:
-        data["levers"] = levers
-    return data
-
-
-def _unsupported(row: LedgerRow) -> str | None:
-    if row.unexpressed:
-        return row.unexpressed
-    if row.family not in ENGINE_FAMILIES:
-        return (f"engine {row.engine!r}: no efficiency preset for the family {row.family!r} "
-                f"(known: {', '.join(ENGINE_FAMILIES)})")
-    if row.gpus % row.attention_dp:
-        return f"attention_dp = {row.attention_dp} does not divide gpus = {row.gpus}"
-    tensor, pipeline, attention = layout(row)
-    if tensor * pipeline * attention != row.gpus:
-        return (f"tensor = {row.tensor} with gpus = {row.gpus}: the cards must be the tensor "
-                "degree (tensor = gpus), or the degree per attention rank times the pipeline "
-                "stages and data-parallel attention ranks")
-    if row.hf_config is not None and not row.hf_config.is_file():
-        return f"hf_config {row.hf_config} does not exist"
-    return None
 
 
 @attrs.frozen
@@ -345,7 +243,7 @@ def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
     plugin reads them while building (``tests/test_accuracy.py`` checks the numbers are a
     fresh build's; under measured kernels it is found out, :func:`.tables.lengths_are_values`).
     """
-    reason = _unsupported(row)
+    reason = unsupported(row)
     if reason:
         return reason
     if kernels is not None:
@@ -617,8 +515,8 @@ def kernels_efficiency(family: str, *, host: PluginHost) -> Efficiency:
     preset's sustained bandwidth and GEMM shares (``bandwidth_fraction``,
     ``gemm_fraction``) as MBU and MFU, and no ``t0`` (the tables time the kernels; the
     fixed time stood in for them). Peak rates where the preset states neither. The
-    engine's host time per iteration is the scenario's own (the measured-kernels plugin
-    adds ``efficiency.step_overhead`` only where a scenario states it).
+    engine's host time per iteration is not among them: the measured-kernels plugin adds
+    the scenario's ``efficiency.step_overhead``, else its engine generation's preset's.
     """
     try:
         preset = preset_efficiency(family, host=host).as_dict()
