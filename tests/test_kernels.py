@@ -281,6 +281,11 @@ def test_measured_kernels_beside_the_physical_model_is_one_message():
     message = str(caught.value)
     assert "efficiency.model" in message and 'remove efficiency.model = "physical"' in message
     assert "defined by both" not in message
+    # An efficiency preset that writes model = "physical" is named as where it came from.
+    with pytest.raises(InfermodelError) as caught:
+        infermodel.evaluate(SCENARIO, {"efficiency.preset": "vllm"})
+    message = str(caught.value)
+    assert "efficiency.preset" in message and "remove efficiency.preset" in message
 
 
 def test_the_simulators_iteration_is_the_scenarios_step_at_the_same_counts(result):

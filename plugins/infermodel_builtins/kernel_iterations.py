@@ -101,9 +101,12 @@ class MeasuredIterations:
                 # A rank's kernels run the busiest rank's share of the iteration's own
                 # counts, not the scenario's batch: for sequences, the rank's sequences
                 # (attention's arguments); for tokens, R, the busiest rank's tokens.
+                # (The ranks as an exact integer: ⌈n/D⌉ of a float 1/D rounds up on
+                # exact multiples once compiled.)
                 moving[S.kernel_rank_batch] = (
                     rank if rank in arguments else
-                    sympy.ceiling(moving[S.batch] / self.ranks) * self.imbalance)
+                    sympy.ceiling(moving[S.batch] / sympy.Integer(round(self.ranks)))
+                    * self.imbalance)
             expression = expression.xreplace(moving)
             fixed = {s: float(values[s.name]) for s in expression.free_symbols
                      if s not in arguments and s.name in values}
@@ -113,7 +116,7 @@ class MeasuredIterations:
         """The busiest rank's share: ⌈n/D⌉ × the imbalance of ``sequences``, ``each``
         positions apiece.
         """
-        return np.ceil(sequences / self.ranks) * self.imbalance * each
+        return np.ceil(sequences / round(self.ranks)) * self.imbalance * each
 
     def times(self, tokens, decodes, decode_cached, chunks, chunk_tokens, chunk_cached, scored):
         tokens = np.asarray(tokens, dtype=np.float64)
@@ -161,7 +164,13 @@ class MeasuredIterations:
                 "positions it scores, generation attention at its decodes and their mean "
                 "cached length, context attention at its prefill chunks (scaled by the "
                 "pairs a chunk after cached tokens adds), recurrences at its decodes and "
-                "prefill chunks; the engine's host time "
+                "prefill chunks"
+                + (f" (on the busiest of {round(self.ranks)} data-parallel attention ranks: "
+                   "its share of the decodes and of the prompts, each whole)"
+                   if self.ranks > 1 else "")
+                + ("; the expert all-to-all as the prefill pass's where a prompt is in the "
+                   "iteration" if self.prefill_tokens else "")
+                + "; the engine's host time "
                 f"{self.host_step * 1e3:.4g} ms per iteration"]
 
 

@@ -22,9 +22,8 @@ covers them and they keep their roofline (stated in the step's derivation).
 
 No table times the engine's own work between the kernels: its scheduler and host work per
 iteration ``τ_step`` (``step_overhead``: ``efficiency.step_overhead`` where the scenario
-sets it, else none: the engine presets' fitted host times describe the accuracy ledger's
-engine versions, vLLM's largely the V0 engine of 0.6–0.7 at 7.4 ms a step, not the
-current ones the tables measured). No host time per scheduled sequence is added: current engines
+sets it, else the one its engine generation's efficiency preset was fitted to on the
+accuracy ledger; none for an engine without a preset). No host time per scheduled sequence is added: current engines
 prepare the next batch while the GPU runs the step (vLLM's asynchronous scheduling,
 SGLang's and TensorRT-LLM's overlap schedulers), and added in full it over-predicted the
 measured TPOT above 128 clients (``docs/kernels.rst``). ``efficiency.t0`` adds any other
@@ -41,6 +40,8 @@ serving, §1–§2 (the roofline each operator falls back to).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import sympy
 
@@ -152,12 +153,24 @@ def infermodel_validate_scenario(scenario, report):
     if scenario.value("efficiency.model") == "physical":
         # Both price every operator: the tables time them, and what they do not cover
         # runs at the engine preset's rates already.
-        report("efficiency.model", 'kernels = "measured" times every operator from the '
-               'measured tables, so it cannot be combined with the physical efficiency model',
-               expected='no efficiency.model beside kernels = "measured" (the operators the '
-                        "tables do not cover run at the engine preset's sustained bandwidth "
-                        "and GEMM shares)",
-               suggestion='remove efficiency.model = "physical", or efficiency.kernels')
+        expected = ("measured kernels without the physical efficiency model (the operators "
+                    "the tables do not cover run at the engine preset's sustained bandwidth "
+                    "and GEMM shares)")
+        preset = scenario.presets.get("efficiency")
+        origin = scenario.origins.get("efficiency.model")
+        if (preset is not None and origin is not None and origin.file is not None
+                and Path(origin.file).stem == preset and origin.file != str(scenario.path)):
+            # The preset file wrote it, not the scenario.
+            report("efficiency.preset", f'the efficiency preset {preset!r} prices the model '
+                   'with the physical efficiency model (model = "physical"), which kernels = '
+                   '"measured" replaces', expected=expected,
+                   suggestion="remove efficiency.preset (measured kernels read the engine "
+                              "preset's rates themselves), or efficiency.kernels")
+        else:
+            report("efficiency.model", 'kernels = "measured" times every operator from the '
+                   'measured tables, so it cannot be combined with the physical efficiency '
+                   'model', expected=expected,
+                   suggestion='remove efficiency.model = "physical", or efficiency.kernels')
         return
     kernels = door.kernels
     try:

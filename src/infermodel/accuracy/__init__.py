@@ -3,6 +3,7 @@
 * :mod:`.ledger` — the accuracy ledger, published serving measurements one figure a row;
 * :mod:`.silicon` — the silicon ledger: the measured deployments shipped with the
   measured kernel tables (``infermodel[kernels]``), read from the installed package;
+* :mod:`.row_scenarios` — a ledger row as a scenario: its tables and layout;
 * :mod:`.predictions` — every ledger row predicted, its errors and their summaries;
 * :mod:`.pools` — a disaggregated row from one server of each pool;
 * :mod:`.workers` — a ledger's predictions spread over worker processes;

@@ -1,7 +1,7 @@
 """Predictions checked against the accuracy ledger: per-row errors, per-metric summaries,
 and intervals from the held-out errors an efficiency preset records.
 
-Each ledger row becomes a scenario: its model (preset or ``hf_config``) and hardware
+Each ledger row becomes a scenario (:mod:`.row_scenarios`): its model (preset or ``hf_config``) and hardware
 preset, ``hardware.count = gpus``, the row's formats through the quantisation lever
 (8-bit float weights also take 8-bit activations, as FP8 checkpoints run), tensor
 parallelism with its collectives priced by size over the card's interconnect, and the
