@@ -177,7 +177,9 @@ def test_verdict_intervals_narrow_with_more_requests():
     from infermodel.analyses.planning.search import Settings, simulate_count
     from infermodel.simulator.verdicts import judge
 
-    finalist = attrs.evolve(_small_finalist("l40s", 1), rate=20.0)
+    # A stable load (10/s on one L40S): near its capacity (20/s with the shipped vLLM
+    # preset) the p95 TTFT still climbs with the run's length, and so does its interval.
+    finalist = attrs.evolve(_small_finalist("l40s", 1), rate=10.0)
     widths = []
     for count in (200, 1600):
         record, metrics = simulate_count(finalist, 1, count, Settings())
