@@ -712,6 +712,28 @@ def test_a_scheduler_address_dask_cannot_read_is_one_message(address):
         execute(abs, [(1,)], scheduler="dask", address=address)
 
 
+def test_unreadable_scheduler_addresses_one_after_another_do_not_hang():
+    # Seen in CI: a half-built client left to a later garbage collection closed itself
+    # inside the next client's start, which held the lock of Dask's loop runners that
+    # closing waits for. Within one process it hung after about twenty such addresses.
+    pytest.importorskip("distributed")
+    import subprocess
+    import sys
+
+    code = ("from infermodel.simulator import SimulationError\n"
+            "from infermodel.simulator.grid import execute\n"
+            "for _ in range(60):\n"
+            "    for address in ('-1', 'nosuchprotocol://host:1'):\n"
+            "        try:\n"
+            "            execute(abs, [(1,)], scheduler='dask', address=address)\n"
+            "        except SimulationError:\n"
+            "            pass\n"
+            "print('done')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.strip() == "done", done.stderr[-2000:]
+
+
 def test_a_dask_client_whose_loop_does_not_start_is_one_message(monkeypatch):
     # Seen in CI on a loaded machine: Dask's client asserts that its event loop started
     # within 10 s, and the bare AssertionError escaped as a traceback.

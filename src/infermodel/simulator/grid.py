@@ -15,6 +15,7 @@ same version), since each receives the run's inputs and calls the simulator.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import logging
 import multiprocessing
@@ -184,6 +185,7 @@ def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str
         cluster, client = start_local_cluster(workers, function.__module__)
     else:
         cluster = None
+        why = None
         try:
             client = Client(address, timeout=30)
         except (OSError, TimeoutError, ValueError, AssertionError) as error:
@@ -191,8 +193,14 @@ def execute(function: Callable[..., Any], tasks: Sequence[tuple], scheduler: str
             # AssertionError: the client's own event loop did not start within Dask's 10 s
             # (a loaded machine), which Dask asserts rather than reports
             why = str(error) or "the Dask client's event loop did not start"
+        if why is not None:
+            # The half-built client is collected now, outside the handler (whose traceback
+            # held it): left to a later collection, its __del__ closes it inside whatever
+            # runs then, and inside another client's start, which holds the lock of Dask's
+            # loop runners that closing waits for, that is a hang.
+            gc.collect()
             raise SimulationError(f"cannot reach the Dask scheduler at {address!r}: {why} "
-                                  "(an address reads like 'tcp://host:8786')") from None
+                                  "(an address reads like 'tcp://host:8786')")
     try:
         futures = [client.submit(function, *task, pure=False) for task in tasks]
         index = {future.key: position for position, future in enumerate(futures)}
