@@ -82,11 +82,11 @@ class MeasuredIterations:
                 target, arguments = self.prefill_tokens, (tokens, rank)
             elif t.phase == "decode" and sequences:
                 moving = {S.batch: decodes, S.context: context}
-                target, arguments = self.decode_attention, (decodes, context)
+                target, arguments = self.decode_attention, (decodes, context, rank)
             elif t.phase == "prefill":
                 moving = {S.batch: chunks, S.prompt_tokens: length}
                 target = self.prefill_attention if t.shape == "attention" else self.prefill_state
-                arguments = (chunks, length)
+                arguments = (chunks, length, rank)
             elif t.name == "head":
                 moving = {S.batch: tokens}
                 target, arguments = self.scored, (tokens, rank)
@@ -97,16 +97,9 @@ class MeasuredIterations:
             expression = (t.expression if isinstance(t.expression, sympy.Basic)
                           else sympy.Float(t.expression))
             expression = timed.expand(expression)
-            if S.kernel_rank_batch in expression.free_symbols:
-                # A rank's kernels run the busiest rank's share of the iteration's own
-                # counts, not the scenario's batch: for sequences, the rank's sequences
-                # (attention's arguments); for tokens, R, the busiest rank's tokens.
-                # (The ranks as an exact integer: ⌈n/D⌉ of a float 1/D rounds up on
-                # exact multiples once compiled.)
-                moving[S.kernel_rank_batch] = (
-                    rank if rank in arguments else
-                    sympy.ceiling(moving[S.batch] / sympy.Integer(round(self.ranks)))
-                    * self.imbalance)
+            # A rank's kernels run R, the busiest rank's share of the iteration's own
+            # counts (:meth:`_busiest`), not the scenario's batch.
+            moving[S.kernel_rank_batch] = rank
             expression = expression.xreplace(moving)
             fixed = {s: float(values[s.name]) for s in expression.free_symbols
                      if s not in arguments and s.name in values}
@@ -148,14 +141,16 @@ class MeasuredIterations:
                                    rank_scored)
             some = np.maximum(decodes, 1.0)
             context = np.asarray(decode_cached, dtype=np.float64) / some + 1.0
+            rank_decodes = self._busiest(some, 1.0)
             for part in self.decode_attention:
-                time = time + np.where(decodes > 0, part(some, context), 0.0)
+                time = time + np.where(decodes > 0, part(some, context, rank_decodes), 0.0)
             fresh = k * (k + 1) / 2
             pairs = (k * np.asarray(chunk_cached, dtype=np.float64) + fresh) / fresh
+            rank_prompts = self._busiest(prompts, 1.0)
             for part in self.prefill_attention:
-                time = time + np.where(chunks > 0, part(prompts, k) * pairs, 0.0)
+                time = time + np.where(chunks > 0, part(prompts, k, rank_prompts) * pairs, 0.0)
             for part in self.prefill_state:
-                time = time + np.where(chunks > 0, part(prompts, k), 0.0)
+                time = time + np.where(chunks > 0, part(prompts, k, rank_prompts), 0.0)
         return time + self.host_step
 
     def describe(self) -> list[str]:
