@@ -170,6 +170,28 @@ def test_overload_states():
     assert overload_state({**base, "queue_growth_per_s": 2.0, "queue_growth_t": 1.0}) == "unclear"
     assert overload_state({**base, "queue_growth_per_s": 0.1, "queue_growth_t": 9.0}) == "stable"
     assert overload_state({**base, "queue_growth_per_s": math.nan, "queue_growth_t": math.nan}) == "stable"
+    # A TTFT trend below 0.05 s/s is still material when it adds half the median TTFT
+    # over the arrival window (20 s here: 200 requests at 10/s).
+    slow = {**base, "queue_growth_per_s": 0.0, "queue_growth_t": 0.0, "requests": 200.0,
+            "ttft_p50": 0.2, "ttft_trend": 0.01}
+    assert overload_state({**slow, "ttft_trend_t": 6.0}) == "overloaded"
+    assert overload_state({**slow, "ttft_trend_t": 2.0}) == "unclear"
+    assert overload_state({**slow, "ttft_trend": 0.004, "ttft_trend_t": 6.0}) == "stable"
+
+
+def test_a_card_near_capacity_is_not_stable():
+    # One L40S at 20/s (the shipped vLLM preset): its p95 TTFT climbs with the run's
+    # length (0.22 s at 200 requests, 0.52 s at 800) by about 10 ms per second of
+    # arrivals -- under the absolute 0.05 s/s, but doubling its median within the run.
+    from infermodel.analyses.planning.search import Settings, simulate_count
+    from infermodel.simulator.metrics import overload_state
+
+    finalist = attrs.evolve(_small_finalist("l40s", 1), rate=20.0)
+    _, near = simulate_count(finalist, 1, 800, Settings())
+    assert near["ttft_trend"] < 0.05
+    assert overload_state(near) == "overloaded" and near["overloaded"] == 1.0
+    _, half = simulate_count(attrs.evolve(finalist, rate=10.0), 1, 800, Settings())
+    assert overload_state(half) == "stable"
 
 
 # ------------------------------------------------------------------ verdict intervals

@@ -432,6 +432,14 @@ class CapacityResult:
     widened: bool = False
     range: tuple[float, float] = (math.nan, math.nan)
     pool: str = "both"
+    overload: str = "fails"
+
+    @property
+    def overloaded(self) -> bool:
+        """Whether the run at ``rate`` is past saturation (:func:`.metrics.overloaded`):
+        possible only where ``overload = "reported"`` judged the objectives alone.
+        """
+        return bool(self.metrics.get("overloaded", 0.0))
 
     @property
     def neighbour_passes(self) -> list[bool]:
@@ -463,6 +471,8 @@ class CapacityResult:
             "range": [_json_number(value) for value in self.range],
             "widened": self.widened,
             "pool": self.pool,
+            "overload": self.overload,
+            "overloaded": self.overloaded,
             "metrics": _metrics_json(self.metrics),
             "neighbours": [
                 {"rate": rate, "passes": passed, "metrics": _metrics_json(metrics)}
@@ -502,21 +512,32 @@ def _search_range(low: float, high: float, steps: int, neighbour: float) -> tupl
     return low, high
 
 
-def _judge(slo: SLO, pool: str) -> Callable[[Mapping[str, float]], bool]:
-    """Whether a run passes: both objectives, or one pool's own."""
+def _judge(slo: SLO, pool: str, overload: str = "fails") -> Callable[[Mapping[str, float]], bool]:
+    """Whether a run passes: both objectives (and, unless ``overload = "reported"``, not
+    past saturation), or one pool's own.
+    """
     if pool not in POOLS:
         raise SimulationError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
+    if overload not in OVERLOAD_RULES:
+        raise SimulationError(f"overload must be one of {', '.join(OVERLOAD_RULES)}, got {overload!r}")
     if pool == "prefill":
         ttft = f"ttft_{percentile_key(slo.ttft_percentile)}"
         return lambda m: bool(m[ttft] <= slo.ttft)
     if pool == "decode":
         itl = f"itl_{percentile_key(slo.itl_percentile)}"
         return lambda m: bool(m[itl] <= slo.itl)
+    if overload == "reported":
+        return lambda m: bool(slo.passes(m))
     return lambda m: bool(slo.passes(m) and not m.get("overloaded"))
 
 
 #: What a capacity search judges: both objectives, or one pool's own.
 POOLS = ("both", "prefill", "decode")
+
+#: What an overloaded run means to a capacity search: it ``"fails"`` (the default: a rate
+#: whose queue or TTFT still grows has no steady percentiles), or it is ``"reported"``
+#: only (Module 10 Lab 3's search, which judges the percentiles alone).
+OVERLOAD_RULES = ("fails", "reported")
 
 #: Times the capacity search may multiply its upper end by 4 when every rate passes.
 WIDENINGS = 12
@@ -537,6 +558,7 @@ def capacity_search(
     max_iterations: int | None = None,
     deployment: Deployment | None = None,
     pool: str = "both",
+    overload: str = "fails",
 ) -> CapacityResult:
     """Highest nominal arrival rate whose run meets p99 TTFT ≤ ``slo.ttft`` and pooled
     p99 ITL ≤ ``slo.itl``, by ``steps`` bisections of [``low``, ``high``], then the
@@ -545,6 +567,10 @@ def capacity_search(
     ``pool`` judges one pool of a disaggregated deployment by its own objective:
     ``"prefill"`` by p99 TTFT alone, ``"decode"`` by p99 ITL alone (``"both"``, the
     default, by both): the rate at which that pool's objective breaks.
+
+    An overloaded run (its queue or TTFT still growing: :func:`.metrics.overloaded`)
+    fails the ``"both"`` judgement, unless ``overload = "reported"`` (Lab 3's rule: the
+    percentiles alone), which then reports it on the result (``overloaded``).
 
     Bisection assumes pass/fail is monotone in the rate; the neighbour checks show
     where a finite sample breaks that assumption.
@@ -557,7 +583,7 @@ def capacity_search(
     _check_engine(engine)
     chosen = as_policy(policy)
     slo = SLO() if slo is None else slo
-    judge = _judge(slo, pool)
+    judge = _judge(slo, pool, overload)
     spec = WorkloadSpec.lab3() if workload_spec is None else workload_spec
     if not isinstance(spec, WorkloadSpec):
         raise SimulationError("capacity_search needs a WorkloadSpec (it draws one workload per rate)")
@@ -621,4 +647,4 @@ def capacity_search(
         neighbours.append((rate, judge(nearby), nearby))
     span = (first[0], top) if widened else first
     return CapacityResult(chosen.name, low, metrics, judge(metrics), tuple(neighbours),
-                          tuple(history), slo, widened, span, pool)
+                          tuple(history), slo, widened, span, pool, overload)

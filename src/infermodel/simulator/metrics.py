@@ -305,7 +305,9 @@ def _load(record: RunRecord, realised: float, e2e: np.ndarray, ttft: np.ndarray)
         out["in_system_growth_per_s"] = _growth(arrivals, departures)
         out["ttft_trend"], out["ttft_trend_t"] = batch_trend(arrivals, ttft)
         out["queue_growth_per_s"], out["queue_growth_t"] = _queue_growth(record)
-    out["overloaded"] = float(not record.closed and overloaded({**out, "realised_rate": realised}))
+    context = {**out, "realised_rate": realised, "requests": float(arrivals.size),
+               "ttft_p50": float(np.median(ttft))}
+    out["overloaded"] = float(not record.closed and overloaded(context))
     return out
 
 
@@ -324,6 +326,12 @@ def _waits(record: RunRecord) -> tuple[float, float]:
 #: of arrivals, and the growth is statistically clear (:data:`OVERLOAD_T`).
 OVERLOAD_GROWTH = 0.05
 
+#: A TTFT trend is also material when, over the run's arrival window, it adds more than
+#: this share of the median TTFT: a card near its capacity whose TTFT grows by 20 ms per
+#: second of arrivals (below :data:`OVERLOAD_GROWTH`) still doubles a 0.2 s median within
+#: ten seconds, and its percentiles then depend on the run's length.
+OVERLOAD_RISE = 0.5
+
 #: Batches of consecutive samples whose means the growth tests regress (batch means: the
 #: samples of a queue are strongly correlated, the means of long batches nearly not).
 OVERLOAD_BATCHES = 10
@@ -338,7 +346,9 @@ def overloaded(metrics: Mapping[str, float]) -> bool:
     """Past saturation, by a statistical test on growth: the queue (requests arrived and
     not yet admitted, over the second half of the arrival window) grows by more than
     :data:`OVERLOAD_GROWTH` × the realised rate, or TTFT trends upward by more than
-    :data:`OVERLOAD_GROWTH` s per s of arrivals, each with a t statistic over
+    :data:`OVERLOAD_GROWTH` s per s of arrivals or by more than :data:`OVERLOAD_RISE` ×
+    the median TTFT over the arrival window (requests / realised rate; used when the
+    metrics carry ``requests`` and ``ttft_p50``), each with a t statistic over
     :data:`OVERLOAD_BATCHES` batch means above :data:`OVERLOAD_T`.  Percentiles of such
     a run depend on how many requests were simulated, not on a steady state.
 
@@ -360,7 +370,8 @@ def overload_state(metrics: Mapping[str, float]) -> str:
     rate = metrics["realised_rate"]
     tests = ((metrics["queue_growth_per_s"], metrics["queue_growth_t"],
               OVERLOAD_GROWTH * rate if math.isfinite(rate) else math.inf),
-             (metrics["ttft_trend"], metrics["ttft_trend_t"], OVERLOAD_GROWTH))
+             (metrics["ttft_trend"], metrics["ttft_trend_t"],
+              min(OVERLOAD_GROWTH, _relative_rise(metrics))))
     state = "stable"
     for slope, t, material in tests:
         if not (math.isfinite(slope) and slope > material):
@@ -369,6 +380,20 @@ def overload_state(metrics: Mapping[str, float]) -> str:
             return "overloaded"
         state = "unclear"
     return state
+
+
+def _relative_rise(metrics: Mapping[str, float]) -> float:
+    """The TTFT slope (s per s of arrivals) that adds :data:`OVERLOAD_RISE` × the median
+    TTFT over the arrival window; infinite where the window or the median is unknown.
+
+    >>> _relative_rise({"requests": 200.0, "realised_rate": 20.0, "ttft_p50": 0.2})
+    0.01
+    """
+    window = metrics.get("requests", math.nan) / metrics["realised_rate"]
+    median = metrics.get("ttft_p50", math.nan)
+    if not (math.isfinite(window) and window > 0 and math.isfinite(median) and median > 0):
+        return math.inf
+    return OVERLOAD_RISE * median / window
 
 
 def batch_trend(x: np.ndarray, y: np.ndarray, batches: int = OVERLOAD_BATCHES) -> tuple[float, float]:

@@ -94,6 +94,13 @@ class CapacityReport:
             lines.append(f"  neighbour {rate:.3f}/s  {'passes' if passed else 'fails'}")
         if not s.monotone:
             lines.append("  note: the neighbours do not bracket a clean pass/fail boundary here")
+        if s.overloaded:
+            lines.append(
+                f"  warning: this run is past saturation (TTFT rising {m['ttft_trend'] * 1000:.1f} ms "
+                f"per second of arrivals, t = {m['ttft_trend_t']:.1f}; queue growth "
+                f"{m['queue_growth_per_s']:.3f}/s, t = {m['queue_growth_t']:.1f}): its percentiles "
+                f"depend on how many requests were simulated; judged by the objectives alone "
+                f"([simulation.capacity] overload = \"reported\")")
         if s.widened:
             lines.append(f"  note: {s.message}")
         basis = self.cost()

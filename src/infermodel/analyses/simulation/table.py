@@ -32,6 +32,7 @@ reported at once with its file, key path and line. A scenario's ``[simulation]``
     high = 4.0
     steps = 10
     neighbour = 0.005
+    overload = "fails"                                      # or "reported" (Lab 3's rule)
 """
 
 from __future__ import annotations
@@ -271,6 +272,11 @@ GoodputItl = _choice_reader("GoodputItl", ("max_gap", "tpot"),
 SloRule = _choice_reader("SloRule", ("joint", "percentiles"),
                          "``rule``: the percentiles and the goodput share (``joint``), or the "
                          "percentiles alone (``percentiles``, Module 10 Lab 3's capacity rule).")
+CapacityOverload = _choice_reader(
+    "CapacityOverload", ("fails", "reported"),
+    "``overload``: a rate whose run is past saturation fails the capacity search (``fails``), "
+    "or is only reported (``reported``, Module 10 Lab 3's search, which judges the "
+    "percentiles alone).")
 
 
 if TYPE_CHECKING:
@@ -293,6 +299,7 @@ if TYPE_CHECKING:
     PercentileValue = float
     ItlRule = str
     Rule = str
+    OverloadRule = str
 else:
     from ...schema import Bytes, BytesPerSecond, Seconds
 
@@ -301,6 +308,7 @@ else:
     Engine, History, SeedValue, Turns, Think = EngineName, HistoryMode, Seed, TurnCount, ThinkTime
     Layout = TableLayout
     ObjectiveValue, PercentileValue, ItlRule, Rule = Objective, Percentile, GoodputItl, SloRule
+    OverloadRule = CapacityOverload
 
 
 @attrs.frozen
@@ -342,6 +350,7 @@ class CapacityTable:
     high: float = 4.0
     steps: int = 10
     neighbour: float = 0.005
+    overload: OverloadRule = "fails"
 
 
 @attrs.frozen
