@@ -565,15 +565,10 @@ def capacity_search(
     neighbouring rates ``rate ± neighbour`` re-checked (Module 10 Lab 3's search).
 
     ``pool`` judges one pool of a disaggregated deployment by its own objective:
-    ``"prefill"`` by p99 TTFT alone, ``"decode"`` by p99 ITL alone (``"both"``, the
-    default, by both): the rate at which that pool's objective breaks.
-
-    An overloaded run (its queue or TTFT still growing: :func:`.metrics.overloaded`)
-    fails the ``"both"`` judgement, unless ``overload = "reported"`` (Lab 3's rule: the
-    percentiles alone), which then reports it on the result (``overloaded``).
-
-    Bisection assumes pass/fail is monotone in the rate; the neighbour checks show
-    where a finite sample breaks that assumption.
+    ``"prefill"`` by p99 TTFT alone, ``"decode"`` by p99 ITL alone (default ``"both"``).
+    An overloaded run (:func:`.metrics.overloaded`) fails ``"both"`` unless
+    ``overload="reported"`` (Lab 3's rule: the percentiles alone; ``.overloaded`` says so).
+    Bisection assumes pass/fail is monotone in the rate; the neighbours show where not.
 
     >>> r = capacity_search(CostModel.lab3())              # Lab 3's 24 GB bf16 profile
     >>> round(r.rate, 3), round(r.metrics["throughput_tokens_per_s"], 1), r.neighbour_passes
