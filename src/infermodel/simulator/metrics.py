@@ -276,6 +276,7 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
     else:
         metrics["slot_use"] = metrics["mean_batch"] = math.nan
     metrics.update(_load(record, realised, e2e, ttft))
+    metrics["overloaded"] = float(not record.closed and overloaded(metrics))
     metrics["slo_met"] = float(slo.passes(metrics) and not metrics["overloaded"])
     metrics["n_ttft_samples"] = float(count)
     metrics["n_itl_samples"] = float(gap_count)
@@ -286,7 +287,7 @@ def compute_metrics(record: RunRecord, slo: SLO) -> dict[str, float]:
 
 def _load(record: RunRecord, realised: float, e2e: np.ndarray, ttft: np.ndarray) -> dict[str, float]:
     """Little's law over the arrival window [0, A], the growth of the number in the
-    system and of the queue, the TTFT trend, and the overload verdict.
+    system and of the queue, and the TTFT trend (the overload verdict reads them).
     """
     arrivals, departures = record.arrivals, record.last_token
     last_arrival = float(arrivals[-1])
@@ -305,9 +306,6 @@ def _load(record: RunRecord, realised: float, e2e: np.ndarray, ttft: np.ndarray)
         out["in_system_growth_per_s"] = _growth(arrivals, departures)
         out["ttft_trend"], out["ttft_trend_t"] = batch_trend(arrivals, ttft)
         out["queue_growth_per_s"], out["queue_growth_t"] = _queue_growth(record)
-    context = {**out, "realised_rate": realised, "requests": float(arrivals.size),
-               "ttft_p50": float(np.median(ttft))}
-    out["overloaded"] = float(not record.closed and overloaded(context))
     return out
 
 

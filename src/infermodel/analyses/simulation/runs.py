@@ -113,14 +113,15 @@ def _capacity(scenario, chosen, policies, seeds, scheduler, address, progress, p
     searched = (list(chosen.policies) if policies
                 else [capacity_policy(named, chosen.policies, lever_defaults(scenario))])
     seed_list = list(seeds) if seeds else [chosen.seed]
+    overload = settings.get("overload", "fails")
     tasks = [(chosen.cost_model, chosen.workload, p, chosen.slo, settings.get("low", 0.01),
               settings.get("high", 4.0), settings.get("steps", 10), settings.get("neighbour", 0.005),
-              s, chosen.engine, None, None, chosen.deployment, pool, settings.get("overload", "fails"))
+              s, chosen.engine, None, None, chosen.deployment, pool, overload)
              for p in searched for s in seed_list]
     if len(tasks) == 1:
         return CapacityReport(simulator.capacity_search(*tasks[0][:10], progress=progress,
                                                         deployment=chosen.deployment, pool=pool,
-                                                        overload=tasks[0][14]),
+                                                        overload=overload),
                               chosen.price_per_hour)
     found = execute(simulator.capacity_search, tasks, scheduler, address, progress)
     return CapacityReports(tuple(CapacityReport(f, chosen.price_per_hour) for f in found),
