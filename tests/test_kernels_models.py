@@ -399,3 +399,42 @@ def test_the_full_cache_step_is_the_decode_step_at_max_sequences(path, engine):
     again = infermodel.evaluate(path, overrides | {"workload.batch": full})
     assert again["max_sequences"] == full
     assert again["capacity_step_time"] == pytest.approx(again["decode_step_time"], rel=1e-12)
+
+
+GPT_OSS = ROOT / "scenarios" / "gpt-oss-120b-one-h100.toml"
+
+
+def _gpt_oss_moe_row(system: str, version: str, dtype: str) -> float:
+    # openai/gpt-oss-120b config.json: hidden 2880, expert width 2880, 128 experts, top-4.
+    import pyarrow.parquet as pq
+
+    path = _data().parent / system / "moe" / "trtllm" / version / "moe_perf.parquet"
+    rows = [r for r in pq.read_table(path).to_pylist()
+            if (r["moe_dtype"], r["num_tokens"], r["hidden_size"], r["inter_size"], r["topk"],
+                r["num_experts"], r["moe_tp_size"], r["moe_ep_size"], r["distribution"])
+            == (dtype, 16, 2880, 2880, 4, 128, 1, 1, "power_law_1.01")]
+    assert rows
+    return min(r["latency"] for r in rows) * 1e-3
+
+
+@pytest.mark.parametrize("card, system, dtype", [("b200", "b200_sxm", "w4a8_mxfp4_mxfp8"),
+                                                 ("h200", "h200_sxm", "w4a16_mxfp4")])
+def test_mxfp4_experts_under_tensorrt_llm_read_mxfp8_activations_where_the_card_has_fp4(
+        card, system, dtype):
+    # TensorRT-LLM's deployment guide for GPT-OSS, "MoE Backend Support Matrix": on
+    # Blackwell its default MoE backend runs MXFP4 experts with MXFP8 activations, on
+    # Hopper with BF16 ones. The newest B200 folder (1.3.0rc23) re-measures the W4A8 kernel
+    # for other models' shapes only: gpt-oss's own configuration is 1.3.0rc20's row.
+    result = infermodel.evaluate(GPT_OSS, {"hardware.preset": card, "efficiency.kernels": "measured",
+                                           "efficiency.engine": "tensorrt-llm",
+                                           "workload.batch": 16})
+    quantity = result.quantity("decode_kernel_ffn_time")
+    assert result["decode_kernel_ffn_time"] == pytest.approx(
+        36 * _gpt_oss_moe_row(system, "1.3.0rc20", dtype), rel=1e-9)
+    assert dtype.replace("_", "") in str(quantity.expression).replace("_", "")
+
+
+def test_mxfp4_experts_under_vllm_stay_weight_only_on_blackwell():
+    result = infermodel.evaluate(GPT_OSS, {"hardware.preset": "b200", "efficiency.kernels": "measured",
+                                           "efficiency.engine": "vllm", "workload.batch": 16})
+    assert "w4a16_mxfp4" in str(result.quantity("decode_kernel_ffn_time").expression)

@@ -49,7 +49,10 @@ TRTLLM_ARGS = ("TensorRT-LLM build and runtime defaults (max_batch_size 2048, ma
                "8192, KvCacheConfig free_gpu_memory_fraction 0.9, tokens_per_block 64; the "
                "PyTorch backend, the default since 1.0, captures decode CUDA graphs by default: "
                "TorchLlmArgs.cuda_graph_config = CudaGraphConfig(), whose max_batch_size is 128 "
-               "when neither it nor batch_sizes is given)")
+               "when neither it nor batch_sizes is given; MXFP4 experts on Blackwell run with "
+               "MXFP8 activations through its TRTLLM MoE backend, the default there, and with "
+               "BF16 ones through Triton on Hopper: TensorRT-LLM's deployment guide for GPT-OSS, "
+               "'MoE Backend Support Matrix', 1.2)")
 
 
 @attrs.frozen
@@ -80,6 +83,10 @@ class Engine:
     #: The engine family this is an earlier generation of ("" for none): its interval
     #: groups are that engine's.
     generation_of: str = ""
+    #: What the engine multiplies MXFP4 experts with on a card that has FP4 tensor cores:
+    #: ``"bf16"`` (weight-only, widened before the product) or ``"mxfp8"`` (activations
+    #: quantised to MXFP8 first).
+    mxfp4_activations: str = "bf16"
 
 
 ENGINES = {
@@ -99,7 +106,8 @@ ENGINES = {
     "tensorrt-llm": Engine("TensorRT-LLM", "trtllm", 0.10, "free", 8192, 2048, True, 64, 128,
                            "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction = 0.9 of the "
                            "memory free after weights and the activation buffers sized for "
-                           "max_num_tokens (8192); " + TRTLLM_ARGS),
+                           "max_num_tokens (8192); " + TRTLLM_ARGS,
+                           mxfp4_activations="mxfp8"),
     "none": Engine("no engine", "", 0.0, "total", 0, 0, False, 1, 0,
                    "no engine: nothing kept back (a lower bound on memory), no scheduler limits"),
 }

@@ -82,6 +82,9 @@ class Setup:
     #: the stage) and whether shared experts stay on each rank.
     dense: str = "replicated"
     shared_local: bool = True
+    #: The MoE table's dtype for MXFP4 experts: weight-only (``w4a16_mxfp4``), or with
+    #: MXFP8 activations where the engine runs them so on this card (``w4a8_mxfp4_mxfp8``).
+    mxfp4_experts: str = "w4a16_mxfp4"
 
     @property
     def layout(self) -> bool:
@@ -117,14 +120,22 @@ def gemm_dtype(fmt, activations) -> str | None:
     return None
 
 
-def moe_dtype(fmt) -> str | None:
-    """The MoE table's dtype for experts in ``fmt`` (None: no table measures it)."""
+def moe_dtype(fmt, mxfp4: str = "w4a16_mxfp4") -> str | None:
+    """The MoE table's dtype for experts in ``fmt`` (None: no table measures it); MXFP4
+    experts read ``mxfp4`` (:attr:`Setup.mxfp4_experts`).
+
+    >>> from infermodel_builtins.formats import NAMED_FORMATS as F
+    >>> [moe_dtype(F[n]) for n in ("bf16", "fp8-b128", "nvfp4", "mxfp4")]
+    ['bfloat16', 'fp8_block', 'nvfp4', 'w4a16_mxfp4']
+    >>> moe_dtype(F["mxfp4"], "w4a8_mxfp4_mxfp8")
+    'w4a8_mxfp4_mxfp8'
+    """
     if fmt.bits >= 16:
         return "bfloat16"
     if _fp8(fmt):
         return "fp8_block" if (fmt.block_side or fmt.granularity == "group") else "fp8"
     if fmt.kind == "float" and fmt.bits == 4:
-        return "nvfp4" if fmt.group_size == 16 else "w4a16_mxfp4"
+        return "nvfp4" if fmt.group_size == 16 else mxfp4
     if fmt.kind == "int" and fmt.bits == 4:
         return "int4_wo"
     return None
@@ -183,7 +194,7 @@ def categories(kernel, formats, activations, kv, st: Setup | None = None,
         return ([{"dtype": "fp8"}, {"dtype": "bfloat16"}] if _fp8(fmt) else [{"dtype": "bfloat16"}])
     if family == "moe":
         fmt = formats.get("experts", formats.get("linear", bf16))
-        dtype = moe_dtype(fmt)
+        dtype = moe_dtype(fmt, st.mxfp4_experts if st is not None else "w4a16_mxfp4")
         if not dtype:
             return f"no measured MoE kernel for experts in {fmt.name or 'this format'}"
         return [{"dtype": dtype, "distribution": d} for d in door.kernels.MOE_DISTRIBUTIONS]

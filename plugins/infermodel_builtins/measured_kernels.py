@@ -57,6 +57,7 @@ from infermodel.plugin import (
 )
 
 from . import M10, kernel_plan
+from .engines import ENGINES
 from .kernel_plan import PHASES, Plan, Setup
 from .layout_kernels import all_reduce, collective_kernels
 from .layouts import layer_counts
@@ -143,7 +144,20 @@ def setup(scenario) -> Setup:
                      "kernel tables (they hold vllm, sglang and trtllm)", **layout)
     kernels = door.kernels
     version = kernels.check_version(system, engine, scenario.value("efficiency.engine_version"))
-    return Setup(system, engine, version, tensor, **layout)
+    return Setup(system, engine, version, tensor, **layout,
+                 mxfp4_experts=mxfp4_experts(scenario))
+
+
+def mxfp4_experts(scenario) -> str:
+    """The MoE table's dtype for MXFP4 experts under the scenario's engine and card: with
+    MXFP8 activations where the engine runs them so and the card has FP4 tensor cores
+    (TensorRT-LLM on Blackwell), else weight-only.
+    """
+    engine = ENGINES.get(scenario.value("efficiency.engine"))
+    if (engine is not None and engine.mxfp4_activations == "mxfp8"
+            and scenario.value("hardware.flops_fp4") is not None):
+        return "w4a8_mxfp4_mxfp8"
+    return "w4a16_mxfp4"
 
 
 @hookimpl

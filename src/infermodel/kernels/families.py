@@ -58,31 +58,56 @@ def _lookup(system: str, engine: str, version: str, family: str,
     # A version's folder may hold only the categories re-measured for it (a newer
     # TensorRT-LLM folder with one MoE dtype): the rows come from the newest folder at or
     # below the version that holds them, as the package's own resolver inherits them.
+    # It may also hold only some configurations of a category (TensorRT-LLM 1.3.0rc23's
+    # MXFP4 MoE rows on B200 re-measure other models' shapes than 1.3.0rc20's): every
+    # configuration it lacks is inherited from the newest older folder that measured it,
+    # rather than scaled from another configuration by the roofline.
     older = [f for f in folders(system, spec.directory, engine)
              if version_key(f.version) <= version_key(folder.version)]
     first: Unavailable | None = None
+    parts: list[tuple[Any, dict[str, np.ndarray]]] = []
+    seen: set[tuple[float, ...]] = set()
     for candidate in reversed(older):
         found = _rows(candidate, spec, columns, equal)
-        if not isinstance(found, Unavailable):
-            folder, rows = candidate, found
-            break
-        first = first or found
-    else:
+        if isinstance(found, Unavailable):
+            first = first or found
+            continue
+        named = _named(spec, found)
+        configs = list(zip(*(named[a].tolist() for a in spec.configs), strict=True))
+        keep = np.array([c not in seen for c in configs], dtype=bool)
+        if keep.any():
+            parts.append((candidate, {k: v[keep] for k, v in named.items()}))
+            seen.update(configs)
+    if not parts:
         assert first is not None
         return first
+    folder = parts[0][0]
+    named = {k: np.concatenate([p[k] for _, p in parts]) for k in parts[0][1]}
+    label = folder.label(spec.table)
+    if len(parts) > 1:
+        label += (" (configurations it does not measure from "
+                  + ", ".join(f.version for f, _ in parts[1:]) + ")")
+    roofline, describe = spec.roofline(wanted, card(system))
+    shown = {k: v for k, v in equal.items() if k not in spec.fixed}
+    shown |= {k: (" or ".join(v) if isinstance(v, tuple) else v) for k, v in spec.fixed.items()}
+    return Lookup(name=family, arguments=spec.arguments, configs=spec.configs, curve=spec.curve,
+                  table=label, categories=shown,
+                  kernel_sources=sorted(set(named.pop("kernel_source").tolist())), rows=named,
+                  roofline=roofline, describe_roofline=describe, unit_note=spec.unit_note,
+                  blocks=spec.blocks)
+
+
+def _named(spec: Family, rows: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A table's rows by the family's argument names (derived ones computed), latency in
+    seconds, and each row's kernel source.
+    """
     named = {arg: rows[col].astype(float) for arg, col in spec.columns.items()
              if arg not in spec.derived}
     for arg, make in spec.derived.items():
         named[arg] = np.asarray(make(rows), dtype=float)
     named["latency"] = rows[spec.latency].astype(float) * spec.seconds
-    roofline, describe = spec.roofline(wanted, card(system))
-    shown = {k: v for k, v in equal.items() if k not in spec.fixed}
-    shown |= {k: (" or ".join(v) if isinstance(v, tuple) else v) for k, v in spec.fixed.items()}
-    return Lookup(name=family, arguments=spec.arguments, configs=spec.configs, curve=spec.curve,
-                  table=folder.label(spec.table), categories=shown,
-                  kernel_sources=sorted(set(rows["kernel_source"].tolist())), rows=named,
-                  roofline=roofline, describe_roofline=describe, unit_note=spec.unit_note,
-                  blocks=spec.blocks)
+    named["kernel_source"] = np.asarray(rows["kernel_source"])
+    return named
 
 
 def _rows(folder, spec: Family, columns: list[str],

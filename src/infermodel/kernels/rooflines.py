@@ -57,6 +57,7 @@ MOE_DTYPES: Mapping[str, tuple[float, str]] = {
     "fp8_block": (1.0, "fp8_tc_flops"),
     "int4_wo": (0.5, "bfloat16_tc_flops"),
     "w4a16_mxfp4": (0.53125, "bfloat16_tc_flops"),
+    "w4a8_mxfp4_mxfp8": (0.53125, "fp8_tc_flops"),
     "w4afp8": (0.5, "fp8_tc_flops"),
     "nvfp4": (0.5625, "fp4_tc_flops"),
 }
