@@ -54,14 +54,13 @@ Errors in the inputs raise :class:`SimulationError` (an
 from .api import (
     ENGINES,
     TABLE_LAYOUTS,
-    CapacityResult,
     Run,
     SimulationResult,
-    capacity_search,
     run_policy,
     run_record,
     simulate,
 )
+from .capacity import CapacityResult, capacity_search
 from .cluster import ROUTERS, Deployment
 from .cost import (
     CONVENTION_QUANTITIES,
