@@ -438,3 +438,16 @@ def test_mxfp4_experts_under_vllm_stay_weight_only_on_blackwell():
     result = infermodel.evaluate(GPT_OSS, {"hardware.preset": "b200", "efficiency.kernels": "measured",
                                            "efficiency.engine": "vllm", "workload.batch": 16})
     assert "w4a16_mxfp4" in str(result.quantity("decode_kernel_ffn_time").expression)
+
+
+def test_a_configuration_the_newest_folder_lacks_is_the_older_folders_row_and_says_so():
+    from infermodel.kernels import lookup
+
+    table = lookup("b200_sxm", "trtllm", "1.3.0rc23", "moe", dtype="w4a8_mxfp4_mxfp8",
+                   distribution="power_law_1.01")
+    point = (16.0, 2880.0, 2880.0, 4.0, 128.0, 1.0, 1.0)
+    assert table(*point) == pytest.approx(
+        _gpt_oss_moe_row("b200_sxm", "1.3.0rc20", "w4a8_mxfp4_mxfp8"), rel=1e-9)
+    text = "\n".join(table.explain(*point))
+    assert "in b200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet" in text
+    assert "outside the measured grid" not in text

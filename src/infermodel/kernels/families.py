@@ -84,9 +84,13 @@ def _lookup(system: str, engine: str, version: str, family: str,
     folder = parts[0][0]
     named = {k: np.concatenate([p[k] for _, p in parts]) for k in parts[0][1]}
     label = folder.label(spec.table)
-    if len(parts) > 1:
-        label += (" (configurations it does not measure from "
-                  + ", ".join(f.version for f, _ in parts[1:]) + ")")
+    inherited: dict[tuple[float, ...], str] = {}
+    for older_folder, rows_of in parts[1:]:
+        for config in zip(*(rows_of[a].tolist() for a in spec.configs), strict=True):
+            inherited[tuple(float(v) for v in config)] = older_folder.label(spec.table)
+    if inherited:
+        label += (", and for the configurations it does not measure "
+                  + ", ".join(f.version for f, _ in parts[1:]) + "'s")
     roofline, describe = spec.roofline(wanted, card(system))
     shown = {k: v for k, v in equal.items() if k not in spec.fixed}
     shown |= {k: (" or ".join(v) if isinstance(v, tuple) else v) for k, v in spec.fixed.items()}
@@ -94,7 +98,7 @@ def _lookup(system: str, engine: str, version: str, family: str,
                   table=label, categories=shown,
                   kernel_sources=sorted(set(named.pop("kernel_source").tolist())), rows=named,
                   roofline=roofline, describe_roofline=describe, unit_note=spec.unit_note,
-                  blocks=spec.blocks)
+                  blocks=spec.blocks, inherited=inherited)
 
 
 def _named(spec: Family, rows: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

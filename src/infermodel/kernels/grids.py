@@ -103,8 +103,11 @@ class Lookup:
                  curve: Sequence[str], table: str, categories: Mapping[str, Any],
                  kernel_sources: Sequence[str], rows: Mapping[str, np.ndarray],
                  roofline: Roofline, describe_roofline: Callable[[Mapping[str, float]], str],
-                 unit_note: str = "", blocks: Sequence[str] = ()) -> None:
+                 unit_note: str = "", blocks: Sequence[str] = (),
+                 inherited: Mapping[tuple[float, ...], str] | None = None) -> None:
         self.name = name
+        #: Configurations read from an older folder than ``table``'s, with that table.
+        self.inherited = dict(inherited or {})
         self.arguments = tuple(arguments)
         self.config_names = tuple(configs)
         self.curve_names = tuple(curve)
@@ -389,8 +392,10 @@ class Lookup:
             curve = self.curve(index)
             at = ", ".join(f"{n} {b}" for n, b in zip(self.curve_names, brackets(curve, x)))
             share = "" if len(blend.parts) == 1 else f"weight {weight:.3f}: "
-            lines.append(f"  {share}measured configuration ({config or 'the one'}); grid {at} "
-                         f"→ {curve.value(x) * 1e3:.5g} ms")
+            older = self.inherited.get(tuple(float(v) for v in self.configs[index]))
+            where = f" in {older}" if older else ""
+            lines.append(f"  {share}measured configuration ({config or 'the one'}){where}; grid "
+                         f"{at} → {curve.value(x) * 1e3:.5g} ms")
         if blend.how == "interpolated":
             lines.append("  configurations blended log–log")
         warned, stated = self._reasons(values)
