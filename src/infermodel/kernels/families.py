@@ -68,12 +68,18 @@ def _lookup(system: str, engine: str, version: str, family: str,
     parts: list[tuple[Any, dict[str, np.ndarray]]] = []
     seen: set[tuple[float, ...]] = set()
     for candidate in reversed(older):
-        found = _rows(candidate, spec, columns, equal)
+        try:
+            found = _rows(candidate, spec, columns, equal)
+        except (TablesUnavailable, KeyError):
+            if not parts:
+                raise
+            continue  # an older folder that cannot be read adds nothing to a newer one
         if isinstance(found, Unavailable):
             first = first or found
             continue
         named = _named(spec, found)
-        configs = list(zip(*(named[a].tolist() for a in spec.configs), strict=True))
+        configs = (list(zip(*(named[a].tolist() for a in spec.configs), strict=True))
+                   if spec.configs else [()] * len(named["latency"]))
         keep = np.array([c not in seen for c in configs], dtype=bool)
         if keep.any():
             parts.append((candidate, {k: v[keep] for k, v in named.items()}))

@@ -40,7 +40,7 @@ Progress = Callable[[int, int], None]
 NAN_JSON = "nan"
 
 
-def _json_number(value: Any, nan: Any = None) -> Any:
+def json_number(value: Any, nan: Any = None) -> Any:
     """A float for JSON: infinities as ``"inf"``/``"-inf"``; NaN as ``nan`` (``null``
     for a field that does not apply, such as a closed-loop run's rate).
     """
@@ -52,17 +52,17 @@ def _json_number(value: Any, nan: Any = None) -> Any:
     return value
 
 
-def _metrics_json(metrics: Mapping[str, float]) -> dict[str, Any]:
-    return {name: _json_number(value, NAN_JSON) for name, value in metrics.items()}
+def metrics_json(metrics: Mapping[str, float]) -> dict[str, Any]:
+    return {name: json_number(value, NAN_JSON) for name, value in metrics.items()}
 
 
-def _check_engine(engine: str) -> str:
+def check_engine(engine: str) -> str:
     if engine not in ENGINES:
         raise SimulationError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     return engine
 
 
-def _check_cost(cost_model: Any) -> CostModel:
+def check_cost(cost_model: Any) -> CostModel:
     if not isinstance(cost_model, CostModel):
         raise SimulationError(
             f"cost_model must be a CostModel (see CostModel.from_quantities), got {type(cost_model).__name__}"
@@ -103,14 +103,14 @@ def run_record(
     distinct values with counts; with ``series``, the time series of waiting and running requests and
     cache use at every scheduling decision).
     """
-    _check_cost(cost_model)
+    check_cost(cost_model)
     policy = as_policy(policy)
     slo = SLO() if slo is None else slo
     if deployment is not None and not deployment.single:
-        if _check_engine(engine) != "fast":
+        if check_engine(engine) != "fast":
             raise SimulationError("several servers are simulated by the fast engine only")
         record = run_deployment(workload, cost_model, policy, deployment, max_iterations, series)
-    elif _check_engine(engine) == "fast":
+    elif check_engine(engine) == "fast":
         record = run_fast(workload, cost_model, policy, max_iterations, series)
     else:
         record, _ = run_reference(workload, cost_model, policy, max_iterations, series)
@@ -135,9 +135,9 @@ class Run:
         return bool(self.metrics.get("overloaded", 0.0))
 
     def to_dict(self) -> dict[str, Any]:
-        data = {"policy": self.policy, "rate": _json_number(self.rate),
+        data = {"policy": self.policy, "rate": json_number(self.rate),
                 "overloaded": self.overloaded, "slo_met": bool(self.metrics.get("slo_met", 0.0)),
-                "metrics": _metrics_json(self.metrics)}
+                "metrics": metrics_json(self.metrics)}
         if self.concurrency is not None:
             data["concurrency"] = self.concurrency
         if self.seed is not None:
@@ -352,8 +352,8 @@ def simulate(
         >>> sorted(result.to_dict()["runs"][0])
         ['metrics', 'overloaded', 'policy', 'rate', 'slo_met']
     """
-    _check_cost(cost_model)
-    _check_engine(engine)
+    check_cost(cost_model)
+    check_engine(engine)
     chosen = _policies(policies)
     slo = SLO() if slo is None else slo
     spec = WorkloadSpec.lab3() if workload_spec is None else workload_spec

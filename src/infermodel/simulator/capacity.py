@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from .api import Progress, _check_cost, _check_engine, _json_number, _metrics_json, run_record
+from .api import Progress, check_cost, check_engine, json_number, metrics_json, run_record
 from .cluster import Deployment
 from .cost import CostModel
 from .errors import SimulationError
@@ -79,14 +79,14 @@ class CapacityResult:
             "lowest_rate_tried": None if self.passes else self.rate,
             "passes": self.passes,
             "message": self.message,
-            "range": [_json_number(value) for value in self.range],
+            "range": [json_number(value) for value in self.range],
             "widened": self.widened,
             "pool": self.pool,
             "overload": self.overload,
             "overloaded": self.overloaded,
-            "metrics": _metrics_json(self.metrics),
+            "metrics": metrics_json(self.metrics),
             "neighbours": [
-                {"rate": rate, "passes": passed, "metrics": _metrics_json(metrics)}
+                {"rate": rate, "passes": passed, "metrics": metrics_json(metrics)}
                 for rate, passed, metrics in self.neighbours
             ],
             "history": [{"rate": rate, "passes": passed} for rate, passed in self.history],
@@ -185,8 +185,8 @@ def capacity_search(
     >>> round(r.rate, 3), round(r.metrics["throughput_tokens_per_s"], 1), r.neighbour_passes
     (0.244, 466.3, [True, False])
     """
-    _check_cost(cost_model)
-    _check_engine(engine)
+    check_cost(cost_model)
+    check_engine(engine)
     chosen = as_policy(policy)
     slo = SLO() if slo is None else slo
     judge = _judge(slo, pool, overload)
