@@ -42,6 +42,8 @@ ELEMENTWISE = "elementwise"
 #: Work no table measures, named by its operator (timed at its roofline, reported).
 ROOFLINE = "roofline"
 PHASES = ("prefill", "decode")
+#: The MoE table's dtype of MXFP4 experts run weight-only (16-bit activations).
+MXFP4_WEIGHT_ONLY = "w4a16_mxfp4"
 #: Short names of the families in table-function names.
 SHORT = {"dispatch": "a2ad", "combine": "a2ac", "deepep_dispatch_ll": "deepepdll",
          "deepep_combine_ll": "deepepcll", "deepep_dispatch_normal": "deepepdn",
@@ -84,7 +86,7 @@ class Setup:
     shared_local: bool = True
     #: The MoE table's dtype for MXFP4 experts: weight-only (``w4a16_mxfp4``), or with
     #: MXFP8 activations where the engine runs them so on this card (``w4a8_mxfp4_mxfp8``).
-    mxfp4_experts: str = "w4a16_mxfp4"
+    mxfp4_experts: str = MXFP4_WEIGHT_ONLY
 
     @property
     def layout(self) -> bool:
@@ -120,7 +122,7 @@ def gemm_dtype(fmt, activations) -> str | None:
     return None
 
 
-def moe_dtype(fmt, mxfp4: str = "w4a16_mxfp4") -> str | None:
+def moe_dtype(fmt, mxfp4: str = MXFP4_WEIGHT_ONLY) -> str | None:
     """The MoE table's dtype for experts in ``fmt`` (None: no table measures it); MXFP4
     experts read ``mxfp4`` (:attr:`Setup.mxfp4_experts`).
 
@@ -194,7 +196,7 @@ def categories(kernel, formats, activations, kv, st: Setup | None = None,
         return ([{"dtype": "fp8"}, {"dtype": "bfloat16"}] if _fp8(fmt) else [{"dtype": "bfloat16"}])
     if family == "moe":
         fmt = formats.get("experts", formats.get("linear", bf16))
-        dtype = moe_dtype(fmt, st.mxfp4_experts if st is not None else "w4a16_mxfp4")
+        dtype = moe_dtype(fmt, st.mxfp4_experts if st is not None else MXFP4_WEIGHT_ONLY)
         if not dtype:
             return f"no measured MoE kernel for experts in {fmt.name or 'this format'}"
         return [{"dtype": dtype, "distribution": d} for d in door.kernels.MOE_DISTRIBUTIONS]

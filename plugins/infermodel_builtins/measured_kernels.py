@@ -157,7 +157,7 @@ def mxfp4_experts(scenario) -> str:
     if (engine is not None and engine.mxfp4_activations == "mxfp8"
             and scenario.value("hardware.flops_fp4") is not None):
         return "w4a8_mxfp4_mxfp8"
-    return "w4a16_mxfp4"
+    return kernel_plan.MXFP4_WEIGHT_ONLY
 
 
 @hookimpl

@@ -67,6 +67,7 @@ def _lookup(system: str, engine: str, version: str, family: str,
     first: Unavailable | None = None
     parts: list[tuple[Any, dict[str, np.ndarray]]] = []
     seen: set[tuple[float, ...]] = set()
+    inherited: dict[tuple[float, ...], str] = {}
     for candidate in reversed(older):
         try:
             found = _rows(candidate, spec, columns, equal)
@@ -82,6 +83,10 @@ def _lookup(system: str, engine: str, version: str, family: str,
                    if spec.configs else [()] * len(named["latency"]))
         keep = np.array([c not in seen for c in configs], dtype=bool)
         if keep.any():
+            if parts:  # an older folder: record where its new configurations come from
+                inherited.update(dict.fromkeys(
+                    (c for c, k in zip(configs, keep.tolist(), strict=True) if k),
+                    candidate.label(spec.table)))
             parts.append((candidate, {k: v[keep] for k, v in named.items()}))
             seen.update(configs)
     if not parts:
@@ -90,10 +95,6 @@ def _lookup(system: str, engine: str, version: str, family: str,
     folder = parts[0][0]
     named = {k: np.concatenate([p[k] for _, p in parts]) for k in parts[0][1]}
     label = folder.label(spec.table)
-    inherited: dict[tuple[float, ...], str] = {}
-    for older_folder, rows_of in parts[1:]:
-        for config in zip(*(rows_of[a].tolist() for a in spec.configs), strict=True):
-            inherited[tuple(float(v) for v in config)] = older_folder.label(spec.table)
     if inherited:
         label += (", and for the configurations it does not measure "
                   + ", ".join(f.version for f, _ in parts[1:]) + "'s")
