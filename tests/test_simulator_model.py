@@ -271,7 +271,8 @@ def test_expected_max_rejects_bad_laws():
 
 
 def test_module_docstring_examples_run():
-    modules = [simulator, simulator.api, simulator.capacity, simulator.cost, simulator.metrics, simulator.policies,
+    modules = [simulator, simulator.api, simulator.capacity, simulator.cost, simulator.lengths,
+               simulator.metrics, simulator.policies,
                simulator.workload]
     for module in modules:
         failures, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
