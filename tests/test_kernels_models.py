@@ -35,7 +35,7 @@ def _data() -> Path:
 def _rows(relative: str, **equal) -> list[dict]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(_data() / relative).to_pylist()
+    table = pq.read_table((_data() / relative).resolve()).to_pylist()
     return [row for row in table if all(row[k] == v for k, v in equal.items())]
 
 
@@ -284,6 +284,44 @@ def test_the_moe_kernel_runs_every_token_at_the_layouts_ep_size(ep8_dp8):
     assert calls[0][2] == pytest.approx(row, rel=1e-12)
 
 
+def _sglang_ep8_dp8(**more):
+    return infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured",
+                                         "efficiency.engine": "sglang",
+                                         "workload.prompt_tokens": 4000,
+                                         "workload.output_tokens": 192, **more})
+
+
+def test_sglangs_all_to_all_runs_the_experts_on_deepeps_own_moe_kernel():
+    # SGLang behind DeepEP computes the routed experts with its own MoE kernel
+    # (kernel_source deepepmoe), measured in the wide-EP tables: 64 tokens of the stage,
+    # EP 8, block-scaled FP8 experts, read in the newest folder that holds the table.
+    row = _latency_s("moe/sglang/0.5.10/wideep_generation_moe_perf.parquet",
+                     moe_dtype="fp8_block", distribution="power_law_1.01", num_tokens=64,
+                     hidden_size=7168, inter_size=2048, topk=8, num_experts=256,
+                     moe_tp_size=1, moe_ep_size=8)
+    result = _sglang_ep8_dp8()
+    calls = [c for c in _table_calls(result, "decode_kernel_ffn_time")
+             if c[0].startswith(("k_moe", "k_dmoe"))]
+    assert [(c[0].split("_")[1], c[1]) for c in calls] == [
+        ("dmoeg", (64.0, 7168.0, 2048.0, 8.0, 256.0, 1.0, 8.0))]
+    assert calls[0][2] == pytest.approx(row, rel=1e-12)
+    # A prompt's experts: the prefill (normal-dispatch) table.
+    prefill = [c for c in _table_calls(result, "prefill_kernel_ffn_time")
+               if c[0].startswith(("k_moe", "k_dmoe"))]
+    assert [c[0].split("_")[1] for c in prefill] == ["dmoec"]
+
+
+def test_sglangs_gathered_experts_and_unmeasured_formats_keep_the_grouped_moe_kernel():
+    # Gathering every rank's tokens (SGLang's default backend) runs the grouped MoE
+    # kernel; so do NVFP4 experts behind DeepEP, which its MoE tables do not measure.
+    for more in ({"levers.parallelism.expert_dispatch": "all_gather"},
+                 {"hardware.preset": "b200", "levers.quantization.experts": "nvfp4"}):
+        result = _sglang_ep8_dp8(**more)
+        calls = [c[0] for c in _table_calls(result, "decode_kernel_ffn_time")
+                 if c[0].startswith(("k_moe", "k_dmoe"))]
+        assert len(calls) == 1 and calls[0].startswith("k_moe_"), (more, calls)
+
+
 def test_attention_runs_on_the_busiest_ranks_sequences(ep8_dp8):
     # ⌈64/8⌉ = 8 sequences a rank, 128 heads on its one card.
     row = _latency_s("mla/vllm/0.24.0/mla_generation_module_perf.parquet",
@@ -324,6 +362,31 @@ def test_the_expert_all_to_all_is_deepeps_low_latency_rows(ep8_dp8):
                          topk=8, num_experts=256, ep_size=8)
         assert ep8_dp8[f"decode_kernel_expert_{phase}_time"] == pytest.approx(MOE_LAYERS * row,
                                                                               rel=1e-12)
+
+
+def test_tensorrt_llms_all_to_all_is_its_nvlink_kernel_on_the_rack():
+    # TensorRT-LLM on GB200: its NVLink all-to-all rows (two-sided for FP8 experts, the
+    # one-sided kernel measuring NVFP4 only), one card's 8 tokens over 8 expert ranks.
+    result = infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured",
+                                           "efficiency.engine": "trtllm",
+                                           "hardware.preset": "gb200",
+                                           "workload.prompt_tokens": 4000,
+                                           "workload.output_tokens": 192})
+    for phase in ("dispatch", "combine"):
+        row = _latency_s("../gb200/comm/trtllm/1.3.0rc10/trtllm_alltoall_perf.parquet",
+                         op_name=f"alltoall_{phase}", kernel_source="NVLinkTwoSided",
+                         moe_dtype="fp8", num_tokens=8, hidden_size=7168, topk=8,
+                         num_experts=256, moe_ep_size=8)
+        assert result[f"decode_kernel_expert_{phase}_time"] == pytest.approx(MOE_LAYERS * row,
+                                                                             rel=1e-12)
+    # On one 8-GPU node no table measures it: the roofline, said.
+    node = infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured",
+                                         "efficiency.engine": "trtllm"})
+    from infermodel_builtins.measured_kernels import plan
+
+    timed = {(t.phase, t.name): t for t in plan(node.scenario)}
+    assert timed[("decode", "expert_dispatch")].how == "fallback"
+    assert any("expert_dispatch" in w for w in node.warnings)
 
 
 def test_the_layouts_step_is_its_operators_once(ep8_dp8):

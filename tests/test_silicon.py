@@ -94,6 +94,32 @@ def test_the_layout_recorded_with_its_degrees_multiplied_is_read_as_the_engines(
                                                            single.expert) == (8, 8, 8)
 
 
+def test_wide_expert_pools_dispatch_all_to_all_where_their_engine_does(rows, cells):
+    # GB200, SGLang 0.5.8, disaggregated: prefill 4 workers of attention DP 4 × EP 4,
+    # decode one worker of attention DP 32 × EP 32 (the file's columns); SGLang's
+    # wide-EP recipes run DeepEP there. TensorRT-LLM runs its NVLink all-to-all on the
+    # racks (GB200, GB300) and gathers on one 8-GPU node (B200, H200).
+    from infermodel.accuracy.row_scenarios import scenario_data
+
+    point = "dsr1_gb200_sglang_fp4_disagg_1024x1024_c2048_cfg483"
+    source = cells[point]
+    assert (source["decode_attention_dp_size"], source["decode_moe_ep_size"]) == ("32", "32")
+    row = rows[f"{point}-tpot"]
+    decode, prefill = row.pools.decode, row.pools.prefill
+    assert (decode.attention_dp, decode.expert, decode.dispatch) == (32, 32, "all_to_all")
+    assert (prefill.attention_dp, prefill.expert, prefill.dispatch) == (4, 4, "all_to_all")
+    lever = scenario_data(row, {}, decode)["levers"]["parallelism"]
+    assert lever["expert_dispatch"] == "all_to_all"
+    wide = [r for r in rows.values() if r.pools is not None and r.family == "trtllm"
+            and r.pools.decode.attention_dp > 1 and r.pools.decode.expert > 1]
+    seen = {(r.hardware, r.pools.decode.dispatch) for r in wide}
+    assert seen == {("gb200", "all_to_all"), ("gb300", "all_to_all"), ("b200", "all_gather"),
+                    ("h200", "all_gather")}
+    node = next(r for r in wide if r.hardware == "b200")
+    assert "expert_dispatch" not in scenario_data(node, {}, node.pools.decode)[
+        "levers"]["parallelism"]
+
+
 def test_rows_the_levers_cannot_express_keep_their_reason(rows):
     from infermodel.accuracy.silicon import read_layout
 

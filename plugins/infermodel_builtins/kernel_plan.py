@@ -53,7 +53,9 @@ SHORT = {"dispatch": "a2ad", "combine": "a2ac", "deepep_dispatch_ll": "deepepdll
          "mla_context": "mlac", "mla_generation": "mlag", "mla_bmm_pre": "bmmpre",
          "mla_bmm_post": "bmmpost", "gdn_conv_context": "gdnconvc",
          "gdn_conv_generation": "gdnconvg", "gdn_context": "gdnc", "gdn_generation": "gdng",
-         "mamba2_conv_context": "m2convc", "mamba2_conv_generation": "m2convg"}
+         "mamba2_conv_context": "m2convc", "mamba2_conv_generation": "m2convg",
+         "deepep_moe_generation": "dmoeg", "deepep_moe_context": "dmoec",
+         "nvlink_dispatch": "nvld", "nvlink_combine": "nvlc"}
 #: Arguments a family multiplies by the split rather than dividing (a MoE layer's TP).
 MULTIPLIED = ("tp",)
 #: Arguments rounded up to whole numbers when split (KV heads replicated below TP).
@@ -87,6 +89,9 @@ class Setup:
     #: The MoE table's dtype for MXFP4 experts: weight-only (``w4a16_mxfp4``), or with
     #: MXFP8 activations where the engine runs them so on this card (``w4a8_mxfp4_mxfp8``).
     mxfp4_experts: str = MXFP4_WEIGHT_ONLY
+    #: The layout dispatches tokens to the expert ranks all-to-all (DeepEP, pplx) rather
+    #: than gathering every rank's tokens.
+    all_to_all: bool = False
 
     @property
     def layout(self) -> bool:
@@ -167,16 +172,40 @@ def family_of(kernel, st: Setup, phase: str) -> str:
     return kernel.family
 
 
+def families_of(kernel, st: Setup, phase: str) -> tuple[str, ...]:
+    """The table families to read a kernel from, in the order to try them: under
+    SGLang's expert all-to-all the routed experts run DeepEP's own MoE kernel (its masked
+    grouped GEMMs, ``deepep_moe_*``) where its tables measure the experts' format, the
+    grouped MoE kernel otherwise.
+    """
+    if kernel.family == "moe" and st.engine == "sglang" and st.all_to_all:
+        return (f"deepep_moe_{'generation' if phase == 'decode' else 'context'}", "moe")
+    if kernel.family in ("dispatch", "combine") and st.engine == "trtllm":
+        # TensorRT-LLM's all-to-all is its own NVLink kernel over a rack's multi-node
+        # NVLink (measured on GB200); its DeepEP path is opt-in (TRTLLM_CAN_USE_DEEP_EP),
+        # so its DeepEP rows do not stand in for it.
+        return (f"nvlink_{kernel.family}",)
+    return (family_of(kernel, st, phase),)
+
+
 def categories(kernel, formats, activations, kv, st: Setup | None = None,
-               phase: str = "decode") -> list[dict] | str:
-    """The categories to read a kernel's table at, in the order to try them, or why no
-    table measures it.
+               phase: str = "decode", family: str | None = None) -> list[dict] | str:
+    """The categories to read a kernel's table at (its ``family``'s; default the
+    kernel's own), in the order to try them, or why no table measures it.
     """
     from .formats import NAMED_FORMATS
 
     bf16 = NAMED_FORMATS["bf16"]
-    family = kernel.family
+    family = family or kernel.family
     fmt = formats.get(kernel.weights, bf16) if kernel.weights else bf16
+    if family.startswith("nvlink_"):
+        # By the experts' dtype (the activations go out quantised as the experts run
+        # them): the one-sided kernel, else the two-sided one.
+        experts = formats.get("experts", formats.get("linear", bf16))
+        named = moe_dtype(experts) or "bfloat16"
+        wire = "fp8" if named.startswith("fp8") else named
+        return [{"dtype": wire, "source": s} for s in ("NVLinkOneSided", "NVLinkTwoSided")]
+    family = kernel.family
     if family == "gemm":
         dtype = gemm_dtype(fmt, activations)
         return [{"dtype": dtype}] if dtype else f"no measured GEMM for weights in {fmt.name or 'this format'}"
@@ -274,22 +303,26 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
     latent attention module) is read once: its time becomes a quantity of its own,
     recorded in ``shared`` (name -> expression), and each operator takes its share.
     """
-    attempts = categories(kernel, formats, activations, kv, st, phase)
-    if isinstance(attempts, str):
-        return attempts
     kernels = door.kernels
-    family = family_of(kernel, st, phase)
-    spec = kernels.FAMILIES.get(family)
-    if spec is None:
-        return f"no table family {family!r}"
-    found, chosen = None, attempts[0]
-    for attempt in attempts:
-        found = kernels.lookup(st.system, st.engine, st.version, family, **attempt)
+    found: object = None
+    chosen: dict = {}
+    family, spec = "", None
+    for family in families_of(kernel, st, phase):
+        spec = kernels.FAMILIES.get(family)
+        if spec is None:
+            return f"no table family {family!r}"
+        attempts = categories(kernel, formats, activations, kv, st, phase, family)
+        if isinstance(attempts, str):
+            return attempts
+        for attempt in attempts:
+            found = kernels.lookup(st.system, st.engine, st.version, family, **attempt)
+            if isinstance(found, kernels.Lookup):
+                chosen = attempt
+                break
         if isinstance(found, kernels.Lookup):
-            chosen = attempt
             break
-    if not isinstance(found, kernels.Lookup):
-        return found.reason if found is not None else "no table"
+    if not isinstance(found, kernels.Lookup) or spec is None:
+        return getattr(found, "reason", None) or "no table"
     missing = [a for a in spec.arguments if a not in kernel.shape]
     if missing:
         return f"the {family} kernel needs {', '.join(missing)}"
@@ -465,4 +498,4 @@ def _plan(scenario, st: Setup) -> Plan:
 
 
 __all__ = ["ELEMENTWISE", "PHASES", "ROOFLINE", "Plan", "Setup", "Timed", "categories",
-           "formats_of", "gemm_dtype", "kernel_time", "moe_dtype", "plan", "shape_arguments"]
+           "families_of", "family_of", "formats_of", "gemm_dtype", "kernel_time", "moe_dtype", "plan", "shape_arguments"]

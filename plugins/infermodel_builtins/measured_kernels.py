@@ -131,7 +131,7 @@ def setup(scenario) -> Setup:
         lay = parallel_layout(scenario)
         if lay.active:
             layout = {"data": lay.data, "stage": lay.stage_cards, "expert": lay.expert,
-                      "dense": lay.dense, "shared_local": lay.shared_local}
+                      "dense": lay.dense, "shared_local": lay.shared_local, "all_to_all": lay.a2a}
     system = scenario.value("hardware.kernel_system")
     engine = ENGINE_TABLES.get(scenario.value("efficiency.engine"))
     if system is None:

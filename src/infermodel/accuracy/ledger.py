@@ -161,7 +161,8 @@ class Pool:
 
     ``batch`` is the most sequences one attention rank runs at once (a prefill worker's
     prompts per iteration, a decode worker's running sequences), as the measurement's
-    configuration set it.
+    configuration set it. ``dispatch`` is how its MoE layers reach the tokens of other
+    attention ranks (the parallelism lever's ``expert_dispatch``).
     """
 
     workers: int
@@ -170,6 +171,7 @@ class Pool:
     pipeline: int = 1
     attention_dp: int = 1
     expert: int = 1
+    dispatch: str = "all_gather"
 
     @property
     def gpus(self) -> int:

@@ -100,6 +100,8 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
             parallelism["dense_weights"] = DENSE_WEIGHTS.get(row.family, "replicated")
         if expert > 1:
             parallelism["expert"] = expert
+            if pool is not None and attention > 1 and pool.dispatch != "all_gather":
+                parallelism["expert_dispatch"] = pool.dispatch
         levers["parallelism"] = parallelism
     if levers:
         data["levers"] = levers

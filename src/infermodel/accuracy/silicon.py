@@ -54,6 +54,21 @@ How the file's columns are read (each rule checked against the file itself):
   uniform on 0.8–1 × nominal).
 * **Disaggregated rows**: a prefill and a decode pool, each ``*_num_workers`` servers of
   their own layout and ``*_batch_size``; a row without them is listed as not expressible.
+  A pool with data-parallel attention and expert parallelism dispatches its tokens
+  all-to-all (the parallelism lever's ``expert_dispatch = "all_to_all"``;
+  :func:`pool_dispatch`) where its engine does:
+
+  * SGLang's, through DeepEP, as SGLang's published disaggregated wide-EP recipes run it
+    (``--moe-a2a-backend deepep``, low-latency kernels in decode and normal ones in
+    prefill: the SGLang team's "Deploying DeepSeek with PD Disaggregation and Large-scale
+    Expert Parallelism" on H100 and its GB200 NVL72 sequel, and Dynamo's "Running
+    DeepSeek-R1 Disaggregated with WideEP on GB200s"). The file does not record the
+    backend, and SGLang's own default (``none``) gathers every rank's tokens;
+  * TensorRT-LLM's on GB200 and GB300 (:data:`RACKS`) with the experts split by EP
+    alone: its Blackwell MoE backend picks its one-sided NVLink all-to-all whenever
+    attention is data-parallel, MoE TP is 1 and the cards share a multi-node NVLink
+    domain, whatever the expert ranks against top-k (``TRTLLMGenFusedMoE.
+    select_alltoall_method_type``, PyTorch backend); on one 8-GPU node it gathers.
 
 Rows the levers cannot express keep a reason (:attr:`LedgerRow.unexpressed`), so the
 report lists them rather than dropping them.
@@ -79,8 +94,8 @@ import attrs
 from ..errors import InfermodelError, Problem
 from .ledger import LedgerRow, Pool, Pools
 
-__all__ = ["BURST_ENGINES", "COLUMNS", "EXTRA", "MODEL_CONFIGS", "SILICON", "SYSTEMS", "WEIGHT_FORMATS",
-           "package_root", "read_silicon", "sample_points", "silicon_path"]
+__all__ = ["BURST_ENGINES", "COLUMNS", "EXTRA", "MODEL_CONFIGS", "RACKS", "SILICON", "SYSTEMS",
+           "WEIGHT_FORMATS", "package_root", "pool_dispatch", "read_silicon", "sample_points", "silicon_path"]
 
 #: The ``--ledger`` name of this ledger.
 SILICON = "silicon"
@@ -338,6 +353,30 @@ def read_layout(cells: Mapping[str, str], prefix: str, experts: int) -> Layout |
     return Layout(tensor, pipeline, attention, moe_ep)
 
 
+#: Systems whose cards share one NVLink domain across trays (multi-node NVLink, MNNVL).
+RACKS = ("gb200", "gb300")
+
+
+def pool_dispatch(backend: str, system: str, layout: Layout) -> str:
+    """How a disaggregated pool's MoE layers reach the tokens of other attention ranks
+    (the parallelism lever's ``expert_dispatch``): all-to-all where the engine runs it
+    for the pool's layout, else every rank's tokens gathered.
+
+    >>> wide = Layout(tensor=1, pipeline=1, attention_dp=32, expert=32)
+    >>> [pool_dispatch(b, "gb200", wide) for b in ("sglang", "trtllm", "vllm")]
+    ['all_to_all', 'all_to_all', 'all_gather']
+    >>> pool_dispatch("trtllm", "b200_sxm", wide)
+    'all_gather'
+    """
+    if layout.attention_dp <= 1 or layout.expert <= 1:
+        return "all_gather"
+    if backend == "sglang":
+        return "all_to_all"
+    if backend == "trtllm" and system in RACKS and layout.expert == layout.tensor * layout.attention_dp:
+        return "all_to_all"
+    return "all_gather"
+
+
 def _pool(cells: Mapping[str, str], stage: str, experts: int) -> Pool | str:
     layout = read_layout(cells, f"{stage}_", experts)
     if isinstance(layout, str):
@@ -347,8 +386,9 @@ def _pool(cells: Mapping[str, str], stage: str, experts: int) -> Pool | str:
     if not workers or not batch:
         return (f"a disaggregated point without {stage}_num_workers and {stage}_batch_size: "
                 "the pools' sizes are not given")
+    dispatch = pool_dispatch(cells["backend"].strip(), cells["system"].strip(), layout)
     return Pool(workers=workers, batch=batch, tensor=layout.tensor, pipeline=layout.pipeline,
-                attention_dp=layout.attention_dp, expert=layout.expert)
+                attention_dp=layout.attention_dp, expert=layout.expert, dispatch=dispatch)
 
 
 def _point(cells: Mapping[str, str], line: int,

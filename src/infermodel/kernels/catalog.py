@@ -32,6 +32,10 @@ family                     arguments (configuration | curve)   table (``<directo
                            tokens
 ``deepep_dispatch_ll``,    hidden, topk, experts, ep |         ``comm/wideep_deepep_ll_perf``,
 ``deepep_combine_ll``, …   tokens                              ``comm/wideep_deepep_normal_perf``
+``deepep_moe_generation``, hidden, inter, topk, experts,       ``moe/wideep_generation_moe_perf``,
+``deepep_moe_context``     tp, ep | tokens                     ``moe/wideep_context_moe_perf``
+``nvlink_dispatch``,       hidden, topk, experts, ep |         ``comm/trtllm_alltoall_perf``
+``nvlink_combine``         tokens
 ``nccl_all_gather``, …     gpus | elements                     ``comm/nccl/<version>/nccl_perf``
 =========================  ==================================  =========================================
 
@@ -50,6 +54,8 @@ Read from the tables and their collectors (NVIDIA aiconfigurator, ``collector/``
   convolution (``causal_conv1d_fn``, ``causal_conv1d_update``), not the selective scan;
 * the all-to-all tables hold one expert rank's tokens (``num_tokens``) at 8 ranks of one
   node; ``deepep_ll`` is DeepEP's low-latency decode path, ``deepep_ht`` its prefill path;
+  TensorRT-LLM's NVLink all-to-all table (GB200) holds one rank's tokens at 2–64 ranks
+  of the rack, for DeepSeek-V3's shape only;
 * NCCL's ``message_size`` is the whole message in elements (an all-gather's output).
 """
 
@@ -196,7 +202,26 @@ def _experts() -> tuple[Family, ...]:
                                     ("combine", "ll", "combine_avg_t_us"),
                                     ("dispatch", "normal", "dispatch_transmit_us"),
                                     ("combine", "normal", "combine_transmit_us")))
-    return (moe, *a2a, *deepep)
+    # SGLang's MoE kernel behind DeepEP (``deepepmoe``: grouped GEMMs on the tokens each
+    # expert rank receives), measured apart for decode and prefill, at the stage's tokens
+    # as ``moe_perf``.
+    wideep = tuple(
+        Family(f"deepep_moe_{phase}", "moe", f"wideep_{phase}_moe_perf", moe.arguments,
+               moe.configs, moe.curve, moe.columns, moe.categories, roofline_moe,
+               f"one layer's routed experts behind DeepEP's {mode} dispatch ({phase})",
+               blocks=("tokens",))
+        for phase, mode in (("generation", "low-latency"), ("context", "normal")))
+    # TensorRT-LLM's all-to-all over a rack's NVLink (MNNVL): one rank's tokens, by the
+    # experts' dtype and the kernel (one-sided, or two-sided after a prepare step).
+    nvlink = tuple(
+        Family(f"nvlink_{phase}", "comm", "trtllm_alltoall_perf", arguments, configs,
+               ("tokens",), {"tokens": "num_tokens", "hidden": "hidden_size", "topk": "topk",
+                             "experts": "num_experts", "ep": "moe_ep_size"},
+               {"dtype": "moe_dtype", "source": "kernel_source"}, roofline_all_to_all,
+               f"TensorRT-LLM's NVLink all-to-all {phase} of one MoE layer's tokens (one "
+               "rank's tokens)", fixed={"op_name": f"alltoall_{phase}"}, blocks=("tokens",))
+        for phase in ("dispatch", "combine"))
+    return (moe, *a2a, *deepep, *wideep, *nvlink)
 
 
 def _collectives() -> tuple[Family, ...]:
