@@ -352,3 +352,40 @@ def test_the_custom_all_reduce_scales_with_its_gpus_as_one_synchronisation():
         ratio = roofline({"gpus": 8, "elements": elements}) / roofline({"gpus": 4, "elements": elements})
         assert ratio == pytest.approx(by_hand(8, elements) / by_hand(4, elements), rel=1e-12)
         assert abs(math.log(ratio * measured[0] / measured[1])) < math.log(1.3)
+
+
+def test_the_all_to_all_scales_with_its_ranks_as_one_exchange():
+    # Each rank writes to all its peers at once, then signals them: two link latencies
+    # whatever the ranks, the bytes in the dispatch's wire format (NVFP4 4 bits and a
+    # scale per 16, FP8 one byte, else two). GB200, TensorRT-LLM's one-sided NVLink rows
+    # at 64 tokens a rank: 8 → 32 ranks takes 1.16× (dispatch) and 1.30× (combine); a
+    # latency per peer (the ring's) would make it 2.8×.
+    from infermodel.kernels.rooflines import all_to_all, dispatch
+
+    card = {"intra_node_bw": 900e9}
+    shape = {"tokens": 64, "topk": 8, "hidden": 7168}
+
+    def by_hand(ep, wire):
+        return 64 * 8 * 7168 * wire * (ep - 1) / ep / 900e9 + 2e-6
+
+    combine, _ = all_to_all({"dtype": "nvfp4"}, card)
+    for dtype, wire in (("nvfp4", 0.5625), ("fp8", 1.0), ("bfloat16", 2.0)):
+        sent, _ = dispatch({"dtype": dtype}, card)
+        for ep in (8, 32):
+            assert sent({**shape, "ep": ep}) == pytest.approx(by_hand(ep, wire), rel=1e-12)
+    assert combine({**shape, "ep": 32}) == pytest.approx(by_hand(32, 2.0), rel=1e-12)
+
+    path = (Path(next(iter(importlib.util.find_spec("aiconfigurator_core").submodule_search_locations)))
+            / "systems/data/gb200/comm/trtllm/1.3.0rc10/trtllm_alltoall_perf.parquet")
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(path).to_pylist()
+
+    def measured(op, ep):
+        return min(r["latency"] for r in rows if r["op_name"] == f"alltoall_{op}"
+                   and r["kernel_source"] == "NVLinkOneSided" and r["num_tokens"] == 64
+                   and r["moe_ep_size"] == ep)
+
+    for op, roofline in (("dispatch", dispatch({"dtype": "nvfp4"}, card)[0]), ("combine", combine)):
+        ratio = roofline({**shape, "ep": 32}) / roofline({**shape, "ep": 8})
+        assert abs(math.log(ratio * measured(op, 8) / measured(op, 32))) < math.log(1.3)

@@ -365,20 +365,28 @@ def test_the_expert_all_to_all_is_deepeps_low_latency_rows(ep8_dp8):
 
 
 def test_tensorrt_llms_all_to_all_is_its_nvlink_kernel_on_the_rack():
-    # TensorRT-LLM on GB200: its NVLink all-to-all rows (two-sided for FP8 experts, the
-    # one-sided kernel measuring NVFP4 only), one card's 8 tokens over 8 expert ranks.
-    result = infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured",
-                                           "efficiency.engine": "trtllm",
-                                           "hardware.preset": "gb200",
-                                           "workload.prompt_tokens": 4000,
-                                           "workload.output_tokens": 192})
+    # TensorRT-LLM on GB200: its NVLink all-to-all rows, one card's 8 tokens over 8 expert
+    # ranks. FP8 experts run the two-sided kernel (the one-sided one is measured for NVFP4
+    # only), whose dispatch follows a prepare step; NVFP4 experts the one-sided kernel.
+    def row(op, source, dtype):
+        return _latency_s("../gb200/comm/trtllm/1.3.0rc10/trtllm_alltoall_perf.parquet",
+                          op_name=f"alltoall_{op}", kernel_source=source, moe_dtype=dtype,
+                          num_tokens=8, hidden_size=7168, topk=8, num_experts=256,
+                          moe_ep_size=8)
+
+    more = {"efficiency.kernels": "measured", "efficiency.engine": "trtllm",
+            "hardware.preset": "gb200", "workload.prompt_tokens": 4000,
+            "workload.output_tokens": 192}
+    result = infermodel.evaluate(EP8_DP8, more)
+    two = "NVLinkTwoSided"
+    assert result["decode_kernel_expert_dispatch_time"] == pytest.approx(
+        MOE_LAYERS * (row("dispatch", two, "fp8") + row("prepare", two, "fp8")), rel=1e-12)
+    assert result["decode_kernel_expert_combine_time"] == pytest.approx(
+        MOE_LAYERS * row("combine", two, "fp8"), rel=1e-12)
+    fp4 = infermodel.evaluate(EP8_DP8, {**more, "levers.quantization.experts": "nvfp4"})
     for phase in ("dispatch", "combine"):
-        row = _latency_s("../gb200/comm/trtllm/1.3.0rc10/trtllm_alltoall_perf.parquet",
-                         op_name=f"alltoall_{phase}", kernel_source="NVLinkTwoSided",
-                         moe_dtype="fp8", num_tokens=8, hidden_size=7168, topk=8,
-                         num_experts=256, moe_ep_size=8)
-        assert result[f"decode_kernel_expert_{phase}_time"] == pytest.approx(MOE_LAYERS * row,
-                                                                             rel=1e-12)
+        assert fp4[f"decode_kernel_expert_{phase}_time"] == pytest.approx(
+            MOE_LAYERS * row(phase, "NVLinkOneSided", "nvfp4"), rel=1e-12)
     # On one 8-GPU node no table measures it: the roofline, said.
     node = infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured",
                                          "efficiency.engine": "trtllm"})

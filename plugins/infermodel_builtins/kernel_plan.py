@@ -55,7 +55,7 @@ SHORT = {"dispatch": "a2ad", "combine": "a2ac", "deepep_dispatch_ll": "deepepdll
          "gdn_conv_generation": "gdnconvg", "gdn_context": "gdnc", "gdn_generation": "gdng",
          "mamba2_conv_context": "m2convc", "mamba2_conv_generation": "m2convg",
          "deepep_moe_generation": "dmoeg", "deepep_moe_context": "dmoec",
-         "nvlink_dispatch": "nvld", "nvlink_combine": "nvlc"}
+         "nvlink_dispatch": "nvld", "nvlink_combine": "nvlc", "nvlink_prepare": "nvlp"}
 #: Arguments a family multiplies by the split rather than dividing (a MoE layer's TP).
 MULTIPLIED = ("tp",)
 #: Arguments rounded up to whole numbers when split (KV heads replicated below TP).
@@ -180,7 +180,7 @@ def families_of(kernel, st: Setup, phase: str) -> tuple[str, ...]:
     """
     if kernel.family == "moe" and st.engine == "sglang" and st.all_to_all:
         return (f"deepep_moe_{'generation' if phase == 'decode' else 'context'}", "moe")
-    if kernel.family in ("dispatch", "combine") and st.engine == "trtllm":
+    if kernel.family in ("dispatch", "combine", "prepare") and st.engine == "trtllm":
         # TensorRT-LLM's all-to-all is its own NVLink kernel over a rack's multi-node
         # NVLink (measured on GB200); its DeepEP path is opt-in (TRTLLM_CAN_USE_DEEP_EP),
         # so its DeepEP rows do not stand in for it.
@@ -200,11 +200,18 @@ def categories(kernel, formats, activations, kv, st: Setup | None = None,
     fmt = formats.get(kernel.weights, bf16) if kernel.weights else bf16
     if family.startswith("nvlink_"):
         # By the experts' dtype (the activations go out quantised as the experts run
-        # them): the one-sided kernel, else the two-sided one.
+        # them: 8-bit for FP8 and MXFP8-activation experts, 16-bit for weight-only ones);
+        # a dispatch's option says which kernel, the combine takes the one-sided kernel
+        # where measured, else the two-sided one; a prepare step is the two-sided one's.
         experts = formats.get("experts", formats.get("linear", bf16))
-        named = moe_dtype(experts) or "bfloat16"
-        wire = "fp8" if named.startswith("fp8") else named
-        return [{"dtype": wire, "source": s} for s in ("NVLinkOneSided", "NVLinkTwoSided")]
+        named = moe_dtype(experts, st.mxfp4_experts if st is not None else MXFP4_WEIGHT_ONLY)
+        wire = ("fp8" if named and (named.startswith("fp8") or "mxfp8" in named)
+                else "nvfp4" if named == "nvfp4" else "bfloat16")
+        sources = {"one-sided": ("NVLinkOneSided",), "two-sided": ("NVLinkTwoSided",)}.get(
+            kernel.option, ("NVLinkOneSided", "NVLinkTwoSided"))
+        if family == "nvlink_prepare":
+            sources = ("NVLinkTwoSided",)
+        return [{"dtype": wire, "source": s} for s in sources]
     family = kernel.family
     if family == "gemm":
         dtype = gemm_dtype(fmt, activations)
@@ -232,14 +239,9 @@ def categories(kernel, formats, activations, kv, st: Setup | None = None,
     if family.startswith("nccl_"):
         return [{"dtype": "half"}]
     if family in ("dispatch", "combine") and st is not None:
-        # DeepEP: low-latency kernels in decode, high-throughput ones in prefill; the
-        # wire carries FP8 where the dispatch is stated in one byte (TensorRT-LLM's tables
-        # hold it by dtype, vLLM's by the backend's default).
+        # DeepEP: low-latency kernels in decode, high-throughput ones in prefill, at the
+        # backend's default wire format (TensorRT-LLM's all-to-all: the NVLink families).
         mode = "ll" if phase == "decode" else "ht"
-        if st.engine == "trtllm":
-            dtypes = (["fp8", "bfloat16"] if family == "dispatch" and kernel.shape.get("wire") == 1
-                      else ["bfloat16"])
-            return [{"backend": f"trtllm_deepep_{mode}", "dtype": d} for d in dtypes]
         return [{"backend": f"deepep_{mode}", "dtype": "default"}]
     return [{}]
 

@@ -16,9 +16,10 @@ tokens of the stage:
                       the all-reduce above over the G = T cards instead
     expert_dispatch   DeepEP's all-to-all dispatch of the busiest rank's tokens on one
     expert_combine    card (T_s·f_dp/D/T), and the combine; low-latency kernels in decode,
-                      high-throughput ones in prefill (SGLang's own DeepEP tables); the
-                      combine adds an all-reduce over an expert rank's G/X cards when they
-                      split its experts
+                      high-throughput ones in prefill (SGLang's own DeepEP tables;
+                      TensorRT-LLM's NVLink all-to-all, one-sided or two-sided with its
+                      prepare step); the combine adds an all-reduce over an expert rank's
+                      G/X cards when they split its experts
 
 Pipeline hops between stages are link transfers no table measures: they keep the
 lever's link formula.
@@ -80,8 +81,13 @@ def collective_kernels(scenario, lay, tokens, counts, wire=None, hops=None):
     if lay.a2a:
         shape = {"tokens": tokens / T, "hidden": width, "topk": S.active_experts,
                  "experts": S.experts, "ep": X}
-        out["expert_dispatch"] = (Kernel("dispatch", {**shape, "wire": wire or 2}, calls=moe,
-                                         label="dispatch"),)
+        # TensorRT-LLM's NVLink all-to-all is one-sided, or two-sided after a prepare
+        # step (alternatives; the other engines' tables serve the first).
+        dispatch = {**shape, "wire": wire or 2}
+        out["expert_dispatch"] = (
+            Kernel("dispatch", dispatch, calls=moe, label="dispatch", option="one-sided"),
+            Kernel("dispatch", dispatch, calls=moe, label="dispatch", option="two-sided"),
+            Kernel("prepare", shape, calls=moe, label="prepare", option="two-sided"))
         combine = [Kernel("combine", shape, calls=moe, label="combine")]
         if lay.stage_cards > lay.expert:
             combine += all_reduce(tokens * S.active_experts / X * width, G / X, moe,

@@ -35,7 +35,8 @@ family                     arguments (configuration | curve)   table (``<directo
 ``deepep_moe_generation``, hidden, inter, topk, experts,       ``moe/wideep_generation_moe_perf``,
 ``deepep_moe_context``     tp, ep | tokens                     ``moe/wideep_context_moe_perf``
 ``nvlink_dispatch``,       hidden, topk, experts, ep |         ``comm/trtllm_alltoall_perf``
-``nvlink_combine``         tokens
+``nvlink_combine``,        tokens
+``nvlink_prepare``
 ``nccl_all_gather``, …     gpus | elements                     ``comm/nccl/<version>/nccl_perf``
 =========================  ==================================  =========================================
 
@@ -54,8 +55,9 @@ Read from the tables and their collectors (NVIDIA aiconfigurator, ``collector/``
   convolution (``causal_conv1d_fn``, ``causal_conv1d_update``), not the selective scan;
 * the all-to-all tables hold one expert rank's tokens (``num_tokens``) at 8 ranks of one
   node; ``deepep_ll`` is DeepEP's low-latency decode path, ``deepep_ht`` its prefill path;
-  TensorRT-LLM's NVLink all-to-all table (GB200) holds one rank's tokens at 2–64 ranks
-  of the rack, for DeepSeek-V3's shape only;
+  TensorRT-LLM's NVLink all-to-all table (GB200) holds one rank's tokens, for
+  DeepSeek-V3's shape only: the one-sided kernel (NVFP4) at 2–32 ranks, the two-sided one
+  (BF16, FP8, NVFP4; dispatch after a prepare step) at 2–64;
 * NCCL's ``message_size`` is the whole message in elements (an all-gather's output).
 """
 
@@ -78,6 +80,9 @@ from .rooflines import (
 )
 from .rooflines import (
     delta_rule as roofline_delta_rule,
+)
+from .rooflines import (
+    dispatch as roofline_dispatch,
 )
 from .rooflines import (
     gemm as roofline_gemm,
@@ -184,7 +189,8 @@ def _experts() -> tuple[Family, ...]:
         Family(phase, "comm", "moe_a2a_perf", arguments, configs, ("tokens",),
                {"tokens": "num_tokens", "hidden": "hidden_size", "topk": "topk",
                 "experts": "num_experts", "ep": "ep_size"},
-               {"backend": "comm_backend", "dtype": "comm_dtype"}, roofline_all_to_all,
+               {"backend": "comm_backend", "dtype": "comm_dtype"},
+               roofline_dispatch if phase == "dispatch" else roofline_all_to_all,
                f"the all-to-all {phase} of one MoE layer's tokens to their experts' ranks "
                "(one rank's tokens)", fixed={"phase": phase}, latency="transmit_us",
                seconds=1e-6, blocks=("tokens",))
@@ -217,10 +223,11 @@ def _experts() -> tuple[Family, ...]:
         Family(f"nvlink_{phase}", "comm", "trtllm_alltoall_perf", arguments, configs,
                ("tokens",), {"tokens": "num_tokens", "hidden": "hidden_size", "topk": "topk",
                              "experts": "num_experts", "ep": "moe_ep_size"},
-               {"dtype": "moe_dtype", "source": "kernel_source"}, roofline_all_to_all,
+               {"dtype": "moe_dtype", "source": "kernel_source"},
+               roofline_all_to_all if phase == "combine" else roofline_dispatch,
                f"TensorRT-LLM's NVLink all-to-all {phase} of one MoE layer's tokens (one "
                "rank's tokens)", fixed={"op_name": f"alltoall_{phase}"}, blocks=("tokens",))
-        for phase in ("dispatch", "combine"))
+        for phase in ("dispatch", "combine", "prepare"))
     return (moe, *a2a, *deepep, *wideep, *nvlink)
 
 

@@ -292,27 +292,40 @@ def ring(factor: float, steps: float, what: str, *, fixed_steps: bool = False):
 A2A_STEPS = 2
 
 
-def all_to_all(categories, card) -> Roofline:
+#: Bytes a dispatched element takes on the wire, by the table's dtype (NVFP4: 4 bits and
+#: one 8-bit scale per 16); 16-bit otherwise.
+WIRE_BYTES = {"fp8": 1.0, "nvfp4": 0.5625}
+
+
+def all_to_all(categories, card, *, wire: float = 2.0) -> Roofline:
     """Expert dispatch or combine: each of t tokens to its k experts' ranks, (X − 1)/X of
-    them over the links, in :data:`A2A_STEPS` link latencies whatever X. TensorRT-LLM's
-    NVLink all-to-all on GB200 (``trtllm_alltoall_perf``) grows by 16 % (dispatch) and
-    30 % (combine) from 8 to 32 ranks at 64 tokens a rank, where a step per peer would
-    make it 2.8 times.
+    them over the links, ``wire`` bytes an element (a combine's 16-bit outputs), in
+    :data:`A2A_STEPS` link latencies whatever X. TensorRT-LLM's NVLink all-to-all on
+    GB200 (``trtllm_alltoall_perf``) grows by 16 % (dispatch) and 30 % (combine) from 8
+    to 32 ranks at 64 tokens a rank, where a step per peer would make it 2.8 times.
     """
     link = _link(card)
 
     def roofline(v):
         x = v["ep"]
-        return v["tokens"] * (v["topk"] * v["hidden"] * 2 * (x - 1) / x) / link + A2A_STEPS * LINK_STEP
+        return (v["tokens"] * (v["topk"] * v["hidden"] * wire * (x - 1) / x) / link
+                + A2A_STEPS * LINK_STEP)
 
     def describe(v):
-        moved = float(v["tokens"] * v["topk"] * v["hidden"] * 2)
+        moved = float(v["tokens"] * v["topk"] * v["hidden"] * wire)
         return (f"all-to-all of {moved:.4g} B from one of {float(v['ep']):.0f} expert ranks at "
                 f"{link / 1e9:.4g} GB/s per link, {A2A_STEPS} steps of {LINK_STEP * 1e6:g} µs")
 
     return roofline, describe
 
 
-__all__ = ["A2A_STEPS", "GEMM_DTYPES", "KV_BYTES", "LINK_STEP", "MOE_DTYPES", "all_to_all", "attention",
-           "bounded", "convolution", "delta_rule", "gemm", "latent_attention", "latent_bmm",
-           "latent_module", "moe", "ring"]
+def dispatch(categories, card) -> Roofline:
+    """An expert dispatch: :func:`all_to_all` with the activations in the table's dtype
+    (:data:`WIRE_BYTES`).
+    """
+    return all_to_all(categories, card, wire=WIRE_BYTES.get(categories.get("dtype"), 2.0))
+
+
+__all__ = ["A2A_STEPS", "GEMM_DTYPES", "KV_BYTES", "LINK_STEP", "MOE_DTYPES", "WIRE_BYTES",
+           "all_to_all", "attention", "bounded", "convolution", "delta_rule", "dispatch",
+           "gemm", "latent_attention", "latent_bmm", "latent_module", "moe", "ring"]
