@@ -163,29 +163,25 @@ def _cache(kv):
     return "fp8" if _fp8(kv) else None
 
 
-def family_of(kernel, st: Setup, phase: str) -> str:
-    """The table family a kernel reads under the scenario's engine: SGLang's expert
-    all-to-all is DeepEP's own tables (low-latency in decode, normal in prefill).
-    """
-    if kernel.family in ("dispatch", "combine") and st.engine == "sglang":
-        return f"deepep_{kernel.family}_{'ll' if phase == 'decode' else 'normal'}"
-    return kernel.family
-
-
 def families_of(kernel, st: Setup, phase: str) -> tuple[str, ...]:
-    """The table families to read a kernel from, in the order to try them: under
-    SGLang's expert all-to-all the routed experts run DeepEP's own MoE kernel (its masked
-    grouped GEMMs, ``deepep_moe_*``) where its tables measure the experts' format, the
-    grouped MoE kernel otherwise.
+    """The table families to read a kernel from under the scenario's engine, in the order
+    to try them: SGLang's expert all-to-all is DeepEP's own tables (low-latency in
+    decode, normal in prefill), and behind it the routed experts run DeepEP's own MoE
+    kernel (its masked grouped GEMMs, ``deepep_moe_*``) where its tables measure the
+    experts' format, the grouped MoE kernel otherwise; TensorRT-LLM's all-to-all is its
+    NVLink kernel.
     """
+    decode = phase == "decode"
+    if kernel.family in ("dispatch", "combine") and st.engine == "sglang":
+        return (f"deepep_{kernel.family}_{'ll' if decode else 'normal'}",)
     if kernel.family == "moe" and st.engine == "sglang" and st.all_to_all:
-        return (f"deepep_moe_{'generation' if phase == 'decode' else 'context'}", "moe")
+        return (f"deepep_moe_{'generation' if decode else 'context'}", "moe")
     if kernel.family in ("dispatch", "combine", "prepare") and st.engine == "trtllm":
         # TensorRT-LLM's all-to-all is its own NVLink kernel over a rack's multi-node
         # NVLink (measured on GB200); its DeepEP path is opt-in (TRTLLM_CAN_USE_DEEP_EP),
         # so its DeepEP rows do not stand in for it.
         return (f"nvlink_{kernel.family}",)
-    return (family_of(kernel, st, phase),)
+    return (kernel.family,)
 
 
 def categories(kernel, formats, activations, kv, st: Setup | None = None,
@@ -500,4 +496,4 @@ def _plan(scenario, st: Setup) -> Plan:
 
 
 __all__ = ["ELEMENTWISE", "PHASES", "ROOFLINE", "Plan", "Setup", "Timed", "categories",
-           "families_of", "family_of", "formats_of", "gemm_dtype", "kernel_time", "moe_dtype", "plan", "shape_arguments"]
+           "families_of", "formats_of", "gemm_dtype", "kernel_time", "moe_dtype", "plan", "shape_arguments"]
