@@ -223,6 +223,28 @@ def test_closed_loop_identities(tp, td, clients, capacity, osl):
         assert float(s.ttft) > float(at_capacity.ttft)
 
 
+@settings(max_examples=60, deadline=None)
+@given(tp=st.floats(1e-4, 2.0), td=st.floats(1e-4, 0.2), clients=st.integers(1, 400),
+       capacity=st.integers(1, 400), osl=st.integers(2, 4000), path=st.floats(0.0, 0.5))
+def test_a_requests_way_through_the_server_lengthens_every_cycle(tp, td, clients, capacity,
+                                                                  osl, path):
+    # A request's time outside the engine's iterations adds to its first token and its
+    # end-to-end time; Little's law still holds over the longer cycle.
+    base = closed_loop(tp, td, clients, capacity, osl)
+    s = closed_loop(tp, td, clients, capacity, osl, request_time=path)
+    running = min(clients, capacity)
+    queued_base = float(base.e2e) * (clients - running) / clients
+    queued = float(s.e2e) * (clients - running) / clients
+    assert float(s.itl) == float(base.itl)
+    assert float(s.ttft) - queued == pytest.approx(float(base.ttft) - queued_base + path,
+                                                    rel=1e-9, abs=1e-12)
+    assert float(s.output_tokens_per_s) == pytest.approx(clients * osl / float(s.e2e), rel=1e-9)
+    if clients == 1:
+        assert float(s.ttft) == pytest.approx(tp + path, rel=1e-12)
+        assert float(s.output_tokens_per_s) == pytest.approx(osl / (tp + path + (osl - 1) * td),
+                                                             rel=1e-12)
+
+
 # ---------------------------------------------------------------------------------
 # validate --ledger
 # ---------------------------------------------------------------------------------

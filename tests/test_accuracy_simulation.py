@@ -45,6 +45,27 @@ def test_one_client_in_the_simulator_is_one_prefill_then_decode_steps():
         10 / (ttft + sum(gaps)), rel=1e-12)
 
 
+def test_a_requests_way_through_the_server_adds_to_its_first_token_and_its_cycle():
+    # Time outside the iterations (request_time): each first token comes that much later,
+    # the iterations are the same, and the throughput is over the longer cycle.
+    cost = CostModel.lab3(overhead=1e-3)
+    base = simulate_row(cost, "vllm", 100, 10, 1)
+    figures = simulate_row(cost, "vllm", 100, 10, 1, request_time=0.05)
+    assert figures.value("ttft_ms", "mean") == pytest.approx(
+        base.value("ttft_ms", "mean") + 50.0, rel=1e-12)
+    assert figures.value("tpot_ms", "median") == pytest.approx(base.value("tpot_ms", "median"),
+                                                               rel=1e-12)
+    e2e = np.mean(figures.ttft) + np.mean(figures.tpot) * 9
+    assert figures.output_tokens_per_s == pytest.approx(10 / e2e, rel=1e-9)
+    # Several clients: every first token gains the same time, and Little's law holds over
+    # the longer cycle.
+    base = simulate_row(cost, "sglang", 2000, 200, 12)
+    many = simulate_row(cost, "sglang", 2000, 200, 12, request_time=0.2)
+    np.testing.assert_allclose(many.ttft, base.ttft + 0.2, rtol=1e-12)
+    e2e = np.mean(many.ttft) + np.mean(many.tpot) * 199
+    assert many.output_tokens_per_s == pytest.approx(12 * 200 / e2e, rel=1e-9)
+
+
 def test_statistics_and_littles_law():
     cost = CostModel.lab3()
     figures = simulate_row(cost, "sglang", 2000, 200, 12)

@@ -185,8 +185,29 @@ def test_the_scenarios_decode_projection_is_the_tables_row_times_the_layers(resu
         result["decode_time_kernels_measured"] + result["decode_time_kernels_roofline"])
     assert result["tpot"] == pytest.approx(
         result["decode_time_kernels"] + result["step_overhead"] + result["t0"])
+    # The scenario states no time for a request's way through the server: none is added.
+    assert result["request_overhead"] == 0.0
     assert result["ttft"] == pytest.approx(
         result["prefill_time_kernels_at_batch_1"] + result["step_overhead"] + result["t0"])
+
+
+def test_the_first_token_takes_the_stated_way_through_the_server(result):
+    # No table times a request outside the iterations: ttft and ttft_batch add the
+    # scenario's efficiency.request_overhead, the step does not; unstated, none is added
+    # and a warning gives its size on NVIDIA's measured deployments.
+    assert any("efficiency.request_overhead" in str(w) and "227 ms (SGLang)" in str(w)
+               for w in result.warnings)
+    stated = infermodel.evaluate(SCENARIO, {"efficiency.request_overhead": "10 ms"})
+    assert stated["request_overhead"] == pytest.approx(0.010)
+    assert stated["ttft"] == pytest.approx(stated["prefill_time_at_batch_1"] + 0.010, rel=1e-12)
+    assert stated["ttft_batch"] == pytest.approx(stated["prefill_time"] + 0.010, rel=1e-12)
+    assert stated["tpot"] == result["tpot"]
+    assert "efficiency.request_overhead" in stated.explain("request_overhead").text()
+    assert not any("227 ms (SGLang)" in str(w) for w in stated.warnings)
+    # Without measured kernels the field still belongs to the measured-rates model.
+    roofline = {"efficiency.kernels": "roofline", "efficiency.request_overhead": "10 ms"}
+    with pytest.raises(infermodel.InfermodelError, match="prefill_rate"):
+        infermodel.evaluate(SCENARIO, roofline)
 
 
 def test_the_engines_host_time_per_iteration_is_its_generations_preset(result, kernels):
@@ -298,9 +319,11 @@ def test_the_simulators_iteration_is_the_scenarios_step_at_the_same_counts(resul
     # 16 decodes at 1,536 cached-plus-new positions each: the scenario's decode step.
     decode = cost.iteration_time([1535] * 16, [])
     assert decode == pytest.approx(result["decode_step_time"], rel=1e-9)
-    # One prompt of 1,024 tokens alone: the scenario's time to first token (the embedding
+    # One prompt of 1,024 tokens alone: the scenario's time to first token less the
+    # request's way through the server, which is no iteration (the embedding
     # rows it reads aside, a few bytes of difference).
-    assert cost.iteration_time([], [(1024, 0)]) == pytest.approx(result["ttft"], rel=1e-3)
+    assert cost.iteration_time([], [(1024, 0)]) == pytest.approx(
+        result["ttft"] - result["request_overhead"], rel=1e-3)
     # A chunk after cached tokens costs more attention than a fresh one of its size.
     assert cost.iteration_time([], [(512, 512)]) > cost.iteration_time([], [(512, 0)])
     # The vectorised form gives the same numbers as the scalar one.

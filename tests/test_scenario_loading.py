@@ -101,7 +101,8 @@ EXPECTED_WARNINGS = {
     # reads generation-attention cells the table did not measure (its collector skips the
     # largest batch × length products), filled by the roofline ratio. The output head's
     # 128,256 columns are column blocks of the widest measured GEMM: stated, not warned.
-    # Its first-token time carries no per-request time (the server's path), with its size.
+    # Its first-token time carries no per-request time (the server's path, which the
+    # scenario does not state), with its size on NVIDIA's measured deployments.
     "measured-llama-3.1-8b-fp8-h200.toml": ["ttft", "capacity_step_time"],
     # Expert parallelism with the uniform-routing imbalance, sized against a measured skew
     "deepseek-r1-ep8-dp8.toml": ["parallel_expert_imbalance"],

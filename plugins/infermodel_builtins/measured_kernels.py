@@ -27,9 +27,11 @@ accuracy ledger; none for an engine without a preset). No host time per schedule
 prepare the next batch while the GPU runs the step (vLLM's asynchronous scheduling,
 SGLang's and TensorRT-LLM's overlap schedulers), and added in full it over-predicted the
 measured TPOT above 128 clients (``docs/kernels.rst``). ``efficiency.t0`` adds any other
-fixed time per step (0 by default). The first token's time carries no per-request time
-(API server, tokenisation, the first token's return): a warning says how much that was on
-NVIDIA's measured deployments.
+fixed time per step (0 by default). No table times a request's way through the server
+either (API server, tokenisation, the engine's queues, the first token's return through
+the streaming response): ``ttft`` adds ``request_overhead``, the scenario's
+``efficiency.request_overhead`` (0 where it states none, with a warning that says how
+large it was on NVIDIA's measured deployments, ``docs/kernels.rst``).
 
 An unmapped card or engine, or an operator whose kernels no table holds, falls back to
 the roofline with a warning naming the operators and their share of the step.
@@ -68,6 +70,8 @@ from .physical_efficiency import BY_NAME, HOST, engine_values
 TABLES = ("NVIDIA aiconfigurator-core 0.12 measured kernel tables (Apache-2.0): "
           "systems/data/<system>/<family>/<engine>/<version>")
 ROOFLINE = f"{M10}, §1–§2 (each operator on its own roofline)"
+REQUEST_REFERENCE = ("a request's way through the server; its size on NVIDIA's measured "
+                     "deployments: aiconfigurator-core silicon_sample.csv (docs/kernels.rst)")
 CHOICES = ("roofline", "measured")
 #: efficiency.engine -> the engine's folder name in the tables.
 ENGINE_TABLES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "trtllm": "trtllm"}
@@ -83,14 +87,17 @@ ROOFLINE_LEVERS = {
 }
 
 
-#: What the first token's time leaves out under measured kernels, and how much that was on
-#: the tables' own measured deployments (docs/accuracy.rst, the silicon ledger).
+#: What a first token's time leaves out under measured kernels unless the scenario states
+#: it (efficiency.request_overhead), and how large that was on NVIDIA's measured
+#: deployments (docs/kernels.rst, "A request's way through the server").
 REQUEST_PATH = ("ttft under measured kernels is the prefill's kernels and the engine's step, "
-                "not a request's way through the server (API server, tokenisation, "
-                "scheduling, the first token's return): on NVIDIA's measured deployments "
-                "(aiconfigurator-core silicon_sample.csv, InferenceMAX runs at 8 clients or "
-                "fewer) the measured first token came a median 59 ms (vLLM), 103 ms "
-                "(TensorRT-LLM) and 233 ms (SGLang) later than this prediction")
+                "not a request's way through the server (API server, tokenisation, the "
+                "engine's queues, the first token's return); state it in "
+                "efficiency.request_overhead. On NVIDIA's measured deployments "
+                "(aiconfigurator-core silicon_sample.csv) it was about 45 ms (vLLM), 73 ms "
+                "(TensorRT-LLM) and 227 ms (SGLang) per request, 20–100, 40–130 and 160–510 ms "
+                "by model at four clients or fewer; SGLang's own published benchmarks at one "
+                "client miss about 85 ms")
 
 # ---------------------------------------------------------------------------------
 # Fields
@@ -349,6 +356,7 @@ def infermodel_define_quantities(scenario, define):
                                      "roofline of what no table covers", reference=TABLES)
     _capacity(scenario, st, timed, define)
     _host(scenario, define)
+    _request(scenario, define)
 
 
 def _host(scenario, define) -> None:
@@ -376,6 +384,21 @@ def _host(scenario, define) -> None:
                        "times it; no per-sequence host time is added: the engine prepares "
                        "the next batch while the GPU runs)",
            reference=HOST)
+
+
+def _request(scenario, define) -> None:
+    """A request's way through the server, which no kernel table times: the scenario's
+    ``efficiency.request_overhead``, else none (warned: :data:`REQUEST_PATH`).
+    """
+    if scenario.value("efficiency.request_overhead") is not None:
+        value, origin = S.measured_request_overhead, "efficiency.request_overhead"
+    else:
+        value, origin = 0.0, "none stated: efficiency.request_overhead"
+    define("request_overhead", value, unit="s",
+           description="time a request spends outside the kernels before its first token "
+                       "reaches the client: API server, tokenisation, the engine's queues, the "
+                       f"streamed first token ({origin})",
+           reference=REQUEST_REFERENCE)
 
 
 def _expression(value) -> sympy.Basic:
@@ -475,7 +498,13 @@ def infermodel_transform_quantities(scenario, transform):
                 transform.replace("parallel_capacity_comm_time", full, order=order,
                                   reason=f"measured: the {names} kernels from the tables at "
                                          "max(1, max_sequences) sequences", reference=TABLES)
-    transform.warn(REQUEST_PATH, quantity="ttft")
+    for name in ("ttft", "ttft_batch"):
+        transform.wrap(name, lambda old: old + S.request_overhead, order=order,
+                       reason="measured kernels: the prefill's kernels and the engine's step, plus "
+                              "the request's way through the server (request_overhead), which no "
+                              "kernel table times", reference=REQUEST_REFERENCE)
+    if scenario.value("efficiency.request_overhead") is None:
+        transform.warn(REQUEST_PATH, quantity="ttft")
     lever = scenario.lever("parallelism")
     if lever is not None and getattr(lever, "pipeline", 1) not in (None, 1):
         transform.warn('efficiency.kernels = "measured" sums the operators of the whole model '

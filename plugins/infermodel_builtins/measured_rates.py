@@ -61,17 +61,21 @@ def infermodel_register_fields(register):
                          "with it TPOT is one over this rate")
     register("efficiency", "request_overhead", kind="quantity", unit="s", minimum=0,
              default=None, quantity="measured_request_overhead",
-             description="fixed time each request adds to its TTFT in the measured-rates model "
-                         "(needs prefill_rate)")
+             description="fixed time each request adds to its TTFT: in the measured-rates model "
+                         "(with prefill_rate) and under measured kernels (kernels = \"measured\": "
+                         "the request's way through the server, which no kernel table times)")
 
 
 @hookimpl
 def infermodel_validate_scenario(scenario, report):
     if (scenario.value("efficiency.request_overhead") is not None
-            and scenario.value("efficiency.prefill_rate") is None):
+            and scenario.value("efficiency.prefill_rate") is None
+            and scenario.value("efficiency.kernels") != "measured"):
         report("efficiency.request_overhead",
                "request_overhead is part of the measured-rates TTFT, which needs the measured "
-               "prefill rate", expected="efficiency.prefill_rate beside it, in tokens/s",
+               "prefill rate, or of the measured kernels' TTFT",
+               expected="efficiency.prefill_rate beside it, in tokens/s, or efficiency.kernels "
+                        '= "measured"',
                suggestion="add prefill_rate = <prompt tokens per second you measured>")
 
 

@@ -58,7 +58,7 @@ class ClosedLoop:
 
 
 def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_tokens, *,
-                rounds=0) -> ClosedLoop:
+                rounds=0, request_time=0.0) -> ClosedLoop:
     """Steady state of ``concurrency`` clients (see the module docstring).
 
     ``prefill_time`` is one prompt's prefill, ``decode_step_time`` one decode step at
@@ -68,6 +68,10 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
     with the first round measured: every client starts at once, so the first round's
     prompts queue behind one another (the i-th waits for i prefills, a mean of
     ``(B + 1)/2 · T_p``) and the other ``rounds − 1`` see the steady state.
+
+    ``request_time`` (it broadcasts) is a request's way through the server outside the
+    engine's iterations (API server, tokenisation, the first token's return): it adds to
+    every first-token and end-to-end time, and a client's cycle is that much longer.
 
     >>> r = closed_loop(0.1, 0.02, 1, 10, 101)
     >>> float(r.ttft), float(r.itl), round(float(r.output_tokens_per_s), 3)
@@ -100,6 +104,11 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
         burst = tp * (running + 1.0) / 2.0
         with np.errstate(divide="ignore", invalid="ignore"):
             ttft = np.where(rounds > 0, (burst + (rounds - 1) * ttft) / rounds, ttft)
+    path = np.asarray(request_time, dtype=float)
+    if np.any(path != 0):
+        ttft, e2e = ttft + path, e2e + path
+        queued = (clients - running) * e2e / running
+        throughput = running * (steps + 1.0) / e2e
     return ClosedLoop(ttft=ttft + queued, itl=itl, e2e=e2e + queued,
                       output_tokens_per_s=throughput, running=running,
                       saturated=share >= MAX_PREFILL_SHARE)

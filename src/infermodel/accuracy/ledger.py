@@ -198,7 +198,8 @@ class LedgerRow:
     aggregated server on ``gpus`` cards), the engine version's kernel tables
     (``engine_version``; empty: the newest), a display name for a model read from a
     config (``model_label``), why the reader could not express the row (``unexpressed``),
-    the benchmark client (``client``) and the activations' format (``activations``).
+    the benchmark client (``client``), the activations' format (``activations``) and a
+    request's way through the server (``request_time``, where the reader states it).
 
     ``attention_dp`` is the data-parallel attention ranks, each with its own sequences,
     sharing the experts. A CSV ledger's ``tensor`` counts the cards attention is split or
@@ -244,6 +245,11 @@ class LedgerRow:
     #: checkpoint's W4A4 kernels); empty: 8-bit with 8-bit float or integer weights,
     #: else 16-bit (what a CSV ledger's ``weights`` implies).
     activations: str = attrs.field(default="", kw_only=True)
+    #: A request's way through the server (seconds per request: API server, tokenisation,
+    #: the engine's queues, the first token's return) where the reader states it for its
+    #: deployments; under measured kernels the row's ``efficiency.request_overhead``.
+    #: None: not stated.
+    request_time: float | None = attrs.field(default=None, kw_only=True)
 
     @property
     def mode(self) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 from . import row_simulation
 from .closed_loop import prefill_pool_wait
 from .ledger import LedgerRow
-from .row_simulation import at, cost_model
+from .row_simulation import at, cost_model, request_time
 
 if TYPE_CHECKING:
     from .predictions import Efficiency, RowModel, Simulations
@@ -53,7 +53,8 @@ def simulated_pools(models: tuple[RowModel, RowModel], row: LedgerRow, efficienc
                 cost_model(models[1], row, efficiency, batch=decode.batch * decode.attention_dp),
                 row.pools, row.isl, row.osl, row.concurrency,
                 transfer=transfer_time(models[0], row),
-                client=row_simulation.CLIENTS[row.client])
+                client=row_simulation.CLIENTS[row.client],
+                request_time=request_time(models[0], efficiency))
         except SimulationError as exc:
             simulations.runs[key] = f"the disaggregated pools' simulation failed: {exc}"
     return row_simulation.row_value(simulations.runs[key], row)
@@ -86,7 +87,9 @@ def analytic_pools(models: tuple[RowModel, RowModel], row: LedgerRow,
       the clients, at most the pool's ``batch × attention_dp`` and what its cache holds);
     * TTFT: the prefill of one prompt on a prefill server, with the queueing of its share
       of the clients whose think time is their decode
-      (:func:`.closed_loop.prefill_pool_wait`), plus the cache transfer; a client that
+      (:func:`.closed_loop.prefill_pool_wait`), plus the cache transfer and the request's
+      way through the server outside the iterations (``request_overhead``, where the
+      scenario states one); a client that
       measures its first round adds that round's queue (the i-th prompt waits for i
       prefills) to one request in ``rounds``.
 
@@ -114,12 +117,13 @@ def analytic_pools(models: tuple[RowModel, RowModel], row: LedgerRow,
         service = at(prefill, efficiency, 1)["prefill_time"]
         clients = math.ceil(row.concurrency / prefill_pool.workers)
         servers = prefill_pool.batch * prefill_pool.attention_dp
-        ttft = prefill_pool_wait(service, clients, (osl - 1) * tpot + transfer,
+        path = request_time(prefill, efficiency)
+        ttft = prefill_pool_wait(service, clients, (osl - 1) * tpot + transfer + path,
                                  servers=servers)
         if client.warmup_measured:
             burst = service * (clients / servers + 1.0) / 2.0
             ttft = (burst + (client.rounds - 1) * ttft) / client.rounds
-        ttft += transfer
+        ttft += transfer + path
         if row.metric == "ttft_ms":
             value = ttft * 1e3
         else:

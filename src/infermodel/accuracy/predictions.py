@@ -40,7 +40,7 @@ from .closed_loop import ClosedLoop, closed_loop, offline_batch
 from .ledger import ENGINE_FAMILIES, LedgerRow, Pool
 from .pools import NO_ROOM, measured_share, predict_pools
 from .row_scenarios import IDEAL_TABLE, efficiency_table, layout, scenario_data, unsupported
-from .row_simulation import cost_model
+from .row_simulation import cost_model, request_time
 from .tables import kernels_table, lengths_are_values
 
 if TYPE_CHECKING:
@@ -374,13 +374,17 @@ def predict_group(models: Sequence[RowModel], rows: Sequence[LedgerRow],
     out = model.compiled(values)
     prefill = np.broadcast_to(out["prefill_time"], (3, count, size))
     decode = np.broadcast_to(out["decode_step_time"], (3, count, size))[1]
+    path = (np.broadcast_to(out["request_overhead"], (3, count, size))[0]
+            if "request_overhead" in out else 0.0)
     state = closed_loop(prefill[0], decode, clients, np.minimum(capacity, cap), osl,
-                        rounds=rounds)
+                        rounds=rounds, request_time=path)
     offline = np.array([r.load == "offline" for r in rows])
     if offline.any():
         batch = offline_batch(prefill[2], decode, clients, running, osl)
         pick = offline[:, None]
-        state = ClosedLoop(*(np.where(pick, getattr(batch, f), getattr(state, f))
+        # An offline run's requests all go through the server once, at its start.
+        state = ClosedLoop(*(np.where(pick, getattr(batch, f) + (path if f == "ttft" else 0.0),
+                                      getattr(state, f))
                              for f in ("ttft", "itl", "e2e", "output_tokens_per_s", "running",
                                        "saturated")))
     result = np.empty((count, size))
@@ -419,7 +423,7 @@ class Simulations:
         """What :func:`.row_simulation.run_row` needs: plain, picklable values."""
         return (cost_model(model, row, efficiency), row.family, row.isl, row.osl, row.concurrency,
                 model.chunk_tokens, model.max_sequences, row.load, row.requests,
-                row.request_rate, row.client)
+                row.request_rate, row.client, request_time(model, efficiency))
 
     def prefetch(self, jobs: Sequence[tuple[RowModel, LedgerRow, Efficiency]], *,
                  workers: int = 1) -> None:

@@ -178,13 +178,19 @@ class ServingFigures:
 def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int, *,
                  chunk_tokens: int = CHUNK_TOKENS, max_sequences: float = math.inf,
                  load: str = "closed", requests: int | None = None,
-                 request_rate: float | None = None, client: Client = DEFAULT) -> ServingFigures:
+                 request_rate: float | None = None, client: Client = DEFAULT,
+                 request_time: float = 0.0) -> ServingFigures:
     """Run the row's load of ``isl``/``osl`` requests on ``cost`` with the chunked policy
     at ``chunk_tokens`` per iteration and at most ``max_sequences`` running (see the
     module docstring): ``concurrency`` closed-loop clients (``client``'s rounds, length
     law and measured requests), an offline run of ``concurrency`` requests, or
     ``requests`` Poisson arrivals at ``request_rate``. ``family`` names the row's engine
-    family (its scenario sets the budget and cap).
+    family (its scenario sets the budget and cap). ``request_time`` is a request's way
+    through the server outside the engine's iterations: it adds to each first-token and
+    end-to-end time (a closed loop's throughput is over that longer cycle). The engine's
+    iterations are simulated without it: fixed-length clients lock into phase with their
+    arrivals, and a think time of even a millisecond shifts that phase (the analytic
+    closed loop, :func:`.closed_loop.closed_loop`, takes the same time per request).
     """
     from ..simulator import FixedLength, Policy, Workload, WorkloadSpec, run_record
     from ..simulator.metrics import weighted_quantile
@@ -216,8 +222,8 @@ def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int, *,
         workload = spec.generate(request_rate, SEED)
         measured, warmup = slice(0, requests), 0
     record, _ = run_record(cost, workload, policy)
-    ttft = (record.first_token - record.arrivals)[measured]
-    e2e = (record.last_token - record.arrivals)[measured]
+    ttft = (record.first_token - record.arrivals)[measured] + request_time
+    e2e = (record.last_token - record.arrivals)[measured] + request_time
     spans = (record.last_token - record.first_token)[measured]
     gaps = (record.outputs[measured] - 1).astype(np.float64)
     tpot = spans[gaps > 0] / gaps[gaps > 0]
@@ -239,7 +245,8 @@ def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int, *,
 
 def run_row(cost, family: str, isl: int, osl: int, concurrency: int, chunk_tokens: int,
             max_sequences: float, load: str, requests: int | None,
-            request_rate: float | None, client: str = "") -> ServingFigures | str:
+            request_rate: float | None, client: str = "",
+            request_time: float = 0.0) -> ServingFigures | str:
     """:func:`simulate_row`, a failure given as its reason (what a ledger row's prediction
     holds; a worker process returns it as it is); ``client`` names one of :data:`CLIENTS`.
     """
@@ -248,7 +255,8 @@ def run_row(cost, family: str, isl: int, osl: int, concurrency: int, chunk_token
     try:
         return simulate_row(cost, family, isl, osl, concurrency, chunk_tokens=chunk_tokens,
                             max_sequences=max_sequences, load=load, requests=requests,
-                            request_rate=request_rate, client=CLIENTS[client])
+                            request_rate=request_rate, client=CLIENTS[client],
+                            request_time=request_time)
     except SimulationError as exc:
         return f"the closed-loop simulation failed: {exc}"
 
@@ -313,7 +321,8 @@ class PoolFigures:
 
 
 def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurrency: int,
-                   *, transfer: float = 0.0, client: Client = DEFAULT) -> PoolFigures:
+                   *, transfer: float = 0.0, client: Client = DEFAULT,
+                   request_time: float = 0.0) -> PoolFigures:
     """``concurrency`` clients of fixed ``isl``/``osl`` requests on disaggregated ``pools``.
 
     * **Decode**: the clients are spread evenly over the decode servers, each running at
@@ -328,7 +337,9 @@ def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurr
       (``(osl − 1) · TPOT``) and the cache transfer; the server runs at most
       ``batch × attention_dp`` prompts at once in iterations of :data:`CHUNK_TOKENS`.
     * TTFT is the prefill server's first-token time plus the cache transfer (the decode
-      server emits the first token once it holds the cache).
+      server emits the first token once it holds the cache) and ``request_time``, the
+      request's way through the server outside the iterations (a client's cycle is that
+      much longer).
     """
     from ..simulator import FixedLength, Policy, WorkloadSpec, run_record
 
@@ -344,10 +355,10 @@ def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurr
                     max_running=max(1, prefill.batch * prefill.attention_dp))
     spec = WorkloadSpec(prompt=client.lengths(isl), output=FixedLength(1),
                         count=client.rounds * clients, sampler="numpy")
-    think = (output - 1) * tpot + transfer
+    think = (output - 1) * tpot + transfer + request_time
     record, _ = run_record(prefill_cost, spec.closed_loop(clients, think, SEED), policy)
     measured = client.measured(clients)
-    ttft = (record.first_token - record.arrivals)[measured] + transfer
+    ttft = (record.first_token - record.arrivals)[measured] + transfer + request_time
     e2e = float(np.mean(ttft)) + (output - 1) * tpot
     return PoolFigures(ttft, tpot, concurrency * output / e2e, running)
 
@@ -404,6 +415,13 @@ def cost_model(model, row, efficiency, *, batch: float | None = None):
     out = at(model, efficiency, float(row.concurrency if batch is None else batch))
     measured = iteration_cost(model.scenario, out) if model.scenario is not None else None
     return CostModel.from_quantities(out, measured=measured)
+
+
+def request_time(model, efficiency) -> float:
+    """A request's way through the server outside the engine's iterations, where the
+    row's scenario states one (``request_overhead``: measured kernels do), else 0.
+    """
+    return at(model, efficiency, 1.0).get("request_overhead", 0.0)
 
 
 def at(model, efficiency, batch: float) -> dict[str, float]:

@@ -66,13 +66,16 @@ def kernels_table(row: LedgerRow, kernels: str, *, host: PluginHost) -> dict[str
     """The ``[efficiency]`` table of a row timed by measured kernels: placeholder rates
     that the candidates replace on the compiled inputs (for the operators no table
     covers), ``kernels`` and the row's engine, its version where the row names one the
-    tables hold (:func:`tables_version`).
+    tables hold (:func:`tables_version`), and a request's way through the server where
+    the ledger states it (:attr:`.ledger.LedgerRow.request_time`).
     """
     table: dict[str, Any] = {"prefill_mfu": 1.0, "decode_mfu": 1.0, "mbu": 1.0, "t0": 0.0,
                              "kernels": kernels, "engine": row.family}
     version, _ = tables_version(row, host=host)
     if version:
         table["engine_version"] = version
+    if row.request_time is not None:
+        table["request_overhead"] = row.request_time
     return table
 
 

@@ -251,7 +251,8 @@ TITLES = {
     PRESETS_TITLE: "each engine's [efficiency] preset (the physical model's fitted parameters)",
     KERNELS_TITLE: "measured kernels (each row's engine's tables; what they do not cover at "
                    "the engine preset's sustained bandwidth and GEMM shares, plus its host "
-                   "time per iteration; no per-request time, no t0)",
+                   "time per iteration, and a request's way through the server where the "
+                   "ledger states it; no t0)",
 }
 
 
