@@ -229,18 +229,27 @@ def test_closed_loop_identities(tp, td, clients, capacity, osl):
 def test_a_requests_way_through_the_server_lengthens_every_cycle(tp, td, clients, capacity,
                                                                   osl, path):
     # A request's time outside the engine's iterations adds to its first token and its
-    # end-to-end time; Little's law still holds over the longer cycle.
+    # client's cycle, and holds no slot: below the cache's capacity every first token is
+    # that much later; above it the queue for a slot absorbs it first, and a full engine
+    # serves as many requests as before. Little's law holds over the client's cycle.
     base = closed_loop(tp, td, clients, capacity, osl)
     s = closed_loop(tp, td, clients, capacity, osl, request_time=path)
     running = min(clients, capacity)
-    queued_base = float(base.e2e) * (clients - running) / clients
-    queued = float(s.e2e) * (clients - running) / clients
+    engine = float(base.e2e) * running / clients       # a running request's own time
+    queued_base = float(base.e2e) - engine
+    queued = max(clients * engine / running - engine - path, 0.0)
     assert float(s.itl) == float(base.itl)
-    assert float(s.ttft) - queued == pytest.approx(float(base.ttft) - queued_base + path,
-                                                    rel=1e-9, abs=1e-12)
+    assert float(s.ttft) == pytest.approx(float(base.ttft) - queued_base + path + queued,
+                                          rel=1e-9, abs=1e-12)
+    assert float(s.e2e) == pytest.approx(engine + path + queued, rel=1e-9)
     assert float(s.output_tokens_per_s) == pytest.approx(clients * osl / float(s.e2e), rel=1e-9)
+    assert float(s.output_tokens_per_s) <= float(base.output_tokens_per_s) * (1 + 1e-12)
+    if clients <= capacity:
+        assert float(s.ttft) == pytest.approx(float(base.ttft) + path, rel=1e-12)
+    if queued > 0:
+        assert float(s.output_tokens_per_s) == pytest.approx(float(base.output_tokens_per_s),
+                                                             rel=1e-9)
     if clients == 1:
-        assert float(s.ttft) == pytest.approx(tp + path, rel=1e-12)
         assert float(s.output_tokens_per_s) == pytest.approx(osl / (tp + path + (osl - 1) * td),
                                                              rel=1e-12)
 

@@ -192,7 +192,7 @@ def test_the_scenarios_decode_projection_is_the_tables_row_times_the_layers(resu
 
 
 def test_the_first_token_takes_the_stated_way_through_the_server(result):
-    # No table times a request outside the iterations: ttft and ttft_batch add the
+    # No table times a request outside the iterations: ttft (and e2e_latency) add the
     # scenario's efficiency.request_overhead, the step does not; unstated, none is added
     # and a warning gives its size on NVIDIA's measured deployments.
     assert any("efficiency.request_overhead" in str(w) and "227 ms (SGLang)" in str(w)
@@ -200,8 +200,15 @@ def test_the_first_token_takes_the_stated_way_through_the_server(result):
     stated = infermodel.evaluate(SCENARIO, {"efficiency.request_overhead": "10 ms"})
     assert stated["request_overhead"] == pytest.approx(0.010)
     assert stated["ttft"] == pytest.approx(stated["prefill_time_at_batch_1"] + 0.010, rel=1e-12)
-    assert stated["ttft_batch"] == pytest.approx(stated["prefill_time"] + 0.010, rel=1e-12)
+    assert stated["e2e_latency"] == pytest.approx(result["e2e_latency"] + 0.010, rel=1e-12)
+    # The batch's prefill pass and the card time it costs stay the engine's.
+    assert stated["ttft_batch"] == result["ttft_batch"]
     assert stated["tpot"] == result["tpot"]
+    # A measured prefill rate's model holds the stated time already: not counted twice.
+    rated = infermodel.evaluate(SCENARIO, {"efficiency.request_overhead": "100 ms",
+                                           "efficiency.prefill_rate": "10000 token/s"})
+    assert rated["request_overhead"] == 0.0
+    assert rated["ttft"] == pytest.approx(1024 / 10000 + 0.100, rel=1e-12)
     assert "efficiency.request_overhead" in stated.explain("request_overhead").text()
     assert not any("227 ms (SGLang)" in str(w) for w in stated.warnings)
     # Without measured kernels the field still belongs to the measured-rates model.

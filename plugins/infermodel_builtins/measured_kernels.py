@@ -29,9 +29,10 @@ SGLang's and TensorRT-LLM's overlap schedulers), and added in full it over-predi
 measured TPOT above 128 clients (``docs/kernels.rst``). ``efficiency.t0`` adds any other
 fixed time per step (0 by default). No table times a request's way through the server
 either (API server, tokenisation, the engine's queues, the first token's return through
-the streaming response): ``ttft`` adds ``request_overhead``, the scenario's
-``efficiency.request_overhead`` (0 where it states none, with a warning that says how
-large it was on NVIDIA's measured deployments, ``docs/kernels.rst``).
+the streaming response): ``ttft`` (and so ``e2e_latency``) adds ``request_overhead``,
+the scenario's ``efficiency.request_overhead`` (0 where it states none, with a warning
+that says how large it was on NVIDIA's measured deployments, ``docs/kernels.rst``);
+``ttft_batch``, the batch's prefill pass that the card-time figures read, does not.
 
 An unmapped card or engine, or an operator whose kernels no table holds, falls back to
 the roofline with a warning naming the operators and their share of the step.
@@ -388,17 +389,29 @@ def _host(scenario, define) -> None:
 
 def _request(scenario, define) -> None:
     """A request's way through the server, which no kernel table times: the scenario's
-    ``efficiency.request_overhead``, else none (warned: :data:`REQUEST_PATH`).
+    ``efficiency.request_overhead``, else none (warned: :data:`REQUEST_PATH`). With a
+    measured prefill rate the measured-rates model's prefill already holds it.
     """
-    if scenario.value("efficiency.request_overhead") is not None:
+    if _rated(scenario):
+        value, origin = 0.0, ("none here: the measured-rates prefill (efficiency.prefill_rate) "
+                              "already adds efficiency.request_overhead")
+    elif scenario.value("efficiency.request_overhead") is not None:
         value, origin = S.measured_request_overhead, "efficiency.request_overhead"
     else:
-        value, origin = 0.0, "none stated: efficiency.request_overhead"
+        value, origin = 0.0, "none stated; set efficiency.request_overhead"
     define("request_overhead", value, unit="s",
-           description="time a request spends outside the kernels before its first token "
-                       "reaches the client: API server, tokenisation, the engine's queues, the "
-                       f"streamed first token ({origin})",
+           description="time a request spends outside the kernels and the engine's steps, "
+                       "which its first token and its end-to-end time include: API server, "
+                       "tokenisation, the engine's queues, the streamed response "
+                       f"({origin})",
            reference=REQUEST_REFERENCE)
+
+
+def _rated(scenario) -> bool:
+    """Whether the measured-rates model times the prefill (its prefill holds the
+    request's time already).
+    """
+    return scenario.value("efficiency.prefill_rate") is not None
 
 
 def _expression(value) -> sympy.Basic:
@@ -498,12 +511,13 @@ def infermodel_transform_quantities(scenario, transform):
                 transform.replace("parallel_capacity_comm_time", full, order=order,
                                   reason=f"measured: the {names} kernels from the tables at "
                                          "max(1, max_sequences) sequences", reference=TABLES)
-    for name in ("ttft", "ttft_batch"):
-        transform.wrap(name, lambda old: old + S.request_overhead, order=order,
-                       reason="measured kernels: the prefill's kernels and the engine's step, plus "
-                              "the request's way through the server (request_overhead), which no "
-                              "kernel table times", reference=REQUEST_REFERENCE)
-    if scenario.value("efficiency.request_overhead") is None:
+    # One request's first token as its client sees it; the batch's prefill pass
+    # (ttft_batch), which the card-time figures read, stays the engine's.
+    transform.wrap("ttft", lambda old: old + S.request_overhead, order=order,
+                   reason="measured kernels: the prefill's kernels and the engine's step, plus "
+                          "the request's way through the server (request_overhead), which no "
+                          "kernel table times", reference=REQUEST_REFERENCE)
+    if scenario.value("efficiency.request_overhead") is None and not _rated(scenario):
         transform.warn(REQUEST_PATH, quantity="ttft")
     lever = scenario.lever("parallelism")
     if lever is not None and getattr(lever, "pipeline", 1) not in (None, 1):

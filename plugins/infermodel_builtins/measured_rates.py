@@ -76,7 +76,8 @@ def infermodel_validate_scenario(scenario, report):
                "prefill rate, or of the measured kernels' TTFT",
                expected="efficiency.prefill_rate beside it, in tokens/s, or efficiency.kernels "
                         '= "measured"',
-               suggestion="add prefill_rate = <prompt tokens per second you measured>")
+               suggestion='add prefill_rate = <prompt tokens per second you measured>, or '
+                          'time the operators from the kernel tables: kernels = "measured"')
 
 
 def _uncached_prompt(scenario):

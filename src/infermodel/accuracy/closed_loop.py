@@ -71,7 +71,8 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
 
     ``request_time`` (it broadcasts) is a request's way through the server outside the
     engine's iterations (API server, tokenisation, the first token's return): it adds to
-    every first-token and end-to-end time, and a client's cycle is that much longer.
+    every first-token and end-to-end time and to each client's cycle, and holds no slot
+    (beyond the cache's capacity the queue for a slot absorbs it first).
 
     >>> r = closed_loop(0.1, 0.02, 1, 10, 101)
     >>> float(r.ttft), float(r.itl), round(float(r.output_tokens_per_s), 3)
@@ -106,9 +107,13 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
             ttft = np.where(rounds > 0, (burst + (rounds - 1) * ttft) / rounds, ttft)
     path = np.asarray(request_time, dtype=float)
     if np.any(path != 0):
-        ttft, e2e = ttft + path, e2e + path
-        queued = (clients - running) * e2e / running
-        throughput = running * (steps + 1.0) / e2e
+        # The time is spent outside the engine and holds no slot: a client's cycle is
+        # e2e + path, and a full engine serves `running` requests per e2e, so the queue for
+        # a slot absorbs the path first.
+        cycle = e2e + path
+        queued = np.maximum(clients * e2e / running - cycle, 0.0)
+        throughput = np.minimum(clients / cycle, running / e2e) * (steps + 1.0)
+        ttft, e2e = ttft + path, cycle
     return ClosedLoop(ttft=ttft + queued, itl=itl, e2e=e2e + queued,
                       output_tokens_per_s=throughput, running=running,
                       saturated=share >= MAX_PREFILL_SHARE)

@@ -416,7 +416,7 @@ class Simulations:
     @staticmethod
     def key(row: LedgerRow, efficiency: Efficiency) -> tuple:
         return (model_key(row), row.concurrency, row.load, row.requests, row.request_rate,
-                row.client, efficiency)
+                row.client, row.request_time, efficiency)
 
     @staticmethod
     def arguments(model: RowModel, row: LedgerRow, efficiency: Efficiency) -> tuple:

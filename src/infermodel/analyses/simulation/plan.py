@@ -610,9 +610,16 @@ def interval_notes(result) -> list[str]:
 
 def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> tuple[str, ...]:
     """What a reader of a simulation must know: the evaluated scenario's own result
-    warnings (as ``infermodel run`` prints them) and the lever changes the simulation
-    leaves out (:func:`~.contract.unmodelled_changes`), each once.
+    warnings (as ``infermodel run`` prints them), the lever changes the simulation
+    leaves out (:func:`~.contract.unmodelled_changes`) and a stated time per request
+    outside the engine (``request_overhead``), each once.
     """
     found = [str(w) for w in result.warnings]
     found += unmodelled_changes(result, cost, reads(result.values, workload))
+    path = result.values.get("request_overhead")
+    if isinstance(path, float) and path > 0:
+        found.append(f"request_overhead ({path * 1e3:.4g} ms a request, its way through the "
+                     "server) is not simulated: the simulated first-token and end-to-end times "
+                     "run from the request's arrival at the engine to its last token there; "
+                     "the scenario's ttft and e2e_latency include it")
     return tuple(dict.fromkeys(found))
