@@ -219,6 +219,24 @@ def test_engine_scheduler_defaults_cap_the_sequences(write_scenario):
 
 
 
+def test_a_scheduler_that_reads_new_requests_every_n_decode_steps_holds_them(write_scenario):
+    # SGLang's --scheduler-recv-interval N: an arrival waits for the next read, (N − 1)/2
+    # decode steps more on average than a read at every step; alone, the idle engine
+    # reads it at once. Unstated, no hold is defined and nothing moves.
+    path = bare(write_scenario, batch=16, efficiency='engine = "sglang"\nrecv_interval = 30')
+    r = infermodel.evaluate(path)
+    assert r["recv_interval"] == 30
+    assert r["scheduler_recv_hold"] == pytest.approx(14.5 * r["decode_step_time"], rel=1e-12)
+    alone = infermodel.evaluate(path, {"workload.batch": 1})
+    assert alone["scheduler_recv_hold"] == 0.0
+    plain = infermodel.evaluate(bare(write_scenario, batch=16, efficiency='engine = "sglang"'))
+    assert "scheduler_recv_hold" not in plain.values
+    assert (plain["ttft"], plain["tpot"]) == (r["ttft"], r["tpot"])
+    every = infermodel.evaluate(path, {"efficiency.recv_interval": 1})
+    assert every["scheduler_recv_hold"] == 0.0
+    assert "scheduler-recv-interval" in r.explain("scheduler_recv_hold").text()
+
+
 def test_vllm_before_0_8_is_its_own_generation_with_its_own_preset(write_scenario):
     """vLLM's V0 engine (before 0.8) keeps its defaults and its fitted preset apart from
     V1's: at most 256 sequences, unchunked prompts, decode graphs up to 256, and the host

@@ -227,6 +227,7 @@ def infermodel_define_quantities(scenario, define):
     _prefill(scenario, define, layer_terms)
     _memory(scenario, define, layer_terms)
     _cost(scenario, define)
+    _recv_hold(scenario, define)
 
 
 def _model(scenario, define, terms):
@@ -565,6 +566,41 @@ def _register_engine_fields(efficiency):
     efficiency("graph_max_batch", "int",
                "largest decode batch the engine captures as a CUDA graph, 0 for none (default: "
                "the engine's, by card and tensor degree)", minimum=0, default=None)
+    efficiency("recv_interval", "int",
+               "decode iterations between the scheduler's reads of newly arrived requests "
+               "(SGLang --scheduler-recv-interval; every engine reads them at every iteration "
+               "by default, 1): a request that arrives while others decode waits (N − 1)/2 "
+               "decode steps more on average (scheduler_recv_hold)", minimum=1,
+               maximum=100_000, default=None)
+
+
+RECV = ("SGLang scheduler (python/sglang/srt/managers/scheduler_recv_skipper.py: with "
+        "--scheduler-recv-interval N > 1 the scheduler reads new requests once its counter "
+        "reaches N, a decode iteration adding 1 and a prefill iteration enough to read at "
+        "the next one)")
+
+
+def _recv_hold(scenario, define):
+    """A scheduler that reads new requests every ``N`` decode iterations: a request that
+    arrives while a batch decodes waits for the next read, ``(N − 1)/2`` decode steps
+    more on average than one read at every iteration (arrivals fall evenly over the
+    ``N`` steps between reads). Alone (a batch of one, the engine idle) it is read at
+    once. A prefill iteration brings the next read forward; that shortening is not
+    modelled. Defined only where the scenario states the interval.
+    """
+    interval = scenario.value("efficiency.recv_interval")
+    if interval is None:
+        return
+    define("recv_interval", interval, unit="1",
+           description="decode iterations between the scheduler's reads of new requests "
+                       "(efficiency.recv_interval)", reference=RECV)
+    define("scheduler_recv_hold",
+           Piecewise(((S.recv_interval - 1) / 2 * S.decode_step_time, S.batch > 1), (0, True)),
+           unit="s",
+           description="mean time a request that arrives while the batch decodes waits for the "
+                       "scheduler's next read of new requests, beyond one read per iteration "
+                       "(none for a request alone: the idle engine reads it at once)",
+           reference=RECV)
 
 
 def _reads_rows(scenario) -> bool:

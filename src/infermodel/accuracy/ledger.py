@@ -250,6 +250,10 @@ class LedgerRow:
     #: deployments; under measured kernels the row's ``efficiency.request_overhead``.
     #: None: not stated.
     request_time: float | None = attrs.field(default=None, kw_only=True)
+    #: Decode iterations between the engine scheduler's reads of new requests where the
+    #: reader states a deployment's setting (SGLang's ``--scheduler-recv-interval``); the
+    #: row's ``efficiency.recv_interval`` when above 1 (1: every iteration, the default).
+    recv_interval: int = attrs.field(default=1, kw_only=True)
 
     @property
     def mode(self) -> str:

@@ -376,13 +376,18 @@ def predict_group(models: Sequence[RowModel], rows: Sequence[LedgerRow],
     decode = np.broadcast_to(out["decode_step_time"], (3, count, size))[1]
     path = (np.broadcast_to(out["request_overhead"], (3, count, size))[0]
             if "request_overhead" in out else 0.0)
+    # A scheduler that reads new requests every N decode iterations holds each arrival
+    # (N − 1)/2 steps at the running batch (none at one client: the engine is idle).
+    hold = (np.broadcast_to(out["scheduler_recv_hold"], (3, count, size))[1]
+            if "scheduler_recv_hold" in out else 0.0)
     state = closed_loop(prefill[0], decode, clients, np.minimum(capacity, cap), osl,
-                        rounds=rounds, request_time=path)
+                        rounds=rounds, request_time=path + hold)
     offline = np.array([r.load == "offline" for r in rows])
     if offline.any():
         batch = offline_batch(prefill[2], decode, clients, running, osl)
         pick = offline[:, None]
-        # An offline run's requests all go through the server once, at its start.
+        # An offline run's requests all go through the server once, at its start, and
+        # are read before its first iteration.
         state = ClosedLoop(*(np.where(pick, getattr(batch, f) + (path if f == "ttft" else 0.0),
                                       getattr(state, f))
                              for f in ("ttft", "itl", "e2e", "output_tokens_per_s", "running",
@@ -423,7 +428,8 @@ class Simulations:
         """What :func:`.row_simulation.run_row` needs: plain, picklable values."""
         return (cost_model(model, row, efficiency), row.family, row.isl, row.osl, row.concurrency,
                 model.chunk_tokens, model.max_sequences, row.load, row.requests,
-                row.request_rate, row.client, request_time(model, efficiency))
+                row.request_rate, row.client,
+                request_time(model, efficiency) + row_simulation.recv_hold(model, row, efficiency))
 
     def prefetch(self, jobs: Sequence[tuple[RowModel, LedgerRow, Efficiency]], *,
                  workers: int = 1) -> None:
@@ -629,7 +635,8 @@ def model_key(row: LedgerRow) -> tuple:
     """
     return (row.engine, row.family, row.hardware, row.gpus, row.model, str(row.hf_config),
             row.weights, row.kv_cache, row.tensor, row.expert, row.attention_dp, row.pipeline,
-            row.expert_weights, row.pools, row.engine_version, row.unexpressed, row.isl, row.osl)
+            row.expert_weights, row.pools, row.engine_version, row.unexpressed, row.recv_interval,
+            row.isl, row.osl)
 
 
 def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
@@ -638,7 +645,8 @@ def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
     """
     return (row.family, row.engine_version if kernels else "", row.hardware, row.gpus,
             row.model, str(row.hf_config), row.weights, row.kv_cache, row.tensor, row.expert,
-            row.pipeline, row.attention_dp, row.expert_weights, row.pools, row.unexpressed)
+            row.pipeline, row.attention_dp, row.expert_weights, row.pools, row.unexpressed,
+            row.recv_interval)
 
 
 def refined_name(family: str, hardware: str) -> str:

@@ -74,6 +74,8 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
         "workload": {"batch": 1, "prompt_tokens": row.isl, "output_tokens": row.osl},
         "efficiency": dict(efficiency),
     }
+    if pool is None and row.recv_interval > 1:
+        data["efficiency"]["recv_interval"] = row.recv_interval
     levers: dict[str, Any] = {}
     if row.weights or row.kv_cache or row.expert_weights:
         quantization: dict[str, Any] = {}

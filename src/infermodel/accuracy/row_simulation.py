@@ -424,6 +424,18 @@ def request_time(model, efficiency) -> float:
     return at(model, efficiency, 1.0).get("request_overhead", 0.0)
 
 
+def recv_hold(model, row, efficiency) -> float:
+    """The wait of a request that arrives while the row's batch decodes, for a scheduler
+    that reads new requests every few decode iterations (``scheduler_recv_hold`` at the
+    running batch, where the row's scenario states ``recv_interval``), else 0. An
+    offline run's requests are all read before its first iteration.
+    """
+    if row.load == "offline" or row.concurrency <= 1:
+        return 0.0
+    batch = min(float(row.concurrency), model.max_sequences, model.capacity)
+    return at(model, efficiency, max(batch, 1.0)).get("scheduler_recv_hold", 0.0)
+
+
 def at(model, efficiency, batch: float) -> dict[str, float]:
     """The row's scalar quantities at ``batch`` and ``efficiency``."""
     values = dict(model.inputs)

@@ -77,6 +77,22 @@ How the file's columns are read (each rule checked against the file itself):
   InferenceMAX ones, held out. It is this file's deployments' figure, not a default of
   the measured kernels: SGLang's own published benchmarks miss about 85 ms at one client.
 
+* **The scheduler's reads of new requests**: InferenceMAX's aggregated SGLang scripts for
+  DeepSeek-R1 and Qwen3.5 on B200 (and B300 from 17 April 2026) start the server with
+  ``--scheduler-recv-interval`` 10 below 16 clients and 30 from 16 (:func:`recv_interval`);
+  those rows state it (:attr:`LedgerRow.recv_interval`, the row scenario's
+  ``efficiency.recv_interval``), and each request that arrives while others decode waits
+  for the next read (``scheduler_recv_hold``).
+* **Speculative runs the file does not mark**: the file has no column for speculative
+  decoding, and some of InferenceMAX's points are its multi-token-prediction runs. Where
+  InferenceMAX's own configurations show that a point's image ran for its model and
+  system only in a speculative configuration (:data:`SPECULATIVE_IMAGES`: TensorRT-LLM
+  1.2.0rc6.post3 for DeepSeek-R1 on B200, SGLang v0.5.9-cu130 for Qwen3.5-397B on B200;
+  130 points), the point is listed with that reason: its time per output token is the
+  draft-and-verify step over the accepted tokens, and neither the draft length nor the
+  acceptance is given. Points whose image both kinds of configuration ran stay
+  predicted as plain decoding.
+
 Rows the levers cannot express keep a reason (:attr:`LedgerRow.unexpressed`), so the
 report lists them rather than dropping them.
 
@@ -101,8 +117,26 @@ import attrs
 from ..errors import InfermodelError, Problem
 from .ledger import LedgerRow, Pool, Pools
 
-__all__ = ["BURST_ENGINES", "COLUMNS", "EXTRA", "MODEL_CONFIGS", "RACKS", "SILICON", "SYSTEMS",
-           "WEIGHT_FORMATS", "package_root", "pool_dispatch", "read_silicon", "sample_points", "silicon_path"]
+__all__ = [
+    "BURST_ENGINES",
+    "COLUMNS",
+    "EXTRA",
+    "MODEL_CONFIGS",
+    "RACKS",
+    "RECV_INTERVAL_MODELS",
+    "SILICON",
+    "SPECULATIVE_IMAGES",
+    "SYSTEMS",
+    "WEIGHT_FORMATS",
+    "image_of",
+    "package_root",
+    "pool_dispatch",
+    "read_silicon",
+    "recv_interval",
+    "sample_points",
+    "silicon_path",
+    "speculative_run",
+]
 
 #: The ``--ledger`` name of this ledger.
 SILICON = "silicon"
@@ -182,11 +216,41 @@ GAP_ANALYSIS = "aic-auto-gap-analysis"
 #: out (docs/kernels.rst, "A request's way through the server";
 #: ``benchmarks/bench_request_path.py`` redoes both).
 REQUEST_PATH = {"vllm": 0.045, "trtllm": 0.073, "sglang": 0.227}
+#: Speculative runs the file does not mark: (backend, system, model, image) → the
+#: benchmark configurations that ran that image there. InferenceMAX's configurations
+#: (SemiAnalysisAI/InferenceX, ``.github/configs/nvidia-master.yaml``, from February to
+#: the end of April 2026, the file's last measurement) ran these images for these models
+#: on these systems only in their multi-token-prediction configurations (``…-mtp``); the
+#: same models' non-speculative configurations ran other images throughout. The file
+#: states neither the draft length nor the acceptance of a speculative run, and its time
+#: per output token is not the model's decode step, so these points are listed, not
+#: predicted.
+SPECULATIVE_IMAGES = {
+    ("trtllm", "b200_sxm", "deepseek-ai/DeepSeek-R1", "release:1.2.0rc6.post3"):
+        "dsr1-fp4-b200-trt-mtp and dsr1-fp8-b200-trt-mtp (the non-speculative "
+        "configurations ran release:1.2.0rc6.post2)",
+    ("sglang", "b200_sxm", "Qwen/Qwen3.5-397B-A17B", "sglang:v0.5.9-cu130"):
+        "qwen3.5-fp8-b200-sglang-mtp (the non-speculative configuration ran "
+        "v0.5.9-cu129-amd64, then v0.5.9-cu130-amd64)",
+}
+#: SGLang's ``--scheduler-recv-interval`` in InferenceMAX's aggregated benchmark scripts
+#: (SemiAnalysisAI/InferenceX: ``benchmarks/dsr1_fp4_b200_docker.sh`` and
+#: ``dsr1_fp8_b200_docker.sh`` from October 2025, their ``_slurm`` twins, then
+#: ``benchmarks/single_node/{dsr1_fp4,dsr1_fp8,qwen3.5_bf16,qwen3.5_fp8,qwen3.5_fp4}_b200.sh``
+#: and, from 17 April 2026, the same models' B300 scripts but ``qwen3.5_fp8_b300.sh``,
+#: which sets none): every one reads new requests every 10 decode iterations below 16
+#: clients and every 30 from 16, but DeepSeek-R1 in FP8 on four cards every 10. The
+#: file's models (DeepSeek-R1's runs also appear as ``deepseek-ai/DeepSeek-V3``) →
+#: the systems whose scripts set it (B300: runs measured from that date on).
+RECV_INTERVAL_MODELS = ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3",
+                        "Qwen/Qwen3.5-397B-A17B")
+RECV_INTERVAL_B300 = "2026-04-17"
 #: Engines whose gap-analysis runs are one burst (their first-token time grows in
 #: proportion to the clients); the others' are a few rounds per client (see above).
 BURST_ENGINES = ("sglang",)
 
 _CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
+_MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
 
 
 def package_root() -> Path:
@@ -453,6 +517,9 @@ def _point(cells: Mapping[str, str], line: int,
     else:
         layout = "unknown mode"
         reasons.append(f"mode {cells['mode']!r} is neither 'agg' nor 'disagg'")
+    speculative = speculative_run(cells)
+    if speculative:
+        reasons.append(speculative)
     found = _CONCURRENCY.search(cells["silicon_data_source"])
     batch = _whole(cells["batch_size"])
     attention = layout.attention_dp if isinstance(layout, (Layout, Pool)) else 1
@@ -480,7 +547,8 @@ def _point(cells: Mapping[str, str], line: int,
         pools=pools, engine_version=version, model_label=cells["model_path"],
         activations=ACTIVATIONS.get(gemm, "") if formats["gemm_quant_mode"] else "",
         unexpressed="; ".join(reasons),
-        client=_client(cells), request_time=REQUEST_PATH.get(backend))
+        client=_client(cells), request_time=REQUEST_PATH.get(backend),
+        recv_interval=recv_interval(cells, tensor, concurrency))
     rows = []
     for metric, column, suffix in (("ttft_ms", "silicon_ttft_ms", "ttft"),
                                    ("tpot_ms", "silicon_tpot_ms", "tpot")):
@@ -493,6 +561,71 @@ def _point(cells: Mapping[str, str], line: int,
         rows.append(LedgerRow(id=f"{cells['id']}-{suffix}", metric=metric, value=value,
                               **{**common, "unexpressed": row_reason}))
     return rows[0], rows[1]
+
+
+def speculative_run(cells: Mapping[str, str]) -> str:
+    """Why a point is a speculative run the file does not mark (see
+    :data:`SPECULATIVE_IMAGES`), or ``""``.
+
+    >>> speculative_run({"backend": "trtllm", "system": "b200_sxm",
+    ...     "model_path": "deepseek-ai/DeepSeek-R1",
+    ...     "silicon_data_source": "measured=2026-02-06; image=nvcr.io#nvidia/"
+    ...                            "tensorrt-llm/release:1.2.0rc6.post3"})[:43]
+    'a speculative (multi-token prediction) run:'
+    """
+    image = image_of(cells["silicon_data_source"])
+    if not image:
+        return ""
+    for (backend, system, model, tail), configurations in SPECULATIVE_IMAGES.items():
+        if ((cells["backend"].strip(), cells["system"].strip(),
+             cells["model_path"].strip()) == (backend, system, model)
+                and image.endswith("/" + tail)):
+            return ("a speculative (multi-token prediction) run: InferenceMAX ran "
+                    f"{tail} for this model on this system only in {configurations}; "
+                    "the file states neither the draft length nor the acceptance")
+    return ""
+
+
+def image_of(source: str) -> str:
+    """The container image a point's source column names (``image=…``, or a bare
+    ``registry/name:tag`` field in the database dumps' sources), or ``""``.
+
+    >>> image_of("db-dump/2026-04-27; config_id=736; lmsysorg/sglang:v0.5.10.post1-cu130")
+    'lmsysorg/sglang:v0.5.10.post1-cu130'
+    """
+    for field in source.split(";"):
+        field = field.strip()
+        if field.startswith("image="):
+            return field[len("image="):].strip()
+        if "=" not in field and "/" in field and ":" in field:
+            return field
+    return ""
+
+
+def recv_interval(cells: Mapping[str, str], tensor: int, concurrency: int) -> int:
+    """The decode iterations between the scheduler's reads of new requests in the point's
+    benchmark script (:data:`RECV_INTERVAL_MODELS`), else 1 (every iteration).
+
+    >>> recv_interval({"backend": "sglang", "mode": "agg", "system": "b200_sxm",
+    ...                "model_path": "Qwen/Qwen3.5-397B-A17B", "precision": "fp8",
+    ...                "silicon_data_source": "measured=2026-03-20"}, 4, 64)
+    30
+    """
+    if (cells["backend"].strip() != "sglang" or cells["mode"].strip() != "agg"
+            or GAP_ANALYSIS in cells["silicon_data_source"]
+            or cells["model_path"].strip() not in RECV_INTERVAL_MODELS):
+        return 1
+    system, precision = cells["system"].strip(), cells["precision"].strip()
+    qwen = cells["model_path"].strip().startswith("Qwen/")
+    if system == "b300_sxm":
+        measured = _MEASURED.search(cells["silicon_data_source"])
+        if measured is None or measured.group(1) < RECV_INTERVAL_B300 or (qwen and precision == "fp8"):
+            return 1
+    elif system != "b200_sxm":
+        return 1
+    if not qwen and precision == "fp8" and tensor == 4:
+        return 10
+    return 30 if concurrency >= 16 else 10
 
 
 def _client(cells: Mapping[str, str]) -> str:

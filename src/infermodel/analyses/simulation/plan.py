@@ -611,8 +611,9 @@ def interval_notes(result) -> list[str]:
 def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> tuple[str, ...]:
     """What a reader of a simulation must know: the evaluated scenario's own result
     warnings (as ``infermodel run`` prints them), the lever changes the simulation
-    leaves out (:func:`~.contract.unmodelled_changes`) and a stated time per request
-    outside the engine (``request_overhead``), each once.
+    leaves out (:func:`~.contract.unmodelled_changes`), a stated time per request
+    outside the engine (``request_overhead``) and a stated interval between the
+    scheduler's reads of new requests (``recv_interval``), each once.
     """
     found = [str(w) for w in result.warnings]
     found += unmodelled_changes(result, cost, reads(result.values, workload))
@@ -622,4 +623,10 @@ def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> t
                      "server) is not simulated: the simulated first-token and end-to-end times "
                      "run from the request's arrival at the engine to its last token there; "
                      "the scenario's ttft and e2e_latency include it")
+    interval = result.values.get("recv_interval")
+    if isinstance(interval, (int, float)) and interval > 1:
+        found.append(f"efficiency.recv_interval ({interval:g}: the scheduler reads new requests "
+                     "every that many decode iterations) is not simulated: the simulated engine "
+                     "reads them at every iteration; a request arriving while others decode "
+                     "waits scheduler_recv_hold more on average")
     return tuple(dict.fromkeys(found))
