@@ -234,7 +234,7 @@ def test_a_scheduler_that_reads_new_requests_every_n_decode_steps_holds_them(wri
     assert (plain["ttft"], plain["tpot"]) == (r["ttft"], r["tpot"])
     every = infermodel.evaluate(path, {"efficiency.recv_interval": 1})
     assert every["scheduler_recv_hold"] == 0.0
-    assert "scheduler-recv-interval" in r.explain("scheduler_recv_hold").text()
+    assert "scheduler_recv_interval" in r.explain("scheduler_recv_hold").text()
 
 
 def test_vllm_before_0_8_is_its_own_generation_with_its_own_preset(write_scenario):

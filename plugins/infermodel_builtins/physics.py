@@ -574,8 +574,8 @@ def _register_engine_fields(efficiency):
                maximum=100_000, default=None)
 
 
-RECV = ("SGLang scheduler (python/sglang/srt/managers/scheduler_recv_skipper.py: with "
-        "--scheduler-recv-interval N > 1 the scheduler reads new requests once its counter "
+RECV = ("SGLang scheduler (python/sglang/srt/managers/scheduler_recv_skipper.py: with the "
+        "server argument scheduler_recv_interval N > 1 it reads new requests once its counter "
         "reaches N, a decode iteration adding 1 and a prefill iteration enough to read at "
         "the next one)")
 
