@@ -254,6 +254,33 @@ def test_a_requests_way_through_the_server_lengthens_every_cycle(tp, td, clients
                                                              rel=1e-12)
 
 
+@settings(max_examples=60, deadline=None)
+@given(tp=st.floats(1e-4, 2.0), td=st.floats(1e-4, 0.2), clients=st.integers(1, 400),
+       capacity=st.integers(1, 400), osl=st.integers(2, 4000), held=st.floats(0.0, 0.5))
+def test_a_prompt_held_in_its_slot_lengthens_the_engine_time(tp, td, clients, capacity, osl,
+                                                             held):
+    # A prompt the scheduler holds in its slot before its prefill (delayed batching) is
+    # part of the running request's time: the fixed point E = TTFT + (osl − 1)·ITL still
+    # holds with TTFT = T_p + T_d/2 + held + ρ·T_p / (2(1 − ρ)), ITL = T_d / (1 − ρ) and
+    # ρ = (B − 1)·T_p / E; the longer E dilutes the prefills' stall, so ITL does not grow,
+    # and a full engine serves fewer requests. Alone, the first token is simply later.
+    base = closed_loop(tp, td, clients, capacity, osl)
+    s = closed_loop(tp, td, clients, capacity, osl, held=held)
+    running = min(clients, capacity)
+    engine = float(s.e2e) * running / clients      # the running request's own time
+    share = min((running - 1) * tp / engine, 0.95)
+    wait = td / 2 if running > 1 else 0.0
+    if share < 0.95:
+        assert float(s.itl) == pytest.approx(td / (1 - share), rel=1e-9)
+        assert float(s.ttft) - (float(s.e2e) - engine) == pytest.approx(
+            tp + wait + held + share * tp / (2 * (1 - share)), rel=1e-9)
+    assert float(s.itl) <= float(base.itl) * (1 + 1e-12)
+    assert float(s.ttft) >= float(base.ttft) * (1 - 1e-12)
+    assert float(s.output_tokens_per_s) <= float(base.output_tokens_per_s) * (1 + 1e-12)
+    if running == 1:
+        assert float(s.ttft) == pytest.approx(float(base.ttft) + held * clients, rel=1e-9)
+
+
 # ---------------------------------------------------------------------------------
 # validate --ledger
 # ---------------------------------------------------------------------------------

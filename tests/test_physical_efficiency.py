@@ -235,6 +235,32 @@ def test_a_scheduler_that_reads_new_requests_every_n_decode_steps_holds_them(wri
     every = infermodel.evaluate(path, {"efficiency.recv_interval": 1})
     assert every["scheduler_recv_hold"] == 0.0
     assert "scheduler_recv_interval" in r.explain("scheduler_recv_hold").text()
+    assert not any("recv_interval" in str(w) for w in r.warnings)
+    # Stated for an engine without the setting: priced, and warned.
+    vllm = infermodel.evaluate(path, {"efficiency.engine": "vllm", "efficiency.recv_interval": 30})
+    assert any("SGLang's --scheduler-recv-interval" in str(w) and "'vllm'" in str(w)
+               for w in vllm.warnings)
+
+
+def test_a_scheduler_that_waits_for_more_prompts_holds_them(write_scenario):
+    # TensorRT-LLM's batch_wait_timeout_iters T: a wait opens with the first prompt, which
+    # waits T iterations; the λT that arrive during it wait T/2 on average (λ arrivals per
+    # iteration by Little's law at the batch). By hand at batch 32.
+    path = bare(write_scenario, batch=32,
+                efficiency='engine = "trtllm"\nbatch_wait_iterations = 20')
+    r = infermodel.evaluate(path)
+    step, e2e = r["decode_step_time"], r["e2e_latency"]
+    rate = 32 * step / e2e
+    assert r["batch_wait_arrivals"] == pytest.approx(rate, rel=1e-12)
+    assert r["batch_wait_hold"] == pytest.approx(step * 20 * (1 + rate * 10) / (1 + rate * 20),
+                                                 rel=1e-12)
+    assert 10 * step < r["batch_wait_hold"] < 20 * step
+    assert infermodel.evaluate(path, {"workload.batch": 1})["batch_wait_hold"] == 0.0
+    assert infermodel.evaluate(path, {"efficiency.batch_wait_iterations": 0})[
+        "batch_wait_hold"] == 0.0
+    plain = infermodel.evaluate(bare(write_scenario, batch=32, efficiency='engine = "trtllm"'))
+    assert "batch_wait_hold" not in plain.values and plain["ttft"] == r["ttft"]
+    assert "batch_wait_timeout_iters" in r.explain("batch_wait_hold").text()
 
 
 def test_vllm_before_0_8_is_its_own_generation_with_its_own_preset(write_scenario):

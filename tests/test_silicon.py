@@ -232,9 +232,10 @@ QWEN_64, QWEN_8 = ("2026_04_06_qwen3_5_397b_b200_sxm_sglang_fp8_agg_1024x1024_c6
 
 def test_sglang_rows_state_their_scripts_interval_between_reads(rows, cells, host):
     # InferenceMAX's SGLang scripts for DeepSeek-R1 and Qwen3.5 on B200 (and on B300 from
-    # 17 April 2026, Qwen3.5 FP8 excepted) read new requests every 10 decode iterations
-    # below 16 clients and every 30 from 16 (DeepSeek-R1 FP8 on four cards: 10); its
-    # other scripts, and the gap-analysis runs, read at every iteration.
+    # 17 April 2026) read new requests every 10 decode iterations below 16 clients and
+    # every 30 from 16 (DeepSeek-R1 FP8 on four cards, and Qwen3.5 FP8 on B300: 10); its
+    # other scripts read at every iteration, and the gap-analysis files' settings are not
+    # published.
     import attrs
     import numpy as np
 
@@ -248,7 +249,12 @@ def test_sglang_rows_state_their_scripts_interval_between_reads(rows, cells, hos
             for p, c in cells.items() if c["backend"] == "sglang" and c["mode"] == "agg"}
     assert ("zhipuai/GLM-5", "b200_sxm", "fp8", 1) in seen
     assert ("deepseek-ai/DeepSeek-R1", "h200_sxm", "fp8", 1) in seen
-    assert ("Qwen/Qwen3.5-397B-A17B", "b300_sxm", "fp8", 1) in seen
+    b300_fp8 = {c["silicon_data_source"].split("measured=")[1][:10]: rows[f"{p}-ttft"].recv_interval
+                for p, c in cells.items() if c["system"] == "b300_sxm" and c["backend"] == "sglang"
+                and c["model_path"] == "Qwen/Qwen3.5-397B-A17B" and c["precision"] == "fp8"}
+    assert b300_fp8 == {"2026-04-03": 1, "2026-04-17": 10}  # its script from 17 April: 10
+    assert {rows[f"{p}-ttft"].recv_interval for p, c in cells.items()
+            if "gap-analysis" in c["silicon_data_source"]} == {1}
     assert not any(i > 1 for model, system, _, i in seen if system not in ("b200_sxm", "b300_sxm"))
     fp8_tp4 = [p for p, c in cells.items() if c["backend"] == "sglang" and c["mode"] == "agg"
                and c["model_path"] == "deepseek-ai/DeepSeek-R1" and c["precision"] == "fp8"
@@ -272,14 +278,54 @@ def test_sglang_rows_state_their_scripts_interval_between_reads(rows, cells, hos
     step, hold = (float(np.asarray(out[n]).ravel()[0])
                   for n in ("decode_step_time", "scheduler_recv_hold"))
     assert model.capacity > 64 and hold == pytest.approx(14.5 * step, rel=1e-12)
+    # One call for both (they must not share a compiled model or a simulation): the
+    # client measures its first round, every client at once on an idle engine, which is
+    # not held; the other nine of its ten rounds are.
     pair = [row, rows[f"{QWEN_64}-tpot"]]
-    stated, plain = (predict_rows(p, kernels="measured", loop="analytic", host=host).points
-                     for p in (pair, [attrs.evolve(r, recv_interval=1) for r in pair]))
+    plain_pair = [attrs.evolve(r, id=f"{r.id}-plain", recv_interval=1) for r in pair]
+    analytic = predict_rows(pair + plain_pair, kernels="measured", loop="analytic",
+                            host=host).points
     # (The prediction prices the step with the engine preset's host time, a few µs off
     # the compiled defaults': 14.5 steps apart by a few hundredths of a millisecond.)
-    assert stated[0].predicted == pytest.approx(plain[0].predicted + hold * 1e3, abs=0.1)
+    assert client.rounds == 10 and client.warmup_measured
+    assert analytic[0].predicted == pytest.approx(analytic[2].predicted + 0.9 * hold * 1e3,
+                                                  abs=0.1)
     assert hold * 1e3 > 200
-    assert stated[1].predicted == pytest.approx(plain[1].predicted, rel=1e-12)
+    assert analytic[1].predicted == pytest.approx(analytic[3].predicted, rel=1e-12)
+    simulated = predict_rows(pair + plain_pair, kernels="measured", loop="simulated",
+                             host=host).points
+    assert simulated[0].predicted == pytest.approx(simulated[2].predicted + 0.9 * hold * 1e3,
+                                                   abs=0.5)
+    assert simulated[1].predicted == pytest.approx(simulated[3].predicted, rel=1e-12)
+
+
+def test_trtllm_rows_state_their_scripts_wait_for_more_prompts(rows, cells, host):
+    # InferenceMAX's TensorRT-LLM scripts for Llama-3.1-70B at 1k/1k on fewer than eight
+    # cards set batch_wait_timeout_iters 20; on eight, none (its 54 + 18 points). DeepSeek-R1
+    # FP8 on B200 at 1k/1k from 64 clients without attention-DP: 40 (4 points).
+    import attrs
+
+    from infermodel.accuracy.predictions import predict_rows
+
+    llama = {p: rows[f"{p}-ttft"] for p, c in cells.items()
+             if c["model_path"] == "meta-llama/Llama-3.1-70B" and c["backend"] == "trtllm"
+             and (c["isl"], c["osl"]) == ("1024", "1024") and not rows[f"{p}-ttft"].unexpressed}
+    waits = {(r.tensor < 8, r.batch_wait) for r in llama.values()}
+    assert waits == {(True, 20), (False, 0)}
+    assert sum(r.batch_wait == 20 for r in llama.values()) == 54
+    deepseek = [r for r in rows.values()
+                if r.batch_wait == 40 and r.metric == "ttft_ms" and not r.unexpressed]
+    assert len(deepseek) == 4 and all(r.attention_dp == 1 and r.concurrency >= 64 for r in deepseek)
+    assert not any(r.batch_wait for r in rows.values() if r.family != "trtllm")
+
+    # The analytic loop holds each prompt in its slot: the first token later, the decode
+    # no slower (the longer cycle dilutes the prefills' stall).
+    point = "2026_04_06_llama_3_1_70b_b200_sxm_trtllm_fp8_agg_1024x1024_c32_tp2_ep1_617"
+    pair = [rows[f"{point}-ttft"], rows[f"{point}-tpot"]]
+    both = predict_rows(pair + [attrs.evolve(r, id=f"{r.id}-plain", batch_wait=0) for r in pair],
+                        kernels="measured", loop="analytic", host=host).points
+    assert both[0].predicted > both[2].predicted + 100  # ms: ~15 steps of ~14 ms
+    assert both[1].predicted <= both[3].predicted
 
 
 def test_the_silicon_ledger_without_the_extra_names_it(monkeypatch, capsys):

@@ -139,14 +139,18 @@ def test_simulation_warnings_list_a_result_warning_once():
     assert str(result.warnings[0]) in found
 
 
-def test_simulation_warnings_say_the_scheduler_reads_at_every_iteration():
-    # A stated interval between the scheduler's reads of new requests is not simulated:
-    # the warning names it; one read per iteration (the default) warns of nothing.
+def test_simulation_warnings_say_the_scheduler_holds_no_request():
+    # A stated interval between the scheduler's reads of new requests, or a stated wait
+    # for more prompts, is not simulated: the warning names it; one read per iteration
+    # (the default) warns of nothing.
     path = ROOT / "scenarios" / "engine-llama-3-8b.toml"
     held = infermodel.evaluate(path, {"efficiency.engine": "sglang", "efficiency.recv_interval": 30})
     assert any("efficiency.recv_interval (30" in w for w in simulation_warnings(held))
     every = infermodel.evaluate(path, {"efficiency.recv_interval": 1})
     assert not any("recv_interval" in w for w in simulation_warnings(every))
+    waits = infermodel.evaluate(path, {"efficiency.engine": "trtllm",
+                                       "efficiency.batch_wait_iterations": 20})
+    assert any("efficiency.batch_wait_iterations (20" in w for w in simulation_warnings(waits))
 
 
 def test_the_contract_is_documented_name_by_name():

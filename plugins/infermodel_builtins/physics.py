@@ -18,6 +18,7 @@ from sympy import Piecewise, floor, oo
 from infermodel.plugin import S, hookimpl
 
 from . import LAB, M10
+from .engine_holds import check_holds, scheduler_holds
 from .engines import ENGINES, scenario_scheduler
 from .shapes import ffn_params, kv_bytes_per_token, stack_params, target_stack, terms
 
@@ -227,7 +228,7 @@ def infermodel_define_quantities(scenario, define):
     _prefill(scenario, define, layer_terms)
     _memory(scenario, define, layer_terms)
     _cost(scenario, define)
-    _recv_hold(scenario, define)
+    scheduler_holds(scenario, define)
 
 
 def _model(scenario, define, terms):
@@ -572,35 +573,13 @@ def _register_engine_fields(efficiency):
                "by default, 1): a request that arrives while others decode waits (N − 1)/2 "
                "decode steps more on average (scheduler_recv_hold)", minimum=1,
                maximum=100_000, default=None)
-
-
-RECV = ("SGLang scheduler (python/sglang/srt/managers/scheduler_recv_skipper.py: with the "
-        "server argument scheduler_recv_interval N > 1 it reads new requests once its counter "
-        "reaches N, a decode iteration adding 1 and a prefill iteration enough to read at "
-        "the next one)")
-
-
-def _recv_hold(scenario, define):
-    """A scheduler that reads new requests every ``N`` decode iterations: a request that
-    arrives while a batch decodes waits for the next read, ``(N − 1)/2`` decode steps
-    more on average than one read at every iteration (arrivals fall evenly over the
-    ``N`` steps between reads). Alone (a batch of one, the engine idle) it is read at
-    once. A prefill iteration brings the next read forward; that shortening is not
-    modelled. Defined only where the scenario states the interval.
-    """
-    interval = scenario.value("efficiency.recv_interval")
-    if interval is None:
-        return
-    define("recv_interval", interval, unit="1",
-           description="decode iterations between the scheduler's reads of new requests "
-                       "(efficiency.recv_interval)", reference=RECV)
-    define("scheduler_recv_hold",
-           Piecewise(((S.recv_interval - 1) / 2 * S.decode_step_time, S.batch > 1), (0, True)),
-           unit="s",
-           description="mean time a request that arrives while the batch decodes waits for the "
-                       "scheduler's next read of new requests, beyond one read per iteration "
-                       "(none for a request alone: the idle engine reads it at once)",
-           reference=RECV)
+    efficiency("batch_wait_iterations", "int",
+               "iterations a new prompt may wait for more prompts before its prefill while "
+               "others decode (TensorRT-LLM batch_wait_timeout_iters; 0, no wait, is its "
+               "default): the first prompt of a wait waits them all, later ones less "
+               "(batch_wait_hold); the release at a share of the tokens per iteration "
+               "(batch_wait_max_tokens_ratio) is not modelled", minimum=0, maximum=100_000,
+               default=None)
 
 
 def _reads_rows(scenario) -> bool:
@@ -728,6 +707,7 @@ EXAMPLE_MBU = 0.8
 @hookimpl
 def infermodel_check_result(result, warn):
     scenario = result.scenario
+    check_holds(result, warn)
     if not result["fits"]:
         warn("fits", f"the batch of {result['batch']:g} does not fit: it needs "
                      f"{result.show('memory_required')} of {result.show('memory_bytes')} and at "

@@ -58,7 +58,7 @@ class ClosedLoop:
 
 
 def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_tokens, *,
-                rounds=0, request_time=0.0) -> ClosedLoop:
+                rounds=0, request_time=0.0, held=0.0) -> ClosedLoop:
     """Steady state of ``concurrency`` clients (see the module docstring).
 
     ``prefill_time`` is one prompt's prefill, ``decode_step_time`` one decode step at
@@ -74,6 +74,10 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
     every first-token and end-to-end time and to each client's cycle, and holds no slot
     (beyond the cache's capacity the queue for a slot absorbs it first).
 
+    ``held`` (it broadcasts) is time a request spends inside the engine, holding its
+    slot, before its prefill (a scheduler that waits for more prompts): it adds to the
+    first token and to the running request's time, so a full engine serves fewer.
+
     >>> r = closed_loop(0.1, 0.02, 1, 10, 101)
     >>> float(r.ttft), float(r.itl), round(float(r.output_tokens_per_s), 3)
     (0.1, 0.02, 48.095)
@@ -87,16 +91,16 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
     wait_step = np.where(others > 0, td / 2, 0.0)
     # The fixed point in closed form: with ρ = o·T_p / E, multiplying the equation for E
     # by (1 − ρ) gives E² − C·E − o·T_p·(T_p / 2 − a) = 0, C = o·T_p + a + s·T_d and
-    # a = T_p + (T_d / 2 when others run); E is its positive root. Where that root puts ρ
+    # a = T_p + (T_d / 2 when others run) + held; E is its positive root. Where that root puts ρ
     # above MAX_PREFILL_SHARE the stall is held there (a saturated prefill queue).
-    a = tp + wait_step
+    a = tp + wait_step + np.asarray(held, dtype=float)
     c = others * tp + a + steps * td
     e2e = (c + np.sqrt(np.maximum(c * c + 4 * others * tp * (tp / 2 - a), 0.0))) / 2
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(e2e > 0, others * tp / e2e, 0.0)
     share = np.minimum(np.nan_to_num(share), MAX_PREFILL_SHARE)
     itl = td / (1.0 - share)
-    ttft = tp + wait_step + share * tp / (2.0 * (1.0 - share))
+    ttft = a + share * tp / (2.0 * (1.0 - share))
     e2e = ttft + steps * itl
     queued = (clients - running) * e2e / running
     throughput = running * (steps + 1.0) / e2e

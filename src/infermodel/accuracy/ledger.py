@@ -254,6 +254,10 @@ class LedgerRow:
     #: reader states a deployment's setting (SGLang's ``--scheduler-recv-interval``); the
     #: row's ``efficiency.recv_interval`` when above 1 (1: every iteration, the default).
     recv_interval: int = attrs.field(default=1, kw_only=True)
+    #: Iterations a new prompt may wait for more before its prefill where the reader
+    #: states a deployment's setting (TensorRT-LLM's ``batch_wait_timeout_iters``); the
+    #: row's ``efficiency.batch_wait_iterations`` when above 0.
+    batch_wait: int = attrs.field(default=0, kw_only=True)
 
     @property
     def mode(self) -> str:

@@ -377,11 +377,18 @@ def predict_group(models: Sequence[RowModel], rows: Sequence[LedgerRow],
     path = (np.broadcast_to(out["request_overhead"], (3, count, size))[0]
             if "request_overhead" in out else 0.0)
     # A scheduler that reads new requests every N decode iterations holds each arrival
-    # (N − 1)/2 steps at the running batch (none at one client: the engine is idle).
+    # (N − 1)/2 steps at the running batch (none at one client: the engine is idle, nor
+    # in a measured first round, every client at once on an idle engine).
     hold = (np.broadcast_to(out["scheduler_recv_hold"], (3, count, size))[1]
             if "scheduler_recv_hold" in out else 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        hold = hold * np.where(rounds > 0, (rounds - 1) / np.maximum(rounds, 1), 1.0)
+    # A scheduler that waits for more prompts holds each one, in its slot, before its
+    # prefill (none at one client: no generation runs).
+    held = (np.broadcast_to(out["batch_wait_hold"], (3, count, size))[1]
+            if "batch_wait_hold" in out else 0.0)
     state = closed_loop(prefill[0], decode, clients, np.minimum(capacity, cap), osl,
-                        rounds=rounds, request_time=path + hold)
+                        rounds=rounds, request_time=path + hold, held=held)
     offline = np.array([r.load == "offline" for r in rows])
     if offline.any():
         batch = offline_batch(prefill[2], decode, clients, running, osl)
@@ -429,7 +436,7 @@ class Simulations:
         return (cost_model(model, row, efficiency), row.family, row.isl, row.osl, row.concurrency,
                 model.chunk_tokens, model.max_sequences, row.load, row.requests,
                 row.request_rate, row.client,
-                request_time(model, efficiency) + row_simulation.recv_hold(model, row, efficiency))
+                request_time(model, efficiency), row_simulation.scheduler_hold(model, row, efficiency))
 
     def prefetch(self, jobs: Sequence[tuple[RowModel, LedgerRow, Efficiency]], *,
                  workers: int = 1) -> None:
@@ -636,7 +643,7 @@ def model_key(row: LedgerRow) -> tuple:
     return (row.engine, row.family, row.hardware, row.gpus, row.model, str(row.hf_config),
             row.weights, row.kv_cache, row.tensor, row.expert, row.attention_dp, row.pipeline,
             row.expert_weights, row.pools, row.engine_version, row.unexpressed, row.recv_interval,
-            row.isl, row.osl)
+            row.batch_wait, row.isl, row.osl)
 
 
 def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
@@ -646,7 +653,7 @@ def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
     return (row.family, row.engine_version if kernels else "", row.hardware, row.gpus,
             row.model, str(row.hf_config), row.weights, row.kv_cache, row.tensor, row.expert,
             row.pipeline, row.attention_dp, row.expert_weights, row.pools, row.unexpressed,
-            row.recv_interval)
+            row.recv_interval, row.batch_wait)
 
 
 def refined_name(family: str, hardware: str) -> str:

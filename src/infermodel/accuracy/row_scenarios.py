@@ -76,6 +76,8 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
     }
     if pool is None and row.recv_interval > 1:
         data["efficiency"]["recv_interval"] = row.recv_interval
+    if pool is None and row.batch_wait > 0:
+        data["efficiency"]["batch_wait_iterations"] = row.batch_wait
     levers: dict[str, Any] = {}
     if row.weights or row.kv_cache or row.expert_weights:
         quantization: dict[str, Any] = {}

@@ -179,7 +179,7 @@ def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int, *,
                  chunk_tokens: int = CHUNK_TOKENS, max_sequences: float = math.inf,
                  load: str = "closed", requests: int | None = None,
                  request_rate: float | None = None, client: Client = DEFAULT,
-                 request_time: float = 0.0) -> ServingFigures:
+                 request_time: float = 0.0, hold: float = 0.0) -> ServingFigures:
     """Run the row's load of ``isl``/``osl`` requests on ``cost`` with the chunked policy
     at ``chunk_tokens`` per iteration and at most ``max_sequences`` running (see the
     module docstring): ``concurrency`` closed-loop clients (``client``'s rounds, length
@@ -191,6 +191,9 @@ def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int, *,
     iterations are simulated without it: fixed-length clients lock into phase with their
     arrivals, and a think time of even a millisecond shifts that phase (the analytic
     closed loop, :func:`.closed_loop.closed_loop`, takes the same time per request).
+    ``hold`` is a scheduler's hold of a request that arrives while others run
+    (:func:`scheduler_hold`), added the same way to every request but those that arrive
+    at the start, on an idle engine.
     """
     from ..simulator import FixedLength, Policy, Workload, WorkloadSpec, run_record
     from ..simulator.metrics import weighted_quantile
@@ -222,8 +225,9 @@ def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int, *,
         workload = spec.generate(request_rate, SEED)
         measured, warmup = slice(0, requests), 0
     record, _ = run_record(cost, workload, policy)
-    ttft = (record.first_token - record.arrivals)[measured] + request_time
-    e2e = (record.last_token - record.arrivals)[measured] + request_time
+    held = np.where(record.arrivals > 0, hold, 0.0)[measured]
+    ttft = (record.first_token - record.arrivals)[measured] + request_time + held
+    e2e = (record.last_token - record.arrivals)[measured] + request_time + held
     spans = (record.last_token - record.first_token)[measured]
     gaps = (record.outputs[measured] - 1).astype(np.float64)
     tpot = spans[gaps > 0] / gaps[gaps > 0]
@@ -246,7 +250,7 @@ def simulate_row(cost, family: str, isl: int, osl: int, concurrency: int, *,
 def run_row(cost, family: str, isl: int, osl: int, concurrency: int, chunk_tokens: int,
             max_sequences: float, load: str, requests: int | None,
             request_rate: float | None, client: str = "",
-            request_time: float = 0.0) -> ServingFigures | str:
+            request_time: float = 0.0, hold: float = 0.0) -> ServingFigures | str:
     """:func:`simulate_row`, a failure given as its reason (what a ledger row's prediction
     holds; a worker process returns it as it is); ``client`` names one of :data:`CLIENTS`.
     """
@@ -256,7 +260,7 @@ def run_row(cost, family: str, isl: int, osl: int, concurrency: int, chunk_token
         return simulate_row(cost, family, isl, osl, concurrency, chunk_tokens=chunk_tokens,
                             max_sequences=max_sequences, load=load, requests=requests,
                             request_rate=request_rate, client=CLIENTS[client],
-                            request_time=request_time)
+                            request_time=request_time, hold=hold)
     except SimulationError as exc:
         return f"the closed-loop simulation failed: {exc}"
 
@@ -424,16 +428,19 @@ def request_time(model, efficiency) -> float:
     return at(model, efficiency, 1.0).get("request_overhead", 0.0)
 
 
-def recv_hold(model, row, efficiency) -> float:
-    """The wait of a request that arrives while the row's batch decodes, for a scheduler
-    that reads new requests every few decode iterations (``scheduler_recv_hold`` at the
-    running batch, where the row's scenario states ``recv_interval``), else 0. An
-    offline run's requests are all read before its first iteration.
+def scheduler_hold(model, row, efficiency) -> float:
+    """The wait of a request that arrives while the row's batch decodes, where the row's
+    scenario states a scheduler that holds it (``scheduler_recv_hold``: reads of new
+    requests every few decode iterations; ``batch_wait_hold``: prompts waiting for more),
+    at the running batch, else 0; added to the simulated times after the run, which the
+    simulated engine does not hold. An offline run's requests are all read, and
+    prefilled, before any decodes.
     """
     if row.load == "offline" or row.concurrency <= 1:
         return 0.0
     batch = min(float(row.concurrency), model.max_sequences, model.capacity)
-    return at(model, efficiency, max(batch, 1.0)).get("scheduler_recv_hold", 0.0)
+    out = at(model, efficiency, max(batch, 1.0))
+    return out.get("scheduler_recv_hold", 0.0) + out.get("batch_wait_hold", 0.0)
 
 
 def at(model, efficiency, batch: float) -> dict[str, float]:

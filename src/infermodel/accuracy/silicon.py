@@ -79,10 +79,17 @@ How the file's columns are read (each rule checked against the file itself):
 
 * **The scheduler's reads of new requests**: InferenceMAX's aggregated SGLang scripts for
   DeepSeek-R1 and Qwen3.5 on B200 (and B300 from 17 April 2026) start the server with
-  ``--scheduler-recv-interval`` 10 below 16 clients and 30 from 16 (:func:`recv_interval`);
+  ``--scheduler-recv-interval`` 10 below 16 clients and 30 from 16 (DeepSeek-R1 FP8 on
+  four cards and Qwen3.5 FP8 on B300: 10; :func:`recv_interval`);
   those rows state it (:attr:`LedgerRow.recv_interval`, the row scenario's
   ``efficiency.recv_interval``), and each request that arrives while others decode waits
   for the next read (``scheduler_recv_hold``).
+* **Prompts held for more**: InferenceMAX's TensorRT-LLM scripts for Llama-3.1-70B at
+  1,024/1,024 tokens on fewer than eight cards (20 iterations), and for DeepSeek-R1 in FP8
+  on B200 there from 64 clients without data-parallel attention (40), set
+  ``batch_wait_timeout_iters`` (:func:`batch_wait`); those rows state it
+  (:attr:`LedgerRow.batch_wait`, ``efficiency.batch_wait_iterations``), and a prompt
+  waits ``batch_wait_hold`` before its prefill.
 * **Speculative runs the file does not mark**: the file has no column for speculative
   decoding, and some of InferenceMAX's points are its multi-token-prediction runs. Where
   InferenceMAX's own configurations show that a point's image ran for its model and
@@ -128,6 +135,7 @@ __all__ = [
     "SPECULATIVE_IMAGES",
     "SYSTEMS",
     "WEIGHT_FORMATS",
+    "batch_wait",
     "image_of",
     "package_root",
     "pool_dispatch",
@@ -207,6 +215,9 @@ QUANTISED_CACHE = "fp8-e4m3"
 
 #: What the source column of the package's gap-analysis runs names.
 GAP_ANALYSIS = "aic-auto-gap-analysis"
+#: What the source column of every point whose launch settings are not published names
+#: (the aic-auto-gap-analysis runs and ``qwen3.5-397b-gap-analysis.csv``).
+UNPUBLISHED_SETTINGS = "gap-analysis"
 #: A request's way through the server on these deployments, seconds per request by
 #: engine (API server, tokenisation, the engine's queues, the first token's return: no
 #: kernel table times it; the rows' ``efficiency.request_overhead`` under measured
@@ -237,14 +248,26 @@ SPECULATIVE_IMAGES = {
 #: (SemiAnalysisAI/InferenceX: ``benchmarks/dsr1_fp4_b200_docker.sh`` and
 #: ``dsr1_fp8_b200_docker.sh`` from October 2025, their ``_slurm`` twins, then
 #: ``benchmarks/single_node/{dsr1_fp4,dsr1_fp8,qwen3.5_bf16,qwen3.5_fp8,qwen3.5_fp4}_b200.sh``
-#: and, from 17 April 2026, the same models' B300 scripts but ``qwen3.5_fp8_b300.sh``,
-#: which sets none): every one reads new requests every 10 decode iterations below 16
-#: clients and every 30 from 16, but DeepSeek-R1 in FP8 on four cards every 10. The
-#: file's models (DeepSeek-R1's runs also appear as ``deepseek-ai/DeepSeek-V3``) →
-#: the systems whose scripts set it (B300: runs measured from that date on).
+#: and, from 17 April 2026, the same models' B300 scripts), as they stood when the file's
+#: runs were measured (to 27 April 2026): every one reads new requests every 10 decode
+#: iterations below 16 clients and every 30 from 16, but DeepSeek-R1 in FP8 on four
+#: cards every 10 (that branch from January 2026, when four-card runs began) and
+#: ``qwen3.5_fp8_b300.sh`` every 10 at any concurrency. The file's models
+#: (DeepSeek-R1's runs also appear as ``deepseek-ai/DeepSeek-V3``) → the systems whose
+#: scripts set it (B300: runs measured from that date on). Only points whose source
+#: names InferenceMAX's own records (a dated results file or database dump) are read so:
+#: a ``gap-analysis`` file's launch settings are not published.
 RECV_INTERVAL_MODELS = ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3",
                         "Qwen/Qwen3.5-397B-A17B")
 RECV_INTERVAL_B300 = "2026-04-17"
+#: TensorRT-LLM's ``batch_wait_timeout_iters`` in InferenceMAX's aggregated scripts:
+#: Llama-3.1-70B at 1,024/1,024 tokens on fewer than eight cards, 20 (``benchmarks/
+#: 70b_fp{4,8}_b200_trt_{slurm,docker}.sh`` and ``70b_fp8_h200_trt_slurm.sh``, September
+#: and October 2025, the model's runs in the file); DeepSeek-R1 in FP8 on B200 at
+#: 1,024/1,024 tokens from 64 clients without data-parallel attention, 40
+#: (``dsr1_fp8_b200_trt.sh`` from its 1.2.0rc6.post2 image on, 29 January 2026).
+BATCH_WAIT_LLAMA = ("meta-llama/Llama-3.1-70B", 20)
+BATCH_WAIT_DEEPSEEK = (("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"), 40, "2026-01-29")
 #: Engines whose gap-analysis runs are one burst (their first-token time grows in
 #: proportion to the clients); the others' are a few rounds per client (see above).
 BURST_ENGINES = ("sglang",)
@@ -548,7 +571,8 @@ def _point(cells: Mapping[str, str], line: int,
         activations=ACTIVATIONS.get(gemm, "") if formats["gemm_quant_mode"] else "",
         unexpressed="; ".join(reasons),
         client=_client(cells), request_time=REQUEST_PATH.get(backend),
-        recv_interval=recv_interval(cells, tensor, concurrency))
+        recv_interval=recv_interval(cells, tensor * pipeline * attention, concurrency),
+        batch_wait=batch_wait(cells, tensor * pipeline * attention, attention, concurrency))
     rows = []
     for metric, column, suffix in (("ttft_ms", "silicon_ttft_ms", "ttft"),
                                    ("tpot_ms", "silicon_tpot_ms", "tpot")):
@@ -602,9 +626,10 @@ def image_of(source: str) -> str:
     return ""
 
 
-def recv_interval(cells: Mapping[str, str], tensor: int, concurrency: int) -> int:
+def recv_interval(cells: Mapping[str, str], cards: int, concurrency: int) -> int:
     """The decode iterations between the scheduler's reads of new requests in the point's
-    benchmark script (:data:`RECV_INTERVAL_MODELS`), else 1 (every iteration).
+    benchmark script (:data:`RECV_INTERVAL_MODELS`; ``cards``: the server's), else 1
+    (every iteration).
 
     >>> recv_interval({"backend": "sglang", "mode": "agg", "system": "b200_sxm",
     ...                "model_path": "Qwen/Qwen3.5-397B-A17B", "precision": "fp8",
@@ -612,20 +637,47 @@ def recv_interval(cells: Mapping[str, str], tensor: int, concurrency: int) -> in
     30
     """
     if (cells["backend"].strip() != "sglang" or cells["mode"].strip() != "agg"
-            or GAP_ANALYSIS in cells["silicon_data_source"]
+            or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]
             or cells["model_path"].strip() not in RECV_INTERVAL_MODELS):
         return 1
     system, precision = cells["system"].strip(), cells["precision"].strip()
     qwen = cells["model_path"].strip().startswith("Qwen/")
     if system == "b300_sxm":
         measured = _MEASURED.search(cells["silicon_data_source"])
-        if measured is None or measured.group(1) < RECV_INTERVAL_B300 or (qwen and precision == "fp8"):
+        if measured is None or measured.group(1) < RECV_INTERVAL_B300:
             return 1
+        if qwen and precision == "fp8":
+            return 10
     elif system != "b200_sxm":
         return 1
-    if not qwen and precision == "fp8" and tensor == 4:
+    if not qwen and precision == "fp8" and cards == 4:
         return 10
     return 30 if concurrency >= 16 else 10
+
+
+def batch_wait(cells: Mapping[str, str], cards: int, attention: int, concurrency: int) -> int:
+    """The iterations a new prompt may wait for more in the point's benchmark script
+    (:data:`BATCH_WAIT_LLAMA`, :data:`BATCH_WAIT_DEEPSEEK`), else 0.
+
+    >>> batch_wait({"backend": "trtllm", "mode": "agg", "system": "h200_sxm", "isl": "1024",
+    ...             "osl": "1024", "model_path": "meta-llama/Llama-3.1-70B", "precision": "fp8",
+    ...             "silicon_data_source": "measured=2025-10-29"}, 4, 1, 32)
+    20
+    """
+    if (cells["backend"].strip() != "trtllm" or cells["mode"].strip() != "agg"
+            or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]
+            or (cells["isl"].strip(), cells["osl"].strip()) != ("1024", "1024")):
+        return 0
+    model = cells["model_path"].strip()
+    if model == BATCH_WAIT_LLAMA[0]:
+        return BATCH_WAIT_LLAMA[1] if cards < 8 else 0
+    models, iterations, since = BATCH_WAIT_DEEPSEEK
+    measured = _MEASURED.search(cells["silicon_data_source"])
+    if (model in models and cells["precision"].strip() == "fp8"
+            and cells["system"].strip() == "b200_sxm" and concurrency >= 64 and attention == 1
+            and measured is not None and measured.group(1) >= since):
+        return iterations
+    return 0
 
 
 def _client(cells: Mapping[str, str]) -> str:

@@ -612,8 +612,9 @@ def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> t
     """What a reader of a simulation must know: the evaluated scenario's own result
     warnings (as ``infermodel run`` prints them), the lever changes the simulation
     leaves out (:func:`~.contract.unmodelled_changes`), a stated time per request
-    outside the engine (``request_overhead``) and a stated interval between the
-    scheduler's reads of new requests (``recv_interval``), each once.
+    outside the engine (``request_overhead``), a stated interval between the
+    scheduler's reads of new requests (``recv_interval``) and a stated wait for more
+    prompts (``batch_wait_iterations``), each once.
     """
     found = [str(w) for w in result.warnings]
     found += unmodelled_changes(result, cost, reads(result.values, workload))
@@ -629,4 +630,10 @@ def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> t
                      "every that many decode iterations) is not simulated: the simulated engine "
                      "reads them at every iteration; a request arriving while others decode "
                      "waits scheduler_recv_hold more on average")
+    wait = result.values.get("batch_wait_iterations")
+    if isinstance(wait, (int, float)) and wait > 0:
+        found.append(f"efficiency.batch_wait_iterations ({wait:g}: new prompts wait for more "
+                     "before their prefill while others decode) is not simulated: the "
+                     "simulated engine prefills them at once; each waits batch_wait_hold more "
+                     "on average")
     return tuple(dict.fromkeys(found))
