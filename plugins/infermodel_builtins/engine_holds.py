@@ -100,7 +100,7 @@ def _batch_wait_hold(scenario, define):
                        "(efficiency.batch_wait_iterations)", reference=BATCH_WAIT)
     define("batch_wait_arrivals", S.batch * S.decode_step_time / S.e2e_latency, unit="1",
            description="new requests arriving per decode iteration in a steady state of "
-                       "`batch` running (Little's law: batch / e2e_latency, times the step)",
+                       "batch sequences running (Little's law: batch / e2e_latency, times the step)",
            reference=BATCH_WAIT)
     t, rate = S.batch_wait_iterations, S.batch_wait_arrivals
     define("batch_wait_hold",
