@@ -33,6 +33,18 @@ def scheduler_holds(scenario, define) -> None:
     _batch_wait_hold(scenario, define)
 
 
+def _setting(scenario, define, field: str, meaning: str, reference: str) -> bool:
+    """Define the quantity of the ``efficiency`` field of that name where the scenario
+    states it; whether it does.
+    """
+    value = scenario.value(f"efficiency.{field}")
+    if value is None:
+        return False
+    define(field, value, unit="1", description=f"{meaning} (efficiency.{field})",
+           reference=reference)
+    return True
+
+
 def check_holds(result, warn) -> None:
     """Warn where a hold's setting is stated for an engine that has no such setting."""
     engine = result.scenario.value("efficiency.engine")
@@ -60,12 +72,9 @@ def _recv_hold(scenario, define):
     once. A prefill iteration brings the next read forward; that shortening is not
     modelled. Defined only where the scenario states the interval.
     """
-    interval = scenario.value("efficiency.recv_interval")
-    if interval is None:
+    if not _setting(scenario, define, "recv_interval", "decode iterations between the "
+                    "scheduler's reads of new requests", RECV):
         return
-    define("recv_interval", interval, unit="1",
-           description="decode iterations between the scheduler's reads of new requests "
-                       "(efficiency.recv_interval)", reference=RECV)
     define("scheduler_recv_hold",
            Piecewise(((S.recv_interval - 1) / 2 * S.decode_step_time, S.batch > 1), (0, True)),
            unit="s",
@@ -92,12 +101,9 @@ def _batch_wait_hold(scenario, define):
     modelled (an upper estimate where they fill it within ``T``). Alone, a prompt is
     scheduled at once (the engine does not wait without generation requests).
     """
-    iterations = scenario.value("efficiency.batch_wait_iterations")
-    if iterations is None:
+    if not _setting(scenario, define, "batch_wait_iterations", "iterations a new prompt may "
+                    "wait for more before its prefill", BATCH_WAIT):
         return
-    define("batch_wait_iterations", iterations, unit="1",
-           description="iterations a new prompt may wait for more before its prefill "
-                       "(efficiency.batch_wait_iterations)", reference=BATCH_WAIT)
     define("batch_wait_arrivals", S.batch * S.decode_step_time / S.e2e_latency, unit="1",
            description="new requests arriving per decode iteration in a steady state of "
                        "batch sequences running (Little's law: batch / e2e_latency, times the step)",

@@ -608,6 +608,19 @@ def interval_notes(result) -> list[str]:
             + " of the simulated figures"]
 
 
+#: Scheduler settings that hold a new request and the simulated engine does not: the
+#: field, the value that holds nothing, what it does, what the simulation does instead,
+#: and the hold the scenario prices.
+SCHEDULER_HOLDS = (
+    ("recv_interval", 1, "the scheduler reads new requests every that many decode iterations",
+     "reads them at every iteration",
+     "a request arriving while others decode waits scheduler_recv_hold more on average"),
+    ("batch_wait_iterations", 0,
+     "new prompts wait for more before their prefill while others decode",
+     "prefills them at once", "each waits batch_wait_hold more on average"),
+)
+
+
 def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> tuple[str, ...]:
     """What a reader of a simulation must know: the evaluated scenario's own result
     warnings (as ``infermodel run`` prints them), the lever changes the simulation
@@ -624,16 +637,9 @@ def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> t
                      "server) is not simulated: the simulated first-token and end-to-end times "
                      "run from the request's arrival at the engine to its last token there; "
                      "the scenario's ttft and e2e_latency include it")
-    interval = result.values.get("recv_interval")
-    if isinstance(interval, (int, float)) and interval > 1:
-        found.append(f"efficiency.recv_interval ({interval:g}: the scheduler reads new requests "
-                     "every that many decode iterations) is not simulated: the simulated engine "
-                     "reads them at every iteration; a request arriving while others decode "
-                     "waits scheduler_recv_hold more on average")
-    wait = result.values.get("batch_wait_iterations")
-    if isinstance(wait, (int, float)) and wait > 0:
-        found.append(f"efficiency.batch_wait_iterations ({wait:g}: new prompts wait for more "
-                     "before their prefill while others decode) is not simulated: the "
-                     "simulated engine prefills them at once; each waits batch_wait_hold more "
-                     "on average")
+    for field, idle, what, does, hold in SCHEDULER_HOLDS:
+        value = result.values.get(field)
+        if isinstance(value, (int, float)) and value != idle:
+            found.append(f"efficiency.{field} ({value:g}: {what}) is not simulated: the "
+                         f"simulated engine {does}; {hold}")
     return tuple(dict.fromkeys(found))
