@@ -12,7 +12,7 @@ import attrs
 import numpy as np
 import pytest
 
-from infermodel.accuracy.closed_loop import closed_loop
+from infermodel.accuracy.closed_loop import closed_loop, prefill_pool_wait
 from infermodel.accuracy.ledger import read_ledger
 from infermodel.accuracy.row_simulation import MAX_TOKENS, ROUNDS, simulate_row, unsupported
 from infermodel.simulator import CostModel
@@ -64,6 +64,20 @@ def test_a_requests_way_through_the_server_adds_to_its_first_token_and_its_cycle
     np.testing.assert_allclose(many.ttft, base.ttft + 0.2, rtol=1e-12)
     e2e = np.mean(many.ttft) + np.mean(many.tpot) * 199
     assert many.output_tokens_per_s == pytest.approx(12 * 200 / e2e, rel=1e-9)
+
+
+def test_a_prefill_server_that_batches_prompts_serves_them_at_its_batchs_pace():
+    # A prefill server of 8 attention ranks prefills 8 prompts in one pass of 40 ms where
+    # one prompt alone takes 10 ms. Alone, a prompt is served in 10 ms; saturated, the
+    # server turns 8 prompts every 40 ms (200 a second), not 8 every 10 ms.
+    assert prefill_pool_wait(0.010, 1, 1.0, servers=8, full=0.040) == pytest.approx(0.010)
+    clients, think = 400, 1.0
+    wait = prefill_pool_wait(0.010, clients, think, servers=8, full=0.040)
+    assert clients / (wait + think) == pytest.approx(8 / 0.040, rel=0.01)
+    independent = prefill_pool_wait(0.010, clients, think, servers=8)
+    assert wait > 10 * independent
+    # Where a full batch takes no longer than one prompt, the servers are independent.
+    assert prefill_pool_wait(0.010, clients, think, servers=8, full=0.010) == independent
 
 
 def test_statistics_and_littles_law():

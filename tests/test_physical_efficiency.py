@@ -263,6 +263,48 @@ def test_a_scheduler_that_waits_for_more_prompts_holds_them(write_scenario):
     assert "batch_wait_timeout_iters" in r.explain("batch_wait_hold").text()
 
 
+def test_attention_ranks_balanced_hold_a_prompt_until_each_holds_one(write_scenario):
+    # TensorRT-LLM's attention-DP balance (enable_balance, timeout_iters T,
+    # batching_wait_iters W) on D = 8 ranks: each new request goes to the rank whose
+    # sequence finished, so every rank holds one after D·H_D arrivals (the coupon
+    # collector: 8 · (1 + 1/2 + … + 1/8) = 21.743); at λ arrivals per iteration (Little's
+    # law) the ranks fill first where λT ≥ that, a prompt then waiting (K − 1)/(2λ) + W
+    # iterations; else the timeout releases them, T/2 on average. By hand at batch 64.
+    def ranked(efficiency):
+        return write_scenario(
+            '[model]\npreset = "gpt-oss-20b"\n[hardware]\npreset = "h100-sxm"\ncount = 8\n'
+            "[workload]\nbatch = 64\nprompt_tokens = 1024\noutput_tokens = 256\n"
+            f'[efficiency]\nengine = "trtllm"\n{efficiency}\n'
+            "[levers.parallelism]\ntensor = 1\nattention_data = 8\nexpert = 8")
+
+    path = ranked("dp_balance_timeout = 60\ndp_balance_batching = 0")
+    r = infermodel.evaluate(path)
+    step, e2e = r["decode_step_time"], r["e2e_latency"]
+    rate = 64 * step / e2e
+    fill = 8 * sum(1 / i for i in range(1, 9))
+    assert r["dp_balance_fill"] == pytest.approx(21.742857, rel=1e-6) == fill
+    assert r["dp_balance_arrivals"] == pytest.approx(rate, rel=1e-12)
+    assert rate * 60 < fill and r["dp_balance_hold"] == pytest.approx(30 * step, rel=1e-12)
+    # Below two sequences a rank, a rank left without one releases at once.
+    assert infermodel.evaluate(path, {"workload.batch": 15})["dp_balance_hold"] == 0.0
+    vllm = infermodel.evaluate(path, {"efficiency.engine": "vllm"})
+    assert any("attention_dp_config" in str(w) for w in vllm.warnings)
+    # A longer timeout: the ranks fill first, then the batching wait (TensorRT-LLM's
+    # default 10 where the scenario does not state it).
+    long = infermodel.evaluate(ranked("dp_balance_timeout = 100000"))
+    assert long["dp_balance_batching"] == 10
+    assert long["dp_balance_hold"] == pytest.approx(
+        long["decode_step_time"] * ((fill - 1) / (2 * long["dp_balance_arrivals"]) + 10),
+        rel=1e-12)
+    plain = infermodel.evaluate(ranked(""))
+    assert "dp_balance_hold" not in plain.values and plain["ttft"] == r["ttft"]
+    assert "_balance_adp_requests" in r.explain("dp_balance_hold").text()
+    # Without attention ranks nothing is balanced, and the result says so.
+    alone = infermodel.evaluate(bare(write_scenario, efficiency='dp_balance_timeout = 60'))
+    assert "dp_balance_hold" not in alone.values
+    assert any("has none" in str(w) for w in alone.warnings)
+
+
 def test_vllm_before_0_8_is_its_own_generation_with_its_own_preset(write_scenario):
     """vLLM's V0 engine (before 0.8) keeps its defaults and its fitted preset apart from
     V1's: at most 256 sequences, unchunked prompts, decode graphs up to 256, and the host

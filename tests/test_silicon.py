@@ -139,7 +139,7 @@ def test_speculative_runs_the_file_does_not_mark_are_listed(rows, cells):
     # B200 only in dsr1-fp4/fp8-b200-trt-mtp, and SGLang v0.5.9-cu130 for Qwen3.5-397B on
     # B200 only in qwen3.5-fp8-b200-sglang-mtp; their non-speculative twins ran
     # release:1.2.0rc6.post2 and v0.5.9-cu129-amd64 / v0.5.9-cu130-amd64.
-    from infermodel.accuracy.silicon import speculative_run
+    from infermodel.accuracy.script_settings import speculative_run
 
     def image(point: str) -> str:
         return cells[point]["silicon_data_source"].rsplit("image=", 1)[1].split(";")[0]
@@ -241,7 +241,7 @@ def test_sglang_rows_state_their_scripts_interval_between_reads(rows, cells, hos
 
     from infermodel.accuracy.predictions import predict_rows, row_model
     from infermodel.accuracy.row_simulation import CLIENTS
-    from infermodel.accuracy.silicon import recv_interval
+    from infermodel.accuracy.script_settings import recv_interval
 
     assert rows[f"{QWEN_64}-ttft"].recv_interval == 30
     assert rows[f"{QWEN_8}-ttft"].recv_interval == 10
@@ -327,6 +327,33 @@ def test_trtllm_rows_state_their_scripts_wait_for_more_prompts(rows, cells, host
     assert both[0].predicted > both[2].predicted + 100  # ms: ~15 steps of ~14 ms
     assert both[1].predicted <= both[3].predicted
 
+
+def test_trtllm_rows_with_attention_ranks_state_their_scripts_balance(rows, host):
+    # Wherever InferenceMAX's TensorRT-LLM scripts turn data-parallel attention on, for
+    # DeepSeek-R1 (B200, H200: timeout_iters 60, batching_wait_iters 0) and gpt-oss-120b
+    # (B200: the engine's defaults, 50 and 10), they turn its balance on; nothing else is.
+    import attrs
+
+    from infermodel.accuracy.predictions import predict_rows
+
+    balanced = [r for r in rows.values() if r.dp_balance is not None and r.metric == "ttft_ms"]
+    assert all(r.family == "trtllm" and r.pools is None and r.attention_dp > 1
+               and r.hardware in ("b200", "h200") for r in balanced)
+    assert {(r.model_label, r.dp_balance) for r in balanced} == {
+        ("deepseek-ai/DeepSeek-R1", (60, 0)), ("deepseek-ai/DeepSeek-V3", (60, 0)),
+        ("openai/gpt-oss-120b", (50, 10))}
+    expressed = [r for r in balanced if not r.unexpressed]
+    assert len(expressed) == 50
+    assert not any(r.dp_balance for r in rows.values()
+                   if r.family == "trtllm" and r.pools is None and r.attention_dp == 1)
+
+    # The analytic loop holds each prompt in its slot: DeepSeek-R1 on eight H200 ranks at
+    # 64 clients and 8k/1k, the timeout's 30 iterations of a decode step of ~30 ms.
+    row = next(r for r in expressed if r.hardware == "h200" and r.concurrency == 64
+               and r.isl == 8192 and "DeepSeek-R1" in r.model_label)
+    both = predict_rows([row, attrs.evolve(row, id=f"{row.id}-plain", dp_balance=None)],
+                        kernels="measured", loop="analytic", host=host).points
+    assert 600 < both[0].predicted - both[1].predicted < 1500  # ms
 
 def test_the_silicon_ledger_without_the_extra_names_it(monkeypatch, capsys):
     real = importlib.util.find_spec

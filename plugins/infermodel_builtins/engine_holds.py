@@ -1,36 +1,74 @@
-"""How long an engine's scheduler holds a new request before its prefill, where the
-scenario states a setting that makes it wait (not a plugin: the base physics defines
-these quantities through :func:`scheduler_holds`).
+"""Scheduler holds: how long an engine's scheduler holds a new request before its
+prefill, where the scenario states a setting that makes it wait.
 
 * ``efficiency.recv_interval`` — SGLang's ``--scheduler-recv-interval``: new requests are
   read every N decode iterations (``scheduler_recv_hold``);
 * ``efficiency.batch_wait_iterations`` — TensorRT-LLM's ``batch_wait_timeout_iters``:
-  new prompts wait for more before their prefill (``batch_wait_hold``).
+  new prompts wait for more before their prefill (``batch_wait_hold``);
+* ``efficiency.dp_balance_timeout`` — TensorRT-LLM's attention-DP balance
+  (``attention_dp_config``: ``enable_balance`` with ``timeout_iters``, and
+  ``efficiency.dp_balance_batching`` for its ``batching_wait_iters``): with data-parallel
+  attention ranks (``levers.parallelism.attention_data``), a new prompt waits until every
+  rank holds one, or the timeout (``dp_balance_hold``).
 
-Neither is in ``ttft`` (one request alone, which no engine holds); the accuracy ledger's
-closed loops add them to every request that arrives while others run.
+None is in ``ttft`` (one request alone, which no engine holds); the accuracy ledger's
+closed loops add them to every request that arrives while others run, and ``simulate``
+says it does not hold them.
 """
 
 from __future__ import annotations
 
-from sympy import Piecewise
+from sympy import And, Piecewise
 
-from infermodel.plugin import S
+from infermodel.plugin import S, hookimpl
 
-__all__ = ["BATCH_WAIT", "ENGINE_OF_FIELD", "RECV", "check_holds", "scheduler_holds"]
+__all__ = ["BALANCE", "BATCH_WAIT", "ENGINE_OF_FIELD", "RECV", "balance_fill"]
 
+#: TensorRT-LLM's default ``attention_dp_config.batching_wait_iters`` (``AttentionDpConfig``).
+BALANCE_BATCHING_DEFAULT = 10
 
 #: The engine whose setting each field is, its name there, and the value that holds
-#: nothing (every engine's default).
+#: nothing (every engine's default; None: only an unstated field holds nothing).
 ENGINE_OF_FIELD = {"recv_interval": ("sglang", "SGLang's --scheduler-recv-interval", 1),
                    "batch_wait_iterations": ("trtllm", "TensorRT-LLM's batch_wait_timeout_iters",
-                                             0)}
+                                             0),
+                   "dp_balance_timeout": ("trtllm", "TensorRT-LLM's attention_dp_config "
+                                          "timeout_iters (enable_balance)", None)}
 
 
-def scheduler_holds(scenario, define) -> None:
-    """Define the holds whose settings the scenario states (see the module docstring)."""
+@hookimpl
+def infermodel_register_fields(register):
+    def efficiency(name, description, minimum):
+        register("efficiency", name, kind="int", description=description, minimum=minimum,
+                 maximum=100_000, default=None)
+
+    efficiency("recv_interval",
+               "decode iterations between the scheduler's reads of newly arrived requests "
+               "(SGLang --scheduler-recv-interval; every engine reads them at every iteration "
+               "by default, 1): a request that arrives while others decode waits (N − 1)/2 "
+               "decode steps more on average (scheduler_recv_hold)", 1)
+    efficiency("batch_wait_iterations",
+               "iterations a new prompt may wait for more prompts before its prefill while "
+               "others decode (TensorRT-LLM batch_wait_timeout_iters; 0, no wait, is its "
+               "default): the first prompt of a wait waits them all, later ones less "
+               "(batch_wait_hold); the release at a share of the tokens per iteration "
+               "(batch_wait_max_tokens_ratio) is not modelled", 0)
+    efficiency("dp_balance_timeout",
+               "with data-parallel attention ranks, iterations a new prompt may wait until "
+               "every rank holds one (TensorRT-LLM attention_dp_config with enable_balance, "
+               "its timeout_iters; unset: no balancing, the engine's default): "
+               "dp_balance_hold", 0)
+    efficiency("dp_balance_batching",
+               "with dp_balance_timeout, iterations the balance waits for more prompts once "
+               "every rank holds one (TensorRT-LLM attention_dp_config batching_wait_iters; "
+               f"default {BALANCE_BATCHING_DEFAULT}, the engine's)", 0)
+
+
+@hookimpl
+def infermodel_define_quantities(scenario, define):
     _recv_hold(scenario, define)
     _batch_wait_hold(scenario, define)
+    _balance_hold(scenario, define)
 
 
 def _setting(scenario, define, field: str, meaning: str, reference: str) -> bool:
@@ -45,16 +83,25 @@ def _setting(scenario, define, field: str, meaning: str, reference: str) -> bool
     return True
 
 
-def check_holds(result, warn) -> None:
-    """Warn where a hold's setting is stated for an engine that has no such setting."""
-    engine = result.scenario.value("efficiency.engine")
+@hookimpl
+def infermodel_check_result(result, warn):
+    """Warn where a hold's setting is stated for an engine that has no such setting, and
+    where the attention-DP balance is stated without data-parallel attention ranks.
+    """
+    scenario = result.scenario
+    engine = scenario.value("efficiency.engine")
     for field, (owner, name, idle) in ENGINE_OF_FIELD.items():
-        value = result.scenario.value(f"efficiency.{field}")
+        value = scenario.value(f"efficiency.{field}")
         if value is not None and value != idle and engine != owner:
-            warn(field, f"efficiency.{field} = {value:g} is {name}; the scenario's engine is "
+            warn(field if field in result.values else "ttft", f"efficiency.{field} = {value:g} is {name}; the scenario's engine is "
                         f"{engine!r}, whose scheduler has no such setting: the hold "
-                        "(scheduler_recv_hold, batch_wait_hold) is priced as that engine would "
-                        "hold requests")
+                        "(scheduler_recv_hold, batch_wait_hold, dp_balance_hold) is priced as "
+                        "that engine would hold requests")
+    timeout = scenario.value("efficiency.dp_balance_timeout")
+    if timeout is not None and _ranks(scenario) <= 1:
+        warn("ttft", f"efficiency.dp_balance_timeout = {timeout:g} balances data-parallel "
+                     "attention ranks, and the scenario has none (levers.parallelism."
+                     "attention_data is 1): nothing is held")
 
 
 RECV = ("SGLang scheduler (python/sglang/srt/managers/scheduler_recv_skipper.py: with the "
@@ -116,3 +163,80 @@ def _batch_wait_hold(scenario, define):
            description="mean time a prompt that arrives while the batch decodes waits for more "
                        "prompts before its prefill (none for a request alone)",
            reference=BATCH_WAIT)
+
+
+BALANCE = ("TensorRT-LLM PyExecutor._balance_adp_requests (PyTorch backend, attention_dp_config "
+           "with enable_balance): while not every attention-DP rank has a context request, "
+           "each iteration counts one and holds them all, releasing them when the count "
+           "reaches timeout_iters (the count restarts) or when some rank has no generation "
+           "request; once every rank has one, batching_wait_iters more iterations while "
+           "every rank generates. TensorRT-LLM tech blog 10, 'ADP Balance Strategy'")
+
+
+def _ranks(scenario) -> int:
+    lever = scenario.lever("parallelism")
+    return int(lever.attention_data) if lever is not None else 1
+
+
+def balance_fill(ranks: int) -> float:
+    """New requests, on average, until each of ``ranks`` data-parallel attention ranks
+    holds one, when each goes to the rank whose sequence just finished (a rank chosen at
+    random): the coupon collector's ``D · H_D``.
+
+    >>> balance_fill(1), round(balance_fill(2), 6), round(balance_fill(8), 4)
+    (1.0, 3.0, 21.7429)
+    """
+    return ranks * sum(1.0 / i for i in range(1, ranks + 1))
+
+
+def _balance_hold(scenario, define):
+    """Attention-DP balance (TensorRT-LLM): a context request is held until every one of
+    the ``D`` attention ranks holds one, at most ``T`` counted iterations. The count runs
+    in every iteration that is not released, so it restarts ``T`` iterations after the
+    last release whether prompts wait or not. With ``λ`` new requests an iteration
+    (Little's law, as :func:`_batch_wait_hold`), each going to the rank whose sequence
+    finished, every rank holds one after ``K = D·H_D`` of them (:func:`balance_fill`):
+
+    * where ``λT ≥ K`` the ranks fill first: a prompt waits ``(K − 1)/(2λ)`` iterations
+      on average, then the ``W`` iterations of ``batching_wait_iters``;
+    * else the timeout releases them: arrivals fall evenly over the ``T`` iterations, a
+      prompt waits ``T/2``.
+
+    Only while every rank still generates after one of its sequences finishes (at least
+    two a rank, ``batch ≥ 2D``); with fewer the rank left without a sequence releases its
+    prompt at once, and alone a prompt is never held. The larger prefill of the prompts
+    released together is not priced (each prompt's own prefill is). Defined only where
+    the scenario states the timeout and has data-parallel attention ranks.
+    """
+    timeout = scenario.value("efficiency.dp_balance_timeout")
+    ranks = _ranks(scenario)
+    if timeout is None or ranks <= 1:
+        return
+    batching = scenario.value("efficiency.dp_balance_batching")
+    define("dp_balance_timeout", timeout, unit="1", reference=BALANCE,
+           description="iterations a prompt may be held until every attention-DP rank holds "
+                       "one (efficiency.dp_balance_timeout)")
+    define("dp_balance_batching", BALANCE_BATCHING_DEFAULT if batching is None else batching,
+           unit="1", reference=BALANCE,
+           description="iterations the balance waits for more prompts once every rank holds "
+                       "one (efficiency.dp_balance_batching"
+                       + (f"; the engine's default, {BALANCE_BATCHING_DEFAULT})"
+                          if batching is None else ")"))
+    define("dp_balance_fill", balance_fill(ranks), unit="1", reference=BALANCE,
+           description=f"new requests until each of the {ranks} attention-DP ranks holds one, "
+                       "on average (each goes to the rank whose sequence finished: the coupon "
+                       "collector's D·H_D)")
+    define("dp_balance_arrivals", S.batch * S.decode_step_time / S.e2e_latency, unit="1",
+           reference=BALANCE,
+           description="new requests arriving per decode iteration in a steady state of batch "
+                       "sequences running (Little's law: batch / e2e_latency, times the step)")
+    rate, t, fill = S.dp_balance_arrivals, S.dp_balance_timeout, S.dp_balance_fill
+    busy = S.batch >= 2 * S.parallel_attention_data_degree
+    define("dp_balance_hold",
+           Piecewise((S.decode_step_time * ((fill - 1) / (2 * rate) + S.dp_balance_batching),
+                      And(busy, rate * t >= fill)),
+                     (S.decode_step_time * t / 2, busy), (0, True)),
+           unit="s", reference=BALANCE,
+           description="mean time a prompt that arrives while every attention-DP rank "
+                       "generates waits, in its slot, until every rank holds one "
+                       "(none below two sequences a rank, nor for a request alone)")

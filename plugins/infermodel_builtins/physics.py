@@ -18,7 +18,6 @@ from sympy import Piecewise, floor, oo
 from infermodel.plugin import S, hookimpl
 
 from . import LAB, M10
-from .engine_holds import check_holds, scheduler_holds
 from .engines import ENGINES, scenario_scheduler
 from .shapes import ffn_params, kv_bytes_per_token, stack_params, target_stack, terms
 
@@ -228,7 +227,6 @@ def infermodel_define_quantities(scenario, define):
     _prefill(scenario, define, layer_terms)
     _memory(scenario, define, layer_terms)
     _cost(scenario, define)
-    scheduler_holds(scenario, define)
 
 
 def _model(scenario, define, terms):
@@ -567,19 +565,6 @@ def _register_engine_fields(efficiency):
     efficiency("graph_max_batch", "int",
                "largest decode batch the engine captures as a CUDA graph, 0 for none (default: "
                "the engine's, by card and tensor degree)", minimum=0, default=None)
-    efficiency("recv_interval", "int",
-               "decode iterations between the scheduler's reads of newly arrived requests "
-               "(SGLang --scheduler-recv-interval; every engine reads them at every iteration "
-               "by default, 1): a request that arrives while others decode waits (N − 1)/2 "
-               "decode steps more on average (scheduler_recv_hold)", minimum=1,
-               maximum=100_000, default=None)
-    efficiency("batch_wait_iterations", "int",
-               "iterations a new prompt may wait for more prompts before its prefill while "
-               "others decode (TensorRT-LLM batch_wait_timeout_iters; 0, no wait, is its "
-               "default): the first prompt of a wait waits them all, later ones less "
-               "(batch_wait_hold); the release at a share of the tokens per iteration "
-               "(batch_wait_max_tokens_ratio) is not modelled", minimum=0, maximum=100_000,
-               default=None)
 
 
 def _reads_rows(scenario) -> bool:
@@ -707,7 +692,6 @@ EXAMPLE_MBU = 0.8
 @hookimpl
 def infermodel_check_result(result, warn):
     scenario = result.scenario
-    check_holds(result, warn)
     if not result["fits"]:
         warn("fits", f"the batch of {result['batch']:g} does not fit: it needs "
                      f"{result.show('memory_required')} of {result.show('memory_bytes')} and at "

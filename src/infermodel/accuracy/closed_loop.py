@@ -150,7 +150,8 @@ def offline_batch(batch_prefill_time, decode_step_time, requests, running, outpu
                       running=running, saturated=np.zeros(np.broadcast(tp, td).shape, dtype=bool))
 
 
-def prefill_pool_wait(service: float, clients: int, think: float, servers: int = 1) -> float:
+def prefill_pool_wait(service: float, clients: int, think: float, servers: int = 1,
+                      full: float | None = None) -> float:
     """Mean time a request spends at a prefill server (queueing and service) when
     ``clients`` clients each send a prompt, wait for it, then spend ``think`` seconds
     elsewhere (the decode pool) before the next: exact mean-value analysis of a closed
@@ -160,15 +161,19 @@ def prefill_pool_wait(service: float, clients: int, think: float, servers: int =
 
     with a station of ``servers`` prompts at once taken as one server of service
     ``S / servers`` plus a pure delay of ``(servers − 1) · S / servers`` (Seidmann's
-    approximation).
+    approximation). Where a pass over ``servers`` prompts together takes ``full``
+    (longer than one prompt's ``S``: the prompts share the pass's GEMMs), the queueing
+    server's service is ``full / servers`` and the delay what is left of ``S`` (none
+    where the batch gains nothing), so that alone a prompt takes ``S`` and saturated the
+    station turns ``servers`` prompts every ``full``.
 
     >>> prefill_pool_wait(0.1, 1, 1.0)
     0.1
     >>> round(prefill_pool_wait(0.1, 20, 1.0), 2)   # near saturation: 20 · 0.1 − 1.0
     1.0
     """
-    queue_service = service / servers
-    delay = service - queue_service
+    queue_service = (service if full is None else full) / servers
+    delay = max(service - queue_service, 0.0)
     queued = 0.0
     response = queue_service
     for n in range(1, max(int(clients), 1) + 1):

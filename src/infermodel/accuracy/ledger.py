@@ -258,6 +258,11 @@ class LedgerRow:
     #: states a deployment's setting (TensorRT-LLM's ``batch_wait_timeout_iters``); the
     #: row's ``efficiency.batch_wait_iterations`` when above 0.
     batch_wait: int = attrs.field(default=0, kw_only=True)
+    #: TensorRT-LLM's attention-DP balance where the reader states a deployment's setting
+    #: (``attention_dp_config`` with ``enable_balance``): its ``timeout_iters`` and
+    #: ``batching_wait_iters``, the row's ``efficiency.dp_balance_timeout`` and
+    #: ``dp_balance_batching``. None: no balancing (the engine's default).
+    dp_balance: tuple[int, int] | None = attrs.field(default=None, kw_only=True)
 
     @property
     def mode(self) -> str:

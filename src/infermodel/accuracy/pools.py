@@ -87,7 +87,10 @@ def analytic_pools(models: tuple[RowModel, RowModel], row: LedgerRow,
       the clients, at most the pool's ``batch × attention_dp`` and what its cache holds);
     * TTFT: the prefill of one prompt on a prefill server, with the queueing of its share
       of the clients whose think time is their decode
-      (:func:`.closed_loop.prefill_pool_wait`), plus the cache transfer and the request's
+      (:func:`.closed_loop.prefill_pool_wait`: the server takes ``batch × attention_dp``
+      prompts at once, at the pace of a pass over that many — its attention ranks share
+      the experts and the GEMMs — where one prompt alone takes its own prefill), plus the
+      cache transfer and the request's
       way through the server outside the iterations (``request_overhead``, where the
       scenario states one); a client that
       measures its first round adds that round's queue (the i-th prompt waits for i
@@ -118,8 +121,9 @@ def analytic_pools(models: tuple[RowModel, RowModel], row: LedgerRow,
         clients = math.ceil(row.concurrency / prefill_pool.workers)
         servers = prefill_pool.batch * prefill_pool.attention_dp
         path = request_time(prefill, efficiency)
+        full = at(prefill, efficiency, servers)["prefill_time"] if servers > 1 else service
         ttft = prefill_pool_wait(service, clients, (osl - 1) * tpot + transfer + path,
-                                 servers=servers)
+                                 servers=servers, full=full)
         if client.warmup_measured:
             burst = service * (clients / servers + 1.0) / 2.0
             ttft = (burst + (client.rounds - 1) * ttft) / client.rounds

@@ -383,10 +383,11 @@ def predict_group(models: Sequence[RowModel], rows: Sequence[LedgerRow],
             if "scheduler_recv_hold" in out else 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         hold = hold * np.where(rounds > 0, (rounds - 1) / np.maximum(rounds, 1), 1.0)
-    # A scheduler that waits for more prompts holds each one, in its slot, before its
-    # prefill (none at one client: no generation runs).
-    held = (np.broadcast_to(out["batch_wait_hold"], (3, count, size))[1]
-            if "batch_wait_hold" in out else 0.0)
+    # A scheduler that waits for more prompts, or for every attention-DP rank to hold
+    # one, holds each, in its slot, before its prefill (none at one client: no
+    # generation runs).
+    held = sum((np.broadcast_to(out[name], (3, count, size))[1]
+                for name in ("batch_wait_hold", "dp_balance_hold") if name in out), 0.0)
     state = closed_loop(prefill[0], decode, clients, np.minimum(capacity, cap), osl,
                         rounds=rounds, request_time=path + hold, held=held)
     offline = np.array([r.load == "offline" for r in rows])
@@ -643,7 +644,7 @@ def model_key(row: LedgerRow) -> tuple:
     return (row.engine, row.family, row.hardware, row.gpus, row.model, str(row.hf_config),
             row.weights, row.kv_cache, row.tensor, row.expert, row.attention_dp, row.pipeline,
             row.expert_weights, row.pools, row.engine_version, row.unexpressed, row.recv_interval,
-            row.batch_wait, row.isl, row.osl)
+            row.batch_wait, row.dp_balance, row.isl, row.osl)
 
 
 def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
@@ -653,7 +654,7 @@ def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
     return (row.family, row.engine_version if kernels else "", row.hardware, row.gpus,
             row.model, str(row.hf_config), row.weights, row.kv_cache, row.tensor, row.expert,
             row.pipeline, row.attention_dp, row.expert_weights, row.pools, row.unexpressed,
-            row.recv_interval, row.batch_wait)
+            row.recv_interval, row.batch_wait, row.dp_balance)
 
 
 def refined_name(family: str, hardware: str) -> str:

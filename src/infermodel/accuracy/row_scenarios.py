@@ -78,6 +78,9 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
         data["efficiency"]["recv_interval"] = row.recv_interval
     if pool is None and row.batch_wait > 0:
         data["efficiency"]["batch_wait_iterations"] = row.batch_wait
+    if pool is None and row.dp_balance is not None:
+        data["efficiency"]["dp_balance_timeout"], data["efficiency"]["dp_balance_batching"] = (
+            row.dp_balance)
     levers: dict[str, Any] = {}
     if row.weights or row.kv_cache or row.expert_weights:
         quantization: dict[str, Any] = {}

@@ -431,7 +431,8 @@ def request_time(model, efficiency) -> float:
 def scheduler_hold(model, row, efficiency) -> float:
     """The wait of a request that arrives while the row's batch decodes, where the row's
     scenario states a scheduler that holds it (``scheduler_recv_hold``: reads of new
-    requests every few decode iterations; ``batch_wait_hold``: prompts waiting for more),
+    requests every few decode iterations; ``batch_wait_hold``: prompts waiting for more;
+    ``dp_balance_hold``: prompts waiting until every attention-DP rank holds one),
     at the running batch, else 0; added to the simulated times after the run, which the
     simulated engine does not hold. An offline run's requests are all read, and
     prefilled, before any decodes.
@@ -440,7 +441,8 @@ def scheduler_hold(model, row, efficiency) -> float:
         return 0.0
     batch = min(float(row.concurrency), model.max_sequences, model.capacity)
     out = at(model, efficiency, max(batch, 1.0))
-    return out.get("scheduler_recv_hold", 0.0) + out.get("batch_wait_hold", 0.0)
+    return sum(out.get(name, 0.0)
+               for name in ("scheduler_recv_hold", "batch_wait_hold", "dp_balance_hold"))
 
 
 def at(model, efficiency, batch: float) -> dict[str, float]:

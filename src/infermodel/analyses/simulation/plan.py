@@ -618,6 +618,9 @@ SCHEDULER_HOLDS = (
     ("batch_wait_iterations", 0,
      "new prompts wait for more before their prefill while others decode",
      "prefills them at once", "each waits batch_wait_hold more on average"),
+    ("dp_balance_timeout", None,
+     "new prompts wait until every data-parallel attention rank holds one",
+     "prefills each at once", "each waits dp_balance_hold more on average"),
 )
 
 
@@ -626,8 +629,9 @@ def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> t
     warnings (as ``infermodel run`` prints them), the lever changes the simulation
     leaves out (:func:`~.contract.unmodelled_changes`), a stated time per request
     outside the engine (``request_overhead``), a stated interval between the
-    scheduler's reads of new requests (``recv_interval``) and a stated wait for more
-    prompts (``batch_wait_iterations``), each once.
+    scheduler's reads of new requests (``recv_interval``), a stated wait for more
+    prompts (``batch_wait_iterations``) and a stated attention-DP balance
+    (``dp_balance_timeout``), each once.
     """
     found = [str(w) for w in result.warnings]
     found += unmodelled_changes(result, cost, reads(result.values, workload))

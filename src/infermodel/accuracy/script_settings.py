@@ -1,0 +1,224 @@
+"""What InferenceMAX's benchmark scripts launch a server with that the silicon file does
+not record (:mod:`.silicon`), read from a point's source, model and system: each rule
+from the scripts (SemiAnalysisAI/InferenceX, ``benchmarks/``) and the benchmark
+configurations (``.github/configs/nvidia-master.yaml``) as they stood when the file's
+points were measured. Only points whose source names InferenceMAX's own records (a dated
+results file or database dump) are read so: a ``gap-analysis`` file's launch settings
+are not published (:data:`UNPUBLISHED_SETTINGS`).
+
+* **The scheduler's reads of new requests**: InferenceMAX's aggregated SGLang scripts for
+  DeepSeek-R1 and Qwen3.5 on B200 (and B300 from 17 April 2026) start the server with
+  ``--scheduler-recv-interval`` 10 below 16 clients and 30 from 16 (DeepSeek-R1 FP8 on
+  four cards and Qwen3.5 FP8 on B300: 10; :func:`recv_interval`);
+  those rows state it (:attr:`.ledger.LedgerRow.recv_interval`, the row scenario's
+  ``efficiency.recv_interval``), and each request that arrives while others decode waits
+  for the next read (``scheduler_recv_hold``).
+* **Prompts held for more**: InferenceMAX's TensorRT-LLM scripts for Llama-3.1-70B at
+  1,024/1,024 tokens on fewer than eight cards (20 iterations), and for DeepSeek-R1 in FP8
+  on B200 there from 64 clients without data-parallel attention (40), set
+  ``batch_wait_timeout_iters`` (:func:`batch_wait`); those rows state it
+  (:attr:`.ledger.LedgerRow.batch_wait`, ``efficiency.batch_wait_iterations``), and a prompt
+  waits ``batch_wait_hold`` before its prefill.
+* **Attention ranks balanced**: where InferenceMAX's TensorRT-LLM scripts for DeepSeek-R1
+  (B200, H200) and gpt-oss-120b (B200) turn data-parallel attention on, they turn its
+  balance on too (``attention_dp_config``, :data:`DP_BALANCE`); those rows state it
+  (:attr:`.ledger.LedgerRow.dp_balance`, ``efficiency.dp_balance_timeout`` and
+  ``dp_balance_batching``), and a prompt waits ``dp_balance_hold`` for every rank to
+  hold one.
+* **Speculative runs the file does not mark**: the file has no column for speculative
+  decoding, and some of InferenceMAX's points are its multi-token-prediction runs. Where
+  InferenceMAX's own configurations show that a point's image ran for its model and
+  system only in a speculative configuration (:data:`SPECULATIVE_IMAGES`: TensorRT-LLM
+  1.2.0rc6.post3 for DeepSeek-R1 on B200, SGLang v0.5.9-cu130 for Qwen3.5-397B on B200;
+  130 points), the point is listed with that reason: its time per output token is the
+  draft-and-verify step over the accepted tokens, and neither the draft length nor the
+  acceptance is given. Points whose image both kinds of configuration ran stay
+  predicted as plain decoding.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+__all__ = [
+    "BATCH_WAIT_DEEPSEEK",
+    "BATCH_WAIT_LLAMA",
+    "DP_BALANCE",
+    "RECV_INTERVAL_B300",
+    "RECV_INTERVAL_MODELS",
+    "SPECULATIVE_IMAGES",
+    "UNPUBLISHED_SETTINGS",
+    "batch_wait",
+    "dp_balance",
+    "image_of",
+    "recv_interval",
+    "speculative_run",
+]
+
+#: What the source column of every point whose launch settings are not published names
+#: (the aic-auto-gap-analysis runs and ``qwen3.5-397b-gap-analysis.csv``).
+UNPUBLISHED_SETTINGS = "gap-analysis"
+#: Speculative runs the file does not mark: (backend, system, model, image) → the
+#: benchmark configurations that ran that image there. InferenceMAX's configurations
+#: (SemiAnalysisAI/InferenceX, ``.github/configs/nvidia-master.yaml``, from February to
+#: the end of April 2026, the file's last measurement) ran these images for these models
+#: on these systems only in their multi-token-prediction configurations (``…-mtp``); the
+#: same models' non-speculative configurations ran other images throughout. The file
+#: states neither the draft length nor the acceptance of a speculative run, and its time
+#: per output token is not the model's decode step, so these points are listed, not
+#: predicted.
+SPECULATIVE_IMAGES = {
+    ("trtllm", "b200_sxm", "deepseek-ai/DeepSeek-R1", "release:1.2.0rc6.post3"):
+        "dsr1-fp4-b200-trt-mtp and dsr1-fp8-b200-trt-mtp (the non-speculative "
+        "configurations ran release:1.2.0rc6.post2)",
+    ("sglang", "b200_sxm", "Qwen/Qwen3.5-397B-A17B", "sglang:v0.5.9-cu130"):
+        "qwen3.5-fp8-b200-sglang-mtp (the non-speculative configuration ran "
+        "v0.5.9-cu129-amd64, then v0.5.9-cu130-amd64)",
+}
+#: SGLang's ``--scheduler-recv-interval`` in InferenceMAX's aggregated benchmark scripts
+#: (SemiAnalysisAI/InferenceX: ``benchmarks/dsr1_fp4_b200_docker.sh`` and
+#: ``dsr1_fp8_b200_docker.sh`` from October 2025, their ``_slurm`` twins, then
+#: ``benchmarks/single_node/{dsr1_fp4,dsr1_fp8,qwen3.5_bf16,qwen3.5_fp8,qwen3.5_fp4}_b200.sh``
+#: and, from 17 April 2026, the same models' B300 scripts), as they stood when the file's
+#: runs were measured (to 27 April 2026): every one reads new requests every 10 decode
+#: iterations below 16 clients and every 30 from 16, but DeepSeek-R1 in FP8 on four
+#: cards every 10 (that branch from January 2026, when four-card runs began) and
+#: ``qwen3.5_fp8_b300.sh`` every 10 at any concurrency. The file's models
+#: (DeepSeek-R1's runs also appear as ``deepseek-ai/DeepSeek-V3``) → the systems whose
+#: scripts set it (B300: runs measured from that date on). Only points whose source
+#: names InferenceMAX's own records (a dated results file or database dump) are read so:
+#: a ``gap-analysis`` file's launch settings are not published.
+RECV_INTERVAL_MODELS = ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3",
+                        "Qwen/Qwen3.5-397B-A17B")
+RECV_INTERVAL_B300 = "2026-04-17"
+#: TensorRT-LLM's ``batch_wait_timeout_iters`` in InferenceMAX's aggregated scripts:
+#: Llama-3.1-70B at 1,024/1,024 tokens on fewer than eight cards, 20 (``benchmarks/
+#: 70b_fp{4,8}_b200_trt_{slurm,docker}.sh`` and ``70b_fp8_h200_trt_slurm.sh``, September
+#: and October 2025, the model's runs in the file); DeepSeek-R1 in FP8 on B200 at
+#: 1,024/1,024 tokens from 64 clients without data-parallel attention, 40
+#: (``dsr1_fp8_b200_trt.sh`` from its 1.2.0rc6.post2 image on, 29 January 2026).
+BATCH_WAIT_LLAMA = ("meta-llama/Llama-3.1-70B", 20)
+BATCH_WAIT_DEEPSEEK = (("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"), 40, "2026-01-29")
+#: TensorRT-LLM's attention-DP balance (``attention_dp_config`` with ``enable_balance``) in
+#: InferenceMAX's aggregated scripts, wherever they turn data-parallel attention on
+#: (``DP_ATTENTION=true``): DeepSeek-R1 in FP4 and FP8 on B200 and in FP8 on H200 with
+#: ``timeout_iters: 60, batching_wait_iters: 0`` (``benchmarks/dsr1_fp{4,8}_b200_trt_slurm.sh``
+#: and ``dsr1_fp8_h200_trt_slurm.sh`` from 18 September 2025, then
+#: ``benchmarks/single_node/...``), gpt-oss-120b on B200 with the engine's defaults,
+#: 50 and 10 (``gptoss_fp4_b200_trt_{slurm,docker}.sh``), unchanged through the file's
+#: runs. The file's model → (systems, (timeout, batching wait)).
+DP_BALANCE = {"deepseek-ai/DeepSeek-R1": (("b200_sxm", "h200_sxm"), (60, 0)),
+              "deepseek-ai/DeepSeek-V3": (("b200_sxm", "h200_sxm"), (60, 0)),
+              "openai/gpt-oss-120b": (("b200_sxm",), (50, 10))}
+
+_MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
+
+
+def speculative_run(cells: Mapping[str, str]) -> str:
+    """Why a point is a speculative run the file does not mark (see
+    :data:`SPECULATIVE_IMAGES`), or ``""``.
+
+    >>> speculative_run({"backend": "trtllm", "system": "b200_sxm",
+    ...     "model_path": "deepseek-ai/DeepSeek-R1",
+    ...     "silicon_data_source": "measured=2026-02-06; image=nvcr.io#nvidia/"
+    ...                            "tensorrt-llm/release:1.2.0rc6.post3"})[:43]
+    'a speculative (multi-token prediction) run:'
+    """
+    image = image_of(cells["silicon_data_source"])
+    if not image:
+        return ""
+    for (backend, system, model, tail), configurations in SPECULATIVE_IMAGES.items():
+        if ((cells["backend"].strip(), cells["system"].strip(),
+             cells["model_path"].strip()) == (backend, system, model)
+                and image.endswith("/" + tail)):
+            return ("a speculative (multi-token prediction) run: InferenceMAX ran "
+                    f"{tail} for this model on this system only in {configurations}; "
+                    "the file states neither the draft length nor the acceptance")
+    return ""
+
+
+def image_of(source: str) -> str:
+    """The container image a point's source column names (``image=…``, or a bare
+    ``registry/name:tag`` field in the database dumps' sources), or ``""``.
+
+    >>> image_of("db-dump/2026-04-27; config_id=736; lmsysorg/sglang:v0.5.10.post1-cu130")
+    'lmsysorg/sglang:v0.5.10.post1-cu130'
+    """
+    for field in source.split(";"):
+        field = field.strip()
+        if field.startswith("image="):
+            return field[len("image="):].strip()
+        if "=" not in field and "/" in field and ":" in field:
+            return field
+    return ""
+
+
+def recv_interval(cells: Mapping[str, str], cards: int, concurrency: int) -> int:
+    """The decode iterations between the scheduler's reads of new requests in the point's
+    benchmark script (:data:`RECV_INTERVAL_MODELS`; ``cards``: the server's), else 1
+    (every iteration).
+
+    >>> recv_interval({"backend": "sglang", "mode": "agg", "system": "b200_sxm",
+    ...                "model_path": "Qwen/Qwen3.5-397B-A17B", "precision": "fp8",
+    ...                "silicon_data_source": "measured=2026-03-20"}, 4, 64)
+    30
+    """
+    if (cells["backend"].strip() != "sglang" or cells["mode"].strip() != "agg"
+            or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]
+            or cells["model_path"].strip() not in RECV_INTERVAL_MODELS):
+        return 1
+    system, precision = cells["system"].strip(), cells["precision"].strip()
+    qwen = cells["model_path"].strip().startswith("Qwen/")
+    if system == "b300_sxm":
+        measured = _MEASURED.search(cells["silicon_data_source"])
+        if measured is None or measured.group(1) < RECV_INTERVAL_B300:
+            return 1
+        if qwen and precision == "fp8":
+            return 10
+    elif system != "b200_sxm":
+        return 1
+    if not qwen and precision == "fp8" and cards == 4:
+        return 10
+    return 30 if concurrency >= 16 else 10
+
+
+def batch_wait(cells: Mapping[str, str], cards: int, attention: int, concurrency: int) -> int:
+    """The iterations a new prompt may wait for more in the point's benchmark script
+    (:data:`BATCH_WAIT_LLAMA`, :data:`BATCH_WAIT_DEEPSEEK`), else 0.
+
+    >>> batch_wait({"backend": "trtllm", "mode": "agg", "system": "h200_sxm", "isl": "1024",
+    ...             "osl": "1024", "model_path": "meta-llama/Llama-3.1-70B", "precision": "fp8",
+    ...             "silicon_data_source": "measured=2025-10-29"}, 4, 1, 32)
+    20
+    """
+    if (cells["backend"].strip() != "trtllm" or cells["mode"].strip() != "agg"
+            or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]
+            or (cells["isl"].strip(), cells["osl"].strip()) != ("1024", "1024")):
+        return 0
+    model = cells["model_path"].strip()
+    if model == BATCH_WAIT_LLAMA[0]:
+        return BATCH_WAIT_LLAMA[1] if cards < 8 else 0
+    models, iterations, since = BATCH_WAIT_DEEPSEEK
+    measured = _MEASURED.search(cells["silicon_data_source"])
+    if (model in models and cells["precision"].strip() == "fp8"
+            and cells["system"].strip() == "b200_sxm" and concurrency >= 64 and attention == 1
+            and measured is not None and measured.group(1) >= since):
+        return iterations
+    return 0
+
+
+def dp_balance(cells: Mapping[str, str], attention: int) -> tuple[int, int] | None:
+    """The attention-DP balance's timeout and batching wait (iterations) in the point's
+    benchmark script (:data:`DP_BALANCE`), else None.
+
+    >>> dp_balance({"backend": "trtllm", "mode": "agg", "system": "h200_sxm",
+    ...             "model_path": "deepseek-ai/DeepSeek-R1",
+    ...             "silicon_data_source": "measured=2026-01-14"}, 8)
+    (60, 0)
+    """
+    if (cells["backend"].strip() != "trtllm" or cells["mode"].strip() != "agg" or attention <= 1
+            or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]):
+        return None
+    systems, setting = DP_BALANCE.get(cells["model_path"].strip(), ((), (0, 0)))
+    return setting if cells["system"].strip() in systems else None
