@@ -12,6 +12,7 @@ import importlib.util
 import json
 import math
 
+import numpy as np
 import pytest
 
 from infermodel.cli import main
@@ -354,6 +355,18 @@ def test_trtllm_rows_with_attention_ranks_state_their_scripts_balance(rows, host
     both = predict_rows([row, attrs.evolve(row, id=f"{row.id}-plain", dp_balance=None)],
                         kernels="measured", loop="analytic", host=host).points
     assert 600 < both[0].predicted - both[1].predicted < 1500  # ms
+    # Vectorised over candidate efficiencies (the request-path benchmark's grid), the hold's
+    # conditions broadcast: the same figure at the row's own time per request.
+    from infermodel.accuracy.predictions import kernels_efficiency, predict_arrays, row_model
+
+    model = row_model(row, kernels="measured", host=host)
+    efficiency = kernels_efficiency(row.family, host=host)
+    grid = np.array([0.0, row.request_time, 0.2])
+    candidates = {name: np.full(grid.size, value) for name, value in efficiency.values}
+    candidates["measured_request_overhead"] = grid
+    values = predict_arrays(model, row, candidates)
+    assert values[1] == pytest.approx(both[0].predicted, rel=1e-9)
+    assert values[0] < values[1] < values[2]
 
 def test_the_silicon_ledger_without_the_extra_names_it(monkeypatch, capsys):
     real = importlib.util.find_spec

@@ -18,7 +18,7 @@ says it does not hold them.
 
 from __future__ import annotations
 
-from sympy import And, Piecewise
+from sympy import Piecewise
 
 from infermodel.plugin import S, hookimpl
 
@@ -232,10 +232,11 @@ def _balance_hold(scenario, define):
                        "sequences running (Little's law: batch / e2e_latency, times the step)")
     rate, t, fill = S.dp_balance_arrivals, S.dp_balance_timeout, S.dp_balance_fill
     busy = S.batch >= 2 * S.parallel_attention_data_degree
-    define("dp_balance_hold",
-           Piecewise((S.decode_step_time * ((fill - 1) / (2 * rate) + S.dp_balance_batching),
-                      And(busy, rate * t >= fill)),
-                     (S.decode_step_time * t / 2, busy), (0, True)),
+    # Nested, not And(...): numpy's logical_and.reduce would need the two conditions in
+    # one shape, and a vectorised evaluation broadcasts them.
+    waited = Piecewise((S.decode_step_time * ((fill - 1) / (2 * rate) + S.dp_balance_batching),
+                        rate * t >= fill), (S.decode_step_time * t / 2, True))
+    define("dp_balance_hold", Piecewise((waited, busy), (0, True)),
            unit="s", reference=BALANCE,
            description="mean time a prompt that arrives while every attention-DP rank "
                        "generates waits, in its slot, until every rank holds one "
