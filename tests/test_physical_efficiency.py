@@ -303,6 +303,8 @@ def test_attention_ranks_balanced_hold_a_prompt_until_each_holds_one(write_scena
     alone = infermodel.evaluate(bare(write_scenario, efficiency='dp_balance_timeout = 60'))
     assert "dp_balance_hold" not in alone.values
     assert any("has none" in str(w) for w in alone.warnings)
+    off = infermodel.evaluate(bare(write_scenario, efficiency='dp_balance_batching = 5'))
+    assert any("the attention-DP balance is off" in str(w) for w in off.warnings)
 
 
 def test_vllm_before_0_8_is_its_own_generation_with_its_own_preset(write_scenario):

@@ -98,6 +98,11 @@ def infermodel_check_result(result, warn):
                         "(scheduler_recv_hold, batch_wait_hold, dp_balance_hold) is priced as "
                         "that engine would hold requests")
     timeout = scenario.value("efficiency.dp_balance_timeout")
+    batching = scenario.value("efficiency.dp_balance_batching")
+    if timeout is None and batching is not None:
+        warn("ttft", f"efficiency.dp_balance_batching = {batching:g} without "
+                     "efficiency.dp_balance_timeout: the attention-DP balance is off (TensorRT-"
+                     "LLM's enable_balance), so nothing is held; state the timeout to turn it on")
     if timeout is not None and _ranks(scenario) <= 1:
         warn("ttft", f"efficiency.dp_balance_timeout = {timeout:g} balances data-parallel "
                      "attention ranks, and the scenario has none (levers.parallelism."
