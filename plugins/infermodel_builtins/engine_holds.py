@@ -174,8 +174,8 @@ BALANCE = ("TensorRT-LLM PyExecutor._balance_adp_requests (PyTorch backend, atte
            "with enable_balance): while not every attention-DP rank has a context request, "
            "each iteration counts one and holds them all, releasing them when the count "
            "reaches timeout_iters (the count restarts) or when some rank has no generation "
-           "request; once every rank has one, batching_wait_iters more iterations while "
-           "every rank generates. TensorRT-LLM tech blog 10, 'ADP Balance Strategy'")
+           "request, and once every rank has one after batching_wait_iters more iterations "
+           "while every rank generates); TensorRT-LLM tech blog 10, 'ADP Balance Strategy'")
 
 
 def _ranks(scenario) -> int:
