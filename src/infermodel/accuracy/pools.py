@@ -94,7 +94,7 @@ def analytic_pools(models: tuple[RowModel, RowModel], row: LedgerRow,
       way through the server outside the iterations (``request_overhead``, where the
       scenario states one); a client that
       measures its first round adds that round's queue (the i-th prompt waits for i
-      prefills) to one request in ``rounds``.
+      prefills, at the server's pace over its batch) to one request in ``rounds``.
 
     Lengths are the client's means where they are plain values of the structures.
     """
@@ -125,7 +125,7 @@ def analytic_pools(models: tuple[RowModel, RowModel], row: LedgerRow,
         ttft = prefill_pool_wait(service, clients, (osl - 1) * tpot + transfer + path,
                                  servers=servers, full=full)
         if client.warmup_measured:
-            burst = service * (clients / servers + 1.0) / 2.0
+            burst = (full * clients / servers + service) / 2.0
             ttft = (burst + (client.rounds - 1) * ttft) / client.rounds
         ttft += transfer + path
         if row.metric == "ttft_ms":
