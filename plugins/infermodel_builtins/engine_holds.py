@@ -137,6 +137,15 @@ def _recv_hold(scenario, define):
            reference=RECV)
 
 
+def _arrivals(define, name: str, reference: str) -> None:
+    """Define ``name``: new requests arriving per decode iteration in a steady state of
+    ``batch`` sequences running (Little's law: ``batch / e2e_latency``, times the step).
+    """
+    define(name, S.batch * S.decode_step_time / S.e2e_latency, unit="1", reference=reference,
+           description="new requests arriving per decode iteration in a steady state of batch "
+                       "sequences running (Little's law: batch / e2e_latency, times the step)")
+
+
 BATCH_WAIT = ("TensorRT-LLM PyExecutor._waiting_requests (PyTorch backend): while generation "
               "requests run and no attention-DP is used, new context requests wait until the "
               "waited iterations reach batch_wait_timeout_iters or the scheduled tokens reach "
@@ -156,10 +165,7 @@ def _batch_wait_hold(scenario, define):
     if not _setting(scenario, define, "batch_wait_iterations", "iterations a new prompt may "
                     "wait for more before its prefill", BATCH_WAIT):
         return
-    define("batch_wait_arrivals", S.batch * S.decode_step_time / S.e2e_latency, unit="1",
-           description="new requests arriving per decode iteration in a steady state of "
-                       "batch sequences running (Little's law: batch / e2e_latency, times the step)",
-           reference=BATCH_WAIT)
+    _arrivals(define, "batch_wait_arrivals", BATCH_WAIT)
     t, rate = S.batch_wait_iterations, S.batch_wait_arrivals
     define("batch_wait_hold",
            Piecewise((S.decode_step_time * t * (1 + rate * t / 2) / (1 + rate * t), S.batch > 1),
@@ -231,10 +237,7 @@ def _balance_hold(scenario, define):
            description=f"new requests until each of the {ranks} attention-DP ranks holds one, "
                        "on average (each goes to the rank whose sequence finished: the coupon "
                        "collector's D·H_D)")
-    define("dp_balance_arrivals", S.batch * S.decode_step_time / S.e2e_latency, unit="1",
-           reference=BALANCE,
-           description="new requests arriving per decode iteration in a steady state of batch "
-                       "sequences running (Little's law: batch / e2e_latency, times the step)")
+    _arrivals(define, "dp_balance_arrivals", BALANCE)
     rate, t, fill = S.dp_balance_arrivals, S.dp_balance_timeout, S.dp_balance_fill
     busy = S.batch >= 2 * S.parallel_attention_data_degree
     # Nested, not And(...): numpy's logical_and.reduce would need the two conditions in
