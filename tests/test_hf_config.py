@@ -261,6 +261,24 @@ def test_awq_and_nvfp4_checkpoints_name_their_formats():
     assert read("qwen3-8b-nvfp4")["weight_format"] == "nvfp4"
 
 
+def test_a_checkpoint_says_how_its_activations_take_their_scale():
+    # DeepSeek-V3's and Qwen3's FP8 configs state "activation_scheme": "dynamic";
+    # compressed-tensors says it per input group; ModelOpt calibrates static input scales.
+    config = json.loads((DATA / "qwen3-8b.json").read_text())
+    for qc, expected in (
+            ({"quant_method": "fp8", "activation_scheme": "dynamic",
+              "weight_block_size": [128, 128]}, "dynamic"),
+            ({"quant_method": "fp8", "activation_scheme": "static"}, "static"),
+            ({"quant_method": "modelopt", "quant_algo": "FP8"}, "static"),
+            ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+                "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+                "input_activations": {"num_bits": 8, "type": "float", "dynamic": True}}}},
+             "dynamic"),
+            ({"quant_method": "fp8"}, None)):
+        shape = map_hf_config({**config, "quantization_config": qc})
+        assert shape.get("activation_scales") == expected, qc
+
+
 def test_unknown_quantization_method_is_a_note_not_an_error():
     config = json.loads((DATA / "qwen3-8b.json").read_text())
     config["quantization_config"] = {"quant_method": "bitsandbytes", "load_in_4bit": True}

@@ -191,6 +191,35 @@ def test_the_scenarios_decode_projection_is_the_tables_row_times_the_layers(resu
         result["prefill_time_kernels_at_batch_1"] + result["step_overhead"] + result["t0"])
 
 
+def test_a_static_scale_checkpoint_is_not_charged_the_tables_amax():
+    # TensorRT-LLM's FP8 GEMM rows quantise the activation dynamically (its collector
+    # loads no input scale; aiconfigurator's collector/trtllm/collect_gemm.py, and
+    # TensorRT-LLM's FP8QDQLinearMethod falls back to quantize_e4m3_per_tensor without
+    # one): at m = 16, n = 6144, k = 4096 the row is 19.671 µs, and the
+    # amax alone (quantize/computescale_perf, the dynamic cast less the static one) is
+    # 7.205 µs. A checkpoint with calibrated input scales runs the rest; one that
+    # computes each pass's amax runs the row.
+    gemm = _latency_s("gemm/trtllm/1.3.0rc20/gemm_perf.parquet", gemm_dtype="fp8", m=16,
+                      n=6144, k=4096)
+    amax = _latency_s("quantize/trtllm/1.3.0rc20/computescale_perf.parquet", m=16, k=4096)
+    assert (gemm, amax) == (pytest.approx(19.671e-6, rel=1e-3), pytest.approx(7.205e-6, rel=1e-3))
+    trt = {"efficiency.engine": "trtllm", "efficiency.engine_version": "1.3.0rc20"}
+    static = infermodel.evaluate(SCENARIO, trt)
+    dynamic = infermodel.evaluate(SCENARIO, {**trt, "levers.quantization.activation_scales":
+                                             "dynamic"})
+    name = "decode_kernel_qkv_projection_time"
+    assert static[name] == pytest.approx(32 * (gemm - amax), rel=1e-9)
+    assert dynamic[name] == pytest.approx(32 * gemm, rel=1e-9)
+    # vLLM's FP8 rows are measured with static scales: a static checkpoint runs the row,
+    # a dynamic one adds vLLM's own amax (1.2 µs here, its per-token quantisation less the
+    # static one).
+    row = _latency_s(GEMM, gemm_dtype="fp8", m=16, n=6144, k=4096)
+    vllm_amax = _latency_s("quantize/vllm/0.24.0/computescale_perf.parquet", m=16, k=4096)
+    assert infermodel.evaluate(SCENARIO)[name] == pytest.approx(32 * row, rel=1e-9)
+    assert infermodel.evaluate(SCENARIO, {"levers.quantization.activation_scales": "dynamic"})[
+        name] == pytest.approx(32 * (row + vllm_amax), rel=1e-9)
+
+
 def test_the_first_token_takes_the_stated_way_through_the_server(result):
     # No table times a request outside the iterations: ttft (and e2e_latency) add the
     # scenario's efficiency.request_overhead, the step does not; unstated, none is added

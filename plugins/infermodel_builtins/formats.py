@@ -51,6 +51,7 @@ CACHE = f"{M10}, 'Quantise the cache and evaluate the final artifact'"
 KINDS = ("int", "float")
 GRANULARITIES = ("none", "tensor", "channel", "group")
 ACTIVATION_FORMATS = ("int8", "fp8", "fp4")
+ACTIVATION_SCALES = ("static", "dynamic")
 DISTRIBUTIONS = ("gaussian", "uniform")
 
 
@@ -285,6 +286,10 @@ Granularity = choice_type("Granularity", GRANULARITIES,
                       "How many values share a scale: 'none', 'tensor', 'channel' or 'group'.")
 ActivationFormat = choice_type("ActivationFormat", ACTIVATION_FORMATS,
                            "Arithmetic format of quantised activations: 'int8', 'fp8' or 'fp4'.")
+ActivationScales = choice_type("ActivationScales", ACTIVATION_SCALES,
+                               "Where per-tensor 8-bit activations take their scale: 'static' "
+                               "(the checkpoint's calibrated input scales) or 'dynamic' (each "
+                               "pass's amax).")
 Distribution = choice_type("Distribution", DISTRIBUTIONS,
                        "Weight distribution giving max/σ: 'gaussian' or 'uniform'.")
 
@@ -411,6 +416,7 @@ __all__ = [
     "NAMED_FORMATS",
     "RANGE",
     "ActivationFormat",
+    "ActivationScales",
     "Bits",
     "Distribution",
     "Format",

@@ -67,6 +67,7 @@ from .layouts import layer_counts
 from .parallelism import degrees
 from .parallelism import layout as parallel_layout
 from .physical_efficiency import BY_NAME, HOST, engine_values
+from .quantization import activation_scales
 
 TABLES = ("NVIDIA aiconfigurator-core 0.12 measured kernel tables (Apache-2.0): "
           "systems/data/<system>/<family>/<engine>/<version>")
@@ -153,7 +154,8 @@ def setup(scenario) -> Setup:
     kernels = door.kernels
     version = kernels.check_version(system, engine, scenario.value("efficiency.engine_version"))
     return Setup(system, engine, version, tensor, **layout,
-                 mxfp4_experts=mxfp4_experts(scenario))
+                 mxfp4_experts=mxfp4_experts(scenario),
+                 activation_scales=activation_scales(scenario))
 
 
 def mxfp4_experts(scenario) -> str:

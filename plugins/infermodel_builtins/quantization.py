@@ -62,6 +62,7 @@ from .formats import (
     NAMED_FORMATS,
     VALUE_TYPES,
     ActivationFormat,
+    ActivationScales,
     Distribution,
     Format,
     FormatSpec,
@@ -164,6 +165,11 @@ class Quantization:
                        'declares native support (the FP8 speed-up from hardware.flops_fp8 where '
                        'given); "fp4": 4-bit activations (W4A4, NVFP4/MXFP4), faster only where '
                        'the hardware gives hardware.flops_fp4'})
+    activation_scales: ActivationScales | None = attrs.field(default=None, metadata={
+        "description": '"static" or "dynamic": whether 8-bit per-tensor activations quantise with '
+                       "the checkpoint's calibrated input scales or compute each pass's amax first "
+                       "(timed apart under measured kernels); unset: the checkpoint's "
+                       "model.activation_scales, else static"})
     activation_peak_ratio: float = attrs.field(default=2.0, validator=_speedup, metadata={
         "description": "8-bit over 16-bit compute peak where the support is native"})
     sqnr: Sqnr | None = attrs.field(default=None, metadata={
@@ -203,6 +209,11 @@ def infermodel_register_fields(register):
     register("model", "expert_weight_format", kind="str", default=None,
              description="number format of the checkpoint's routed experts (MXFP4 in gpt-oss): "
                          "the quantization lever's default for experts")
+    register("model", "activation_scales", kind="str", default=None,
+             description='"static" or "dynamic": how the checkpoint\'s 8-bit activations take '
+                         "their scale (read from quantization_config's activation_scheme, static "
+                         "for ModelOpt checkpoints): the quantization lever's default for "
+                         "activation_scales")
     register("hardware", "native_int8", kind="bool", default=False,
              description="the card multiplies int8 operands natively (int8 tensor cores), so W8A8 "
                          "raises its compute peak")
@@ -221,6 +232,15 @@ def infermodel_register_fields(register):
 def _checkpoint(scenario, key: str) -> Format | None:
     name = scenario.value(f"model.{CHECKPOINT_FIELD[key]}")
     return NAMED_FORMATS.get(name) if name is not None else None
+
+
+def activation_scales(scenario) -> str:
+    """``"static"`` or ``"dynamic"``: the lever's ``activation_scales``, else the
+    checkpoint's, else static (the calibrated input scales FP8 serving checkpoints ship).
+    """
+    lever = scenario.lever("quantization")
+    stated = getattr(lever, "activation_scales", None) or scenario.value("model.activation_scales")
+    return "dynamic" if stated == "dynamic" else "static"
 
 
 def effective_lever(scenario):

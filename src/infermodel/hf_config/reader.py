@@ -31,7 +31,8 @@ documentation's "Hugging Face configurations" page)::
                                          -> dense_layers, moe_layer_period
     shared_expert_intermediate_size      -> shared_experts, shared_expert_d_ff
     attention_bias                       -> attention_bias
-    quantization_config                  -> weight_format, expert_weight_format
+    quantization_config                  -> weight_format, expert_weight_format,
+                                            activation_scales
 
 A key a published file omits takes its model type's documented default
 (:data:`MODEL_TYPE_DEFAULTS`; Gemma 3's text configuration has no ``vocab_size``:
@@ -661,6 +662,29 @@ def _quantization(outer: Mapping[str, Any], config: Mapping[str, Any], out: dict
             out["unquantized"] = kept
     if experts and "experts" in out and experts != linear:
         out["expert_weight_format"] = experts
+    scales = _activation_scales(qc)
+    if scales and linear:
+        out["activation_scales"] = scales
+
+
+def _activation_scales(qc: Mapping[str, Any]) -> str | None:
+    """How a checkpoint's activations take their scale: ``activation_scheme`` (FP8
+    checkpoints), the input activations' ``dynamic`` (compressed-tensors), static for
+    ModelOpt's calibrated scales; None where the configuration does not say.
+    """
+    scheme = qc.get("activation_scheme")
+    if scheme in ("static", "dynamic"):
+        return str(scheme)
+    method = str(qc.get("quant_method", "")).lower()
+    if method == "modelopt":
+        return "static"
+    if method == "compressed-tensors":
+        groups = qc.get("config_groups") or {}
+        first: Any = next(iter(groups.values()), {}) if isinstance(groups, Mapping) else {}
+        inputs = first.get("input_activations") if isinstance(first, Mapping) else None
+        if isinstance(inputs, Mapping) and isinstance(inputs.get("dynamic"), bool):
+            return "dynamic" if inputs["dynamic"] else "static"
+    return None
 
 
 def _vision_size(vision: Mapping[str, Any]) -> str:

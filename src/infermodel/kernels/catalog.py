@@ -4,6 +4,7 @@
 family                     arguments (configuration | curve)   table (``<directory>/<engine>/``)
 =========================  ==================================  =========================================
 ``gemm``                   n, k | m                            ``gemm/gemm_perf``
+``activation_scale``       k | m                               ``quantize/computescale_perf``
 ``context_attention``      heads, kv_heads, head_dim,          ``attention/context_attention_perf``
                            window | batch, length
 ``generation_attention``   heads, kv_heads, head_dim,          ``attention/generation_attention_perf``
@@ -69,6 +70,9 @@ import numpy as np
 
 from .grids import FULL_WINDOW
 from .records import Columns, Family
+from .rooflines import (
+    activation_scale as roofline_activation_scale,
+)
 from .rooflines import (
     all_to_all as roofline_all_to_all,
 )
@@ -147,7 +151,13 @@ def _channels_mamba(columns: Columns) -> np.ndarray:
 def _gemm() -> tuple[Family, ...]:
     return (Family("gemm", "gemm", "gemm_perf", ("m", "n", "k"), ("n", "k"), ("m",),
                    {"m": "m", "n": "n", "k": "k"}, {"dtype": "gemm_dtype"}, roofline_gemm,
-                   "a matrix product of m tokens by an n×k weight", blocks=("m", "n")),)
+                   "a matrix product of m tokens by an n×k weight", blocks=("m", "n")),
+            # The dynamic part of per-tensor FP8 activation quantisation: the collector times
+            # quantize_e4m3_per_tensor (amax, then the cast) less the static cast alone.
+            Family("activation_scale", "quantize", "computescale_perf", ("m", "k"), ("k",), ("m",),
+                   {"m": "m", "k": "k"}, {"dtype": "quant_dtype"}, roofline_activation_scale,
+                   "the scale of an m×k activation computed on the fly (its amax) before "
+                   "per-tensor FP8 quantisation", blocks=("m",)),)
 
 
 def _attention() -> tuple[Family, ...]:

@@ -15,6 +15,7 @@ are the GPU's own):
 family                     FLOPs                                    bytes
 =========================  ======================================  ==========================
 GEMM m×n×k                 2·m·n·k                                  m·k·a + n·k·w + 2·m·n
+activation scale (m×k)     m·k                                      2·m·k
 context attention          4·h·d·pairs, pairs = b·(s·s' − s'²/2)     b·s·(4·h·d + 2·g·d·c)
 generation attention       4·b·h·d·c'                               b·(c'·2·g·d·c + 4·h·d)
 MoE (t tokens, k of E)     6·t·k·H·I/(tp·ep)                        touched·3·H·I·w/tp + 4·t·H
@@ -98,6 +99,16 @@ def gemm(categories, card) -> Roofline:
         return m * (2 * n * k), m * (k * activation + 2 * n) + n * k * weight
 
     return bounded(parts, _peak(card, key), card["mem_bw"])
+
+
+def activation_scale(categories, card) -> Roofline:
+    """One amax reduction over an m×k activation of 16-bit values."""
+
+    def parts(v):
+        elements = v["m"] * v["k"]
+        return elements, elements * 2.0
+
+    return bounded(parts, _peak(card, "bfloat16_tc_flops"), card["mem_bw"])
 
 
 def attention(decode: bool):
