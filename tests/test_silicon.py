@@ -368,6 +368,25 @@ def test_trtllm_rows_with_attention_ranks_state_their_scripts_balance(rows, host
     assert values[1] == pytest.approx(both[0].predicted, rel=1e-9)
     assert values[0] < values[1] < values[2]
 
+def test_sglang_rows_whose_script_states_no_cache_format_keep_16_bit_caches(rows):
+    # InferenceMAX's SGLang scripts for DeepSeek-R1 and GLM-5 in FP8 on H200 pass no
+    # --kv-cache-dtype; SGLang's "auto" keeps the model's bf16 unless the checkpoint states
+    # an FP8 cache (theirs do not). Their B200 scripts pass fp8_e4m3; gap-analysis rows
+    # keep the file's reading.
+    def cache(model, system, client="inferencemax"):
+        return {r.kv_cache for r in rows.values() if r.family == "sglang" and r.pools is None
+                and not r.unexpressed
+                and r.model_label == model and r.hardware == system and r.client == client}
+
+    assert cache("deepseek-ai/DeepSeek-R1", "h200") == {""}
+    assert cache("deepseek-ai/DeepSeek-V3", "h200") == {""}
+    assert cache("zhipuai/GLM-5", "h200") == {""}
+    assert cache("deepseek-ai/DeepSeek-R1", "b200") == {"fp8-e4m3"}
+    assert cache("zhipuai/GLM-5", "b200") == {"fp8-e4m3"}
+    assert cache("Qwen/Qwen3.5-397B-A17B", "h200") == {"fp8-e4m3"}
+    assert cache("Qwen/Qwen3-235B-A22B-FP8", "h200", "burst") == {"fp8-e4m3"}
+
+
 def test_the_silicon_ledger_without_the_extra_names_it(monkeypatch, capsys):
     real = importlib.util.find_spec
 

@@ -25,6 +25,12 @@ are not published (:data:`UNPUBLISHED_SETTINGS`).
   (:attr:`.ledger.LedgerRow.dp_balance`, ``efficiency.dp_balance_timeout`` and
   ``dp_balance_batching``), and a prompt waits ``dp_balance_hold`` for every rank to
   hold one.
+* **A 16-bit KV cache where the script states none**: the file's quantised points are
+  read with an FP8 cache (:data:`.silicon.QUANTISED_CACHE`), but InferenceMAX's SGLang
+  scripts for DeepSeek-R1 and GLM-5 in FP8 on H200 pass no ``--kv-cache-dtype``, and
+  SGLang's ``auto`` keeps the model's 16-bit dtype unless the checkpoint's quantisation
+  states an FP8 cache (ModelOpt's ``kv_cache_quant_algo``), which these do not
+  (:data:`SIXTEEN_BIT_CACHE`, :func:`kv_cache`).
 * **Speculative runs the file does not mark**: the file has no column for speculative
   decoding, and some of InferenceMAX's points are its multi-token-prediction runs. Where
   InferenceMAX's own configurations show that a point's image ran for its model and
@@ -47,11 +53,13 @@ __all__ = [
     "DP_BALANCE",
     "RECV_INTERVAL_B300",
     "RECV_INTERVAL_MODELS",
+    "SIXTEEN_BIT_CACHE",
     "SPECULATIVE_IMAGES",
     "UNPUBLISHED_SETTINGS",
     "batch_wait",
     "dp_balance",
     "image_of",
+    "kv_cache",
     "recv_interval",
     "speculative_run",
 ]
@@ -111,6 +119,16 @@ BATCH_WAIT_DEEPSEEK = (("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"), 4
 DP_BALANCE = {"deepseek-ai/DeepSeek-R1": (("b200_sxm", "h200_sxm"), (60, 0)),
               "deepseek-ai/DeepSeek-V3": (("b200_sxm", "h200_sxm"), (60, 0)),
               "openai/gpt-oss-120b": (("b200_sxm",), (50, 10))}
+
+#: Aggregated InferenceMAX scripts that pass no KV-cache format to an engine whose
+#: ``auto`` is the model's 16-bit dtype for their checkpoints: SGLang on H200 for
+#: DeepSeek-R1 in FP8 (``benchmarks/dsr1_fp8_h200_slurm.sh`` from September 2025, then
+#: ``benchmarks/dsr1_fp8_h200.sh`` and ``benchmarks/single_node/dsr1_fp8_h200.sh``, to
+#: the file's last run in April 2026; its runs also appear as DeepSeek-V3) and GLM-5 in
+#: FP8 (``benchmarks/single_node/glm5_fp8_h200.sh``, March to April 2026). Their
+#: checkpoints (``quant_method`` fp8) name no FP8 cache. (backend, system) → models.
+SIXTEEN_BIT_CACHE = {("sglang", "h200_sxm"): ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3",
+                                              "zhipuai/GLM-5")}
 
 _MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
 
@@ -222,3 +240,24 @@ def dp_balance(cells: Mapping[str, str], attention: int) -> tuple[int, int] | No
         return None
     systems, setting = DP_BALANCE.get(cells["model_path"].strip(), ((), (0, 0)))
     return setting if cells["system"].strip() in systems else None
+
+
+def kv_cache(cells: Mapping[str, str], quantised: str) -> str:
+    """The point's KV-cache format: 16-bit (``""``) where its InferenceMAX script passes
+    none to an engine that keeps the model's dtype (:data:`SIXTEEN_BIT_CACHE`), else
+    ``quantised`` (the file's reading of a quantised point).
+
+    >>> kv_cache({"backend": "sglang", "mode": "agg", "system": "h200_sxm",
+    ...           "model_path": "deepseek-ai/DeepSeek-R1",
+    ...           "silicon_data_source": "measured=2026-01-14"}, "fp8-e4m3")
+    ''
+    >>> kv_cache({"backend": "sglang", "mode": "agg", "system": "b200_sxm",
+    ...           "model_path": "deepseek-ai/DeepSeek-R1",
+    ...           "silicon_data_source": "measured=2026-01-14"}, "fp8-e4m3")
+    'fp8-e4m3'
+    """
+    if (cells["mode"].strip() != "agg" or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]
+            or not quantised):
+        return quantised
+    models = SIXTEEN_BIT_CACHE.get((cells["backend"].strip(), cells["system"].strip()), ())
+    return "" if cells["model_path"].strip() in models else quantised

@@ -105,7 +105,7 @@ import attrs
 
 from ..errors import InfermodelError, Problem
 from .ledger import LedgerRow, Pool, Pools
-from .script_settings import batch_wait, dp_balance, recv_interval, speculative_run
+from .script_settings import batch_wait, dp_balance, kv_cache, recv_interval, speculative_run
 
 __all__ = [
     "BURST_ENGINES",
@@ -187,7 +187,8 @@ MX_CHECKPOINTS = ("mxfp4",)
 #: The activation format the quantised kernels run with (weight-only modes: none).
 ACTIVATIONS = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
 #: The KV cache of a quantised row: 8-bit float, the package's default for checkpoints
-#: quantised to FP8 or NVFP4 (16-bit otherwise).
+#: quantised to FP8 or NVFP4 (16-bit otherwise, and where InferenceMAX's script passes
+#: none to an engine that keeps the model's dtype: :func:`.script_settings.kv_cache`).
 QUANTISED_CACHE = "fp8-e4m3"
 
 #: What the source column of the package's gap-analysis runs names.
@@ -494,7 +495,8 @@ def _point(cells: Mapping[str, str], line: int,
         source=cells["silicon_data_source"], engine=f"{backend} {version}".strip(),
         hardware=hardware or cells["system"], gpus=tensor * pipeline * attention, model="",
         hf_config=config, weights=formats["gemm_quant_mode"],
-        kv_cache=QUANTISED_CACHE if gemm in ACTIVATIONS else "", tensor=tensor, expert=expert,
+        kv_cache=kv_cache(cells, QUANTISED_CACHE if gemm in ACTIVATIONS else ""),
+        tensor=tensor, expert=expert,
         isl=isl or 1, osl=osl or 1, concurrency=max(concurrency, 1), statistic="unspecified",
         line=line, pipeline=pipeline, attention_dp=attention,
         expert_weights=(formats["moe_quant_mode"]
