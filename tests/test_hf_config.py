@@ -279,6 +279,27 @@ def test_a_checkpoint_says_how_its_activations_take_their_scale():
         assert shape.get("activation_scales") == expected, qc
 
 
+def test_a_checkpoint_that_quantises_its_routed_experts_alone_keeps_the_rest_16_bit():
+    # Kimi-K2.5's INT4 checkpoint (compressed-tensors, groups of 32) leaves attention,
+    # the shared experts and the dense layers' MLP out of its format: its experts are
+    # INT4, every other block linear bf16.
+    config = json.loads((DATA / "kimi-k2-instruct.json").read_text())
+    qc = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+          "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None,
+                                        "weights": {"num_bits": 4, "type": "int",
+                                                    "strategy": "group", "group_size": 32,
+                                                    "symmetric": True}}},
+          "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+                     "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]}
+    shape = map_hf_config({**config, "quantization_config": qc})
+    assert shape["expert_weight_format"] == "int4-g32"
+    assert "weight_format" not in shape and "unquantized" not in shape
+    # Leaving attention alone out keeps the block linears in the format.
+    partial = {**qc, "ignore": ["lm_head", "re:.*self_attn.*"]}
+    shape = map_hf_config({**config, "quantization_config": partial})
+    assert (shape["weight_format"], shape["unquantized"]) == ("int4-g32", "attention")
+
+
 def test_unknown_quantization_method_is_a_note_not_an_error():
     config = json.loads((DATA / "qwen3-8b.json").read_text())
     config["quantization_config"] = {"quant_method": "bitsandbytes", "load_in_4bit": True}

@@ -387,6 +387,25 @@ def test_sglang_rows_whose_script_states_no_cache_format_keep_16_bit_caches(rows
     assert cache("Qwen/Qwen3-235B-A22B-FP8", "h200", "burst") == {"fp8-e4m3"}
 
 
+def test_kimis_int4_points_run_the_checkpoint_that_quantises_its_experts_alone(rows):
+    # The file labels Kimi-K2.5's INT4 runs int4 for both GEMMs and experts; the published
+    # checkpoint quantises the routed experts alone, and the rows run it (no lever: the
+    # checkpoint's formats, a 16-bit cache as InferenceMAX's kimik2.5_int4 scripts leave it).
+    kimi = [r for r in rows.values() if r.model_label == "moonshotai/Kimi-K2.5"
+            and r.family == "vllm" and not r.unexpressed and r.weights != "nvfp4"]
+    assert len(kimi) == 180
+    assert {(r.weights, r.expert_weights, r.kv_cache) for r in kimi} == {("", "", "")}
+    from infermodel.hf_config.reader import read_hf_config
+
+    shape = read_hf_config(kimi[0].hf_config)
+    assert shape.get("weight_format") is None and shape["expert_weight_format"] == "int4-g32"
+    # Its NVFP4 points state their experts' format: unstated, the lever would take the
+    # checkpoint's INT4 experts.
+    nvfp4 = [r for r in rows.values() if r.model_label == "moonshotai/Kimi-K2.5"
+             and r.weights == "nvfp4"]
+    assert nvfp4 and {r.expert_weights for r in nvfp4} == {"nvfp4"}
+
+
 def test_the_silicon_ledger_without_the_extra_names_it(monkeypatch, capsys):
     real = importlib.util.find_spec
 

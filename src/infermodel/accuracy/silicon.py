@@ -24,6 +24,9 @@ How the file's columns are read (each rule checked against the file itself):
   otherwise (the package's own default for these checkpoints). A 4-bit point of a model
   whose published checkpoint has MXFP4 experts (gpt-oss) keeps that checkpoint's formats
   (MXFP4 experts, 16-bit attention and cache): the file labels those runs ``nvfp4``.
+  So does a point in the format of a checkpoint that quantises its routed experts alone
+  (Kimi-K2.5's INT4: attention, shared experts and the dense layer in bf16), which the
+  file labels INT4 throughout.
 * **Concurrency**: the ``silicon_concurrency`` the source column records (the benchmark
   client's), else ``batch_size × attention_dp_size``.
 * **Layout** (aggregated rows): one server on ``tp × pp × attention_dp`` cards, the
@@ -207,6 +210,18 @@ REQUEST_PATH = {"vllm": 0.045, "trtllm": 0.073, "sglang": 0.227}
 BURST_ENGINES = ("sglang",)
 
 _CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
+
+
+def _expert_weights(formats: Mapping[str, str], shape) -> str:
+    """The row's expert format where it must be stated: one other than its block
+    linears', or the same where the checkpoint's own expert format (which the lever takes
+    for unstated experts) differs (Kimi-K2.5's NVFP4 points of an INT4-expert checkpoint).
+    """
+    moe = formats["moe_quant_mode"]
+    published = shape.get("expert_weight_format") if isinstance(shape, Mapping) else None
+    if moe and (moe != formats["gemm_quant_mode"] or (published and published != moe)):
+        return moe
+    return ""
 
 
 def package_root() -> Path:
@@ -455,6 +470,13 @@ def _point(cells: Mapping[str, str], line: int,
         # A 4-bit point of a model published with MXFP4 experts runs that checkpoint.
         formats = {"gemm_quant_mode": "", "moe_quant_mode": ""}
         gemm = ""
+    elif (not isinstance(shape, str) and shape.get("weight_format") is None
+          and shape.get("expert_weight_format")
+          and formats["gemm_quant_mode"] == shape["expert_weight_format"]):
+        # A point in the format of a checkpoint that quantises its routed experts alone
+        # (Kimi-K2.5's INT4: attention, shared experts and dense layers in bf16) runs it.
+        formats = {"gemm_quant_mode": "", "moe_quant_mode": ""}
+        gemm = ""
     isl, osl = _whole(cells["isl"]), _whole(cells["osl"])
     if not isl or not osl:
         reasons.append("isl and osl must be whole numbers of at least 1")
@@ -499,8 +521,7 @@ def _point(cells: Mapping[str, str], line: int,
         tensor=tensor, expert=expert,
         isl=isl or 1, osl=osl or 1, concurrency=max(concurrency, 1), statistic="unspecified",
         line=line, pipeline=pipeline, attention_dp=attention,
-        expert_weights=(formats["moe_quant_mode"]
-                        if formats["moe_quant_mode"] != formats["gemm_quant_mode"] else ""),
+        expert_weights=_expert_weights(formats, shape),
         pools=pools, engine_version=version, model_label=cells["model_path"],
         activations=ACTIVATIONS.get(gemm, "") if formats["gemm_quant_mode"] else "",
         unexpressed="; ".join(reasons),

@@ -425,6 +425,33 @@ _EXCLUDED = ((("self_attn", "attention", ".attn", "q_proj", "k_proj", "v_proj", 
              (("embed", "lm_head", "norm"), "embedding"))
 
 
+#: Module names of the parts of a mixture-of-experts block besides its routed experts:
+#: the shared experts and the dense layers' feed-forward projections.
+_SHARED_EXPERTS = ("shared_expert",)
+_DENSE_FFN = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp.gate_up_proj",
+              "mlp\\.(gate", "mlp\\.(up")
+
+
+def _excluded_names(qc: Mapping[str, Any]) -> list[str]:
+    names = []
+    for key in ("modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers"):
+        value = qc.get(key)
+        if isinstance(value, list):
+            names += [str(v).lower() for v in value]
+    return names
+
+
+def experts_only(qc: Mapping[str, Any]) -> bool:
+    """Whether a checkpoint's exclusion list keeps every block linear but the routed
+    experts in 16 bits: attention, the shared experts and the dense feed-forward
+    projections all left out (Kimi-K2.5's INT4 checkpoint).
+    """
+    names = _excluded_names(qc)
+    attention = next(keys for keys, group in _EXCLUDED if group == "attention")
+    return all(any(k in n for n in names for k in keys)
+               for keys in (attention, _SHARED_EXPERTS, _DENSE_FFN))
+
+
 def unquantized_groups(qc: Mapping[str, Any], where: str, notes: list[str]) -> str | None:
     """The parameter groups a checkpoint's exclusion list keeps out of its format
     (``modules_to_not_convert``, compressed-tensors' ``ignore``, ModelOpt's
@@ -460,5 +487,5 @@ def apply_overrides(config: Mapping[str, Any], model_type: str | None, path) -> 
 
 
 __all__ = ["MINIMAX", "REFUSED", "SHAPING_KEYS", "HFConfigError", "HFConfigWarning",
-           "TrackedConfig", "apply_overrides", "decilm_overrides", "decilm_width", "layer_items",
+           "TrackedConfig", "apply_overrides", "decilm_overrides", "decilm_width", "experts_only", "layer_items",
            "mamba_from_layer_types", "positive_int", "rebuild_error", "refuse", "shown", "state_bits", "unquantized_groups", "unread_keys"]

@@ -72,6 +72,7 @@ from .layers import (
     HFConfigWarning,
     TrackedConfig,
     apply_overrides,
+    experts_only,
     layer_items,
     mamba_from_layer_types,
     positive_int,
@@ -655,6 +656,13 @@ def _quantization(outer: Mapping[str, Any], config: Mapping[str, Any], out: dict
     if not isinstance(qc, Mapping):
         return
     linear, experts = _format_for(qc, path, notes)
+    scales = _activation_scales(qc)
+    if scales and linear:
+        out["activation_scales"] = scales
+    if linear and "experts" in out and experts_only(qc):
+        # Every block linear but the routed experts stays 16-bit (Kimi-K2.5's INT4).
+        out["expert_weight_format"] = linear
+        return
     if linear:
         out["weight_format"] = linear
         kept = unquantized_groups(qc, f"{path or 'config'}: quantization_config", notes)
@@ -662,9 +670,6 @@ def _quantization(outer: Mapping[str, Any], config: Mapping[str, Any], out: dict
             out["unquantized"] = kept
     if experts and "experts" in out and experts != linear:
         out["expert_weight_format"] = experts
-    scales = _activation_scales(qc)
-    if scales and linear:
-        out["activation_scales"] = scales
 
 
 def _activation_scales(qc: Mapping[str, Any]) -> str | None:
