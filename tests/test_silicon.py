@@ -215,7 +215,7 @@ def test_rows_state_their_deployments_way_through_the_server(rows, host):
     from infermodel.accuracy.silicon import REQUEST_PATH
     from infermodel.accuracy.tables import kernels_table
 
-    assert REQUEST_PATH == {"vllm": 0.045, "trtllm": 0.073, "sglang": 0.227}
+    assert REQUEST_PATH == {"vllm": 0.045, "trtllm": 0.072, "sglang": 0.227}
     assert {(r.family, r.request_time) for r in rows.values()} == set(REQUEST_PATH.items())
     row = rows[f"{LLAMA}-ttft"]
     assert kernels_table(row, "measured", host=host)["request_overhead"] == REQUEST_PATH["vllm"]

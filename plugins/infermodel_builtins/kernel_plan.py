@@ -344,8 +344,8 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
         # 7 % of the row or more; the floor only guards a scaling outside both grids.)
         scale = kernels.lookup(st.system, st.engine, st.version, "activation_scale", dtype="fp8")
         if not isinstance(scale, kernels.Lookup):
-            return (f"the FP8 GEMM table scales activations {measured_with}ally and no table "
-                    f"times the amax apart ({scale.reason})")
+            return (f"the FP8 GEMM table's activations take {measured_with} scales and no "
+                    f"table times their amax apart ({scale.reason})")
         m, _n, k = arguments
         amax = tabulated(_function_name("activation_scale", st, {"dtype": "fp8"}), scale)(m, k)
         one = Max(one - amax, 0) if measured_with == "dynamic" else one + amax

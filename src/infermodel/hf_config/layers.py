@@ -433,11 +433,12 @@ _DENSE_FFN = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp.gate_up_proj
 
 
 def _excluded_names(qc: Mapping[str, Any]) -> list[str]:
+    """The module names a quantization_config's exclusion lists name."""
     names = []
     for key in ("modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers"):
         value = qc.get(key)
         if isinstance(value, list):
-            names += [str(v).lower() for v in value]
+            names += [str(v) for v in value]
     return names
 
 
@@ -446,7 +447,7 @@ def experts_only(qc: Mapping[str, Any]) -> bool:
     experts in 16 bits: attention, the shared experts and the dense feed-forward
     projections all left out (Kimi-K2.5's INT4 checkpoint).
     """
-    names = _excluded_names(qc)
+    names = [n.lower() for n in _excluded_names(qc)]
     attention = next(keys for keys, group in _EXCLUDED if group == "attention")
     return all(any(k in n for n in names for k in keys)
                for keys in (attention, _SHARED_EXPERTS, _DENSE_FFN))
@@ -458,13 +459,8 @@ def unquantized_groups(qc: Mapping[str, Any], where: str, notes: list[str]) -> s
     ``exclude_modules``), as the ``unquantized`` field writes them; the router, embeddings,
     head and norms stay 16-bit anyway. A name no group matches is a note.
     """
-    names = []
-    for key in ("modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers"):
-        value = qc.get(key)
-        if isinstance(value, list):
-            names += [str(v) for v in value]
     groups: set[str] = set()
-    for name in names:
+    for name in _excluded_names(qc):
         lower = name.lower()
         found = next((group for keys, group in _EXCLUDED if any(k in lower for k in keys)), None)
         if found is None:
@@ -487,5 +483,6 @@ def apply_overrides(config: Mapping[str, Any], model_type: str | None, path) -> 
 
 
 __all__ = ["MINIMAX", "REFUSED", "SHAPING_KEYS", "HFConfigError", "HFConfigWarning",
-           "TrackedConfig", "apply_overrides", "decilm_overrides", "decilm_width", "experts_only", "layer_items",
+           "TrackedConfig", "apply_overrides", "decilm_overrides", "decilm_width", "experts_only",
+           "layer_items",
            "mamba_from_layer_types", "positive_int", "rebuild_error", "refuse", "shown", "state_bits", "unquantized_groups", "unread_keys"]
