@@ -411,6 +411,7 @@ VALUE_TYPES.append((FormatSpec, _format_hook))
 
 
 __all__ = [
+    "ACTIVATION_SCALES",
     "CACHE",
     "GRANULARITY",
     "NAMED_FORMATS",

@@ -57,6 +57,7 @@ from infermodel.plugin import S, Stage, accepts, hookimpl
 
 from . import LAB, M10
 from .formats import (
+    ACTIVATION_SCALES,
     CACHE,
     GRANULARITY,
     NAMED_FORMATS,
@@ -209,7 +210,7 @@ def infermodel_register_fields(register):
     register("model", "expert_weight_format", kind="str", default=None,
              description="number format of the checkpoint's routed experts (MXFP4 in gpt-oss): "
                          "the quantization lever's default for experts")
-    register("model", "activation_scales", kind="str", default=None,
+    register("model", "activation_scales", kind="choice", choices=ACTIVATION_SCALES, default=None,
              description='"static" or "dynamic": how the checkpoint\'s 8-bit activations take '
                          "their scale (read from quantization_config's activation_scheme, static "
                          "for ModelOpt checkpoints): the quantization lever's default for "
