@@ -340,7 +340,7 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
         # The table's FP8 GEMM rows take the activation's scale one way, the scenario's
         # checkpoint the other: the amax, which the tables time on their own, is taken
         # away (a checkpoint with calibrated scales does not compute it) or added. (On
-        # every measured FP8 row of the six cards' TensorRT-LLM tables what remains is
+        # every measured FP8 row of the eight cards' TensorRT-LLM tables what remains is
         # 7 % of the row or more; the floor only guards a scaling outside both grids.)
         scale = kernels.lookup(st.system, st.engine, st.version, "activation_scale", dtype="fp8")
         if not isinstance(scale, kernels.Lookup):

@@ -152,8 +152,9 @@ def _gemm() -> tuple[Family, ...]:
     return (Family("gemm", "gemm", "gemm_perf", ("m", "n", "k"), ("n", "k"), ("m",),
                    {"m": "m", "n": "n", "k": "k"}, {"dtype": "gemm_dtype"}, roofline_gemm,
                    "a matrix product of m tokens by an n×k weight", blocks=("m", "n")),
-            # The dynamic part of per-tensor FP8 activation quantisation: the collector times
-            # quantize_e4m3_per_tensor (amax, then the cast) less the static cast alone.
+            # The dynamic part of 8-bit activation quantisation, the dynamic cast less the
+            # static one: TensorRT-LLM's per-tensor quantize_e4m3_per_tensor, vLLM's
+            # per-token quantisation (SGLang's table times it at zero).
             Family("activation_scale", "quantize", "computescale_perf", ("m", "k"), ("k",), ("m",),
                    {"m": "m", "k": "k"}, {"dtype": "quant_dtype"}, roofline_activation_scale,
                    "the scale of an m×k activation computed on the fly (its amax) before "
