@@ -599,6 +599,13 @@ def _moe_shape(config: Mapping[str, Any], model_type: str | None, out: dict[str,
                             key="first_k_dense_replace", expected=f"fewer than {out['layers']}")
 
 
+def _first_group(qc: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A compressed-tensors quantization_config's first config group (empty if none)."""
+    groups = qc.get("config_groups") or {}
+    first: Any = next(iter(groups.values()), {}) if isinstance(groups, Mapping) else {}
+    return first if isinstance(first, Mapping) else {}
+
+
 def _format_for(qc: Mapping[str, Any], path, notes: list[str]) -> tuple[str | None, str | None]:
     """(block-linear format, routed-expert format) named by a quantization_config."""
     method = str(qc.get("quant_method", "")).lower()
@@ -624,9 +631,7 @@ def _format_for(qc: Mapping[str, Any], path, notes: list[str]) -> tuple[str | No
         zero = qc.get("zero_point", True) if method == "awq" else True  # GPTQ always stores qzeros
         return f"int{bits}-g{group}" + (f"-zp{bits}" if zero else ""), None
     if method == "compressed-tensors":
-        groups = qc.get("config_groups") or {}
-        first: Any = next(iter(groups.values()), {}) if isinstance(groups, Mapping) else {}
-        weights = first.get("weights") or {} if isinstance(first, Mapping) else {}
+        weights = _first_group(qc).get("weights") or {}
         bits, kind = weights.get("num_bits"), weights.get("type")
         strategy, group = weights.get("strategy"), weights.get("group_size")
         if kind == "float" and bits == 4 and group == 16:
@@ -684,9 +689,7 @@ def _activation_scales(qc: Mapping[str, Any]) -> str | None:
     if method == "modelopt":
         return "static"
     if method == "compressed-tensors":
-        groups = qc.get("config_groups") or {}
-        first: Any = next(iter(groups.values()), {}) if isinstance(groups, Mapping) else {}
-        inputs = first.get("input_activations") if isinstance(first, Mapping) else None
+        inputs = _first_group(qc).get("input_activations")
         if isinstance(inputs, Mapping) and isinstance(inputs.get("dynamic"), bool):
             return "dynamic" if inputs["dynamic"] else "static"
     return None
