@@ -218,6 +218,68 @@ def test_a_static_scale_checkpoint_is_not_charged_the_tables_amax():
     assert infermodel.evaluate(SCENARIO)[name] == pytest.approx(32 * row, rel=1e-9)
     assert infermodel.evaluate(SCENARIO, {"levers.quantization.activation_scales": "dynamic"})[
         name] == pytest.approx(32 * (row + vllm_amax), rel=1e-9)
+    # Intel's B60 tables time no amax under vLLM: the rows are read as measured (not a
+    # fall back to the roofline), and the result says what is not charged.
+    b60 = {"hardware.kernel_system": "b60"}
+    plain = infermodel.evaluate(SCENARIO, b60)
+    unscaled = infermodel.evaluate(SCENARIO, {**b60, "levers.quantization.activation_scales":
+                                              "dynamic"})
+    assert unscaled[name] == plain[name] > 0
+    assert not any("fell back" in str(w) for w in unscaled.warnings)
+    assert any("no table times the amax" in str(w) and "0.5–4.5 µs" in str(w)
+               for w in unscaled.warnings)
+
+
+def test_vllms_block_fp8_gemms_read_its_per_tensor_rows_with_dynamic_quantisation():
+    # vLLM's block-FP8 GEMM rows were collected without CUDA graphs: 4 × 4096 × 4096 takes
+    # 57 µs on H200 where its per-tensor FP8 row takes 10 µs — the host's launches. A
+    # block-scaled checkpoint under vLLM reads the per-tensor row plus vLLM's own
+    # dynamic quantisation (block-scaled activations take their scales on the fly), and
+    # the result says so.
+    block = _latency_s(GEMM, gemm_dtype="fp8_block", m=4,
+                       n=4096, k=4096)
+    tensor = _latency_s(GEMM, gemm_dtype="fp8", m=4, n=4096, k=4096)
+    assert block > 5 * tensor
+    row = _latency_s(GEMM, gemm_dtype="fp8", m=16, n=6144, k=4096)
+    amax = _latency_s("quantize/vllm/0.24.0/computescale_perf.parquet", m=16, k=4096)
+    blocked = infermodel.evaluate(SCENARIO, {"levers.quantization.linear": "fp8-b128"})
+    assert blocked["decode_kernel_qkv_projection_time"] == pytest.approx(32 * (row + amax),
+                                                                          rel=1e-9)
+    assert any("stand in for block-scaled FP8" in str(w) and "decode qkv_projection" in str(w)
+               for w in blocked.warnings)
+    # Under an engine whose block-FP8 rows are graph-captured, they are read as measured.
+    trt = infermodel.evaluate(SCENARIO, {"levers.quantization.linear": "fp8-b128",
+                                         "efficiency.engine": "trtllm",
+                                         "efficiency.engine_version": "1.3.0rc20"})
+    own = _latency_s("gemm/trtllm/1.3.0rc20/gemm_perf.parquet", gemm_dtype="fp8_block", m=16,
+                     n=6144, k=4096)
+    assert trt["decode_kernel_qkv_projection_time"] == pytest.approx(32 * own, rel=1e-9)
+    assert not any("stand in" in str(w) for w in trt.warnings)
+
+
+def test_a_simulated_prompt_runs_a_fallen_back_operator_at_the_prefill_rate():
+    # No table measures MXFP4 linear weights: the GEMM operators fall back to their
+    # roofline, whose compute rate is its pass's. A serving iteration holding a prompt
+    # runs them as the prefill pass does (one prompt alone: the time to first token), a
+    # decode-only one as the decode step.
+    from infermodel.analyses.simulation.plan import iteration_cost
+    from infermodel.simulator import CostModel
+
+    result = infermodel.evaluate(SCENARIO, {"levers.quantization.linear": "mxfp4",
+                                            "efficiency.prefill_mfu": 0.5,
+                                            "efficiency.decode_mfu": 0.9})
+    assert any("fell back to the roofline" in str(w) and "qkv_projection" in str(w)
+               for w in result.warnings)
+    cost = CostModel.from_quantities(result.values,
+                                     measured=iteration_cost(result.scenario, result.values))
+    cached = int(result["context"]) - 1
+    assert cost.iteration_time([cached] * int(result["batch"]), []) == pytest.approx(
+        result["decode_step_time"], rel=1e-9)
+    # (It read them at the decode rate before: 17.7 ms against 30.5 ms. What remains,
+    # 2 µs, is the elementwise operators' rooflines, which read the embedding rows and
+    # the norms' share of the weights at the scenario's batch.)
+    assert cost.iteration_time([], [(1024, 0)]) == pytest.approx(
+        result["ttft"] - result["request_overhead"], rel=1e-4)
 
 
 def test_the_first_token_takes_the_stated_way_through_the_server(result):

@@ -350,8 +350,11 @@ def test_a_simulated_iteration_under_data_parallel_attention_follows_its_own_cou
                                           "workload.output_tokens": 192,
                                           "workload.batch": batch})
     cached = int(other["context"]) - 1
+    # (The elementwise operators' rooflines read quantities at the scenario's batch — the
+    # embedding rows a step reads, the norms' share of the weights' bytes: about 0.1 µs
+    # of a 23 ms step at batch 1.)
     assert cost.iteration_time([cached] * batch, []) == pytest.approx(other["decode_step_time"],
-                                                                      rel=1e-6)
+                                                                      rel=1e-5)
     assert cost.iteration_time([], [(4000, 0)]) == pytest.approx(
         ep8_dp8["ttft"] - ep8_dp8["request_overhead"], rel=1e-4)
 

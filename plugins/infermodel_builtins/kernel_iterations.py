@@ -22,7 +22,9 @@ Under data-parallel attention each of the D ranks holds whole sequences, and the
 waits for the busiest: a rank's kernels run ⌈D_dec/D⌉ decodes and ⌈P/D⌉ prompts' chunks
 (times the stated imbalance), the iteration's own counts as the scenario's step takes its
 batch (``kernel_rank_batch``). The expert all-to-all is the prefill pass's kernel in an
-iteration that holds a prompt and the decode step's otherwise (:data:`PROMPT_MODE`).
+iteration that holds a prompt and the decode step's otherwise (:data:`PROMPT_MODE`), and
+so is a token operator that fell back to its roofline (which runs at its pass's compute
+rate).
 
 The engine's scheduler and host time per iteration, ``τ_step`` (the scenario's
 ``step_overhead``: no table times it), is added.
@@ -44,6 +46,18 @@ from infermodel.plugin import S
 #: and the decode step's otherwise: the expert all-to-all (DeepEP's normal dispatch and
 #: combine beside its low-latency ones, as the engines switch between them).
 PROMPT_MODE = ("expert_dispatch", "expert_combine")
+
+
+def _phased(timed) -> set[str]:
+    """Token operators that fell back to their roofline in both passes (no table serves
+    their kernels): a roofline's compute rate is its pass's (``flops_effective_<phase>``),
+    so, like the all-to-all, an iteration with a prompt in it runs the prefill pass's.
+    (Elementwise operators, bandwidth-bound, keep the decode step's.)
+    """
+    by_phase = {phase: {t.name for t in timed if t.phase == phase and t.shape == "tokens"
+                        and t.how == "fallback" and t.own is None and t.name != "head"}
+                for phase in ("prefill", "decode")}
+    return by_phase["prefill"] & by_phase["decode"]
 
 
 class MeasuredIterations:
@@ -70,11 +84,13 @@ class MeasuredIterations:
         self.decode_attention: list = []
         self.prefill_attention: list = []
         self.prefill_state: list = []
+        prompt_mode = set(PROMPT_MODE) | _phased(timed)
+        self.prompt_mode = sorted(prompt_mode & {t.name for t in timed if t.phase == "prefill"})
         for t in timed:
             arguments: tuple
             sequences = t.shape != "tokens"
             if t.phase == "prefill" and not sequences:
-                if t.name not in PROMPT_MODE:
+                if t.name not in prompt_mode:
                     continue
                 # An iteration with a prompt in it runs the prefill pass's kernel at its
                 # T tokens (B·n = T with n = 1).
@@ -92,7 +108,7 @@ class MeasuredIterations:
                 target, arguments = self.scored, (tokens, rank)
             else:
                 moving = {S.batch: tokens}
-                target = self.decode_tokens if t.name in PROMPT_MODE else self.tokens
+                target = self.decode_tokens if t.name in prompt_mode else self.tokens
                 arguments = (tokens, rank)
             expression = (t.expression if isinstance(t.expression, sympy.Basic)
                           else sympy.Float(t.expression))
@@ -163,8 +179,8 @@ class MeasuredIterations:
                 + (f" (on the busiest of {round(self.ranks)} data-parallel attention ranks: "
                    "its share of the decodes and of the prompts, each whole)"
                    if self.ranks > 1 else "")
-                + ("; the expert all-to-all as the prefill pass's where a prompt is in the "
-                   "iteration" if self.prefill_tokens else "")
+                + (f"; {', '.join(self.prompt_mode)} as the prefill pass's where a prompt is "
+                   "in the iteration" if self.prefill_tokens else "")
                 + "; the engine's host time "
                 f"{self.host_step * 1e3:.4g} ms per iteration"]
 

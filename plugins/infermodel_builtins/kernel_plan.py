@@ -46,6 +46,20 @@ PHASES = ("prefill", "decode")
 #: TensorRT-LLM's load no input scale, so each call computes the amax first; vLLM's
 #: build the layer with static activation scales. SGLang's rows are used as measured.
 FP8_GEMM_SCALES = {"trtllm": "dynamic", "vllm": "static"}
+#: Tables that do not time the kernel an engine serves with, by (engine, family, dtype):
+#: (the categories whose rows stand in, the activation scales they are charged as, why).
+#: vLLM's block-FP8 GEMM rows were collected without CUDA graphs (its collector's
+#: ``use_cuda_graph=False`` for that dtype alone): about 60–430 µs a call at every shape
+#: on the data-centre cards (4 × 4096 × 4096 on H200: 57 µs, where its per-tensor FP8 row
+#: is 10 µs), 80–330 ms on the RTX PRO 6000 — the host's launches, not the kernel a
+#: graph-captured engine replays. Its per-tensor FP8 rows stand in, charged vLLM's own
+#: dynamic quantisation (block-scaled activations take their scales per token group, on
+#: the fly).
+STAND_INS: dict[tuple[str, str, str], tuple[dict[str, str], str, str]] = {("vllm", "gemm", "fp8_block"): (
+    {"dtype": "fp8"}, "dynamic",
+    "vLLM's per-tensor FP8 GEMM rows with its dynamic activation quantisation stand in for "
+    "block-scaled FP8 (its block-FP8 table was measured without CUDA graphs: 57 µs or more "
+    "a call at every shape, the host's launches)")}
 #: The MoE table's dtype of MXFP4 experts run weight-only (16-bit activations).
 MXFP4_WEIGHT_ONLY = "w4a16_mxfp4"
 #: Short names of the families in table-function names.
@@ -301,8 +315,12 @@ def shape_arguments(kernel, spec, st: Setup) -> list:
     return out
 
 
-def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=""):
+def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase="",
+                notes: list[str] | None = None):
     """(time expression of one kernel in one pass, or the reason no table serves it).
+    Where other rows stand in for a table that does not time the engine's kernel
+    (:data:`STAND_INS`), or no table times the FP8 amax between the rows' activation
+    scales and the scenario's, why is appended to ``notes``.
 
     A kernel operators share (``share`` other than 1: attention's score and value, a
     latent attention module) is read once: its time becomes a quantity of its own,
@@ -328,6 +346,15 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
             break
     if not isinstance(found, kernels.Lookup) or spec is None:
         return getattr(found, "reason", None) or "no table"
+    scales = st.activation_scales
+    stand_in = STAND_INS.get((st.engine or "", family, chosen.get("dtype", "")))
+    if stand_in is not None:
+        chosen, scales, why = stand_in
+        found = kernels.lookup(st.system, st.engine, st.version, family, **chosen)
+        if not isinstance(found, kernels.Lookup):
+            return f"{why}, but {getattr(found, 'reason', 'no table')}"
+        if notes is not None:
+            notes.append(why)
     missing = [a for a in spec.arguments if a not in kernel.shape]
     if missing:
         return f"the {family} kernel needs {', '.join(missing)}"
@@ -336,19 +363,27 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
     one = function(*arguments)
     measured_with = FP8_GEMM_SCALES.get(st.engine or "")
     if family == "gemm" and chosen.get("dtype") == "fp8" and measured_with not in (
-            None, st.activation_scales):
+            None, scales):
         # The table's FP8 GEMM rows take the activation's scale one way, the scenario's
         # checkpoint the other: the amax, which the tables time on their own, is taken
         # away (a checkpoint with calibrated scales does not compute it) or added. (On
         # every measured FP8 row of the eight cards' TensorRT-LLM tables what remains is
         # 7 % of the row or more; the floor only guards a scaling outside both grids.)
         scale = kernels.lookup(st.system, st.engine, st.version, "activation_scale", dtype="fp8")
-        if not isinstance(scale, kernels.Lookup):
-            return (f"the FP8 GEMM table's activations take {measured_with} scales and no "
-                    f"table times their amax apart ({scale.reason})")
-        m, _n, k = arguments
-        amax = tabulated(_function_name("activation_scale", st, {"dtype": "fp8"}), scale)(m, k)
-        one = Max(one - amax, 0) if measured_with == "dynamic" else one + amax
+        if isinstance(scale, kernels.Lookup):
+            m, _n, k = arguments
+            amax = tabulated(_function_name("activation_scale", st, {"dtype": "fp8"}),
+                             scale)(m, k)
+            one = Max(one - amax, 0) if measured_with == "dynamic" else one + amax
+        elif notes is not None:
+            # The row as measured, the amax's difference stated (on the eight cards
+            # whose tables time it: 0.5–4.5 µs a GEMM under vLLM, 6–15 µs under
+            # TensorRT-LLM).
+            notes.append(f"the FP8 GEMM rows take {measured_with} activation scales, the "
+                         f"scenario {scales} ones, and no table times the amax between "
+                         f"them ({scale.reason}): the rows are read as measured (the amax "
+                         "is 0.5–4.5 µs a GEMM under vLLM, 6–15 µs under TensorRT-LLM, on "
+                         "the cards whose tables time it)")
     whole = kernel.calls * one
     share = kernel.share if isinstance(kernel.share, sympy.Basic) else (
         sympy.Integer(1) if kernel.share == 1 else sympy.Rational(kernel.share))
@@ -381,6 +416,8 @@ class Timed:
     own: str | None = None
     #: Parts of a measured operator no table measures, at their roofline: (what, time).
     stand_ins: tuple[tuple[str, object], ...] = ()
+    #: Rows that stand in for a table that does not time the engine's kernel (why).
+    notes: tuple[str, ...] = ()
     #: What its time follows in a serving iteration: "tokens" (the pass's tokens),
     #: "attention" (sequences and their positions) or "state" (sequences and their new
     #: tokens, whatever is cached).
@@ -499,7 +536,8 @@ def _plan(scenario, st: Setup) -> Plan:
             reasons: list[str] = []
             for candidate in _alternatives(kernels):
                 trial: dict[str, object] = dict(shared)
-                times = [kernel_time(k, st, formats, activations, kv, trial, phase)
+                notes: list[str] = []
+                times = [kernel_time(k, st, formats, activations, kv, trial, phase, notes)
                          for k in candidate if k.family != ROOFLINE]
                 missing = [t for t in times if isinstance(t, str)]
                 if missing:
@@ -510,7 +548,7 @@ def _plan(scenario, st: Setup) -> Plan:
                 shared = trial
                 out.append(Timed(phase, op.name, "measured",
                                  sympy.Add(*times, *(t for _, t in stand_ins)), "", own,
-                                 stand_ins, shape))
+                                 stand_ins, tuple(dict.fromkeys(notes)), shape))
                 break
             else:
                 out.append(Timed(phase, op.name, "fallback", roofline,
@@ -519,5 +557,5 @@ def _plan(scenario, st: Setup) -> Plan:
     return Plan(tuple(out), tuple(shared_all))
 
 
-__all__ = ["ELEMENTWISE", "PHASES", "ROOFLINE", "Plan", "Setup", "Timed", "categories",
+__all__ = ["ELEMENTWISE", "PHASES", "ROOFLINE", "STAND_INS", "Plan", "Setup", "Timed", "categories",
            "families_of", "formats_of", "gemm_dtype", "kernel_time", "moe_dtype", "plan", "shape_arguments"]

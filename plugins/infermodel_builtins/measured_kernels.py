@@ -592,6 +592,16 @@ def infermodel_check_result(result, warn):
             warn(f"{phase}_time_kernels",
                  f"measured kernels: {len(parts)} part(s) of {phase} operators kept their "
                  f"roofline, {share:.1%} of the {phase} operators' time ({what})")
+        by_note: dict[str, list[str]] = {}
+        for t in timed:
+            if t.phase == phase:
+                for note in t.notes:
+                    by_note.setdefault(note, []).append(t.name)
+        for note, names in by_note.items():
+            share = sum(result[_time_name(phase, name)] for name in names) / total
+            warn(f"{phase}_time_kernels",
+                 f"measured kernels: in {phase} {', '.join(names)} ({share:.1%} of the {phase} "
+                 f"operators' time) {note}")
         for t in timed:
             if t.phase != phase or t.how != "measured":
                 continue
