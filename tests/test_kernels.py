@@ -228,6 +228,11 @@ def test_a_static_scale_checkpoint_is_not_charged_the_tables_amax():
     assert not any("fell back" in str(w) for w in unscaled.warnings)
     assert any("no table times the amax" in str(w) and "0.5–4.5 µs" in str(w)
                for w in unscaled.warnings)
+    # SGLang's rows are read as measured whichever scales the scenario states: said so.
+    sglang = infermodel.evaluate(SCENARIO, {"efficiency.engine": "sglang",
+                                            "levers.quantization.activation_scales": "dynamic"})
+    assert any("activation_scales has no effect under sglang" in str(w)
+               for w in sglang.warnings)
 
 
 def test_vllms_block_fp8_gemms_read_its_per_tensor_rows_with_dynamic_quantisation():

@@ -566,6 +566,13 @@ def infermodel_check_result(result, warn):
         timed = plan(scenario)
     except InfermodelError:
         return
+    quantization = scenario.lever("quantization")
+    engine = ENGINE_TABLES.get(scenario.value("efficiency.engine"))
+    if (getattr(quantization, "activation_scales", None) is not None and engine
+            and engine not in kernel_plan.FP8_GEMM_SCALES):
+        warn("decode_step_time", f"levers.quantization.activation_scales has no effect under "
+                                 f"{engine}'s measured kernels: its FP8 GEMM rows are read as "
+                                 "measured (its amax table times the amax at zero)")
     for lever, what in ROOFLINE_LEVERS.items():
         if scenario.lever(lever) is not None:
             warn("decode_step_time", f"measured kernels time the model's own operators; the "
