@@ -129,7 +129,17 @@ def _rows(folder, spec: Family, columns: list[str],
                            f"no {spec.table} table")
     rows = read(folder, spec.table, columns, equal)
     if len(rows[spec.latency]):
-        return rows
+        # A time of zero or less measures nothing (SGLang's activation-scale table holds
+        # only zeros): such rows are left out, and a table of nothing else serves no one.
+        latency = np.asarray(rows[spec.latency], dtype=float)
+        timed = np.isfinite(latency) & (latency > 0)
+        if timed.all():
+            return rows
+        if timed.any():
+            return {k: np.asarray(v)[timed] for k, v in rows.items()}
+        return Unavailable(f"{folder.label(spec.table)} times every row where "
+                           + " and ".join(f"{k} = {v}" for k, v in equal.items())
+                           + " at zero: it measures nothing")
     held = {}
     for column in equal:  # equal maps each category's column to the value asked for
         values = read(folder, spec.table, (column,))[column]
