@@ -417,61 +417,6 @@ def mamba_from_layer_types(config: Mapping[str, Any], out: dict[str, Any], path)
     _mamba2(config, out, path)
 
 
-#: What an exclusion list's module names mean: (substrings, the group kept in 16 bits).
-_EXCLUDED = ((("self_attn", "attention", ".attn", "q_proj", "k_proj", "v_proj", "o_proj", "qkv"),
-              "attention"),
-             (("mixer", "mamba", "linear_attn", "ssm", "conv1d", "in_proj", "out_proj"), "mixers"),
-             (("router", "mlp.gate", "moe.gate"), "router"),
-             (("embed", "lm_head", "norm"), "embedding"))
-
-
-#: Module names of the parts of a mixture-of-experts block besides its routed experts:
-#: the shared experts and the dense layers' feed-forward projections.
-_SHARED_EXPERTS = ("shared_expert",)
-_DENSE_FFN = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp.gate_up_proj",
-              "mlp\\.(gate", "mlp\\.(up")
-
-
-def _excluded_names(qc: Mapping[str, Any]) -> list[str]:
-    """The module names a quantization_config's exclusion lists name."""
-    names = []
-    for key in ("modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers"):
-        value = qc.get(key)
-        if isinstance(value, list):
-            names += [str(v) for v in value]
-    return names
-
-
-def experts_only(qc: Mapping[str, Any]) -> bool:
-    """Whether a checkpoint's exclusion list keeps every block linear but the routed
-    experts in 16 bits: attention, the shared experts and the dense feed-forward
-    projections all left out (Kimi-K2.5's INT4 checkpoint).
-    """
-    names = [n.lower() for n in _excluded_names(qc)]
-    attention = next(keys for keys, group in _EXCLUDED if group == "attention")
-    return all(any(k in n for n in names for k in keys)
-               for keys in (attention, _SHARED_EXPERTS, _DENSE_FFN))
-
-
-def unquantized_groups(qc: Mapping[str, Any], where: str, notes: list[str]) -> str | None:
-    """The parameter groups a checkpoint's exclusion list keeps out of its format
-    (``modules_to_not_convert``, compressed-tensors' ``ignore``, ModelOpt's
-    ``exclude_modules``), as the ``unquantized`` field writes them; the router, embeddings,
-    head and norms stay 16-bit anyway. A name no group matches is a note.
-    """
-    groups: set[str] = set()
-    for name in _excluded_names(qc):
-        lower = name.lower()
-        found = next((group for keys, group in _EXCLUDED if any(k in lower for k in keys)), None)
-        if found is None:
-            notes.append(f"{where}: module {name!r} is left out of the quantization but matches "
-                         "no parameter group; it is counted in the checkpoint's format")
-        else:
-            groups.add(found)
-    kept = sorted(groups & {"attention", "mixers"})
-    return ",".join(kept) or None
-
-
 def apply_overrides(config: Mapping[str, Any], model_type: str | None, path) -> dict[str, Any]:
     """Top-level keys a family writes under its own names (or leaves null), filled in."""
     extra: dict[str, Any] = {}
@@ -483,6 +428,6 @@ def apply_overrides(config: Mapping[str, Any], model_type: str | None, path) -> 
 
 
 __all__ = ["MINIMAX", "REFUSED", "SHAPING_KEYS", "HFConfigError", "HFConfigWarning",
-           "TrackedConfig", "apply_overrides", "decilm_overrides", "decilm_width", "experts_only",
+           "TrackedConfig", "apply_overrides", "decilm_overrides", "decilm_width",
            "layer_items",
-           "mamba_from_layer_types", "positive_int", "rebuild_error", "refuse", "shown", "state_bits", "unquantized_groups", "unread_keys"]
+           "mamba_from_layer_types", "positive_int", "rebuild_error", "refuse", "shown", "state_bits", "unread_keys"]

@@ -72,15 +72,14 @@ from .layers import (
     HFConfigWarning,
     TrackedConfig,
     apply_overrides,
-    experts_only,
     layer_items,
     mamba_from_layer_types,
     positive_int,
     refuse,
     state_bits,
-    unquantized_groups,
     unread_keys,
 )
+from .quantization import read_quantization
 
 __all__ = ["MAX_CONFIG_BYTES", "MODEL_TYPE_DEFAULTS", "HFConfigError", "HFConfigWarning",
            "map_hf_config", "read_hf_config"]
@@ -318,7 +317,7 @@ def _map(config: Mapping[str, Any], path) -> tuple[dict[str, Any], list[str]]:
     _attention_family(config, model_type, out, path)
     if not explicit:
         _moe_shape(config, model_type, out, path, notes)
-    _quantization(outer, config, out, path, notes)
+    read_quantization(outer, config, out, path, notes)
     _unmodelled(outer, config, out, path, notes)
     for key in unread_keys(config):
         notes.append(f"{path or 'config'}: {key} = {dict.get(config, key)!r} shapes the network in "
@@ -597,102 +596,6 @@ def _moe_shape(config: Mapping[str, Any], model_type: str | None, out: dict[str,
         raise HFConfigError(f"first_k_dense_replace = {out['dense_layers']} leaves no mixture-of-"
                             f"experts layer among {out['layers']}", path=path,
                             key="first_k_dense_replace", expected=f"fewer than {out['layers']}")
-
-
-def _first_group(qc: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A compressed-tensors quantization_config's first config group (empty if none)."""
-    groups = qc.get("config_groups") or {}
-    first: Any = next(iter(groups.values()), {}) if isinstance(groups, Mapping) else {}
-    return first if isinstance(first, Mapping) else {}
-
-
-def _format_for(qc: Mapping[str, Any], path, notes: list[str]) -> tuple[str | None, str | None]:
-    """(block-linear format, routed-expert format) named by a quantization_config."""
-    method = str(qc.get("quant_method", "")).lower()
-    where = f"{path or 'config'}: quantization_config"
-    if method == "fp8":
-        block = qc.get("weight_block_size")
-        if block is None:
-            return "fp8-e4m3", None
-        if list(block) != [128, 128]:
-            notes.append(f"{where}: FP8 blocks of {block} counted as 128×128 blocks (scale "
-                         "metadata differs by well under 0.1 bit per weight)")
-        return "fp8-b128", None
-    if method == "mxfp4":
-        skipped = " ".join(str(m) for m in qc.get("modules_to_not_convert") or ())
-        return (None if "self_attn" in skipped else "mxfp4"), "mxfp4"
-    if method in ("awq", "gptq"):
-        bits = qc.get("bits", qc.get("w_bit"))
-        group = qc.get("group_size", qc.get("q_group_size"))
-        if bits not in (4, 8) or group not in (32, 64, 128):
-            notes.append(f"{where}: {method} with bits={bits!r}, group_size={group!r} is not a "
-                         "format this reader knows; weights counted at 16 bits (up to 4× too large)")
-            return None, None
-        zero = qc.get("zero_point", True) if method == "awq" else True  # GPTQ always stores qzeros
-        return f"int{bits}-g{group}" + (f"-zp{bits}" if zero else ""), None
-    if method == "compressed-tensors":
-        weights = _first_group(qc).get("weights") or {}
-        bits, kind = weights.get("num_bits"), weights.get("type")
-        strategy, group = weights.get("strategy"), weights.get("group_size")
-        if kind == "float" and bits == 4 and group == 16:
-            return "nvfp4", None
-        if kind == "float" and bits == 8:
-            return "fp8-b128" if strategy == "block" else "fp8-e4m3", None
-        if kind == "int" and bits in (4, 8) and strategy == "group" and group in (32, 64, 128):
-            zero = weights.get("symmetric", True) is False
-            return f"int{bits}-g{group}" + (f"-zp{bits}" if zero else ""), None
-        notes.append(f"{where}: compressed-tensors scheme {weights!r} is not one this reader "
-                     "knows; weights counted at 16 bits (up to 4× too large)")
-        return None, None
-    if method == "modelopt":
-        algo = str(qc.get("quant_algo", "")).upper()
-        if algo == "NVFP4":
-            return "nvfp4", None
-        if algo == "FP8":
-            return "fp8-e4m3", None
-    notes.append(f"{where}: quant_method {qc.get('quant_method')!r} is not one this reader "
-                 "knows; weights counted at 16 bits")
-    return None, None
-
-
-def _quantization(outer: Mapping[str, Any], config: Mapping[str, Any], out: dict[str, Any], path,
-                  notes: list[str]) -> None:
-    qc = outer.get("quantization_config") or config.get("quantization_config")
-    if not isinstance(qc, Mapping):
-        return
-    linear, experts = _format_for(qc, path, notes)
-    scales = _activation_scales(qc)
-    if scales and linear:
-        out["activation_scales"] = scales
-    if linear and "experts" in out and experts_only(qc):
-        # Every block linear but the routed experts stays 16-bit (Kimi-K2.5's INT4).
-        out["expert_weight_format"] = linear
-        return
-    if linear:
-        out["weight_format"] = linear
-        kept = unquantized_groups(qc, f"{path or 'config'}: quantization_config", notes)
-        if kept:
-            out["unquantized"] = kept
-    if experts and "experts" in out and experts != linear:
-        out["expert_weight_format"] = experts
-
-
-def _activation_scales(qc: Mapping[str, Any]) -> str | None:
-    """How a checkpoint's activations take their scale: ``activation_scheme`` (FP8
-    checkpoints), the input activations' ``dynamic`` (compressed-tensors), static for
-    ModelOpt's calibrated scales; None where the configuration does not say.
-    """
-    scheme = qc.get("activation_scheme")
-    if scheme in ("static", "dynamic"):
-        return str(scheme)
-    method = str(qc.get("quant_method", "")).lower()
-    if method == "modelopt":
-        return "static"
-    if method == "compressed-tensors":
-        inputs = _first_group(qc).get("input_activations")
-        if isinstance(inputs, Mapping) and isinstance(inputs.get("dynamic"), bool):
-            return "dynamic" if inputs["dynamic"] else "static"
-    return None
 
 
 def _vision_size(vision: Mapping[str, Any]) -> str:
