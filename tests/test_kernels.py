@@ -8,6 +8,7 @@ NVIDIA aiconfigurator-core 0.12, ``systems/data/h200_sxm/.../vllm/0.24.0``.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from pathlib import Path
 
@@ -235,7 +236,7 @@ def test_a_static_scale_checkpoint_is_not_charged_the_tables_amax():
                for w in sglang.warnings)
 
 
-def test_vllms_block_fp8_gemms_read_its_per_tensor_rows_with_dynamic_quantisation():
+def test_vllms_block_fp8_gemms_read_its_per_tensor_rows_with_dynamic_quantisation(capsys):
     # vLLM's block-FP8 GEMM rows were collected without CUDA graphs: 4 × 4096 × 4096 takes
     # 57 µs on H200 where its per-tensor FP8 row takes 10 µs — the host's launches. A
     # block-scaled checkpoint under vLLM reads the per-tensor row plus vLLM's own
@@ -252,6 +253,16 @@ def test_vllms_block_fp8_gemms_read_its_per_tensor_rows_with_dynamic_quantisatio
                                                                           rel=1e-9)
     assert any("stand in for block-scaled FP8" in str(w) and "decode qkv_projection" in str(w)
                for w in blocked.warnings)
+    # The operator table says so beneath it, and its JSON lists it.
+    from infermodel.cli import main
+
+    assert main(["ops", str(SCENARIO), "--set", "levers.quantization.linear=fp8-b128"]) == 0
+    table = capsys.readouterr().out
+    assert "warning: measured kernels: in decode qkv_projection" in table
+    assert main(["ops", str(SCENARIO), "--phase", "prefill", "--format", "json", "--set",
+                 "levers.quantization.linear=fp8-b128"]) == 0
+    listed = json.loads(capsys.readouterr().out)["warnings"]
+    assert any("in prefill qkv_projection" in w and "stand in" in w for w in listed)
     # Under an engine whose block-FP8 rows are graph-captured, they are read as measured.
     trt = infermodel.evaluate(SCENARIO, {"levers.quantization.linear": "fp8-b128",
                                          "efficiency.engine": "trtllm",

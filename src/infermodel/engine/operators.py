@@ -310,7 +310,18 @@ def format_table(result, phase: str, rows: list[OperatorRow]) -> str:
         labels = sorted({r.charged_by for r in rows if r.charged is not None})
         out.append(f"charged ({', '.join(labels)}): the time the step charges each operator "
                    f"beside its roofline; sum {format_value(total['time_charged'], 's')}")
+    # What a reader of these operators' times must know: the warnings about them
+    # (fallbacks, stand-ins, points outside a measured grid).
+    out += [f"warning: {w}" for w in operator_warnings(result, phase)]
     return "\n".join(out)
+
+
+def operator_warnings(result, phase: str) -> list:
+    """The result's warnings about the operators of ``phase``: their sum
+    (``<phase>_time_kernels``) or one of their times (``<phase>_kernel_*``).
+    """
+    return [w for w in result.warnings if w.quantity is not None
+            and (w.quantity == f"{phase}_time_kernels" or w.quantity.startswith(f"{phase}_kernel_"))]
 
 
 def format_csv(rows: list[OperatorRow]) -> str:
@@ -333,7 +344,7 @@ def format_csv(rows: list[OperatorRow]) -> str:
 
 def format_json(result, phase: str, rows: list[OperatorRow]) -> str:
     """The operator table as one JSON object: ``operators`` (rows in base units),
-    ``units`` and ``totals``.
+    ``units``, ``totals`` and ``warnings`` (:func:`operator_warnings`).
     """
     import json
 
@@ -347,9 +358,10 @@ def format_json(result, phase: str, rows: list[OperatorRow]) -> str:
         "units": {name: unit for name, unit in COLUMNS if unit},
         "operators": [{k: plain(v) for k, v in r.as_dict().items()} for r in rows],
         "totals": operator_summary(result, phase, rows),
+        "warnings": [str(w) for w in operator_warnings(result, phase)],
     }, indent=2)
 
 
 __all__ = ["COLUMNS", "PHASES", "PHASE_RATE", "Operator", "OperatorRow", "collect_operators",
            "format_csv", "format_json", "format_table", "operator_summary", "operator_table",
-           "operator_times"]
+           "operator_times", "operator_warnings"]
