@@ -407,6 +407,26 @@ def test_kimis_int4_points_run_the_checkpoint_that_quantises_its_experts_alone(r
     assert nvfp4 and {r.expert_weights for r in nvfp4} == {"nvfp4"}
 
 
+def test_fp8_points_of_block_scaled_checkpoints_run_their_blocks(rows):
+    # DeepSeek-R1's published config states FP8 in 128 × 128 blocks (quantization_config:
+    # quant_method fp8, weight_block_size [128, 128]); the file labels its TensorRT-LLM
+    # runs per-tensor fp8 and its SGLang runs fp8 GEMMs beside fp8_block experts. Every
+    # one of them runs the checkpoint's blocks; its NVFP4 points stay NVFP4.
+    from infermodel.hf_config.reader import HFConfigWarning, read_hf_config
+
+    r1 = [r for r in rows.values() if r.model_label == "deepseek-ai/DeepSeek-R1"
+          and not r.unexpressed]
+    with pytest.warns(HFConfigWarning, match="multi-token"):
+        assert read_hf_config(r1[0].hf_config)["weight_format"] == "fp8-b128"
+    labels = {(r.family, r.weights, r.expert_weights) for r in r1}
+    assert ("trtllm", "fp8-b128", "") in labels and ("sglang", "fp8-b128", "") in labels
+    assert not any("fp8-e4m3" in (w, e) for _, w, e in labels)
+    assert ("trtllm", "nvfp4", "") in labels
+    # A checkpoint with per-tensor scales (or none) keeps the file's label.
+    llama = {r.weights for r in rows.values() if r.model_label.startswith("meta-llama/Llama-3.1-70B")}
+    assert "fp8-e4m3" in llama
+
+
 def test_the_silicon_ledger_without_the_extra_names_it(monkeypatch, capsys):
     real = importlib.util.find_spec
 

@@ -26,7 +26,9 @@ How the file's columns are read (each rule checked against the file itself):
   (MXFP4 experts, 16-bit attention and cache): the file labels those runs ``nvfp4``.
   So does a point in the format of a checkpoint that quantises its routed experts alone
   (Kimi-K2.5's INT4: attention, shared experts and the dense layer in bf16), which the
-  file labels INT4 throughout.
+  file labels INT4 throughout. A point labelled per-tensor ``fp8`` of a checkpoint
+  published in 128 × 128-block FP8 (DeepSeek-R1/V3, MiniMax-M2.5, Qwen3-235B-A22B-FP8)
+  runs those blocks: an engine loads a checkpoint's scales as they are.
 * **Concurrency**: the ``silicon_concurrency`` the source column records (the benchmark
   client's), else ``batch_size × attention_dp_size``.
 * **Layout** (aggregated rows): one server on ``tp × pp × attention_dp`` cards, the
@@ -186,6 +188,10 @@ WEIGHT_FORMATS = {
 #: ``nvfp4`` for runs of ``openai/gpt-oss-120b``, whose experts are MXFP4 and whose
 #: attention is 16-bit; no NVFP4 checkpoint of it is named).
 FOUR_BIT_MODES = ("nvfp4",)
+#: The file's per-tensor FP8 label, and the format of a checkpoint published with a
+#: scale per 128×128 block (DeepSeek-R1/V3, MiniMax-M2.5, Qwen3-235B-A22B-FP8), which a
+#: point so labelled runs.
+PER_TENSOR_FP8, BLOCK_FP8 = "fp8-e4m3", "fp8-b128"
 MX_CHECKPOINTS = ("mxfp4",)
 #: The activation format the quantised kernels run with (weight-only modes: none).
 ACTIVATIONS = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
@@ -477,6 +483,10 @@ def _point(cells: Mapping[str, str], line: int,
         # (Kimi-K2.5's INT4: attention, shared experts and dense layers in bf16) runs it.
         formats = {"gemm_quant_mode": "", "moe_quant_mode": ""}
         gemm = ""
+    if not isinstance(shape, str) and shape.get("weight_format") == BLOCK_FP8:
+        # A point labelled FP8 of a checkpoint published in 128×128 blocks runs those
+        # blocks: the engines load the checkpoint's scales as they are.
+        formats = {k: (BLOCK_FP8 if v == PER_TENSOR_FP8 else v) for k, v in formats.items()}
     isl, osl = _whole(cells["isl"]), _whole(cells["osl"])
     if not isl or not osl:
         reasons.append("isl and osl must be whole numbers of at least 1")
