@@ -253,6 +253,23 @@ def test_vllms_block_fp8_gemms_read_its_per_tensor_rows_with_dynamic_quantisatio
                                                                           rel=1e-9)
     assert any("stand in for block-scaled FP8" in str(w) and "decode qkv_projection" in str(w)
                for w in blocked.warnings)
+    # The block rows still bound the kernel from above: at thousands of tokens they are
+    # its own time (a prefill that large runs without a graph), and the lesser is charged.
+    lookup = infermodel.plugin.kernels.lookup
+    rows = {d: lookup("h200_sxm", "vllm", "0.24.0", "gemm", dtype=d) for d in ("fp8", "fp8_block")}
+    scale = lookup("h200_sxm", "vllm", "0.24.0", "activation_scale", dtype="fp8")
+    for m in (16.0, 16384.0):
+        charged = min(rows["fp8"](m, 6144.0, 4096.0) + scale(m, 4096.0),
+                      rows["fp8_block"](m, 6144.0, 4096.0))
+        phase = "decode" if m == 16 else "prefill"
+        assert blocked[f"{phase}_kernel_qkv_projection_time"] == pytest.approx(32 * charged,
+                                                                               rel=1e-9)
+    assert rows["fp8_block"](16.0, 6144.0, 4096.0) > 4 * rows["fp8"](16.0, 6144.0, 4096.0)
+    # Block-scaled activations take their scales on the fly: a stated scale says so.
+    stated = infermodel.evaluate(SCENARIO, {"levers.quantization.linear": "fp8-b128",
+                                            "levers.quantization.activation_scales": "static"})
+    assert stated["decode_kernel_qkv_projection_time"] == blocked["decode_kernel_qkv_projection_time"]
+    assert any("no weights are in per-tensor FP8" in str(w) for w in stated.warnings)
     # The operator table says so beneath it, and its JSON lists it.
     from infermodel.cli import main
 
@@ -299,15 +316,18 @@ def test_a_simulated_prompt_runs_a_fallen_back_operator_at_the_prefill_rate():
 
 
 def test_rows_timed_at_zero_measure_nothing():
-    # SGLang's activation-scale table on H200 times 1,622 of its 1,628 rows at zero: those
-    # rows are left out of a lookup (a log–log curve through zero is no number), so what
-    # it reads is finite and positive.
+    # SGLang's activation-scale table on H200 times 1,622 of its 1,628 rows at zero: a
+    # curve through the other six would be their noise, so it serves no lookup, and the
+    # reason says why. vLLM's, every row timed, serves as measured.
     rows = _rows("quantize/sglang/0.5.14/computescale_perf.parquet")
     zero = sum(row["latency"] <= 0 for row in rows)
-    assert zero > 0.99 * len(rows)
-    found = infermodel.plugin.kernels.lookup("h200_sxm", "sglang", "0.5.16", "activation_scale",
-                                             dtype="fp8")
-    values = [found(m, k) for m in (1.0, 16.0, 4096.0) for k in (1024.0, 8192.0)]
+    assert (zero, len(rows)) == (1622, 1628)
+    lookup = infermodel.plugin.kernels.lookup
+    found = lookup("h200_sxm", "sglang", "0.5.16", "activation_scale", dtype="fp8")
+    assert isinstance(found, infermodel.plugin.kernels.Unavailable)
+    assert "1,622 of its 1,628 rows" in found.reason and "measures nothing" in found.reason
+    vllm = lookup("h200_sxm", "vllm", "0.24.0", "activation_scale", dtype="fp8")
+    values = [vllm(m, k) for m in (1.0, 16.0, 4096.0) for k in (1024.0, 8192.0)]
     assert all(np.isfinite(v) and v > 0 for v in values)
 
 

@@ -351,7 +351,7 @@ def test_a_simulated_iteration_under_data_parallel_attention_follows_its_own_cou
                                           "workload.batch": batch})
     cached = int(other["context"]) - 1
     # (The elementwise operators' rooflines read quantities at the scenario's batch — the
-    # embedding rows a step reads, the norms' share of the weights' bytes: about 0.1 µs
+    # embedding rows a step reads, the norms' share of the weights' bytes: under 0.1 µs
     # of a 23 ms step at batch 1.)
     assert cost.iteration_time([cached] * batch, []) == pytest.approx(other["decode_step_time"],
                                                                       rel=1e-5)

@@ -29,6 +29,7 @@ import weakref
 import attrs
 import sympy
 from sympy import Max as _Max
+from sympy import Min as _Min
 from sympy import ceiling
 
 import infermodel.plugin as door
@@ -48,18 +49,22 @@ PHASES = ("prefill", "decode")
 FP8_GEMM_SCALES = {"trtllm": "dynamic", "vllm": "static"}
 #: Tables that do not time the kernel an engine serves with, by (engine, family, dtype):
 #: (the categories whose rows stand in, the activation scales they are charged as, why).
+#: The table's own rows stay an upper bound: the kernel is charged the lesser of the two.
 #: vLLM's block-FP8 GEMM rows were collected without CUDA graphs (its collector's
-#: ``use_cuda_graph=False`` for that dtype alone): about 60–430 µs a call at every shape
-#: on the data-centre cards (4 × 4096 × 4096 on H200: 57 µs, where its per-tensor FP8 row
-#: is 10 µs), 80–330 ms on the RTX PRO 6000 — the host's launches, not the kernel a
-#: graph-captured engine replays. Its per-tensor FP8 rows stand in, charged vLLM's own
-#: dynamic quantisation (block-scaled activations take their scales per token group, on
-#: the fly).
+#: ``use_cuda_graph=False`` for that dtype alone): at small and medium shapes they time
+#: the host's launches, not the kernel a graph-captured decode step replays — about 55–430
+#: µs a call on the data-centre cards (4 × 4096 × 4096 on H200: 57 µs, where its
+#: per-tensor FP8 row is 10 µs), 6–9 times the per-tensor rows up to 128 tokens on H200.
+#: At thousands of tokens they are the kernel's own time (1.06 times the per-tensor rows
+#: at 8,192 tokens on H200, 0.9 at 16,384 on B200), which a prefill that large runs
+#: without a graph anyway. Its per-tensor FP8 rows stand in, charged vLLM's own dynamic
+#: quantisation (block-scaled activations take their scales per token group, on the fly).
 STAND_INS: dict[tuple[str, str, str], tuple[dict[str, str], str, str]] = {("vllm", "gemm", "fp8_block"): (
     {"dtype": "fp8"}, "dynamic",
     "vLLM's per-tensor FP8 GEMM rows with its dynamic activation quantisation stand in for "
-    "block-scaled FP8 (its block-FP8 table was measured without CUDA graphs: 57 µs or more "
-    "a call at every shape, the host's launches)")}
+    "block-scaled FP8 where they are less than its block-FP8 rows, which were measured "
+    "without CUDA graphs (57 µs or more a call below about a hundred tokens: the host's "
+    "launches)")}
 #: The MoE table's dtype of MXFP4 experts run weight-only (16-bit activations).
 MXFP4_WEIGHT_ONLY = "w4a16_mxfp4"
 #: Short names of the families in table-function names.
@@ -82,6 +87,10 @@ WHOLE = ("kv_heads",)
 
 def Max(*args):
     return _Max(*args, evaluate=False)
+
+
+def Min(*args):
+    return _Min(*args, evaluate=False)
 
 
 @attrs.frozen
@@ -348,7 +357,9 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
         return getattr(found, "reason", None) or "no table"
     scales = st.activation_scales
     stand_in = STAND_INS.get((st.engine or "", family, chosen.get("dtype", "")))
+    bound: tuple[dict, object] | None = None
     if stand_in is not None:
+        bound = (chosen, found)  # the table's own rows: an upper bound on the kernel
         chosen, scales, why = stand_in
         found = kernels.lookup(st.system, st.engine, st.version, family, **chosen)
         if not isinstance(found, kernels.Lookup):
@@ -384,6 +395,8 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
                          f"them ({scale.reason}): the rows are read as measured (the amax "
                          "is 0.5–4.5 µs a GEMM under vLLM, 6–15 µs under TensorRT-LLM, on "
                          "the cards whose tables time it)")
+    if bound is not None:
+        one = Min(one, tabulated(_function_name(family, st, bound[0]), bound[1])(*arguments))
     whole = kernel.calls * one
     share = kernel.share if isinstance(kernel.share, sympy.Basic) else (
         sympy.Integer(1) if kernel.share == 1 else sympy.Rational(kernel.share))
@@ -416,7 +429,8 @@ class Timed:
     own: str | None = None
     #: Parts of a measured operator no table measures, at their roofline: (what, time).
     stand_ins: tuple[tuple[str, object], ...] = ()
-    #: Rows that stand in for a table that does not time the engine's kernel (why).
+    #: What a reader of its measured time must know (why): rows that stand in for a table
+    #: that does not time the engine's kernel, an FP8 amax no table times.
     notes: tuple[str, ...] = ()
     #: What its time follows in a serving iteration: "tokens" (the pass's tokens),
     #: "attention" (sequences and their positions) or "state" (sequences and their new

@@ -566,13 +566,7 @@ def infermodel_check_result(result, warn):
         timed = plan(scenario)
     except InfermodelError:
         return
-    quantization = scenario.lever("quantization")
-    engine = ENGINE_TABLES.get(scenario.value("efficiency.engine"))
-    if (getattr(quantization, "activation_scales", None) is not None and engine
-            and engine not in kernel_plan.FP8_GEMM_SCALES):
-        warn("decode_step_time", f"levers.quantization.activation_scales has no effect under "
-                                 f"{engine}'s measured kernels: its FP8 GEMM rows are read as "
-                                 "measured (its amax table times the amax at zero)")
+    _scales_without_effect(scenario, warn)
     for lever, what in ROOFLINE_LEVERS.items():
         if scenario.lever(lever) is not None:
             warn("decode_step_time", f"measured kernels time the model's own operators; the "
@@ -605,7 +599,8 @@ def infermodel_check_result(result, warn):
                 for note in t.notes:
                     by_note.setdefault(note, []).append(t.name)
         for note, names in by_note.items():
-            share = sum(result[_time_name(phase, name)] for name in names) / total
+            share = (sum(result[_time_name(phase, name)] for name in names) / total
+                     if total > 0 else float("nan"))
             warn(f"{phase}_time_kernels",
                  f"measured kernels: in {phase} {', '.join(names)} ({share:.1%} of the {phase} "
                  f"operators' time) {note}")
@@ -625,6 +620,27 @@ def infermodel_check_result(result, warn):
         if where:
             warn("capacity_step_time", "measured kernels: the decode step with the cache full "
                                        f"lies outside the measured grid ({where})")
+
+
+def _scales_without_effect(scenario, warn) -> None:
+    """A stated ``activation_scales`` that no GEMM the tables time takes: SGLang's FP8 rows
+    are read as measured; only per-tensor FP8 weights take a scale per tensor
+    (block-scaled FP8 takes its scales per token group, on the fly).
+    """
+    stated = getattr(scenario.lever("quantization"), "activation_scales", None)
+    engine = ENGINE_TABLES.get(scenario.value("efficiency.engine"))
+    if stated is None or engine is None:
+        return
+    formats, activations, _kv = kernel_plan.formats_of(scenario)
+    per_tensor = any(kernel_plan.gemm_dtype(f, activations) == "fp8" for f in formats.values())
+    if not per_tensor:
+        warn("decode_step_time", f"levers.quantization.activation_scales = {stated!r} has no "
+                                 "effect: no weights are in per-tensor FP8 (block-scaled FP8 "
+                                 "takes its scales per token group, on the fly)")
+    elif engine not in kernel_plan.FP8_GEMM_SCALES:
+        warn("decode_step_time", f"levers.quantization.activation_scales has no effect under "
+                                 f"{engine}'s measured kernels: its FP8 GEMM rows are read as "
+                                 "measured (its amax table times the amax at zero)")
 
 
 def _outside(result, expression) -> str:
