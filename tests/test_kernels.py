@@ -331,6 +331,21 @@ def test_rows_timed_at_zero_measure_nothing():
     assert all(np.isfinite(v) and v > 0 for v in values)
 
 
+def test_a_table_without_a_window_column_measures_full_attention():
+    # A100's attention tables predate the window_size column: their rows are full
+    # attention, read as such (the lookup had failed on the missing column); a column a
+    # family needs and a table lacks makes that table unavailable, with the reason.
+    import pyarrow.parquet as pq
+
+    folder = _data().parent / "a100_sxm" / "attention" / "vllm"
+    tables = sorted(folder.glob("*/generation_attention_perf.parquet"))
+    assert tables and "window_size" not in pq.read_schema(tables[-1]).names
+    result = infermodel.evaluate(SCENARIO, {"hardware.kernel_system": "a100_sxm",
+                                            "levers.quantization.linear": "bf16"})
+    assert result["decode_kernel_attention_score_time"] > 0
+    assert not any("attention" in str(w) and "fell back" in str(w) for w in result.warnings)
+
+
 def test_the_first_token_takes_the_stated_way_through_the_server(result):
     # No table times a request outside the iterations: ttft (and e2e_latency) add the
     # scenario's efficiency.request_overhead, the step does not; unstated, none is added

@@ -121,6 +121,11 @@ GDN_DECODE = ("fused_recurrent_gated_delta_rule", "fused_recurrent_gated_delta_r
 
 
 def _window(columns: Columns) -> np.ndarray:
+    """Each row's attention window (a table without the column measures full attention:
+    A100's, collected before windows were).
+    """
+    if "window_size" not in columns:
+        return np.full(len(columns["kernel_source"]), FULL_WINDOW)
     w = columns["window_size"].astype(float)
     return np.where(w <= 0, FULL_WINDOW, w)
 

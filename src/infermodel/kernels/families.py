@@ -37,6 +37,9 @@ def describe_version(system: str, engine: str) -> str:
     return ", ".join(versions) if versions else "none"
 
 
+#: Columns a table may lack, read by a derived argument that knows what their absence
+#: means (no ``window_size``: full attention).
+OPTIONAL_COLUMNS = ("window_size",)
 #: The share of a table's rows that must time something for it to serve (the rest,
 #: timed at zero or less, are left out).
 TIMED_SHARE = 0.5
@@ -133,6 +136,9 @@ def _rows(folder, spec: Family, columns: list[str],
         return Unavailable(f"{folder.system}/{folder.family}/{folder.engine}/{folder.version} has "
                            f"no {spec.table} table")
     rows = read(folder, spec.table, columns, equal)
+    absent = [c for c in columns if c not in rows and c not in OPTIONAL_COLUMNS]
+    if absent:
+        return Unavailable(f"{folder.label(spec.table)} has no column {', '.join(absent)}")
     if len(rows[spec.latency]):
         # A time of zero or less (or none) measures nothing: such rows are left out. A
         # table most of whose rows are so serves no one — SGLang's activation-scale

@@ -219,21 +219,28 @@ def read(folder: Folder, table: str, columns: Sequence[str],
          equal: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Columns of one table as numpy arrays, only the rows whose columns in ``equal`` hold
     the given values (a tuple: any of them); read once per process.
+
+    A column the table does not have is left out of the answer (an older table without a
+    newer column: A100's attention tables have no ``window_size``); filtering on one keeps
+    no row.
     """
     wanted = tuple(sorted({*columns, *(equal or {})}))
     data = _read(folder, table, wanted)
     if not equal:
-        return {name: data[name] for name in columns}
+        return {name: data[name] for name in columns if name in data}
     import numpy as np
 
-    keep = np.ones(len(data[wanted[0]]), dtype=bool)
+    keep = np.ones(len(next(iter(data.values()))) if data else 0, dtype=bool)
     for name, value in equal.items():
+        if name not in data:
+            keep[:] = False
+            continue
         column = data[name]
         if isinstance(value, tuple):
             keep &= np.isin(column, [str(v) if column.dtype == object else v for v in value])
         else:
             keep &= column == (str(value) if column.dtype == object else value)
-    return {name: data[name][keep] for name in columns}
+    return {name: data[name][keep] for name in columns if name in data}
 
 
 @functools.lru_cache(maxsize=64)
@@ -245,9 +252,9 @@ def _read(folder: Folder, table: str, columns: tuple[str, ...]) -> dict[str, Any
     import pyarrow.parquet as pq
 
     path = folder.path / f"{table}.parquet"
-    wanted = list(columns)
     try:
         schema = pq.read_schema(path)
+        wanted = [n for n in columns if n in schema.names]
         # Text columns are read dictionary-encoded: their codes reach numpy without the
         # pandas bridge that a plain text column's conversion imports (most of a second).
         text = [n for n in wanted if n in schema.names
@@ -258,7 +265,7 @@ def _read(folder: Folder, table: str, columns: tuple[str, ...]) -> dict[str, Any
         raise TablesUnavailable(Problem(
             f"cannot read the measured kernel table {folder.label(table)}: "
             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-            expected=f"the columns {', '.join(wanted)}",
+            expected=f"the columns {', '.join(columns)}",
             suggestion=f"reinstall the extra: {INSTALL}")) from None
 
     def column(name: str) -> np.ndarray:
@@ -271,7 +278,7 @@ def _read(folder: Folder, table: str, columns: tuple[str, ...]) -> dict[str, Any
             return words[_numbers(values.indices)]
         return _numbers(values)
 
-    return {name: column(name) for name in columns}
+    return {name: column(name) for name in wanted}
 
 
 def _numbers(values: Any) -> Any:
