@@ -448,21 +448,11 @@ def _pool(cells: Mapping[str, str], stage: str, experts: int) -> Pool | str:
                 attention_dp=layout.attention_dp, expert=layout.expert, dispatch=dispatch)
 
 
-def _point(cells: Mapping[str, str], line: int,
-           shapes: dict[Path, dict[str, Any] | str]) -> tuple[LedgerRow, LedgerRow]:
-    """The point's TTFT and TPOT rows; an inexpressible point keeps its reason."""
-    reasons: list[str] = []
-    config, _ = config_path(cells["model_path"])
-    shape = _shape(config, shapes)
-    if isinstance(shape, str):
-        reasons.append(shape)
-        experts = 1
-    else:
-        experts = int(shape.get("experts") or 1)
-    hardware = SYSTEMS.get(cells["system"])
-    if hardware is None:
-        reasons.append(f"system {cells['system']!r} has no hardware preset "
-                       f"(mapped: {', '.join(SYSTEMS)})")
+def _formats(cells: Mapping[str, str], shape, reasons: list[str]) -> tuple[dict[str, str], str]:
+    """The point's GEMM and MoE formats (``gemm_quant_mode``, ``moe_quant_mode`` -> number
+    format; empty: the checkpoint's) and its GEMM mode as the file writes it (empty where
+    the point runs the checkpoint); an unknown mode is a reason.
+    """
     formats = {}
     for column in ("gemm_quant_mode", "moe_quant_mode"):
         mode = cells[column].strip()
@@ -487,6 +477,25 @@ def _point(cells: Mapping[str, str], line: int,
         # A point labelled FP8 of a checkpoint published in 128×128 blocks runs those
         # blocks: the engines load the checkpoint's scales as they are.
         formats = {k: (BLOCK_FP8 if v == PER_TENSOR_FP8 else v) for k, v in formats.items()}
+    return formats, gemm
+
+
+def _point(cells: Mapping[str, str], line: int,
+           shapes: dict[Path, dict[str, Any] | str]) -> tuple[LedgerRow, LedgerRow]:
+    """The point's TTFT and TPOT rows; an inexpressible point keeps its reason."""
+    reasons: list[str] = []
+    config, _ = config_path(cells["model_path"])
+    shape = _shape(config, shapes)
+    if isinstance(shape, str):
+        reasons.append(shape)
+        experts = 1
+    else:
+        experts = int(shape.get("experts") or 1)
+    hardware = SYSTEMS.get(cells["system"])
+    if hardware is None:
+        reasons.append(f"system {cells['system']!r} has no hardware preset "
+                       f"(mapped: {', '.join(SYSTEMS)})")
+    formats, gemm = _formats(cells, shape, reasons)
     isl, osl = _whole(cells["isl"]), _whole(cells["osl"])
     if not isl or not osl:
         reasons.append("isl and osl must be whole numbers of at least 1")
