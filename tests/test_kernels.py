@@ -395,6 +395,42 @@ def test_the_engines_host_time_per_iteration_is_its_generations_preset(result, k
         250e-6 - fitted, rel=1e-9)
 
 
+def test_each_elementwise_launch_adds_the_systems_fixed_kernel_time(result, capsys):
+    # No table times a norm or the embedding lookup: each keeps its bandwidth roofline,
+    # and each launch (two norms a block, the final norm, the lookup) adds the fixed time
+    # NVIDIA's system file states for a memory-bound kernel (its estimator's constant).
+    import re
+
+    from infermodel.cli import main
+
+    text = (_data().parents[1] / "h200_sxm.yaml").read_text()
+    constant = float(re.search(r"mem_empirical_constant_latency:\s*([0-9.eE+-]+)", text)[1])
+    assert 1e-6 <= constant <= 1e-5
+    assert result["elementwise_kernel_latency"] == constant
+    assert main(["ops", str(SCENARIO), "--format", "json"]) == 0
+    ops = {o["operator"]: o for o in json.loads(capsys.readouterr().out)["operators"]}
+    launches = {"norms": 2 * result["layers"] + 1, "embedding": 1}
+    for name, count in launches.items():
+        assert ops[name]["charged_by"] == "roofline"
+        assert ops[name]["charged"] == pytest.approx(ops[name]["time"] + count * constant,
+                                                     rel=1e-9)
+        assert result[f"decode_kernel_{name}_time"] == pytest.approx(ops[name]["charged"],
+                                                                     rel=1e-9)
+    # A card without measured tables keeps the bare roofline.
+    other = infermodel.evaluate(SCENARIO, {"hardware.preset": "mi300x"})
+    assert other["elementwise_kernel_latency"] == 0
+    # TensorRT-LLM's all-reduce adds the residual and normalises: split over two cards,
+    # only the first layer's norm is a kernel of its own; on one card every norm is.
+    trt = {"efficiency.engine": "tensorrt-llm", "efficiency.engine_version": "1.3.0rc20"}
+    split = {**trt, "hardware.count": 2, "levers.parallelism.tensor": 2}
+    for overrides, count in ((trt, 2 * result["layers"] + 1), (split, 1)):
+        assert main(["ops", str(SCENARIO), "--format", "json"]
+                    + [f"--set={k}={v}" for k, v in overrides.items()]) == 0
+        norms = next(o for o in json.loads(capsys.readouterr().out)["operators"]
+                     if o["operator"] == "norms")
+        assert norms["charged"] == pytest.approx(norms["time"] + count * constant, rel=1e-9)
+
+
 def test_the_prefill_attention_at_a_measured_point(kernels):
     result = infermodel.evaluate(SCENARIO, {"workload.batch": 1})
     row = _latency_s(CONTEXT, kv_cache_dtype="bfloat16", batch_size=1, isl=1024, num_heads=32,

@@ -87,7 +87,16 @@ class Engine:
     #: ``"bf16"`` (weight-only, widened before the product) or ``"mxfp8"`` (activations
     #: quantised to MXFP8 first).
     mxfp4_activations: str = "bf16"
+    #: Under tensor parallelism the all-reduce after each block also adds the residual and
+    #: normalises (one kernel where others launch an all-reduce and a norm).
+    fused_norms: bool = False
 
+
+#: TensorRT-LLM's all-reduce with the residual add and RMSNorm fused in.
+TRTLLM_NORM_FUSION = ("TensorRT-LLM PyTorch backend models (LlamaDecoderLayer, "
+                      "DeepseekV3DecoderLayer, Qwen3): the all-reduce after attention and "
+                      "after the feed-forward block runs with AllReduceFusionOp."
+                      "RESIDUAL_RMS_NORM when the tensor degree exceeds 1")
 
 ENGINES = {
     "vllm": Engine("vLLM", "vllm", 0.10, "total", 8192, 1024, True, 16, 512,
@@ -106,8 +115,8 @@ ENGINES = {
     "tensorrt-llm": Engine("TensorRT-LLM", "trtllm", 0.10, "free", 8192, 2048, True, 64, 128,
                            "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction = 0.9 of the "
                            "memory free after weights and the activation buffers sized for "
-                           "max_num_tokens (8192); " + TRTLLM_ARGS,
-                           mxfp4_activations="mxfp8"),
+                           "max_num_tokens (8192); " + TRTLLM_ARGS + "; " + TRTLLM_NORM_FUSION,
+                           mxfp4_activations="mxfp8", fused_norms=True),
     "none": Engine("no engine", "", 0.0, "total", 0, 0, False, 1, 0,
                    "no engine: nothing kept back (a lower bound on memory), no scheduler limits"),
 }

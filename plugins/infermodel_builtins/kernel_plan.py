@@ -538,9 +538,15 @@ def _plan(scenario, st: Setup) -> Plan:
             tabled = [k for k in kernels if k.family != ROOFLINE]
             if not tabled:
                 how = "roofline" if op.kernels and not kernels else "fallback"
-                reason = ("elementwise: no table measures it" if how == "roofline" else
+                reason = ("elementwise: no table measures it; each launch adds the "
+                          "system's fixed kernel time" if how == "roofline" else
                           "; ".join(k.label for k in kernels) if kernels
                           else "no measured kernel is declared for it")
+                if how == "roofline":
+                    # Each elementwise launch has a fixed time the roofline does not hold.
+                    launches = sum((k.calls for k in op.kernels if k.family == ELEMENTWISE),
+                                   sympy.Integer(0))
+                    roofline = roofline + launches * S.elementwise_kernel_latency
                 out.append(Timed(phase, op.name, how, roofline, reason, shape=shape))
                 continue
             if st.fallback:

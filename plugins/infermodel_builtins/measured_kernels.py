@@ -18,7 +18,9 @@ size), the grouped MoE kernel, the all-reduces of tensor parallelism. ``lookup``
 table read as a function (:mod:`infermodel.kernels`): log–log interpolation inside the
 measured grid, the roofline ratio from the nearest measured point outside it (with a
 warning that says how far). The norms and the embedding lookup are elementwise: no table
-covers them and they keep their roofline (stated in the step's derivation).
+covers them and they keep their roofline (stated in the step's derivation), each launch
+plus the measured system's fixed time of an elementwise kernel
+(``elementwise_kernel_latency``, its ``mem_empirical_constant_latency``).
 
 No table times the engine's own work between the kernels: its scheduler and host work per
 iteration ``τ_step`` (``step_overhead``: ``efficiency.step_overhead`` where the scenario
@@ -311,6 +313,7 @@ def infermodel_define_quantities(scenario, define):
                / S.parallel_attention_data_degree, unit="seq",
                description="sequences of the busiest attention rank, whose kernels the step "
                            "waits for: ⌈B/D⌉ times the stated imbalance", reference=TABLES)
+    _elementwise_latency(st, define)
     if st.fallback is None:
         card = door.kernels.card(st.system)
         if card.get("inter_node_bw"):
@@ -360,6 +363,22 @@ def infermodel_define_quantities(scenario, define):
     _capacity(scenario, st, timed, define)
     _host(scenario, define)
     _request(scenario, define)
+
+
+def _elementwise_latency(st: Setup, define) -> None:
+    """Each elementwise kernel's fixed time (launch to first byte, ramp, tail), which its
+    bandwidth roofline does not hold: the measured system's
+    ``mem_empirical_constant_latency``, the constant the tables' authors add to every
+    memory-bound kernel (3 µs on every system they ship); none without a measured system.
+    """
+    value = 0.0 if st.fallback else door.kernels.card(st.system).get(
+        "mem_empirical_constant_latency", 0.0)
+    origin = (f"{st.system}: mem_empirical_constant_latency" if value else
+              "none: no measured system states one")
+    define("elementwise_kernel_latency", value, unit="s",
+           description="fixed time of one elementwise kernel (a norm, the embedding lookup) "
+                       f"beyond its bandwidth roofline ({origin})",
+           reference=f"{TABLES}: systems/<system>.yaml")
 
 
 def _host(scenario, define) -> None:

@@ -34,8 +34,11 @@ their weights, routed experts on every token of the stage (``"routed"``).
 
 from __future__ import annotations
 
+from sympy import Piecewise
+
 from infermodel.plugin import Kernel, S
 
+from .engines import ENGINES
 from .latent_kernels import latent_kernels
 from .shapes import STATE_KINDS, moe_layer_count, structure
 from .state_kernels import COUNTS, mixer_projections, recurrence
@@ -114,6 +117,18 @@ def _ffn(scenario, tokens):
     return tuple(kernels)
 
 
+def _norm_launches(scenario):
+    """Norm kernels a pass launches: two a block and the final one, or, under an engine
+    whose all-reduce adds the residual and normalises (TensorRT-LLM), only the first
+    layer's where the layers are split over more than one card.
+    """
+    launches = 2 * S.layers + 1
+    engine = ENGINES.get(scenario.value("efficiency.engine") or "")
+    if engine is not None and engine.fused_norms:
+        return Piecewise((1, S.kernel_tensor_degree > 1), (launches, True))
+    return launches
+
+
 def operator_kernels(scenario, phase, tokens, scored, attention_layers, rooflines):
     """Operator name -> the kernels it is made of (operators absent: no table covers them).
     ``rooflines``: each operator's roofline time (latent attention's module shares its
@@ -136,8 +151,11 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
         "head": (Kernel("gemm", {"m": scored, "n": S.vocab, "k": S.d_model}, split=("n",),
                         weights="embedding", label="lm_head", group="dense"),),
     }
-    # Elementwise: no table measures them; they keep their roofline by nature.
-    out["norms"] = out["embedding"] = (Kernel("elementwise", {}, label="elementwise"),)
+    # Elementwise: no table measures them; they keep their roofline by nature, each
+    # launch with the card's fixed kernel latency (two norms a block and the final one).
+    out["norms"] = (Kernel("elementwise", {}, calls=_norm_launches(scenario),
+                           label="elementwise"),)
+    out["embedding"] = (Kernel("elementwise", {}, label="elementwise"),)
     if latent:
         out.update(latent_kernels(scenario, phase, tokens, attention_layers, rooflines))
     if attention:
