@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import attrs
 import sympy
-from sympy import Min, Piecewise, ceiling
+from sympy import Min, ceiling
 
 from infermodel.plugin import BytesPerSecond, S, Seconds, Stage, accepts, hookimpl
 
@@ -50,23 +50,15 @@ from . import layouts as lay_formulas
 from .layout_kernels import all_reduce
 from .layouts import DENSE_CHOICES, DISPATCH_CHOICES, Layout, dense_placement
 from .moe import linear_bytes_per_param
+from .parallel_communication import DEPLOY, define_communication, link, oneshot_limit
 from .shapes import structure, tensor_parallel_reductions
 
-DEPLOY = f"{M10}, 'Choose a deployment, not only a chip'"
 PLANNER = f"{LAB}, 'What it costs to keep it running'"
 BUDGET = f"{PLANNER}; {M10}, §11 'Budget memory at the accepted maximum length'"
 
 #: The Inference lab's illustrative tensor-parallel efficiencies by degree.
 LAB_EFFICIENCY = {"1": 1.0, "2": 0.9, "4": 0.8, "8": 0.7}
 COMMUNICATION = ("collectives", "efficiency", "all_reduce")
-COLLECTIVES = ("vLLM's custom all-reduce (csrc/custom_all_reduce.cuh): one stage on two cards "
-               "and below 512 KiB on up to four NVLink cards or 256 KiB on eight, two stages "
-               "(reduce-scatter and all-gather) above; NCCL's ring beyond its 8 MiB buffer")
-#: Share of the link's one-way bandwidth a collective reaches (NCCL tests' bus bandwidth
-#: on NVLink and Infinity Fabric is 75–85 % of the link's).
-COLLECTIVE_BANDWIDTH_FRACTION = 0.8
-#: The link assumed when a card declares none: PCIe Gen4 x16 (32 GB/s one way, 5 µs).
-FALLBACK_LINK = (32e9, 5e-6)
 
 
 @accepts("≥ 1")
@@ -227,16 +219,6 @@ def efficiency_of(lever, tensor: int) -> float | None:
     return table.get(str(tensor))
 
 
-def _link(scenario, lever):
-    bandwidth = lever.link_bandwidth
-    if bandwidth is None:
-        bandwidth = scenario.value("hardware.interconnect_bandwidth")
-    latency = lever.link_latency
-    if latency is None:
-        latency = scenario.value("hardware.interconnect_latency")
-    return bandwidth, latency
-
-
 # ---------------------------------------------------------------------------------
 # Hooks
 # ---------------------------------------------------------------------------------
@@ -299,7 +281,7 @@ def infermodel_validate_scenario(scenario, report):
                suggestion=f"give efficiency = ... or efficiency_table = {{ \"{group}\" = ... }}, "
                           "or communication = \"all_reduce\"")
     if lever.communication == "all_reduce" and (group > 1 or pipeline > 1):
-        bandwidth, latency = _link(scenario, lever)
+        bandwidth, latency = link(scenario, lever)
         for name, value in (("bandwidth", bandwidth), ("latency", latency)):
             if value is None:
                 report(f"{key}.link_{name}",
@@ -467,138 +449,7 @@ def infermodel_define_quantities(scenario, define):
            description="stages every token traverses (the serving simulator prices "
                        "min(stages, sequences) micro-batches per iteration)", reference=DEPLOY)
     if lever.communication != "efficiency":
-        _communication(scenario, lever, define)
-
-
-def _ring(tokens):
-    """Time of one ring all-reduce of ``tokens`` activation vectors across N cards (the one
-    ring formula, :func:`.layouts.ring`, which the layouts' collectives use too).
-    """
-    return lay_formulas.ring(S.parallel_tensor_degree, tokens)
-
-
-def _hops(tokens):
-    """Time for activations to cross every boundary between pipeline stages once."""
-    size = tokens * S.d_model * S.parallel_activation_bytes
-    return (S.parallel_pipeline_degree - 1) * (size / S.parallel_link_bandwidth + S.parallel_link_latency)
-
-
-def oneshot_limit(tensor: int) -> float:
-    """Largest all-reduce (bytes) the engines run in one shot on ``tensor`` cards
-    (:data:`COLLECTIVES`).
-
-    >>> oneshot_limit(2), oneshot_limit(4), oneshot_limit(8)
-    (8388608, 524288, 262144)
-    """
-    if tensor <= 2:
-        return 8 * 1024**2
-    return 512 * 1024 if tensor <= 4 else 256 * 1024
-
-
-def _collective(tokens):
-    """One all-reduce of ``tokens`` activation vectors: one-shot below the limit, ring above."""
-    n = S.parallel_tensor_degree
-    size = tokens * S.d_model * S.parallel_activation_bytes
-    rate = S.parallel_link_bandwidth * S.collective_bandwidth_fraction
-    return Piecewise(
-        (S.parallel_collective_latency + S.parallel_link_latency + (n - 1) * size / rate,
-         size <= S.collective_oneshot_bytes),
-        (S.parallel_collective_latency + 2 * (n - 1) * S.parallel_link_latency
-         + 2 * (n - 1) / n * size / rate, True))
-
-
-def _link_quantities(scenario, lever, define, lay):
-    bandwidth, latency = _link(scenario, lever)
-    if lever.communication == "collectives" and (bandwidth is None or latency is None):
-        fallback = "PCIe Gen4 x16, 32 GB/s and 5 µs (the card declares no interconnect)"
-        bandwidth = FALLBACK_LINK[0] if bandwidth is None else bandwidth
-        latency = FALLBACK_LINK[1] if latency is None else latency
-    else:
-        fallback = None
-    where = "levers.parallelism" if lever.link_bandwidth is not None else "hardware.interconnect_bandwidth"
-    define("parallel_link_bandwidth", bandwidth if bandwidth is not None else 1.0, unit="B/s",
-           description=f"card-to-card bandwidth one way (from {fallback or where})", reference=DEPLOY)
-    where = "levers.parallelism" if lever.link_latency is not None else "hardware.interconnect_latency"
-    define("parallel_link_latency", latency if latency is not None else 0.0, unit="s",
-           description=f"latency of one transfer step (from {fallback or where})", reference=DEPLOY)
-    if not lay.active:
-        define("parallel_activation_bytes", lever.activation_bytes, unit="B",
-               description="bytes per activation value exchanged", reference=DEPLOY)
-
-
-def _collective_quantities(scenario, define):
-    from .physical_efficiency import parameter
-
-    latency, where = parameter(scenario, "collective_latency")
-    define("parallel_collective_latency", latency, unit="s",
-           description=f"fixed time of one collective on the cards (from {where})",
-           reference=COLLECTIVES)
-    define("collective_bandwidth_fraction", COLLECTIVE_BANDWIDTH_FRACTION, unit="1",
-           description="share of the link's one-way bandwidth a collective reaches (NCCL tests' "
-                       "bus bandwidth)", reference=COLLECTIVES)
-    define("collective_oneshot_bytes", oneshot_limit(degrees(scenario)[0]), unit="B",
-           description="largest all-reduce run in one shot on these cards (ring above)",
-           reference=COLLECTIVES)
-    define("collective_count", tensor_parallel_reductions(scenario), unit="1",
-           description="all-reduces per forward pass (after each layer's mixer and feed-forward "
-                       "block; the serving simulator prices each by its size)", reference=DEPLOY)
-    define("collective_bytes_per_token", S.d_model * S.parallel_activation_bytes, unit="B",
-           description="bytes one token adds to each all-reduce", reference=DEPLOY)
-
-
-def _communication(scenario, lever, define):
-    lay = layout(scenario)
-    _link_quantities(scenario, lever, define, lay)
-    if lay.data > 1:
-        # Data-parallel attention: the layout's own collectives (gathers, all-to-alls).
-        lay_formulas.define_communication(scenario, lay, define, _hops)
-        return
-    collectives = lever.communication == "collectives"
-    if collectives:
-        _collective_quantities(scenario, define)
-    reduce = _collective if collectives else _ring
-    per_micro = S.batch / S.parallel_microbatches
-    reductions = tensor_parallel_reductions(scenario)
-    how = ("one-shot below collective_oneshot_bytes, ring above" if collectives
-           else "2(N−1)/N·bytes/link + 2(N−1)·latency")
-    define("parallel_allreduce_time", reduce(per_micro), unit="s",
-           description=f"one all-reduce of a decode micro-batch's activations: {how}",
-           reference=COLLECTIVES if collectives else DEPLOY)
-    define("parallel_decode_comm_time",
-           reductions * S.parallel_allreduce_time + _hops(per_micro), unit="s",
-           description="communication per decode step: two all-reduces per layer and the "
-                       "pipeline hops, not overlapped", reference=DEPLOY)
-    define("parallel_prefill_comm_time",
-           reductions * reduce(per_micro * S.prompt_tokens) + _hops(per_micro * S.prompt_tokens),
-           unit="s", description="communication in prefill: the prompts' activations, two "
-                                 "all-reduces per layer and the pipeline hops", reference=DEPLOY)
-    n, p = S.parallel_tensor_degree, S.parallel_pipeline_degree
-    if collectives:
-        # The simulator prices the all-reduces by size itself (collective_*); these carry
-        # the pipeline hops only.
-        define("comm_time_per_iteration", (p - 1) * S.parallel_link_latency, unit="s",
-               description="latency of the pipeline hops per iteration (the serving simulator "
-                           "adds it; the all-reduces it prices from collective_*)",
-               reference=DEPLOY)
-        define("comm_time_per_token",
-               (p - 1) * S.d_model * S.parallel_activation_bytes / S.parallel_link_bandwidth,
-               unit="s", description="pipeline-hop time per token of a micro-batch (the serving "
-                                     "simulator's iteration cost)", reference=DEPLOY)
-    else:
-        define("comm_time_per_iteration",
-               reductions * 2 * (n - 1) * S.parallel_link_latency + (p - 1) * S.parallel_link_latency,
-               unit="s", description="latency part of an iteration's communication (the serving "
-                                     "simulator adds it to every iteration)", reference=DEPLOY)
-        define("comm_time_per_token",
-               (reductions * 2 * (n - 1) / n + (p - 1)) * S.d_model * S.parallel_activation_bytes
-               / S.parallel_link_bandwidth, unit="s",
-               description="communication per token of a micro-batch: two ring all-reduces per "
-                           "layer and the stage hops (the serving simulator's iteration cost)",
-               reference=DEPLOY)
-    full = sympy.Max(1, S.max_sequences)
-    per_micro_full = full / Min(full, S.parallel_pipeline_degree)
-    define("parallel_capacity_comm_time", reductions * reduce(per_micro_full) + _hops(per_micro_full),
-           unit="s", description="communication per decode step with the cache full", reference=DEPLOY)
+        define_communication(scenario, lever, define, layout(scenario), degrees(scenario)[0])
 
 
 def times_collectives(scenario, lever) -> bool:
@@ -686,7 +537,7 @@ def infermodel_transform_quantities(scenario, transform):
                        reason=why, reference=DEPLOY, order=Stage.PARALLELISM)
         transform.wrap("prefill_time_compute", lambda old: old * p / m, reason=why,
                        reference=DEPLOY, order=Stage.PARALLELISM)
-    bandwidth, latency = _link(scenario, lever)
+    bandwidth, latency = link(scenario, lever)
     if lever.communication == "collectives" and (bandwidth is None or latency is None) and (
             lay.stage_cards > 1 or pipeline > 1):
         transform.warn("the card declares no interconnect (hardware.interconnect_bandwidth and "
