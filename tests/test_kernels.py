@@ -419,11 +419,15 @@ def test_each_elementwise_launch_adds_the_systems_fixed_kernel_time(result, caps
     # A card without measured tables keeps the bare roofline.
     other = infermodel.evaluate(SCENARIO, {"hardware.preset": "mi300x"})
     assert other["elementwise_kernel_latency"] == 0
-    # TensorRT-LLM's all-reduce adds the residual and normalises: split over two cards,
-    # only the first layer's norm is a kernel of its own; on one card every norm is.
+    # TensorRT-LLM's all-reduce adds the residual and normalises: under tensor parallelism
+    # only each pipeline stage's first norm is a kernel of its own; on one card every norm
+    # is, and vLLM launches its norms apart from the all-reduce.
     trt = {"efficiency.engine": "tensorrt-llm", "efficiency.engine_version": "1.3.0rc20"}
-    split = {**trt, "hardware.count": 2, "levers.parallelism.tensor": 2}
-    for overrides, count in ((trt, 2 * result["layers"] + 1), (split, 1)):
+    tp2 = {"hardware.count": 2, "levers.parallelism.tensor": 2}
+    staged = {**trt, "hardware.count": 4, "levers.parallelism.tensor": 2,
+              "levers.parallelism.pipeline": 2}
+    every = 2 * result["layers"] + 1
+    for overrides, count in ((trt, every), ({**trt, **tp2}, 1), (tp2, every), (staged, 2)):
         assert main(["ops", str(SCENARIO), "--format", "json"]
                     + [f"--set={k}={v}" for k, v in overrides.items()]) == 0
         norms = next(o for o in json.loads(capsys.readouterr().out)["operators"]

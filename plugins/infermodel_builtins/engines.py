@@ -88,7 +88,8 @@ class Engine:
     #: quantised to MXFP8 first).
     mxfp4_activations: str = "bf16"
     #: Under tensor parallelism the all-reduce after each block also adds the residual and
-    #: normalises (one kernel where others launch an all-reduce and a norm).
+    #: normalises (one kernel where others launch an all-reduce and a norm; see
+    #: :data:`TRTLLM_NORM_FUSION`).
     fused_norms: bool = False
 
 
@@ -96,7 +97,8 @@ class Engine:
 TRTLLM_NORM_FUSION = ("TensorRT-LLM PyTorch backend models (LlamaDecoderLayer, "
                       "DeepseekV3DecoderLayer, Qwen3): the all-reduce after attention and "
                       "after the feed-forward block runs with AllReduceFusionOp."
-                      "RESIDUAL_RMS_NORM when the tensor degree exceeds 1")
+                      "RESIDUAL_RMS_NORM when the tensor degree exceeds 1 and attention is not "
+                      "data-parallel")
 
 ENGINES = {
     "vllm": Engine("vLLM", "vllm", 0.10, "total", 8192, 1024, True, 16, 512,
@@ -115,7 +117,7 @@ ENGINES = {
     "tensorrt-llm": Engine("TensorRT-LLM", "trtllm", 0.10, "free", 8192, 2048, True, 64, 128,
                            "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction = 0.9 of the "
                            "memory free after weights and the activation buffers sized for "
-                           "max_num_tokens (8192); " + TRTLLM_ARGS + "; " + TRTLLM_NORM_FUSION,
+                           "max_num_tokens (8192); " + TRTLLM_ARGS,
                            mxfp4_activations="mxfp8", fused_norms=True),
     "none": Engine("no engine", "", 0.0, "total", 0, 0, False, 1, 0,
                    "no engine: nothing kept back (a lower bound on memory), no scheduler limits"),
@@ -191,5 +193,5 @@ FAMILY_ENGINE = {e.family: name for name, e in ENGINES.items() if e.family}
 # The measured kernel tables' name for TensorRT-LLM, accepted as the same engine.
 ENGINES["trtllm"] = ENGINES["tensorrt-llm"]
 
-__all__ = ["ENGINES", "FAMILY_ENGINE", "Engine", "Scheduler", "scenario_scheduler", "scheduler_defaults",
+__all__ = ["ENGINES", "FAMILY_ENGINE", "TRTLLM_NORM_FUSION", "Engine", "Scheduler", "scenario_scheduler", "scheduler_defaults",
            "tensor_degree"]

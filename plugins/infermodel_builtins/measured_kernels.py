@@ -9,7 +9,7 @@ served by the newest older one, never a newer one)::
 
     t_op    = Σ over its kernels  share · calls · lookup(shape after tensor parallelism)
     t_step  = Σ measured operators + Σ operators no table covers (at their roofline)
-              + τ_step + t0
+              + n_ew · τ_ew + τ_step + t0
 
 An operator's kernels are what its plugin declares (:class:`infermodel.plugin.Kernel`):
 GEMMs with the dtype its weight class's format implies (bf16, FP8 per tensor or per
@@ -20,7 +20,8 @@ measured grid, the roofline ratio from the nearest measured point outside it (wi
 warning that says how far). The norms and the embedding lookup are elementwise: no table
 covers them and they keep their roofline (stated in the step's derivation), each launch
 plus the measured system's fixed time of an elementwise kernel
-(``elementwise_kernel_latency``, its ``mem_empirical_constant_latency``).
+(``τ_ew``: ``elementwise_kernel_latency``, its ``mem_empirical_constant_latency``; ``n_ew``
+the launches: two norms a block, the final norm, the lookup).
 
 No table times the engine's own work between the kernels: its scheduler and host work per
 iteration ``τ_step`` (``step_overhead``: ``efficiency.step_overhead`` where the scenario
@@ -62,7 +63,7 @@ from infermodel.plugin import (
 )
 
 from . import M10, kernel_plan
-from .engines import ENGINES
+from .engines import ENGINES, TRTLLM_NORM_FUSION
 from .kernel_plan import PHASES, Plan, Setup
 from .layout_kernels import all_reduce, collective_kernels
 from .layouts import layer_counts
@@ -377,8 +378,9 @@ def _elementwise_latency(st: Setup, define) -> None:
               "none: no measured system states one")
     define("elementwise_kernel_latency", value, unit="s",
            description="fixed time of one elementwise kernel (a norm, the embedding lookup) "
-                       f"beyond its bandwidth roofline ({origin})",
-           reference=f"{TABLES}: systems/<system>.yaml")
+                       f"beyond its bandwidth roofline ({origin}); under TensorRT-LLM with "
+                       "tensor parallelism the norms ride in the all-reduce",
+           reference=f"{TABLES}: systems/<system>.yaml; {TRTLLM_NORM_FUSION}")
 
 
 def _host(scenario, define) -> None:

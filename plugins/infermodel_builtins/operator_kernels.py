@@ -34,12 +34,13 @@ their weights, routed experts on every token of the stage (``"routed"``).
 
 from __future__ import annotations
 
-from sympy import Piecewise
+import sympy
 
 from infermodel.plugin import Kernel, S
 
 from .engines import ENGINES
 from .latent_kernels import latent_kernels
+from .parallelism import degrees
 from .shapes import STATE_KINDS, moe_layer_count, structure
 from .state_kernels import COUNTS, mixer_projections, recurrence
 
@@ -118,15 +119,20 @@ def _ffn(scenario, tokens):
 
 
 def _norm_launches(scenario):
-    """Norm kernels a pass launches: two a block and the final one, or, under an engine
-    whose all-reduce adds the residual and normalises (TensorRT-LLM), only the first
-    layer's where the layers are split over more than one card.
+    """Norm kernels a pass launches: two a block and the final one; under an engine whose
+    all-reduce adds the residual and normalises (TensorRT-LLM), with tensor parallelism,
+    attention not data-parallel and every layer an attention block and a feed-forward
+    block (the models that fuse it), only each pipeline stage's first input norm.
     """
     launches = 2 * S.layers + 1
     engine = ENGINES.get(scenario.value("efficiency.engine") or "")
-    if engine is not None and engine.fused_norms:
-        return Piecewise((1, S.kernel_tensor_degree > 1), (launches, True))
-    return launches
+    lever = scenario.lever("parallelism")
+    if engine is None or not engine.fused_norms or lever is None or lever.attention_data > 1:
+        return launches
+    tensor, pipeline = degrees(scenario)
+    blocks = all(r.mixer in ("full", "sliding", "chunked") and r.ffn in ("dense", "moe")
+                 for r in structure(scenario).rows)
+    return sympy.Integer(pipeline) if tensor > 1 and blocks else launches
 
 
 def operator_kernels(scenario, phase, tokens, scored, attention_layers, rooflines):
