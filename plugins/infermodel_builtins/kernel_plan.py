@@ -28,8 +28,6 @@ import weakref
 
 import attrs
 import sympy
-from sympy import Max as _Max
-from sympy import Min as _Min
 from sympy import ceiling
 
 import infermodel.plugin as door
@@ -37,6 +35,7 @@ from infermodel.plugin import S, collect_operators, tabulated
 
 from .operator_kernels import FULL
 from .quantization import effective_lever, weight_formats
+from .unevaluated import Max, Min
 
 #: Kernel families that no table measures: the operator keeps its roofline by nature.
 ELEMENTWISE = "elementwise"
@@ -83,14 +82,6 @@ SHORT = {"dispatch": "a2ad", "combine": "a2ac", "deepep_dispatch_ll": "deepepdll
 MULTIPLIED = ("tp",)
 #: Arguments rounded up to whole numbers when split (KV heads replicated below TP).
 WHOLE = ("kv_heads",)
-
-
-def Max(*args):
-    return _Max(*args, evaluate=False)
-
-
-def Min(*args):
-    return _Min(*args, evaluate=False)
 
 
 @attrs.frozen

@@ -90,8 +90,6 @@ import math
 
 import attrs
 import sympy
-from sympy import Max as _Max
-from sympy import Min as _Min
 from sympy import ceiling, floor
 
 from infermodel.plugin import S
@@ -106,6 +104,7 @@ from .shapes import (
     tensor_parallel_reductions,
     terms,
 )
+from .unevaluated import Max, Min
 
 VLLM_EP = ("vLLM docs, 'Expert Parallel Deployment' (EP_SIZE = TP_SIZE × DP_SIZE; attention "
            "weights replicated, expert weights split) and 'Data Parallel Deployment'")
@@ -133,14 +132,6 @@ DISPATCH_CHOICES = ("all_gather", "all_to_all")
 #: layers over the whole group under DP attention; vLLM and TensorRT-LLM keep every
 #: non-expert weight on each DP rank.
 DENSE_BY_ENGINE = {"sglang": "split"}
-
-
-def Max(*args):
-    return _Max(*args, evaluate=False)
-
-
-def Min(*args):
-    return _Min(*args, evaluate=False)
 
 
 @attrs.frozen

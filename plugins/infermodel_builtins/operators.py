@@ -55,14 +55,13 @@ reads many weights for little work" and "A matrix-matrix product reuses the weig
 from __future__ import annotations
 
 import sympy
-from sympy import Max as _Max
-from sympy import Min as _Min
 
 from infermodel.plugin import S, Stage, collect_operators, hookimpl
 
 from . import LAB, M10
 from .operator_kernels import operator_kernels
 from .shapes import ffn_block, moe_layer_count, router_params, structure
+from .unevaluated import Max, Min
 
 ROOFLINE = f"{M10}, §2 arithmetic intensity and the roofline; {LAB}, 'Two costs for one answer'"
 COUNT_OPS = f"{M10}, §1 'Count operations and traffic separately'"
@@ -77,16 +76,6 @@ ACTIVATION_BYTES = 2
 #: Bytes per output logit (engines keep logits in fp32 for sampling).
 LOGIT_BYTES = 4
 PHASES = ("prefill", "decode")
-
-
-def Max(*args):
-    # Unevaluated, as the base physics writes them: shown as written, and no assumption
-    # queries (they would dominate graph-building time).
-    return _Max(*args, evaluate=False)
-
-
-def Min(*args):
-    return _Min(*args, evaluate=False)
 
 
 # ---------------------------------------------------------------------------------

@@ -70,7 +70,6 @@ from pathlib import Path
 
 import attrs
 import sympy
-from sympy import Max as _Max
 from sympy import Piecewise, ceiling
 
 from infermodel.plugin import S, Stage, hookimpl
@@ -78,6 +77,7 @@ from infermodel.plugin import S, Stage, hookimpl
 from . import fitted
 from .engines import ENGINES, FAMILY_ENGINE, scenario_scheduler
 from .shapes import ffn_block, moe_layer_count, structure
+from .unevaluated import Max
 
 PRESETS = Path(__file__).parent / "presets" / "efficiency"
 FIXED_FIELDS = ("prefill_mfu", "decode_mfu", "mbu", "t0")
@@ -180,10 +180,6 @@ QUANTISED_INPUTS = {"attention": 2, "latent": 4, "dense": 2, "moe": 2}
 MIXER_KERNELS = {"full": ATTENTION_KERNELS, "sliding": ATTENTION_KERNELS,
                  "chunked": ATTENTION_KERNELS, "none": 0}
 FFN_KERNELS = {"dense": DENSE_FFN_KERNELS, "moe": MOE_FFN_KERNELS, "projection": 2, "none": 0}
-
-
-def Max(*args):
-    return _Max(*args, evaluate=False)
 
 
 # ---------------------------------------------------------------------------------

@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import sympy
-from sympy import Max as _Max
-from sympy import Min as _Min
 from sympy import Piecewise, floor, oo
 
 from infermodel.plugin import S, hookimpl
@@ -20,17 +18,7 @@ from infermodel.plugin import S, hookimpl
 from . import LAB, M10
 from .engines import ENGINES, scenario_scheduler
 from .shapes import ffn_params, kv_bytes_per_token, stack_params, target_stack, terms
-
-
-def Max(*args):
-    # Unevaluated: the plain maximum of its arguments, shown as written, and no
-    # assumption queries (they dominate graph-building time).
-    return _Max(*args, evaluate=False)
-
-
-def Min(*args):
-    return _Min(*args, evaluate=False)
-
+from .unevaluated import Max, Min
 
 COUNT_OPS = f"{M10}, §1 'Count operations and traffic separately'; {LAB}, 'Two costs for one answer'"
 TWO_TIMES = f"{M10}, §1 'Estimate the two times'"

@@ -20,17 +20,13 @@ layers; Llama 4's config.json for chunked attention; Gated Delta Networks
 from __future__ import annotations
 
 import attrs
-from sympy import Max as _Max
 from sympy import Min, Piecewise, floor, oo
 
 from infermodel.plugin import S
 
+from ..unevaluated import Max
 from .formulas import attention_decode_flops, attention_prefill_flops
 from .structure import Structure, structure
-
-
-def Max(*args):
-    return _Max(*args, evaluate=False)
 
 
 def kv_positions(st: Structure, length):
