@@ -313,3 +313,50 @@ def test_dense_layers_listed_one_by_one_are_reported_with_their_count():
     config["mlp_only_layers"] = [0, 1]
     with pytest.warns(HFConfigWarning, match="2 of 94 layers are dense"):
         map_hf_config(config)
+
+
+def _modelopt_checkpoint(tmp_path, name="config.json", exclude=None):
+    """DeepSeek-V3's shape with ModelOpt's NVFP4 export beside it: config.json without a
+    quantization_config and its formats in hf_quant_config.json, the latent-attention
+    projections of every layer left out (NVIDIA's NVFP4 DeepSeek checkpoints' list).
+    """
+    config = json.loads((DATA / "deepseek-v3.json").read_text())
+    config.pop("quantization_config", None)
+    (tmp_path / name).write_text(json.dumps(config))
+    if exclude is None:
+        exclude = ["lm_head"] + [f"model.layers.{i}.self_attn.{m}" for i in range(61)
+                                 for m in ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj")]
+    quant = {"producer": {"name": "modelopt"},
+             "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8",
+                              "group_size": 16, "exclude_modules": exclude}}
+    (tmp_path / name.replace("config.json", "hf_quant_config.json")).write_text(json.dumps(quant))
+    return tmp_path / name
+
+
+@pytest.mark.parametrize("name", ["config.json", "nvidia--DeepSeek-V3.1-NVFP4_config.json"])
+def test_modelopts_quantisation_file_beside_the_config_gives_its_formats(tmp_path, name):
+    shape = read_hf_config(_modelopt_checkpoint(tmp_path, name))
+    assert (shape["weight_format"], shape["unquantized"], shape["activation_scales"]) == (
+        "nvfp4", "latent", "static")
+    # With o_proj left out too the whole attention layer is 16-bit.
+    with_output = [f"model.layers.{i}.self_attn.{m}" for i in range(61)
+                   for m in ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")]
+    other = tmp_path / "other"
+    other.mkdir()
+    assert read_hf_config(_modelopt_checkpoint(other, exclude=with_output))["unquantized"] == "attention"
+    # A quantization_config in config.json wins: the file beside it is not read.
+    config = json.loads((DATA / "deepseek-v3.json").read_text())
+    (tmp_path / name).write_text(json.dumps({**config, "quantization_config": {
+        "quant_method": "fp8", "weight_block_size": [128, 128]}}))
+    assert read_hf_config(tmp_path / name)["weight_format"] == "fp8-b128"
+
+
+def test_a_broken_quantisation_file_is_an_error_naming_it(tmp_path):
+    path = _modelopt_checkpoint(tmp_path)
+    (tmp_path / "hf_quant_config.json").write_text('{"producer": {}}')
+    with pytest.raises(HFConfigError, match="quantization") as caught:
+        read_hf_config(path)
+    assert "hf_quant_config.json" in str(caught.value)
+    (tmp_path / "hf_quant_config.json").write_text("{not json")
+    with pytest.raises(HFConfigError, match="invalid JSON"):
+        read_hf_config(path)

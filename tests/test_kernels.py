@@ -614,3 +614,43 @@ def test_the_all_to_all_scales_with_its_ranks_as_one_exchange():
     for op, roofline in (("dispatch", dispatch({"dtype": "nvfp4"}, card)[0]), ("combine", combine)):
         ratio = roofline({**shape, "ep": 32}) / roofline({**shape, "ep": 8})
         assert abs(math.log(ratio * measured(op, 8) / measured(op, 32))) < math.log(1.3)
+
+
+def test_an_nvfp4_checkpoints_16_bit_latent_projections_read_the_bf16_gemms(tmp_path, write_scenario):
+    # NVIDIA's NVFP4 DeepSeek checkpoints leave q_a, q_b, kv_a_proj_with_mqa and kv_b out
+    # of the format (ModelOpt's hf_quant_config.json): those GEMMs are BF16, the output
+    # projection and the experts NVFP4; the module measured whole (one format) is refused.
+    from test_hf_config import _modelopt_checkpoint
+
+    config = _modelopt_checkpoint(tmp_path)
+    path = write_scenario(f"""
+[model]
+hf_config = "{config}"
+[hardware]
+preset = "gb200"
+count = 4
+[workload]
+batch = 8
+prompt_tokens = 1024
+output_tokens = 64
+[efficiency]
+kernels = "measured"
+engine = "trtllm"
+[levers.quantization]
+activations = "fp4"
+[levers.parallelism]
+tensor = 4
+""")
+    r = infermodel.evaluate(path)
+    d, rq, h, nope, rope, rkv, v = 7168, 1536, 128, 128, 64, 512, 128
+    latent = d * rq + rq * h * (nope + rope) + d * (rkv + rope) + rkv * h * (nope + v)
+    assert r["params_unquantized"] == 61 * latent
+    formula = {name: str(r.quantity(f"decode_kernel_{name}_time").expression)
+               for name in ("qkv_projection", "output_projection", "ffn")}
+    assert "bfloat16" in formula["qkv_projection"] and "nvfp4" not in formula["qkv_projection"]
+    assert "nvfp4" in formula["output_projection"] and "nvfp4" in formula["ffn"]
+    assert "latent_generation" not in formula["qkv_projection"]
+    # Stated in the lever, the format applies to every block linear.
+    every = infermodel.evaluate(path, {"levers.quantization.linear": "nvfp4"})
+    assert every.values.get("params_unquantized", 0) == 0
+    assert "nvfp4" in str(every.quantity("decode_kernel_qkv_projection_time").expression)

@@ -432,3 +432,20 @@ def test_a_checkpoints_exclusions_stay_16_bit(write_scenario, tmp_path):
     config["quantization_config"]["modules_to_not_convert"].append("something_else")
     with pytest.warns(UserWarning, match="something_else"):
         map_hf_config(config)
+
+
+def test_latent_projections_kept_16_bit_need_latent_attention(write_scenario, capsys):
+    path = write_scenario("""
+[model]
+preset = "llama-3.1-8b"
+weight_format = "nvfp4"
+unquantized = "latent"
+[hardware]
+preset = "b200"
+[workload]
+prompt_tokens = 128
+output_tokens = 16
+""")
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "model.unquantized" in err and "kv_lora_rank" in err

@@ -170,12 +170,31 @@ def moe_dtype(fmt, mxfp4: str = MXFP4_WEIGHT_ONLY) -> str | None:
 
 
 def formats_of(scenario):
-    """(weight class -> number format, activation format, cache format)."""
+    """(weight class -> number format, activation format, cache format).
+
+    Beside the lever's classes, the kernels' own: ``"attention"`` (an attention layer's
+    projections), ``"latent"`` (latent attention's projections but its output, and the
+    absorbed BMMs made of them) and ``"mixers"`` (the projections of the layers without
+    attention) take the block linears' format, or 16 bits where the checkpoint keeps
+    their group out of it (``model.unquantized``, when the block linears take the
+    checkpoint's format: :func:`.quantization_classes.router_kept`).
+    """
+    from .formats import NAMED_FORMATS
+    from .quantization_classes import router_kept
+
     lever = effective_lever(scenario)
-    formats = weight_formats(scenario, lever) if lever is not None else {}
+    named = weight_formats(scenario, lever) if lever is not None else {}
+    formats = {k: f for k, (f, _why) in named.items()}
+    if "linear" in formats:
+        kept = ({g.strip() for g in (scenario.value("model.unquantized") or "").split(",")}
+                if router_kept(scenario, named) else set())
+        bf16 = NAMED_FORMATS["bf16"]
+        formats["attention"] = bf16 if "attention" in kept else formats["linear"]
+        formats["latent"] = bf16 if kept & {"attention", "latent"} else formats["linear"]
+        formats["mixers"] = bf16 if "mixers" in kept else formats["linear"]
     activations = getattr(lever, "activations", None)
     kv = getattr(lever, "kv_cache", None)
-    return {k: f for k, (f, _why) in formats.items()}, activations, kv
+    return formats, activations, kv
 
 
 def _cache(kv):
@@ -239,6 +258,11 @@ def categories(kernel, formats, activations, kv, st: Setup | None = None,
         if cache is None:
             return f"no measured attention over a {kv.name or 'this'} cache"
         if family.startswith("latent"):
+            output = formats.get("attention", fmt)
+            if output != fmt:
+                # The module is measured with every projection in one format.
+                return (f"no measured latent attention module with {fmt.name} projections "
+                        f"and a {output.name} output projection")
             dtype = gemm_dtype(fmt, activations)
             if dtype not in ("bfloat16", "fp8_block"):
                 return (f"no measured latent attention module with {dtype or fmt.name} "

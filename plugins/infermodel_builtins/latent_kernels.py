@@ -60,21 +60,21 @@ def latent_kernels(scenario, phase, tokens, layers, rooflines):
     total = sympy.Add(*(rooflines[name] for name in LATENT_OPERATORS))
     module = "latent_generation" if decode else "latent_context"
     out = {name: [Kernel(module, {**curve, "heads": S.heads, **widths}, calls=layers,
-                         split=("heads",), weights="linear", share=rooflines[name] / total,
+                         split=("heads",), weights="latent", share=rooflines[name] / total,
                          label="latent attention", option="module")]
            for name in LATENT_OPERATORS}
     q_lora = widths["q_lora"]
     query_in = S.q_lora_rank if scenario.value("model.q_lora_rank") is not None else S.d_model
     parts = [Kernel("gemm", {"m": tokens, "n": q_lora + S.kv_lora_rank + S.qk_rope_head_dim,
-                             "k": S.d_model}, calls=layers, weights="linear",
+                             "k": S.d_model}, calls=layers, weights="latent",
                     label="latent down-projection", option="parts"),
              Kernel("gemm", {"m": tokens, "n": S.heads * (S.qk_nope_head_dim + S.qk_rope_head_dim),
-                             "k": query_in}, calls=layers, split=("n",), weights="linear",
+                             "k": query_in}, calls=layers, split=("n",), weights="latent",
                     label="query up-projection", option="parts")]
     if not decode:
         parts.append(Kernel("gemm", {"m": tokens, "n": S.heads * (S.qk_nope_head_dim + S.v_head_dim),
                                      "k": S.kv_lora_rank}, calls=layers, split=("n",),
-                            weights="linear", label="key/value up-projection", option="parts"))
+                            weights="latent", label="key/value up-projection", option="parts"))
     out["qkv_projection"] += parts
     latent = {"heads": S.heads, **{k: widths[k] for k in ("kv_lora", "nope", "rope", "v_dim")}}
     bare = Kernel("mla_generation" if decode else "mla_context", {**curve, **latent}, calls=layers,
@@ -84,12 +84,12 @@ def latent_kernels(scenario, phase, tokens, layers, rooflines):
         out[name].append(bare)
         if decode:
             out[name].append(Kernel(absorbed, {"tokens": tokens, **bmm}, calls=layers,
-                                    split=("heads",), weights="linear",
+                                    split=("heads",), weights="latent",
                                     label=f"absorbed {'key' if absorbed.endswith('pre') else 'value'} "
                                           "BMM", option="parts"))
     out["output_projection"].append(Kernel("gemm", {"m": tokens, "n": S.d_model,
                                                     "k": S.heads * S.v_head_dim},
-                                           calls=layers, split=("k",), weights="linear",
+                                           calls=layers, split=("k",), weights="attention",
                                            label="o", option="parts"))
     return {name: tuple(kernels) for name, kernels in out.items()}
 

@@ -149,9 +149,9 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
     out = {
         "qkv_projection": (Kernel("gemm", {"m": tokens, "n": queries + 2 * dkv,
                                            "k": S.d_model}, calls=attention_layers, split=("n",),
-                                  weights="linear", label="qkv"),),
+                                  weights="attention", label="qkv"),),
         "output_projection": (Kernel("gemm", {"m": tokens, "n": S.d_model, "k": S.query_width},
-                                     calls=attention_layers, split=("k",), weights="linear",
+                                     calls=attention_layers, split=("k",), weights="attention",
                                      label="o"),),
         "ffn": _ffn(scenario, tokens),
         "head": (Kernel("gemm", {"m": scored, "n": S.vocab, "k": S.d_model}, split=("n",),

@@ -192,9 +192,10 @@ def infermodel_register_fields(register):
                          "quantization_config): the quantization lever's default for linear")
     register("model", "unquantized", kind="str", default=None,
              description='parameter groups the checkpoint keeps in 16 bits whatever its format, '
-                         'comma-separated: "attention", "mixers" (the layers without attention); '
+                         'comma-separated: "attention", "mixers" (the layers without attention), '
+                         '"latent" (latent attention\'s projections but its output projection); '
                          "read from the quantization_config's modules_to_not_convert / ignore / "
-                         "exclude_modules")
+                         "exclude_modules or ModelOpt's hf_quant_config.json")
     register("model", "expert_weight_format", kind="str", default=None,
              description="number format of the checkpoint's routed experts (MXFP4 in gpt-oss): "
                          "the quantization lever's default for experts")
@@ -316,6 +317,10 @@ def infermodel_validate_scenario(scenario, report):
         if group.strip() not in UNQUANTIZED_GROUPS:
             report("model.unquantized", f"unknown parameter group {group.strip()!r}",
                    expected="comma-separated: " + ", ".join(UNQUANTIZED_GROUPS))
+        elif group.strip() == "latent" and scenario.value("model.kv_lora_rank") is None:
+            report("model.unquantized", '"latent" names latent attention\'s projections, but the '
+                   "model has no latent attention (model.kv_lora_rank is unset)",
+                   expected='"attention" for the attention projections')
     if (scenario.value("model.expert_weight_format") is not None
             and scenario.value("model.experts") <= 1):
         report("model.expert_weight_format", "expert_weight_format needs a mixture of experts, but "
@@ -359,7 +364,7 @@ def infermodel_validate_scenario(scenario, report):
                                 + (f" (e.g. {', '.join(map(str, divisors))})" if divisors else ""))
                 break
     if lever.activations is not None:
-        linear = lever.linear
+        linear = lever.linear or _checkpoint(scenario, "linear")
         if linear is None and scenario.value("model.weight_bytes") is None:
             linear = BF16
         limit = OPERAND_BITS[lever.activations]

@@ -41,8 +41,11 @@ SPLIT_LINEAR = "block linear weights other than the routed experts and the route
 ROUTER = ("vLLM's mixture-of-experts models build the router gate unquantised (quant_config=None: "
           "DeepSeek-V2/V3, Qwen2/3-MoE, Mixtral), and FP8, AWQ and GPTQ checkpoints store it in "
           "16 bits; DeepSeek-V3 keeps e_score_correction_bias in fp32")
-#: Groups a checkpoint may keep out of its format (``model.unquantized``).
-UNQUANTIZED_GROUPS = ("attention", "mixers")
+#: Groups a checkpoint may keep out of its format (``model.unquantized``): every attention
+#: layer's projections; the layers without attention (state spaces, linear attention); the
+#: projections of latent attention but its output projection (NVIDIA's NVFP4 checkpoints of
+#: DeepSeek-V3: ``q_a_proj``, ``q_b_proj``, ``kv_a_proj_with_mqa``, ``kv_b_proj``).
+UNQUANTIZED_GROUPS = ("attention", "mixers", "latent")
 
 
 def _classes(formats) -> tuple:
@@ -129,8 +132,19 @@ def _unquantized_params(scenario):
     kept = {g.strip() for g in (scenario.value("model.unquantized") or "").split(",") if g.strip()}
     st = structure(scenario)
     attention = S.kv_layers * S.params_attention_layer if st.attention else S.params_attention
-    groups = {"attention": attention, "mixers": S.params_attention - attention}
+    groups = {"attention": attention, "mixers": S.params_attention - attention,
+              "latent": S.kv_layers * latent_projection_params(scenario) if st.mla else 0}
+    if "attention" in kept:
+        kept.discard("latent")  # the latent projections are part of the attention layer
     return sum((groups[g] for g in UNQUANTIZED_GROUPS if g in kept), sympy.Integer(0))
+
+
+def latent_projection_params(scenario):
+    """One latent-attention layer's projections but its output projection (h·d_v·d and its
+    bias): the query path, the joint key/value down-projection and the up-projection.
+    """
+    output = S.heads * S.v_head_dim * S.d_model + (S.d_model if scenario.value("model.attention_bias") else 0)
+    return S.params_attention_layer - output
 
 
 def _define_router(scenario, define):
@@ -209,5 +223,16 @@ def define_weights(scenario, define, formats) -> None:
            reference=ARTIFACT)
 
 
-__all__ = ["ARTIFACT", "CLASSES", "DOWN", "DOWN_NOTE", "EXPERTS", "ROUTER", "SPLIT_LINEAR",
-           "UNQUANTIZED_GROUPS", "define_weights", "router_kept"]
+__all__ = [
+    "ARTIFACT",
+    "CLASSES",
+    "DOWN",
+    "DOWN_NOTE",
+    "EXPERTS",
+    "ROUTER",
+    "SPLIT_LINEAR",
+    "UNQUANTIZED_GROUPS",
+    "define_weights",
+    "latent_projection_params",
+    "router_kept",
+]

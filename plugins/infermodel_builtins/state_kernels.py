@@ -54,7 +54,7 @@ COUNTS = {"linear": "layers_linear_attention", "mamba2": "layers_mamba2", "mamba
 
 def _gemm(tokens, n, k, calls, split, label):
     return Kernel("gemm", {"m": tokens, "n": n, "k": k}, calls=calls, split=(split,),
-                  weights="linear", label=label)
+                  weights="mixers", label=label)
 
 
 def mixer_projections(kinds, tokens):

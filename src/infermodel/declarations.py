@@ -421,7 +421,9 @@ class Kernel:
     #: are split, its k when its rows are; attention's heads and KV heads).
     split: tuple[str, ...] = attrs.field(default=(), converter=_names)
     #: Weight class whose number format sets the dtype (``"linear"``, ``"experts"``,
-    #: ``"embedding"``), or None for 16-bit weights.
+    #: ``"embedding"``; ``"attention"``, ``"latent"`` and ``"mixers"``: the block linears'
+    #: format unless the checkpoint keeps that group in 16 bits, ``model.unquantized``),
+    #: or None for 16-bit weights.
     weights: str | None = None
     #: Share of the kernel's time this operator takes (a fused kernel shared by two), a
     #: number or an expression.

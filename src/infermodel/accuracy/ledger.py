@@ -233,6 +233,10 @@ class LedgerRow:
     lengths: str = attrs.field(default="fixed", kw_only=True)
     pipeline: int = attrs.field(default=1, kw_only=True)
     expert_weights: str = attrs.field(default="", kw_only=True)
+    #: Groups the run's checkpoint keeps in 16 bits whatever ``weights`` says (the
+    #: ``model.unquantized`` groups: ``"attention"``, ``"latent"``, ``"mixers"``); empty:
+    #: every block linear in ``weights``.
+    unquantized: str = attrs.field(default="", kw_only=True)
     pools: Pools | None = attrs.field(default=None, kw_only=True)
     engine_version: str = attrs.field(default="", kw_only=True)
     model_label: str = attrs.field(default="", kw_only=True)
@@ -310,7 +314,7 @@ class LedgerRow:
         return (self.source, self.engine, self.hardware, self.gpus, self.model,
                 str(self.hf_config), self.weights, self.kv_cache, self.tensor, self.isl, self.osl,
                 self.load, self.attention_dp, self.lengths, self.pipeline, self.expert_weights,
-                self.pools)
+                self.unquantized, self.pools)
 
     @property
     def group(self) -> str:

@@ -313,7 +313,7 @@ def _reads_key(row: LedgerRow, kernels: str | None, pool: Pool | None) -> tuple:
     tensor, pipeline, attention = layout(row, pool)
     expert = pool.expert if pool else row.expert
     return (row.model, str(row.hf_config), row.weights, row.kv_cache, row.expert_weights,
-            row.family, kernels, pipeline > 1, attention > 1, expert > 1,
+            row.unquantized, row.family, kernels, pipeline > 1, attention > 1, expert > 1,
             tensor * pipeline * attention > 1)
 
 
@@ -643,7 +643,8 @@ def model_key(row: LedgerRow) -> tuple:
     """
     return (row.engine, row.family, row.hardware, row.gpus, row.model, str(row.hf_config),
             row.weights, row.kv_cache, row.tensor, row.expert, row.attention_dp, row.pipeline,
-            row.expert_weights, row.pools, row.engine_version, row.unexpressed, row.recv_interval,
+            row.expert_weights, row.unquantized, row.pools, row.engine_version, row.unexpressed,
+            row.recv_interval,
             row.batch_wait, row.dp_balance, row.isl, row.osl)
 
 
@@ -653,7 +654,8 @@ def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
     """
     return (row.family, row.engine_version if kernels else "", row.hardware, row.gpus,
             row.model, str(row.hf_config), row.weights, row.kv_cache, row.tensor, row.expert,
-            row.pipeline, row.attention_dp, row.expert_weights, row.pools, row.unexpressed,
+            row.pipeline, row.attention_dp, row.expert_weights, row.unquantized, row.pools,
+            row.unexpressed,
             row.recv_interval, row.batch_wait, row.dp_balance)
 
 

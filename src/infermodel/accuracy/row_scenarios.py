@@ -84,8 +84,13 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
     levers: dict[str, Any] = {}
     if row.weights or row.kv_cache or row.expert_weights:
         quantization: dict[str, Any] = {}
-        if row.weights:
+        if row.weights and row.unquantized:
+            # The run's checkpoint keeps groups in 16 bits: its format is the model's, which
+            # the lever takes for the block linears (a lever format would apply to all).
+            model["weight_format"], model["unquantized"] = row.weights, row.unquantized
+        elif row.weights:
             quantization["linear"] = row.weights
+        if row.weights:
             if row.activations:
                 quantization["activations"] = row.activations
             elif row.weights in EIGHT_BIT_FLOATS:

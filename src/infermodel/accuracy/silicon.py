@@ -174,6 +174,23 @@ MODEL_CONFIGS = {
     "zhipuai/GLM-5": ("zai-org/GLM-5", "the organisation's current repository name"),
 }
 
+#: NVIDIA's published NVFP4 checkpoint a point labelled ``nvfp4`` runs, where its name is
+#: not ``nvidia/<model>-NVFP4`` (the package ships that checkpoint's configuration and
+#: its ModelOpt ``hf_quant_config.json``), and why it stands for the model's. The
+#: checkpoint's exclusion list decides which groups stay in 16 bits
+#: (:func:`nvfp4_kept`).
+NVFP4_CHECKPOINTS = {
+    "deepseek-ai/DeepSeek-V3": ("nvidia/DeepSeek-V3.1-NVFP4",
+                                "the package ships V3.1's NVFP4 checkpoint of the same network "
+                                "(its latent-attention projections in BF16, o_proj and the "
+                                "experts in NVFP4)"),
+    "deepseek-ai/DeepSeek-R1": ("nvidia/DeepSeek-V3.1-NVFP4",
+                                "the package ships V3.1's NVFP4 checkpoint of the same network"),
+    "nvidia/DeepSeek-R1-NVFP4": ("nvidia/DeepSeek-V3.1-NVFP4",
+                                 "the package ships V3.1's NVFP4 checkpoint of the same network"),
+    "zhipuai/GLM-5": ("nvidia/GLM-5-NVFP4", "NVIDIA's NVFP4 checkpoint of the model"),
+}
+
 #: The file's GEMM and MoE quantisation modes → number formats (empty: 16-bit).
 WEIGHT_FORMATS = {
     "": "",
@@ -480,6 +497,24 @@ def _formats(cells: Mapping[str, str], shape, reasons: list[str]) -> tuple[dict[
     return formats, gemm
 
 
+def nvfp4_kept(model_path: str, shape, shapes: dict[Path, dict[str, Any] | str]) -> str:
+    """The groups an NVFP4 point keeps in 16 bits (``model.unquantized``): those of the
+    point's own checkpoint where it is NVFP4, else those of NVIDIA's published NVFP4
+    checkpoint of the model where the package ships it (:data:`NVFP4_CHECKPOINTS`, else
+    ``nvidia/<name>-NVFP4``); empty where neither says. An NVFP4 run loads such a
+    checkpoint, and none of NVIDIA's quantises every block linear (attention, latent
+    projections or the layers without attention stay BF16 in each one the package ships).
+    """
+    if isinstance(shape, Mapping) and shape.get("weight_format") == "nvfp4":
+        return str(shape.get("unquantized") or "")
+    name, _why = NVFP4_CHECKPOINTS.get(model_path, (f"nvidia/{model_path.split('/')[-1]}-NVFP4", ""))
+    path = package_root() / CONFIG_DIR / f"{name.replace('/', '--')}_config.json"
+    published = _shape(path, shapes) if path.is_file() else None
+    if isinstance(published, Mapping) and published.get("weight_format") == "nvfp4":
+        return str(published.get("unquantized") or "")
+    return ""
+
+
 def _point(cells: Mapping[str, str], line: int,
            shapes: dict[Path, dict[str, Any] | str]) -> tuple[LedgerRow, LedgerRow]:
     """The point's TTFT and TPOT rows; an inexpressible point keeps its reason."""
@@ -541,6 +576,8 @@ def _point(cells: Mapping[str, str], line: int,
         isl=isl or 1, osl=osl or 1, concurrency=max(concurrency, 1), statistic="unspecified",
         line=line, pipeline=pipeline, attention_dp=attention,
         expert_weights=_expert_weights(formats, shape),
+        unquantized=(nvfp4_kept(cells["model_path"], shape, shapes)
+                     if formats["gemm_quant_mode"] == "nvfp4" else ""),
         pools=pools, engine_version=version, model_label=cells["model_path"],
         activations=ACTIVATIONS.get(gemm, "") if formats["gemm_quant_mode"] else "",
         unexpressed="; ".join(reasons),

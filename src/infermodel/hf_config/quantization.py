@@ -21,7 +21,9 @@ __all__ = ["activation_scales", "experts_only", "first_group", "format_for", "re
 
 
 #: What an exclusion list's module names mean: (substrings, the group kept in 16 bits).
-_EXCLUDED = ((("self_attn", "attention", ".attn", "q_proj", "k_proj", "v_proj", "o_proj", "qkv"),
+_EXCLUDED = ((("indexer",), "indexer"),
+             (("q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj"), "latent"),
+             (("self_attn", "attention", ".attn", "q_proj", "k_proj", "v_proj", "o_proj", "qkv"),
               "attention"),
              (("mixer", "mamba", "linear_attn", "ssm", "conv1d", "in_proj", "out_proj"), "mixers"),
              (("router", "mlp.gate", "moe.gate"), "router"),
@@ -71,7 +73,12 @@ def unquantized_groups(qc: Mapping[str, Any], where: str, notes: list[str]) -> s
                          "no parameter group; it is counted in the checkpoint's format")
         else:
             groups.add(found)
-    kept = sorted(groups & {"attention", "mixers"})
+    if "indexer" in groups:
+        notes.append(f"{where}: the sparse-attention indexer is left out of the quantization; "
+                     "the indexer is not modelled (its weights are not counted)")
+    if "attention" in groups:
+        groups.discard("latent")  # the latent projections are part of the attention layer
+    kept = sorted(groups & {"attention", "mixers", "latent"})
     return ",".join(kept) or None
 
 

@@ -32,7 +32,9 @@ documentation's "Hugging Face configurations" page)::
     shared_expert_intermediate_size      -> shared_experts, shared_expert_d_ff
     attention_bias                       -> attention_bias
     quantization_config                  -> weight_format, expert_weight_format,
-                                            activation_scales
+                                            unquantized, activation_scales
+    hf_quant_config.json beside the file (ModelOpt's export, where config.json has no
+    quantization_config)                 -> the same, from its "quantization" object
 
 A key a published file omits takes its model type's documented default
 (:data:`MODEL_TYPE_DEFAULTS`; Gemma 3's text configuration has no ``vocab_size``:
@@ -173,7 +175,7 @@ def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
     ``expert_d_ff``).  Raises :class:`HFConfigError` naming the file and the key for a
     missing, unreadable, oversized (over :data:`MAX_CONFIG_BYTES`) or inconsistent file.
     """
-    from ..output import note_read, path_problem
+    from ..output import path_problem
 
     problem = path_problem(path)
     if problem is not None:
@@ -185,18 +187,33 @@ def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
             file = file / "config.json"
     except OSError as exc:
         raise HFConfigError(f"cannot read the file ({exc.strerror or exc})", path=file) from None
+    config = _load_json(file, "a Hugging Face config.json")
+    if isinstance(config, Mapping) and not _has_quantization(config):
+        quant = _quant_file(file)
+        if quant is not None:
+            config = {**config, "quantization_config": _modelopt_config(quant)}
+    shape, notes = _map(config, file)
+    for note in notes:
+        warnings.warn(note, HFConfigWarning, stacklevel=2)
+    return shape
+
+
+def _load_json(file: Path, expected: str) -> Any:
+    """A JSON file's value, read within :data:`MAX_CONFIG_BYTES` (the errors name the file)."""
+    from ..output import note_read
+
     try:
         size = file.stat().st_size
     except FileNotFoundError:
-        raise HFConfigError("file not found", path=file, expected="a Hugging Face config.json") from None
+        raise HFConfigError("file not found", path=file, expected=expected) from None
     except OSError as exc:
         raise HFConfigError(f"cannot read the file ({exc.strerror or exc})", path=file) from None
     note_read(file)
     if not file.is_file():
-        raise HFConfigError("not a regular file", path=file, expected="a Hugging Face config.json")
+        raise HFConfigError("not a regular file", path=file, expected=expected)
     if size > MAX_CONFIG_BYTES:
         raise HFConfigError(f"file is {size:,} bytes, larger than the {MAX_CONFIG_BYTES:,}-byte limit",
-                            path=file, expected="a config.json (a few kilobytes), not a weights file")
+                            path=file, expected="a configuration file (a few kilobytes), not a weights file")
     try:
         with file.open("rb") as handle:
             raw = handle.read(MAX_CONFIG_BYTES + 1)
@@ -207,20 +224,54 @@ def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise HFConfigError("file is not UTF-8 text", path=file, expected="a JSON config.json") from None
+        raise HFConfigError("file is not UTF-8 text", path=file, expected=expected) from None
     try:
         # Infinity and NaN as Python reads them (Nemotron-H: "time_step_limit": [0.0, Infinity]).
-        config = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise HFConfigError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
-                            path=file, expected="a JSON config.json") from None
+                            path=file, expected=expected) from None
     except (ValueError, RecursionError) as exc:
-        raise HFConfigError(f"invalid JSON: {exc}", path=file, expected="a JSON config.json") from None
-    shape, notes = _map(config, file)
-    for note in notes:
-        warnings.warn(note, HFConfigWarning, stacklevel=2)
-    return shape
+        raise HFConfigError(f"invalid JSON: {exc}", path=file, expected=expected) from None
 
+
+#: What ModelOpt's quantisation file holds (the checkpoint's formats, beside config.json).
+QUANT_FILE = "a ModelOpt hf_quant_config.json ({\"quantization\": {\"quant_algo\": ...}})"
+
+
+def _quant_file(file: Path) -> Mapping[str, Any] | None:
+    """ModelOpt's quantisation file beside a configuration, if there is one: a checkpoint
+    exported by ModelOpt keeps its formats and exclusions in ``hf_quant_config.json``
+    (``<name>_hf_quant_config.json`` beside ``<name>_config.json``), not in config.json.
+    """
+    name = file.name
+    if name == "config.json":
+        sibling = file.with_name("hf_quant_config.json")
+    elif name.endswith("_config.json"):
+        sibling = file.with_name(name[: -len("config.json")] + "hf_quant_config.json")
+    else:
+        return None
+    if not sibling.exists():
+        return None
+    data = _load_json(sibling, QUANT_FILE)
+    quantization = data.get("quantization") if isinstance(data, Mapping) else None
+    if not isinstance(quantization, Mapping):
+        raise HFConfigError("no \"quantization\" object", path=sibling, key="quantization",
+                            expected=QUANT_FILE)
+    return quantization
+
+
+def _has_quantization(config: Any) -> bool:
+    if not isinstance(config, Mapping):
+        return False
+    text = config.get("text_config")
+    return "quantization_config" in config or (
+        isinstance(text, Mapping) and "quantization_config" in text)
+
+
+def _modelopt_config(quantization: Mapping[str, Any]) -> dict[str, Any]:
+    """ModelOpt's ``quantization`` object as the quantization_config it stands for."""
+    return {**quantization, "quant_method": "modelopt"}
 
 def _shown(path: Any) -> str:
     text = repr(str(path))[1:-1]
