@@ -654,3 +654,38 @@ tensor = 4
     every = infermodel.evaluate(path, {"levers.quantization.linear": "nvfp4"})
     assert every.values.get("params_unquantized", 0) == 0
     assert "nvfp4" in str(every.quantity("decode_kernel_qkv_projection_time").expression)
+
+
+def test_layer_wide_query_key_norms_add_a_measured_all_reduce_a_layer(tmp_path, write_scenario):
+    # MiniMax-M2.5 under vLLM on four B200s: each attention layer all-reduces the tokens'
+    # query and key mean squares (8 bytes a token, four 16-bit elements of the table).
+    from test_layers import MINIMAX_M2
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(MINIMAX_M2))
+    text = f"""
+[model]
+hf_config = "{config}"
+[hardware]
+preset = "b200"
+count = 4
+[workload]
+batch = 4
+prompt_tokens = 1024
+output_tokens = 64
+[efficiency]
+kernels = "measured"
+engine = "vllm"
+[levers.parallelism]
+tensor = 4
+"""
+    r = infermodel.evaluate(write_scenario(text))
+    head = infermodel.evaluate(write_scenario(text.replace('"\n[hardware]', '"\nqk_norm_scope = "head"\n[hardware]'),
+                                              "head.toml"))
+    formula = str(r.quantity("decode_kernel_all_reduce_time").expression)
+    assert "kv_layers*k_ar_" in formula and "(4*batch, kernel_tensor_degree)" in formula
+    assert "kv_layers" not in str(head.quantity("decode_kernel_all_reduce_time").expression)
+    added = r["decode_kernel_all_reduce_time"] - head["decode_kernel_all_reduce_time"]
+    assert 62 * 1e-6 < added < 62 * 30e-6   # a latency-bound all-reduce a layer: µs each
+    # The step grows by it (and by the wider norms' few kB of weights).
+    assert r["tpot"] - head["tpot"] == pytest.approx(added, rel=1e-3)

@@ -449,3 +449,55 @@ output_tokens = 16
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err
     assert "model.unquantized" in err and "kv_lora_rank" in err
+
+
+#: MiniMaxAI/MiniMax-M2.5's published config.json (its shape and query/key norm keys).
+MINIMAX_M2 = {"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2",
+              "num_hidden_layers": 62, "hidden_size": 3072, "num_attention_heads": 48,
+              "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 1536,
+              "vocab_size": 200064, "num_experts_per_tok": 8, "num_local_experts": 256,
+              "hidden_act": "silu", "tie_word_embeddings": False, "use_qk_norm": True,
+              "qk_norm_type": "per_layer", "rotary_dim": 64, "scoring_func": "sigmoid"}
+
+
+def test_layer_wide_query_key_norms_all_reduce_once_a_layer_under_tensor_parallelism(
+        write_scenario, tmp_path):
+    # MiniMax-M2 normalises all of a layer's queries together and all its keys together:
+    # split over T cards, each attention layer all-reduces the tokens' two fp32 mean squares
+    # (8 bytes a token), a latency-bound collective the per-head norms of Qwen3 never need.
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(MINIMAX_M2))
+    shape = read_hf_config(path)
+    assert (shape["qk_norm"], shape["qk_norm_scope"]) == (True, "layer")
+    tp = '[levers.parallelism]\ntensor = 4\n'
+    r = evaluate(write_scenario, f'hf_config = "{path}"', prompt=1024, output=2, count=4,
+                 extra=tp)
+    # The norms' weights span the heads: (48 + 8)·128 a layer.
+    assert r["params_norm_attention"] == 62 * (48 + 8) * 128
+    head = evaluate(write_scenario, f'hf_config = "{path}"\nqk_norm_scope = "head"', prompt=1024,
+                    output=2, count=4, extra=tp, name="head.toml")
+    assert head["params_norm_attention"] == 62 * 2 * 128
+    n, batch = 4, r["batch"]
+    one = (r["parallel_collective_latency"] + r["parallel_link_latency"]
+           + (n - 1) * 8 * batch / (r["collective_bandwidth_fraction"] * r["parallel_link_bandwidth"]))
+    assert r["parallel_decode_comm_time"] - head["parallel_decode_comm_time"] == pytest.approx(
+        62 * one, rel=1e-9)
+    # On one card nothing is reduced.
+    alone = evaluate(write_scenario, f'hf_config = "{path}"', prompt=1024, output=2, count=1,
+                     name="one.toml")
+    assert "parallel_decode_comm_time" not in alone.values or alone["parallel_decode_comm_time"] == 0
+
+
+def test_a_layer_wide_norm_scope_needs_query_key_norms(write_scenario, capsys):
+    path = write_scenario("""
+[model]
+preset = "llama-3.1-8b"
+qk_norm_scope = "layer"
+[hardware]
+preset = "h100-sxm"
+[workload]
+prompt_tokens = 128
+output_tokens = 16
+""")
+    assert main(["run", str(path)]) == 2
+    assert "model.qk_norm_scope" in capsys.readouterr().err

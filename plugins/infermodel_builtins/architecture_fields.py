@@ -18,6 +18,8 @@ from .shapes import (
 )
 
 MLA_DECODE = ("absorbed", "naive")
+#: What a query/key norm normalises: each head's vector, or every head's together.
+QK_NORM_SCOPES = ("head", "layer")
 PATTERN_EXPECTED = ('comma-separated layers, "N*layer" to repeat; a layer is a mixer (full, '
                     'sliding, chunked, linear, lightning, mamba, mamba2, projection, none), '
                     'optionally "+" a feed-forward block (dense, dense:WIDTH, moe, projection, '
@@ -55,7 +57,12 @@ def _attention_fields(model) -> None:
           default=False)
     model("attention_output_gate", "bool", "a query-sized gate projection on the attention output "
           "(Qwen3-Next)", default=False)
-    model("qk_norm", "bool", "per-head norms of queries and keys (Qwen3, Gemma 3)", default=False)
+    model("qk_norm", "bool", "norms of queries and keys (Qwen3, Gemma 3: per head; MiniMax-M2: "
+          "over the layer, qk_norm_scope)", default=False)
+    model("qk_norm_scope", "choice", 'what qk_norm normalises: "head" (each head\'s query and key, '
+          'head_dim wide) or "layer" (all queries together and all keys together, MiniMax-M2\'s '
+          "per_layer: under tensor parallelism each layer all-reduces their squared sums)",
+          choices=QK_NORM_SCOPES, default="head")
 
 
 def _state_fields(model) -> None:
@@ -202,6 +209,10 @@ def _check_ffn(scenario, report, specs: tuple[LayerSpec, ...]) -> None:
 
 def _check_latent(scenario, report) -> None:
     value = scenario.value
+    if value("model.qk_norm_scope") == "layer" and not value("model.qk_norm"):
+        report("model.qk_norm_scope", 'qk_norm_scope = "layer" says what the query/key norms '
+               "normalise, but the model has none (model.qk_norm = false)",
+               expected="model.qk_norm = true as well, or no qk_norm_scope")
     if value("model.kv_lora_rank") is not None:
         for name in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             if value(f"model.{name}") is None:

@@ -8,7 +8,9 @@ tokens of the stage:
     all_reduce        the engine's custom all-reduce over the T cards of an attention
                       rank, of the busiest rank's tokens (mixers; dense layers when they
                       stay on each rank; MoE layers under all-to-all); NCCL's where the
-                      engine's tables hold no custom all-reduce
+                      engine's tables hold no custom all-reduce; with query/key norms over
+                      the layer's heads (MiniMax-M2), one more per attention layer of the
+                      tokens' two fp32 mean squares
     attention_gather  NCCL's all-gather and reduce-scatter over the G cards, of every
                       token (dense layers split over the stage; MoE layers under
                       all-gather dispatch); with one attention rank (D = 1) every card
@@ -34,6 +36,8 @@ from __future__ import annotations
 
 from infermodel.plugin import Kernel, S
 
+from .shapes import QK_NORM_REDUCED_BYTES, qk_norm_reductions
+
 #: The collectives a layout's layers make, by operator name.
 COLLECTIVES = ("all_reduce", "attention_gather", "expert_dispatch", "expert_combine")
 
@@ -46,6 +50,18 @@ def all_reduce(elements, gpus, calls, label="all_reduce", group="mixer"):
                    group=group, option="custom"),
             Kernel("nccl_all_reduce", {"elements": elements, "gpus": gpus}, calls=calls,
                    label=label, group=group, option="nccl"))
+
+
+def qk_norm_all_reduce(scenario, tokens, gpus, per=1) -> tuple[Kernel, ...]:
+    """The all-reduces of query/key norms over the layer's heads (MiniMax-M2), ``per``
+    times each attention layer: the tokens' mean squares, 8 bytes a token (four 16-bit
+    elements of the tables); none with per-head norms.
+    """
+    norms = qk_norm_reductions(scenario)
+    if norms == 0:
+        return ()
+    return all_reduce(tokens * (QK_NORM_REDUCED_BYTES // 2), gpus, norms * per,
+                      "all_reduce of the query/key norms' mean squares")
 
 
 def collective_kernels(scenario, lay, tokens, counts, wire=None, hops=None):
@@ -61,6 +77,8 @@ def collective_kernels(scenario, lay, tokens, counts, wire=None, hops=None):
     T, G, X = S.kernel_tensor_degree, S.kernel_stage_cards, S.kernel_expert_degree
     out: dict[str, tuple[Kernel, ...]] = {}
     reduce = list(all_reduce(tokens * width, T, local)) if lay.tensor > 1 else []
+    if lay.tensor > 1:
+        reduce += qk_norm_all_reduce(scenario, tokens, T)
     if hops is not None and lay.pipeline > 1:
         reduce.append(Kernel("roofline", {"time": hops},
                              label="pipeline hops over the link (no table measures them)"))
@@ -96,4 +114,4 @@ def collective_kernels(scenario, lay, tokens, counts, wire=None, hops=None):
     return out
 
 
-__all__ = ["COLLECTIVES", "all_reduce", "collective_kernels"]
+__all__ = ["COLLECTIVES", "all_reduce", "collective_kernels", "qk_norm_all_reduce"]

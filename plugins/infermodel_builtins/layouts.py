@@ -96,8 +96,10 @@ from infermodel.plugin import S
 
 from .layout_kernels import collective_kernels
 from .shapes import (
+    QK_NORM_REDUCED_BYTES,
     ffn_block,
     moe_layer_count,
+    qk_norm_reductions,
     row_label,
     row_terms,
     structure,
@@ -546,9 +548,29 @@ def comm_parts(scenario, lay: Layout, tokens, f_dp, f_ep):
     return parts
 
 
+def qk_norm_comm(scenario, tokens, tensor: int, collectives: bool):
+    """The all-reduces of layer-wide query/key norms for ``tokens`` tokens
+    (:func:`.shapes.qk_norm_reductions`: one a layer, 8 bytes a token), one-shot under the
+    collectives model, ring otherwise; 0 on one card or with per-head norms.
+    """
+    count = qk_norm_reductions(scenario)
+    if tensor <= 1 or count == 0:
+        return sympy.Integer(0)
+    n = S.parallel_tensor_degree
+    size = tokens * QK_NORM_REDUCED_BYTES
+    if collectives:
+        one = (S.parallel_collective_latency + S.parallel_link_latency
+               + (n - 1) * size / (S.parallel_link_bandwidth * S.collective_bandwidth_fraction))
+    else:
+        one = 2 * (n - 1) * S.parallel_link_latency + 2 * (n - 1) / n * size / S.parallel_link_bandwidth
+    return count * one
+
+
 def _comm_total(scenario, lay: Layout, tokens, f_dp, f_ep, hops):
+    # The query/key norms' all-reduces run within each DP rank's cards, on its own tokens.
     return sympy.Add(*(time for time, _ in comm_parts(scenario, lay, tokens, f_dp, f_ep).values()),
-                     hops(tokens))
+                     hops(tokens), qk_norm_comm(scenario, tokens * f_dp / S.parallel_attention_data_degree,
+                                                lay.tensor, False))
 
 
 def define_communication(scenario, lay: Layout, define, hops) -> None:
@@ -657,9 +679,10 @@ def comm_coefficients(scenario, lay: Layout):
     width = S.d_model * S.parallel_activation_bytes / link
     local = mixers + (dense if lay.dense == "replicated" else 0) + (moe if lay.a2a else 0)
     gathered = (dense if lay.dense == "split" else 0) + (0 if lay.a2a else moe)
-    fixed = local * 2 * (T - 1) * lat + gathered * 2 * (G - 1) * lat + (P - 1) * lat
+    qk = qk_norm_reductions(scenario) if lay.tensor > 1 else 0
+    fixed = (local + qk) * 2 * (T - 1) * lat + gathered * 2 * (G - 1) * lat + (P - 1) * lat
     group = gathered * 2 * (G - 1) / G * width + (P - 1) * width
-    attention = local * 2 * (T - 1) / T * width / D
+    attention = (local * width + qk * QK_NORM_REDUCED_BYTES / link) * 2 * (T - 1) / T / D
     expert = sympy.Integer(0)
     if lay.a2a:
         fixed += moe * 2 * (X - 1) * lat
@@ -691,6 +714,7 @@ __all__ = [
     "expert_imbalance",
     "layer_counts",
     "prefill_extra",
+    "qk_norm_comm",
     "ring",
     "round_sequences",
 ]

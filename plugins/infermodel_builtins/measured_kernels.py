@@ -65,7 +65,7 @@ from infermodel.plugin import (
 from . import M10, kernel_plan
 from .engines import ENGINES, TRTLLM_NORM_FUSION
 from .kernel_plan import PHASES, Plan, Setup
-from .layout_kernels import all_reduce, collective_kernels
+from .layout_kernels import all_reduce, collective_kernels, qk_norm_all_reduce
 from .layouts import layer_counts
 from .parallelism import degrees
 from .parallelism import layout as parallel_layout
@@ -278,7 +278,8 @@ def infermodel_define_operators(scenario, define):
                description="tensor-parallel all-reduces of the activations (two per layer), "
                            "timed from the measured collective tables",
                reference=TABLES,
-               kernels=all_reduce(tokens * S.d_model, S.kernel_tensor_degree, reductions))
+               kernels=all_reduce(tokens * S.d_model, S.kernel_tensor_degree, reductions)
+               + qk_norm_all_reduce(scenario, tokens, S.kernel_tensor_degree))
 
 
 def _moved(kernels) -> object:

@@ -19,7 +19,8 @@ from infermodel.plugin import S
 
 from . import M10
 from . import layouts as lay_formulas
-from .shapes import tensor_parallel_reductions
+from .layouts import qk_norm_comm
+from .shapes import QK_NORM_REDUCED_BYTES, qk_norm_reductions, tensor_parallel_reductions
 
 DEPLOY = f"{M10}, 'Choose a deployment, not only a chip'"
 COLLECTIVES = ("vLLM's custom all-reduce (csrc/custom_all_reduce.cuh): one stage on two cards "
@@ -139,40 +140,54 @@ def define_communication(scenario, lever, define, lay, tensor: int) -> None:
     define("parallel_allreduce_time", reduce(per_micro), unit="s",
            description=f"one all-reduce of a decode micro-batch's activations: {how}",
            reference=COLLECTIVES if collectives else DEPLOY)
+    qk = qk_norm_reductions(scenario) if tensor > 1 else 0
+    norms = (" and one of the query/key norms' mean squares per attention layer (norms over the "
+             "layer's heads)") if qk else ""
     define("parallel_decode_comm_time",
-           reductions * S.parallel_allreduce_time + _hops(per_micro), unit="s",
-           description="communication per decode step: two all-reduces per layer and the "
+           reductions * S.parallel_allreduce_time + _hops(per_micro)
+           + qk_norm_comm(scenario, per_micro, tensor, collectives), unit="s",
+           description=f"communication per decode step: two all-reduces per layer{norms} and the "
                        "pipeline hops, not overlapped", reference=DEPLOY)
     define("parallel_prefill_comm_time",
-           reductions * reduce(per_micro * S.prompt_tokens) + _hops(per_micro * S.prompt_tokens),
+           reductions * reduce(per_micro * S.prompt_tokens) + _hops(per_micro * S.prompt_tokens)
+           + qk_norm_comm(scenario, per_micro * S.prompt_tokens, tensor, collectives),
            unit="s", description="communication in prefill: the prompts' activations, two "
-                                 "all-reduces per layer and the pipeline hops", reference=DEPLOY)
+                                 f"all-reduces per layer{norms} and the pipeline hops",
+           reference=DEPLOY)
     n, p = S.parallel_tensor_degree, S.parallel_pipeline_degree
     if collectives:
         # The simulator prices the all-reduces by size itself (collective_*); these carry
         # the pipeline hops only.
-        define("comm_time_per_iteration", (p - 1) * S.parallel_link_latency, unit="s",
-               description="latency of the pipeline hops per iteration (the serving simulator "
-                           "adds it; the all-reduces it prices from collective_*)",
-               reference=DEPLOY)
+        define("comm_time_per_iteration", (p - 1) * S.parallel_link_latency
+               + qk * (S.parallel_collective_latency + S.parallel_link_latency), unit="s",
+               description="latency of the pipeline hops per iteration" + (
+                   " and of the query/key norms' all-reduces" if qk else "")
+               + " (the serving simulator adds it; the all-reduces after each block it prices "
+                 "from collective_*)", reference=DEPLOY)
         define("comm_time_per_token",
-               (p - 1) * S.d_model * S.parallel_activation_bytes / S.parallel_link_bandwidth,
-               unit="s", description="pipeline-hop time per token of a micro-batch (the serving "
-                                     "simulator's iteration cost)", reference=DEPLOY)
+               (p - 1) * S.d_model * S.parallel_activation_bytes / S.parallel_link_bandwidth
+               + qk * (n - 1) * QK_NORM_REDUCED_BYTES
+               / (S.parallel_link_bandwidth * S.collective_bandwidth_fraction),
+               unit="s", description="pipeline-hop time per token of a micro-batch" + (
+                   " and the query/key norms' all-reduces" if qk else "")
+               + " (the serving simulator's iteration cost)", reference=DEPLOY)
     else:
         define("comm_time_per_iteration",
-               reductions * 2 * (n - 1) * S.parallel_link_latency + (p - 1) * S.parallel_link_latency,
+               (reductions + qk) * 2 * (n - 1) * S.parallel_link_latency
+               + (p - 1) * S.parallel_link_latency,
                unit="s", description="latency part of an iteration's communication (the serving "
                                      "simulator adds it to every iteration)", reference=DEPLOY)
         define("comm_time_per_token",
-               (reductions * 2 * (n - 1) / n + (p - 1)) * S.d_model * S.parallel_activation_bytes
-               / S.parallel_link_bandwidth, unit="s",
+               ((reductions * 2 * (n - 1) / n + (p - 1)) * S.d_model * S.parallel_activation_bytes
+                + qk * 2 * (n - 1) / n * QK_NORM_REDUCED_BYTES) / S.parallel_link_bandwidth,
+               unit="s",
                description="communication per token of a micro-batch: two ring all-reduces per "
                            "layer and the stage hops (the serving simulator's iteration cost)",
                reference=DEPLOY)
     full = sympy.Max(1, S.max_sequences)
     per_micro_full = full / Min(full, S.parallel_pipeline_degree)
-    define("parallel_capacity_comm_time", reductions * reduce(per_micro_full) + _hops(per_micro_full),
+    define("parallel_capacity_comm_time", reductions * reduce(per_micro_full) + _hops(per_micro_full)
+           + qk_norm_comm(scenario, per_micro_full, tensor, collectives),
            unit="s", description="communication per decode step with the cache full", reference=DEPLOY)
 
 

@@ -47,7 +47,7 @@ from infermodel.plugin import BytesPerSecond, S, Seconds, Stage, accepts, hookim
 
 from . import LAB, M10
 from . import layouts as lay_formulas
-from .layout_kernels import all_reduce
+from .layout_kernels import all_reduce, qk_norm_all_reduce
 from .layouts import DENSE_CHOICES, DISPATCH_CHOICES, Layout, dense_placement
 from .moe import linear_bytes_per_param
 from .parallel_communication import DEPLOY, define_communication, link, oneshot_limit
@@ -489,7 +489,9 @@ def infermodel_define_operators(scenario, define):
                reference=DEPLOY,
                kernels=all_reduce(tokens * S.d_model / S.parallel_microbatches,
                                   S.parallel_tensor_degree,
-                                  tensor_parallel_reductions(scenario) * S.parallel_microbatches))
+                                  tensor_parallel_reductions(scenario) * S.parallel_microbatches)
+               + qk_norm_all_reduce(scenario, tokens / S.parallel_microbatches,
+                                    S.parallel_tensor_degree, S.parallel_microbatches))
 
 
 @hookimpl

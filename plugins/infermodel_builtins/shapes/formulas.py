@@ -135,6 +135,23 @@ def tensor_parallel_reductions(scenario):
     return S.sublayers if structure(scenario).missing_sublayers else 2 * S.layers
 
 
+def qk_norm_reductions(scenario):
+    """All-reduces a tensor-parallel forward pass adds per token for query/key norms over
+    the whole layer (``qk_norm_scope = "layer"``, MiniMax-M2): each card holds a slice of
+    the heads, so each attention layer all-reduces the squared sums of its queries and
+    keys (two fp32 values a token, :data:`QK_NORM_REDUCED_BYTES`); 0 for per-head norms.
+    """
+    value = scenario.value
+    if not value("model.qk_norm") or value("model.qk_norm_scope") != "layer":
+        return sympy.Integer(0)
+    return S.kv_layers
+
+
+#: Bytes a token adds to a layer-wide query/key norm's all-reduce: the query's and the
+#: key's mean square, fp32 (vLLM's MiniMaxText01RMSNormTP.forward_qk reduces them together).
+QK_NORM_REDUCED_BYTES = 8
+
+
 def router_params(scenario):
     """Router weights in all layers, d·E per layer (0 for a dense model)."""
     return S.layers * S.d_model * S.experts if scenario.value("model.experts") > 1 else sympy.Integer(0)
@@ -228,7 +245,9 @@ def attention_layer(scenario, st: Structure) -> AttentionLayer:
         params = gate * d * S.query_width + 2 * d * S.kv_heads * S.head_dim + S.query_width * d
         if value("model.attention_bias"):
             params += S.query_width + 2 * S.kv_heads * S.head_dim + d
-        layer = AttentionLayer(params, 2 * S.head_dim if value("model.qk_norm") else 0,
+        qk = (S.query_width + S.kv_heads * S.head_dim if value("model.qk_norm_scope") == "layer"
+              else 2 * S.head_dim)
+        layer = AttentionLayer(params, qk if value("model.qk_norm") else 0,
                                2 * S.kv_heads * S.head_dim, "a key and a value per KV head",
                                4 * S.query_width, 4 * S.query_width,
                                "scores and weighted values: 2·d_q + 2·d_q")
@@ -268,7 +287,9 @@ def linear_layer() -> LinearLayer:
         norms=vd)
 
 
-__all__ = ["AttentionLayer", "LinearLayer", "ParamClasses", "StackShape", "attention_decode_flops",
+__all__ = ["QK_NORM_REDUCED_BYTES", "AttentionLayer", "LinearLayer", "ParamClasses", "StackShape",
+           "attention_decode_flops",
            "attention_layer", "attention_prefill_flops", "attention_projections", "ffn_block",
-           "ffn_params", "kv_bytes_per_token", "linear_layer", "router_params", "stack_params",
+           "ffn_params", "kv_bytes_per_token", "linear_layer", "qk_norm_reductions", "router_params",
+           "stack_params",
            "target_stack", "tensor_parallel_reductions"]

@@ -31,6 +31,7 @@ documentation's "Hugging Face configurations" page)::
                                          -> dense_layers, moe_layer_period
     shared_expert_intermediate_size      -> shared_experts, shared_expert_d_ff
     attention_bias                       -> attention_bias
+    use_qk_norm, qk_norm_type            -> qk_norm, qk_norm_scope ("per_layer": "layer")
     quantization_config                  -> weight_format, expert_weight_format,
                                             unquantized, activation_scales
     hf_quant_config.json beside the file (ModelOpt's export, where config.json has no
@@ -626,8 +627,11 @@ def _attention_family(config: Mapping[str, Any], model_type: str | None, out: di
             out["expert_bias"] = True
     if model_type == "qwen3_next":
         out["attention_output_gate"] = True
-    if model_type in _QK_NORM:
+    if model_type in _QK_NORM or config.get("use_qk_norm") is True:
         out["qk_norm"] = True
+        if config.get("qk_norm_type") == "per_layer":
+            # MiniMax-M2: one norm over all the layer's queries, one over its keys.
+            out["qk_norm_scope"] = "layer"
     if "experts" in out and config.get("topk_method") == "noaux_tc":
         out["score_correction_bias"] = True   # DeepSeek-V3's e_score_correction_bias
 
