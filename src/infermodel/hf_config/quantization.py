@@ -13,6 +13,7 @@ how its 8-bit activations take their scale.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,15 +59,20 @@ def experts_only(qc: Mapping[str, Any]) -> bool:
                for keys in (attention, _SHARED_EXPERTS, _DENSE_FFN))
 
 
-def unquantized_groups(qc: Mapping[str, Any], where: str, notes: list[str]) -> str | None:
+def unquantized_groups(qc: Mapping[str, Any], where: str, notes: list[str],
+                       layers: int | None = None) -> str | None:
     """The parameter groups a checkpoint's exclusion list keeps out of its format
     (``modules_to_not_convert``, compressed-tensors' ``ignore``, ModelOpt's
     ``exclude_modules``), as the ``unquantized`` field writes them; the router, embeddings,
-    head and norms stay 16-bit anyway. A name no group matches is a note.
+    head and norms stay 16-bit anyway. A name no group matches is a note, but for a layer
+    past the model's ``layers`` (a multi-token-prediction layer, which is not counted).
     """
     groups: set[str] = set()
     for name in _excluded_names(qc):
         lower = name.lower()
+        index = re.search(r"layers\.(\d+)", lower)
+        if layers is not None and index is not None and int(index.group(1)) >= layers:
+            continue
         found = next((group for keys, group in _EXCLUDED if any(k in lower for k in keys)), None)
         if found is None:
             notes.append(f"{where}: module {name!r} is left out of the quantization but matches "
@@ -158,7 +164,9 @@ def read_quantization(outer: Mapping[str, Any], config: Mapping[str, Any], out: 
         return
     if linear:
         out["weight_format"] = linear
-        kept = unquantized_groups(qc, f"{path or 'config'}: quantization_config", notes)
+        layers = config.get("num_hidden_layers")
+        kept = unquantized_groups(qc, f"{path or 'config'}: quantization_config", notes,
+                                  layers if isinstance(layers, int) else None)
         if kept:
             out["unquantized"] = kept
     if experts and "experts" in out and experts != linear:
