@@ -365,3 +365,39 @@ def test_a_broken_quantisation_file_is_an_error_naming_it(tmp_path):
     (tmp_path / "hf_quant_config.json").write_text("{not json")
     with pytest.raises(HFConfigError, match="invalid JSON"):
         read_hf_config(path)
+
+
+def test_a_modelopt_stub_or_mixed_formats_in_the_quantisation_file(tmp_path):
+    config = json.loads((DATA / "deepseek-v3.json").read_text())
+    config.pop("quantization_config", None)
+    # ModelOpt's stub in config.json (no quant_method, its quant_algo) is read as ModelOpt.
+    stub = {"quant_algo": "FP8", "producer": {"name": "modelopt"}, "ignore": ["lm_head"]}
+    assert map_hf_config({**config, "quantization_config": stub})["weight_format"] == "fp8-e4m3"
+    # A null quantization_config leaves the file beside it to say.
+    (tmp_path / "config.json").write_text(json.dumps({**config, "quantization_config": None}))
+    quant = {"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": {
+        "model.layers.0.mlp.experts.0.up_proj": {"quant_algo": "W4A16_NVFP4"},
+        "model.layers.0.mlp.experts.1.up_proj": {"quant_algo": "W4A16_NVFP4"},
+        "model.layers.0.self_attn.o_proj": {"quant_algo": "FP8"}},
+        "exclude_modules": ["mtp*", "mtp.layers.0*"]}}
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(quant))
+    with pytest.warns(HFConfigWarning) as caught:
+        shape = read_hf_config(tmp_path / "config.json")
+    assert "weight_format" not in shape
+    text = " ".join(str(w.message) for w in caught)
+    assert "hf_quant_config.json: quantization" in text and "2 W4A16_NVFP4, 1 FP8" in text
+    assert "mtp" not in text   # multi-token-prediction modules are not counted
+    # Only the KV cache quantised (quant_algo null): 16-bit weights, nothing to note.
+    quant["quantization"] = {"quant_algo": None, "kv_cache_quant_algo": "FP8"}
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(quant))
+    with warnings.catch_warnings(record=True) as quiet:
+        warnings.simplefilter("always")
+        shape = read_hf_config(tmp_path / "config.json")
+    assert "weight_format" not in shape
+    assert not [w for w in quiet if "quant" in str(w.message)]
+
+
+def test_llama4s_weightless_qk_norm_adds_no_norm_weights():
+    config = json.loads((DATA / "llama-4-scout-17b-16e.json").read_text())
+    assert (config.get("text_config") or config).get("use_qk_norm") is True
+    assert not map_hf_config(config).get("qk_norm")

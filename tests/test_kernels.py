@@ -689,3 +689,20 @@ tensor = 4
     assert 62 * 1e-6 < added < 62 * 30e-6   # a latency-bound all-reduce a layer: µs each
     # The step grows by it (and by the wider norms' few kB of weights).
     assert r["tpot"] - head["tpot"] == pytest.approx(added, rel=1e-3)
+
+
+def test_a_kernels_weight_class_resolves_or_says_why_not():
+    # The groups and the experts follow the block linears unless the lever or the
+    # checkpoint gives them their own format; a name no class has is a reason, which keeps
+    # the kernel at its roofline with a warning rather than reading the 16-bit tables.
+    from infermodel_builtins.formats import NAMED_FORMATS as F
+    from infermodel_builtins.kernel_plan import weight_class_format
+
+    formats = {"linear": F["nvfp4"], "embedding": F["bf16"], "norm": F["bf16"],
+               "latent": F["bf16"]}
+    assert weight_class_format(formats, "experts") == F["nvfp4"]
+    assert weight_class_format(formats, "attention") == F["nvfp4"]
+    assert weight_class_format(formats, "latent") == F["bf16"]
+    assert weight_class_format(formats, None) == F["bf16"]
+    assert weight_class_format({}, "linear") == F["bf16"]
+    assert "unknown weight class 'expert'" in weight_class_format(formats, "expert")

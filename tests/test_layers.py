@@ -501,3 +501,31 @@ output_tokens = 16
 """)
     assert main(["run", str(path)]) == 2
     assert "model.qk_norm_scope" in capsys.readouterr().err
+
+
+def test_layer_wide_norms_under_data_parallel_attention_and_a_lone_tensor_rank(write_scenario, tmp_path):
+    # Under data-parallel attention the norms' all-reduce runs within each rank's cards and
+    # is part of the all_reduce operator the step adds; one card per stage reduces nothing.
+    from infermodel.cli import main as cli
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(MINIMAX_M2))
+    dp = ('[workload]\nbatch = 8\nprompt_tokens = 1024\noutput_tokens = 64\n'
+          '[levers.parallelism]\ntensor = 2\nattention_data = 2\nexpert = 4\n')
+    results, ops = {}, {}
+    for scope in ("layer", "head"):
+        scenario = write_scenario(f'[model]\nhf_config = "{path}"\nqk_norm_scope = "{scope}"\n'
+                                  f'[hardware]\npreset = "b200"\ncount = 4\n{dp}', f"{scope}.toml")
+        results[scope] = infermodel.evaluate(scenario)
+        out = tmp_path / f"{scope}.json"
+        assert cli(["ops", str(scenario), "--format", "json", "--output", str(out)]) == 0
+        ops[scope] = {o["operator"]: o for o in json.loads(out.read_text())["operators"]}
+    step = results["layer"]["decode_step_time"] - results["head"]["decode_step_time"]
+    reduce = ops["layer"]["all_reduce"]["time"] - ops["head"]["all_reduce"]["time"]
+    assert step > 0 and reduce == pytest.approx(step, rel=1e-3)
+    # tensor = 1 stated: no all-reduce at all, as without the lever.
+    one = '[workload]\nbatch = 4\nprompt_tokens = 1024\noutput_tokens = 64\n'
+    base = write_scenario(f'[model]\nhf_config = "{path}"\n[hardware]\npreset = "b200"\n{one}', "b.toml")
+    lone = write_scenario(f'[model]\nhf_config = "{path}"\n[hardware]\npreset = "b200"\n{one}'
+                          '[levers.parallelism]\ntensor = 1\n', "l.toml")
+    assert infermodel.evaluate(lone)["tpot"] == pytest.approx(infermodel.evaluate(base)["tpot"], rel=1e-12)

@@ -62,8 +62,11 @@ E biases with ``expert_bias``) sits in every MoE layer.
 
 **Biases and sinks** (gpt-oss): ``attention_bias`` adds the Q, K, V and O biases,
 ``attention_sinks`` one learnt logit per head, ``attention_output_gate`` (Qwen3-Next)
-a second query-sized projection, ``qk_norm`` two head-width norms per layer,
-``expert_bias`` the experts' and the router's biases. They change the weights only.
+a second query-sized projection, ``qk_norm`` two head-width norms per layer (with
+``qk_norm_scope = "layer"``, MiniMax-M2: two norms over all the layer's queries and keys,
+(h + g)·d_h weights, whose mean squares tensor parallelism all-reduces every layer),
+``expert_bias`` the experts' and the router's biases. They change the weights only, but
+for that all-reduce.
 
 The formulas themselves live in the shape library (:mod:`infermodel_builtins.shapes`),
 which the base physics and the other levers call too; this plugin declares the fields,

@@ -213,6 +213,10 @@ def _check_latent(scenario, report) -> None:
         report("model.qk_norm_scope", 'qk_norm_scope = "layer" says what the query/key norms '
                "normalise, but the model has none (model.qk_norm = false)",
                expected="model.qk_norm = true as well, or no qk_norm_scope")
+    elif value("model.qk_norm_scope") == "layer" and value("model.kv_lora_rank") is not None:
+        report("model.qk_norm_scope", 'qk_norm_scope = "layer" describes norms over a layer\'s '
+               "query and key heads, which latent attention does not have (its norms are on "
+               "the latents)", expected='"head", or no qk_norm_scope')
     if value("model.kv_lora_rank") is not None:
         for name in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             if value(f"model.{name}") is None:

@@ -197,6 +197,33 @@ def formats_of(scenario):
     return formats, activations, kv
 
 
+#: Weight classes a kernel may name that take the block linears' format where the lever
+#: gives them none of their own (experts sharing the linears' format, the groups of
+#: :func:`formats_of`).
+FOLLOW_LINEAR = ("experts", "down", "attention", "latent", "mixers")
+#: Every weight class a kernel may name.
+WEIGHT_CLASSES = ("linear", "embedding", "norm", *FOLLOW_LINEAR)
+
+
+def weight_class_format(formats, name):
+    """The number format of weight class ``name`` (16-bit for None), or why there is none
+    (a name no class has: the kernel keeps its roofline, warned, rather than reading the
+    16-bit tables in silence).
+    """
+    from .formats import NAMED_FORMATS
+
+    bf16 = NAMED_FORMATS["bf16"]
+    if name is None:
+        return bf16
+    if name in formats:
+        return formats[name]
+    if name in FOLLOW_LINEAR:
+        return formats.get("linear", bf16)
+    if name in WEIGHT_CLASSES:
+        return bf16
+    return f"unknown weight class {name!r} (known: {', '.join(WEIGHT_CLASSES)})"
+
+
 def _cache(kv):
     if kv is None or kv.bits >= 16:
         return "bfloat16"
@@ -233,7 +260,9 @@ def categories(kernel, formats, activations, kv, st: Setup | None = None,
 
     bf16 = NAMED_FORMATS["bf16"]
     family = family or kernel.family
-    fmt = formats.get(kernel.weights, bf16) if kernel.weights else bf16
+    fmt = weight_class_format(formats, kernel.weights)
+    if isinstance(fmt, str):
+        return fmt
     if family.startswith("nvlink_"):
         # By the experts' dtype (the activations go out quantised as the experts run
         # them: 8-bit for FP8 and MXFP8-activation experts, 16-bit for weight-only ones);

@@ -538,7 +538,11 @@ def comm_parts(scenario, lay: Layout, tokens, f_dp, f_ep):
     local = mixers + (dense if lay.dense == "replicated" else 0) + (moe if lay.a2a else 0)
     gathered = (dense if lay.dense == "split" else 0) + (0 if lay.a2a else moe)
     width = S.d_model * S.parallel_activation_bytes
-    parts = {"all_reduce": (local * ring(T, busiest), local * busiest * width),
+    # With query/key norms over the layer's heads, each attention layer all-reduces the
+    # tokens' mean squares within the DP rank's cards too.
+    norms = qk_norm_reductions(scenario) if lay.tensor > 1 else 0
+    parts = {"all_reduce": (local * ring(T, busiest) + qk_norm_comm(scenario, busiest, lay.tensor, False),
+                            local * busiest * width + norms * busiest * QK_NORM_REDUCED_BYTES),
              "attention_gather": (gathered * ring(G, tokens), gathered * tokens * width)}
     if lay.a2a:
         dispatch, combine, inner = dispatch_terms(scenario, lay, tokens, f_ep)
@@ -567,10 +571,8 @@ def qk_norm_comm(scenario, tokens, tensor: int, collectives: bool):
 
 
 def _comm_total(scenario, lay: Layout, tokens, f_dp, f_ep, hops):
-    # The query/key norms' all-reduces run within each DP rank's cards, on its own tokens.
     return sympy.Add(*(time for time, _ in comm_parts(scenario, lay, tokens, f_dp, f_ep).values()),
-                     hops(tokens), qk_norm_comm(scenario, tokens * f_dp / S.parallel_attention_data_degree,
-                                                lay.tensor, False))
+                     hops(tokens))
 
 
 def define_communication(scenario, lay: Layout, define, hops) -> None:

@@ -269,11 +269,13 @@ def infermodel_define_operators(scenario, define):
         return
     if tensor < 2:
         return
-    from .shapes import tensor_parallel_reductions
+    from .shapes import QK_NORM_REDUCED_BYTES, qk_norm_reductions, tensor_parallel_reductions
 
     reductions = tensor_parallel_reductions(scenario)
     for phase, tokens in phases:
-        define(phase, "all_reduce", flops=0, bytes=reductions * tokens * S.d_model * 2,
+        define(phase, "all_reduce", flops=0,
+               bytes=reductions * tokens * S.d_model * 2
+               + qk_norm_reductions(scenario) * tokens * QK_NORM_REDUCED_BYTES,
                time=S[_time_name(phase, "all_reduce")],
                description="tensor-parallel all-reduces of the activations (two per layer), "
                            "timed from the measured collective tables",

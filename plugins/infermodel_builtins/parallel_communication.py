@@ -113,7 +113,7 @@ def _collective_quantities(scenario, define, tensor: int):
     define("collective_oneshot_bytes", oneshot_limit(tensor), unit="B",
            description="largest all-reduce run in one shot on these cards (ring above)",
            reference=COLLECTIVES)
-    define("collective_count", tensor_parallel_reductions(scenario), unit="1",
+    define("collective_count", tensor_parallel_reductions(scenario) if tensor > 1 else 0, unit="1",
            description="all-reduces per forward pass (after each layer's mixer and feed-forward "
                        "block; the serving simulator prices each by its size)", reference=DEPLOY)
     define("collective_bytes_per_token", S.d_model * S.parallel_activation_bytes, unit="B",
@@ -134,7 +134,8 @@ def define_communication(scenario, lever, define, lay, tensor: int) -> None:
         _collective_quantities(scenario, define, tensor)
     reduce = _collective if collectives else _ring
     per_micro = S.batch / S.parallel_microbatches
-    reductions = tensor_parallel_reductions(scenario)
+    # One card per stage (a pipeline alone, or tensor = 1) all-reduces nothing.
+    reductions = tensor_parallel_reductions(scenario) if tensor > 1 else 0
     how = ("one-shot below collective_oneshot_bytes, ring above" if collectives
            else "2(N−1)/N·bytes/link + 2(N−1)·latency")
     define("parallel_allreduce_time", reduce(per_micro), unit="s",

@@ -51,7 +51,7 @@ from .layout_kernels import all_reduce, qk_norm_all_reduce
 from .layouts import DENSE_CHOICES, DISPATCH_CHOICES, Layout, dense_placement
 from .moe import linear_bytes_per_param
 from .parallel_communication import DEPLOY, define_communication, link, oneshot_limit
-from .shapes import structure, tensor_parallel_reductions
+from .shapes import QK_NORM_REDUCED_BYTES, qk_norm_reductions, structure, tensor_parallel_reductions
 
 PLANNER = f"{LAB}, 'What it costs to keep it running'"
 BUDGET = f"{PLANNER}; {M10}, §11 'Budget memory at the accepted maximum length'"
@@ -481,9 +481,10 @@ def infermodel_define_operators(scenario, define):
         return
     for phase, tokens, time in (("decode", S.batch, S.parallel_decode_comm_time),
                                 ("prefill", S.batch * S.prompt_tokens, S.parallel_prefill_comm_time)):
+        norms = qk_norm_reductions(scenario) if lay.tensor > 1 else 0
         define(phase, "all_reduce", flops=0,
                bytes=tensor_parallel_reductions(scenario) * tokens * S.d_model
-               * S.parallel_activation_bytes, time=time,
+               * S.parallel_activation_bytes + norms * tokens * QK_NORM_REDUCED_BYTES, time=time,
                description="tensor-parallel all-reduces (two per layer) and pipeline hops over "
                            "the link; added to the step by the parallelism lever",
                reference=DEPLOY,

@@ -423,7 +423,7 @@ class Kernel:
     #: Weight class whose number format sets the dtype (``"linear"``, ``"experts"``,
     #: ``"embedding"``; ``"attention"``, ``"latent"`` and ``"mixers"``: the block linears'
     #: format unless the checkpoint keeps that group in 16 bits, ``model.unquantized``),
-    #: or None for 16-bit weights.
+    #: or None for 16-bit weights; an unknown name keeps the kernel at its roofline, warned.
     weights: str | None = None
     #: Share of the kernel's time this operator takes (a fused kernel shared by two), a
     #: number or an expression.

@@ -71,8 +71,9 @@ def unquantized_groups(qc: Mapping[str, Any], where: str, notes: list[str],
     for name in _excluded_names(qc):
         lower = name.lower()
         index = re.search(r"layers\.(\d+)", lower)
-        if layers is not None and index is not None and int(index.group(1)) >= layers:
-            continue
+        if (layers is not None and index is not None and int(index.group(1)) >= layers) or \
+                re.match(r"(model\.)?mtp", lower):
+            continue   # a multi-token-prediction layer: not counted
         found = next((group for keys, group in _EXCLUDED if any(k in lower for k in keys)), None)
         if found is None:
             notes.append(f"{where}: module {name!r} is left out of the quantization but matches "
@@ -99,7 +100,10 @@ def first_group(qc: Mapping[str, Any]) -> Mapping[str, Any]:
 def format_for(qc: Mapping[str, Any], path, notes: list[str]) -> tuple[str | None, str | None]:
     """(block-linear format, routed-expert format) named by a quantization_config."""
     method = str(qc.get("quant_method", "")).lower()
-    where = f"{path or 'config'}: quantization_config"
+    if not method and "quant_algo" in qc:
+        method = "modelopt"   # ModelOpt's stub in config.json names no quant_method
+    where = (f"{qc['source_file']}: quantization" if qc.get("source_file")
+             else f"{path or 'config'}: quantization_config")
     if method == "fp8":
         block = qc.get("weight_block_size")
         if block is None:
@@ -135,11 +139,27 @@ def format_for(qc: Mapping[str, Any], path, notes: list[str]) -> tuple[str | Non
                      "knows; weights counted at 16 bits (up to 4× too large)")
         return None, None
     if method == "modelopt":
-        algo = str(qc.get("quant_algo", "")).upper()
+        algo = str(qc.get("quant_algo") or "").upper()
         if algo == "NVFP4":
             return "nvfp4", None
         if algo == "FP8":
             return "fp8-e4m3", None
+        if not algo:
+            return None, None   # the KV cache alone is quantised: the weights stay 16-bit
+        layers = qc.get("quantized_layers")
+        if algo == "MIXED_PRECISION" and isinstance(layers, Mapping):
+            counts: dict[str, int] = {}
+            for spec in layers.values():
+                name = str(spec.get("quant_algo")) if isinstance(spec, Mapping) else "?"
+                counts[name] = counts.get(name, 0) + 1
+            mix = ", ".join(f"{n} {a}" for a, n in sorted(counts.items(), key=lambda x: -x[1]))
+            notes.append(f"{where}: ModelOpt quant_algo MIXED_PRECISION sets a format per layer "
+                         f"({mix} modules), which this reader does not follow; weights counted "
+                         "at 16 bits (up to 4× too large)")
+            return None, None
+        notes.append(f"{where}: ModelOpt quant_algo {qc.get('quant_algo')!r} is not one this "
+                     "reader knows (FP8, NVFP4); weights counted at 16 bits")
+        return None, None
     notes.append(f"{where}: quant_method {qc.get('quant_method')!r} is not one this reader "
                  "knows; weights counted at 16 bits")
     return None, None
@@ -181,7 +201,7 @@ def activation_scales(qc: Mapping[str, Any]) -> str | None:
     scheme = qc.get("activation_scheme")
     if scheme in ("static", "dynamic"):
         return str(scheme)
-    method = str(qc.get("quant_method", "")).lower()
+    method = str(qc.get("quant_method", "")).lower() or ("modelopt" if "quant_algo" in qc else "")
     if method == "modelopt":
         return "static"
     if method == "compressed-tensors":

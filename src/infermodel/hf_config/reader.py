@@ -138,6 +138,8 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
 _TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k2": "deepseek_v3"}
 #: Families with per-head query/key norms (two head-width vectors per layer).
 _QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text"})
+#: Model types whose use_qk_norm is a weightless L2 norm (Llama 4's, on its RoPE layers).
+_WEIGHTLESS_QK_NORM = frozenset({"llama4", "llama4_text"})
 _LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding",
                 "chunked_attention": "chunked", "linear_attention": "linear",
                 "mamba": "mamba2", "attention": "full"}
@@ -192,7 +194,7 @@ def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
     if isinstance(config, Mapping) and not _has_quantization(config):
         quant = _quant_file(file)
         if quant is not None:
-            config = {**config, "quantization_config": _modelopt_config(quant)}
+            config = {**config, "quantization_config": quant}
     shape, notes = _map(config, file)
     for note in notes:
         warnings.warn(note, HFConfigWarning, stacklevel=2)
@@ -240,7 +242,7 @@ def _load_json(file: Path, expected: str) -> Any:
 QUANT_FILE = "a ModelOpt hf_quant_config.json ({\"quantization\": {\"quant_algo\": ...}})"
 
 
-def _quant_file(file: Path) -> Mapping[str, Any] | None:
+def _quant_file(file: Path) -> dict[str, Any] | None:
     """ModelOpt's quantisation file beside a configuration, if there is one: a checkpoint
     exported by ModelOpt keeps its formats and exclusions in ``hf_quant_config.json``
     (``<name>_hf_quant_config.json`` beside ``<name>_config.json``), not in config.json.
@@ -259,20 +261,29 @@ def _quant_file(file: Path) -> Mapping[str, Any] | None:
     if not isinstance(quantization, Mapping):
         raise HFConfigError("no \"quantization\" object", path=sibling, key="quantization",
                             expected=QUANT_FILE)
-    return quantization
+    return _modelopt_config(quantization, sibling)
 
 
 def _has_quantization(config: Any) -> bool:
+    """Whether a configuration states its formats itself: a quantization_config that names
+    a method or an algorithm (ModelOpt writes a stub without either beside some exports,
+    or null; the file beside it holds the formats then).
+    """
     if not isinstance(config, Mapping):
         return False
     text = config.get("text_config")
-    return "quantization_config" in config or (
-        isinstance(text, Mapping) and "quantization_config" in text)
+    for where in (config, text if isinstance(text, Mapping) else {}):
+        qc = where.get("quantization_config")
+        if isinstance(qc, Mapping) and ("quant_method" in qc or "quant_algo" in qc):
+            return True
+    return False
 
 
-def _modelopt_config(quantization: Mapping[str, Any]) -> dict[str, Any]:
-    """ModelOpt's ``quantization`` object as the quantization_config it stands for."""
-    return {**quantization, "quant_method": "modelopt"}
+def _modelopt_config(quantization: Mapping[str, Any], source: Path) -> dict[str, Any]:
+    """ModelOpt's ``quantization`` object as the quantization_config it stands for (its
+    file named for the notes on it).
+    """
+    return {**quantization, "quant_method": "modelopt", "source_file": str(source)}
 
 def _shown(path: Any) -> str:
     text = repr(str(path))[1:-1]
@@ -627,7 +638,8 @@ def _attention_family(config: Mapping[str, Any], model_type: str | None, out: di
             out["expert_bias"] = True
     if model_type == "qwen3_next":
         out["attention_output_gate"] = True
-    if model_type in _QK_NORM or config.get("use_qk_norm") is True:
+    if model_type in _QK_NORM or (config.get("use_qk_norm") is True
+                                  and model_type not in _WEIGHTLESS_QK_NORM):
         out["qk_norm"] = True
         if config.get("qk_norm_type") == "per_layer":
             # MiniMax-M2: one norm over all the layer's queries, one over its keys.
