@@ -462,3 +462,35 @@ def test_an_engine_version_the_tables_lack_takes_the_newest(rows, host):
     assert tables_version(attrs.evolve(row, engine_version="0.24.0"), host=host) == ("0.24.0", "")
     version, note = tables_version(attrs.evolve(row, engine_version="0.1.0"), host=host)
     assert version is None and "the newest tables" in note
+
+
+def test_nvfp4_points_run_nvidias_published_checkpoints_16_bit_groups(ledger):
+    # The file's nvfp4 points load NVIDIA's NVFP4 checkpoints, none of which quantises
+    # every block linear: V3.1's (which the package ships) keeps q_a/q_b/kv_a/kv_b in BF16
+    # and o_proj in NVFP4; R1's keeps all of self_attn; MiniMax-M2.5's its attention.
+    import json
+
+    from infermodel.accuracy.row_scenarios import scenario_data
+    from infermodel.accuracy.silicon import CONFIG_DIR, package_root
+
+    quant = json.loads((package_root() / CONFIG_DIR
+                        / "nvidia--DeepSeek-V3.1-NVFP4_hf_quant_config.json").read_text())
+    excluded = quant["quantization"]["exclude_modules"]
+    assert "model.layers.3.self_attn.kv_b_proj" in excluded
+    assert not [m for m in excluded if m.endswith("o_proj")]
+    kept = {}
+    for r in ledger.rows:
+        if r.weights == "nvfp4" and not r.unexpressed:
+            kept.setdefault(r.model_label, set()).add(r.unquantized)
+    assert kept["deepseek-ai/DeepSeek-V3"] == {"latent"}
+    assert kept["deepseek-ai/DeepSeek-R1"] == {"attention"}
+    assert kept["MiniMaxAI/MiniMax-M2.5"] == {"attention"}
+    assert kept["meta-llama/Llama-3.1-70B"] == {""}   # the package ships no such checkpoint
+    # The row's scenario states the checkpoint (its format and groups), not a lever format
+    # that would apply to every block linear.
+    row = next(r for r in ledger.rows if r.model_label == "deepseek-ai/DeepSeek-V3"
+               and r.weights == "nvfp4" and not r.unexpressed)
+    data = scenario_data(row, {})
+    assert (data["model"]["weight_format"], data["model"]["unquantized"]) == ("nvfp4", "latent")
+    assert "linear" not in data["levers"]["quantization"]
+    assert data["levers"]["quantization"]["activations"] == "fp4"

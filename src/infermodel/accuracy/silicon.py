@@ -175,20 +175,22 @@ MODEL_CONFIGS = {
 }
 
 #: NVIDIA's published NVFP4 checkpoint a point labelled ``nvfp4`` runs, where its name is
-#: not ``nvidia/<model>-NVFP4`` (the package ships that checkpoint's configuration and
-#: its ModelOpt ``hf_quant_config.json``), and why it stands for the model's. The
-#: checkpoint's exclusion list decides which groups stay in 16 bits
-#: (:func:`nvfp4_kept`).
+#: not ``nvidia/<model>-NVFP4``: (the checkpoint whose configuration and ModelOpt
+#: ``hf_quant_config.json`` the package ships, or "" where it ships none; the groups its
+#: exclusion list keeps in 16 bits where the package does not ship it; why). The
+#: checkpoint's exclusions decide which groups stay in 16 bits (:func:`nvfp4_kept`).
+R1_FP4 = ("NVIDIA's DeepSeek-R1 FP4 checkpoint leaves every layer's attention out of "
+          "NVFP4 (exclude_modules 'model.layers.N.self_attn*' as TensorRT-LLM logs them in "
+          "NVIDIA/TensorRT-LLM issue #5766; its attention projections stored in BF16, "
+          "NVIDIA/Model-Optimizer issue #150)")
 NVFP4_CHECKPOINTS = {
-    "deepseek-ai/DeepSeek-V3": ("nvidia/DeepSeek-V3.1-NVFP4",
+    "deepseek-ai/DeepSeek-V3": ("nvidia/DeepSeek-V3.1-NVFP4", None,
                                 "the package ships V3.1's NVFP4 checkpoint of the same network "
                                 "(its latent-attention projections in BF16, o_proj and the "
                                 "experts in NVFP4)"),
-    "deepseek-ai/DeepSeek-R1": ("nvidia/DeepSeek-V3.1-NVFP4",
-                                "the package ships V3.1's NVFP4 checkpoint of the same network"),
-    "nvidia/DeepSeek-R1-NVFP4": ("nvidia/DeepSeek-V3.1-NVFP4",
-                                 "the package ships V3.1's NVFP4 checkpoint of the same network"),
-    "zhipuai/GLM-5": ("nvidia/GLM-5-NVFP4", "NVIDIA's NVFP4 checkpoint of the model"),
+    "deepseek-ai/DeepSeek-R1": ("", "attention", R1_FP4),
+    "nvidia/DeepSeek-R1-NVFP4": ("", "attention", R1_FP4),
+    "zhipuai/GLM-5": ("nvidia/GLM-5-NVFP4", None, "NVIDIA's NVFP4 checkpoint of the model"),
 }
 
 #: The file's GEMM and MoE quantisation modes → number formats (empty: 16-bit).
@@ -500,14 +502,17 @@ def _formats(cells: Mapping[str, str], shape, reasons: list[str]) -> tuple[dict[
 def nvfp4_kept(model_path: str, shape, shapes: dict[Path, dict[str, Any] | str]) -> str:
     """The groups an NVFP4 point keeps in 16 bits (``model.unquantized``): those of the
     point's own checkpoint where it is NVFP4, else those of NVIDIA's published NVFP4
-    checkpoint of the model where the package ships it (:data:`NVFP4_CHECKPOINTS`, else
-    ``nvidia/<name>-NVFP4``); empty where neither says. An NVFP4 run loads such a
+    checkpoint of the model (:data:`NVFP4_CHECKPOINTS`: stated, or read where the package
+    ships it; else ``nvidia/<name>-NVFP4`` where it ships that); empty where none says. An NVFP4 run loads such a
     checkpoint, and none of NVIDIA's quantises every block linear (attention, latent
     projections or the layers without attention stay BF16 in each one the package ships).
     """
     if isinstance(shape, Mapping) and shape.get("weight_format") == "nvfp4":
         return str(shape.get("unquantized") or "")
-    name, _why = NVFP4_CHECKPOINTS.get(model_path, (f"nvidia/{model_path.split('/')[-1]}-NVFP4", ""))
+    name, groups, _why = NVFP4_CHECKPOINTS.get(
+        model_path, (f"nvidia/{model_path.split('/')[-1]}-NVFP4", None, ""))
+    if groups is not None:
+        return groups
     path = package_root() / CONFIG_DIR / f"{name.replace('/', '--')}_config.json"
     published = _shape(path, shapes) if path.is_file() else None
     if isinstance(published, Mapping) and published.get("weight_format") == "nvfp4":
