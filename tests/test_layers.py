@@ -434,12 +434,18 @@ def test_a_checkpoints_exclusions_stay_16_bit(write_scenario, tmp_path):
         map_hf_config(config)
 
 
-def test_latent_projections_kept_16_bit_need_latent_attention(write_scenario, capsys):
-    path = write_scenario("""
+@pytest.mark.parametrize("fields, key, mentions", [
+    ('weight_format = "nvfp4"\nunquantized = "latent"', "model.unquantized", "kv_lora_rank"),
+    ('qk_norm_scope = "layer"', "model.qk_norm_scope", "qk_norm"),
+])
+def test_model_fields_that_need_another_feature_are_refused(write_scenario, capsys, fields, key,
+                                                             mentions):
+    # Latent projections kept 16-bit need latent attention; a layer-wide norm scope needs
+    # query/key norms. Llama-3.1-8B has neither.
+    path = write_scenario(f"""
 [model]
 preset = "llama-3.1-8b"
-weight_format = "nvfp4"
-unquantized = "latent"
+{fields}
 [hardware]
 preset = "b200"
 [workload]
@@ -448,7 +454,7 @@ output_tokens = 16
 """)
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "model.unquantized" in err and "kv_lora_rank" in err
+    assert key in err and mentions in err
 
 
 #: MiniMaxAI/MiniMax-M2.5's published config.json (its shape and query/key norm keys).
@@ -486,21 +492,6 @@ def test_layer_wide_query_key_norms_all_reduce_once_a_layer_under_tensor_paralle
     alone = evaluate(write_scenario, f'hf_config = "{path}"', prompt=1024, output=2, count=1,
                      name="one.toml")
     assert "parallel_decode_comm_time" not in alone.values or alone["parallel_decode_comm_time"] == 0
-
-
-def test_a_layer_wide_norm_scope_needs_query_key_norms(write_scenario, capsys):
-    path = write_scenario("""
-[model]
-preset = "llama-3.1-8b"
-qk_norm_scope = "layer"
-[hardware]
-preset = "h100-sxm"
-[workload]
-prompt_tokens = 128
-output_tokens = 16
-""")
-    assert main(["run", str(path)]) == 2
-    assert "model.qk_norm_scope" in capsys.readouterr().err
 
 
 def test_layer_wide_norms_under_data_parallel_attention_and_a_lone_tensor_rank(write_scenario, tmp_path):
