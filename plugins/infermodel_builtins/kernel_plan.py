@@ -180,18 +180,15 @@ def formats_of(scenario):
     checkpoint's format: :func:`.quantization_classes.router_kept`).
     """
     from .formats import NAMED_FORMATS
-    from .quantization_classes import router_kept
+    from .quantization_classes import kept_groups, router_kept
 
     lever = effective_lever(scenario)
     named = weight_formats(scenario, lever) if lever is not None else {}
     formats = {k: f for k, (f, _why) in named.items()}
     if "linear" in formats:
-        kept = ({g.strip() for g in (scenario.value("model.unquantized") or "").split(",")}
-                if router_kept(scenario, named) else set())
-        bf16 = NAMED_FORMATS["bf16"]
-        formats["attention"] = bf16 if "attention" in kept else formats["linear"]
-        formats["latent"] = bf16 if kept & {"attention", "latent"} else formats["linear"]
-        formats["mixers"] = bf16 if "mixers" in kept else formats["linear"]
+        kept = kept_groups(scenario) if router_kept(scenario, named) else set()
+        for group in ("attention", "latent", "mixers"):
+            formats[group] = NAMED_FORMATS["bf16"] if group in kept else formats["linear"]
     activations = getattr(lever, "activations", None)
     kv = getattr(lever, "kv_cache", None)
     return formats, activations, kv

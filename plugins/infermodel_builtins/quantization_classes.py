@@ -128,8 +128,16 @@ def router_kept(scenario, formats) -> bool:
     return bool(kept) and formats["linear"][1].startswith("the checkpoint")
 
 
-def _unquantized_params(scenario):
+def kept_groups(scenario) -> set[str]:
+    """The groups ``model.unquantized`` names (``"attention"`` includes the latent
+    projections, so it stands for both).
+    """
     kept = {g.strip() for g in (scenario.value("model.unquantized") or "").split(",") if g.strip()}
+    return kept | {"latent"} if "attention" in kept else kept
+
+
+def _unquantized_params(scenario):
+    kept = kept_groups(scenario)
     st = structure(scenario)
     attention = S.kv_layers * S.params_attention_layer if st.attention else S.params_attention
     groups = {"attention": attention, "mixers": S.params_attention - attention,
