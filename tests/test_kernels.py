@@ -48,6 +48,17 @@ def _latency_s(relative: str, **equal) -> float:
     return min(row["latency"] for row in rows) * 1e-3
 
 
+def _rotary(result, phase="decode", tokens=16):
+    """vLLM's rotary embedding over Llama 3.1 8B's 32 layers (a kernel of its own before
+    attention, no table measures it): (32 + 8) heads × 128 values a token read and
+    written in 16 bits, three FLOPs each, at the roofline, plus the fixed kernel time.
+    """
+    values = tokens * 40 * 128 * 32
+    return (max(3 * values / result[f"flops_effective_{phase}"],
+                2 * 2 * values / result["bandwidth"])
+            + 32 * result["elementwise_kernel_latency"])
+
+
 GEMM = "gemm/vllm/0.24.0/gemm_perf.parquet"
 GENERATION = "attention/vllm/0.24.0/generation_attention_perf.parquet"
 CONTEXT = "attention/vllm/0.24.0/context_attention_perf.parquet"
@@ -175,9 +186,11 @@ def test_generation_attention_reads_the_cached_length_as_isl_plus_step(kernels):
 
 def test_the_scenarios_decode_projection_is_the_tables_row_times_the_layers(result):
     # Llama 3.1 8B, batch 16: the fused QKV GEMM is m = 16, n = 4096 + 2·1024, k = 4096,
-    # all measured, once per layer (32).
+    # all measured, once per layer (32); vLLM's rotary embedding follows it (16 tokens ×
+    # 40 heads × 128 values read and written, bandwidth-bound, and 32 fixed kernel times).
     row = _latency_s(GEMM, gemm_dtype="fp8", m=16, n=6144, k=4096)
-    assert result["decode_kernel_qkv_projection_time"] == pytest.approx(32 * row, rel=1e-12)
+    assert result["decode_kernel_qkv_projection_time"] == pytest.approx(
+        32 * row + _rotary(result), rel=1e-12)
     attention = _latency_s(GENERATION, kv_cache_dtype="bfloat16", batch_size=16, step=1535,
                            num_heads=32, num_key_value_heads=8, head_dim=128, window_size=0) \
         if _rows(GENERATION, step=1535) else None
@@ -216,9 +229,10 @@ def test_a_static_scale_checkpoint_is_not_charged_the_tables_amax():
     # static one).
     row = _latency_s(GEMM, gemm_dtype="fp8", m=16, n=6144, k=4096)
     vllm_amax = _latency_s("quantize/vllm/0.24.0/computescale_perf.parquet", m=16, k=4096)
-    assert infermodel.evaluate(SCENARIO)[name] == pytest.approx(32 * row, rel=1e-9)
+    plain = infermodel.evaluate(SCENARIO)
+    assert plain[name] == pytest.approx(32 * row + _rotary(plain), rel=1e-9)
     assert infermodel.evaluate(SCENARIO, {"levers.quantization.activation_scales": "dynamic"})[
-        name] == pytest.approx(32 * (row + vllm_amax), rel=1e-9)
+        name] == pytest.approx(32 * (row + vllm_amax) + _rotary(plain), rel=1e-9)
     # Intel's B60 tables time no amax under vLLM: the rows are read as measured (not a
     # fall back to the roofline), and the result says what is not charged.
     b60 = {"hardware.kernel_system": "b60"}
@@ -249,8 +263,8 @@ def test_vllms_block_fp8_gemms_read_its_per_tensor_rows_with_dynamic_quantisatio
     row = _latency_s(GEMM, gemm_dtype="fp8", m=16, n=6144, k=4096)
     amax = _latency_s("quantize/vllm/0.24.0/computescale_perf.parquet", m=16, k=4096)
     blocked = infermodel.evaluate(SCENARIO, {"levers.quantization.linear": "fp8-b128"})
-    assert blocked["decode_kernel_qkv_projection_time"] == pytest.approx(32 * (row + amax),
-                                                                          rel=1e-9)
+    assert blocked["decode_kernel_qkv_projection_time"] == pytest.approx(
+        32 * (row + amax) + _rotary(blocked), rel=1e-9)
     assert any("stand in for block-scaled FP8" in str(w) and "decode qkv_projection" in str(w)
                for w in blocked.warnings)
     # The block rows still bound the kernel from above: at thousands of tokens they are
@@ -262,8 +276,8 @@ def test_vllms_block_fp8_gemms_read_its_per_tensor_rows_with_dynamic_quantisatio
         charged = min(rows["fp8"](m, 6144.0, 4096.0) + scale(m, 4096.0),
                       rows["fp8_block"](m, 6144.0, 4096.0))
         phase = "decode" if m == 16 else "prefill"
-        assert blocked[f"{phase}_kernel_qkv_projection_time"] == pytest.approx(32 * charged,
-                                                                               rel=1e-9)
+        assert blocked[f"{phase}_kernel_qkv_projection_time"] == pytest.approx(
+            32 * charged + _rotary(blocked, phase, int(m)), rel=1e-9)
     assert rows["fp8_block"](16.0, 6144.0, 4096.0) > 4 * rows["fp8"](16.0, 6144.0, 4096.0)
     # Block-scaled activations take their scales on the fly: a stated scale says so.
     stated = infermodel.evaluate(SCENARIO, {"levers.quantization.linear": "fp8-b128",
@@ -433,6 +447,39 @@ def test_each_elementwise_launch_adds_the_systems_fixed_kernel_time(result, caps
         norms = next(o for o in json.loads(capsys.readouterr().out)["operators"]
                      if o["operator"] == "norms")
         assert norms["charged"] == pytest.approx(norms["time"] + count * constant, rel=1e-9)
+
+
+def test_the_activation_and_the_rotary_embedding_are_kernels_of_their_own(result, gemm):
+    # Between a dense block's two GEMMs every engine launches the activation (SiLU·gate:
+    # reads the 2·d_ff gate and up values of a token and writes d_ff, 16-bit); vLLM and
+    # SGLang launch the rotary embedding of q and k (reads and writes (h + g)·d_h) before
+    # attention, TensorRT-LLM applies it inside its attention op. No table measures
+    # either: each is its roofline plus the system's fixed time per launch.
+    # Llama 3.1 8B: 32 layers, d = 4096, d_ff = 14,336, 32 heads and 8 KV heads of 128.
+    layers, batch, d_ff, width = 32, 16, 14336, (32 + 8) * 128
+    fixed, bandwidth = result["elementwise_kernel_latency"], result["bandwidth"]
+    rate = result["flops_effective_decode"]
+    activation = max(4 * batch * d_ff * layers / rate,
+                     2 * 3 * batch * d_ff * layers / bandwidth) + layers * fixed
+    gemms = layers * (gemm(16.0, 2.0 * d_ff, 4096.0) + gemm(16.0, 4096.0, 1.0 * d_ff))
+    assert result["decode_kernel_ffn_time"] == pytest.approx(gemms + activation, rel=1e-12)
+    rotary = max(3 * batch * width * layers / rate,
+                 2 * 2 * batch * width * layers / bandwidth) + layers * fixed
+    qkv = layers * gemm(16.0, 4096.0 + 2 * 1024, 4096.0)
+    assert result["decode_kernel_qkv_projection_time"] == pytest.approx(qkv + rotary,
+                                                                        rel=1e-12)
+    assert rotary > 30 * 3e-6 and activation > 30 * 3e-6
+    trt = infermodel.evaluate(SCENARIO, {"efficiency.engine": "tensorrt-llm",
+                                         "efficiency.engine_version": "1.3.0rc20"})
+
+    def formula(evaluated, name):
+        text = infermodel.explain(evaluated, name).text()
+        return next(line for line in text.splitlines() if "formula:" in line)
+
+    for evaluated, launches in ((result, True), (trt, False)):
+        assert "elementwise_kernel_latency" in formula(evaluated, "decode_kernel_ffn_time")
+        assert ("elementwise_kernel_latency" in formula(
+            evaluated, "decode_kernel_qkv_projection_time")) is launches
 
 
 def test_the_prefill_attention_at_a_measured_point(kernels):

@@ -204,13 +204,22 @@ def test_mamba1_and_lightning_recurrences_keep_their_roofline_by_name():
 
 def test_the_feed_forward_kernels_count_the_layer_models_blocks():
     # Nemotron-H-8B: 52 layers, 24 with an MLP (squared ReLU: one up matrix), the others a
-    # Mamba-2 or attention mixer alone; the GEMMs run in the 24, not in every layer.
+    # Mamba-2 or attention mixer alone; the GEMMs and the activation between them run in
+    # the 24, not in every layer (the activation's roofline holds the 24 in its bytes).
+    from sympy import Max
+
     result = infermodel.evaluate(NEMOTRON_H, {"efficiency.kernels": "measured",
                                               "efficiency.engine": "tensorrt-llm"})
     formula = result.quantity("decode_kernel_ffn_time").expression
     dense = sum(row.count for row in _structure(result).rows if row.ffn == "dense")
     assert dense == 24 and result["layers"] == 52
-    assert {c for c in formula.as_coefficients_dict().values()} == {dense}
+    terms = formula.as_coefficients_dict()
+    assert {c for t, c in terms.items() if not isinstance(t, Max)} == {dense}
+    # The activation reads and writes m·d_ff 16-bit values a token (m = 2: up, down).
+    (roofline,) = (t for t in terms if isinstance(t, Max))
+    batch, d_ff = result["batch"], result["d_ff"]
+    assert float(roofline.subs({s: result[s.name] for s in roofline.free_symbols})) == \
+        pytest.approx(2 * 2 * batch * d_ff * dense / result["bandwidth"], rel=1e-12)
 
 
 def _structure(result):

@@ -91,6 +91,9 @@ class Engine:
     #: normalises (one kernel where others launch an all-reduce and a norm; see
     #: :data:`TRTLLM_NORM_FUSION`).
     fused_norms: bool = False
+    #: Rotary position embedding is applied inside the attention kernels (their QKV
+    #: preprocessing), not launched as a kernel of its own (see :data:`TRTLLM_ROPE_FUSION`).
+    fused_rope: bool = False
 
 
 #: TensorRT-LLM's all-reduce with the residual add and RMSNorm fused in.
@@ -99,6 +102,14 @@ TRTLLM_NORM_FUSION = ("TensorRT-LLM PyTorch backend models (LlamaDecoderLayer, "
                       "after the feed-forward block runs with AllReduceFusionOp."
                       "RESIDUAL_RMS_NORM when the tensor degree exceeds 1 and attention is not "
                       "data-parallel")
+#: TensorRT-LLM applies the rotary embedding in its attention op.
+TRTLLM_ROPE_FUSION = ("TensorRT-LLM PyTorch backend Attention module (rope_fusion): the "
+                      "rotary embedding is applied in the attention op's QKV preprocessing "
+                      "kernel, with the KV cache write, rather than launched before it")
+#: The engines that launch the rotary embedding as a kernel of its own.
+SEPARATE_ROPE = ("vLLM: the model's attention calls its RotaryEmbedding (a custom op or, "
+                 "compiled, one fused Triton kernel) on q and k before the attention layer; "
+                 "SGLang: the model's attention calls rotary_emb before RadixAttention")
 
 ENGINES = {
     "vllm": Engine("vLLM", "vllm", 0.10, "total", 8192, 1024, True, 16, 512,
@@ -118,7 +129,7 @@ ENGINES = {
                            "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction = 0.9 of the "
                            "memory free after weights and the activation buffers sized for "
                            "max_num_tokens (8192); " + TRTLLM_ARGS,
-                           mxfp4_activations="mxfp8", fused_norms=True),
+                           mxfp4_activations="mxfp8", fused_norms=True, fused_rope=True),
     "none": Engine("no engine", "", 0.0, "total", 0, 0, False, 1, 0,
                    "no engine: nothing kept back (a lower bound on memory), no scheduler limits"),
 }
@@ -193,5 +204,5 @@ FAMILY_ENGINE = {e.family: name for name, e in ENGINES.items() if e.family}
 # The measured kernel tables' name for TensorRT-LLM, accepted as the same engine.
 ENGINES["trtllm"] = ENGINES["tensorrt-llm"]
 
-__all__ = ["ENGINES", "FAMILY_ENGINE", "TRTLLM_NORM_FUSION", "Engine", "Scheduler", "scenario_scheduler", "scheduler_defaults",
+__all__ = ["ENGINES", "FAMILY_ENGINE", "SEPARATE_ROPE", "TRTLLM_NORM_FUSION", "TRTLLM_ROPE_FUSION", "Engine", "Scheduler", "scenario_scheduler", "scheduler_defaults",
            "tensor_degree"]

@@ -33,12 +33,10 @@ from sympy import ceiling
 import infermodel.plugin as door
 from infermodel.plugin import S, collect_operators, tabulated
 
-from .operator_kernels import FULL
+from .operator_kernels import ELEMENTWISE, FULL
 from .quantization import effective_lever, weight_formats
 from .unevaluated import Max, Min
 
-#: Kernel families that no table measures: the operator keeps its roofline by nature.
-ELEMENTWISE = "elementwise"
 #: Work no table measures, named by its operator (timed at its roofline, reported).
 ROOFLINE = "roofline"
 PHASES = ("prefill", "decode")
@@ -560,6 +558,15 @@ def _stand_in(kernel, phase):
     return Max(kernel.shape["flops"] / rate, kernel.shape["bytes"] / S.bandwidth)
 
 
+def _elementwise(kernels, phase):
+    """The elementwise kernels of a measured operator (an activation between its GEMMs,
+    the rotary embedding before attention): no table measures them, so each is its
+    roofline plus the card's fixed time per launch, by nature rather than as a stand-in.
+    """
+    return tuple(_stand_in(k, phase) + k.calls * S.elementwise_kernel_latency
+                 for k in kernels if k.family == ELEMENTWISE and k.shape)
+
+
 def _plan(scenario, st: Setup) -> Plan:
     formats, activations, kv = formats_of(scenario)
     out = []
@@ -608,7 +615,8 @@ def _plan(scenario, st: Setup) -> Plan:
                                   if k.family == ROOFLINE)
                 shared = trial
                 out.append(Timed(phase, op.name, "measured",
-                                 sympy.Add(*times, *(t for _, t in stand_ins)), "", own,
+                                 sympy.Add(*times, *(t for _, t in stand_ins),
+                                           *_elementwise(op.kernels, phase)), "", own,
                                  stand_ins, tuple(dict.fromkeys(notes)), shape))
                 break
             else:

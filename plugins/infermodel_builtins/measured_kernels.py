@@ -21,7 +21,10 @@ warning that says how far). The norms and the embedding lookup are elementwise: 
 covers them and they keep their roofline (stated in the step's derivation), each launch
 plus the measured system's fixed time of an elementwise kernel
 (``τ_ew``: ``elementwise_kernel_latency``, its ``mem_empirical_constant_latency``; ``n_ew``
-the launches: two norms a block, the final norm, the lookup).
+the launches: two norms a block, the final norm, the lookup). So do the elementwise
+kernels inside measured operators, within their operator's time: each dense block's
+activation between its GEMMs, and the rotary embedding before attention where the engine
+launches it apart (vLLM, SGLang; TensorRT-LLM applies it in its attention op).
 
 No table times the engine's own work between the kernels: its scheduler and host work per
 iteration ``τ_step`` (``step_overhead``: ``efficiency.step_overhead`` where the scenario

@@ -6,7 +6,9 @@ query width d_q, KV width d_kv, feed-forward width f with m matrices (3 for SwiG
 per layer::
 
     qkv_projection     GEMM  m = T, n = d_q + 2·d_kv, k = d        n split by TP
-                       (n = 2·d_q + 2·d_kv with a gated output: the gate with the queries)
+                       (n = 2·d_q + 2·d_kv with a gated output: the gate with the queries);
+                       the rotary embedding, elementwise (T·(h + g)·d_h values read and
+                       written), unless the engine applies it in attention (TensorRT-LLM)
     output_projection  GEMM  m = T, n = d, k = d_q                 k split by TP
     attention          prefill: context attention (B prompts of n tokens);
                        decode: generation attention (B sequences at the mean context);
@@ -15,6 +17,7 @@ per layer::
                        by attention_score and attention_value
     ffn                per kind of feed-forward block the layer model counts:
                        dense of width w: GEMM gate/up m = T, n = (m − 1)·w, k = d (n split),
+                                         the activation, elementwise (T·m·w values),
                                          GEMM down m = T, n = d, k = w (k split);
                        MoE: the grouped-expert kernel (T tokens, d, expert width, top-k,
                        experts; TP on the experts) and the shared experts as GEMMs;
@@ -24,7 +27,9 @@ per layer::
 
 Latent attention's operators are in :mod:`.latent_kernels`, the layers without attention
 (state space, linear attention) in :mod:`.state_kernels`. Norms and the embedding lookup
-are elementwise: no table covers them, and they keep their roofline times.
+are elementwise: no table covers them, and they keep their roofline times; so do the
+activation and the rotary embedding, inside their measured operators (each launch with
+the card's fixed kernel time: :mod:`.kernel_plan`).
 
 Under a layout with data-parallel attention or expert parallelism each kernel says whose
 tokens it runs on (``group``): the mixers on each attention rank's own, dense layers, the
@@ -46,6 +51,11 @@ from .state_kernels import COUNTS, mixer_projections, recurrence
 
 #: Window argument of a full-attention layer (the tables write 0; see infermodel.kernels).
 FULL = 2**30
+#: Kernels no table measures (the kernel plan times them at their roofline, each launch
+#: with the card's fixed kernel time).
+ELEMENTWISE = "elementwise"
+#: Bytes of one activation value the elementwise kernels read and write (16-bit).
+ACTIVATION_BYTES = 2
 
 
 def _attention(scenario, phase, tokens_shape, layers):
@@ -72,8 +82,34 @@ def _dense(tokens, width, calls, prefix="", group="dense"):
     return (Kernel("gemm", {"m": tokens, "n": (S.ffn_matrices - 1) * width, "k": S.d_model},
                    calls=calls, split=("n",), weights="linear", label=f"{prefix}gate_up",
                    group=group),
+            _activation(tokens, width, calls, prefix, group),
             Kernel("gemm", {"m": tokens, "n": S.d_model, "k": width}, calls=calls, split=("k",),
                    weights="linear", label=f"{prefix}down", group=group))
+
+
+def _activation(tokens, width, calls, prefix, group):
+    """The activation between a dense block's two GEMMs, a kernel of its own in every
+    engine (SiLU·gate: reads the 2·w gate and up columns and writes w; an ungated
+    activation reads w and writes w: m·w 16-bit values a token), at its roofline plus the
+    card's fixed kernel time per launch.
+    """
+    return Kernel(ELEMENTWISE, {"flops": 4 * tokens * width * calls,
+                                "bytes": ACTIVATION_BYTES * S.ffn_matrices * tokens * width * calls},
+                  calls=calls, label=f"{prefix}activation", group=group)
+
+
+def _rotary(scenario, tokens, layers):
+    """The rotary embedding of the queries and keys, a kernel of its own before attention
+    unless the engine applies it in its attention kernels (TensorRT-LLM): it reads and
+    writes (h + g)·d_h 16-bit values a token and layer, three FLOPs each.
+    """
+    engine = ENGINES.get(scenario.value("efficiency.engine") or "")
+    if engine is not None and engine.fused_rope:
+        return ()
+    width = (S.heads + S.kv_heads) * S.head_dim
+    return (Kernel(ELEMENTWISE, {"flops": 3 * tokens * width * layers,
+                                 "bytes": 2 * ACTIVATION_BYTES * tokens * width * layers},
+                   calls=layers, label="rotary"),)
 
 
 def _ffn_blocks(scenario, tokens):
@@ -149,7 +185,8 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
     out = {
         "qkv_projection": (Kernel("gemm", {"m": tokens, "n": queries + 2 * dkv,
                                            "k": S.d_model}, calls=attention_layers, split=("n",),
-                                  weights="attention", label="qkv"),),
+                                  weights="attention", label="qkv"),
+                           *(() if latent else _rotary(scenario, tokens, attention_layers))),
         "output_projection": (Kernel("gemm", {"m": tokens, "n": S.d_model, "k": S.query_width},
                                      calls=attention_layers, split=("k",), weights="attention",
                                      label="o"),),
@@ -159,9 +196,9 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
     }
     # Elementwise: no table measures them; they keep their roofline by nature, each
     # launch with the card's fixed kernel latency (two norms a block and the final one).
-    out["norms"] = (Kernel("elementwise", {}, calls=_norm_launches(scenario),
+    out["norms"] = (Kernel(ELEMENTWISE, {}, calls=_norm_launches(scenario),
                            label="elementwise"),)
-    out["embedding"] = (Kernel("elementwise", {}, label="elementwise"),)
+    out["embedding"] = (Kernel(ELEMENTWISE, {}, label="elementwise"),)
     if latent:
         out.update(latent_kernels(scenario, phase, tokens, attention_layers, rooflines))
     if attention:
@@ -178,4 +215,4 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
     return out
 
 
-__all__ = ["FULL", "operator_kernels"]
+__all__ = ["ACTIVATION_BYTES", "ELEMENTWISE", "FULL", "operator_kernels"]

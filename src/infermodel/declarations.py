@@ -405,6 +405,9 @@ class Kernel:
     kernels that have no option (a latent attention module measured whole, or its
     parts). The family ``"roofline"`` is work no table measures, named so that it is
     timed at its roofline and reported as such: its shape holds ``flops`` and ``bytes``.
+    The family ``"elementwise"`` is a kernel no table measures by nature (a norm, an
+    activation): its roofline (an operator's own, or its shape's ``flops`` and ``bytes``
+    beside measured kernels) plus ``calls`` times the card's fixed kernel time, unwarned.
 
     >>> Kernel("gemm", {"m": 32, "n": 6144, "k": 4096}, calls=32, split=("n",)).family
     'gemm'
