@@ -102,8 +102,8 @@ REQUEST_PATH = ("ttft under measured kernels is the prefill's kernels and the en
                 "not a request's way through the server (API server, tokenisation, the "
                 "engine's queues, the first token's return); state it in "
                 "efficiency.request_overhead. On NVIDIA's measured deployments "
-                "(aiconfigurator-core silicon_sample.csv) it was about 38 ms (vLLM), 72 ms "
-                "(TensorRT-LLM) and 227 ms (SGLang) per request, 20–65, 35–170 and 125–260 ms "
+                "(aiconfigurator-core silicon_sample.csv) it was about 30 ms (vLLM), 70 ms "
+                "(TensorRT-LLM) and 242 ms (SGLang) per request, 20–60, 35–170 and 120–260 ms "
                 "by model at four clients or fewer; SGLang's own published benchmarks at one "
                 "client miss about 85 ms")
 
