@@ -401,3 +401,20 @@ def test_llama4s_weightless_qk_norm_adds_no_norm_weights():
     config = json.loads((DATA / "llama-4-scout-17b-16e.json").read_text())
     assert (config.get("text_config") or config).get("use_qk_norm") is True
     assert not map_hf_config(config).get("qk_norm")
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "src" / "infermodel" / "data" / "configs"
+
+
+@pytest.mark.parametrize("path, share", [
+    (DATA / "qwen3-next-80b-a3b.json", 0.25),                  # partial_rotary_factor 0.25
+    (SHIPPED / "minimax-m1.json", 0.5),                        # rotary_dim 64, head_dim 128
+    (SHIPPED / "nemotron-h-8b-base-8k.json", 0.0),             # NoPE attention
+    (SHIPPED / "ai21-jamba-1.5-mini.json", 0.0),
+    (SHIPPED / "nvidia-nemotron-3-nano-30b-a3b.json", 0.0),    # factor 1.0, still NoPE
+    (DATA / "llama-3.1-8b.json", None),                        # the whole head (default 1)
+])
+def test_the_rotary_share_is_read_from_the_config(path, share):
+    config = json.loads(path.read_text())
+    inner = config.get("text_config") or config
+    assert map_hf_config(config).get("rotary_fraction") == share, inner.get("model_type")

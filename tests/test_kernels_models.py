@@ -536,3 +536,79 @@ def test_a_configuration_the_newest_folder_lacks_is_the_older_folders_row_and_sa
     text = "\n".join(table.explain(*point))
     assert "in b200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet" in text
     assert "outside the measured grid" not in text
+
+
+# ---------------------------------------------------------------------------------
+# Elementwise kernels inside measured operators
+# ---------------------------------------------------------------------------------
+
+MEASURED_LLAMA = ROOT / "scenarios" / "measured-llama-3.1-8b-fp8-h200.toml"
+PIPELINE = ROOT / "scenarios" / "parallel-70b-pipeline.toml"
+
+
+def _launches(path, name, **overrides) -> bool:
+    """Whether an operator's measured time holds an elementwise kernel's fixed time."""
+    settings = {"efficiency.kernels": "measured", **overrides}
+    result = infermodel.evaluate(path, settings)
+    return "elementwise_kernel_latency" in str(result.quantity(name).expression)
+
+
+@pytest.mark.parametrize("path, engine, more, rotary", [
+    (MEASURED_LLAMA, "vllm", {}, True), (MEASURED_LLAMA, "sglang", {}, True),
+    (MEASURED_LLAMA, "tensorrt-llm", {}, False),
+    # TensorRT-LLM runs q/k norms and the rotary embedding as one kernel of their own
+    # (Qwen3's fuse_qk_norm_rope).
+    (MEASURED_LLAMA, "tensorrt-llm", {"model.qk_norm": True}, True),
+    # Attention without a position embedding (Nemotron-H, Jamba) launches no rotary kernel.
+    (NEMOTRON_H, "vllm", {}, False), (JAMBA, "sglang", {}, False),
+    (MEASURED_LLAMA, "vllm", {"model.rotary_fraction": 0}, False),
+    # Latent attention by its parts (SGLang) rotates q_pe and k_pe; the measured module
+    # (vLLM) holds it.
+    (DEEPSEEK, "sglang", {}, True), (DEEPSEEK, "vllm", {}, False),
+])
+def test_the_rotary_embedding_is_a_kernel_where_the_engine_launches_one(path, engine, more,
+                                                                       rotary):
+    assert _launches(path, "decode_kernel_qkv_projection_time",
+                     **{"efficiency.engine": engine, **more}) is rotary
+
+
+def test_a_partial_rotary_embedding_turns_its_share():
+    # Qwen3-Next turns a quarter of each head (partial_rotary_factor 0.25): its rotary
+    # kernel moves a quarter of the bytes a whole one would, at the same launches (none
+    # at all where it turns nothing).
+    def rotary(share):
+        result = infermodel.evaluate(QWEN3_NEXT, {"efficiency.kernels": "measured",
+                                                  "efficiency.engine": "vllm",
+                                                  "workload.prompt_tokens": 4000,
+                                                  "model.rotary_fraction": share})
+        return result["prefill_kernel_qkv_projection_time"]
+
+    assert infermodel.evaluate(QWEN3_NEXT).scenario.value("model.rotary_fraction") == 0.25
+    none, quarter, half, whole = rotary(0.0), rotary(0.25), rotary(0.5), rotary(1.0)
+    assert none < quarter < half < whole
+    assert (whole - quarter) / (whole - half) == pytest.approx(0.75 / 0.5, rel=1e-9)
+
+
+def test_the_elementwise_roofline_is_one_pipeline_stages():
+    # The measured kernels are summed over every layer for one rank of a stage: the
+    # activation's roofline, the whole model's work over one stage's cards, does not
+    # shrink as the stages grow (it did, by the stages, over all cards).
+    def ffn(pipeline):
+        result = infermodel.evaluate(PIPELINE, {"efficiency.kernels": "measured",
+                                                "efficiency.engine": "vllm",
+                                                "hardware.count": 2 * pipeline,
+                                                "levers.parallelism.tensor": 2,
+                                                "levers.parallelism.pipeline": pipeline})
+        return result["prefill_kernel_ffn_time"]
+
+    assert ffn(2) == pytest.approx(ffn(1), rel=1e-9)
+    assert ffn(4) == pytest.approx(ffn(1), rel=1e-9)
+
+
+def test_shared_experts_have_their_activation():
+    # DeepSeek-V3's shared expert is a gated MLP: its activation is a kernel of its own
+    # (the routed experts' is inside the measured MoE kernel).
+    result = infermodel.evaluate(DEEPSEEK, {"efficiency.kernels": "measured",
+                                            "efficiency.engine": "vllm"})
+    text = str(result.quantity("decode_kernel_ffn_time").expression)
+    assert "elementwise_kernel_latency" in text and "shared_expert_d_ff" in text

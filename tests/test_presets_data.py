@@ -30,13 +30,14 @@ MODEL_KEYS = {
     "attention_output_gate", "qk_norm", "expert_bias", "score_correction_bias",
     "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_dt_rank", "mamba_heads",
     "mamba_head_dim", "mamba_groups", "mamba_conv_bias", "mamba_proj_bias", "mamba_inner_norms",
-    "linear_state_bits",
+    "linear_state_bits", "rotary_fraction",
     # checkpoint formats (fields registered by the quantization lever)
     "weight_format", "expert_weight_format",
 }
 TEXT_KEYS = {"layer_pattern", "weight_format", "expert_weight_format"}
 FLAG_KEYS = {"attention_bias", "attention_sinks", "attention_output_gate", "qk_norm", "expert_bias",
              "score_correction_bias", "mamba_conv_bias", "mamba_proj_bias", "mamba_inner_norms"}
+SHARE_KEYS = {"rotary_fraction"}
 MODEL_REQUIRED = {"layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "ffn", "vocab",
                   "tied_embeddings"}
 HARDWARE_UNITS = {
@@ -132,9 +133,11 @@ def test_file_is_described_and_sourced(path):
 def test_model_shape_is_consistent(path):
     m = load(path)["model"]
     assert MODEL_REQUIRED <= set(m) <= MODEL_KEYS
-    for key in MODEL_KEYS - {"ffn", "tied_embeddings"} - TEXT_KEYS - FLAG_KEYS:
+    for key in MODEL_KEYS - {"ffn", "tied_embeddings"} - TEXT_KEYS - FLAG_KEYS - SHARE_KEYS:
         if key in m:
             assert type(m[key]) is int and m[key] >= 0, key
+    for key in SHARE_KEYS & set(m):
+        assert type(m[key]) is float and 0 <= m[key] <= 1, key
     for key in TEXT_KEYS & set(m):
         assert isinstance(m[key], str) and m[key], key
     for key in FLAG_KEYS & set(m):

@@ -59,6 +59,11 @@ def _attention_fields(model) -> None:
           "(Qwen3-Next)", default=False)
     model("qk_norm", "bool", "norms of queries and keys (Qwen3, Gemma 3: per head; MiniMax-M2: "
           "over the layer, qk_norm_scope)", default=False)
+    model("rotary_fraction", "float", "share of each query and key head the rotary position "
+          "embedding turns (its kernel's work, where the engine launches one): 1 by default; "
+          "0 where attention takes no position embedding (Jamba, Nemotron-H); a partial "
+          "rotary embedding's share (Qwen3-Next's partial_rotary_factor 0.25, MiniMax's "
+          "rotary_dim 64 of head_dim 128)", minimum=0.0, maximum=1.0, default=1.0)
     model("qk_norm_scope", "choice", 'what qk_norm normalises: "head" (each head\'s query and key, '
           'head_dim wide) or "layer" (all queries together and all keys together, MiniMax-M2\'s '
           "per_layer: under tensor parallelism each layer all-reduces their squared sums)",

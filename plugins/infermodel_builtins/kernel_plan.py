@@ -111,6 +111,9 @@ class Setup:
     #: How per-tensor FP8 activations take their scale: the checkpoint's calibrated
     #: ``"static"`` scales or each pass's ``"dynamic"`` amax.
     activation_scales: str = "static"
+    #: P pipeline stages: the measured kernels are summed over every layer for one rank
+    #: of a stage, so work at its roofline is the whole model's over one stage's cards.
+    pipeline: int = 1
 
     @property
     def layout(self) -> bool:
@@ -550,21 +553,27 @@ def _own(op, phase: str) -> str | None:
     return f"parallel_{phase}_comm_time" if op.plugin == "parallelism" else None
 
 
-def _stand_in(kernel, phase):
-    """Work no table measures at its roofline (or at the time its shape states: a link)."""
+def _stand_in(kernel, phase, pipeline=1):
+    """Work no table measures at its roofline (or at the time its shape states: a link):
+    the whole model's FLOPs and bytes over one pipeline stage's cards, as the measured
+    kernels beside it are summed over every layer for one rank of a stage.
+    """
     if "time" in kernel.shape:
         return kernel.shape["time"]
     rate = S[f"flops_effective_{phase}"]
-    return Max(kernel.shape["flops"] / rate, kernel.shape["bytes"] / S.bandwidth)
+    return pipeline * Max(kernel.shape["flops"] / rate, kernel.shape["bytes"] / S.bandwidth)
 
 
-def _elementwise(kernels, phase):
+def _elementwise(kernels, phase, pipeline, chosen):
     """The elementwise kernels of a measured operator (an activation between its GEMMs,
-    the rotary embedding before attention): no table measures them, so each is its
-    roofline plus the card's fixed time per launch, by nature rather than as a stand-in.
+    the rotary embedding before attention) that belong to the alternative ``chosen`` (or
+    to every one): no table measures them, so each is its roofline (none where its shape
+    states no work) plus the card's fixed time per launch, by nature rather than as a
+    stand-in.
     """
-    return tuple(_stand_in(k, phase) + k.calls * S.elementwise_kernel_latency
-                 for k in kernels if k.family == ELEMENTWISE and k.shape)
+    return tuple((_stand_in(k, phase, pipeline) if k.shape else 0)
+                 + k.calls * S.elementwise_kernel_latency
+                 for k in kernels if k.family == ELEMENTWISE and k.option in ("", *chosen))
 
 
 def _plan(scenario, st: Setup) -> Plan:
@@ -591,10 +600,12 @@ def _plan(scenario, st: Setup) -> Plan:
                           "; ".join(k.label for k in kernels) if kernels
                           else "no measured kernel is declared for it")
                 if how == "roofline":
-                    # Each elementwise launch has a fixed time the roofline does not hold.
+                    # Each elementwise launch has a fixed time the roofline does not hold;
+                    # the roofline is one pipeline stage's, as the measured kernels' sums.
                     launches = sum((k.calls for k in op.kernels if k.family == ELEMENTWISE),
                                    sympy.Integer(0))
-                    roofline = roofline + launches * S.elementwise_kernel_latency
+                    roofline = (st.pipeline * roofline
+                                + launches * S.elementwise_kernel_latency)
                 out.append(Timed(phase, op.name, how, roofline, reason, shape=shape))
                 continue
             if st.fallback:
@@ -611,12 +622,14 @@ def _plan(scenario, st: Setup) -> Plan:
                 if missing:
                     reasons += missing
                     continue
-                stand_ins = tuple((k.label, _stand_in(k, phase)) for k in candidate
+                stand_ins = tuple((k.label, _stand_in(k, phase, st.pipeline)) for k in candidate
                                   if k.family == ROOFLINE)
                 shared = trial
                 out.append(Timed(phase, op.name, "measured",
                                  sympy.Add(*times, *(t for _, t in stand_ins),
-                                           *_elementwise(op.kernels, phase)), "", own,
+                                           *_elementwise(op.kernels, phase, st.pipeline,
+                                                         {k.option for k in candidate})),
+                                 "", own,
                                  stand_ins, tuple(dict.fromkeys(notes)), shape))
                 break
             else:

@@ -39,6 +39,8 @@ import sympy
 
 from infermodel.plugin import Kernel, S
 
+from .engines import ENGINES
+
 #: The operators the latent attention module spans.
 LATENT_OPERATORS = ("qkv_projection", "attention_score", "attention_value", "output_projection")
 
@@ -48,6 +50,23 @@ def _widths(scenario):
     q_lora = S.q_lora_rank if scenario.value("model.q_lora_rank") is not None else sympy.Integer(0)
     return {"hidden": S.d_model, "q_lora": q_lora, "kv_lora": S.kv_lora_rank,
             "nope": S.qk_nope_head_dim, "rope": S.qk_rope_head_dim, "v_dim": S.v_head_dim}
+
+
+def _rotary(scenario, tokens, layers):
+    """The rotary embedding of the queries' and the shared key's rotary parts, where the
+    module is timed by its parts and the engine launches it apart (SGLang's and vLLM's
+    latent attention call rotary_emb on q_pe and k_pe; TensorRT-LLM's MLA op applies it):
+    (h + 1)·d_rope 16-bit values a token and layer read and written, three FLOPs each.
+    """
+    from .operator_kernels import ACTIVATION_BYTES, ELEMENTWISE  # (it imports this module)
+
+    engine = ENGINES.get(scenario.value("efficiency.engine") or "")
+    if engine is not None and engine.fused_rope:
+        return []
+    width = (S.heads + 1) * S.qk_rope_head_dim
+    return [Kernel(ELEMENTWISE, {"flops": 3 * tokens * width * layers,
+                                 "bytes": 2 * ACTIVATION_BYTES * tokens * width * layers},
+                   calls=layers, label="rotary", option="parts")]
 
 
 def latent_kernels(scenario, phase, tokens, layers, rooflines):
@@ -75,7 +94,7 @@ def latent_kernels(scenario, phase, tokens, layers, rooflines):
         parts.append(Kernel("gemm", {"m": tokens, "n": S.heads * (S.qk_nope_head_dim + S.v_head_dim),
                                      "k": S.kv_lora_rank}, calls=layers, split=("n",),
                             weights="latent", label="key/value up-projection", option="parts"))
-    out["qkv_projection"] += parts
+    out["qkv_projection"] += parts + _rotary(scenario, tokens, layers)
     latent = {"heads": S.heads, **{k: widths[k] for k in ("kv_lora", "nope", "rope", "v_dim")}}
     bare = Kernel("mla_generation" if decode else "mla_context", {**curve, **latent}, calls=layers,
                   split=("heads",), share=0.5, label="latent attention core", option="parts")

@@ -8,6 +8,7 @@ presets name theirs), under the engine ``efficiency.engine`` at ``engine_version
 served by the newest older one, never a newer one)::
 
     t_op    = Σ over its kernels  share · calls · lookup(shape after tensor parallelism)
+              + Σ over its elementwise kernels  (roofline on a pipeline stage + calls · τ_ew)
     t_step  = Σ measured operators + Σ operators no table covers (at their roofline)
               + n_ew · τ_ew + τ_step + t0
 
@@ -66,7 +67,7 @@ from infermodel.plugin import (
 )
 
 from . import M10, kernel_plan
-from .engines import ENGINES, TRTLLM_NORM_FUSION
+from .engines import ENGINES, SEPARATE_ROPE, TRTLLM_NORM_FUSION, TRTLLM_ROPE_FUSION
 from .kernel_plan import PHASES, Plan, Setup
 from .layout_kernels import all_reduce, collective_kernels, qk_norm_all_reduce
 from .layouts import layer_counts
@@ -141,12 +142,12 @@ def setup(scenario) -> Setup:
     """The scenario's :class:`Setup` (raises what validation reports)."""
     lever = scenario.lever("parallelism")
     tensor = degrees(scenario)[0] if lever is not None else scenario.value("hardware.count")
-    layout: dict = {}
+    layout: dict = {"pipeline": degrees(scenario)[1]} if lever is not None else {}
     if lever is not None:
         lay = parallel_layout(scenario)
         if lay.active:
-            layout = {"data": lay.data, "stage": lay.stage_cards, "expert": lay.expert,
-                      "dense": lay.dense, "shared_local": lay.shared_local, "all_to_all": lay.a2a}
+            layout.update(data=lay.data, stage=lay.stage_cards, expert=lay.expert,
+                          dense=lay.dense, shared_local=lay.shared_local, all_to_all=lay.a2a)
     system = scenario.value("hardware.kernel_system")
     engine = ENGINE_TABLES.get(scenario.value("efficiency.engine"))
     if system is None:
@@ -357,7 +358,9 @@ def infermodel_define_quantities(scenario, define):
             if t.own is None:
                 (summed if t.how == "measured" else roofline).append(S[name])
         define(f"{phase}_time_kernels_measured", sympy.Add(*summed, evaluate=False), unit="s",
-               description=f"{phase}: the operators the measured kernel tables time, summed",
+               description=f"{phase}: the operators the measured kernel tables time (with the "
+                           "elementwise kernels inside them at their roofline: an activation, "
+                           "the rotary embedding), summed",
                reference=TABLES)
         define(f"{phase}_time_kernels_roofline", sympy.Add(*roofline, evaluate=False), unit="s",
                description=f"{phase}: the operators no table covers (elementwise: norms, the "
@@ -383,10 +386,12 @@ def _elementwise_latency(st: Setup, define) -> None:
     origin = (f"{st.system}: mem_empirical_constant_latency" if value else
               "none: no measured system states one")
     define("elementwise_kernel_latency", value, unit="s",
-           description="fixed time of one elementwise kernel (a norm, the embedding lookup) "
+           description="fixed time of one elementwise kernel (a norm, the embedding lookup, "
+                       "an activation, the rotary embedding) "
                        f"beyond its bandwidth roofline ({origin}); under TensorRT-LLM with "
                        "tensor parallelism the norms ride in the all-reduce",
-           reference=f"{TABLES}: systems/<system>.yaml; {TRTLLM_NORM_FUSION}")
+           reference=f"{TABLES}: systems/<system>.yaml; {TRTLLM_NORM_FUSION}; "
+                     f"{TRTLLM_ROPE_FUSION}; {SEPARATE_ROPE}")
 
 
 def _host(scenario, define) -> None:

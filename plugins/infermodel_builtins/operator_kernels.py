@@ -54,7 +54,8 @@ FULL = 2**30
 #: Kernels no table measures (the kernel plan times them at their roofline, each launch
 #: with the card's fixed kernel time).
 ELEMENTWISE = "elementwise"
-#: Bytes of one activation value the elementwise kernels read and write (16-bit).
+#: Bytes per activation value (16-bit activations), which the operators and the
+#: elementwise kernels read and write.
 ACTIVATION_BYTES = 2
 
 
@@ -100,13 +101,22 @@ def _activation(tokens, width, calls, prefix, group):
 
 def _rotary(scenario, tokens, layers):
     """The rotary embedding of the queries and keys, a kernel of its own before attention
-    unless the engine applies it in its attention kernels (TensorRT-LLM): it reads and
-    writes (h + g)·d_h 16-bit values a token and layer, three FLOPs each.
+    unless the engine applies it in its attention kernels (TensorRT-LLM, but not where it
+    fuses the q/k norms with the rotary embedding instead: Qwen3's ``fuse_qk_norm_rope``):
+    it reads and writes the turned share r of (h + g)·d_h 16-bit values a token and
+    layer, three FLOPs each. None where attention takes no position embedding (r = 0:
+    Jamba, Nemotron-H); with chunked local layers (Llama 4) only those turn theirs, its
+    full-attention layers being NoPE.
     """
     engine = ENGINES.get(scenario.value("efficiency.engine") or "")
-    if engine is not None and engine.fused_rope:
+    share = scenario.value("model.rotary_fraction")
+    if share == 0 or (engine is not None and engine.fused_rope
+                      and not scenario.value("model.qk_norm")):
         return ()
-    width = (S.heads + S.kv_heads) * S.head_dim
+    counts = structure(scenario).counts
+    if counts and counts.get("chunked"):
+        layers = S.layers_chunked_local
+    width = share * (S.heads + S.kv_heads) * S.head_dim
     return (Kernel(ELEMENTWISE, {"flops": 3 * tokens * width * layers,
                                  "bytes": 2 * ACTIVATION_BYTES * tokens * width * layers},
                    calls=layers, label="rotary"),)

@@ -59,7 +59,7 @@ import sympy
 from infermodel.plugin import S, Stage, collect_operators, hookimpl
 
 from . import LAB, M10
-from .operator_kernels import operator_kernels
+from .operator_kernels import ACTIVATION_BYTES, operator_kernels
 from .shapes import ffn_block, moe_layer_count, router_params, structure
 from .unevaluated import Max, Min
 
@@ -71,8 +71,6 @@ ATTENTION = f"{M10}, 'Attention reads a different cache for every sequence'"
 PER_OPERATOR = ("per-operator roofline: each kernel runs at the lower of its compute and "
                 "bandwidth limits, and the kernels of a step run one after another")
 
-#: Bytes per activation value (16-bit activations).
-ACTIVATION_BYTES = 2
 #: Bytes per output logit (engines keep logits in fp32 for sampling).
 LOGIT_BYTES = 4
 PHASES = ("prefill", "decode")

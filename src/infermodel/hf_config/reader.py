@@ -32,6 +32,8 @@ documentation's "Hugging Face configurations" page)::
     shared_expert_intermediate_size      -> shared_experts, shared_expert_d_ff
     attention_bias                       -> attention_bias
     use_qk_norm, qk_norm_type            -> qk_norm, qk_norm_scope ("per_layer": "layer")
+    partial_rotary_factor | rotary_dim/head_dim (jamba, nemotron_h: none)
+                                         -> rotary_fraction
     quantization_config                  -> weight_format, expert_weight_format,
                                             unquantized, activation_scales
     hf_quant_config.json beside the file (ModelOpt's export, where config.json has no
@@ -538,6 +540,27 @@ def _layer_pattern(config: Mapping[str, Any], model_type: str | None, out: dict[
     return explicit
 
 
+#: Model types whose attention takes no position embedding (NoPE: Jamba's, and
+#: Nemotron-H's, which inherits Jamba's attention in Hugging Face transformers).
+_NO_ROTARY = ("jamba", "nemotron_h")
+
+
+def _rotary_fraction(config: Mapping[str, Any], model_type: str | None) -> float | None:
+    """Share of each head the rotary embedding turns, where it is not all of it: 0 for
+    NoPE attention, ``partial_rotary_factor``, or ``rotary_dim`` over ``head_dim``.
+    """
+    if model_type in _NO_ROTARY:
+        return 0.0
+    factor = config.get("partial_rotary_factor")
+    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and 0 < factor < 1:
+        return float(factor)
+    rotary, head = config.get("rotary_dim"), config.get("head_dim")
+    if (isinstance(rotary, int) and isinstance(head, int) and not isinstance(rotary, bool)
+            and 0 < rotary < head):
+        return rotary / head
+    return None
+
+
 def _attention_family(config: Mapping[str, Any], model_type: str | None, out: dict[str, Any], path) -> None:
     if config.get("kv_lora_rank"):
         for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
@@ -558,6 +581,9 @@ def _attention_family(config: Mapping[str, Any], model_type: str | None, out: di
         if config.get("qk_norm_type") == "per_layer":
             # MiniMax-M2: one norm over all the layer's queries, one over its keys.
             out["qk_norm_scope"] = "layer"
+    rotary = _rotary_fraction(config, model_type)
+    if rotary is not None:
+        out["rotary_fraction"] = rotary
     if "experts" in out and config.get("topk_method") == "noaux_tc":
         out["score_correction_bias"] = True   # DeepSeek-V3's e_score_correction_bias
 
