@@ -12,7 +12,7 @@ import attrs
 import numpy as np
 import pytest
 
-from infermodel.accuracy.closed_loop import closed_loop, prefill_pool_wait
+from infermodel.accuracy.closed_loop import closed_loop, decode_running, prefill_pool_wait
 from infermodel.accuracy.ledger import read_ledger
 from infermodel.accuracy.row_simulation import MAX_TOKENS, ROUNDS, simulate_row, unsupported
 from infermodel.simulator import CostModel
@@ -78,6 +78,35 @@ def test_a_prefill_server_that_batches_prompts_serves_them_at_its_batchs_pace():
     assert wait > 10 * independent
     # Where a full batch takes no longer than one prompt, the servers are independent.
     assert prefill_pool_wait(0.010, clients, think, servers=8, full=0.010) == independent
+
+
+def test_a_prefill_pool_that_queues_keeps_the_decode_batch_to_its_share_of_the_cycle():
+    # 1,000 clients, one prefill server of 0.5 s a prompt, 100 decode steps of 10 ms: the
+    # prefill server turns 2 prompts a second, so by Little's law 2 clients a second spend
+    # their 1 s in decode: the decode batch is 2, not the 1,000 clients.
+    def cycle(running):
+        tpot = 0.010
+        return tpot, prefill_pool_wait(0.5, 1000, 100 * tpot)
+
+    assert decode_running(1000, 1, 1000, 101, 0.0, cycle) == 2
+    # A prefill pool that never queues leaves every client decoding (to the batch cap).
+    assert decode_running(1000, 4, 64, 101, 0.0, lambda n: (0.010, 0.0)) == 64
+    assert decode_running(100, 4, 64, 101, 0.0, lambda n: (0.010, 0.0)) == 25
+
+
+def test_the_decode_batch_settles_where_littles_law_holds():
+    # A step that grows with the batch and a prefill station that queues: the result is a
+    # fixed point, the decode share of the cycle (ceiled) giving back the same batch.
+    for clients in (8, 64, 300, 1200):
+        def cycle(running, clients=clients):
+            tpot = 0.008 + 2e-5 * running
+            return tpot, prefill_pool_wait(0.2, clients, 511 * tpot + 0.05, servers=4, full=0.5)
+
+        running = decode_running(clients, 1, 512, 512, 0.05, cycle)
+        tpot, first = cycle(running)
+        share = 511 * tpot / (511 * tpot + first + 0.05)
+        assert running == max(1, min(math.ceil(clients * share), 512))
+        assert running <= clients
 
 
 def test_statistics_and_littles_law():

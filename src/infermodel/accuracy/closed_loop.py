@@ -35,10 +35,12 @@ capacity; TTFT does not where fixed-length clients stay in phase (see
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import numpy as np
 
-__all__ = ["ClosedLoop", "closed_loop", "offline_batch", "prefill_pool_wait"]
+__all__ = ["ClosedLoop", "closed_loop", "decode_running", "offline_batch", "prefill_pool_wait"]
 
 #: Prefill share at which the iteration stops growing the stall (a saturated prefill
 #: queue); beyond it the model is outside its range and says so through ``saturated``.
@@ -181,3 +183,34 @@ def prefill_pool_wait(service: float, clients: int, think: float, servers: int =
         throughput = n / (response + delay + think)
         queued = throughput * response
     return response + delay
+
+
+def decode_running(concurrency: int, workers: int, cap: int, osl: float, between: float,
+                   cycle, *, rounds: int = 64) -> int:
+    """Sequences a decode server runs at once in a closed loop of ``concurrency`` clients:
+    each client spends its cycle at a prefill server (``cycle(running)[1]``, queue and
+    service), ``between`` seconds in transfer and on the request's way, and
+    ``(osl − 1) · TPOT`` in decode (``cycle(running)[0]`` the step at ``running``), so the
+    decode pool holds the clients' share of the cycle in decode (Little's law), spread
+    over its ``workers`` and at most ``cap`` a server.
+
+    The share grows with ``running`` (a longer step leaves the prefill pool less loaded),
+    so the iteration from the largest ``running`` the clients allow falls monotonically
+    to the largest fixed point (``rounds`` evaluations of ``cycle`` at most). A prefill
+    pool that is the bottleneck keeps most clients queued for their first token, and
+    the decode batch is then far below the clients.
+
+    >>> decode_running(100, 1, 100, 11, 0.0, lambda n: (0.01, 0.1))   # 0.1 s of 0.2 s
+    50
+    """
+    running = max(1, min(math.ceil(concurrency / workers), cap))
+    for _ in range(rounds):
+        tpot, first = cycle(running)
+        decoding = (osl - 1) * tpot
+        total = decoding + first + between
+        share = decoding / total if total > 0 else 1.0
+        settled = max(1, min(math.ceil(concurrency * share / workers), cap))
+        if settled >= running:
+            break
+        running = settled
+    return running

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import row_simulation
-from .closed_loop import prefill_pool_wait
+from .closed_loop import decode_running, prefill_pool_wait
 from .ledger import LedgerRow
 from .row_simulation import at, cost_model, request_time
 
@@ -84,7 +84,9 @@ def analytic_pools(models: tuple[RowModel, RowModel], row: LedgerRow,
     """A disaggregated row from its pools' roofline times, without simulation:
 
     * TPOT: one decode step of a decode server at its running sequences (its share of
-      the clients, at most the pool's ``batch × attention_dp`` and what its cache holds);
+      the clients in decode, at most the pool's ``batch × attention_dp`` and what its
+      cache holds; the clients in decode are their share of the cycle spent decoding,
+      :func:`.closed_loop.decode_running`);
     * TTFT: the prefill of one prompt on a prefill server, with the queueing of its share
       of the clients whose think time is their decode
       (:func:`.closed_loop.prefill_pool_wait`: the server takes ``batch × attention_dp``
@@ -110,20 +112,25 @@ def analytic_pools(models: tuple[RowModel, RowModel], row: LedgerRow,
             return NO_ROOM
     else:
         isl, osl = row.isl, row.osl
-    running = max(1, min(math.ceil(row.concurrency / decode_pool.workers),
-                         decode_pool.batch * decode_pool.attention_dp, int(decode.capacity)))
-    tpot = at(decode, efficiency, running)["decode_step_time"]
+    cap = max(1, min(decode_pool.batch * decode_pool.attention_dp, int(decode.capacity)))
+    transfer = transfer_time(prefill, row)
+    service = at(prefill, efficiency, 1)["prefill_time"]
+    clients = math.ceil(row.concurrency / prefill_pool.workers)
+    servers = prefill_pool.batch * prefill_pool.attention_dp
+    path = request_time(prefill, efficiency)
+    full = at(prefill, efficiency, servers)["prefill_time"] if servers > 1 else service
+
+    def cycle(running: int) -> tuple[float, float]:
+        tpot = at(decode, efficiency, running)["decode_step_time"]
+        return tpot, prefill_pool_wait(service, clients, (osl - 1) * tpot + transfer + path,
+                                       servers=servers, full=full)
+
+    running = decode_running(row.concurrency, decode_pool.workers, cap, osl, transfer + path,
+                             cycle)
+    tpot, ttft = cycle(running)
     if row.metric in ("tpot_ms", "itl_ms"):
         value = tpot * 1e3
     else:
-        transfer = transfer_time(prefill, row)
-        service = at(prefill, efficiency, 1)["prefill_time"]
-        clients = math.ceil(row.concurrency / prefill_pool.workers)
-        servers = prefill_pool.batch * prefill_pool.attention_dp
-        path = request_time(prefill, efficiency)
-        full = at(prefill, efficiency, servers)["prefill_time"] if servers > 1 else service
-        ttft = prefill_pool_wait(service, clients, (osl - 1) * tpot + transfer + path,
-                                 servers=servers, full=full)
         if client.warmup_measured:
             burst = (full * clients / servers + service) / 2.0
             ttft = (burst + (client.rounds - 1) * ttft) / client.rounds

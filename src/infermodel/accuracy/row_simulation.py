@@ -54,7 +54,9 @@ import math
 import attrs
 import numpy as np
 
-__all__ = ["BURST", "CHUNK_TOKENS", "CLIENTS", "GAP", "GAP_ROUNDS", "INFERENCEMAX", "MAX_TOKENS", "RATE_METRICS", "ROUNDS",
+from .closed_loop import decode_running
+
+__all__ = ["BURST", "CHUNK_TOKENS", "CLIENTS", "GAP", "GAP_ROUNDS", "INFERENCEMAX", "MAX_TOKENS", "POOL_ROUNDS", "RATE_METRICS", "ROUNDS",
            "SEED", "Client", "PoolFigures", "ServingFigures", "at", "beyond_bound", "cost_model", "rate_metric",
            "run_row",
            "run_row_packed", "simulate_pools", "simulate_row", "unsupported"]
@@ -138,6 +140,9 @@ MAX_TOKENS = 50_000_000
 #: max_num_batched_tokens for online serving on large cards, SGLang's
 #: chunked_prefill_size, TensorRT-LLM's max_num_tokens: 8,192 each).
 CHUNK_TOKENS = 8192
+#: Prefill simulations a disaggregated row runs at most to settle its decode batch
+#: (:func:`.closed_loop.decode_running`).
+POOL_ROUNDS = 4
 
 
 @attrs.frozen
@@ -329,11 +334,14 @@ def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurr
                    request_time: float = 0.0) -> PoolFigures:
     """``concurrency`` clients of fixed ``isl``/``osl`` requests on disaggregated ``pools``.
 
-    * **Decode**: the clients are spread evenly over the decode servers, each running at
-      most ``batch × attention_dp`` sequences (the pool's configured batch) and no more
-      than its cache holds; a step decodes every running sequence, their contexts spread
-      evenly over ``isl … isl + osl − 1``, so the time per output token is that step's
-      time (the decode servers run no prefills).
+    * **Decode**: the clients in decode are spread evenly over the decode servers, each
+      running at most ``batch × attention_dp`` sequences (the pool's configured batch) and
+      no more than its cache holds; a step decodes every running sequence, their contexts
+      spread evenly over ``isl … isl + osl − 1``, so the time per output token is that
+      step's time (the decode servers run no prefills). The clients in decode are their
+      share of the cycle spent decoding (:func:`.closed_loop.decode_running`: a prefill
+      pool that queues keeps the others waiting for their first token), settled in at
+      most :data:`POOL_ROUNDS` prefill simulations.
     * **Prefill**: the clients are spread evenly over the prefill servers; each server is a
       closed loop of its share of the clients (``client``'s rounds, lengths and measured
       requests), each request a prompt whose first token ends it, the client's next
@@ -348,21 +356,32 @@ def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurr
     from ..simulator import FixedLength, Policy, WorkloadSpec, run_record
 
     decode, prefill = pools.decode, pools.prefill
-    per_decode = math.ceil(concurrency / decode.workers)
     held = max(1, int(decode_cost.cache_memory // (decode_cost.kv_bytes_per_token * (isl + osl))))
-    running = max(1, min(per_decode, decode.batch * decode.attention_dp, held))
+    cap = max(1, min(decode.batch * decode.attention_dp, held))
     prompt, output = client.mean_length(isl), client.mean_length(osl)
-    contexts = np.linspace(prompt, prompt + output - 1, running).round().astype(int)
-    tpot = float(decode_cost.iteration_time(contexts.tolist(), []))
     clients = max(1, math.ceil(concurrency / prefill.workers))
     policy = Policy("chunked", chunk_tokens=CHUNK_TOKENS,
                     max_running=max(1, prefill.batch * prefill.attention_dp))
     spec = WorkloadSpec(prompt=client.lengths(isl), output=FixedLength(1),
                         count=client.rounds * clients, sampler="numpy")
-    think = (output - 1) * tpot + transfer + request_time
-    record, _ = run_record(prefill_cost, spec.closed_loop(clients, think, SEED), policy)
     measured = client.measured(clients)
-    ttft = (record.first_token - record.arrivals)[measured] + transfer + request_time
+    runs: dict[int, tuple[float, np.ndarray]] = {}
+
+    def cycle(running: int) -> tuple[float, float]:
+        if running not in runs:
+            contexts = np.linspace(prompt, prompt + output - 1, running).round().astype(int)
+            tpot = float(decode_cost.iteration_time(contexts.tolist(), []))
+            think = (output - 1) * tpot + transfer + request_time
+            record, _ = run_record(prefill_cost, spec.closed_loop(clients, think, SEED), policy)
+            runs[running] = tpot, (record.first_token - record.arrivals)[measured]
+        tpot, first = runs[running]
+        return tpot, float(np.mean(first))
+
+    running = decode_running(concurrency, decode.workers, cap, output, transfer + request_time,
+                             cycle, rounds=POOL_ROUNDS)
+    cycle(running)
+    tpot, first = runs[running]
+    ttft = first + transfer + request_time
     e2e = float(np.mean(ttft)) + (output - 1) * tpot
     return PoolFigures(ttft, tpot, concurrency * output / e2e, running)
 
