@@ -612,3 +612,47 @@ def test_shared_experts_have_their_activation():
                                             "efficiency.engine": "vllm"})
     text = str(result.quantity("decode_kernel_ffn_time").expression)
     assert "elementwise_kernel_latency" in text and "shared_expert_d_ff" in text
+
+
+def _ffn(engine: str, phase: str = "decode", **more) -> float:
+    return _deepseek(engine, **more)[f"{phase}_kernel_ffn_time"]
+
+
+@pytest.mark.parametrize("engine", ["tensorrt-llm", "sglang", "vllm"])
+def test_the_shared_expert_runs_beside_the_routed_ones_in_decode(engine):
+    # TensorRT-LLM and SGLang run DeepSeek-V3's shared expert on a second stream in the
+    # decode batches they capture as CUDA graphs, vLLM in passes of at most 256 tokens.
+    # At 16 sequences the routed experts' kernel outlasts the shared expert's two GEMMs
+    # and activation on H200, so the block takes what it takes without the shared
+    # expert; one after another it takes the shared expert's time more.
+    alone = _ffn(engine, **{"model.shared_experts": 0})
+    beside = _ffn(engine)
+    assert beside == pytest.approx(alone, rel=1e-12)
+    graphs = {"efficiency.graph_max_batch": 8} if engine != "vllm" else {}
+    if graphs:
+        # Above the captured batches the streams are one.
+        assert _ffn(engine, **graphs) > beside * 1.05
+
+
+def test_one_after_another_where_the_engine_does_not_overlap():
+    # vLLM above 256 tokens a pass, every engine's prefill but vLLM's short ones, and
+    # SGLang's all-to-all (DeepEP) path: the shared expert's time adds to the block's.
+    def shared_cost(engine, phase="decode", **more):
+        return (_ffn(engine, phase, **more)
+                - _ffn(engine, phase, **{"model.shared_experts": 0, **more}))
+
+    assert shared_cost("vllm", **{"workload.batch": 300}) > 0
+    assert shared_cost("tensorrt-llm", "prefill", **{"workload.batch": 1}) > 0
+    wide = {"levers.parallelism.tensor": 1, "levers.parallelism.attention_data": 8,
+            "levers.parallelism.expert": 8, "levers.parallelism.expert_dispatch": "all_to_all"}
+    assert shared_cost("sglang", **wide) > 0
+    assert shared_cost("tensorrt-llm", **wide) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_overlap_condition_reads_the_tokens_of_a_rank():
+    # Under data-parallel attention a rank's pass holds B / D tokens: with TensorRT-LLM's
+    # 128 sequences captured a rank, eight ranks overlap up to 1,024 sequences.
+    wide = {"levers.parallelism.tensor": 1, "levers.parallelism.attention_data": 8,
+            "levers.parallelism.expert": 8}
+    text = str(_deepseek("tensorrt-llm", **wide).quantity("decode_kernel_ffn_time").expression)
+    assert "batch <= 1024" in text

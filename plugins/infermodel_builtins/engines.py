@@ -94,6 +94,27 @@ class Engine:
     #: Rotary position embedding is applied inside the attention kernels (their QKV
     #: preprocessing), not launched as a kernel of its own (see :data:`TRTLLM_ROPE_FUSION`).
     fused_rope: bool = False
+    #: The shared experts run on a second CUDA stream beside the routed experts: in the
+    #: decode batches the engine captures as CUDA graphs (``"graphs"``), in any pass of
+    #: at most :attr:`shared_stream_tokens` tokens (``"tokens"``), or never (``""``; see
+    #: :data:`SHARED_EXPERT_STREAMS`).
+    shared_stream: str = ""
+    shared_stream_tokens: int = 0
+    #: The overlap holds with an all-to-all expert dispatch too (SGLang's DeepEP path
+    #: runs the shared experts in line).
+    shared_stream_all_to_all: bool = True
+
+
+#: Where each engine runs the shared experts beside the routed ones.
+SHARED_EXPERT_STREAMS = (
+    "TensorRT-LLM PyTorch backend (DeepseekV3MoE, Glm4MoE and the other MoE blocks with "
+    "shared experts): maybe_execute_in_parallel runs the shared experts on an auxiliary "
+    "stream, multi-stream being enabled only while a CUDA graph is captured; SGLang "
+    "(DeepseekV2MoE and GLM's MoE): forward_normal_dual_stream on its alt_stream in "
+    "CUDA-graph capture, or the shared expert fused into the routed kernel as one more "
+    "expert, but in line on its DeepEP (all-to-all) path; vLLM from 0.11.1 (FusedMoE with shared experts, PRs 26440 and 28406): an "
+    "auxiliary stream on CUDA for passes of at most "
+    "VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD = 256 tokens")
 
 
 #: TensorRT-LLM's all-reduce with the residual add and RMSNorm fused in.
@@ -117,19 +138,21 @@ ENGINES = {
                    "rest of that share after weights and the activation peak profiled at "
                    "max_num_batched_tokens, 8192 for the API server on cards of 70 GiB or more); "
                    "CUDA graphs, NCCL buffers and the CUDA context live in the 10 % left out; "
-                   + VLLM_ARGS),
+                   + VLLM_ARGS, shared_stream="tokens", shared_stream_tokens=256),
     "vllm-v0": Engine("vLLM V0 (before 0.8)", "vllm-v0", 0.10, "total", 8192, 256, False, 16, 256,
                       "vLLM V0 engine arguments: gpu_memory_utilization = 0.9, as V1; "
                       + VLLM_V0_ARGS, generation_of="vllm"),
     "sglang": Engine("SGLang", "sglang", 0.12, "inside", 8192, 0, True, 1, 256,
                      "SGLang server arguments: mem_fraction_static = 0.88 at tensor-parallel size "
                      "1 (weights and KV pool); activations, CUDA graphs and NCCL buffers use the "
-                     "rest; chunked_prefill_size 8192; " + SGLANG_ARGS),
+                     "rest; chunked_prefill_size 8192; " + SGLANG_ARGS,
+                     shared_stream="graphs", shared_stream_all_to_all=False),
     "tensorrt-llm": Engine("TensorRT-LLM", "trtllm", 0.10, "free", 8192, 2048, True, 64, 128,
                            "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction = 0.9 of the "
                            "memory free after weights and the activation buffers sized for "
                            "max_num_tokens (8192); " + TRTLLM_ARGS,
-                           mxfp4_activations="mxfp8", fused_norms=True, fused_rope=True),
+                           mxfp4_activations="mxfp8", fused_norms=True, fused_rope=True,
+                           shared_stream="graphs"),
     "none": Engine("no engine", "", 0.0, "total", 0, 0, False, 1, 0,
                    "no engine: nothing kept back (a lower bound on memory), no scheduler limits"),
 }
@@ -204,5 +227,5 @@ FAMILY_ENGINE = {e.family: name for name, e in ENGINES.items() if e.family}
 # The measured kernel tables' name for TensorRT-LLM, accepted as the same engine.
 ENGINES["trtllm"] = ENGINES["tensorrt-llm"]
 
-__all__ = ["ENGINES", "FAMILY_ENGINE", "SEPARATE_ROPE", "TRTLLM_NORM_FUSION", "TRTLLM_ROPE_FUSION", "Engine", "Scheduler", "scenario_scheduler", "scheduler_defaults",
+__all__ = ["ENGINES", "FAMILY_ENGINE", "SEPARATE_ROPE", "SHARED_EXPERT_STREAMS", "TRTLLM_NORM_FUSION", "TRTLLM_ROPE_FUSION", "Engine", "Scheduler", "scenario_scheduler", "scheduler_defaults",
            "tensor_degree"]

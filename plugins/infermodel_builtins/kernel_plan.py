@@ -478,6 +478,10 @@ class Timed:
     #: "attention" (sequences and their positions) or "state" (sequences and their new
     #: tokens, whatever is cached).
     shape: str = "tokens"
+    #: Kernels run on two streams at once: ``(group, first stream's time, second
+    #: stream's time, condition)`` each (the operator takes the longer where the
+    #: condition holds).
+    streams: tuple[tuple[str, object, object, object], ...] = ()
 
 
 @attrs.frozen
@@ -567,13 +571,36 @@ def _stand_in(kernel, phase, pipeline=1):
 def _elementwise(kernels, phase, pipeline, chosen):
     """The elementwise kernels of a measured operator (an activation between its GEMMs,
     the rotary embedding before attention) that belong to the alternative ``chosen`` (or
-    to every one): no table measures them, so each is its roofline (none where its shape
-    states no work) plus the card's fixed time per launch, by nature rather than as a
-    stand-in.
+    to every one), each with its time: no table measures them, so each is its roofline
+    (none where its shape states no work) plus the card's fixed time per launch, by
+    nature rather than as a stand-in.
     """
-    return tuple((_stand_in(k, phase, pipeline) if k.shape else 0)
-                 + k.calls * S.elementwise_kernel_latency
-                 for k in kernels if k.family == ELEMENTWISE and k.option in ("", *chosen))
+    return [(k, (_stand_in(k, phase, pipeline) if k.shape else 0)
+             + k.calls * S.elementwise_kernel_latency)
+            for k in kernels if k.family == ELEMENTWISE and k.option in ("", *chosen)]
+
+
+def _streams(timed):
+    """The time of an operator's kernels, each ``(kernel, time)``: one after another,
+    but a group that names an ``overlap`` takes the longer of its two streams (the
+    kernels with ``side`` on the second) where its ``overlap_when`` holds, else their
+    sum. Returns the time and each group's ``(name, first stream, second stream,
+    condition)``.
+    """
+    plain = [t for k, t in timed if not k.overlap]
+    groups: dict[str, tuple[list, list, object]] = {}
+    for k, t in timed:
+        if k.overlap:
+            main, side, when = groups.setdefault(k.overlap, ([], [], k.overlap_when))
+            (side if k.side else main).append(t)
+    streams = []
+    for name, (main, side, when) in groups.items():
+        first, second = sympy.Add(*main), sympy.Add(*side)
+        both = Max(first, second)
+        always = when is True or when == sympy.true
+        plain.append(both if always else sympy.Piecewise((both, when), (first + second, True)))
+        streams.append((name, first, second, sympy.true if always else when))
+    return sympy.Add(*plain), tuple(streams)
 
 
 def _plan(scenario, st: Setup) -> Plan:
@@ -616,8 +643,9 @@ def _plan(scenario, st: Setup) -> Plan:
             for candidate in _alternatives(kernels):
                 trial: dict[str, object] = dict(shared)
                 notes: list[str] = []
+                measured = [k for k in candidate if k.family != ROOFLINE]
                 times = [kernel_time(k, st, formats, activations, kv, trial, phase, notes)
-                         for k in candidate if k.family != ROOFLINE]
+                         for k in measured]
                 missing = [t for t in times if isinstance(t, str)]
                 if missing:
                     reasons += missing
@@ -625,12 +653,13 @@ def _plan(scenario, st: Setup) -> Plan:
                 stand_ins = tuple((k.label, _stand_in(k, phase, st.pipeline)) for k in candidate
                                   if k.family == ROOFLINE)
                 shared = trial
+                timed = [*zip(measured, times),
+                         *_elementwise(op.kernels, phase, st.pipeline,
+                                       {k.option for k in candidate})]
+                kernels_time, streams = _streams(timed)
                 out.append(Timed(phase, op.name, "measured",
-                                 sympy.Add(*times, *(t for _, t in stand_ins),
-                                           *_elementwise(op.kernels, phase, st.pipeline,
-                                                         {k.option for k in candidate})),
-                                 "", own,
-                                 stand_ins, tuple(dict.fromkeys(notes)), shape))
+                                 kernels_time + sympy.Add(*(t for _, t in stand_ins)), "", own,
+                                 stand_ins, tuple(dict.fromkeys(notes)), shape, streams))
                 break
             else:
                 out.append(Timed(phase, op.name, "fallback", roofline,

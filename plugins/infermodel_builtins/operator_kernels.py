@@ -39,6 +39,7 @@ their weights, routed experts on every token of the stage (``"routed"``).
 
 from __future__ import annotations
 
+import attrs
 import sympy
 
 from infermodel.plugin import Kernel, S
@@ -142,19 +143,49 @@ def _ffn_blocks(scenario, tokens):
     return [(S.d_ff, S.layers - moe_layers)], moe_layers, 0
 
 
-def _ffn(scenario, tokens):
+def _shared_stream(scenario, phase, tokens):
+    """When the engine runs the shared experts on a second stream beside the routed ones
+    (a sympy condition on the pass's tokens a rank), or None where it never does in
+    ``phase``: TensorRT-LLM and SGLang in the decode batches they capture as CUDA graphs
+    (SGLang not with an all-to-all dispatch), vLLM in passes of at most 256 tokens
+    (:data:`.engines.SHARED_EXPERT_STREAMS`).
+    """
+    from .engines import scenario_scheduler
+
+    engine = ENGINES.get(scenario.value("efficiency.engine") or "")
+    if engine is None or not engine.shared_stream:
+        return None
+    lever = scenario.lever("parallelism")
+    ranks = lever.attention_data if lever is not None else 1
+    if (lever is not None and lever.expert_dispatch == "all_to_all" and lever.expert > 1
+            and not engine.shared_stream_all_to_all):
+        return None
+    if engine.shared_stream == "graphs":
+        limit = scenario_scheduler(scenario).graph_max_batch
+        if phase != "decode" or limit <= 0:
+            return None
+    else:
+        limit = engine.shared_stream_tokens
+    return sympy.Le(tokens / ranks, limit)
+
+
+def _ffn(scenario, tokens, phase=""):
     dense, moe_layers, projections = _ffn_blocks(scenario, tokens)
     kernels: list[Kernel] = []
     if moe_layers:
+        shared = bool(scenario.value("model.shared_experts"))
+        when = _shared_stream(scenario, phase, tokens) if shared else None
+        overlap = {} if when is None else {"overlap": "shared experts", "overlap_when": when}
         kernels.append(Kernel("moe", {"tokens": tokens, "hidden": S.d_model, "inter": S.expert_d_ff,
                                       "topk": S.active_experts, "experts": S.experts, "tp": 1,
                                       "ep": 1},
                               calls=moe_layers, split=("tp",), weights="experts", label="experts",
-                              group="routed"))
-        if scenario.value("model.shared_experts"):
+                              group="routed", **overlap))
+        if shared:
             width = S.shared_experts * (S.shared_expert_d_ff if structure(scenario).ffn
                                         else S.expert_d_ff)
-            kernels += _dense(tokens, width, moe_layers, "shared ", "shared")
+            side = _dense(tokens, width, moe_layers, "shared ", "shared")
+            kernels += [attrs.evolve(k, side=True, **overlap) for k in side] if overlap else side
     for width, layers in dense:
         kernels += _dense(tokens, width, layers, "dense " if moe_layers else "")
     if projections:
@@ -200,7 +231,7 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
         "output_projection": (Kernel("gemm", {"m": tokens, "n": S.d_model, "k": S.query_width},
                                      calls=attention_layers, split=("k",), weights="attention",
                                      label="o"),),
-        "ffn": _ffn(scenario, tokens),
+        "ffn": _ffn(scenario, tokens, phase),
         "head": (Kernel("gemm", {"m": scored, "n": S.vocab, "k": S.d_model}, split=("n",),
                         weights="embedding", label="lm_head", group="dense"),),
     }

@@ -441,6 +441,14 @@ class Kernel:
     #: router; shared experts: placed as the layout places their weights), ``"routed"``
     #: (the routed experts: every token of the stage, over the expert ranks).
     group: str = "mixer"
+    #: Kernels the engine runs on two CUDA streams at once (``""``: none). Of an
+    #: operator's kernels that name the same ``overlap``, those with ``side`` run on a
+    #: second stream beside the others; where ``overlap_when`` holds (a sympy condition
+    #: over quantities, or True) the group takes the longer stream's time, else both
+    #: streams' sum, and the operator no less than its roofline.
+    overlap: str = ""
+    side: bool = False
+    overlap_when: Any = True
 
 
 def accepts(text: str) -> Callable[[Any], Any]:
