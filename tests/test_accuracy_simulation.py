@@ -94,6 +94,39 @@ def test_a_prefill_pool_that_queues_keeps_the_decode_batch_to_its_share_of_the_c
     assert decode_running(100, 4, 64, 101, 0.0, lambda n: (0.010, 0.0)) == 25
 
 
+def test_a_slowly_settling_decode_batch_is_the_largest_fixed_point():
+    # A balanced pool, where each round of a plain iteration would shrink the batch by a
+    # few per cent: the answer still satisfies Little's law exactly, and is the largest
+    # batch that does (one more sequence gives fewer).
+    def cycle(running):
+        tpot = 0.002 + 4e-6 * running
+        return tpot, prefill_pool_wait(0.004, 2048, 499 * tpot)
+
+    def settled(n):
+        tpot, first = cycle(n)
+        return max(1, min(math.ceil(2048 * 499 * tpot / (499 * tpot + first)), 2048))
+
+    running = decode_running(2048, 1, 2048, 500, 0.0, cycle)
+    assert settled(running) == running
+    assert all(settled(n) < n for n in range(running + 1, 2049, 97))
+
+
+def test_simulated_pools_settle_the_decode_batch_with_the_prefill_servers_queue():
+    # One prefill server for 400 clients of 1,000-token prompts and 500 output tokens
+    # (Module 10 Lab 3's reference device on both pools): the decode server runs the
+    # clients' share of the cycle spent decoding, read back from the simulated figures.
+    from infermodel.accuracy.ledger import Pool, Pools
+    from infermodel.accuracy.row_simulation import simulate_pools
+
+    cost = CostModel.lab3()
+    pools = Pools(Pool(workers=1, batch=8, tensor=1), Pool(workers=1, batch=512, tensor=1))
+    figures = simulate_pools(cost, cost, pools, 1000, 500, 400)
+    decoding = 499 * figures.tpot
+    share = decoding / (decoding + float(np.mean(figures.ttft)))
+    assert figures.decode_running < 400
+    assert figures.decode_running == math.ceil(400 * share)
+
+
 def test_the_decode_batch_settles_where_littles_law_holds():
     # A step that grows with the batch and a prefill station that queues: the result is a
     # fixed point, the decode share of the cycle (ceiled) giving back the same batch.

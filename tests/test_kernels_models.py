@@ -649,10 +649,44 @@ def test_one_after_another_where_the_engine_does_not_overlap():
     assert shared_cost("tensorrt-llm", **wide) == pytest.approx(0.0, abs=1e-15)
 
 
-def test_overlap_condition_reads_the_tokens_of_a_rank():
-    # Under data-parallel attention a rank's pass holds B / D tokens: with TensorRT-LLM's
-    # 128 sequences captured a rank, eight ranks overlap up to 1,024 sequences.
+def _iteration(engine, decodes, chunk, **more):
+    """A serving iteration's time (the simulator's measured pricing) of ``decodes``
+    sequences at 4,095 cached tokens and, where ``chunk``, one fresh prompt's chunk.
+    """
+    from infermodel.analyses.simulation.plan import iteration_cost
+    from infermodel.simulator import CostModel
+
+    result = _deepseek(engine, **more)
+    cost = CostModel.from_quantities(result.values,
+                                     measured=iteration_cost(result.scenario, result.values))
+    return cost.iteration_time([4095] * decodes, [(chunk, 0)] if chunk else [])
+
+
+@pytest.mark.parametrize("engine, mixed_overlaps", [("tensorrt-llm", False), ("vllm", True)])
+def test_an_iteration_with_a_prompt_overlaps_only_where_the_engine_does(engine, mixed_overlaps):
+    # TensorRT-LLM replays only decode-only batches as CUDA graphs, and overlaps the shared
+    # expert only there: 16 decodes and a 50-token chunk run it one after the other. vLLM's
+    # rule is the pass's tokens (66 ≤ 256), prompt or not.
+    def shared_cost(decodes, chunk):
+        return (_iteration(engine, decodes, chunk)
+                - _iteration(engine, decodes, chunk, **{"model.shared_experts": 0}))
+
+    assert shared_cost(16, 0) == pytest.approx(0.0, abs=1e-12)
+    if mixed_overlaps:
+        assert shared_cost(16, 50) == pytest.approx(0.0, abs=1e-12)
+    else:
+        assert shared_cost(16, 50) > 1e-4
+
+
+def test_the_overlap_reads_the_busiest_ranks_sequences():
+    # 1,000 sequences over eight attention ranks: 125 a rank, inside TensorRT-LLM's 128
+    # captured; with a stated imbalance of 1.5 the busiest rank runs 187.5, beyond them.
     wide = {"levers.parallelism.tensor": 1, "levers.parallelism.attention_data": 8,
-            "levers.parallelism.expert": 8}
-    text = str(_deepseek("tensorrt-llm", **wide).quantity("decode_kernel_ffn_time").expression)
-    assert "batch <= 1024" in text
+            "levers.parallelism.expert": 8, "workload.batch": 1000}
+
+    def shared_cost(**more):
+        return (_ffn("tensorrt-llm", **wide, **more)
+                - _ffn("tensorrt-llm", **wide, **{"model.shared_experts": 0, **more}))
+
+    assert shared_cost() == pytest.approx(0.0, abs=1e-12)
+    assert shared_cost(**{"levers.parallelism.attention_imbalance": 1.5}) > 0

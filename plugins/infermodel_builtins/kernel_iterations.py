@@ -26,6 +26,10 @@ iteration that holds a prompt and the decode step's otherwise (:data:`PROMPT_MOD
 so is a token operator that fell back to its roofline (which runs at its pass's compute
 rate).
 
+Kernels an engine overlaps only in passes it replays as a captured CUDA graph (the
+shared experts beside the routed ones under TensorRT-LLM and SGLang) run one after the
+other in an iteration with a prompt in it, which no engine replays as a graph.
+
 The engine's scheduler and host time per iteration, ``τ_step`` (the scenario's
 ``step_overhead``: no table times it), is added.
 
@@ -84,6 +88,9 @@ class MeasuredIterations:
         self.decode_attention: list = []
         self.prefill_attention: list = []
         self.prefill_state: list = []
+        # Token operators with kernels overlapped only under a CUDA graph: (overlapped,
+        # one after the other), the second where the iteration holds a prompt.
+        self.graph_tokens: list = []
         prompt_mode = set(PROMPT_MODE) | _phased(timed)
         self.prompt_mode = sorted(prompt_mode & {t.name for t in timed if t.phase == "prefill"})
         for t in timed:
@@ -112,14 +119,27 @@ class MeasuredIterations:
                 arguments = (tokens, rank)
             expression = (t.expression if isinstance(t.expression, sympy.Basic)
                           else sympy.Float(t.expression))
-            expression = timed.expand(expression)
             # A rank's kernels run R, the busiest rank's share of the iteration's own
             # counts (:meth:`_busiest`), not the scenario's batch.
             moving[S.kernel_rank_batch] = rank
-            expression = expression.xreplace(moving)
-            fixed = {s: float(values[s.name]) for s in expression.free_symbols
-                     if s not in arguments and s.name in values}
-            target.append(sympy.lambdify(arguments, expression.xreplace(fixed), modules="numpy"))
+            overlapped = self._compile(timed.expand(expression).xreplace(moving), arguments,
+                                       values)
+            graphs = [g for g in t.streams if g.graphs] if t.phase == "decode" else []
+            if graphs and target is self.tokens:
+                # Overlapped only in a pass replayed as a CUDA graph: an iteration with a
+                # prompt in it runs the streams one after the other.
+                summed = expression.xreplace({g.combined: g.first + g.second for g in graphs})
+                self.graph_tokens.append(
+                    (overlapped, self._compile(timed.expand(summed).xreplace(moving), arguments,
+                                               values)))
+            else:
+                target.append(overlapped)
+
+    @staticmethod
+    def _compile(expression, arguments, values):
+        fixed = {s: float(values[s.name]) for s in expression.free_symbols
+                 if s not in arguments and s.name in values}
+        return sympy.lambdify(arguments, expression.xreplace(fixed), modules="numpy")
 
     def _busiest(self, sequences, each):
         """The busiest rank's share: ⌈n/D⌉ × the imbalance of ``sequences``, ``each``
@@ -147,6 +167,9 @@ class MeasuredIterations:
             busy = np.maximum(tokens, 1.0)
             for part in self.tokens:
                 time = time + part(busy, rank_tokens)
+            for overlapped, summed in self.graph_tokens:
+                time = time + np.where(chunks > 0, summed(busy, rank_tokens),
+                                       overlapped(busy, rank_tokens))
             decode_only = sum((part(busy, rank_tokens) for part in self.decode_tokens),
                               np.zeros(shape))
             with_prompts = sum((part(busy, rank_tokens) for part in self.prefill_tokens),

@@ -31,7 +31,7 @@ import sympy
 from sympy import ceiling
 
 import infermodel.plugin as door
-from infermodel.plugin import S, collect_operators, tabulated
+from infermodel.plugin import Kernel, S, collect_operators, tabulated
 
 from .operator_kernels import ELEMENTWISE, FULL
 from .quantization import effective_lever, weight_formats
@@ -458,6 +458,21 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
 
 
 @attrs.frozen
+class Streams:
+    """An overlap group of an operator's kernels: each stream's time, the condition under
+    which they overlap, whether only in passes replayed as a CUDA graph, and the term the
+    operator's time holds for them (the longer where the condition holds, else the sum).
+    """
+
+    name: str
+    first: object
+    second: object
+    when: object
+    graphs: bool
+    combined: object
+
+
+@attrs.frozen
 class Timed:
     """One operator's time under measured kernels."""
 
@@ -478,10 +493,9 @@ class Timed:
     #: "attention" (sequences and their positions) or "state" (sequences and their new
     #: tokens, whatever is cached).
     shape: str = "tokens"
-    #: Kernels run on two streams at once: ``(group, first stream's time, second
-    #: stream's time, condition)`` each (the operator takes the longer where the
+    #: Kernels run on two streams at once (the operator takes the longer where the
     #: condition holds).
-    streams: tuple[tuple[str, object, object, object], ...] = ()
+    streams: tuple[Streams, ...] = ()
 
 
 @attrs.frozen
@@ -588,18 +602,25 @@ def _streams(timed):
     condition)``.
     """
     plain = [t for k, t in timed if not k.overlap]
-    groups: dict[str, tuple[list, list, object]] = {}
+    groups: dict[str, tuple[list, list, Kernel]] = {}
     for k, t in timed:
         if k.overlap:
-            main, side, when = groups.setdefault(k.overlap, ([], [], k.overlap_when))
+            main, side, first_kernel = groups.setdefault(k.overlap, ([], [], k))
+            if (k.overlap_when, k.overlap_graphs) != (first_kernel.overlap_when,
+                                                      first_kernel.overlap_graphs):
+                raise ValueError(f"the kernels of overlap group {k.overlap!r} state different "
+                                 "conditions (overlap_when, overlap_graphs)")
             (side if k.side else main).append(t)
     streams = []
-    for name, (main, side, when) in groups.items():
+    for name, (main, side, kernel) in groups.items():
         first, second = sympy.Add(*main), sympy.Add(*side)
+        when = kernel.overlap_when
         both = Max(first, second)
         always = when is True or when == sympy.true
-        plain.append(both if always else sympy.Piecewise((both, when), (first + second, True)))
-        streams.append((name, first, second, sympy.true if always else when))
+        combined = both if always else sympy.Piecewise((both, when), (first + second, True))
+        plain.append(combined)
+        streams.append(Streams(name, first, second, sympy.true if always else when,
+                               kernel.overlap_graphs, combined))
     return sympy.Add(*plain), tuple(streams)
 
 
@@ -668,5 +689,5 @@ def _plan(scenario, st: Setup) -> Plan:
     return Plan(tuple(out), tuple(shared_all))
 
 
-__all__ = ["ELEMENTWISE", "PHASES", "ROOFLINE", "STAND_INS", "Plan", "Setup", "Timed", "categories",
+__all__ = ["ELEMENTWISE", "PHASES", "ROOFLINE", "STAND_INS", "Plan", "Setup", "Streams", "Timed", "categories",
            "families_of", "formats_of", "gemm_dtype", "kernel_time", "moe_dtype", "plan", "shape_arguments"]

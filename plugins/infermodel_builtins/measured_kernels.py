@@ -706,11 +706,14 @@ def _overlaps(result, timed, phase: str, warn) -> None:
     for t in timed:
         if t.phase != phase:
             continue
-        for group, first, second, when in t.streams:
+        for streams in t.streams:
+            when = streams.when
             known = {s: result[s.name] for s in getattr(when, "free_symbols", ())}
             if not bool(sympy.sympify(when).xreplace(known)):
                 continue
-            main, side = (_number(timed.expand(e), result) for e in (first, second))
+            main, side = (_number(timed.expand(e), result)
+                          for e in (streams.first, streams.second))
+            group = streams.name
             saved = min(main, side)
             if not saved > 0:
                 continue
@@ -720,7 +723,10 @@ def _overlaps(result, timed, phase: str, warn) -> None:
                  f"as {engine} does at this batch; taken as wholly "
                  f"hidden behind the longer, which saves {saved * 1e3:.4g} ms "
                  f"({saved / result[step]:.1%} of the {phase} step) against one after the "
-                 "other. Two streams that both fill the card (compute-bound, a large batch) "
+                 "other" + ("; a serving iteration with a prompt in it is not replayed as a "
+                            "CUDA graph and runs them one after the other"
+                            if streams.graphs else "")
+                 + ". Two streams that both fill the card (compute-bound, a large batch) "
                  "overlap less.")
 
 

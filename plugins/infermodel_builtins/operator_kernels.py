@@ -156,7 +156,6 @@ def _shared_stream(scenario, phase, tokens):
     if engine is None or not engine.shared_stream:
         return None
     lever = scenario.lever("parallelism")
-    ranks = lever.attention_data if lever is not None else 1
     if (lever is not None and lever.expert_dispatch == "all_to_all" and lever.expert > 1
             and not engine.shared_stream_all_to_all):
         return None
@@ -166,7 +165,11 @@ def _shared_stream(scenario, phase, tokens):
             return None
     else:
         limit = engine.shared_stream_tokens
-    return sympy.Le(tokens / ranks, limit)
+    # Under data-parallel attention the busiest rank's pass: its sequences
+    # (kernel_rank_batch: ⌈B/D⌉ times the stated imbalance) times the tokens of each.
+    if lever is not None and lever.attention_data > 1:
+        tokens = S.kernel_rank_batch * tokens / S.batch
+    return sympy.Le(tokens, limit)
 
 
 def _ffn(scenario, tokens, phase=""):
@@ -175,7 +178,10 @@ def _ffn(scenario, tokens, phase=""):
     if moe_layers:
         shared = bool(scenario.value("model.shared_experts"))
         when = _shared_stream(scenario, phase, tokens) if shared else None
-        overlap = {} if when is None else {"overlap": "shared experts", "overlap_when": when}
+        graphs = ENGINES[scenario.value("efficiency.engine")].shared_stream == "graphs" \
+            if when is not None else False
+        overlap = ({} if when is None else
+                   {"overlap": "shared experts", "overlap_when": when, "overlap_graphs": graphs})
         kernels.append(Kernel("moe", {"tokens": tokens, "hidden": S.d_model, "inter": S.expert_d_ff,
                                       "topk": S.active_experts, "experts": S.experts, "tp": 1,
                                       "ep": 1},

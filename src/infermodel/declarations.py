@@ -445,10 +445,13 @@ class Kernel:
     #: operator's kernels that name the same ``overlap``, those with ``side`` run on a
     #: second stream beside the others; where ``overlap_when`` holds (a sympy condition
     #: over quantities, or True) the group takes the longer stream's time, else both
-    #: streams' sum, and the operator no less than its roofline.
+    #: streams' sum. ``overlap_graphs``: the engine overlaps them only in the passes it
+    #: replays as a captured CUDA graph, so a serving iteration with a prompt in it runs
+    #: them one after the other.
     overlap: str = ""
     side: bool = False
     overlap_when: Any = True
+    overlap_graphs: bool = False
 
 
 def accepts(text: str) -> Callable[[Any], Any]:

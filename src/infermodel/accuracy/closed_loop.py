@@ -186,7 +186,7 @@ def prefill_pool_wait(service: float, clients: int, think: float, servers: int =
 
 
 def decode_running(concurrency: int, workers: int, cap: int, osl: float, between: float,
-                   cycle, *, rounds: int = 64) -> int:
+                   cycle) -> int:
     """Sequences a decode server runs at once in a closed loop of ``concurrency`` clients:
     each client spends its cycle at a prefill server (``cycle(running)[1]``, queue and
     service), ``between`` seconds in transfer and on the request's way, and
@@ -195,22 +195,30 @@ def decode_running(concurrency: int, workers: int, cap: int, osl: float, between
     over its ``workers`` and at most ``cap`` a server.
 
     The share grows with ``running`` (a longer step leaves the prefill pool less loaded),
-    so the iteration from the largest ``running`` the clients allow falls monotonically
-    to the largest fixed point (``rounds`` evaluations of ``cycle`` at most). A prefill
-    pool that is the bottleneck keeps most clients queued for their first token, and
-    the decode batch is then far below the clients.
+    so ``f(n)``, the sequences the share at ``n`` gives, is monotone and the answer is
+    its largest fixed point: the largest ``n`` with ``f(n) ≥ n``, found by bisection
+    between 1 and the most the clients allow (about log₂ of that many evaluations of
+    ``cycle``). A prefill pool that is the bottleneck keeps most clients queued for
+    their first token, and the decode batch is then far below the clients.
 
     >>> decode_running(100, 1, 100, 11, 0.0, lambda n: (0.01, 0.1))   # 0.1 s of 0.2 s
     50
     """
-    running = max(1, min(math.ceil(concurrency / workers), cap))
-    for _ in range(rounds):
+    def settled(running: int) -> int:
         tpot, first = cycle(running)
         decoding = (osl - 1) * tpot
         total = decoding + first + between
         share = decoding / total if total > 0 else 1.0
-        settled = max(1, min(math.ceil(concurrency * share / workers), cap))
-        if settled >= running:
-            break
-        running = settled
-    return running
+        return max(1, min(math.ceil(concurrency * share / workers), cap))
+
+    high = max(1, min(math.ceil(concurrency / workers), cap))
+    if settled(high) >= high:
+        return high
+    low = 1  # settled(1) ≥ 1 always
+    while high - low > 1:
+        middle = (low + high) // 2
+        if settled(middle) >= middle:
+            low = middle
+        else:
+            high = middle
+    return low

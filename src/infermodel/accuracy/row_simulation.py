@@ -56,7 +56,7 @@ import numpy as np
 
 from .closed_loop import decode_running
 
-__all__ = ["BURST", "CHUNK_TOKENS", "CLIENTS", "GAP", "GAP_ROUNDS", "INFERENCEMAX", "MAX_TOKENS", "POOL_ROUNDS", "RATE_METRICS", "ROUNDS",
+__all__ = ["BURST", "CHUNK_TOKENS", "CLIENTS", "GAP", "GAP_ROUNDS", "INFERENCEMAX", "MAX_TOKENS", "RATE_METRICS", "ROUNDS",
            "SEED", "Client", "PoolFigures", "ServingFigures", "at", "beyond_bound", "cost_model", "rate_metric",
            "run_row",
            "run_row_packed", "simulate_pools", "simulate_row", "unsupported"]
@@ -140,9 +140,6 @@ MAX_TOKENS = 50_000_000
 #: max_num_batched_tokens for online serving on large cards, SGLang's
 #: chunked_prefill_size, TensorRT-LLM's max_num_tokens: 8,192 each).
 CHUNK_TOKENS = 8192
-#: Prefill simulations a disaggregated row runs at most to settle its decode batch
-#: (:func:`.closed_loop.decode_running`).
-POOL_ROUNDS = 4
 
 
 @attrs.frozen
@@ -340,8 +337,8 @@ def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurr
       spread evenly over ``isl … isl + osl − 1``, so the time per output token is that
       step's time (the decode servers run no prefills). The clients in decode are their
       share of the cycle spent decoding (:func:`.closed_loop.decode_running`: a prefill
-      pool that queues keeps the others waiting for their first token), settled in at
-      most :data:`POOL_ROUNDS` prefill simulations.
+      pool that queues keeps the others waiting for their first token), found by
+      bisection (a prefill simulation for each batch tried, about log₂ of the clients).
     * **Prefill**: the clients are spread evenly over the prefill servers; each server is a
       closed loop of its share of the clients (``client``'s rounds, lengths and measured
       requests), each request a prompt whose first token ends it, the client's next
@@ -378,7 +375,7 @@ def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurr
         return tpot, float(np.mean(first))
 
     running = decode_running(concurrency, decode.workers, cap, output, transfer + request_time,
-                             cycle, rounds=POOL_ROUNDS)
+                             cycle)
     cycle(running)
     tpot, first = runs[running]
     ttft = first + transfer + request_time
