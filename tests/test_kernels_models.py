@@ -690,3 +690,15 @@ def test_the_overlap_reads_the_busiest_ranks_sequences():
 
     assert shared_cost() == pytest.approx(0.0, abs=1e-12)
     assert shared_cost(**{"levers.parallelism.attention_imbalance": 1.5}) > 0
+
+
+def test_the_overlap_says_what_it_saves():
+    # The warning's saving is the shorter stream: the shared expert's time one after
+    # the other, which the block without shared experts does not pay.
+    result = _deepseek("tensorrt-llm")
+    saved = _ffn("tensorrt-llm", **{"efficiency.graph_max_batch": 8}) - result[
+        "decode_kernel_ffn_time"]
+    [text] = [str(w) for w in result.warnings if "second stream" in str(w)]
+    assert f"saves {saved * 1e3:.4g} ms" in text
+    assert not [w for w in _deepseek("tensorrt-llm", **{"efficiency.graph_max_batch": 8}).warnings
+                if "second stream" in str(w)]

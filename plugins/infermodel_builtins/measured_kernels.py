@@ -709,7 +709,7 @@ def _overlaps(result, timed, phase: str, warn) -> None:
         for streams in t.streams:
             when = streams.when
             known = {s: result[s.name] for s in getattr(when, "free_symbols", ())}
-            if not bool(sympy.sympify(when).xreplace(known)):
+            if not bool(when.xreplace(known)):
                 continue
             main, side = (_number(timed.expand(e), result)
                           for e in (streams.first, streams.second))
