@@ -112,9 +112,9 @@ SHARED_EXPERT_STREAMS = (
     "stream, multi-stream being enabled only while a CUDA graph is captured; SGLang "
     "(DeepseekV2MoE and GLM's MoE): forward_normal_dual_stream on its alt_stream in "
     "CUDA-graph capture, or the shared expert fused into the routed kernel as one more "
-    "expert, but in line on its DeepEP (all-to-all) path; vLLM from 0.11.1 (FusedMoE with shared experts, PRs 26440 and 28406): an "
-    "auxiliary stream on CUDA for passes of at most "
-    "VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD = 256 tokens")
+    "expert, but in line on its DeepEP (all-to-all) path; vLLM from 0.11.1 (FusedMoE with "
+    "shared experts, PRs 26440 and 28406): an auxiliary stream on CUDA for passes of at "
+    "most VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD = 256 tokens")
 
 
 #: TensorRT-LLM's all-reduce with the residual add and RMSNorm fused in.

@@ -598,8 +598,7 @@ def _streams(timed):
     """The time of an operator's kernels, each ``(kernel, time)``: one after another,
     but a group that names an ``overlap`` takes the longer of its two streams (the
     kernels with ``side`` on the second) where its ``overlap_when`` holds, else their
-    sum. Returns the time and each group's ``(name, first stream, second stream,
-    condition)``.
+    sum. Returns the time and each group (:class:`Streams`).
     """
     plain = [t for k, t in timed if not k.overlap]
     groups: dict[str, tuple[list, list, Kernel]] = {}

@@ -67,12 +67,7 @@ from infermodel.plugin import (
 )
 
 from . import M10, kernel_plan
-from .engines import (
-    ENGINES,
-    SEPARATE_ROPE,
-    TRTLLM_NORM_FUSION,
-    TRTLLM_ROPE_FUSION,
-)
+from .engines import ENGINES, SEPARATE_ROPE, TRTLLM_NORM_FUSION, TRTLLM_ROPE_FUSION
 from .kernel_plan import PHASES, Plan, Setup
 from .layout_kernels import all_reduce, collective_kernels, qk_norm_all_reduce
 from .layouts import layer_counts
@@ -713,12 +708,11 @@ def _overlaps(result, timed, phase: str, warn) -> None:
                 continue
             main, side = (_number(timed.expand(e), result)
                           for e in (streams.first, streams.second))
-            group = streams.name
             saved = min(main, side)
             if not saved > 0:
                 continue
             warn(_time_name(phase, t.name),
-                 f"measured kernels: in {phase} {t.name} the {group} run on a second stream "
+                 f"measured kernels: in {phase} {t.name} the {streams.name} run on a second stream "
                  f"({side * 1e6:.4g} µs a step) beside the routed experts ({main * 1e6:.4g} µs), "
                  f"as {engine} does at this batch; taken as wholly "
                  f"hidden behind the longer, which saves {saved * 1e3:.4g} ms "

@@ -143,10 +143,11 @@ def _ffn_blocks(scenario, tokens):
     return [(S.d_ff, S.layers - moe_layers)], moe_layers, 0
 
 
-def _shared_stream(scenario, phase, tokens):
-    """When the engine runs the shared experts on a second stream beside the routed ones
-    (a sympy condition on the pass's tokens a rank), or None where it never does in
-    ``phase``: TensorRT-LLM and SGLang in the decode batches they capture as CUDA graphs
+def _shared_stream(scenario, phase, tokens) -> dict:
+    """The overlap fields of the shared experts' and routed experts' kernels where the
+    engine runs the shared experts on a second stream beside the routed ones (a sympy
+    condition on the pass's tokens a rank; whether only under a CUDA graph), or none
+    where it never does in ``phase``: TensorRT-LLM and SGLang in the decode batches they capture as CUDA graphs
     (SGLang not with an all-to-all dispatch), vLLM in passes of at most 256 tokens
     (:data:`.engines.SHARED_EXPERT_STREAMS`).
     """
@@ -154,22 +155,24 @@ def _shared_stream(scenario, phase, tokens):
 
     engine = ENGINES.get(scenario.value("efficiency.engine") or "")
     if engine is None or not engine.shared_stream:
-        return None
+        return {}
     lever = scenario.lever("parallelism")
     if (lever is not None and lever.expert_dispatch == "all_to_all" and lever.expert > 1
             and not engine.shared_stream_all_to_all):
-        return None
-    if engine.shared_stream == "graphs":
+        return {}
+    graphs = engine.shared_stream == "graphs"
+    if graphs:
         limit = scenario_scheduler(scenario).graph_max_batch
         if phase != "decode" or limit <= 0:
-            return None
+            return {}
     else:
         limit = engine.shared_stream_tokens
     # Under data-parallel attention the busiest rank's pass: its sequences
     # (kernel_rank_batch: ⌈B/D⌉ times the stated imbalance) times the tokens of each.
     if lever is not None and lever.attention_data > 1:
         tokens = S.kernel_rank_batch * tokens / S.batch
-    return sympy.Le(tokens, limit)
+    return {"overlap": "shared experts", "overlap_when": sympy.Le(tokens, limit),
+            "overlap_graphs": graphs}
 
 
 def _ffn(scenario, tokens, phase=""):
@@ -177,11 +180,7 @@ def _ffn(scenario, tokens, phase=""):
     kernels: list[Kernel] = []
     if moe_layers:
         shared = bool(scenario.value("model.shared_experts"))
-        when = _shared_stream(scenario, phase, tokens) if shared else None
-        graphs = ENGINES[scenario.value("efficiency.engine")].shared_stream == "graphs" \
-            if when is not None else False
-        overlap = ({} if when is None else
-                   {"overlap": "shared experts", "overlap_when": when, "overlap_graphs": graphs})
+        overlap = _shared_stream(scenario, phase, tokens) if shared else {}
         kernels.append(Kernel("moe", {"tokens": tokens, "hidden": S.d_model, "inter": S.expert_d_ff,
                                       "topk": S.active_experts, "experts": S.experts, "tp": 1,
                                       "ep": 1},
