@@ -703,6 +703,19 @@ def test_config_approximations_reach_the_result_with_their_size(write_scenario):
     deepseek = evaluate(write_scenario, hf("deepseek-v3"), name="ds.toml")
     assert any("multi-token-prediction" in w and f"{100 / 61:.1f} %" in w
                for w in deepseek.warnings)
+    # DeepSeek-V3.2's sparse-attention indexer (its published config.json: index_n_heads
+    # 64, index_head_dim 128, index_topk 2048, on DeepSeek-V3's shape): per layer
+    # q_lora_rank·64·128 + 7168·128 + 7168·64 weights, 61 layers; a 128-value FP8 key and
+    # one 4-byte scale per token and layer; 2·64·128 FLOPs a query-key pair.
+    v32 = json.loads((HF / "deepseek-v3.json").read_text())
+    v32.update(model_type="deepseek_v32", index_n_heads=64, index_head_dim=128, index_topk=2048)
+    config = write_scenario(json.dumps(v32), "deepseek-v3.2.json")
+    indexer = 61 * (1536 * 64 * 128 + 7168 * 128 + 7168 * 64)
+    notes = [w for w in evaluate(write_scenario, f'hf_config = "{config}"', name="v32.toml").warnings
+             if "Sparse Attention" in w]
+    assert len(notes) == 1 and f"about {indexer / 1e6:,.0f} M parameters over 61 layers" in notes[0]
+    assert "132 bytes per token and layer" in notes[0] and "16,384 FLOPs" in notes[0]
+    assert "at most 2,048 positions" in notes[0]
     # A config whose features are all modelled carries no such note.
     assert not any("config" in w for w in evaluate(write_scenario, hf("qwen3-8b"),
                                                      name="q.toml").warnings)
