@@ -11,6 +11,8 @@ from pathlib import Path
 import attrs
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from infermodel.accuracy.closed_loop import closed_loop, decode_running, prefill_pool_wait
 from infermodel.accuracy.ledger import read_ledger
@@ -213,6 +215,24 @@ def test_calibrated_rows_above_one_client_are_the_simulation(tmp_path, host):
 def test_the_analytic_stand_in_at_one_client_is_the_roofline():
     state = closed_loop(0.2, 0.01, 1, 10, 50)
     assert float(state.ttft) == 0.2 and float(state.itl) == 0.01
+
+
+def test_a_burst_decodes_after_the_prompts_behind_its_own():
+    # 5 clients at once, T_p = 0.1 s, T_d = 0.02 s, 11 output tokens: the mean first
+    # token waits (5 + 1)/2 prefills (0.3 s); each request's decoding is stalled by the
+    # (5 − 1)/2 prefills behind it on average, over its 10 steps: 0.02 + 0.2/10 = 0.04 s.
+    state = closed_loop(0.1, 0.02, 5, 10, 11, rounds=1)
+    assert float(state.ttft) == pytest.approx(0.3) and float(state.itl) == pytest.approx(0.04)
+
+
+@given(st.floats(1e-4, 1.0), st.floats(1e-4, 0.1), st.integers(1, 512), st.integers(2, 4096))
+def test_every_request_of_a_burst_ends_with_the_last_prefill_and_the_decode_steps(
+        prefill, step, clients, output):
+    # Identity: all B prompts are prefilled before the batch decodes, so a request's mean
+    # end-to-end time (first token, then its inter-token times) is B·T_p + (osl − 1)·T_d.
+    state = closed_loop(prefill, step, clients, clients, output, rounds=1)
+    mean_e2e = float(state.ttft) + (output - 1) * float(state.itl)
+    assert mean_e2e == pytest.approx(clients * prefill + (output - 1) * step, rel=1e-9)
 
 
 def test_rows_beyond_the_simulation_bound_take_the_analytic_closed_loop(tmp_path, host):

@@ -109,8 +109,15 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
     rounds = np.asarray(rounds, dtype=float)
     if np.any(rounds > 0):
         burst = tp * (running + 1.0) / 2.0
+        # A run that is one burst decodes after the prompts behind its own: all B
+        # prefills take B·T_p, a request's first token comes after (B + 1)/2 of them on
+        # average, so the other (B − 1)/2 stall its decoding once, over its steps (not the
+        # steady state's B − 1 per request). Runs of several rounds keep the steady
+        # state's inter-token time (docs/accuracy.rst, the silicon ledger's clients).
+        burst_itl = td + tp * (running - 1.0) / 2.0 / np.maximum(steps, 1.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             ttft = np.where(rounds > 0, (burst + (rounds - 1) * ttft) / rounds, ttft)
+        itl = np.where(rounds == 1, burst_itl, itl)
     path = np.asarray(request_time, dtype=float)
     if np.any(path != 0):
         # The time is spent outside the engine and holds no slot: a client's cycle is
