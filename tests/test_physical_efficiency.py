@@ -14,7 +14,7 @@ import infermodel
 from conftest import SCENARIOS
 from infermodel.cli import main
 
-# Priors and bounds of the model (plugins/infermodel_builtins/physical_efficiency.py).
+# Priors and bounds of the model (plugins/infermodel_builtins/efficiency_parameters.py).
 BOUNDS = {"bandwidth_fraction": (0.5, 0.92), "expert_bandwidth_fraction": (0.2, 0.92),
           "gemm_fraction": (0.3, 0.85), "attention_fraction": (0.15, 0.75),
           "dequant_fraction": (0.3, 1.0), "kernel_time": (0.5e-6, 10e-6),
@@ -62,7 +62,7 @@ def test_a_fixed_efficiency_under_a_stated_physical_model_is_replaced_with_a_war
 def test_parameters_are_the_engines_fitted_values_inside_their_bounds(write_scenario):
     import tomllib
 
-    from infermodel_builtins.physical_efficiency import PARAMETERS
+    from infermodel_builtins.efficiency_parameters import PARAMETERS
 
     found = {p.name: (p.low, p.high) for p in PARAMETERS}
     assert sorted(found) == sorted(BOUNDS)

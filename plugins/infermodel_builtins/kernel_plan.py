@@ -40,6 +40,11 @@ from .unevaluated import Max, Min
 #: Work no table measures, named by its operator (timed at its roofline, reported).
 ROOFLINE = "roofline"
 PHASES = ("prefill", "decode")
+
+
+def time_name(phase: str, name: str) -> str:
+    """The quantity an operator's measured time is defined as in one phase."""
+    return f"{phase}_kernel_{name}_time"
 #: How each engine's per-tensor FP8 GEMM rows scale the activation (their collectors):
 #: TensorRT-LLM's load no input scale, so each call computes the amax first; vLLM's
 #: build the layer with static activation scales. SGLang's rows are used as measured.
@@ -689,4 +694,5 @@ def _plan(scenario, st: Setup) -> Plan:
 
 
 __all__ = ["ELEMENTWISE", "PHASES", "ROOFLINE", "STAND_INS", "Plan", "Setup", "Streams", "Timed", "categories",
-           "families_of", "formats_of", "gemm_dtype", "kernel_time", "moe_dtype", "plan", "shape_arguments"]
+           "families_of", "formats_of", "gemm_dtype", "kernel_time", "moe_dtype", "plan", "shape_arguments",
+           "time_name"]

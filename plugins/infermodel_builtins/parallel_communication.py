@@ -101,7 +101,7 @@ def _link_quantities(scenario, lever, define, lay):
 
 
 def _collective_quantities(scenario, define, tensor: int):
-    from .physical_efficiency import parameter
+    from .efficiency_parameters import parameter
 
     latency, where = parameter(scenario, "collective_latency")
     define("parallel_collective_latency", latency, unit="s",
