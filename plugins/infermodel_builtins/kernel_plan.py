@@ -42,9 +42,6 @@ ROOFLINE = "roofline"
 PHASES = ("prefill", "decode")
 
 
-def time_name(phase: str, name: str) -> str:
-    """The quantity an operator's measured time is defined as in one phase."""
-    return f"{phase}_kernel_{name}_time"
 #: How each engine's per-tensor FP8 GEMM rows scale the activation (their collectors):
 #: TensorRT-LLM's load no input scale, so each call computes the amax first; vLLM's
 #: build the layer with static activation scales. SGLang's rows are used as measured.
@@ -128,6 +125,11 @@ class Setup:
 # ---------------------------------------------------------------------------------
 # Dtypes from number formats
 # ---------------------------------------------------------------------------------
+
+
+def time_name(phase: str, name: str) -> str:
+    """The quantity an operator's measured time is defined as in one phase."""
+    return f"{phase}_kernel_{name}_time"
 
 
 def _fp8(fmt) -> bool:
