@@ -233,6 +233,13 @@ def test_every_request_of_a_burst_ends_with_the_last_prefill_and_the_decode_step
     state = closed_loop(prefill, step, clients, clients, output, rounds=1)
     mean_e2e = float(state.ttft) + (output - 1) * float(state.itl)
     assert mean_e2e == pytest.approx(clients * prefill + (output - 1) * step, rel=1e-9)
+    assert float(state.e2e) == pytest.approx(mean_e2e, rel=1e-9)
+    assert float(state.output_tokens_per_s) == pytest.approx(clients * output / mean_e2e, rel=1e-9)
+
+
+def test_a_burst_of_one_token_requests_has_no_inter_token_stall():
+    state = closed_loop(0.1, 0.02, 5, 10, 1, rounds=1)
+    assert float(state.itl) == 0.02 and float(state.ttft) == pytest.approx(0.3)
 
 
 def test_rows_beyond_the_simulation_bound_take_the_analytic_closed_loop(tmp_path, host):

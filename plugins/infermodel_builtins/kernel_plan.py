@@ -40,8 +40,6 @@ from .unevaluated import Max, Min
 #: Work no table measures, named by its operator (timed at its roofline, reported).
 ROOFLINE = "roofline"
 PHASES = ("prefill", "decode")
-
-
 #: How each engine's per-tensor FP8 GEMM rows scale the activation (their collectors):
 #: TensorRT-LLM's load no input scale, so each call computes the amax first; vLLM's
 #: build the layer with static activation scales. SGLang's rows are used as measured.

@@ -48,20 +48,19 @@ where, for a decode step of B sequences (a prefill pass: B·n rows):
 * ``τ_step + τ_seq · B``: the engine's scheduler and host work per iteration
   (scheduling, sampling bookkeeping, detokenisation not overlapped with the GPU).
 
-Each parameter has a physical meaning and a bound (:data:`PARAMETERS`, the fields'
-ranges); an engine's values come from its efficiency preset (``[efficiency] preset``,
-or the preset of ``efficiency.engine``), fitted on the accuracy ledger within those
-bounds, else from the priors below. Under this model the fixed-convention quantities
-are defined from the terms, so every lever that reads them sees the same physics:
-``mbu`` is the sustained fraction, ``prefill_mfu`` the GEMM ceiling times the format's
-share, ``decode_mfu`` that times the decode batch's tile efficiency, ``t0`` a decode
-step's fixed time (kernels and host), and ``decode_time_compute`` /
-``prefill_time_compute`` the padded products plus attention.
+Each parameter has a physical meaning and a bound (the fields' ranges) and a prior
+(:data:`.efficiency_parameters.PARAMETERS`); an engine's values come from its
+efficiency preset (``[efficiency] preset``, or the preset of ``efficiency.engine``),
+fitted on the accuracy ledger within those bounds, else from the priors. Under this
+model the fixed-convention quantities are defined from the terms, so every lever that
+reads them sees the same physics: ``mbu`` is the sustained fraction, ``prefill_mfu``
+the GEMM ceiling times the format's share, ``decode_mfu`` that times the decode
+batch's tile efficiency, ``t0`` a decode step's fixed time (kernels and host), and
+``decode_time_compute`` / ``prefill_time_compute`` the padded products plus attention.
 
 ``model = "fixed"`` keeps the documents' convention exactly (the Module 10 and Inference
 lab scenarios state it).
 """
-
 
 from __future__ import annotations
 

@@ -69,7 +69,10 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
     ``rounds`` > 0 (it broadcasts too) averages the first-token time over that many requests per client
     with the first round measured: every client starts at once, so the first round's
     prompts queue behind one another (the i-th waits for i prefills, a mean of
-    ``(B + 1)/2 · T_p``) and the other ``rounds − 1`` see the steady state.
+    ``(B + 1)/2 · T_p``) and the other ``rounds − 1`` see the steady state. A run of one
+    round is one burst throughout: its decoding waits for the prompts behind its own, a
+    mean of ``(B − 1)/2 · T_p`` over its ``osl − 1`` steps, and every request ends at
+    ``B · T_p + (osl − 1) · T_d`` (its inter-token time, end-to-end time and throughput).
 
     ``request_time`` (it broadcasts) is a request's way through the server outside the
     engine's iterations (API server, tokenisation, the first token's return): it adds to
@@ -112,12 +115,16 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
         # A run that is one burst decodes after the prompts behind its own: all B
         # prefills take B·T_p, a request's first token comes after (B + 1)/2 of them on
         # average, so the other (B − 1)/2 stall its decoding once, over its steps (not the
-        # steady state's B − 1 per request). Runs of several rounds keep the steady
-        # state's inter-token time (docs/accuracy.rst, the silicon ledger's clients).
-        burst_itl = td + tp * (running - 1.0) / 2.0 / np.maximum(steps, 1.0)
+        # steady state's B − 1 per request), and every request ends at B·T_p + s·T_d.
+        # Runs of several rounds keep the steady state's inter-token time
+        # (docs/accuracy.rst, the silicon ledger's clients).
+        one = rounds == 1
+        burst_itl = np.where(steps > 0, td + tp * (running - 1.0) / 2.0 / np.maximum(steps, 1.0), td)
         with np.errstate(divide="ignore", invalid="ignore"):
             ttft = np.where(rounds > 0, (burst + (rounds - 1) * ttft) / rounds, ttft)
-        itl = np.where(rounds == 1, burst_itl, itl)
+        itl = np.where(one, burst_itl, itl)
+        e2e = np.where(one, running * tp + steps * td, e2e)
+        throughput = np.where(one, running * (steps + 1.0) / e2e, throughput)
     path = np.asarray(request_time, dtype=float)
     if np.any(path != 0):
         # The time is spent outside the engine and holds no slot: a client's cycle is
