@@ -4,7 +4,7 @@ The snapshot ``tests/data/scenario_numbers.json`` holds, per scenario, each quan
 as JSON (floats written with Python's shortest round-trip repr). Floats are compared to
 within a few units in the last place (:data:`ULPS`): numpy releases can differ in the last bit
 of their vectorised ``log`` and ``exp`` (the measured tables' log–log interpolation), which no
-change of ours moves; a changed formula, order of operations or input moves a number by far
+change of ours moves; a changed formula or input moves a number by far
 more. A change meant to leave the numbers alone (a speed-up, a refactoring) keeps this
 test passing unchanged; a change meant to alter the physics regenerates the snapshot, with
 the installed plugins (the kv-offload example included) autoloaded, by running::
