@@ -129,72 +129,58 @@ def test_engine_reserve_and_activation_workspace_by_default(write_scenario):
 def test_other_engines_keep_their_own_reserve(write_scenario, engine):
     r = infermodel.evaluate(llama(write_scenario, f'engine = "{engine}"'))
     m, w, a = r["memory_bytes"], r["weight_bytes"], r["activation_workspace_bytes"]
-    if engine == "sglang":  # mem_fraction_static = 0.88: activations live in the other 12 %
-        assert r["memory_reserved"] == pytest.approx(max(0.12 * m, a), rel=1e-12)
+    if engine == "sglang":
+        # SGLang's server (python/sglang/srt/server_args.py, _handle_gpu_memory_settings,
+        # 0.5.3 on) on an H100 of 81,559 MiB at tensor-parallel size 1: below 90 GiB,
+        # chunked_prefill_size 8,192 and cuda_graph_max_bs 256, so it reserves
+        # 512 + 8,192·1.5 + 256·2 + 1/8·1,024 = 13,440 MiB (above its 10 GiB floor) and
+        # mem_fraction_static = round((81,559 − 13,440) / 81,559, 3) = 0.835; activations
+        # live in the other 16.5 %.
+        assert r["prefill_chunk_tokens"] == 8192
+        assert r["engine_kept_fraction"] == pytest.approx(0.165, abs=1e-12)
+        assert r["memory_reserved"] == pytest.approx(max(0.165 * m, a), rel=1e-9)
     else:  # free_gpu_memory_fraction = 0.9 of what weights and activations leave
         assert r["kv_budget_bytes"] == pytest.approx(0.9 * (m - w - a), rel=1e-12)
 
 
-def test_a_prefill_chunk_sizes_the_workspace(write_scenario):
-    small = infermodel.evaluate(llama(write_scenario, "prefill_chunk = 2048"))
-    big = infermodel.evaluate(llama(write_scenario))
-    per_token = small["activation_bytes_per_token"]
-    assert big["activation_workspace_bytes"] - small["activation_workspace_bytes"] == 6144 * per_token
+def test_sglang_memory_follows_the_card_and_its_release(write_scenario):
+    """SGLang's share by card and tensor degree (its server's heuristic since 0.5.3), the
+    fixed shares of earlier releases, and a stated ``mem_fraction_static``."""
+    from infermodel_builtins.engines import MIB, sglang_memory
+
+    # B200 (180 GiB = 184,320 MiB) at tensor degree 8: above 160 GiB, chunks of 16,384
+    # and graphs to 512; 512 + 16,384·1.5 + 512·2 + 8/8·1,024 = 27,136 MiB reserved,
+    # (184,320 − 27,136) / 184,320 = 0.8528 → 0.853.
+    b200 = sglang_memory(180 * 1024 * MIB, tensor=8)
+    assert (b200.chunk_tokens, b200.graph_max_batch, b200.reserved_mib, b200.fraction) == (
+        16384, 512, 27136.0, 0.853)
+    # Eight data-parallel attention ranks of one card each (SGLang's tp_size 8, dp_size 8)
+    # on an H200: 14,848 MiB as at tensor degree 8, plus 512·8·3 and, above 300 captured
+    # sequences, 512·8·1.5 MiB more: 33,280 MiB.
+    assert sglang_memory(143_771 * MIB, tensor=1, attention_data=8).reserved_mib == 33280.0
+    # A small card: an L4 (23,034 MiB, between 20 and 35 GiB: 24 graphs below tensor
+    # degree 4) keeps 512 + 2,048·1.5 + 24·2 + 128 = 3,760 MiB, no 10 GiB floor below 60 GiB.
+    assert sglang_memory(23_034 * MIB).reserved_mib == 3760.0
+    old = infermodel.evaluate(llama(write_scenario, 'engine = "sglang"\nengine_version = "0.4.3"'))
+    assert old["engine_kept_fraction"] == pytest.approx(0.12, abs=1e-12)
+    stated = infermodel.evaluate(llama(write_scenario, 'engine = "sglang"\nmemory_fraction = 0.95'))
+    assert stated["engine_kept_fraction"] == pytest.approx(0.05, abs=1e-12)
+    assert stated["memory_reserved"] == pytest.approx(
+        max(0.05 * stated["memory_bytes"], stated["activation_workspace_bytes"]), rel=1e-9)
 
 
-def test_no_reserve_is_never_silent(write_scenario):
-    none = infermodel.evaluate(llama(write_scenario, 'engine = "none"'))
-    assert none["memory_reserved"] == 0
-    assert any("no memory is kept back" in w and w.quantity == "memory_reserved"
-               for w in none.warnings)
-    zero = infermodel.evaluate(write_scenario(
-        '[model]\npreset = "llama-3-8b"\n[hardware]\npreset = "h100-sxm"\nreserve = 0\n'
-        "[workload]\nprompt_tokens = 1024\noutput_tokens = 256\n"))
-    # A stated zero is the scenario's own choice, shown in the derivation, not a warning.
-    assert zero["memory_reserved"] == 0
-    assert not [w for w in zero.warnings if w.quantity == "memory_reserved"]
-    assert "warnings" in none.to_dict() and none.to_dict()["warnings"]
-
-
-def test_a_stated_reserve_is_the_whole_allowance():
-    # Module 10 Lab 1: 2.5 GB kept back on the 24 GB card, activations included.
-    r = infermodel.evaluate(SCENARIOS / "case-study-24gb.toml")
-    assert r["memory_reserved"] == 2.5e9 and "activation_workspace_bytes" not in r
-
-
-def test_runtime_memory_raises_capacity_over_decimal(write_scenario):
-    decimal = infermodel.evaluate(llama(write_scenario), {"hardware.memory": 80e9})
-    runtime = infermodel.evaluate(llama(write_scenario))
-    assert runtime["max_sequences"] > decimal["max_sequences"]
-
-
-@settings(max_examples=30, deadline=None)
-@given(batch=st.integers(1, 512), prompt=st.integers(1, 8192))
-def test_rows_never_read_more_than_the_table(batch, prompt):
-    r = infermodel.evaluate(SCENARIOS / "quant-bf16.toml",
-                            {"workload.batch": batch, "workload.prompt_tokens": prompt})
-    assert 0 <= r["embedding_bytes_unread"] <= r["embedding_table_bytes"]
-    assert 0 <= r["embedding_bytes_unread_prefill"] <= r["embedding_table_bytes"]
-    assert r["weight_bytes_per_step"] <= r["weight_bytes"]
-
-
-def test_a_chunk_scores_at_most_its_last_position():
-    # Module 10 Lab 3's hybrid iteration (512-token chunk beside 17 decodes) counts the head
-    # for every position; engines score the decodes and at most the chunk's last position.
-    chunked = SCENARIOS / "module10-chunked-prefill.toml"
-    documents = infermodel.evaluate(chunked)
-    engine = infermodel.evaluate(chunked, {"efficiency.prefill_logits": "last"})
-    assert documents["hybrid_iteration_time"] == pytest.approx(116.04e-3, abs=5e-6)
-    assert documents["hybrid_flops"] - engine["hybrid_flops"] == 2 * 152064 * 4096 * (512 - 1)
-
-
-def test_a_cached_prefix_saves_no_head_it_never_scored():
-    # Module 10's case with a 3,000-token shared prefix: under the documents' convention the
-    # prefix's positions were scored by the head too; engines score only the last position.
-    prefix = SCENARIOS / "prefix-module10-case.toml"
-    documents = infermodel.evaluate(prefix)
-    engine = infermodel.evaluate(prefix, {"efficiency.prefill_logits": "last"})
-    r = documents["prefix_reused_tokens"]
-    assert documents["prefix_saved_prefill_flops"] - engine["prefix_saved_prefill_flops"] == (
-        2 * 152064 * 4096 * r)
-    assert engine["prefix_ttft_warm"] < engine["prefix_ttft_cold"] < documents["prefix_ttft_cold"]
+@given(fraction=st.floats(0.05, 1.0), engine=st.sampled_from(["vllm", "sglang", "tensorrt-llm"]))
+@settings(max_examples=8, deadline=None)
+def test_a_stated_memory_fraction_is_what_every_engine_keeps_back(tmp_path_factory, fraction, engine):
+    """``efficiency.memory_fraction`` is the engine's own flag: 1 − it is kept back, by the
+    engine's rule (SGLang: the activations inside that share)."""
+    path = tmp_path_factory.mktemp("fraction") / "s.toml"
+    path.write_text('[model]\npreset = "llama-3-8b"\n[hardware]\npreset = "h100-sxm"\n'
+                    "[workload]\nprompt_tokens = 1024\noutput_tokens = 256\n"
+                    f'[efficiency]\nengine = "{engine}"\nmemory_fraction = {fraction!r}\n')
+    r = infermodel.evaluate(path)
+    kept = 1 - fraction
+    assert r["engine_kept_fraction"] == pytest.approx(kept, abs=1e-9)
+    m, a = r["memory_bytes"], r["activation_workspace_bytes"]
+    if engine == "sglang":
+        assert r["memory_reserved"] == pytest.approx(max(kept * m, a), rel=1e-9, abs=1.0)

@@ -19,9 +19,12 @@ chunked, decode graphs up to 256 sequences, and a host loop of its own, with an
 efficiency preset fitted on that generation's published runs); ``"vllm"`` is the V1
 engine, the default since 0.8.
 
-Some defaults depend on the card (vLLM and SGLang choose larger budgets on cards of
-70 GiB or more) or on the tensor degree (SGLang's memory fraction):
-:func:`scheduler_defaults` applies those rules.
+Some defaults depend on the card (vLLM chooses larger budgets on cards of 70 GiB or
+more; SGLang its chunk, captured batch and memory fraction by the card's memory) or on
+the tensor degree: :func:`scheduler_defaults` applies those rules. SGLang's memory
+fraction follows the heuristic of its server since 0.5.3 (:func:`sglang_memory`); a
+scenario that states an earlier ``efficiency.engine_version`` gets the fixed shares that
+release kept. ``efficiency.memory_fraction`` states the engine's own flag instead.
 """
 
 from __future__ import annotations
@@ -34,11 +37,18 @@ VLLM_ARGS = ("vLLM engine arguments (vllm/engine/arg_utils.py, get_batch_default
              "max_num_seqs 1024 and max_num_batched_tokens 8192 for the API server on cards of "
              "70 GiB or more other than the A100, 256 and 2,048 otherwise; block_size 16; "
              "V1 always chunks prefill; CUDA graphs captured up to 512 sequences)")
-SGLANG_ARGS = ("SGLang server arguments (python/sglang/srt/server_args.py: mem_fraction_static "
-               "0.88/0.87/0.85/0.81 at tensor degree 1/2/4/8; chunked_prefill_size 8,192 on "
-               "cards of 60 GB or more, 4,096 below; cuda_graph_max_bs 256 below tensor degree "
-               "4 and 512 from 4 on such cards; page_size 1; max_running_requests from the "
-               "KV pool)")
+SGLANG_ARGS = ("SGLang server arguments (python/sglang/srt/server_args.py, "
+               "_handle_gpu_memory_settings, since 0.5.3: PRs 10975 and 11076): by the card's "
+               "memory, chunked_prefill_size 2,048 below 35 GiB, 4,096 below 60 GiB, 8,192 "
+               "below 160 GiB and 16,384 above, cuda_graph_max_bs 8/24-80/32-160/256-512 "
+               "(below/from tensor-parallel size 4) and 512 above 160 GiB; "
+               "mem_fraction_static = 1 − reserved / memory with reserved = 512 MiB + 1.5 MiB "
+               "per chunk token (at least 2,048) + 2 MiB per graph batch + 1 GiB per 8 "
+               "tensor×pipeline ranks (+ 3 MiB, and 1.5 more above 300, per graph batch and "
+               "data-parallel attention rank; + 2 GiB for a draft model), at least 10 GiB on "
+               "cards above 60 GiB; before 0.5.3, 0.88/0.87/0.85/0.81 at tensor degree "
+               "1/2/4/8 and chunked_prefill_size 8,192 from 60 GB; page_size 1; "
+               "max_running_requests from the KV pool)")
 VLLM_V0_ARGS = ("vLLM 0.6-0.7 engine arguments (the V0 engine, the default before 0.8: "
                 "max_num_seqs 256; prompts are not chunked unless enable_chunked_prefill is set "
                 "or the context exceeds 32K tokens, a prefill iteration taking whole prompts up "
@@ -143,9 +153,10 @@ ENGINES = {
                       "vLLM V0 engine arguments: gpu_memory_utilization = 0.9, as V1; "
                       + VLLM_V0_ARGS, generation_of="vllm"),
     "sglang": Engine("SGLang", "sglang", 0.12, "inside", 8192, 0, True, 1, 256,
-                     "SGLang server arguments: mem_fraction_static = 0.88 at tensor-parallel size "
-                     "1 (weights and KV pool); activations, CUDA graphs and NCCL buffers use the "
-                     "rest; chunked_prefill_size 8192; " + SGLANG_ARGS,
+                     "SGLang server arguments: mem_fraction_static is the share of the card "
+                     "its weights and KV pool take (from the card's memory: 0.897 on an H200 "
+                     "at tensor degree 8); activations, CUDA graphs and NCCL buffers use the "
+                     "rest; " + SGLANG_ARGS,
                      shared_stream="graphs", shared_stream_all_to_all=False),
     "tensorrt-llm": Engine("TensorRT-LLM", "trtllm", 0.10, "free", 8192, 2048, True, 64, 128,
                            "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction = 0.9 of the "
@@ -170,16 +181,107 @@ class Scheduler:
     kept_fraction: float
 
 
+#: The SGLang release whose memory heuristic is modelled (:func:`sglang_memory`); an
+#: earlier one kept a fixed share by tensor degree (:data:`SGLANG_OLD_FRACTION`).
+SGLANG_HEURISTIC_SINCE = (0, 5, 3)
+#: SGLang's mem_fraction_static by tensor degree before 0.5.3 (0.85 otherwise, 0.81 from 8).
+SGLANG_OLD_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85}
+MIB = 1024**2
+
+
+@attrs.frozen
+class SGLangMemory:
+    """What SGLang's server chooses for a card (:func:`sglang_memory`), in its units."""
+
+    chunk_tokens: int
+    graph_max_batch: int
+    reserved_mib: float
+    fraction: float
+
+
+def sglang_memory(card_memory: float, tensor: int = 1, pipeline: int = 1,
+                  attention_data: int = 1, draft: bool = False) -> SGLangMemory:
+    """SGLang's defaults for a card of ``card_memory`` bytes (0.5.3 on, :data:`SGLANG_ARGS`):
+    its chunked-prefill size and largest captured decode batch by the card's memory, and
+    mem_fraction_static, the share of the card its weights and KV pool may take, from the
+    memory it reserves for activations, CUDA graphs and parallel buffers. SGLang's
+    ``tp_size`` is every rank of a pipeline stage (``tensor × attention_data`` here) and
+    data-parallel attention is on when ``attention_data > 1``.
+
+    An H200 (143,771 MiB) at tensor degree 8: 512 + 8,192·1.5 + 512·2 + 8/8·1,024 =
+    14,848 MiB reserved, (143,771 − 14,848) / 143,771 = 0.897:
+
+    >>> m = sglang_memory(143_771 * MIB, tensor=8)
+    >>> m.chunk_tokens, m.graph_max_batch, m.reserved_mib, m.fraction
+    (8192, 512, 14848.0, 0.897)
+
+    A B200 (180 GiB) at tensor degree 4: 512 + 16,384·1.5 + 512·2 + 4/8·1,024 = 26,624 MiB:
+
+    >>> sglang_memory(180 * 1024 * MIB, tensor=4).fraction
+    0.856
+    """
+    mib = card_memory / MIB
+    ranks = tensor * attention_data
+    if mib < 20 * 1024:
+        chunk, graphs = 2048, 8
+    elif mib < 35 * 1024:
+        chunk, graphs = 2048, (24 if ranks < 4 else 80)
+    elif mib < 60 * 1024:
+        chunk, graphs = 4096, (32 if ranks < 4 else 160)
+    elif mib < 160 * 1024:
+        chunk, graphs = 8192, (256 if ranks < 4 else 512)
+    else:
+        chunk, graphs = 16384, 512
+    reserved = 512 + max(chunk, 2048) * 1.5 + graphs * 2 + ranks * pipeline / 8 * 1024
+    if attention_data > 1:
+        reserved += graphs * attention_data * 3
+        if graphs > 300:
+            reserved += graphs * attention_data * 1.5
+    if mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    if draft:
+        reserved += 2 * 1024
+    return SGLangMemory(chunk, graphs, float(reserved), round((mib - reserved) / mib, 3))
+
+
+def version_tuple(text: str | None) -> tuple[int, ...] | None:
+    """The leading release numbers of a version string (None where it states none).
+
+    >>> version_tuple("0.4.3.post2"), version_tuple("0.5.3rc0"), version_tuple("nightly")
+    ((0, 4, 3), (0, 5, 3), None)
+    """
+    if not text:
+        return None
+    numbers = []
+    for part in str(text).split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        numbers.append(int(digits))
+        if digits != part:
+            break
+    return tuple(numbers) if numbers else None
+
+
 def scheduler_defaults(name: str, card_memory: float, hardware: str | None,
-                       tensor: int = 1) -> Scheduler:
+                       tensor: int = 1, *, pipeline: int = 1, attention_data: int = 1,
+                       draft: bool = False, version: str | None = None) -> Scheduler:
     """The engine's defaults for a card of ``card_memory`` bytes (``hardware``: its preset
-    name, if any) at tensor degree ``tensor``.
+    name, if any) at tensor degree ``tensor`` (``pipeline`` stages, ``attention_data``
+    data-parallel attention ranks, a ``draft`` model; ``version``: the engine's, where
+    its defaults changed with one).
 
     >>> scheduler_defaults("vllm", 80 * GIB, "h100-sxm").max_sequences
     1024
     >>> scheduler_defaults("vllm", 80 * GIB, "a100-80gb").chunk_tokens
     2048
-    >>> scheduler_defaults("sglang", 141e9, "h200", tensor=8).kept_fraction
+    >>> scheduler_defaults("sglang", 143_771 * MIB, "h200", tensor=8).kept_fraction
+    0.103
+    >>> scheduler_defaults("sglang", 141e9, "h200", tensor=8, version="0.4.3").kept_fraction
     0.19
     """
     engine = ENGINES[name]
@@ -188,12 +290,18 @@ def scheduler_defaults(name: str, card_memory: float, hardware: str | None,
     if name == "vllm" and (card_memory < 70 * GIB or (hardware or "").startswith("a100")):
         out = attrs.evolve(out, max_sequences=256, chunk_tokens=2048)
     elif name == "sglang":
-        fraction = {1: 0.88, 2: 0.87, 4: 0.85}.get(tensor, 0.81 if tensor >= 8 else 0.85)
-        large = card_memory >= 60e9
-        out = attrs.evolve(out, kept_fraction=round(1 - fraction, 6),
-                           chunk_tokens=8192 if large else 4096,
-                           graph_max_batch=(256 if tensor < 4 else 512) if large
-                           else (32 if tensor < 4 else 160))
+        release = version_tuple(version)
+        if release is not None and release < SGLANG_HEURISTIC_SINCE:
+            fraction = SGLANG_OLD_FRACTION.get(tensor, 0.81 if tensor >= 8 else 0.85)
+            large = card_memory >= 60e9
+            out = attrs.evolve(out, kept_fraction=round(1 - fraction, 6),
+                               chunk_tokens=8192 if large else 4096,
+                               graph_max_batch=(256 if tensor < 4 else 512) if large
+                               else (32 if tensor < 4 else 160))
+        else:
+            m = sglang_memory(card_memory, tensor, pipeline, attention_data, draft)
+            out = attrs.evolve(out, kept_fraction=round(1 - m.fraction, 6),
+                               chunk_tokens=m.chunk_tokens, graph_max_batch=m.graph_max_batch)
     return out
 
 
@@ -212,13 +320,24 @@ def scenario_scheduler(scenario) -> Scheduler:
     tensor degree, each replaced by what the scenario's ``[efficiency]`` table states.
     """
     value = scenario.value
+    lever = scenario.lever("parallelism")
+    try:  # the measured-kernels plugin declares the engine's version
+        version = value("efficiency.engine_version")
+    except AttributeError:
+        version = None
     out = scheduler_defaults(value("efficiency.engine"), value("hardware.memory"),
-                             scenario.presets.get("hardware"), tensor_degree(scenario))
+                             scenario.presets.get("hardware"), tensor_degree(scenario),
+                             pipeline=lever.pipeline if lever is not None else 1,
+                             attention_data=lever.attention_data if lever is not None else 1,
+                             draft=scenario.lever("speculative") is not None, version=version)
     stated = {"max_sequences": value("efficiency.max_sequences"),
               "chunk_tokens": value("efficiency.prefill_chunk"),
               "chunked_prefill": value("efficiency.chunked_prefill"),
               "block_size": value("efficiency.block_size"),
               "graph_max_batch": value("efficiency.graph_max_batch")}
+    fraction = value("efficiency.memory_fraction")
+    if fraction is not None:
+        stated["kept_fraction"] = 1.0 - fraction
     return attrs.evolve(out, **{k: v for k, v in stated.items() if v is not None})
 
 
@@ -227,5 +346,5 @@ FAMILY_ENGINE = {e.family: name for name, e in ENGINES.items() if e.family}
 # The measured kernel tables' name for TensorRT-LLM, accepted as the same engine.
 ENGINES["trtllm"] = ENGINES["tensorrt-llm"]
 
-__all__ = ["ENGINES", "FAMILY_ENGINE", "SEPARATE_ROPE", "SHARED_EXPERT_STREAMS", "TRTLLM_NORM_FUSION", "TRTLLM_ROPE_FUSION", "Engine", "Scheduler", "scenario_scheduler", "scheduler_defaults",
+__all__ = ["ENGINES", "FAMILY_ENGINE", "SEPARATE_ROPE", "SHARED_EXPERT_STREAMS", "TRTLLM_NORM_FUSION", "TRTLLM_ROPE_FUSION", "Engine", "SGLangMemory", "Scheduler", "scenario_scheduler", "scheduler_defaults", "sglang_memory", "version_tuple",
            "tensor_degree"]

@@ -109,9 +109,11 @@ def infermodel_register_fields(register):
                          'hardware.kernel_system under efficiency.engine; needs the extra '
                          'infermodel[kernels])')
     register("efficiency", "engine_version", kind="str", default=None,
-             description="engine version whose measured kernel tables time the operators "
-                         '(efficiency.kernels = "measured"; default: the newest the tables hold '
-                         "for the card)")
+             description="the engine's version: whose measured kernel tables time the "
+                         'operators (efficiency.kernels = "measured"; default: the newest the '
+                         "tables hold for the card), and which of its defaults apply where "
+                         "they changed (SGLang before 0.5.3 kept a fixed share of memory by "
+                         "tensor degree; default: the current ones)")
     register("hardware", "kernel_system", kind="str", default=None,
              description="the measured kernel tables' name for this card (\"h200_sxm\"); the "
                          "hardware presets name theirs")

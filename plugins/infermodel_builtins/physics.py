@@ -553,6 +553,14 @@ def _register_engine_fields(efficiency):
     efficiency("graph_max_batch", "int",
                "largest decode batch the engine captures as a CUDA graph, 0 for none (default: "
                "the engine's, by card and tensor degree)", minimum=0, default=None)
+    efficiency("memory_fraction", "float",
+               "share of each card the engine's budget may take, as its own flag states it: "
+               "vLLM gpu_memory_utilization (of the whole card, the activation peak inside), "
+               "SGLang mem_fraction_static (weights and KV pool), TensorRT-LLM "
+               "free_gpu_memory_fraction (of the memory free after weights and activations); "
+               "the rest is kept back (engine_kept_fraction = 1 − it; default: the "
+               "engine's, SGLang's by card and tensor degree)", minimum=0,
+               exclusive_minimum=True, maximum=1, default=None)
 
 
 def _reads_rows(scenario) -> bool:

@@ -67,7 +67,7 @@ from ..errors import InfermodelError, Problem, suggest
 
 __all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "ENGINE_OF_FAMILY", "GENERATIONS", "LENGTHS",
            "LOADS", "METRICS", "OPTIONAL_COLUMNS", "STATISTICS", "LedgerRow", "Pool", "Pools",
-           "engine_of_family", "engine_version", "read_ledger", "split_preset"]
+           "engine_of_family", "engine_release", "engine_version", "read_ledger", "split_preset"]
 
 COLUMNS = ("id", "source", "engine", "hardware", "gpus", "model", "hf_config", "weights",
            "kv_cache", "tensor", "expert", "isl", "osl", "concurrency", "metric", "statistic",
@@ -113,6 +113,7 @@ ENGINE_OF_FAMILY = {"vllm": "vllm", "vllm-v0": "vllm-v0", "sglang": "sglang",
 #: (another scheduler, host loop and defaults) the default; before it, runs used V0.
 GENERATIONS = (("vllm", (0, 8), "vllm-v0"),)
 _VERSION = re.compile(r"(?<![\w.])(\d+)\.(\d+)")
+_RELEASE = re.compile(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)")
 DEFAULT_LEDGER = Path(__file__).parent.parent / "data" / "ledger.csv"
 #: Ledgers larger than this are refused (a ledger of published figures is small).
 MAX_LEDGER_BYTES = 5_000_000
@@ -130,6 +131,19 @@ def engine_version(engine: str) -> tuple[int, int] | None:
     words = engine.split(maxsplit=1)
     found = _VERSION.search(words[1]) if len(words) > 1 else None
     return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def engine_release(engine: str) -> str | None:
+    """The first version an engine column states, to its third number ("0.4.3"), None
+    without one: what a row's scenario states as ``efficiency.engine_version``, whose
+    defaults changed with a release (SGLang's memory heuristic, 0.5.3).
+
+    >>> engine_release("sglang 0.4.3.post2"), engine_release("sglang (version not stated)")
+    ('0.4.3', None)
+    """
+    words = engine.split(maxsplit=1)
+    found = _RELEASE.search(words[1]) if len(words) > 1 else None
+    return found.group(1) if found else None
 
 
 def engine_of_family(family: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .ledger import ENGINE_FAMILIES, ENGINE_OF_FAMILY, LedgerRow, Pool
+from .ledger import ENGINE_FAMILIES, ENGINE_OF_FAMILY, LedgerRow, Pool, engine_release
 
 __all__ = ["DENSE_WEIGHTS", "EIGHT_BIT_FLOATS", "EIGHT_BIT_INTS", "IDEAL_TABLE", "efficiency_table",
            "layout", "scenario_data", "unsupported"]
@@ -74,6 +74,12 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
         "workload": {"batch": 1, "prompt_tokens": row.isl, "output_tokens": row.osl},
         "efficiency": dict(efficiency),
     }
+    release = engine_release(row.engine)
+    if (release and data["efficiency"].get("kernels") != "measured"
+            and "engine_version" not in data["efficiency"]):
+        # The run's release, where the engine's defaults changed with one (measured
+        # kernels state the tables' version instead).
+        data["efficiency"]["engine_version"] = release
     if pool is None and row.recv_interval > 1:
         data["efficiency"]["recv_interval"] = row.recv_interval
     if pool is None and row.batch_wait > 0:
