@@ -145,7 +145,8 @@ def test_other_engines_keep_their_own_reserve(write_scenario, engine):
 
 def test_sglang_memory_follows_the_card_and_its_release(write_scenario):
     """SGLang's share by card and tensor degree (its server's heuristic since 0.5.3), the
-    fixed shares of earlier releases, and a stated ``mem_fraction_static``."""
+    fixed shares of earlier releases, and a stated ``mem_fraction_static``.
+    """
     from infermodel_builtins.engines import MIB, sglang_memory
 
     # B200 (180 GiB = 184,320 MiB) at tensor degree 8: above 160 GiB, chunks of 16,384
@@ -173,7 +174,8 @@ def test_sglang_memory_follows_the_card_and_its_release(write_scenario):
 @settings(max_examples=8, deadline=None)
 def test_a_stated_memory_fraction_is_what_every_engine_keeps_back(tmp_path_factory, fraction, engine):
     """``efficiency.memory_fraction`` is the engine's own flag: 1 − it is kept back, by the
-    engine's rule (SGLang: the activations inside that share)."""
+    engine's rule (SGLang: the activations inside that share).
+    """
     path = tmp_path_factory.mktemp("fraction") / "s.toml"
     path.write_text('[model]\npreset = "llama-3-8b"\n[hardware]\npreset = "h100-sxm"\n'
                     "[workload]\nprompt_tokens = 1024\noutput_tokens = 256\n"

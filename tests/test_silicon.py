@@ -12,6 +12,7 @@ import importlib.util
 import json
 import math
 
+import attrs
 import numpy as np
 import pytest
 
@@ -385,6 +386,47 @@ def test_sglang_rows_whose_script_states_no_cache_format_keep_16_bit_caches(rows
     assert cache("zhipuai/GLM-5", "b200") == {"fp8-e4m3"}
     assert cache("Qwen/Qwen3.5-397B-A17B", "h200") == {"fp8-e4m3"}
     assert cache("Qwen/Qwen3-235B-A22B-FP8", "h200", "burst") == {"fp8-e4m3"}
+
+
+def test_sglang_rows_state_their_scripts_memory_share_and_limits(rows, cells, host):
+    # InferenceMAX's SGLang scripts pass --mem-fraction-static and mostly the chunk, the
+    # running cap and the captured batch (script_settings.SGLANG_LAUNCH): DeepSeek-R1 in
+    # FP8 on four B200s at 0.95 / 8,192 / 32 / 32 (dsr1_fp8_b200.sh's TP=4 branch, from
+    # January 2026), on eight at 0.82 / 32,768 / 128 / 128; Qwen3.5 in FP8 on B200 (3 March
+    # to 30 April 2026) at 0.82 / 32,768 / 128 and the client count. A run measured before
+    # its script existed (GLM-5 FP4 on B200, 29 March; its script from 2 April) and the
+    # gap-analysis runs state none.
+    from infermodel.accuracy.predictions import row_model
+    from infermodel.accuracy.row_scenarios import LAUNCH_FIELDS, scenario_data
+
+    def launches(model, system, precision, tensor=None):
+        return {rows[f"{p}-ttft"].launch for p, c in cells.items()
+                if c["backend"] == "sglang" and c["mode"] == "agg"
+                and "gap-analysis" not in c["silicon_data_source"]
+                and c["model_path"] == model and c["system"] == system
+                and c["precision"] == precision
+                and (tensor is None or rows[f"{p}-ttft"].tensor == tensor)}
+
+    assert launches("deepseek-ai/DeepSeek-R1", "b200_sxm", "fp8", 4) == {(0.95, 8192, 32, 32)}
+    assert launches("deepseek-ai/DeepSeek-R1", "b200_sxm", "fp8", 8) == {(0.82, 32768, 128, 128)}
+    assert launches("zhipuai/GLM-5", "b200_sxm", "fp4") == {None}
+    qwen = {rows[f"{p}-ttft"].concurrency: rows[f"{p}-ttft"].launch for p, c in cells.items()
+            if c["backend"] == "sglang" and c["model_path"] == "Qwen/Qwen3.5-397B-A17B"
+            and c["system"] == "b200_sxm" and c["precision"] == "fp8"
+            and "measured=2026-03-2" in c["silicon_data_source"]}
+    assert qwen[256] == (0.82, 32768, 128, 256) and qwen[4] == (0.82, 32768, 128, 4)
+    assert {r.launch for r in rows.values() if "gap-analysis" in r.source} == {None}
+    # The four-card FP8 runs hold DeepSeek-R1 (673 GB) only at the script's 0.95: predicted,
+    # where SGLang's own share (0.856 on a B200 at tensor degree 4) leaves no cache.
+    row = rows["2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_8192x1024_c4_tp4_ep1_1516-ttft"]
+    assert not row.unexpressed and row.launch == (0.95, 8192, 32, 32)
+    data = scenario_data(row, {"engine": "sglang"})
+    assert [data["efficiency"][f] for f in LAUNCH_FIELDS] == [0.95, 8192, 32, 32]
+    model = row_model(row, kernels="measured", host=host)
+    assert model.capacity >= 4
+    unstated = row_model(attrs.evolve(row, id=f"{row.id}-unstated", launch=None),
+                         kernels="measured", host=host)
+    assert isinstance(unstated, str) or unstated.capacity < 1
 
 
 def test_kimis_int4_points_run_the_checkpoint_that_quantises_its_experts_alone(rows):

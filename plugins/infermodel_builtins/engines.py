@@ -346,5 +346,19 @@ FAMILY_ENGINE = {e.family: name for name, e in ENGINES.items() if e.family}
 # The measured kernel tables' name for TensorRT-LLM, accepted as the same engine.
 ENGINES["trtllm"] = ENGINES["tensorrt-llm"]
 
-__all__ = ["ENGINES", "FAMILY_ENGINE", "SEPARATE_ROPE", "SHARED_EXPERT_STREAMS", "TRTLLM_NORM_FUSION", "TRTLLM_ROPE_FUSION", "Engine", "SGLangMemory", "Scheduler", "scenario_scheduler", "scheduler_defaults", "sglang_memory", "version_tuple",
-           "tensor_degree"]
+__all__ = [
+    "ENGINES",
+    "FAMILY_ENGINE",
+    "SEPARATE_ROPE",
+    "SHARED_EXPERT_STREAMS",
+    "TRTLLM_NORM_FUSION",
+    "TRTLLM_ROPE_FUSION",
+    "Engine",
+    "SGLangMemory",
+    "Scheduler",
+    "scenario_scheduler",
+    "scheduler_defaults",
+    "sglang_memory",
+    "tensor_degree",
+    "version_tuple",
+]

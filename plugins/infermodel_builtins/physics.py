@@ -542,8 +542,9 @@ def _register_engine_fields(efficiency):
                "chunked_prefill_size, TensorRT-LLM max_num_tokens); the activation workspace is "
                "sized for it (default: the engine's, by card)", minimum=1, default=None)
     efficiency("max_sequences", "int",
-               "most sequences the engine runs at once (vLLM max_num_seqs, TensorRT-LLM "
-               "max_batch_size; default: the engine's, by card; under the physical model it caps "
+               "most sequences the engine runs at once (vLLM max_num_seqs, SGLang "
+               "max_running_requests, TensorRT-LLM max_batch_size; default: the engine's, by "
+               "card; under the physical model it caps "
                "max_sequences)", minimum=1, default=None)
     efficiency("chunked_prefill", "bool",
                "the engine splits prompts into chunks that share iterations with decodes "

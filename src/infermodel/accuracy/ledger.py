@@ -272,6 +272,11 @@ class LedgerRow:
     #: reader states a deployment's setting (SGLang's ``--scheduler-recv-interval``); the
     #: row's ``efficiency.recv_interval`` when above 1 (1: every iteration, the default).
     recv_interval: int = attrs.field(default=1, kw_only=True)
+    #: The engine's memory share and scheduler limits its launch states, where the
+    #: reader knows them: ``(memory_fraction, prefill_chunk, max_sequences,
+    #: graph_max_batch)``, None for the engine's default (the row scenario's
+    #: ``[efficiency]`` fields of those names).
+    launch: tuple | None = attrs.field(default=None, kw_only=True)
     #: Iterations a new prompt may wait for more before its prefill where the reader
     #: states a deployment's setting (TensorRT-LLM's ``batch_wait_timeout_iters``); the
     #: row's ``efficiency.batch_wait_iterations`` when above 0.

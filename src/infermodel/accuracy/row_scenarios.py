@@ -16,7 +16,7 @@ from typing import Any
 
 from .ledger import ENGINE_FAMILIES, ENGINE_OF_FAMILY, LedgerRow, Pool, engine_release
 
-__all__ = ["DENSE_WEIGHTS", "EIGHT_BIT_FLOATS", "EIGHT_BIT_INTS", "IDEAL_TABLE", "efficiency_table",
+__all__ = ["DENSE_WEIGHTS", "EIGHT_BIT_FLOATS", "EIGHT_BIT_INTS", "IDEAL_TABLE", "LAUNCH_FIELDS", "efficiency_table",
            "layout", "scenario_data", "unsupported"]
 
 #: 8-bit float weight formats whose checkpoints also run 8-bit float activations
@@ -59,6 +59,10 @@ def layout(row: LedgerRow, pool: Pool | None = None) -> tuple[int, int, int]:
 DENSE_WEIGHTS = {"sglang": "split", "vllm": "replicated", "vllm-v0": "replicated", "trtllm": "replicated"}
 
 
+#: The ``[efficiency]`` fields of :attr:`.ledger.LedgerRow.launch`, in its order.
+LAUNCH_FIELDS = ("memory_fraction", "prefill_chunk", "max_sequences", "graph_max_batch")
+
+
 def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
                   pool: Pool | None = None) -> dict[str, Any]:
     """The scenario tables that describe a ledger row's deployment (one server of
@@ -80,6 +84,10 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
         # The run's release, where the engine's defaults changed with one (measured
         # kernels state the tables' version instead).
         data["efficiency"]["engine_version"] = release
+    if pool is None and row.launch is not None:
+        for field, value in zip(LAUNCH_FIELDS, row.launch):
+            if value is not None:
+                data["efficiency"][field] = value
     if pool is None and row.recv_interval > 1:
         data["efficiency"]["recv_interval"] = row.recv_interval
     if pool is None and row.batch_wait > 0:

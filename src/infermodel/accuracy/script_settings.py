@@ -31,6 +31,13 @@ are not published (:data:`UNPUBLISHED_SETTINGS`).
   SGLang's ``auto`` keeps the model's 16-bit dtype unless the checkpoint's quantisation
   states an FP8 cache (ModelOpt's ``kv_cache_quant_algo``), which these do not
   (:data:`SIXTEEN_BIT_CACHE`, :func:`kv_cache`).
+* **SGLang's memory share and scheduler limits**: every InferenceMAX aggregated SGLang
+  script passes ``--mem-fraction-static`` and most ``--chunked-prefill-size``,
+  ``--max-running-requests`` and ``--cuda-graph-max-bs`` (:data:`SGLANG_LAUNCH`,
+  :func:`sglang_launch`); those rows state them (:attr:`.ledger.LedgerRow.launch`, the
+  row scenario's ``efficiency.memory_fraction``, ``prefill_chunk``, ``max_sequences`` and
+  ``graph_max_batch``). DeepSeek-R1 in FP8 on four B200s, for one, runs at 0.95, where
+  the server's own heuristic would not hold its weights.
 * **Speculative runs the file does not mark**: the file has no column for speculative
   decoding, and some of InferenceMAX's points are its multi-token-prediction runs. Where
   InferenceMAX's own configurations show that a point's image ran for its model and
@@ -50,9 +57,12 @@ from collections.abc import Mapping
 __all__ = [
     "BATCH_WAIT_DEEPSEEK",
     "BATCH_WAIT_LLAMA",
+    "CONCURRENCY",
     "DP_BALANCE",
     "RECV_INTERVAL_B300",
     "RECV_INTERVAL_MODELS",
+    "SGLANG_LAUNCH",
+    "SGLANG_LAUNCH_MODELS",
     "SIXTEEN_BIT_CACHE",
     "SPECULATIVE_IMAGES",
     "UNPUBLISHED_SETTINGS",
@@ -61,6 +71,7 @@ __all__ = [
     "image_of",
     "kv_cache",
     "recv_interval",
+    "sglang_launch",
     "speculative_run",
 ]
 
@@ -130,6 +141,57 @@ DP_BALANCE = {"deepseek-ai/DeepSeek-R1": (("b200_sxm", "h200_sxm"), (60, 0)),
 SIXTEEN_BIT_CACHE = {("sglang", "h200_sxm"): ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3",
                                               "zhipuai/GLM-5")}
 
+#: SGLang's launch flags in InferenceMAX's aggregated scripts (SemiAnalysisAI/InferenceX,
+#: ``benchmarks/`` then ``benchmarks/single_node/``; each script's history to the file's
+#: last measurement, April 2026): (model family, system, precision) → the versions, each
+#: ``(first date, {tensor degree or None (any): (mem_fraction_static,
+#: chunked_prefill_size, max_running_requests, cuda_graph_max_bs)})``, ``CONCURRENCY``
+#: standing for the run's client count and None for the server's own default.
+#: DeepSeek-R1 (its runs also appear as DeepSeek-V3): FP8 on B200, 0.82 / 32,768 / 128 /
+#: 128 on eight cards from September 2025 and 0.95 / 8,192 / 32 / 32 on four from
+#: January 2026 (``dsr1_fp8_b200{,_docker,_slurm}.sh``); FP4 on B200, 0.85 / 16,384 /
+#: 256 / 256; FP8 on H200, 0.82 / 32,768 and 512 / 512 at 1,024/1,024 tokens, else
+#: 256 / 256; the B300 scripts (17 April 2026) as B200's. GLM-5: FP8 on B200 (20 March
+#: 2026) and B300, 0.85 / 32,768 / clients / clients; FP4 on B200, 0.80 / 131,072 /
+#: clients / clients from 2 April, then 0.90 / 32,768 / default / 256 from 9 April; FP8
+#: on H200, 0.85 alone. Qwen3.5-397B: BF16 on B200, 0.80 alone from 16 February, then
+#: 0.82 / 32,768 / 128 / clients from 19 February; FP8 on B200, 0.82 / 32,768 / 128 /
+#: clients from 3 March, then 0.80 / 16,384 / default / clients from 30 April; FP4 on
+#: B200, 0.85 / 32,768 / 128 / clients; FP8 on H200, 0.80 / 16,384 / 128 / clients; on
+#: B300 (17 April) BF16 0.82 / 32,768 / 128 / clients, FP4 0.80 / 32,768 / 128 /
+#: clients, FP8 0.80 / 16,384 / clients / clients. A run measured before its script's
+#: first version states none (its launch is not published).
+CONCURRENCY = -1
+_DSR1_FP8 = {8: (0.82, 32768, 128, 128), 4: (0.95, 8192, 32, 32)}
+_DSR1_FP4 = {None: (0.85, 16384, 256, 256)}
+_GLM5_FP8 = {None: (0.85, 32768, CONCURRENCY, CONCURRENCY)}
+_QWEN_BF16 = {None: (0.82, 32768, 128, CONCURRENCY)}
+SGLANG_LAUNCH: dict[tuple[str, str, str], tuple[tuple[str, dict], ...]] = {
+    ("deepseek", "b200_sxm", "fp8"): (("2025-09-23", _DSR1_FP8),),
+    ("deepseek", "b200_sxm", "fp4"): (("2025-09-19", _DSR1_FP4),),
+    ("deepseek", "h200_sxm", "fp8"): (("2025-09-19", {None: (0.82, 32768, 256, 256)}),),
+    ("deepseek", "b300_sxm", "fp8"): (("2026-04-17", _DSR1_FP8),),
+    ("deepseek", "b300_sxm", "fp4"): (("2026-04-17", _DSR1_FP4),),
+    ("glm5", "b200_sxm", "fp8"): (("2026-03-20", _GLM5_FP8),),
+    ("glm5", "b300_sxm", "fp8"): (("2026-04-17", _GLM5_FP8),),
+    ("glm5", "b200_sxm", "fp4"): (("2026-04-02", {None: (0.80, 131072, CONCURRENCY, CONCURRENCY)}),
+                                  ("2026-04-09", {None: (0.90, 32768, None, 256)})),
+    ("glm5", "h200_sxm", "fp8"): (("2026-03-18", {None: (0.85, None, None, None)}),),
+    ("qwen3.5", "b200_sxm", "bf16"): (("2026-02-16", {None: (0.80, None, None, None)}),
+                                      ("2026-02-19", _QWEN_BF16)),
+    ("qwen3.5", "b200_sxm", "fp8"): (("2026-03-03", {None: (0.82, 32768, 128, CONCURRENCY)}),
+                                     ("2026-04-30", {None: (0.80, 16384, None, CONCURRENCY)})),
+    ("qwen3.5", "b200_sxm", "fp4"): (("2026-04-08", {None: (0.85, 32768, 128, CONCURRENCY)}),),
+    ("qwen3.5", "h200_sxm", "fp8"): (("2026-03-04", {None: (0.80, 16384, 128, CONCURRENCY)}),),
+    ("qwen3.5", "b300_sxm", "bf16"): (("2026-04-17", _QWEN_BF16),),
+    ("qwen3.5", "b300_sxm", "fp4"): (("2026-04-17", {None: (0.80, 32768, 128, CONCURRENCY)}),),
+    ("qwen3.5", "b300_sxm", "fp8"): (("2026-04-17", {None: (0.80, 16384, CONCURRENCY,
+                                                            CONCURRENCY)}),),
+}
+#: The file's model → its family in :data:`SGLANG_LAUNCH`.
+SGLANG_LAUNCH_MODELS = {"deepseek-ai/DeepSeek-R1": "deepseek", "deepseek-ai/DeepSeek-V3": "deepseek",
+                        "zhipuai/GLM-5": "glm5", "Qwen/Qwen3.5-397B-A17B": "qwen3.5"}
+
 _MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
 
 
@@ -170,6 +232,39 @@ def image_of(source: str) -> str:
         if "=" not in field and "/" in field and ":" in field:
             return field
     return ""
+
+
+def sglang_launch(cells: Mapping[str, str], cards: int, concurrency: int, isl: int = 0,
+                  osl: int = 0) -> tuple[float | None, int | None, int | None, int | None] | None:
+    """The point's SGLang launch flags in its benchmark script (:data:`SGLANG_LAUNCH`):
+    ``(mem_fraction_static, chunked_prefill_size, max_running_requests,
+    cuda_graph_max_bs)``, None where the script leaves one to the server, or None where
+    no script of the point's model, system and precision was in use when it was measured
+    (``cards``: the server's).
+
+    >>> sglang_launch({"backend": "sglang", "mode": "agg", "system": "b200_sxm",
+    ...                "model_path": "deepseek-ai/DeepSeek-R1", "precision": "fp8",
+    ...                "silicon_data_source": "measured=2026-03-25"}, 4, 8)
+    (0.95, 8192, 32, 32)
+    """
+    if (cells["backend"].strip() != "sglang" or cells["mode"].strip() != "agg"
+            or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]):
+        return None
+    family = SGLANG_LAUNCH_MODELS.get(cells["model_path"].strip())
+    versions = SGLANG_LAUNCH.get((family or "", cells["system"].strip(),
+                                  cells["precision"].strip()))
+    measured = _MEASURED.search(cells["silicon_data_source"])
+    if versions is None or measured is None:
+        return None
+    in_use = [flags for since, flags in versions if since <= measured.group(1)]
+    if not in_use:
+        return None
+    flags = in_use[-1].get(cards, in_use[-1].get(None))
+    if flags is None:
+        return None
+    if family == "deepseek" and cells["system"].strip() == "h200_sxm" and (isl, osl) == (1024, 1024):
+        flags = (flags[0], flags[1], 512, 512)
+    return tuple(concurrency if f == CONCURRENCY else f for f in flags)  # type: ignore[return-value]
 
 
 def recv_interval(cells: Mapping[str, str], cards: int, concurrency: int) -> int:

@@ -110,7 +110,14 @@ import attrs
 
 from ..errors import InfermodelError, Problem
 from .ledger import LedgerRow, Pool, Pools
-from .script_settings import batch_wait, dp_balance, kv_cache, recv_interval, speculative_run
+from .script_settings import (
+    batch_wait,
+    dp_balance,
+    kv_cache,
+    recv_interval,
+    sglang_launch,
+    speculative_run,
+)
 
 __all__ = [
     "BURST_ENGINES",
@@ -588,6 +595,7 @@ def _point(cells: Mapping[str, str], line: int,
         unexpressed="; ".join(reasons),
         client=_client(cells), request_time=REQUEST_PATH.get(backend),
         recv_interval=recv_interval(cells, tensor * pipeline * attention, concurrency),
+        launch=sglang_launch(cells, tensor * pipeline * attention, concurrency, isl or 0, osl or 0),
         batch_wait=batch_wait(cells, tensor * pipeline * attention, attention, concurrency),
         dp_balance=dp_balance(cells, attention))
     rows = []
