@@ -186,3 +186,22 @@ def test_a_stated_memory_fraction_is_what_every_engine_keeps_back(tmp_path_facto
     m, a = r["memory_bytes"], r["activation_workspace_bytes"]
     if engine == "sglang":
         assert r["memory_reserved"] == pytest.approx(max(kept * m, a), rel=1e-9, abs=1.0)
+
+
+@pytest.mark.parametrize("extra, phrase", [
+    ('[hardware]\npreset = "h100-sxm"\nreserve = "5 GB"\n[efficiency]\nmemory_fraction = 0.8\n',
+     "hardware.reserve states what is kept back itself"),
+    ('[hardware]\npreset = "h100-sxm"\n[efficiency]\nengine = "none"\nmemory_fraction = 0.8\n',
+     'engine = "none" keeps nothing back'),
+])
+def test_a_memory_fraction_the_engine_cannot_apply_is_one_clear_error(tmp_path, capsys, extra, phrase):
+    from infermodel.cli import main
+
+    path = tmp_path / "s.toml"
+    path.write_text('[model]\npreset = "llama-3-8b"\n[workload]\nprompt_tokens = 1024\n'
+                    f"output_tokens = 256\n{extra}")
+    before = path.read_text()
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "efficiency.memory_fraction" in err and phrase in err and "Traceback" not in err
+    assert path.read_text() == before

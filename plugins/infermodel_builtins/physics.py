@@ -143,6 +143,20 @@ def infermodel_validate_scenario(scenario, report):
         report("hardware.reserve", f"the reserve ({amount / 1e9:g} GB) is not smaller than the "
                f"card's memory ({scenario.value('hardware.memory') / 1e9:g} GB)",
                expected="a reserve smaller than one card's memory")
+    if scenario.value("efficiency.memory_fraction") is not None:
+        if scenario.value("hardware.reserve") is not None:
+            report("efficiency.memory_fraction",
+                   "memory_fraction is the engine's own share of memory, but hardware.reserve "
+                   "states what is kept back itself, which replaces the engine's reserve",
+                   expected="one of efficiency.memory_fraction and hardware.reserve",
+                   suggestion="remove hardware.reserve to let the engine keep 1 − "
+                              "memory_fraction back, or remove memory_fraction")
+        elif scenario.value("efficiency.engine") == "none":
+            report("efficiency.memory_fraction",
+                   'memory_fraction is an engine\'s share of memory, but engine = "none" keeps '
+                   "nothing back", expected='an engine: efficiency.engine = "vllm", "sglang" '
+                   'or "tensorrt-llm"', suggestion="name the engine whose flag this is, or state "
+                   "hardware.reserve instead")
     experts = scenario.value("model.experts")
     active = scenario.value("model.active_experts")
     if active > experts:
