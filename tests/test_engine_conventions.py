@@ -162,12 +162,88 @@ def test_sglang_memory_follows_the_card_and_its_release(write_scenario):
     # A small card: an L4 (23,034 MiB, between 20 and 35 GiB: 24 graphs below tensor
     # degree 4) keeps 512 + 2,048·1.5 + 24·2 + 128 = 3,760 MiB, no 10 GiB floor below 60 GiB.
     assert sglang_memory(23_034 * MIB).reserved_mib == 3760.0
-    old = infermodel.evaluate(llama(write_scenario, 'engine = "sglang"\nengine_version = "0.4.3"'))
+    old = infermodel.evaluate(llama(write_scenario, 'engine = "sglang"\nengine_version = "v0.4.3"'))
     assert old["engine_kept_fraction"] == pytest.approx(0.12, abs=1e-12)
+    # A chunk the server is given enters its reserve before the share is reckoned: an H200
+    # at tensor degree 1 with chunks of 32,768 reserves 512 + 32,768·1.5 + 256·2 + 128 =
+    # 50,304 MiB, (143,771 − 50,304) / 143,771 = 0.650.
+    from infermodel_builtins.engines import scheduler_defaults
+
+    assert scheduler_defaults("sglang", 143_771 * MIB, "h200", chunk_tokens=32768).kept_fraction == (
+        pytest.approx(0.35, abs=1e-9))
+    # Before 0.5.3 the fixed share went by SGLang's tp_size, every rank with data-parallel
+    # attention: eight ranks of one card each kept 0.19, as tensor degree 8 did.
+    assert scheduler_defaults("sglang", 141e9, "h200", tensor=1, attention_data=8,
+                              version="0.4.3").kept_fraction == pytest.approx(0.19, abs=1e-9)
     stated = infermodel.evaluate(llama(write_scenario, 'engine = "sglang"\nmemory_fraction = 0.95'))
     assert stated["engine_kept_fraction"] == pytest.approx(0.05, abs=1e-12)
     assert stated["memory_reserved"] == pytest.approx(
         max(0.05 * stated["memory_bytes"], stated["activation_workspace_bytes"]), rel=1e-9)
+
+
+def test_a_prefill_chunk_sizes_the_workspace(write_scenario):
+    small = infermodel.evaluate(llama(write_scenario, "prefill_chunk = 2048"))
+    big = infermodel.evaluate(llama(write_scenario))
+    per_token = small["activation_bytes_per_token"]
+    assert big["activation_workspace_bytes"] - small["activation_workspace_bytes"] == 6144 * per_token
+
+
+def test_no_reserve_is_never_silent(write_scenario):
+    none = infermodel.evaluate(llama(write_scenario, 'engine = "none"'))
+    assert none["memory_reserved"] == 0
+    assert any("no memory is kept back" in w and w.quantity == "memory_reserved"
+               for w in none.warnings)
+    zero = infermodel.evaluate(write_scenario(
+        '[model]\npreset = "llama-3-8b"\n[hardware]\npreset = "h100-sxm"\nreserve = 0\n'
+        "[workload]\nprompt_tokens = 1024\noutput_tokens = 256\n"))
+    # A stated zero is the scenario's own choice, shown in the derivation, not a warning.
+    assert zero["memory_reserved"] == 0
+    assert not [w for w in zero.warnings if w.quantity == "memory_reserved"]
+    assert "warnings" in none.to_dict() and none.to_dict()["warnings"]
+
+
+def test_a_stated_reserve_is_the_whole_allowance():
+    # Module 10 Lab 1: 2.5 GB kept back on the 24 GB card, activations included.
+    r = infermodel.evaluate(SCENARIOS / "case-study-24gb.toml")
+    assert r["memory_reserved"] == 2.5e9 and "activation_workspace_bytes" not in r
+
+
+def test_runtime_memory_raises_capacity_over_decimal(write_scenario):
+    decimal = infermodel.evaluate(llama(write_scenario), {"hardware.memory": 80e9})
+    runtime = infermodel.evaluate(llama(write_scenario))
+    assert runtime["max_sequences"] > decimal["max_sequences"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(batch=st.integers(1, 512), prompt=st.integers(1, 8192))
+def test_rows_never_read_more_than_the_table(batch, prompt):
+    r = infermodel.evaluate(SCENARIOS / "quant-bf16.toml",
+                            {"workload.batch": batch, "workload.prompt_tokens": prompt})
+    assert 0 <= r["embedding_bytes_unread"] <= r["embedding_table_bytes"]
+    assert 0 <= r["embedding_bytes_unread_prefill"] <= r["embedding_table_bytes"]
+    assert r["weight_bytes_per_step"] <= r["weight_bytes"]
+
+
+def test_a_chunk_scores_at_most_its_last_position():
+    # Module 10 Lab 3's hybrid iteration (512-token chunk beside 17 decodes) counts the head
+    # for every position; engines score the decodes and at most the chunk's last position.
+    chunked = SCENARIOS / "module10-chunked-prefill.toml"
+    documents = infermodel.evaluate(chunked)
+    engine = infermodel.evaluate(chunked, {"efficiency.prefill_logits": "last"})
+    assert documents["hybrid_iteration_time"] == pytest.approx(116.04e-3, abs=5e-6)
+    assert documents["hybrid_flops"] - engine["hybrid_flops"] == 2 * 152064 * 4096 * (512 - 1)
+
+
+def test_a_cached_prefix_saves_no_head_it_never_scored():
+    # Module 10's case with a 3,000-token shared prefix: under the documents' convention the
+    # prefix's positions were scored by the head too; engines score only the last position.
+    prefix = SCENARIOS / "prefix-module10-case.toml"
+    documents = infermodel.evaluate(prefix)
+    engine = infermodel.evaluate(prefix, {"efficiency.prefill_logits": "last"})
+    r = documents["prefix_reused_tokens"]
+    assert documents["prefix_saved_prefill_flops"] - engine["prefix_saved_prefill_flops"] == (
+        2 * 152064 * 4096 * r)
+    assert engine["prefix_ttft_warm"] < engine["prefix_ttft_cold"] < documents["prefix_ttft_cold"]
 
 
 @given(fraction=st.floats(0.05, 1.0), engine=st.sampled_from(["vllm", "sglang", "tensorrt-llm"]))

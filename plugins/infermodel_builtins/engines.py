@@ -44,7 +44,8 @@ SGLANG_ARGS = ("SGLang server arguments (python/sglang/srt/server_args.py, "
                "(below/from tensor-parallel size 4) and 512 above 160 GiB; "
                "mem_fraction_static = 1 − reserved / memory with reserved = 512 MiB + 1.5 MiB "
                "per chunk token (at least 2,048) + 2 MiB per graph batch + 1 GiB per 8 "
-               "tensor×pipeline ranks (+ 3 MiB, and 1.5 more above 300, per graph batch and "
+               "ranks (tensor × data-parallel attention × pipeline; + 3 MiB, and 1.5 more "
+               "above 300, per graph batch and "
                "data-parallel attention rank; + 2 GiB for a draft model), at least 10 GiB on "
                "cards above 60 GiB; before 0.5.3, 0.88/0.87/0.85/0.81 at tensor degree "
                "1/2/4/8 and chunked_prefill_size 8,192 from 60 GB; page_size 1; "
@@ -200,13 +201,16 @@ class SGLangMemory:
 
 
 def sglang_memory(card_memory: float, tensor: int = 1, pipeline: int = 1,
-                  attention_data: int = 1, draft: bool = False) -> SGLangMemory:
+                  attention_data: int = 1, draft: bool = False, chunk_tokens: int | None = None,
+                  graph_max_batch: int | None = None) -> SGLangMemory:
     """SGLang's defaults for a card of ``card_memory`` bytes (0.5.3 on, :data:`SGLANG_ARGS`):
     its chunked-prefill size and largest captured decode batch by the card's memory, and
     mem_fraction_static, the share of the card its weights and KV pool may take, from the
     memory it reserves for activations, CUDA graphs and parallel buffers. SGLang's
     ``tp_size`` is every rank of a pipeline stage (``tensor × attention_data`` here) and
-    data-parallel attention is on when ``attention_data > 1``.
+    data-parallel attention is on when ``attention_data > 1``. A chunk or a captured batch
+    the server is given (``chunk_tokens``, ``graph_max_batch``) replaces its choice before
+    the memory it reserves is reckoned, as the server does.
 
     An H200 (143,771 MiB) at tensor degree 8: 512 + 8,192·1.5 + 512·2 + 8/8·1,024 =
     14,848 MiB reserved, (143,771 − 14,848) / 143,771 = 0.897:
@@ -232,6 +236,8 @@ def sglang_memory(card_memory: float, tensor: int = 1, pipeline: int = 1,
         chunk, graphs = 8192, (256 if ranks < 4 else 512)
     else:
         chunk, graphs = 16384, 512
+    chunk = chunk if chunk_tokens is None else chunk_tokens
+    graphs = graphs if graph_max_batch is None else graph_max_batch
     reserved = 512 + max(chunk, 2048) * 1.5 + graphs * 2 + ranks * pipeline / 8 * 1024
     if attention_data > 1:
         reserved += graphs * attention_data * 3
@@ -247,13 +253,13 @@ def sglang_memory(card_memory: float, tensor: int = 1, pipeline: int = 1,
 def version_tuple(text: str | None) -> tuple[int, ...] | None:
     """The leading release numbers of a version string (None where it states none).
 
-    >>> version_tuple("0.4.3.post2"), version_tuple("0.5.3rc0"), version_tuple("nightly")
+    >>> version_tuple("0.4.3.post2"), version_tuple("v0.5.3rc0"), version_tuple("nightly")
     ((0, 4, 3), (0, 5, 3), None)
     """
     if not text:
         return None
     numbers = []
-    for part in str(text).split("."):
+    for part in str(text).strip().removeprefix("v").split("."):
         digits = ""
         for ch in part:
             if not ch.isdigit():
@@ -269,11 +275,14 @@ def version_tuple(text: str | None) -> tuple[int, ...] | None:
 
 def scheduler_defaults(name: str, card_memory: float, hardware: str | None,
                        tensor: int = 1, *, pipeline: int = 1, attention_data: int = 1,
-                       draft: bool = False, version: str | None = None) -> Scheduler:
+                       draft: bool = False, version: str | None = None,
+                       chunk_tokens: int | None = None,
+                       graph_max_batch: int | None = None) -> Scheduler:
     """The engine's defaults for a card of ``card_memory`` bytes (``hardware``: its preset
     name, if any) at tensor degree ``tensor`` (``pipeline`` stages, ``attention_data``
     data-parallel attention ranks, a ``draft`` model; ``version``: the engine's, where
-    its defaults changed with one).
+    its defaults changed with one; ``chunk_tokens`` and ``graph_max_batch``: what the
+    scenario states, which SGLang's memory heuristic reckons with).
 
     >>> scheduler_defaults("vllm", 80 * GIB, "h100-sxm").max_sequences
     1024
@@ -291,15 +300,17 @@ def scheduler_defaults(name: str, card_memory: float, hardware: str | None,
         out = attrs.evolve(out, max_sequences=256, chunk_tokens=2048)
     elif name == "sglang":
         release = version_tuple(version)
+        ranks = tensor * attention_data  # SGLang's tp_size
         if release is not None and release < SGLANG_HEURISTIC_SINCE:
-            fraction = SGLANG_OLD_FRACTION.get(tensor, 0.81 if tensor >= 8 else 0.85)
+            fraction = SGLANG_OLD_FRACTION.get(ranks, 0.81 if ranks >= 8 else 0.85)
             large = card_memory >= 60e9
             out = attrs.evolve(out, kept_fraction=round(1 - fraction, 6),
                                chunk_tokens=8192 if large else 4096,
-                               graph_max_batch=(256 if tensor < 4 else 512) if large
-                               else (32 if tensor < 4 else 160))
+                               graph_max_batch=(256 if ranks < 4 else 512) if large
+                               else (32 if ranks < 4 else 160))
         else:
-            m = sglang_memory(card_memory, tensor, pipeline, attention_data, draft)
+            m = sglang_memory(card_memory, tensor, pipeline, attention_data, draft,
+                              chunk_tokens, graph_max_batch)
             out = attrs.evolve(out, kept_fraction=round(1 - m.fraction, 6),
                                chunk_tokens=m.chunk_tokens, graph_max_batch=m.graph_max_batch)
     return out
@@ -329,7 +340,9 @@ def scenario_scheduler(scenario) -> Scheduler:
                              scenario.presets.get("hardware"), tensor_degree(scenario),
                              pipeline=lever.pipeline if lever is not None else 1,
                              attention_data=lever.attention_data if lever is not None else 1,
-                             draft=scenario.lever("speculative") is not None, version=version)
+                             draft=scenario.lever("speculative") is not None, version=version,
+                             chunk_tokens=value("efficiency.prefill_chunk"),
+                             graph_max_batch=value("efficiency.graph_max_batch"))
     stated = {"max_sequences": value("efficiency.max_sequences"),
               "chunk_tokens": value("efficiency.prefill_chunk"),
               "chunked_prefill": value("efficiency.chunked_prefill"),

@@ -145,12 +145,17 @@ def infermodel_validate_scenario(scenario, report):
                expected="a reserve smaller than one card's memory")
     if scenario.value("efficiency.memory_fraction") is not None:
         if scenario.value("hardware.reserve") is not None:
+            preset = scenario.presets.get("hardware")
+            by_preset = preset is not None and not scenario.given("hardware.reserve")
             report("efficiency.memory_fraction",
                    "memory_fraction is the engine's own share of memory, but hardware.reserve "
-                   "states what is kept back itself, which replaces the engine's reserve",
+                   + (f"(from the hardware preset {preset!r}) " if by_preset else "")
+                   + "states what is kept back itself, which replaces the engine's reserve",
                    expected="one of efficiency.memory_fraction and hardware.reserve",
-                   suggestion="remove hardware.reserve to let the engine keep 1 − "
-                              "memory_fraction back, or remove memory_fraction")
+                   suggestion=("use a card preset that states no reserve, or remove "
+                               "memory_fraction" if by_preset else
+                               "remove hardware.reserve to let the engine keep 1 − "
+                               "memory_fraction back, or remove memory_fraction"))
         elif scenario.value("efficiency.engine") == "none":
             report("efficiency.memory_fraction",
                    'memory_fraction is an engine\'s share of memory, but engine = "none" keeps '

@@ -113,7 +113,7 @@ ENGINE_OF_FAMILY = {"vllm": "vllm", "vllm-v0": "vllm-v0", "sglang": "sglang",
 #: (another scheduler, host loop and defaults) the default; before it, runs used V0.
 GENERATIONS = (("vllm", (0, 8), "vllm-v0"),)
 _VERSION = re.compile(r"(?<![\w.])(\d+)\.(\d+)")
-_RELEASE = re.compile(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)")
+_RELEASE = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?)")
 DEFAULT_LEDGER = Path(__file__).parent.parent / "data" / "ledger.csv"
 #: Ledgers larger than this are refused (a ledger of published figures is small).
 MAX_LEDGER_BYTES = 5_000_000
@@ -138,8 +138,10 @@ def engine_release(engine: str) -> str | None:
     without one: what a row's scenario states as ``efficiency.engine_version``, whose
     defaults changed with a release (SGLang's memory heuristic, 0.5.3).
 
-    >>> engine_release("sglang 0.4.3.post2"), engine_release("sglang (version not stated)")
-    ('0.4.3', None)
+    >>> engine_release("sglang 0.4.3.post2"), engine_release("sglang v0.5.9 (ROCm)")
+    ('0.4.3', '0.5.9')
+    >>> engine_release("sglang (version not stated)") is None
+    True
     """
     words = engine.split(maxsplit=1)
     found = _RELEASE.search(words[1]) if len(words) > 1 else None

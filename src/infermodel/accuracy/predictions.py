@@ -37,7 +37,7 @@ import numpy as np
 from ..engine import intervals
 from . import row_simulation
 from .closed_loop import ClosedLoop, closed_loop, offline_batch
-from .ledger import ENGINE_FAMILIES, LedgerRow, Pool
+from .ledger import ENGINE_FAMILIES, LedgerRow, Pool, engine_release
 from .pools import NO_ROOM, measured_share, predict_pools
 from .row_scenarios import IDEAL_TABLE, efficiency_table, layout, scenario_data, unsupported
 from .row_simulation import cost_model, request_time
@@ -650,9 +650,12 @@ def model_key(row: LedgerRow) -> tuple:
 
 def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
     """What decides a row's scenario apart from its lengths and the engine's name (the
-    engine's version only where the kernel tables are read).
+    engine's version where the kernel tables are read, and SGLang's release, which
+    chooses its memory defaults: rows that share a key share the built scenario's
+    values).
     """
-    return (row.family, row.engine_version if kernels else "", row.hardware, row.gpus,
+    release = engine_release(row.engine) if row.family == "sglang" and not kernels else None
+    return (row.family, row.engine_version if kernels else "", release, row.hardware, row.gpus,
             row.model, str(row.hf_config), row.weights, row.kv_cache, row.tensor, row.expert,
             row.pipeline, row.attention_dp, row.expert_weights, row.unquantized, row.pools,
             row.unexpressed,

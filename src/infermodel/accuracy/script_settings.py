@@ -144,7 +144,7 @@ SIXTEEN_BIT_CACHE = {("sglang", "h200_sxm"): ("deepseek-ai/DeepSeek-R1", "deepse
 #: SGLang's launch flags in InferenceMAX's aggregated scripts (SemiAnalysisAI/InferenceX,
 #: ``benchmarks/`` then ``benchmarks/single_node/``; each script's history to the file's
 #: last measurement, April 2026): (model family, system, precision) → the versions, each
-#: ``(first date, {tensor degree or None (any): (mem_fraction_static,
+#: ``(first date, {the server's cards or None (any): (mem_fraction_static,
 #: chunked_prefill_size, max_running_requests, cuda_graph_max_bs)})``, ``CONCURRENCY``
 #: standing for the run's client count and None for the server's own default.
 #: DeepSeek-R1 (its runs also appear as DeepSeek-V3): FP8 on B200, 0.82 / 32,768 / 128 /
@@ -162,12 +162,13 @@ SIXTEEN_BIT_CACHE = {("sglang", "h200_sxm"): ("deepseek-ai/DeepSeek-R1", "deepse
 #: clients, FP8 0.80 / 16,384 / clients / clients. A run measured before its script's
 #: first version states none (its launch is not published).
 CONCURRENCY = -1
-_DSR1_FP8 = {8: (0.82, 32768, 128, 128), 4: (0.95, 8192, 32, 32)}
+_DSR1_FP8_TP8 = {8: (0.82, 32768, 128, 128)}
+_DSR1_FP8 = {**_DSR1_FP8_TP8, 4: (0.95, 8192, 32, 32)}
 _DSR1_FP4 = {None: (0.85, 16384, 256, 256)}
 _GLM5_FP8 = {None: (0.85, 32768, CONCURRENCY, CONCURRENCY)}
 _QWEN_BF16 = {None: (0.82, 32768, 128, CONCURRENCY)}
 SGLANG_LAUNCH: dict[tuple[str, str, str], tuple[tuple[str, dict], ...]] = {
-    ("deepseek", "b200_sxm", "fp8"): (("2025-09-23", _DSR1_FP8),),
+    ("deepseek", "b200_sxm", "fp8"): (("2025-09-23", _DSR1_FP8_TP8), ("2026-01-13", _DSR1_FP8)),
     ("deepseek", "b200_sxm", "fp4"): (("2025-09-19", _DSR1_FP4),),
     ("deepseek", "h200_sxm", "fp8"): (("2025-09-19", {None: (0.82, 32768, 256, 256)}),),
     ("deepseek", "b300_sxm", "fp8"): (("2026-04-17", _DSR1_FP8),),
