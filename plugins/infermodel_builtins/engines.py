@@ -29,6 +29,8 @@ release kept. ``efficiency.memory_fraction`` states the engine's own flag instea
 
 from __future__ import annotations
 
+import re
+
 import attrs
 
 GIB = 1024**3
@@ -188,6 +190,7 @@ SGLANG_HEURISTIC_SINCE = (0, 5, 3)
 #: SGLang's mem_fraction_static by tensor degree before 0.5.3 (0.85 otherwise, 0.81 from 8).
 SGLANG_OLD_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85}
 MIB = 1024**2
+_RELEASE = re.compile(r"v?(\d+(?:\.\d+)*)")
 
 
 @attrs.frozen
@@ -256,21 +259,8 @@ def version_tuple(text: str | None) -> tuple[int, ...] | None:
     >>> version_tuple("0.4.3.post2"), version_tuple("v0.5.3rc0"), version_tuple("nightly")
     ((0, 4, 3), (0, 5, 3), None)
     """
-    if not text:
-        return None
-    numbers = []
-    for part in str(text).strip().removeprefix("v").split("."):
-        digits = ""
-        for ch in part:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        numbers.append(int(digits))
-        if digits != part:
-            break
-    return tuple(numbers) if numbers else None
+    found = _RELEASE.match(str(text).strip()) if text else None
+    return tuple(int(n) for n in found.group(1).split(".")) if found else None
 
 
 def scheduler_defaults(name: str, card_memory: float, hardware: str | None,
@@ -336,18 +326,18 @@ def scenario_scheduler(scenario) -> Scheduler:
         version = value("efficiency.engine_version")
     except AttributeError:
         version = None
-    out = scheduler_defaults(value("efficiency.engine"), value("hardware.memory"),
-                             scenario.presets.get("hardware"), tensor_degree(scenario),
-                             pipeline=lever.pipeline if lever is not None else 1,
-                             attention_data=lever.attention_data if lever is not None else 1,
-                             draft=scenario.lever("speculative") is not None, version=version,
-                             chunk_tokens=value("efficiency.prefill_chunk"),
-                             graph_max_batch=value("efficiency.graph_max_batch"))
     stated = {"max_sequences": value("efficiency.max_sequences"),
               "chunk_tokens": value("efficiency.prefill_chunk"),
               "chunked_prefill": value("efficiency.chunked_prefill"),
               "block_size": value("efficiency.block_size"),
               "graph_max_batch": value("efficiency.graph_max_batch")}
+    out = scheduler_defaults(value("efficiency.engine"), value("hardware.memory"),
+                             scenario.presets.get("hardware"), tensor_degree(scenario),
+                             pipeline=lever.pipeline if lever is not None else 1,
+                             attention_data=lever.attention_data if lever is not None else 1,
+                             draft=scenario.lever("speculative") is not None, version=version,
+                             chunk_tokens=stated["chunk_tokens"],
+                             graph_max_batch=stated["graph_max_batch"])
     fraction = value("efficiency.memory_fraction")
     if fraction is not None:
         stated["kept_fraction"] = 1.0 - fraction

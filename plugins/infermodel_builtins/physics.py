@@ -16,7 +16,12 @@ from sympy import Piecewise, floor, oo
 from infermodel.plugin import S, hookimpl
 
 from . import LAB, M10
-from .engines import ENGINES, scenario_scheduler
+from .engine_memory import (
+    BUDGET,
+    check_memory_fraction,
+    define_engine_reserve,
+    register_engine_fields,
+)
 from .shapes import ffn_params, kv_bytes_per_token, stack_params, target_stack, terms
 from .unevaluated import Max, Min
 
@@ -25,7 +30,6 @@ TWO_TIMES = f"{M10}, §1 'Estimate the two times'"
 ROOFLINE = f"{M10}, §2 arithmetic intensity and the roofline; {LAB}, 'Two costs for one answer'"
 CACHE = f"{M10}, §3 'Derive capacity from a configuration'; {LAB}, 'Memory that grows with every token'"
 WEIGHTS = f"{M10}, §11 'Account for the whole weight artifact'"
-BUDGET = f"{M10}, §11 'Budget memory at the accepted maximum length'; {LAB}, 'What it costs to keep it running'"
 PRICE = f"{M10}, §11 'Price output at the utilisation actually purchased'; {LAB}, 'What it costs to keep it running'"
 QUEUE = f"{M10}, §12 'Queueing rises sharply near saturation'"
 LAB1 = f"{M10}, Lab 1"
@@ -121,7 +125,7 @@ def infermodel_register_fields(register):
                exclusive_minimum=True, maximum=1, default=1.0, quantity="mbu")
     efficiency("t0", "quantity", "fixed time per step (kernel launches, sampling)", unit="s",
                minimum=0, default=0.0, quantity="t0")
-    _register_engine_fields(efficiency)
+    register_engine_fields(efficiency)
 
     register("pricing", "utilisation", kind="float", minimum=0, exclusive_minimum=True, maximum=1,
              default=1.0, quantity="utilisation",
@@ -143,25 +147,7 @@ def infermodel_validate_scenario(scenario, report):
         report("hardware.reserve", f"the reserve ({amount / 1e9:g} GB) is not smaller than the "
                f"card's memory ({scenario.value('hardware.memory') / 1e9:g} GB)",
                expected="a reserve smaller than one card's memory")
-    if scenario.value("efficiency.memory_fraction") is not None:
-        if scenario.value("hardware.reserve") is not None:
-            preset = scenario.presets.get("hardware")
-            by_preset = preset is not None and not scenario.given("hardware.reserve")
-            report("efficiency.memory_fraction",
-                   "memory_fraction is the engine's own share of memory, but hardware.reserve "
-                   + (f"(from the hardware preset {preset!r}) " if by_preset else "")
-                   + "states what is kept back itself, which replaces the engine's reserve",
-                   expected="one of efficiency.memory_fraction and hardware.reserve",
-                   suggestion=("use a card preset that states no reserve, or remove "
-                               "memory_fraction" if by_preset else
-                               "remove hardware.reserve to let the engine keep 1 − "
-                               "memory_fraction back, or remove memory_fraction"))
-        elif scenario.value("efficiency.engine") == "none":
-            report("efficiency.memory_fraction",
-                   'memory_fraction is an engine\'s share of memory, but engine = "none" keeps '
-                   "nothing back", expected='an engine: efficiency.engine = "vllm", "sglang" '
-                   'or "tensorrt-llm"', suggestion="name the engine whose flag this is, or state "
-                   "hardware.reserve instead")
+    check_memory_fraction(scenario, report)
     experts = scenario.value("model.experts")
     active = scenario.value("model.active_experts")
     if active > experts:
@@ -330,7 +316,7 @@ def _hardware(scenario, define):
     define("ridge_intensity", S.flops_peak / S.bandwidth, unit="FLOP/B", latex="I^*",
            description="arithmetic intensity where compute and bandwidth limits meet", reference=ROOFLINE)
     if scenario.value("hardware.reserve") is None:
-        _engine_reserve(scenario, define)
+        define_engine_reserve(scenario, define)
         return
     kind, amount = scenario.value("hardware.reserve")
     define("reserve_fraction", amount if kind == "fraction" else 0.0, unit="1",
@@ -541,48 +527,6 @@ LOGITS = ("vLLM, SGLang and TensorRT-LLM compute the output head only for each s
 ROWS = f"{M10}, §1 'Why the simple byte estimate is useful' (the input embedding is a row lookup)"
 
 
-def _register_engine_fields(efficiency):
-    efficiency("prefill_logits", "choice",
-               'positions the output head scores in prefill: "last" (each sequence\'s last prompt '
-               'position, what serving engines do) or "all" (every prompt position: prompt '
-               'log-probabilities, the documents\' convention)', choices=("last", "all"),
-               default="last")
-    efficiency("embedding_reads", "choice",
-               'what a step reads of an untied input embedding table: "rows" (the rows of the '
-               'tokens in the step, what engines do) or "table" (the whole table, the documents\' '
-               'convention); a tied table is read once, as the head', choices=("rows", "table"),
-               default="rows")
-    efficiency("engine", "choice",
-               "serving engine whose memory defaults (when hardware.reserve is unset), scheduler "
-               "defaults and fitted efficiencies apply: "
-               + ", ".join(f'"{name}"' for name in ENGINES), choices=tuple(ENGINES), default="vllm")
-    efficiency("prefill_chunk", "int",
-               "tokens per iteration, the engine's chunk budget (vLLM max_num_batched_tokens, SGLang "
-               "chunked_prefill_size, TensorRT-LLM max_num_tokens); the activation workspace is "
-               "sized for it (default: the engine's, by card)", minimum=1, default=None)
-    efficiency("max_sequences", "int",
-               "most sequences the engine runs at once (vLLM max_num_seqs, SGLang "
-               "max_running_requests, TensorRT-LLM max_batch_size; default: the engine's, by "
-               "card; under the physical model it caps "
-               "max_sequences)", minimum=1, default=None)
-    efficiency("chunked_prefill", "bool",
-               "the engine splits prompts into chunks that share iterations with decodes "
-               "(default: the engine's)", default=None)
-    efficiency("block_size", "int", "tokens per KV-cache block (default: the engine's)",
-               minimum=1, default=None)
-    efficiency("graph_max_batch", "int",
-               "largest decode batch the engine captures as a CUDA graph, 0 for none (default: "
-               "the engine's, by card and tensor degree)", minimum=0, default=None)
-    efficiency("memory_fraction", "float",
-               "share of each card the engine's budget may take, as its own flag states it: "
-               "vLLM gpu_memory_utilization (of the whole card, the activation peak inside), "
-               "SGLang mem_fraction_static (weights and KV pool), TensorRT-LLM "
-               "free_gpu_memory_fraction (of the memory free after weights and activations); "
-               "the rest is kept back (engine_kept_fraction = 1 − it; default: the "
-               "engine's, SGLang's by card and tensor degree)", minimum=0,
-               exclusive_minimum=True, maximum=1, default=None)
-
-
 def _reads_rows(scenario) -> bool:
     return (scenario.value("efficiency.embedding_reads") == "rows"
             and not scenario.value("model.tied_embeddings"))
@@ -639,51 +583,6 @@ def _prefill_flops(scenario, define, terms):
                       + terms.attention_prefill(n)), unit="FLOP",
            description="FLOPs to prefill the batch's prompts (causal attention: half the square; "
                        "the head scores the last position only)", reference=f"{COUNT_OPS}; {LOGITS}")
-
-
-def activation_bytes_per_token(value_bytes=2):
-    """Activation bytes one token holds at the widest point of a block (16-bit values):
-    residual and normalised input (2·d), the Q, K, V outputs, the feed-forward
-    intermediates of the experts it uses.
-    """
-    return value_bytes * (2 * S.d_model + S.query_width + 2 * S.kv_heads * S.head_dim
-                          + (S.ffn_matrices - 1) * (S.active_experts + S.shared_experts) * S.expert_d_ff)
-
-
-def _engine_reserve(scenario, define):
-    name = scenario.value("efficiency.engine")
-    engine = ENGINES[name]
-    source = f"{engine.source}; {BUDGET}"
-    scheduler = scenario_scheduler(scenario)
-    chunk = scheduler.chunk_tokens
-    define("prefill_chunk_tokens", chunk, unit="token",
-           description=f"tokens of one forward pass the activation workspace is sized for ({name})",
-           reference=source)
-    define("activation_bytes_per_token", activation_bytes_per_token(), unit="B",
-           description="activation bytes one token holds at once in a block (residual, normalised "
-                       "input, Q/K/V, feed-forward intermediates; 16-bit)", reference=source)
-    logit_rows = (S.prefill_chunk_tokens if scenario.value("efficiency.prefill_logits") == "all"
-                  else Min(S.batch, S.prefill_chunk_tokens))
-    define("activation_workspace_bytes",
-           S.prefill_chunk_tokens * S.activation_bytes_per_token + logit_rows * S.vocab * 4, unit="B",
-           description="activation workspace of one forward pass at the prefill chunk (plus fp32 "
-                       "logits of the scored positions)", reference=source)
-    define("engine_kept_fraction", scheduler.kept_fraction, unit="1",
-           description=f"share of memory the engine ({name}) leaves outside its budget",
-           reference=source)
-    kept = S.engine_kept_fraction * S.memory_bytes
-    if name == "none":
-        reserved = sympy.Integer(0)
-    elif engine.rule == "total":
-        reserved = kept + S.activation_workspace_bytes
-    elif engine.rule == "inside":
-        reserved = Max(kept, S.activation_workspace_bytes)
-    else:
-        reserved = S.activation_workspace_bytes + S.engine_kept_fraction * (
-            S.memory_bytes - S.weight_bytes - S.activation_workspace_bytes)
-    define("memory_reserved", reserved, unit="B",
-           description=f"memory the engine ({name}) keeps back: CUDA graphs, NCCL buffers, "
-                       "allocator headroom and the activation workspace", reference=source)
 
 
 @hookimpl
