@@ -129,6 +129,28 @@ def test_simulated_pools_settle_the_decode_batch_with_the_prefill_servers_queue(
     assert figures.decode_running == math.ceil(400 * share)
 
 
+def test_a_sequential_hand_off_adds_the_decode_servers_way_to_the_first_token():
+    # The decode server's own way (handoff_time, 80 ms) comes after the prefill server's
+    # (request_time, 50 ms): at one client each first token is that much later, and the
+    # client's cycle is too (the decode batch holds its share of the longer cycle).
+    from infermodel.accuracy.ledger import Pool, Pools
+    from infermodel.accuracy.row_simulation import simulate_pools
+
+    cost = CostModel.lab3()
+    pools = Pools(Pool(workers=1, batch=8, tensor=1), Pool(workers=1, batch=512, tensor=1),
+                  handoff="sequential")
+    alone = simulate_pools(cost, cost, pools, 1000, 500, 1, request_time=0.05)
+    handed = simulate_pools(cost, cost, pools, 1000, 500, 1, request_time=0.05,
+                            handoff_time=0.08)
+    np.testing.assert_allclose(handed.ttft, alone.ttft + 0.08, rtol=1e-12)
+    assert handed.tpot == pytest.approx(alone.tpot, rel=1e-12)
+    many = simulate_pools(cost, cost, pools, 1000, 500, 400, request_time=0.05,
+                          handoff_time=0.08)
+    decoding = 499 * many.tpot
+    share = decoding / (decoding + float(np.mean(many.ttft)))
+    assert many.decode_running == math.ceil(400 * share)
+
+
 def test_the_decode_batch_settles_where_littles_law_holds():
     # A step that grows with the batch and a prefill station that queues: the result is a
     # fixed point, the decode share of the cycle (ceiled) giving back the same batch.

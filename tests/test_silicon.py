@@ -122,6 +122,35 @@ def test_wide_expert_pools_dispatch_all_to_all_where_their_engine_does(rows, cel
         "levers"]["parallelism"]
 
 
+def test_routers_that_answer_the_prefill_first_hand_the_request_over_in_sequence(rows, cells,
+                                                                               host):
+    # The file's disaggregated TensorRT-LLM points ran under Dynamo
+    # (nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime), whose prefill router answers before
+    # the decode routing; SGLang's decode server takes the request with the prefill
+    # server (lmsysorg/sglang images). A sequential hand-off crosses the decode server's
+    # way too: the analytic TTFT gains exactly one more request_overhead at one client's
+    # load, and the TPOT is unchanged.
+    from infermodel.accuracy.ledger import Pools
+    from infermodel.accuracy.predictions import predict_rows
+
+    trt = "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c4_cfg759"
+    assert "ai-dynamo/tensorrtllm-runtime" in cells[trt]["silicon_data_source"]
+    handoffs = {(r.family, r.pools.handoff) for r in rows.values() if r.pools is not None}
+    assert handoffs == {("trtllm", "sequential"), ("vllm", "sequential"),
+                        ("sglang", "concurrent")}
+    pair = [rows[f"{trt}-ttft"], rows[f"{trt}-tpot"]]
+    concurrent = [attrs.evolve(r, pools=attrs.evolve(r.pools, handoff="concurrent"))
+                  for r in pair]
+    (ttft, tpot), (ttft0, tpot0) = (
+        predict_rows(p, kernels="measured", loop="analytic", host=host).points
+        for p in (pair, concurrent))
+    assert pair[0].request_time == pytest.approx(0.070)
+    assert ttft.predicted - ttft0.predicted == pytest.approx(70.0, abs=0.5)
+    assert tpot.predicted == pytest.approx(tpot0.predicted, rel=0.02)
+    with pytest.raises(ValueError):
+        Pools(pair[0].pools.prefill, pair[0].pools.decode, handoff="both")
+
+
 def test_rows_the_levers_cannot_express_keep_their_reason(rows):
     from infermodel.accuracy.silicon import read_layout
 

@@ -195,12 +195,28 @@ class Pool:
         return self.tensor * self.pipeline * self.attention_dp
 
 
+#: How a disaggregated deployment's router hands a request from its prefill server to a
+#: decode server (:attr:`Pools.handoff`).
+HANDOFFS = ("concurrent", "sequential")
+
+
 @attrs.frozen
 class Pools:
-    """The prefill and decode pools of a disaggregated deployment."""
+    """The prefill and decode pools of a disaggregated deployment.
+
+    ``handoff`` is how its router reaches the decode server: ``"concurrent"``, with the
+    request sent to both servers at once, the decode server's way through its API server
+    overlapping the prefill (SGLang's disaggregation, whose decode server must hold the
+    request before the prefill server sends its cache); ``"sequential"``, with the request
+    sent to a decode server once its prefill server has answered, so that it takes a
+    second server's way before its first token (Dynamo's prefill router, TensorRT-LLM's
+    and vLLM's disaggregation proxies).
+    """
 
     prefill: Pool
     decode: Pool
+    handoff: str = attrs.field(default="concurrent",
+                               validator=attrs.validators.in_(HANDOFFS))
 
 
 @attrs.frozen

@@ -19,8 +19,8 @@ from .row_simulation import at, cost_model, request_time
 if TYPE_CHECKING:
     from .predictions import Efficiency, RowModel, Simulations
 
-__all__ = ["ANALYTIC_POOLS", "NO_ROOM", "POOLS", "analytic_pools", "measured_share", "predict_pools",
-           "simulated_pools", "transfer_time"]
+__all__ = ["ANALYTIC_POOLS", "NO_ROOM", "POOLS", "analytic_pools", "handoff_time",
+           "measured_share", "predict_pools", "simulated_pools", "transfer_time"]
 
 NO_ROOM = ("the weights and one full-length sequence do not fit in the cards' memory "
            "after the runtime reserve")
@@ -54,10 +54,22 @@ def simulated_pools(models: tuple[RowModel, RowModel], row: LedgerRow, efficienc
                 row.pools, row.isl, row.osl, row.concurrency,
                 transfer=transfer_time(models[0], row),
                 client=row_simulation.CLIENTS[row.client],
-                request_time=request_time(models[0], efficiency))
+                request_time=request_time(models[0], efficiency),
+                handoff_time=handoff_time(models[1], row, efficiency))
         except SimulationError as exc:
             simulations.runs[key] = f"the disaggregated pools' simulation failed: {exc}"
     return row_simulation.row_value(simulations.runs[key], row)
+
+
+def handoff_time(model: RowModel, row: LedgerRow, efficiency: Efficiency) -> float:
+    """The decode server's own way through its API server and queues before the first
+    token, where the router hands the request over after the prefill has answered
+    (:attr:`.ledger.Pools.handoff` ``"sequential"``: ``request_overhead`` once more, the
+    decode server's scenario's); none where the decode server took the request at the
+    same time as the prefill server (``"concurrent"``).
+    """
+    assert row.pools is not None
+    return request_time(model, efficiency) if row.pools.handoff == "sequential" else 0.0
 
 
 def transfer_time(model: RowModel, row: LedgerRow) -> float:
@@ -94,7 +106,8 @@ def analytic_pools(models: tuple[RowModel, RowModel], row: LedgerRow,
       the experts and the GEMMs — where one prompt alone takes its own prefill), plus the
       cache transfer and the request's
       way through the server outside the iterations (``request_overhead``, where the
-      scenario states one); a client that
+      scenario states one; twice where the router hands the request to the decode server
+      after the prefill has answered, :func:`handoff_time`); a client that
       measures its first round adds that round's queue (the i-th prompt waits for i
       prefills, at the server's pace over its batch) to one request in ``rounds``.
 
@@ -117,7 +130,7 @@ def analytic_pools(models: tuple[RowModel, RowModel], row: LedgerRow,
     service = at(prefill, efficiency, 1)["prefill_time"]
     clients = math.ceil(row.concurrency / prefill_pool.workers)
     servers = prefill_pool.batch * prefill_pool.attention_dp
-    path = request_time(prefill, efficiency)
+    path = request_time(prefill, efficiency) + handoff_time(decode, row, efficiency)
     full = at(prefill, efficiency, servers)["prefill_time"] if servers > 1 else service
 
     def cycle(running: int) -> tuple[float, float]:

@@ -328,7 +328,7 @@ class PoolFigures:
 
 def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurrency: int,
                    *, transfer: float = 0.0, client: Client = DEFAULT,
-                   request_time: float = 0.0) -> PoolFigures:
+                   request_time: float = 0.0, handoff_time: float = 0.0) -> PoolFigures:
     """``concurrency`` clients of fixed ``isl``/``osl`` requests on disaggregated ``pools``.
 
     * **Decode**: the clients in decode are spread evenly over the decode servers, each
@@ -346,9 +346,10 @@ def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurr
       (``(osl − 1) · TPOT``) and the cache transfer; the server runs at most
       ``batch × attention_dp`` prompts at once in iterations of :data:`CHUNK_TOKENS`.
     * TTFT is the prefill server's first-token time plus the cache transfer (the decode
-      server emits the first token once it holds the cache) and ``request_time``, the
-      request's way through the server outside the iterations (a client's cycle is that
-      much longer).
+      server emits the first token once it holds the cache), ``request_time``, the
+      request's way through the server outside the iterations, and ``handoff_time``, the
+      decode server's own way where the router hands the request over after the prefill
+      (:func:`.pools.handoff_time`); a client's cycle is that much longer.
     """
     from ..simulator import FixedLength, Policy, WorkloadSpec, run_record
 
@@ -368,17 +369,17 @@ def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurr
         if running not in runs:
             contexts = np.linspace(prompt, prompt + output - 1, running).round().astype(int)
             tpot = float(decode_cost.iteration_time(contexts.tolist(), []))
-            think = (output - 1) * tpot + transfer + request_time
+            think = (output - 1) * tpot + transfer + request_time + handoff_time
             record, _ = run_record(prefill_cost, spec.closed_loop(clients, think, SEED), policy)
             runs[running] = tpot, (record.first_token - record.arrivals)[measured]
         tpot, first = runs[running]
         return tpot, float(np.mean(first))
 
-    running = decode_running(concurrency, decode.workers, cap, output, transfer + request_time,
-                             cycle)
+    between = transfer + request_time + handoff_time
+    running = decode_running(concurrency, decode.workers, cap, output, between, cycle)
     cycle(running)
     tpot, first = runs[running]
-    ttft = first + transfer + request_time
+    ttft = first + between
     e2e = float(np.mean(ttft)) + (output - 1) * tpot
     return PoolFigures(ttft, tpot, concurrency * output / e2e, running)
 

@@ -237,6 +237,13 @@ GAP_ANALYSIS = "aic-auto-gap-analysis"
 #: out (docs/kernels.rst, "A request's way through the server";
 #: ``benchmarks/bench_request_path.py`` redoes both).
 REQUEST_PATH = {"vllm": 0.030, "trtllm": 0.070, "sglang": 0.242}
+#: Engines whose disaggregated deployments hand a request to the decode server after its
+#: prefill has answered (:attr:`.ledger.Pools.handoff`): the file's TensorRT-LLM points ran
+#: under Dynamo, whose prefill router answers before the decode routing; its vLLM points
+#: under Dynamo or vLLM's own proxy, which sends the prompt to the prefill server for one
+#: token and then to the decode server. SGLang's decode server takes the request at the
+#: same time as the prefill server (its bootstrap handshake), under either router.
+SEQUENTIAL_HANDOFF = ("trtllm", "vllm")
 #: Engines whose gap-analysis runs are one burst (their first-token time grows in
 #: proportion to the clients); the others' are a few rounds per client (see above).
 BURST_ENGINES = ("sglang",)
@@ -552,7 +559,9 @@ def _point(cells: Mapping[str, str], line: int,
         prefill, decode = _pool(cells, "prefill", experts), _pool(cells, "decode", experts)
         reasons += [p for p in (prefill, decode) if isinstance(p, str)][:1]
         if isinstance(prefill, Pool) and isinstance(decode, Pool):
-            pools = Pools(prefill, decode)
+            handoff = ("sequential" if cells["backend"].strip() in SEQUENTIAL_HANDOFF
+                       else "concurrent")
+            pools = Pools(prefill, decode, handoff=handoff)
         layout = decode
     elif cells["mode"] == "agg":
         layout = read_layout(cells, "", experts)
