@@ -456,6 +456,12 @@ def test_sglang_rows_state_their_scripts_memory_share_and_limits(rows, cells, ho
     unstated = row_model(attrs.evolve(row, id=f"{row.id}-unstated", launch=None),
                          kernels="measured", host=host)
     assert isinstance(unstated, str) or unstated.capacity < 1
+    # The ideal roofline has no engine to launch: its scenario states none of the flags
+    # (a memory share beside engine = "none" is an error), and the row is predicted.
+    from infermodel.accuracy.row_scenarios import IDEAL_TABLE
+
+    assert not set(LAUNCH_FIELDS) & set(scenario_data(row, IDEAL_TABLE)["efficiency"])
+    assert not isinstance(row_model(row, ideal=True, host=host), str)
 
 
 def test_kimis_int4_points_run_the_checkpoint_that_quantises_its_experts_alone(rows):

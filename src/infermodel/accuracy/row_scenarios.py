@@ -84,7 +84,9 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
         # The run's release, where the engine's defaults changed with one (measured
         # kernels state the tables' version instead).
         data["efficiency"]["engine_version"] = release
-    if pool is None and row.launch is not None:
+    if pool is None and row.launch is not None and data["efficiency"].get("engine") != "none":
+        # The engine's launch flags; the ideal roofline has no engine to launch (nothing
+        # kept back, no scheduler limits), and a memory share there is an error.
         for field, value in zip(LAUNCH_FIELDS, row.launch):
             if value is not None:
                 data["efficiency"][field] = value
