@@ -43,10 +43,13 @@ are not published (:data:`UNPUBLISHED_SETTINGS`).
   InferenceMAX's own configurations show that a point's image ran for its model and
   system only in a speculative configuration (:data:`SPECULATIVE_IMAGES`: TensorRT-LLM
   1.2.0rc6.post3 for DeepSeek-R1 on B200, SGLang v0.5.9-cu130 for Qwen3.5-397B on B200;
-  130 points), the point is listed with that reason: its time per output token is the
-  draft-and-verify step over the accepted tokens, and neither the draft length nor the
-  acceptance is given. Points whose image both kinds of configuration ran stay
-  predicted as plain decoding.
+  130 points), or that it belongs to a speculative sweep whose image the plain
+  configurations ran too (:data:`SPECULATIVE_SWEEPS`: DeepSeek-R1's TensorRT-LLM
+  multi-token-prediction sweep of 14 January 2026 on B200 and H200; 73 points), the
+  point is listed with that reason: its time per output token is the draft-and-verify
+  step over the accepted tokens, and neither the draft length nor the acceptance is
+  given. Other points whose image both kinds of configuration ran stay predicted as
+  plain decoding.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ __all__ = [
     "SGLANG_LAUNCH_MODELS",
     "SIXTEEN_BIT_CACHE",
     "SPECULATIVE_IMAGES",
+    "SPECULATIVE_SWEEPS",
     "UNPUBLISHED_SETTINGS",
     "batch_wait",
     "dp_balance",
@@ -196,9 +200,31 @@ SGLANG_LAUNCH_MODELS = {"deepseek-ai/DeepSeek-R1": "deepseek", "deepseek-ai/Deep
 _MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
 
 
+#: Speculative sweeps whose image the non-speculative configurations ran too, told apart
+#: by the day they were measured: (backend, system, model, image tail, day) → the
+#: configurations. InferenceMAX's pull request 392 (merged 15 January 2026) added
+#: DeepSeek-R1's TensorRT-LLM multi-token-prediction configurations on B200 and H200
+#: with the plain ones' image, release:1.1.0rc2.post2; every point the file dates 14
+#: January 2026 (73) follows their search spaces — on H200, 1,024 tokens in and 8,192
+#: out at 128 clients without data-parallel attention, which only
+#: dsr1-fp8-h200-trt-mtp ran — and at every concurrency its time per output token at
+#: 8,192 output tokens is below the one at 1,024, which plain decoding of the longer
+#: contexts cannot give.
+_PR392 = ("dsr1-fp4-b200-trt-mtp, dsr1-fp8-b200-trt-mtp and dsr1-fp8-h200-trt-mtp, whose "
+          "sweep (InferenceMAX pull request 392) is every point dated 2026-01-14: the plain "
+          "configurations ran the same image, but these points follow the speculative "
+          "search spaces and decode 8,192 output tokens faster than 1,024")
+SPECULATIVE_SWEEPS = {
+    ("trtllm", "b200_sxm", "deepseek-ai/DeepSeek-R1", "release:1.1.0rc2.post2", "2026-01-14"):
+        _PR392,
+    ("trtllm", "h200_sxm", "deepseek-ai/DeepSeek-R1", "release:1.1.0rc2.post2", "2026-01-14"):
+        _PR392,
+}
+
+
 def speculative_run(cells: Mapping[str, str]) -> str:
     """Why a point is a speculative run the file does not mark (see
-    :data:`SPECULATIVE_IMAGES`), or ``""``.
+    :data:`SPECULATIVE_IMAGES` and :data:`SPECULATIVE_SWEEPS`), or ``""``.
 
     >>> speculative_run({"backend": "trtllm", "system": "b200_sxm",
     ...     "model_path": "deepseek-ai/DeepSeek-R1",
@@ -216,6 +242,15 @@ def speculative_run(cells: Mapping[str, str]) -> str:
             return ("a speculative (multi-token prediction) run: InferenceMAX ran "
                     f"{tail} for this model on this system only in {configurations}; "
                     "the file states neither the draft length nor the acceptance")
+    found = _MEASURED.search(cells["silicon_data_source"])
+    day = found.group(1) if found else ""
+    for (backend, system, model, tail, date), configurations in SPECULATIVE_SWEEPS.items():
+        if ((cells["backend"].strip(), cells["system"].strip(),
+             cells["model_path"].strip(), day) == (backend, system, model, date)
+                and image.endswith("/" + tail)):
+            return ("a speculative (multi-token prediction) run: it belongs to "
+                    f"{configurations}; the file states neither the draft length nor the "
+                    "acceptance")
     return ""
 
 
