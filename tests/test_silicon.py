@@ -194,7 +194,7 @@ def test_speculative_runs_the_file_does_not_mark_are_listed(rows, cells):
     assert sweep == {p for p, c in cells.items()
                      if "measured=2026-01-14" in c["silicon_data_source"]}
     figures: dict = {}
-    for p, c in cells.items():
+    for c in cells.values():
         day = c["silicon_data_source"].split("measured=")[-1][:10]
         if (c["backend"] == "trtllm" and day in ("2025-12-15", "2026-01-14")
                 and "silicon_concurrency=" in c["silicon_data_source"]):
