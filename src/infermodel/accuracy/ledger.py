@@ -65,7 +65,8 @@ import attrs
 
 from ..errors import InfermodelError, Problem, suggest
 
-__all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "ENGINE_OF_FAMILY", "GENERATIONS", "LENGTHS",
+__all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "ENGINE_OF_FAMILY", "GENERATIONS", "HANDOFFS",
+           "LENGTHS",
            "LOADS", "METRICS", "OPTIONAL_COLUMNS", "STATISTICS", "LedgerRow", "Pool", "Pools",
            "engine_of_family", "engine_release", "engine_version", "read_ledger", "split_preset"]
 
@@ -205,12 +206,13 @@ class Pools:
     """The prefill and decode pools of a disaggregated deployment.
 
     ``handoff`` is how its router reaches the decode server: ``"concurrent"``, with the
-    request sent to both servers at once, the decode server's way through its API server
-    overlapping the prefill (SGLang's disaggregation, whose decode server must hold the
-    request before the prefill server sends its cache); ``"sequential"``, with the request
-    sent to a decode server once its prefill server has answered, so that it takes a
-    second server's way before its first token (Dynamo's prefill router, TensorRT-LLM's
-    and vLLM's disaggregation proxies).
+    request sent to both servers at once, the decode server's handling of it overlapping
+    the prefill (SGLang's disaggregation, whose decode server must hold the request
+    before the prefill server sends its cache); ``"sequential"``, with the request sent
+    to a decode server once its prefill server has answered, so that a second hop — the
+    decode worker taking the request, pulling its cache and scheduling it into its running
+    batch, the first token's way back — follows the prefill (Dynamo's prefill router,
+    TensorRT-LLM's and vLLM's disaggregation proxies).
     """
 
     prefill: Pool

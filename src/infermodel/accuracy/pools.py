@@ -62,11 +62,15 @@ def simulated_pools(models: tuple[RowModel, RowModel], row: LedgerRow, efficienc
 
 
 def handoff_time(model: RowModel, row: LedgerRow, efficiency: Efficiency) -> float:
-    """The decode server's own way through its API server and queues before the first
-    token, where the router hands the request over after the prefill has answered
-    (:attr:`.ledger.Pools.handoff` ``"sequential"``: ``request_overhead`` once more, the
-    decode server's scenario's); none where the decode server took the request at the
-    same time as the prefill server (``"concurrent"``).
+    """The second hop before the first token where the router hands the request to the
+    decode server only after the prefill has answered (:attr:`.ledger.Pools.handoff`
+    ``"sequential"``): the decode worker taking the request, pulling its cache and
+    scheduling it into its running batch, and the first token's way back. No table or
+    published figure times that hop apart; it is taken as the engine's time per request
+    once more (``request_overhead``, the decode server's scenario's), an approximation
+    whose size the disaggregated points do not pin down (their first tokens stay short
+    after it). None where the decode server took the request together with the prefill
+    server (``"concurrent"``).
     """
     assert row.pools is not None
     return request_time(model, efficiency) if row.pools.handoff == "sequential" else 0.0

@@ -84,17 +84,19 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
         # The run's release, where the engine's defaults changed with one (measured
         # kernels state the tables' version instead).
         data["efficiency"]["engine_version"] = release
-    if pool is None and row.launch is not None and data["efficiency"].get("engine") != "none":
-        # The engine's launch flags; the ideal roofline has no engine to launch (nothing
-        # kept back, no scheduler limits), and a memory share there is an error.
+    # The engine's launch flags and scheduler settings (one server of the row, not a
+    # pool's); the ideal roofline has no engine to set them on (nothing kept back, no
+    # scheduler limits or holds), and a memory share there is an error.
+    engine = pool is None and data["efficiency"].get("engine") != "none"
+    if engine and row.launch is not None:
         for field, value in zip(LAUNCH_FIELDS, row.launch):
             if value is not None:
                 data["efficiency"][field] = value
-    if pool is None and row.recv_interval > 1:
+    if engine and row.recv_interval > 1:
         data["efficiency"]["recv_interval"] = row.recv_interval
-    if pool is None and row.batch_wait > 0:
+    if engine and row.batch_wait > 0:
         data["efficiency"]["batch_wait_iterations"] = row.batch_wait
-    if pool is None and row.dp_balance is not None:
+    if engine and row.dp_balance is not None:
         data["efficiency"]["dp_balance_timeout"], data["efficiency"]["dp_balance_batching"] = (
             row.dp_balance)
     levers: dict[str, Any] = {}

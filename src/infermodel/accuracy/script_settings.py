@@ -208,14 +208,16 @@ _MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
 #: January 2026 (73) follows their search spaces — on H200, 1,024 tokens in and 8,192
 #: out at 128 clients without data-parallel attention, which only
 #: dsr1-fp8-h200-trt-mtp ran — and against the plain configurations' points of 15
-#: December 2025 (the same image, layout, lengths and clients, 28 pairs) it decodes
-#: 1.2–2.1 times as fast with a longer first token in 27: a draft accepted,
-#: and the prompt in the chat template the speculative scripts pass.
+#: December 2025 (the same image, layout, lengths and clients, 28 pairs, all FP8; the
+#: file labels those DeepSeek-V3, as it does some of DeepSeek-R1's runs) it decodes
+#: 1.2–2.1 times as fast with a longer first token in 27: a draft accepted, and the
+#: prompt in the chat template the speculative scripts pass. The FP4 points of the day
+#: have no plain twin in the file; they follow the same sweep.
 _PR392 = ("dsr1-fp4-b200-trt-mtp, dsr1-fp8-b200-trt-mtp and dsr1-fp8-h200-trt-mtp, whose "
           "sweep (InferenceMAX pull request 392) is every point dated 2026-01-14: the plain "
           "configurations ran the same image, but these points follow the speculative "
-          "search spaces and decode 1.2-2.1 times as fast as the plain points of "
-          "2025-12-15 at the same layout, lengths and clients")
+          "search spaces, and its FP8 points decode 1.2-2.1 times as fast as the plain "
+          "points of 2025-12-15 at the same layout, lengths and clients")
 SPECULATIVE_SWEEPS = {
     ("trtllm", "b200_sxm", "deepseek-ai/DeepSeek-R1", "release:1.1.0rc2.post2", "2026-01-14"):
         _PR392,

@@ -75,6 +75,10 @@ How the file's columns are read (each rule checked against the file itself):
     domain, whatever the expert ranks against top-k (``TRTLLMGenFusedMoE.
     select_alltoall_method_type``, PyTorch backend); on one 8-GPU node it gathers.
 
+  A pool's router hands the request to the decode server after the prefill under Dynamo
+  (the TensorRT-LLM and vLLM pools: :data:`SEQUENTIAL_HANDOFF`), with the prefill under
+  SGLang's bootstrap (:attr:`.ledger.Pools.handoff`).
+
 * **A request's way through the server** (API server, tokenisation, the engine's queues,
   the first token's return), which no kernel table times: under measured kernels each
   row states its engine's time per request (:data:`REQUEST_PATH`: 30 ms vLLM, 70 ms
@@ -238,11 +242,11 @@ GAP_ANALYSIS = "aic-auto-gap-analysis"
 #: ``benchmarks/bench_request_path.py`` redoes both).
 REQUEST_PATH = {"vllm": 0.030, "trtllm": 0.070, "sglang": 0.242}
 #: Engines whose disaggregated deployments hand a request to the decode server after its
-#: prefill has answered (:attr:`.ledger.Pools.handoff`): the file's TensorRT-LLM points ran
-#: under Dynamo, whose prefill router answers before the decode routing; its vLLM points
-#: under Dynamo or vLLM's own proxy, which sends the prompt to the prefill server for one
-#: token and then to the decode server. SGLang's decode server takes the request at the
-#: same time as the prefill server (its bootstrap handshake), under either router.
+#: prefill has answered (:attr:`.ledger.Pools.handoff`): the file's TensorRT-LLM and vLLM
+#: pools ran under Dynamo (its tensorrtllm-runtime and vllm-runtime images, and
+#: InferenceMAX's dynamo-vllm configuration on the vllm-openai image), whose prefill
+#: router answers before the decode routing. SGLang's decode server takes the request at
+#: the same time as the prefill server (its bootstrap handshake), under either router.
 SEQUENTIAL_HANDOFF = ("trtllm", "vllm")
 #: Engines whose gap-analysis runs are one burst (their first-token time grows in
 #: proportion to the clients); the others' are a few rounds per client (see above).
