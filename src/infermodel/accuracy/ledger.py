@@ -65,9 +65,8 @@ import attrs
 
 from ..errors import InfermodelError, Problem, suggest
 
-__all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "ENGINE_OF_FAMILY", "GENERATIONS", "HANDOFFS",
-           "LENGTHS",
-           "LOADS", "METRICS", "OPTIONAL_COLUMNS", "STATISTICS", "LedgerRow", "Pool", "Pools",
+__all__ = ["COLUMNS", "DEFAULT_LEDGER", "ENGINE_FAMILIES", "ENGINE_OF_FAMILY", "GENERATIONS",
+           "HANDOFFS", "LENGTHS", "LOADS", "METRICS", "OPTIONAL_COLUMNS", "STATISTICS", "LedgerRow", "Pool", "Pools",
            "engine_of_family", "engine_release", "engine_version", "read_ledger", "split_preset"]
 
 COLUMNS = ("id", "source", "engine", "hardware", "gpus", "model", "hf_config", "weights",

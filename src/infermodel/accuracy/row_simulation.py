@@ -348,8 +348,8 @@ def simulate_pools(prefill_cost, decode_cost, pools, isl: int, osl: int, concurr
     * TTFT is the prefill server's first-token time plus the cache transfer (the decode
       server emits the first token once it holds the cache), ``request_time``, the
       request's way through the server outside the iterations, and ``handoff_time``, the
-      decode server's own way where the router hands the request over after the prefill
-      (:func:`.pools.handoff_time`); a client's cycle is that much longer.
+      second hop where the router hands the request to the decode server after the
+      prefill (:func:`.pools.handoff_time`); a client's cycle is that much longer.
     """
     from ..simulator import FixedLength, Policy, WorkloadSpec, run_record
 

@@ -239,22 +239,17 @@ def speculative_run(cells: Mapping[str, str]) -> str:
     image = image_of(cells["silicon_data_source"])
     if not image:
         return ""
-    for (backend, system, model, tail), configurations in SPECULATIVE_IMAGES.items():
-        if ((cells["backend"].strip(), cells["system"].strip(),
-             cells["model_path"].strip()) == (backend, system, model)
-                and image.endswith("/" + tail)):
-            return ("a speculative (multi-token prediction) run: InferenceMAX ran "
-                    f"{tail} for this model on this system only in {configurations}; "
-                    "the file states neither the draft length nor the acceptance")
     found = _MEASURED.search(cells["silicon_data_source"])
-    day = found.group(1) if found else ""
-    for (backend, system, model, tail, date), configurations in SPECULATIVE_SWEEPS.items():
-        if ((cells["backend"].strip(), cells["system"].strip(),
-             cells["model_path"].strip(), day) == (backend, system, model, date)
-                and image.endswith("/" + tail)):
-            return ("a speculative (multi-token prediction) run: it belongs to "
-                    f"{configurations}; the file states neither the draft length nor the "
-                    "acceptance")
+    point = (cells["backend"].strip(), cells["system"].strip(), cells["model_path"].strip(),
+             found.group(1) if found else "")
+    unknown = "the file states neither the draft length nor the acceptance"
+    for (*deployment, tail), configurations in SPECULATIVE_IMAGES.items():
+        if tuple(deployment) == point[:3] and image.endswith("/" + tail):
+            return ("a speculative (multi-token prediction) run: InferenceMAX ran "
+                    f"{tail} for this model on this system only in {configurations}; {unknown}")
+    for (*deployment, tail, day), configurations in SPECULATIVE_SWEEPS.items():
+        if (*deployment, day) == point and image.endswith("/" + tail):
+            return f"a speculative (multi-token prediction) run: it belongs to {configurations}; {unknown}"
     return ""
 
 
