@@ -31,15 +31,10 @@ How the file's columns are read (each rule checked against the file itself):
   runs those blocks: an engine loads a checkpoint's scales as they are.
 * **Concurrency**: the ``silicon_concurrency`` the source column records (the benchmark
   client's), else ``batch_size × attention_dp_size``.
-* **Layout** (aggregated rows): one server on ``tp × pp × attention_dp`` cards, the
-  experts split over ``moe_tp × moe_ep`` of them, which must be the same cards. A missing
-  (or zero) ``attention_dp_size`` is 1, the engines' default; a dense model ignores the
-  expert columns. One recording is read differently: ``moe_tp = moe_ep = e > 1`` with
-  ``tp × attention_dp = e²`` is the engine's *tp e, ep e* on e cards, the tensor (or
-  attention-data) degree written as its product with the expert degree — the file holds
-  the same measurement under both recordings (``tp 64, moe 8 × 8`` and ``tp 8,
-  moe 1 × 8``: identical TTFT and TPOT to the last digit in 60 pairs), and its ids say
-  ``tp8_ep8``.
+* **Layout** and **disaggregated pools**: :mod:`.silicon_layouts` (one server's cards
+  from the tensor, pipeline, attention-data and expert columns; a disaggregated point's
+  prefill and decode pools, how their MoE layers dispatch tokens, and how their router
+  hands a request from one to the other).
 * **Client**: the gap-analysis runs (971 points whose source names an
   ``aic-auto-gap-analysis`` file, at 38 shapes) are read by their engine
   (:data:`BURST_ENGINES`). SGLang's (158 points) as one burst of fixed-length requests,
@@ -57,28 +52,6 @@ How the file's columns are read (each rule checked against the file itself):
   8k/1k tokens) and is read as its benchmark client's run
   (:data:`.row_simulation.INFERENCEMAX`: ten prompts per client, all measured, lengths
   uniform on 0.8–1 × nominal).
-* **Disaggregated rows**: a prefill and a decode pool, each ``*_num_workers`` servers of
-  their own layout and ``*_batch_size``; a row without them is listed as not expressible.
-  A pool with data-parallel attention and expert parallelism dispatches its tokens
-  all-to-all (the parallelism lever's ``expert_dispatch = "all_to_all"``;
-  :func:`pool_dispatch`) where its engine does:
-
-  * SGLang's, through DeepEP, as SGLang's published disaggregated wide-EP recipes run it
-    (``--moe-a2a-backend deepep``, low-latency kernels in decode and normal ones in
-    prefill: the SGLang team's "Deploying DeepSeek with PD Disaggregation and Large-scale
-    Expert Parallelism" on H100 and its GB200 NVL72 sequel, and Dynamo's "Running
-    DeepSeek-R1 Disaggregated with WideEP on GB200s"). The file does not record the
-    backend, and SGLang's own default (``none``) gathers every rank's tokens;
-  * TensorRT-LLM's on GB200 and GB300 (:data:`RACKS`) with the experts split by EP
-    alone: its Blackwell MoE backend picks its one-sided NVLink all-to-all whenever
-    attention is data-parallel, MoE TP is 1 and the cards share a multi-node NVLink
-    domain, whatever the expert ranks against top-k (``TRTLLMGenFusedMoE.
-    select_alltoall_method_type``, PyTorch backend); on one 8-GPU node it gathers.
-
-  A pool's router hands the request to the decode server after the prefill under Dynamo
-  (the TensorRT-LLM and vLLM pools: :data:`SEQUENTIAL_HANDOFF`), with the prefill under
-  SGLang's bootstrap (:attr:`.ledger.Pools.handoff`).
-
 * **A request's way through the server** (API server, tokenisation, the engine's queues,
   the first token's return), which no kernel table times: under measured kernels each
   row states its engine's time per request (:data:`REQUEST_PATH`: 30 ms vLLM, 70 ms
@@ -122,6 +95,9 @@ from .script_settings import (
     sglang_launch,
     speculative_run,
 )
+from .silicon_layouts import RACKS, Layout, handoff, pool_dispatch, read_layout, read_pool
+from .silicon_layouts import number as _number
+from .silicon_layouts import whole as _whole
 
 __all__ = [
     "BURST_ENGINES",
@@ -134,6 +110,7 @@ __all__ = [
     "WEIGHT_FORMATS",
     "package_root",
     "pool_dispatch",
+    "read_layout",
     "read_silicon",
     "sample_points",
     "silicon_path",
@@ -241,13 +218,6 @@ GAP_ANALYSIS = "aic-auto-gap-analysis"
 #: out (docs/kernels.rst, "A request's way through the server";
 #: ``benchmarks/bench_request_path.py`` redoes both).
 REQUEST_PATH = {"vllm": 0.030, "trtllm": 0.070, "sglang": 0.242}
-#: Engines whose disaggregated deployments hand a request to the decode server after its
-#: prefill has answered (:attr:`.ledger.Pools.handoff`): the file's TensorRT-LLM and vLLM
-#: pools ran under Dynamo (its tensorrtllm-runtime and vllm-runtime images, and
-#: InferenceMAX's dynamo-vllm configuration on the vllm-openai image), whose prefill
-#: router answers before the decode routing. SGLang's decode server takes the request at
-#: the same time as the prefill server (its bootstrap handshake), under either router.
-SEQUENTIAL_HANDOFF = ("trtllm", "vllm")
 #: Engines whose gap-analysis runs are one burst (their first-token time grows in
 #: proportion to the clients); the others' are a few rounds per client (see above).
 BURST_ENGINES = ("sglang",)
@@ -371,19 +341,6 @@ def _records(file: Path) -> list[tuple[int, dict[str, str]]]:
 # ---------------------------------------------------------------------------------
 
 
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _whole(text: str) -> int | None:
-    value = _number(text)
-    return int(value) if value is not None and value == int(value) else None
-
-
 def _shape(path: Path, shapes: dict[Path, dict[str, Any] | str]) -> dict[str, Any] | str:
     """The config's ``[model]`` fields, or why it cannot be read (cached per file)."""
     from ..hf_config import HFConfigError, read_hf_config
@@ -400,89 +357,6 @@ def _shape(path: Path, shapes: dict[Path, dict[str, Any] | str]) -> dict[str, An
                 except HFConfigError as exc:
                     shapes[path] = str(exc)
     return shapes[path]
-
-
-@attrs.frozen
-class Layout:
-    """One server's cards as the file gives them, read by the rules above."""
-
-    tensor: int
-    pipeline: int
-    attention_dp: int
-    expert: int
-
-
-def read_layout(cells: Mapping[str, str], prefix: str, experts: int) -> Layout | str:
-    """The layout in the columns ``{prefix}tp_size`` … ``{prefix}moe_ep_size``, or why it
-    is not one (see the module docstring).
-
-    >>> read_layout({"tp_size": "64", "pp_size": "1", "attention_dp_size": "1",
-    ...              "moe_tp_size": "8", "moe_ep_size": "8"}, "", 256)
-    Layout(tensor=8, pipeline=1, attention_dp=1, expert=8)
-    """
-    tensor = _whole(cells[f"{prefix}tp_size"])
-    pipeline = _whole(cells[f"{prefix}pp_size"]) or 1
-    attention_text = cells[f"{prefix}attention_dp_size"]
-    attention = _whole(attention_text) or 1
-    if tensor is None or tensor < 1:
-        return f"{prefix}tp_size is {cells[f'{prefix}tp_size'] or 'not given'}"
-    if experts <= 1:
-        return Layout(tensor, pipeline, attention, 1)
-    moe_tp, moe_ep = _whole(cells[f"{prefix}moe_tp_size"]), _whole(cells[f"{prefix}moe_ep_size"])
-    if not moe_tp or not moe_ep:
-        return (f"a mixture of experts without {prefix}moe_tp_size and {prefix}moe_ep_size: "
-                "the experts' layout is not given")
-    width = tensor * attention
-    if moe_tp == moe_ep > 1 and width == moe_ep * moe_ep and attention_text.strip():
-        # The engine's "tp e, ep e" written with its degrees multiplied (see above).
-        if attention > 1:
-            attention //= moe_ep
-        else:
-            tensor //= moe_ep
-        return Layout(tensor, pipeline, attention, moe_ep)
-    if moe_tp * moe_ep != width:
-        return (f"{prefix}moe_tp_size × {prefix}moe_ep_size = {moe_tp} × {moe_ep} cards, but "
-                f"{prefix}tp_size × {prefix}attention_dp_size = {tensor} × {attention}: the "
-                "experts and the attention must share the same cards")
-    return Layout(tensor, pipeline, attention, moe_ep)
-
-
-#: Systems whose cards share one NVLink domain across trays (multi-node NVLink, MNNVL).
-RACKS = ("gb200", "gb300")
-
-
-def pool_dispatch(backend: str, system: str, layout: Layout) -> str:
-    """How a disaggregated pool's MoE layers reach the tokens of other attention ranks
-    (the parallelism lever's ``expert_dispatch``): all-to-all where the engine runs it
-    for the pool's layout, else every rank's tokens gathered.
-
-    >>> wide = Layout(tensor=1, pipeline=1, attention_dp=32, expert=32)
-    >>> [pool_dispatch(b, "gb200", wide) for b in ("sglang", "trtllm", "vllm")]
-    ['all_to_all', 'all_to_all', 'all_gather']
-    >>> pool_dispatch("trtllm", "b200_sxm", wide)
-    'all_gather'
-    """
-    if layout.attention_dp <= 1 or layout.expert <= 1:
-        return "all_gather"
-    if backend == "sglang":
-        return "all_to_all"
-    if backend == "trtllm" and system in RACKS and layout.expert == layout.tensor * layout.attention_dp:
-        return "all_to_all"
-    return "all_gather"
-
-
-def _pool(cells: Mapping[str, str], stage: str, experts: int) -> Pool | str:
-    layout = read_layout(cells, f"{stage}_", experts)
-    if isinstance(layout, str):
-        return layout
-    workers = _whole(cells[f"{stage}_num_workers"])
-    batch = _whole(cells[f"{stage}_batch_size"])
-    if not workers or not batch:
-        return (f"a disaggregated point without {stage}_num_workers and {stage}_batch_size: "
-                "the pools' sizes are not given")
-    dispatch = pool_dispatch(cells["backend"].strip(), cells["system"].strip(), layout)
-    return Pool(workers=workers, batch=batch, tensor=layout.tensor, pipeline=layout.pipeline,
-                attention_dp=layout.attention_dp, expert=layout.expert, dispatch=dispatch)
 
 
 def _formats(cells: Mapping[str, str], shape, reasons: list[str]) -> tuple[dict[str, str], str]:
@@ -560,12 +434,11 @@ def _point(cells: Mapping[str, str], line: int,
     pools: Pools | None = None
     layout: Layout | Pool | str
     if cells["mode"] == "disagg":
-        prefill, decode = _pool(cells, "prefill", experts), _pool(cells, "decode", experts)
+        prefill, decode = (read_pool(cells, "prefill", experts),
+                           read_pool(cells, "decode", experts))
         reasons += [p for p in (prefill, decode) if isinstance(p, str)][:1]
         if isinstance(prefill, Pool) and isinstance(decode, Pool):
-            handoff = ("sequential" if cells["backend"].strip() in SEQUENTIAL_HANDOFF
-                       else "concurrent")
-            pools = Pools(prefill, decode, handoff=handoff)
+            pools = Pools(prefill, decode, handoff=handoff(cells["backend"].strip()))
         layout = decode
     elif cells["mode"] == "agg":
         layout = read_layout(cells, "", experts)
