@@ -522,6 +522,25 @@ def test_an_unknown_version_lists_the_versions_held():
     assert "engine_version" in str(caught.value)
 
 
+def test_a_version_older_than_a_family_takes_its_oldest_later_table_with_a_warning():
+    # H200's vLLM tables hold 0.19.0 for the MoE and collective families, but GEMM and
+    # attention only from 0.24.0: at a stated 0.19.0 those take 0.24.0's rows (the same
+    # as at 0.24.0 itself), never the roofline, and the result says which releases.
+    older = infermodel.evaluate(SCENARIO, {"efficiency.engine_version": "0.19.0"})
+    newest = infermodel.evaluate(SCENARIO, {"efficiency.engine_version": "0.24.0"})
+    name = "decode_kernel_qkv_projection_time"
+    assert older[name] == pytest.approx(newest[name], rel=1e-12)
+    assert older[name] == pytest.approx(32 * _latency_s(GEMM, gemm_dtype="fp8", m=16, n=6144,
+                                                        k=4096) + _rotary(older), rel=1e-9)
+    warnings = [str(w) for w in older.warnings]
+    assert not any("fell back to the roofline" in w for w in warnings), warnings
+    stand_in = [w for w in warnings if "a later release than the stated 0.19.0" in w]
+    assert len(stand_in) == 2 and all("vllm 0.24.0" in w for w in stand_in), warnings
+    assert any(w.startswith("measured kernels: in decode qkv_projection") for w in stand_in)
+    assert not any("later release" in str(w) for w in newest.warnings)
+    assert "gemm/vllm/0.24.0/gemm_perf.parquet" in infermodel.explain(older, name).text()
+
+
 def test_an_unknown_schema_is_refused_with_one_message(tmp_path, kernels):
     from infermodel.kernels import source
 

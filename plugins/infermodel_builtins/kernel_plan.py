@@ -402,6 +402,14 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
             break
     if not isinstance(found, kernels.Lookup) or spec is None:
         return getattr(found, "reason", None) or "no table"
+    if found.later_than and notes is not None:
+        # A later release's table stands in (kernels.families: none of the stated
+        # release or older serves): the run's own kernels may be slower.
+        notes.append(f"take tables of {st.engine} {found.version}, a later release than the "
+                     f"stated {found.later_than}, where none of that release or an older one "
+                     "serves them: the stated release's kernels may be slower (on the silicon "
+                     "ledger, points of earlier releases ran slower than their prediction from "
+                     "later releases' tables)")
     scales = st.activation_scales
     stand_in = STAND_INS.get((st.engine or "", family, chosen.get("dtype", "")))
     bound: tuple[dict, object] | None = None

@@ -55,9 +55,33 @@ def _lookup(system: str, engine: str, version: str, family: str,
             return Unavailable(f"no {spec.directory}/{spec.engine} tables on {system}")
         engine, version = spec.engine, held[-1].version
     folder = resolve(system, spec.directory, engine, version)
-    if folder is None:
-        return Unavailable(f"no {spec.directory} tables measured under {engine} {version} or "
-                           f"older on {system}")
+    first: Lookup | Unavailable | None = None
+    if folder is not None:
+        first = _from(folder, family, engine, categories)
+        if isinstance(first, Lookup):
+            return first
+    # No table of the family at or below the version serves these categories (a release
+    # the tables hold for other families, older than this one's first measurement, or
+    # one whose folder lacks the table): the oldest later release's that does stands in,
+    # the lookup saying so, rather than the roofline.
+    for later in folders(system, spec.directory, engine):
+        if version_key(later.version) <= version_key(version):
+            continue
+        found = _from(later, family, engine, categories)
+        if isinstance(found, Lookup):
+            found.later_than = version
+            return found
+        first = first or found
+    return first or Unavailable(f"no {spec.directory} tables measured under {engine} {version} "
+                                f"or older on {system}")
+
+
+def _from(folder, family: str, engine: str,
+          categories: tuple[tuple[str, str], ...]) -> Lookup | Unavailable:
+    """The lookup of ``family``'s table in ``folder``, the configurations it lacks
+    inherited from older folders.
+    """
+    spec, system = FAMILIES[family], folder.system
     wanted = dict(categories)
     equal = {spec.categories[k]: v for k, v in wanted.items() if k in spec.categories}
     equal |= dict(spec.fixed)
@@ -113,7 +137,7 @@ def _lookup(system: str, engine: str, version: str, family: str,
                   table=label, categories=shown,
                   kernel_sources=sorted(set(named.pop("kernel_source").tolist())), rows=named,
                   roofline=roofline, describe_roofline=describe, unit_note=spec.unit_note,
-                  blocks=spec.blocks, inherited=inherited)
+                  blocks=spec.blocks, inherited=inherited, version=folder.version)
 
 
 def _named(spec: Family, rows: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -167,8 +191,9 @@ def _rows(folder, spec: Family, columns: list[str],
 def lookup(system: str, engine: str, version: str, family: str,
            **categories: str) -> Lookup | Unavailable:
     """The measured lookup of ``family`` on ``system`` under ``engine`` at ``version``
-    (its tables filled backward from older versions), for these categories; or why
-    there is none. Loaded once per process.
+    (its tables filled backward from older versions; where none of the version or older
+    serves, the oldest later one's, :attr:`Lookup.later_than` saying so), for these
+    categories; or why there is none. Loaded once per process.
 
     >>> gemm = lookup("h200_sxm", "vllm", "0.24.0", "gemm", dtype="fp8")  # doctest: +SKIP
     >>> gemm(32.0, 4096.0, 4096.0)          # seconds, m = 32 tokens by a 4096×4096 weight  # doctest: +SKIP

@@ -104,10 +104,16 @@ class Lookup:
                  kernel_sources: Sequence[str], rows: Mapping[str, np.ndarray],
                  roofline: Roofline, describe_roofline: Callable[[Mapping[str, float]], str],
                  unit_note: str = "", blocks: Sequence[str] = (),
-                 inherited: Mapping[tuple[float, ...], str] | None = None) -> None:
+                 inherited: Mapping[tuple[float, ...], str] | None = None,
+                 version: str = "") -> None:
         self.name = name
         #: Configurations read from an older folder than ``table``'s, with that table.
         self.inherited = dict(inherited or {})
+        #: The engine version asked for where no table of it or an older release served
+        #: and a later release's stands in ("": the version's own or an older one's).
+        self.later_than = ""
+        #: The engine version of ``table``'s folder.
+        self.version = version
         self.arguments = tuple(arguments)
         self.config_names = tuple(configs)
         self.curve_names = tuple(curve)

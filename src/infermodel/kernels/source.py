@@ -174,8 +174,9 @@ def engine_versions(system: str, engine: str) -> tuple[str, ...]:
 
 def resolve(system: str, family: str, engine: str, version: str) -> Folder | None:
     """The folder of ``family`` that serves ``engine`` at ``version``: that version's
-    own, or else the newest older one (tables fill backward, never forward, as the
-    package's own version slots do); None when the family has none that old.
+    own, or else the newest older one (tables fill backward, as the package's own
+    version slots do); None when the family has none that old (a lookup then stands a
+    later release's table in, saying so: :func:`.families.lookup`).
     """
     wanted = version_key(version)
     chosen = None
