@@ -534,11 +534,39 @@ def test_a_version_older_than_a_family_takes_its_oldest_later_table_with_a_warni
                                                         k=4096) + _rotary(older), rel=1e-9)
     warnings = [str(w) for w in older.warnings]
     assert not any("fell back to the roofline" in w for w in warnings), warnings
-    stand_in = [w for w in warnings if "a later release than the stated 0.19.0" in w]
-    assert len(stand_in) == 2 and all("vllm 0.24.0" in w for w in stand_in), warnings
+    stand_in = [w for w in warnings if "no table of the stated 0.19.0 or older" in w]
+    assert len(stand_in) == 2 and all("vllm 0.24.0's tables" in w for w in stand_in), warnings
     assert any(w.startswith("measured kernels: in decode qkv_projection") for w in stand_in)
-    assert not any("later release" in str(w) for w in newest.warnings)
-    assert "gemm/vllm/0.24.0/gemm_perf.parquet" in infermodel.explain(older, name).text()
+    assert not any("no table of the stated" in str(w) for w in newest.warnings)
+    text = infermodel.explain(older, name).text()
+    assert "gemm/vllm/0.24.0/gemm_perf.parquet" in text
+    assert "release 0.24.0's, standing in for the stated 0.19.0" in text
+    # The oldest later release, not the newest: B200's vLLM attention tables are 0.22.0's
+    # and 0.24.0's, so at 0.19.0 attention reads 0.22.0's rows (as a stated 0.22.0 does),
+    # while the GEMMs, measured at 0.24.0 only, read those.
+    b200 = {"hardware.preset": "b200"}
+    at = {v: infermodel.evaluate(SCENARIO, {**b200, "efficiency.engine_version": v})
+          for v in ("0.19.0", "0.22.0", "0.24.0")}
+    score = "decode_kernel_attention_score_time"
+    assert at["0.19.0"][score] == pytest.approx(at["0.22.0"][score], rel=1e-12)
+    assert at["0.19.0"][score] != pytest.approx(at["0.24.0"][score], rel=1e-3)
+    assert at["0.19.0"][name] == pytest.approx(at["0.24.0"][name], rel=1e-12)
+    b200_warnings = [str(w) for w in at["0.19.0"].warnings]
+    assert any("attention_score" in w and "vllm 0.22.0's tables" in w for w in b200_warnings)
+
+
+def test_a_category_no_release_serves_names_the_newest_tables_reason():
+    from infermodel.kernels import Lookup, lookup
+
+    # B200's SGLang 0.5.10 and 0.5.16 MoE folders hold only the DeepEP tables; 0.5.14's
+    # holds the grouped-MoE table, without a "w4afp8" format: the reason given is why that
+    # table does not serve it (the formats it holds), not a folder's missing table.
+    found = lookup("b200_sxm", "sglang", "0.5.12", "moe", dtype="w4afp8", distribution="balanced")
+    assert not isinstance(found, Lookup)
+    assert found.reason.startswith("no moe table of sglang 0.5.12 or older serves these kernels, "
+                                   "nor a later one: b200_sxm/moe/sglang/0.5.14/moe_perf.parquet "
+                                   "has no rows where"), found.reason
+    assert "nvfp4" in found.reason and "has no moe_perf table" not in found.reason
 
 
 def test_an_unknown_schema_is_refused_with_one_message(tmp_path, kernels):

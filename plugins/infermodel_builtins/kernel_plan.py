@@ -319,8 +319,13 @@ def categories(kernel, formats, activations, kv, st: Setup | None = None,
     return [{}]
 
 
-def _function_name(family: str, st: Setup, chosen) -> str:
-    parts = [SHORT.get(family, family), st.system, st.engine, st.version, *map(str, chosen.values())]
+def _function_name(family: str, st: Setup, chosen, found=None) -> str:
+    """The tabulated function's name: the family, card, engine, the stated release (and
+    the later one read, where it stands in) and the categories.
+    """
+    read = [found.version] if getattr(found, "later_than", "") else []
+    parts = [SHORT.get(family, family), st.system, st.engine, st.version, *read,
+             *map(str, chosen.values())]
     name = re.sub(r"[^A-Za-z0-9]+", "_", "k_" + "_".join(str(p) for p in parts)).strip("_")
     if len(name) > 64:
         import hashlib
@@ -371,6 +376,18 @@ def shape_arguments(kernel, spec, st: Setup) -> list:
     return out
 
 
+def _later(found, st: Setup, notes: list[str] | None) -> None:
+    """Note a lookup that a later release's table serves (``kernels.families``: no table
+    of the stated release or an older one does); its kernels may be faster than the
+    stated release's (on the silicon ledger, points of earlier releases ran slower than
+    their prediction from later releases' tables).
+    """
+    if found.later_than and notes is not None:
+        notes.append(f"take {st.engine} {found.version}'s tables, no table of the stated "
+                     f"{found.later_than} or older serving them: the stated release's kernels "
+                     "may be slower")
+
+
 def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase="",
                 notes: list[str] | None = None):
     """(time expression of one kernel in one pass, or the reason no table serves it).
@@ -402,14 +419,7 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
             break
     if not isinstance(found, kernels.Lookup) or spec is None:
         return getattr(found, "reason", None) or "no table"
-    if found.later_than and notes is not None:
-        # A later release's table stands in (kernels.families: none of the stated
-        # release or older serves): the run's own kernels may be slower.
-        notes.append(f"take tables of {st.engine} {found.version}, a later release than the "
-                     f"stated {found.later_than}, where none of that release or an older one "
-                     "serves them: the stated release's kernels may be slower (on the silicon "
-                     "ledger, points of earlier releases ran slower than their prediction from "
-                     "later releases' tables)")
+    _later(found, st, notes)
     scales = st.activation_scales
     stand_in = STAND_INS.get((st.engine or "", family, chosen.get("dtype", "")))
     bound: tuple[dict, object] | None = None
@@ -419,12 +429,13 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
         found = kernels.lookup(st.system, st.engine, st.version, family, **chosen)
         if not isinstance(found, kernels.Lookup):
             return f"{why}, but {getattr(found, 'reason', 'no table')}"
+        _later(found, st, notes)
         if notes is not None:
             notes.append(why)
     missing = [a for a in spec.arguments if a not in kernel.shape]
     if missing:
         return f"the {family} kernel needs {', '.join(missing)}"
-    function = tabulated(_function_name(family, st, chosen), found)
+    function = tabulated(_function_name(family, st, chosen, found), found)
     arguments = shape_arguments(kernel, spec, st)
     one = function(*arguments)
     measured_with = FP8_GEMM_SCALES.get(st.engine or "")
@@ -437,8 +448,9 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
         # 7 % of the row or more; the floor only guards a scaling outside both grids.)
         scale = kernels.lookup(st.system, st.engine, st.version, "activation_scale", dtype="fp8")
         if isinstance(scale, kernels.Lookup):
+            _later(scale, st, notes)
             m, _n, k = arguments
-            amax = tabulated(_function_name("activation_scale", st, {"dtype": "fp8"}),
+            amax = tabulated(_function_name("activation_scale", st, {"dtype": "fp8"}, scale),
                              scale)(m, k)
             one = Max(one - amax, 0) if measured_with == "dynamic" else one + amax
         elif notes is not None:
@@ -451,7 +463,8 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
                          "is 0.5–4.5 µs a GEMM under vLLM, 6–15 µs under TensorRT-LLM, on "
                          "the cards whose tables time it)")
     if bound is not None:
-        one = Min(one, tabulated(_function_name(family, st, bound[0]), bound[1])(*arguments))
+        one = Min(one, tabulated(_function_name(family, st, bound[0], bound[1]),
+                                 bound[1])(*arguments))
     whole = kernel.calls * one
     share = kernel.share if isinstance(kernel.share, sympy.Basic) else (
         sympy.Integer(1) if kernel.share == 1 else sympy.Rational(kernel.share))

@@ -5,7 +5,7 @@ operators plugin's table: ``infermodel ops``) by the latency the tables measured
 kernels it is made of, on the card ``hardware.kernel_system`` names (the hardware
 presets name theirs), under the engine ``efficiency.engine`` at ``engine_version``
 (default: the newest the tables hold for that card; a table family the version lacks is
-served by the newest older one, never a newer one)::
+served by the newest older one, else by the oldest later one, with a warning)::
 
     t_op    = Σ over its kernels  share · calls · lookup(shape after tensor parallelism)
               + Σ over its elementwise kernels  (roofline on a pipeline stage + calls · τ_ew)

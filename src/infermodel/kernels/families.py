@@ -55,31 +55,38 @@ def _lookup(system: str, engine: str, version: str, family: str,
             return Unavailable(f"no {spec.directory}/{spec.engine} tables on {system}")
         engine, version = spec.engine, held[-1].version
     folder = resolve(system, spec.directory, engine, version)
-    first: Lookup | Unavailable | None = None
     if folder is not None:
-        first = _from(folder, family, engine, categories)
-        if isinstance(first, Lookup):
-            return first
+        own = _from(folder, family, engine, categories)
+        if isinstance(own, Lookup):
+            return own
     # No table of the family at or below the version serves these categories (a release
     # the tables hold for other families, older than this one's first measurement, or
     # one whose folder lacks the table): the oldest later release's that does stands in,
     # the lookup saying so, rather than the roofline.
-    for later in folders(system, spec.directory, engine):
-        if version_key(later.version) <= version_key(version):
-            continue
-        found = _from(later, family, engine, categories)
+    later = [f for f in folders(system, spec.directory, engine)
+             if version_key(f.version) > version_key(version)]
+    newest: Unavailable | None = None
+    for candidate in later:
+        found = _from(candidate, family, engine, categories, later_than=version)
         if isinstance(found, Lookup):
-            found.later_than = version
             return found
-        first = first or found
-    return first or Unavailable(f"no {spec.directory} tables measured under {engine} {version} "
-                                f"or older on {system}")
+        if newest is None or spec.table in candidate.tables:
+            # Why the newest release that has the table does not serve them says most
+            # (which categories it holds).
+            newest = found
+    if newest is not None:
+        return Unavailable(f"no {spec.directory} table of {engine} {version} or older serves "
+                           f"these kernels, nor a later one: {newest.reason}")
+    if folder is not None:
+        return own
+    return Unavailable(f"no {spec.directory} tables measured under {engine} {version} or "
+                       f"older on {system}")
 
 
-def _from(folder, family: str, engine: str,
-          categories: tuple[tuple[str, str], ...]) -> Lookup | Unavailable:
+def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], ...],
+          later_than: str = "") -> Lookup | Unavailable:
     """The lookup of ``family``'s table in ``folder``, the configurations it lacks
-    inherited from older folders.
+    inherited from older folders (``later_than``: the earlier release it stands in for).
     """
     spec, system = FAMILIES[family], folder.system
     wanted = dict(categories)
@@ -137,7 +144,8 @@ def _from(folder, family: str, engine: str,
                   table=label, categories=shown,
                   kernel_sources=sorted(set(named.pop("kernel_source").tolist())), rows=named,
                   roofline=roofline, describe_roofline=describe, unit_note=spec.unit_note,
-                  blocks=spec.blocks, inherited=inherited, version=folder.version)
+                  blocks=spec.blocks, inherited=inherited, version=folder.version,
+                  later_than=later_than)
 
 
 def _named(spec: Family, rows: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

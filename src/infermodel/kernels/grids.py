@@ -105,15 +105,15 @@ class Lookup:
                  roofline: Roofline, describe_roofline: Callable[[Mapping[str, float]], str],
                  unit_note: str = "", blocks: Sequence[str] = (),
                  inherited: Mapping[tuple[float, ...], str] | None = None,
-                 version: str = "") -> None:
+                 version: str = "", later_than: str = "") -> None:
         self.name = name
         #: Configurations read from an older folder than ``table``'s, with that table.
         self.inherited = dict(inherited or {})
-        #: The engine version asked for where no table of it or an older release served
-        #: and a later release's stands in ("": the version's own or an older one's).
-        self.later_than = ""
         #: The engine version of ``table``'s folder.
         self.version = version
+        #: The engine version asked for where no table of it or an older release served
+        #: and this later release's stands in ("": the version's own or an older one's).
+        self.later_than = later_than
         self.arguments = tuple(arguments)
         self.config_names = tuple(configs)
         self.curve_names = tuple(curve)
@@ -391,8 +391,11 @@ class Lookup:
         roof = float(self.roofline(point))
         categories = ", ".join(f"{k} = {v}" for k, v in self.categories.items()) or "every row"
         lines = [f"table {self.table} ({self.rows} rows where {categories}; kernels: "
-                 f"{', '.join(self.kernel_sources)}; the fastest row of each cell)",
-                 "at " + ", ".join(f"{k} = {_fmt(v)}" for k, v in point.items())]
+                 f"{', '.join(self.kernel_sources)}; the fastest row of each cell)"]
+        if self.later_than:
+            lines.append(f"  release {self.version}'s, standing in for the stated "
+                         f"{self.later_than}: no table of {self.later_than} or older serves it")
+        lines.append("at " + ", ".join(f"{k} = {_fmt(v)}" for k, v in point.items()))
         for index, weight in blend.parts:
             config = ", ".join(f"{n} {_fmt(v)}" for n, v in self._config(index).items())
             curve = self.curve(index)
