@@ -794,7 +794,7 @@ def test_a_kernels_weight_class_resolves_or_says_why_not():
     # checkpoint gives them their own format; a name no class has is a reason, which keeps
     # the kernel at its roofline with a warning rather than reading the 16-bit tables.
     from infermodel_builtins.formats import NAMED_FORMATS as F
-    from infermodel_builtins.kernel_plan import weight_class_format
+    from infermodel_builtins.kernel_dtypes import weight_class_format
 
     formats = {"linear": F["nvfp4"], "embedding": F["bf16"], "norm": F["bf16"],
                "latent": F["bf16"]}

@@ -33,8 +33,15 @@ from sympy import ceiling
 import infermodel.plugin as door
 from infermodel.plugin import Kernel, S, collect_operators, tabulated
 
+from .kernel_dtypes import (
+    MXFP4_WEIGHT_ONLY,
+    categories,
+    families_of,
+    formats_of,
+    gemm_dtype,
+    moe_dtype,
+)
 from .operator_kernels import ELEMENTWISE, FULL
-from .quantization import effective_lever, weight_formats
 from .unevaluated import Max, Min
 
 #: Work no table measures, named by its operator (timed at its roofline, reported).
@@ -62,8 +69,6 @@ STAND_INS: dict[tuple[str, str, str], tuple[dict[str, str], str, str]] = {("vllm
     "block-scaled FP8 where they are less than its block-FP8 rows, which were measured "
     "without CUDA graphs (57 µs or more a call below about a hundred tokens: the host's "
     "launches)")}
-#: The MoE table's dtype of MXFP4 experts run weight-only (16-bit activations).
-MXFP4_WEIGHT_ONLY = "w4a16_mxfp4"
 #: Short names of the families in table-function names.
 SHORT = {"dispatch": "a2ad", "combine": "a2ac", "deepep_dispatch_ll": "deepepdll",
          "deepep_combine_ll": "deepepcll", "deepep_dispatch_normal": "deepepdn",
@@ -120,203 +125,9 @@ class Setup:
         return self.data > 1 or self.expert > 1
 
 
-# ---------------------------------------------------------------------------------
-# Dtypes from number formats
-# ---------------------------------------------------------------------------------
-
-
 def time_name(phase: str, name: str) -> str:
     """The quantity an operator's measured time is defined as in one phase."""
     return f"{phase}_kernel_{name}_time"
-
-
-def _fp8(fmt) -> bool:
-    return fmt.bits == 8 and fmt.kind == "float"
-
-
-def gemm_dtype(fmt, activations) -> str | None:
-    """The GEMM table's dtype for weights in ``fmt`` (None: no table measures it).
-
-    >>> from infermodel_builtins.formats import NAMED_FORMATS as F
-    >>> [gemm_dtype(F[n], None) for n in ("bf16", "fp8-e4m3", "fp8-b128", "int4-g128", "nvfp4")]
-    ['bfloat16', 'fp8', 'fp8_block', 'int4_wo', 'nvfp4']
-    """
-    if fmt.bits >= 16:
-        return "bfloat16"
-    if _fp8(fmt):
-        return "fp8_block" if (fmt.block_side or fmt.granularity == "group") else "fp8"
-    if fmt.kind == "float" and fmt.bits == 4:
-        return "nvfp4" if fmt.group_size == 16 else None
-    if fmt.kind == "int" and fmt.bits == 8:
-        return "sq" if activations == "int8" else "int8_wo"
-    if fmt.kind == "int" and fmt.bits == 4:
-        return "int4_wo"
-    return None
-
-
-def moe_dtype(fmt, mxfp4: str = MXFP4_WEIGHT_ONLY) -> str | None:
-    """The MoE table's dtype for experts in ``fmt`` (None: no table measures it); MXFP4
-    experts read ``mxfp4`` (:attr:`Setup.mxfp4_experts`).
-
-    >>> from infermodel_builtins.formats import NAMED_FORMATS as F
-    >>> [moe_dtype(F[n]) for n in ("bf16", "fp8-b128", "nvfp4", "mxfp4")]
-    ['bfloat16', 'fp8_block', 'nvfp4', 'w4a16_mxfp4']
-    >>> moe_dtype(F["mxfp4"], "w4a8_mxfp4_mxfp8")
-    'w4a8_mxfp4_mxfp8'
-    """
-    if fmt.bits >= 16:
-        return "bfloat16"
-    if _fp8(fmt):
-        return "fp8_block" if (fmt.block_side or fmt.granularity == "group") else "fp8"
-    if fmt.kind == "float" and fmt.bits == 4:
-        return "nvfp4" if fmt.group_size == 16 else mxfp4
-    if fmt.kind == "int" and fmt.bits == 4:
-        return "int4_wo"
-    return None
-
-
-def formats_of(scenario):
-    """(weight class -> number format, activation format, cache format).
-
-    Beside the lever's classes, the kernels' own: ``"attention"`` (an attention layer's
-    projections), ``"latent"`` (latent attention's projections but its output, and the
-    absorbed BMMs made of them) and ``"mixers"`` (the projections of the layers without
-    attention) take the block linears' format, or 16 bits where the checkpoint keeps
-    their group out of it (``model.unquantized``, when the block linears take the
-    checkpoint's format: :func:`.quantization_classes.router_kept`).
-    """
-    from .formats import NAMED_FORMATS
-    from .quantization_classes import kept_groups, router_kept
-
-    lever = effective_lever(scenario)
-    named = weight_formats(scenario, lever) if lever is not None else {}
-    formats = {k: f for k, (f, _why) in named.items()}
-    if "linear" in formats:
-        kept = kept_groups(scenario) if router_kept(scenario, named) else set()
-        for group in ("attention", "latent", "mixers"):
-            formats[group] = NAMED_FORMATS["bf16"] if group in kept else formats["linear"]
-    activations = getattr(lever, "activations", None)
-    kv = getattr(lever, "kv_cache", None)
-    return formats, activations, kv
-
-
-#: Weight classes a kernel may name that take the block linears' format where the lever
-#: gives them none of their own (experts sharing the linears' format, the groups of
-#: :func:`formats_of`).
-FOLLOW_LINEAR = ("experts", "down", "attention", "latent", "mixers")
-#: Every weight class a kernel may name.
-WEIGHT_CLASSES = ("linear", "embedding", "norm", *FOLLOW_LINEAR)
-
-
-def weight_class_format(formats, name):
-    """The number format of weight class ``name`` (16-bit for None), or why there is none
-    (a name no class has: the kernel keeps its roofline, warned, rather than reading the
-    16-bit tables in silence).
-    """
-    from .formats import NAMED_FORMATS
-
-    bf16 = NAMED_FORMATS["bf16"]
-    if name is None:
-        return bf16
-    if name in formats:
-        return formats[name]
-    if name in FOLLOW_LINEAR:
-        return formats.get("linear", bf16)
-    if name in WEIGHT_CLASSES:
-        return bf16
-    return f"unknown weight class {name!r} (known: {', '.join(WEIGHT_CLASSES)})"
-
-
-def _cache(kv):
-    if kv is None or kv.bits >= 16:
-        return "bfloat16"
-    return "fp8" if _fp8(kv) else None
-
-
-def families_of(kernel, st: Setup, phase: str) -> tuple[str, ...]:
-    """The table families to read a kernel from under the scenario's engine, in the order
-    to try them: SGLang's expert all-to-all is DeepEP's own tables (low-latency in
-    decode, normal in prefill), and behind it the routed experts run DeepEP's own MoE
-    kernel (its masked grouped GEMMs, ``deepep_moe_*``) where its tables measure the
-    experts' format, the grouped MoE kernel otherwise; TensorRT-LLM's all-to-all is its
-    NVLink kernel.
-    """
-    decode = phase == "decode"
-    if kernel.family in ("dispatch", "combine") and st.engine == "sglang":
-        return (f"deepep_{kernel.family}_{'ll' if decode else 'normal'}",)
-    if kernel.family == "moe" and st.engine == "sglang" and st.all_to_all:
-        return (f"deepep_moe_{'generation' if decode else 'context'}", "moe")
-    if kernel.family in ("dispatch", "combine", "prepare") and st.engine == "trtllm":
-        # TensorRT-LLM's all-to-all is its own NVLink kernel over a rack's multi-node
-        # NVLink (measured on GB200); its DeepEP path is opt-in (TRTLLM_CAN_USE_DEEP_EP),
-        # so its DeepEP rows do not stand in for it.
-        return (f"nvlink_{kernel.family}",)
-    return (kernel.family,)
-
-
-def categories(kernel, formats, activations, kv, st: Setup | None = None,
-               phase: str = "decode", family: str | None = None) -> list[dict] | str:
-    """The categories to read a kernel's table at (its ``family``'s; default the
-    kernel's own), in the order to try them, or why no table measures it.
-    """
-    from .formats import NAMED_FORMATS
-
-    bf16 = NAMED_FORMATS["bf16"]
-    family = family or kernel.family
-    fmt = weight_class_format(formats, kernel.weights)
-    if isinstance(fmt, str):
-        return fmt
-    if family.startswith("nvlink_"):
-        # By the experts' dtype (the activations go out quantised as the experts run
-        # them: 8-bit for FP8 and MXFP8-activation experts, 16-bit for weight-only ones);
-        # a dispatch's option says which kernel, the combine takes the one-sided kernel
-        # where measured, else the two-sided one; a prepare step is the two-sided one's.
-        experts = formats.get("experts", formats.get("linear", bf16))
-        named = moe_dtype(experts, st.mxfp4_experts if st is not None else MXFP4_WEIGHT_ONLY)
-        wire = ("fp8" if named and (named.startswith("fp8") or "mxfp8" in named)
-                else "nvfp4" if named == "nvfp4" else "bfloat16")
-        sources = {"one-sided": ("NVLinkOneSided",), "two-sided": ("NVLinkTwoSided",)}.get(
-            kernel.option, ("NVLinkOneSided", "NVLinkTwoSided"))
-        if family == "nvlink_prepare":
-            sources = ("NVLinkTwoSided",)
-        return [{"dtype": wire, "source": s} for s in sources]
-    family = kernel.family
-    if family == "gemm":
-        dtype = gemm_dtype(fmt, activations)
-        return [{"dtype": dtype}] if dtype else f"no measured GEMM for weights in {fmt.name or 'this format'}"
-    if family in ("context_attention", "generation_attention", "mla_context", "mla_generation",
-                  "latent_context", "latent_generation"):
-        cache = _cache(kv)
-        if cache is None:
-            return f"no measured attention over a {kv.name or 'this'} cache"
-        if family.startswith("latent"):
-            output = formats.get("attention", fmt)
-            if output != fmt:
-                # The module is measured with every projection in one format.
-                return (f"no measured latent attention module with {fmt.name} projections "
-                        f"and a {output.name} output projection")
-            dtype = gemm_dtype(fmt, activations)
-            if dtype not in ("bfloat16", "fp8_block"):
-                return (f"no measured latent attention module with {dtype or fmt.name} "
-                        "projections (bf16 and block-scaled FP8 are measured)")
-            return [{"kv_dtype": cache, "gemm": dtype}]
-        return [{"kv_dtype": cache}]
-    if family.startswith("mla_bmm"):
-        return ([{"dtype": "fp8"}, {"dtype": "bfloat16"}] if _fp8(fmt) else [{"dtype": "bfloat16"}])
-    if family == "moe":
-        fmt = formats.get("experts", formats.get("linear", bf16))
-        dtype = moe_dtype(fmt, st.mxfp4_experts if st is not None else MXFP4_WEIGHT_ONLY)
-        if not dtype:
-            return f"no measured MoE kernel for experts in {fmt.name or 'this format'}"
-        return [{"dtype": dtype, "distribution": d} for d in door.kernels.MOE_DISTRIBUTIONS]
-    if family.startswith("nccl_"):
-        return [{"dtype": "half"}]
-    if family in ("dispatch", "combine") and st is not None:
-        # DeepEP: low-latency kernels in decode, high-throughput ones in prefill, at the
-        # backend's default wire format (TensorRT-LLM's all-to-all: the NVLink families).
-        mode = "ll" if phase == "decode" else "ht"
-        return [{"backend": f"deepep_{mode}", "dtype": "default"}]
-    return [{}]
 
 
 def _function_name(family: str, st: Setup, chosen, found=None) -> str:
