@@ -33,17 +33,7 @@ def gemm_dtype(fmt, activations) -> str | None:
     >>> [gemm_dtype(F[n], None) for n in ("bf16", "fp8-e4m3", "fp8-b128", "int4-g128", "nvfp4")]
     ['bfloat16', 'fp8', 'fp8_block', 'int4_wo', 'nvfp4']
     """
-    if fmt.bits >= 16:
-        return "bfloat16"
-    if _fp8(fmt):
-        return "fp8_block" if (fmt.block_side or fmt.granularity == "group") else "fp8"
-    if fmt.kind == "float" and fmt.bits == 4:
-        return "nvfp4" if fmt.group_size == 16 else None
-    if fmt.kind == "int" and fmt.bits == 8:
-        return "sq" if activations == "int8" else "int8_wo"
-    if fmt.kind == "int" and fmt.bits == 4:
-        return "int4_wo"
-    return None
+    return _table_dtype(fmt, fp4=None, int8="sq" if activations == "int8" else "int8_wo")
 
 
 def moe_dtype(fmt, mxfp4: str = MXFP4_WEIGHT_ONLY) -> str | None:
@@ -56,12 +46,22 @@ def moe_dtype(fmt, mxfp4: str = MXFP4_WEIGHT_ONLY) -> str | None:
     >>> moe_dtype(F["mxfp4"], "w4a8_mxfp4_mxfp8")
     'w4a8_mxfp4_mxfp8'
     """
+    return _table_dtype(fmt, fp4=mxfp4, int8=None)
+
+
+def _table_dtype(fmt, *, fp4: str | None, int8: str | None) -> str | None:
+    """The GEMM and MoE tables' shared reading of a format: 16 bits and more, FP8 per
+    tensor or in blocks, NVFP4, 4-bit integers weight-only; other 4-bit floats read
+    ``fp4`` and 8-bit integers ``int8`` (None: no table measures them).
+    """
     if fmt.bits >= 16:
         return "bfloat16"
     if _fp8(fmt):
         return "fp8_block" if (fmt.block_side or fmt.granularity == "group") else "fp8"
     if fmt.kind == "float" and fmt.bits == 4:
-        return "nvfp4" if fmt.group_size == 16 else mxfp4
+        return "nvfp4" if fmt.group_size == 16 else fp4
+    if fmt.kind == "int" and fmt.bits == 8:
+        return int8
     if fmt.kind == "int" and fmt.bits == 4:
         return "int4_wo"
     return None
