@@ -355,8 +355,11 @@ def test_sglang_rows_state_their_scripts_interval_between_reads(rows, cells, hos
     assert analytic[1].predicted == pytest.approx(analytic[3].predicted, rel=1e-12)
     simulated = predict_rows(pair + plain_pair, kernels="measured", loop="simulated",
                              host=host).points
+    # (A simulation's held arrivals also meet other iterations than the plain run's: the
+    # difference is the hold to within 1 % of it, where a hold of one step more or less
+    # would be 7 % off.)
     assert simulated[0].predicted == pytest.approx(simulated[2].predicted + 0.9 * hold * 1e3,
-                                                   abs=0.5)
+                                                   abs=0.01 * hold * 1e3)
     assert simulated[1].predicted == pytest.approx(simulated[3].predicted, rel=1e-12)
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import Problem
 from .catalog import FAMILIES
 from .grids import Lookup
+from .lanes import LANED, choose, default_kernel
 from .records import Family, Unavailable
 from .source import TablesUnavailable, card, engine_versions, folders, read, resolve, version_key
 
@@ -137,6 +138,7 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
     if inherited:
         label += (", and for the configurations it does not measure "
                   + ", ".join(f.version for f, _ in parts[1:]) + "'s")
+    lanes, rule = _lanes(spec, named, system, engine, folder.version)
     roofline, describe = spec.roofline(wanted, card(system))
     shown = {k: v for k, v in equal.items() if k not in spec.fixed}
     shown |= {k: (" or ".join(v) if isinstance(v, tuple) else v) for k, v in spec.fixed.items()}
@@ -145,7 +147,34 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
                   kernel_sources=sorted(set(named.pop("kernel_source").tolist())), rows=named,
                   roofline=roofline, describe_roofline=describe, unit_note=spec.unit_note,
                   blocks=spec.blocks, inherited=inherited, version=folder.version,
-                  later_than=later_than)
+                  later_than=later_than, lanes=lanes, lane_rule=rule)
+
+
+def _lanes(spec: Family, named: dict[str, np.ndarray], system: str, engine: str,
+           version: str) -> tuple[dict[tuple[float, ...], str], str]:
+    """Keep, per configuration, the rows of the kernel the engine runs (:mod:`.lanes`),
+    where the table timed several; (configuration -> kernel, the rule as a derivation
+    states it). Tables of one kernel per configuration are left as they are.
+    """
+    if spec.name not in LANED or len(set(named["kernel_source"].tolist())) < 2:
+        return {}, ""
+    default, entry = default_kernel(system, engine, version)
+    configs = (np.stack([named[a] for a in spec.configs], axis=1) if spec.configs
+               else np.zeros((len(named["latency"]), 0)))
+    keep, picked, order = choose(configs, named["kernel_source"], default)
+    for key in list(named):
+        named[key] = named[key][keep]
+    rest = [k for k in order if k != default]
+    if default in order:
+        rule = (f"per configuration {default}, the engine's default ({entry}, the tables' "
+                f"attention_lane_defaults.yaml), where it measured it, else "
+                + ", ".join(rest) + " in that order")
+    else:
+        why = (f"the engine's default, {default} ({entry}), is not among them" if default
+               else f"the tables name no default kernel for {engine} {version} on this card")
+        rule = ("per configuration the first of " + ", ".join(order) + " that measured it "
+                f"(the most configurations first; {why})")
+    return picked, rule
 
 
 def _named(spec: Family, rows: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

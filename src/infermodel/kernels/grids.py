@@ -105,8 +105,14 @@ class Lookup:
                  roofline: Roofline, describe_roofline: Callable[[Mapping[str, float]], str],
                  unit_note: str = "", blocks: Sequence[str] = (),
                  inherited: Mapping[tuple[float, ...], str] | None = None,
-                 version: str = "", later_than: str = "") -> None:
+                 version: str = "", later_than: str = "",
+                 lanes: Mapping[tuple[float, ...], str] | None = None,
+                 lane_rule: str = "") -> None:
         self.name = name
+        #: The kernel each configuration reads where the table timed several (see
+        #: :mod:`.lanes`), and the rule that chose it ("": the fastest row of each cell).
+        self.lanes = dict(lanes or {})
+        self.lane_rule = lane_rule
         #: Configurations read from an older folder than ``table``'s, with that table.
         self.inherited = dict(inherited or {})
         #: The engine version of ``table``'s folder.
@@ -390,8 +396,10 @@ class Lookup:
         time = self.point(*values)
         roof = float(self.roofline(point))
         categories = ", ".join(f"{k} = {v}" for k, v in self.categories.items()) or "every row"
+        rule = (f"{self.lane_rule}; the fastest row of each cell within it" if self.lane_rule
+                else "the fastest row of each cell")
         lines = [f"table {self.table} ({self.rows} rows where {categories}; kernels: "
-                 f"{', '.join(self.kernel_sources)}; the fastest row of each cell)"]
+                 f"{', '.join(self.kernel_sources)}; {rule})"]
         if self.later_than:
             lines.append(f"  release {self.version}'s, standing in for the stated "
                          f"{self.later_than}: no table of {self.later_than} or older serves it")
@@ -401,8 +409,11 @@ class Lookup:
             curve = self.curve(index)
             at = ", ".join(f"{n} {b}" for n, b in zip(self.curve_names, brackets(curve, x)))
             share = "" if len(blend.parts) == 1 else f"weight {weight:.3f}: "
-            older = self.inherited.get(tuple(float(v) for v in self.configs[index]))
+            measured = tuple(float(v) for v in self.configs[index])
+            older = self.inherited.get(measured)
             where = f" in {older}" if older else ""
+            if measured in self.lanes:
+                where += f", kernel {self.lanes[measured]}"
             lines.append(f"  {share}measured configuration ({config or 'the one'}){where}; grid "
                          f"{at} → {curve.value(x) * 1e3:.5g} ms")
         if blend.how == "interpolated":
