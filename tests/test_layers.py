@@ -362,6 +362,41 @@ def test_a_family_that_cannot_be_read_is_refused_by_name():
     assert caught.value.key == "model_type"
 
 
+@pytest.mark.parametrize(("model_type", "architecture", "reason"), [
+    ("deepseek_v4", "DeepseekV4ForCausalLM", "compress_ratios"),
+    ("deepseek_ref", "DeepseekV4ForCausalLM", "compress_ratios"),   # a re-quantised V4
+    ("kimi_linear", "KimiLinearForCausalLM", "Kimi Delta Attention"),
+    ("minimax_m3", "MiniMaxM3ForCausalLM", "block-sparse attention"),
+    ("mimo_v2_flash", "MiMoV2FlashForCausalLM", "swa_num_key_value_heads"),
+    ("gemma4_text", "Gemma4ForCausalLM", "global_head_dim"),
+])
+def test_families_the_fields_cannot_express_are_refused_not_misread(model_type, architecture,
+                                                                    reason):
+    # Each would otherwise be read as something else: DeepSeek-V4 as plain sliding-window
+    # attention (a cache of 128 positions a layer), the others with an error about their
+    # activation or their layer list that does not say what is missing.
+    config = json.loads((ROOT / "tests" / "data" / "hf" / "llama-3.1-8b.json").read_text())
+    config.update(model_type=model_type, architectures=[architecture])
+    with pytest.raises(HFConfigError, match=f"not a family infermodel can read: .*{reason}"):
+        map_hf_config(config)
+
+
+def test_a_full_attention_interval_that_agrees_with_the_layer_list_is_read(recwarn):
+    # Qwen3.5 writes both layer_types and full_attention_interval: when they agree the
+    # interval is read (no warning); when they do not, the list is followed and the
+    # interval named in a warning.
+    config = json.loads((ROOT / "tests" / "data" / "hf" / "llama-3.1-8b.json").read_text())
+    types = ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 8
+    config.update(model_type="qwen3_5_text", layer_types=types, full_attention_interval=4,
+                  linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
+                  linear_value_head_dim=128, linear_conv_kernel_dim=4)
+    out = map_hf_config(config)
+    assert out["layer_pattern"] == "3*linear,full"
+    assert not [w for w in recwarn if "full_attention_interval" in str(w.message)]
+    with pytest.warns(UserWarning, match="full_attention_interval = 2 shapes the network"):
+        map_hf_config({**config, "full_attention_interval": 2})
+
+
 def test_an_unread_shaping_key_is_a_warning_naming_it(write_scenario):
     config = json.loads((ROOT / "tests" / "data" / "hf" / "llama-3.1-8b.json").read_text())
     config["attn_layer_indices"] = [3, 7]          # Bamba's key: no reader uses it here

@@ -125,7 +125,31 @@ REFUSED = {
     "rwkv": "RWKV's time-mixing layers are not among the mixers modelled",
     "xlstm": "xLSTM's recurrent blocks are not among the mixers modelled",
     "lfm2": "LFM2's short-convolution blocks are not among the mixers modelled",
+    "deepseek_v4": "DeepSeek-V4 compresses each layer's cache by its own ratio beside a sliding "
+                   "window (compress_ratios, sliding_window) and splits the residual stream "
+                   "into several (hc_mult): neither is among the layers modelled, and read as "
+                   "plain windowed attention its cache would be a small fraction of the real one",
+    "kimi_linear": "Kimi Linear's Kimi Delta Attention layers (linear_attn_config) and its "
+                   "attention-residual blocks (attn_res_block_size) are not among the mixers "
+                   "modelled",
+    "minimax_m3": "MiniMax-M3's block-sparse attention (sparse_attention_config: an index over "
+                  "128-token blocks picks the blocks each query attends) is not among the "
+                  "mixers modelled",
+    "mimo_v2_flash": "MiMo-V2-Flash's sliding-window layers have heads and key/value heads of "
+                     "their own (swa_num_attention_heads, swa_num_key_value_heads), which one "
+                     "attention shape per model cannot express",
+    "gemma4_text": "Gemma 4's global layers have a head width and key/value heads of their own "
+                   "(global_head_dim, num_global_key_value_heads) and use their keys as values "
+                   "(attention_k_eq_v), which one attention shape per model cannot express",
 }
+REFUSED["gemma4"] = REFUSED["gemma4_text"]
+REFUSED["kimi_k3"] = REFUSED["kimi_linear"]
+#: Architectures refused whatever model_type a checkpoint writes beside them (a
+#: re-quantised DeepSeek-V4 names itself "deepseek_ref"), by the model_type they are.
+REFUSED_ARCHITECTURES = {"DeepseekV4ForCausalLM": "deepseek_v4",
+                         "KimiLinearForCausalLM": "kimi_linear",
+                         "MiniMaxM3ForCausalLM": "minimax_m3",
+                         "MiMoV2FlashForCausalLM": "mimo_v2_flash"}
 
 #: Keys that shape the network in some family: present, meaningful and unread, each is a
 #: warning naming it (the layers it describes are then counted some other way).
@@ -152,7 +176,17 @@ def unread_keys(config: TrackedConfig) -> list[str]:
                   and not any(dict.__getitem__(config, key) == n for n in _NEUTRAL))
 
 
-def refuse(model_type: str | None, path) -> None:
+def refuse(model_type: str | None, path, architectures: Any = None) -> None:
+    if model_type not in REFUSED and isinstance(architectures, list):
+        named = [REFUSED_ARCHITECTURES[a] for a in architectures
+                 if isinstance(a, str) and a in REFUSED_ARCHITECTURES]
+        if named:
+            raise HFConfigError(f"architecture {architectures[0]!r} (model_type {model_type!r}) "
+                                f"is not a family infermodel can read: {REFUSED[named[0]]}",
+                                path=path, key="architectures",
+                                expected="a decoder whose layers are attention, linear "
+                                         "attention, Mamba or none, each with a dense, MoE or "
+                                         "no feed-forward block")
     if model_type in REFUSED:
         raise HFConfigError(f"model_type {model_type!r} is not a family infermodel can read: "
                             f"{REFUSED[model_type]}", path=path, key="model_type",

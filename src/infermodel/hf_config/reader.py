@@ -232,7 +232,7 @@ def _map(config: Mapping[str, Any], path) -> tuple[dict[str, Any], list[str]]:
         model_type = _TEXT_TYPES.get(outer["model_type"], outer["model_type"])
     if model_type is not None:
         model_type = "gemma3_text" if model_type == "gemma3" else _TEXT_TYPES.get(model_type, model_type)
-    refuse(model_type, path)
+    refuse(model_type, path, config.get("architectures", outer.get("architectures")))
     defaults = MODEL_TYPE_DEFAULTS.get(model_type or "", {})
     config = {**defaults, **{k: v for k, v in config.items() if v is not None or k not in defaults}}
     config = TrackedConfig({**config, **apply_overrides(config, model_type, path)})
@@ -482,6 +482,7 @@ def _layer_kinds(config: Mapping[str, Any], model_type: str | None, out: dict[st
         kinds = [table[t] for t in _pattern_from_list(types, "layer_types", layers, path)]
         if "mamba2" in kinds:
             mamba_from_layer_types(config, out, path)
+        _agrees_with_interval(config, kinds)
         return kinds
     if model_type == "qwen3_next":
         interval = _period(config, "full_attention_interval", layers, path)
@@ -502,6 +503,19 @@ def _layer_kinds(config: Mapping[str, Any], model_type: str | None, out: dict[st
     if config.get("sliding_window") and config.get("use_sliding_window", True) is not False:
         return ["sliding"]
     return None
+
+
+def _agrees_with_interval(config: Mapping[str, Any], kinds: list[str]) -> None:
+    """Read ``full_attention_interval`` beside ``layer_types`` (Qwen3.5 writes both) when
+    it says what they say, every Nth layer full; one that disagrees is left unread, and
+    so a warning that the layer list was followed.
+    """
+    interval = dict.get(config, "full_attention_interval") if isinstance(config, dict) else None
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+        return
+    said = ["full" if (i + 1) % interval == 0 else "other" for i in range(len(kinds))]
+    if said == ["full" if k == "full" else "other" for k in kinds]:
+        config.get("full_attention_interval")
 
 
 def _layer_pattern(config: Mapping[str, Any], model_type: str | None, out: dict[str, Any], path,
