@@ -117,6 +117,11 @@ def _ffn_fields(model) -> None:
           "expert_d_ff)", minimum=1, default=None, quantity="shared_expert_d_ff")
     model("expert_bias", "bool", "experts' projections and the router have biases (gpt-oss)",
           default=False)
+    model("moe_latent_size", "int", "width the routed experts read and write (a latent mixture "
+          "of experts, Nemotron 3 Super and Ultra): each mixture-of-experts layer projects a "
+          "token down to it before its experts and back up after them (two d × l matrices); "
+          "the router and the shared experts keep the model width (unset: the model width)",
+          minimum=1, default=None, quantity="moe_latent_size")
     model("score_correction_bias", "bool", "each MoE router adds one fp32 bias per expert to "
           "its scores (DeepSeek-V3's e_score_correction_bias, topk_method noaux_tc)",
           default=False)
@@ -238,7 +243,7 @@ def _check_moe(scenario, report) -> None:
     value = scenario.value
     experts = value("model.experts")
     if experts <= 1:
-        for name in ("dense_layers", "shared_expert_d_ff"):
+        for name in ("dense_layers", "shared_expert_d_ff", "moe_latent_size"):
             if scenario.given(f"model.{name}") and value(f"model.{name}") not in (None, 0):
                 report(f"model.{name}", f"{name} describes a mixture of experts, but model.experts = 1",
                        expected="model.experts > 1, or no such key")

@@ -74,6 +74,15 @@ def collective_kernels(scenario, lay, tokens, counts, wire=None, hops=None):
     local = mixers + (dense if lay.dense == "replicated" else 0) + (moe if lay.a2a else 0)
     gathered = (dense if lay.dense == "split" else 0) + (0 if lay.a2a else moe)
     width = S.d_model
+    # The experts' tokens at their own width: a latent mixture of experts gathers, reduces
+    # and dispatches its tokens projected down (moe_latent_size), the rest at the model's.
+    latent = scenario.value("model.moe_latent_size") is not None
+    routed_width = S.moe_latent_size if latent else width
+    parts = [(gathered, width)]
+    if latent:
+        parts = [(calls, w) for calls, w in ((dense if lay.dense == "split" else 0, width),
+                                             (0 if lay.a2a else moe, routed_width))
+                 if not (isinstance(calls, int) and calls == 0)] or parts
     T, G, X = S.kernel_tensor_degree, S.kernel_stage_cards, S.kernel_expert_degree
     out: dict[str, tuple[Kernel, ...]] = {}
     reduce = list(all_reduce(tokens * width, T, local)) if lay.tensor > 1 else []
@@ -85,19 +94,21 @@ def collective_kernels(scenario, lay, tokens, counts, wire=None, hops=None):
     out["all_reduce"] = tuple(reduce)
     if lay.data > 1:
         out["attention_gather"] = tuple(
-            Kernel(family, {"elements": tokens * width, "gpus": G}, calls=gathered, label=label,
+            Kernel(family, {"elements": tokens * w, "gpus": G}, calls=calls, label=label,
                    group="routed")
+            for calls, w in parts
             for family, label in (("nccl_all_gather", "gather"), ("nccl_reduce_scatter", "scatter")))
     else:
         # One attention rank (D = 1, G = T): every card already holds every token after the
         # attention's all-reduce, so nothing is gathered; the layer's partial outputs (each
         # card's experts, or its slice of a split layer) are summed by one all-reduce over
         # the G cards, as the engines run tensor-parallel attention with expert parallelism.
-        out["attention_gather"] = all_reduce(tokens * width, G, gathered,
-                                             "all_reduce of the experts' outputs (no gather: "
-                                             "one attention rank)", "routed")
+        out["attention_gather"] = tuple(
+            k for calls, w in parts
+            for k in all_reduce(tokens * w, G, calls, "all_reduce of the experts' outputs (no "
+                                "gather: one attention rank)", "routed"))
     if lay.a2a:
-        shape = {"tokens": tokens / T, "hidden": width, "topk": S.active_experts,
+        shape = {"tokens": tokens / T, "hidden": routed_width, "topk": S.active_experts,
                  "experts": S.experts, "ep": X}
         # TensorRT-LLM's NVLink all-to-all is one-sided, or two-sided after a prepare
         # step (alternatives; the other engines' tables serve the first).
@@ -108,7 +119,7 @@ def collective_kernels(scenario, lay, tokens, counts, wire=None, hops=None):
             Kernel("prepare", shape, calls=moe, label="prepare", option="two-sided"))
         combine = [Kernel("combine", shape, calls=moe, label="combine")]
         if lay.stage_cards > lay.expert:
-            combine += all_reduce(tokens * S.active_experts / X * width, G / X, moe,
+            combine += all_reduce(tokens * S.active_experts / X * routed_width, G / X, moe,
                                   "expert rank all_reduce", "routed")
         out["expert_combine"] = tuple(combine)
     return out

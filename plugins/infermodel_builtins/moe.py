@@ -45,7 +45,7 @@ from infermodel.plugin import S, Stage, hookimpl
 
 from . import M10
 from .formats import choice_type
-from .shapes import expert_params, ffn_block, moe_layer_count
+from .shapes import expert_block, expert_params, moe_layer_count
 
 MOE = f"{M10}, mixture-of-experts paragraph ('Other proposals and smaller models')"
 EP = ("DeepSeek-V3 (arXiv:2412.19437) §3.4 'Inference and Deployment' (expert parallelism "
@@ -141,8 +141,10 @@ def infermodel_define_quantities(scenario, define):
            "active": "the active experts only (routing = \"active\")",
            "all": "every expert (routing = \"all\")"}[routing]
     per_param, why = _bytes_per_expert_param(scenario)
-    define("expert_params", ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff), unit="param",
-           description="weights of one routed expert's matrices in one layer", reference=MOE)
+    define("expert_params", expert_block(scenario), unit="param",
+           description="weights of one routed expert's matrices in one layer"
+           + (" (at the latent width moe_latent_size)"
+              if scenario.value("model.moe_latent_size") is not None else ""), reference=MOE)
     if scenario.value("model.expert_bias"):
         define("expert_params_with_biases", expert_params(scenario), unit="param",
                description="weights of one routed expert in one layer, its biases included",

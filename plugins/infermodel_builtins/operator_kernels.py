@@ -47,7 +47,7 @@ from infermodel.plugin import Kernel, S
 from .engines import ENGINES
 from .latent_kernels import latent_kernels
 from .parallelism import degrees
-from .shapes import STATE_KINDS, moe_layer_count, structure
+from .shapes import STATE_KINDS, expert_width, moe_layer_count, structure
 from .state_kernels import COUNTS, mixer_projections, recurrence
 
 #: Window argument of a full-attention layer (the tables write 0; see infermodel.kernels).
@@ -181,11 +181,19 @@ def _ffn(scenario, tokens, phase=""):
     if moe_layers:
         shared = bool(scenario.value("model.shared_experts"))
         overlap = _shared_stream(scenario, phase, tokens) if shared else {}
-        kernels.append(Kernel("moe", {"tokens": tokens, "hidden": S.d_model, "inter": S.expert_d_ff,
-                                      "topk": S.active_experts, "experts": S.experts, "tp": 1,
-                                      "ep": 1},
+        kernels.append(Kernel("moe", {"tokens": tokens, "hidden": expert_width(scenario),
+                                      "inter": S.expert_d_ff, "topk": S.active_experts,
+                                      "experts": S.experts, "tp": 1, "ep": 1},
                               calls=moe_layers, split=("tp",), weights="experts", label="experts",
                               group="routed", **overlap))
+        if scenario.value("model.moe_latent_size") is not None:
+            # A latent mixture of experts: each token projected to the experts' width before
+            # them and back after, two GEMMs each card runs whole on its own tokens (the
+            # weights, 2·d·l a layer, replicated).
+            kernels += [Kernel("gemm", {"m": tokens, "n": n, "k": k}, calls=moe_layers,
+                               weights="linear", label=label)
+                        for n, k, label in ((S.moe_latent_size, S.d_model, "latent_down"),
+                                            (S.d_model, S.moe_latent_size, "latent_up"))]
         if shared:
             width = S.shared_experts * (S.shared_expert_d_ff if structure(scenario).ffn
                                         else S.expert_d_ff)

@@ -60,7 +60,7 @@ from infermodel.plugin import S, Stage, collect_operators, hookimpl
 
 from . import LAB, M10
 from .operator_kernels import ACTIVATION_BYTES, operator_kernels
-from .shapes import ffn_block, moe_layer_count, router_params, structure
+from .shapes import expert_block, moe_layer_count, router_params, structure
 from .unevaluated import Max, Min
 
 ROOFLINE = f"{M10}, §2 arithmetic intensity and the roofline; {LAB}, 'Two costs for one answer'"
@@ -131,11 +131,10 @@ def _weights(scenario, phase):
     if phase == "decode" and _moe(scenario):
         # Routed experts as the batch's tokens read them (the MoE lever's expectation).
         ffn = S.layers * (S.experts_read_per_layer + S.shared_experts) \
-            * ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff)
+            * expert_block(scenario)
         if structure(scenario).ffn:   # dense layers beside the MoE ones
             ffn = S.params_ffn_active - router + moe_layer_count(scenario) * (
-                S.experts_read_per_layer - S.active_experts) * ffn_block(S.ffn_matrices, S.d_model,
-                                                                          S.expert_d_ff)
+                S.experts_read_per_layer - S.active_experts) * expert_block(scenario)
     elif _moe(scenario):
         ffn = S.params_ffn - router  # a prompt's tokens reach every expert
     else:

@@ -95,7 +95,7 @@ from .efficiency_parameters import (
     optional_value,
 )
 from .engines import ENGINES, scenario_scheduler
-from .shapes import ffn_block, moe_layer_count, structure
+from .shapes import expert_block, moe_layer_count, structure
 from .unevaluated import Max
 
 #: Kernels of one layer's blocks and of the rest of a forward pass (see KERNELS).
@@ -393,7 +393,7 @@ def _experts(scenario, define, phase, tokens):
            description=f"rows (tokens) each routed expert read receives in {phase}: T·k / E_read",
            reference=MOE)
     if phase == "decode":
-        define("expert_flops_per_row", 2 * layers * ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff),
+        define("expert_flops_per_row", 2 * layers * expert_block(scenario),
                unit="FLOP", description="FLOPs of one token through one routed expert in every "
                                         "mixture-of-experts layer", reference=MOE)
     define(f"{phase}_flops_experts", tokens * S.active_experts * S.expert_flops_per_row,

@@ -21,7 +21,7 @@ from infermodel.plugin import S
 
 from . import M10
 from .formats import GRANULARITY, Format
-from .shapes import ffn_block, moe_layer_count, structure
+from .shapes import expert_block, moe_layer_count, structure
 
 ARTIFACT = f"{M10}, §11 'Account for the whole weight artifact'; {GRANULARITY}"
 #: Weight classes: (key in the lever table, quantity suffix, what it holds).
@@ -194,7 +194,7 @@ def define_weights(scenario, define, formats) -> None:
                            "every layer)", reference=DOWN_NOTE)
     if split:
         define("params_routed_experts",
-               moe_layer_count(scenario) * S.experts * ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff),
+               moe_layer_count(scenario) * S.experts * expert_block(scenario),
                unit="param", description="weights of the routed experts' matrices (biases excluded)",
                reference=ARTIFACT)
     for key, suffix, what in _classes(formats):

@@ -170,7 +170,7 @@ def ffn_params(scenario):
     widths (``dense_ffn_width_sum``), projection blocks are d×d and ``none`` blocks
     weigh nothing.
     """
-    from .rows import expert_params, router_per_layer
+    from .rows import expert_params, latent_projections, router_per_layer
 
     st = structure(scenario)
     if not st.ffn:
@@ -178,7 +178,7 @@ def ffn_params(scenario):
     expert = expert_params(scenario)
     shared = S.shared_experts * ffn_block(S.ffn_matrices, S.d_model, S.shared_expert_d_ff)
     moe = scenario.value("model.experts") > 1
-    router = router_per_layer(scenario) if moe else 0
+    router = router_per_layer(scenario) + latent_projections(scenario) if moe else 0
     routed_all = S.experts * expert if moe else expert
     routed_active = S.active_experts * expert if moe else expert
     if st.explicit_ffn:

@@ -66,11 +66,32 @@ def row_label(row: Row, st: Structure) -> str:
     return f"{mixer} + {ffn}"
 
 
+def expert_width(scenario):
+    """The width a routed expert reads and writes: the model's, or the latent width of a
+    latent mixture of experts (``moe_latent_size``).
+    """
+    return S.moe_latent_size if scenario.value("model.moe_latent_size") is not None else S.d_model
+
+
+def expert_block(scenario):
+    """Weights of one routed expert's matrices in one layer, m·w·f (w: :func:`expert_width`)."""
+    return ffn_block(S.ffn_matrices, expert_width(scenario), S.expert_d_ff)
+
+
+def latent_projections(scenario):
+    """Weights of one MoE layer's projections into and out of the experts' latent width,
+    2·d·l (0 without one): NVIDIA's LatentMoE, fc1_latent_proj and fc2_latent_proj.
+    """
+    if scenario.value("model.moe_latent_size") is None:
+        return 0
+    return 2 * S.d_model * S.moe_latent_size
+
+
 def expert_params(scenario):
     """Weights of one routed expert in one layer, its biases included (gpt-oss)."""
-    expert = ffn_block(S.ffn_matrices, S.d_model, S.expert_d_ff)
+    expert = expert_block(scenario)
     if scenario.value("model.expert_bias"):
-        expert += (S.ffn_matrices - 1) * S.expert_d_ff + S.d_model
+        expert += (S.ffn_matrices - 1) * S.expert_d_ff + expert_width(scenario)
     return expert
 
 
@@ -100,7 +121,7 @@ def _ffn(scenario, st: Structure, row: Row):
         dense = ffn_block(S.ffn_matrices, S.d_model, width)
         return dense, dense
     shared = S.shared_experts * ffn_block(S.ffn_matrices, S.d_model, S.shared_expert_d_ff)
-    router = router_per_layer(scenario)
+    router = router_per_layer(scenario) + latent_projections(scenario)
     return (S.experts * expert_params(scenario) + shared + router,
             S.active_experts * expert_params(scenario) + shared + router)
 
@@ -163,4 +184,5 @@ def _experts(scenario, st: Structure, row: Row):
             S.shared_experts * ffn_block(S.ffn_matrices, S.d_model, S.shared_expert_d_ff))
 
 
-__all__ = ["FFN_LABELS", "MIXER_LABELS", "RowTerms", "expert_params", "router_per_layer", "row_label", "row_terms"]
+__all__ = ["FFN_LABELS", "MIXER_LABELS", "RowTerms", "expert_block", "expert_params", "expert_width",
+           "latent_projections", "router_per_layer", "row_label", "row_terms"]

@@ -130,7 +130,8 @@ def structure(scenario) -> Structure:
                  ("attention_bias", "attention_sinks", "attention_output_gate", "qk_norm"))
     ffn = (value("model.dense_layers") > 0 or value("model.moe_layer_period") > 1
            or value("model.shared_expert_d_ff") is not None or value("model.expert_bias")
-           or value("model.score_correction_bias") or explicit)
+           or value("model.score_correction_bias") or explicit
+           or value("model.moe_latent_size") is not None)
     rows: tuple[Row, ...] = ()
     if math.lcm(len(specs), max(1, value("model.moe_layer_period"))) <= MAX_JOINT_PERIOD:
         rows = _rows(specs, value)

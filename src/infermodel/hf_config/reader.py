@@ -238,6 +238,12 @@ def _map(config: Mapping[str, Any], path) -> tuple[dict[str, Any], list[str]]:
     config = TrackedConfig({**config, **apply_overrides(config, model_type, path)})
 
     out: dict[str, Any] = {}
+    blocks = dict.get(config, "layers_block_type") if model_type == "nemotron_h" else None
+    if (isinstance(blocks, list) and blocks
+            and not any(dict.__contains__(config, key) for key in _ALIASES["layers"])):
+        # Nemotron-H configurations that list every block may leave the count out
+        # (Nemotron 3 Ultra): the decoder has as many layers as the list has blocks.
+        dict.__setitem__(config, "num_hidden_layers", len(blocks))
     out["layers"] = _required(config, "layers", path)
     out["d_model"] = _required(config, "d_model", path)
     out["heads"] = _required(config, "heads", path)
@@ -395,6 +401,12 @@ def _experts(config: Mapping[str, Any], out: dict[str, Any], moe_width: int | No
                             key=active_key, expected=f"at most {experts}")
     out["experts"] = experts
     out["active_experts"] = active
+    latent = config.get("moe_latent_size")
+    if latent not in (None, 0):
+        # NVIDIA's latent mixture of experts (Nemotron 3 Super, Ultra): the routed experts
+        # work at this width, projected to and from the model width around them.
+        out["moe_latent_size"] = _positive_int(latent, "moe_latent_size",
+                                               "the routed experts' latent width", path)
     if moe_width is not None and moe_width != out["d_ff"]:
         out["expert_d_ff"] = moe_width
     width = out.get("expert_d_ff", out["d_ff"])
