@@ -555,3 +555,33 @@ def test_layer_wide_norms_under_data_parallel_attention_and_a_lone_tensor_rank(w
     lone = write_scenario(f'[model]\nhf_config = "{path}"\n[hardware]\npreset = "b200"\n{one}'
                           '[levers.parallelism]\ntensor = 1\n', "l.toml")
     assert infermodel.evaluate(lone)["tpot"] == pytest.approx(infermodel.evaluate(base)["tpot"], rel=1e-12)
+
+
+def test_deepseek_sparse_attention_layers_read_as_full_attention_with_the_indexer_warned():
+    # NVIDIA's GLM-5.2 and 5.3 checkpoints list every layer as "deepseek_sparse_attention":
+    # full (latent) attention with DeepSeek Sparse Attention's indexer, which the index_*
+    # keys describe and a warning sizes. Without those keys the type means nothing.
+    config = json.loads((ROOT / "tests" / "data" / "hf" / "deepseek-v3.json").read_text())
+    layers = config["num_hidden_layers"]
+    sparse = {**config, "layer_types": ["deepseek_sparse_attention"] * layers,
+              "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048}
+    with pytest.warns(UserWarning, match="DeepSeek Sparse Attention's indexer"):
+        out = map_hf_config(sparse)
+    assert out.get("layer_pattern", "full") == "full" and out["kv_lora_rank"] == 512
+    for key in ("index_n_heads", "index_head_dim", "index_topk"):
+        del sparse[key]
+    with pytest.raises(HFConfigError, match="unknown layer type.*deepseek_sparse_attention"):
+        map_hf_config(sparse)
+
+
+def test_modules_left_out_of_the_quantization_that_match_no_group_are_one_note():
+    from infermodel.hf_config.quantization import unquantized_groups
+
+    notes: list[str] = []
+    names = [f"model.layers.{i}.mlp.shared_experts*" for i in range(40)]
+    assert unquantized_groups({"ignore": [*names, "model.layers.3.self_attn*"]}, "c.json", notes,
+                              layers=61) == "attention"
+    assert notes == ["c.json: 40 modules 'model.layers.0.mlp.shared_experts*', 'model.layers.1.mlp."
+                     "shared_experts*', 'model.layers.2.mlp.shared_experts*' and 37 more are left "
+                     "out of the quantization but match no parameter group; counted in the "
+                     "checkpoint's format"]

@@ -68,6 +68,7 @@ def unquantized_groups(qc: Mapping[str, Any], where: str, notes: list[str],
     past the model's ``layers`` (a multi-token-prediction layer, which is not counted).
     """
     groups: set[str] = set()
+    unmatched: list[str] = []
     for name in _excluded_names(qc):
         lower = name.lower()
         index = re.search(r"layers\.(\d+)", lower)
@@ -76,10 +77,18 @@ def unquantized_groups(qc: Mapping[str, Any], where: str, notes: list[str],
             continue   # a multi-token-prediction layer: not counted
         found = next((group for keys, group in _EXCLUDED if any(k in lower for k in keys)), None)
         if found is None:
-            notes.append(f"{where}: module {name!r} is left out of the quantization but matches "
-                         "no parameter group; it is counted in the checkpoint's format")
+            unmatched.append(name)
         else:
             groups.add(found)
+    if unmatched:
+        # One note for all of them: a checkpoint may list one module per layer (NVIDIA's
+        # GLM-5.2 keeps 77 shared-expert and dense-layer modules in 16 bits).
+        shown = ", ".join(repr(n) for n in unmatched[:3])
+        more = f" and {len(unmatched) - 3} more" if len(unmatched) > 3 else ""
+        notes.append(f"{where}: {'module' if len(unmatched) == 1 else f'{len(unmatched)} modules'} "
+                     f"{shown}{more} {'is' if len(unmatched) == 1 else 'are'} left out of the "
+                     f"quantization but {'matches' if len(unmatched) == 1 else 'match'} no "
+                     "parameter group; counted in the checkpoint's format")
     if "indexer" in groups:
         notes.append(f"{where}: the sparse-attention indexer is left out of the quantization; "
                      "the indexer is not modelled (its weights are not counted)")

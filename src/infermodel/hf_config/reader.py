@@ -85,7 +85,7 @@ from .layers import (
     unread_keys,
 )
 from .quantization import read_quantization
-from .unmodelled import unmodelled_notes
+from .unmodelled import INDEXER_KEYS, unmodelled_notes
 
 __all__ = ["MAX_CONFIG_BYTES", "MODEL_TYPE_DEFAULTS", "HFConfigError", "HFConfigWarning",
            "map_hf_config", "read_hf_config"]
@@ -144,6 +144,10 @@ _WEIGHTLESS_QK_NORM = frozenset({"llama4", "llama4_text"})
 _LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding",
                 "chunked_attention": "chunked", "linear_attention": "linear",
                 "mamba": "mamba2", "attention": "full"}
+#: Layer types that are full attention with DeepSeek Sparse Attention's indexer (NVIDIA's
+#: GLM-5.2 and 5.3 checkpoints list every layer so): read as full attention, with the
+#: warning on the indexer (:func:`.unmodelled.sparse_indexer`) that their index_* keys give.
+_SPARSE_LAYER_TYPES = {"deepseek_sparse_attention": "full"}
 
 _ALIASES = {
     "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
@@ -487,6 +491,8 @@ def _layer_kinds(config: Mapping[str, Any], model_type: str | None, out: dict[st
     types = config.get("layer_types")
     if isinstance(types, list) and types:
         table = {**_LAYER_TYPES, "linear_attention": "lightning" if model_type in MINIMAX else "linear"}
+        if all(dict.__contains__(config, key) for key in INDEXER_KEYS):
+            table.update(_SPARSE_LAYER_TYPES)
         unknown = sorted({t for t in types if t not in table}, key=str)
         if unknown:
             raise HFConfigError(f"unknown layer type(s) {', '.join(map(repr, unknown))}", path=path,
