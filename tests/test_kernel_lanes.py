@@ -77,7 +77,7 @@ def test_a_configuration_the_default_did_not_measure_reads_the_densest_kernel():
     assert "kernel trtllm_mha" in "\n".join(found.explain(*faster[0], 8, 1, 128, FULL))
 
 
-def test_sglang_on_hopper_reads_fa3_and_tensorrt_llm_its_densest_kernel():
+def test_sglang_on_hopper_reads_fa3_and_tensorrt_llm_the_fastest_row():
     from infermodel.kernels.families import lookup
     from infermodel.kernels.lanes import default_kernel
 
@@ -98,9 +98,51 @@ def test_sglang_on_hopper_reads_fa3_and_tensorrt_llm_its_densest_kernel():
     # H200's fa3 and Triton rows measured different configurations: each reads its own.
     assert {c: k.pop() for c, k in kernels.items() if len(k) == 1} == found.lanes
     assert "fa3, the engine's default (sglang 0.5.14 on SM 90" in found.lane_rule
+    # Where the tables name no default, every cell keeps its fastest row.
     trt = lookup("b200_sxm", "trtllm", "1.3.0rc20", "context_attention", kv_dtype="fp8")
-    assert "torch_flow" in set(trt.lanes.values())
-    assert "the tables name no default kernel for trtllm" in trt.lane_rule
+    assert trt.lanes == {} and trt.lane_rule == ""
+
+
+def test_vllm_keeps_both_labels_of_its_flashinfer_back_end():
+    # vLLM 0.24.0's B200 context table times FlashInfer under two labels for one
+    # configuration: trtllmdecode for one-token prompts, trtllmprefill for longer ones.
+    # Its entry in the tables' defaults names no kernel ("default"), so every cell keeps
+    # its fastest row and the one-token cells are not dropped.
+    from infermodel.kernels.families import lookup
+
+    rows = _rows("b200_sxm", "vllm", "0.24.0", "context", num_heads=32, num_key_value_heads=8,
+                 head_dim=128, kv_cache_dtype="bfloat16", batch_size=1, window_size=0)
+    one = [r for r in rows if r["isl"] == 1]
+    assert {r["kernel_source"] for r in one} == {"vllm_flashinfer_trtllmdecode"}
+    assert {r["kernel_source"] for r in rows if r["isl"] >= 16} >= {"vllm_flashinfer_trtllmprefill"}
+    found = lookup("b200_sxm", "vllm", "0.24.0", "context_attention", kv_dtype="bfloat16")
+    assert found.lanes == {}
+    assert found.point(1, 1, 32, 8, 128, FULL) == pytest.approx(_fastest_ms(one) * 1e-3, rel=1e-12)
+    long = [r for r in rows if r["isl"] == 1024]
+    assert found.point(1, 1024, 32, 8, 128, FULL) == pytest.approx(_fastest_ms(long) * 1e-3,
+                                                                     rel=1e-12)
+
+
+def test_the_defaults_file_is_read_line_by_line_and_never_across_engines():
+    from infermodel.kernels.lanes import parse_defaults
+
+    text = """# a comment
+sglang:
+  "0.5.14":
+    # FIXME: verify
+    90: fa3
+    "100": 'triton'   # quoted
+"vllm":
+  0.24.0:
+    100: default
+other: {flow: mapping}
+  "9.9":
+    100: nope
+"""
+    assert parse_defaults(text) == {"sglang": {"0.5.14": {90: "fa3", 100: "triton"}},
+                                    "vllm": {"0.24.0": {100: "default"}}}
+    # A top-level key with a value of its own is no engine: nothing under it is read.
+    assert parse_defaults("") == {} and parse_defaults("sglang: [fa3]\n  1: x\n") == {}
 
 
 def test_the_choice_follows_the_default_then_the_most_configurations_then_the_name():

@@ -17,7 +17,7 @@ import pytest
 
 import infermodel
 from conftest import ROOT
-from infermodel.hf_config.reader import map_hf_config
+from infermodel.hf_config.reader import HFConfigError, map_hf_config
 
 CONFIG = ROOT / "tests" / "data" / "hf" / "nemotron-3-super-120b-a12b.json"
 D, L, F, E, K, SHARED, MOE_LAYERS = 4096, 1024, 2688, 512, 22, 5376, 40
@@ -102,6 +102,16 @@ activations = "fp4"
     assert "measured configuration (hidden 1024, inter 2688, topk 22, experts 512, tp 4" in text
     # The two projections: 32 × 4,096 → 1,024 and back, each card running them whole.
     assert "at m = 32, n = 1024, k = 4096" in text and "at m = 32, n = 4096, k = 1024" in text
+    # Expert parallelism under one attention rank: the layer's output is all-reduced once,
+    # after the up projection and with the shared expert's part, at the model width
+    # (TensorRT-LLM's NemotronHMOE), not at the latent width the experts work in.
+    ep = infermodel.evaluate(_scenario(write_scenario, """expert = 4
+[efficiency]
+kernels = "measured"
+engine = "sglang"
+"""))
+    gather = str(ep.quantity("decode_kernel_attention_gather_time").expression)
+    assert "d_model" in gather and "moe_latent_size" not in gather
 
 
 def test_a_nemotron_h_config_without_a_layer_count_has_as_many_layers_as_blocks():
@@ -113,5 +123,24 @@ def test_a_nemotron_h_config_without_a_layer_count_has_as_many_layers_as_blocks(
     del config["num_hidden_layers"]
     out = map_hf_config({**config, "layers_block_type": blocks})
     assert out["layers"] == 88 == len(blocks)
-    with pytest.raises(Exception, match="num_hidden_layers"):
+    with pytest.raises(HFConfigError, match="num_hidden_layers"):
         map_hf_config(config)   # neither the count nor the list: the count is asked for
+
+
+def test_the_experts_traffic_and_scales_are_at_the_latent_width(write_scenario):
+    # Expert parallelism with an all-to-all dispatch: each of the 32 tokens' 22 routes
+    # carries an l-wide vector (B·k·l·a), not a d-wide one; the projections are replicated
+    # on every card (whole in each card's weights); per-channel expert scales are one per
+    # output row of an expert, f + l (its up and down projections, ReLU² so two matrices).
+    r = infermodel.evaluate(_scenario(write_scenario, """
+expert = 4
+expert_dispatch = "all_to_all"
+communication = "all_reduce"
+dispatch_activation_bytes = 1
+[levers.quantization]
+experts = "int8"
+"""))
+    assert r["parallel_expert_dispatch_bytes"] == 32 * K * L * 1          # 720,896
+    # 16-bit block linears (the fixture states no quantization): 671,088,640 bytes.
+    assert r["parallel_latent_projection_weight_bytes"] == MOE_LAYERS * 2 * D * L * 2
+    assert r["weight_scales_experts"] == MOE_LAYERS * E * (F + L)          # 76,021,760

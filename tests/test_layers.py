@@ -369,6 +369,11 @@ def test_a_family_that_cannot_be_read_is_refused_by_name():
     ("minimax_m3", "MiniMaxM3ForCausalLM", "block-sparse attention"),
     ("mimo_v2_flash", "MiMoV2FlashForCausalLM", "swa_num_key_value_heads"),
     ("gemma4_text", "Gemma4ForCausalLM", "global_head_dim"),
+    # By architecture whatever the model_type beside it says:
+    ("minimax_m3_vl", "MiniMaxM3SparseForConditionalGeneration", "block-sparse attention"),
+    ("mimo", "MiMoV2FlashForCausalLM", "swa_num_key_value_heads"),
+    ("kimi", "KimiLinearForCausalLM", "Kimi Delta Attention"),
+    ("gemma", "Gemma4ForConditionalGeneration", "global_head_dim"),
 ])
 def test_families_the_fields_cannot_express_are_refused_not_misread(model_type, architecture,
                                                                     reason):
@@ -376,9 +381,11 @@ def test_families_the_fields_cannot_express_are_refused_not_misread(model_type, 
     # attention (a cache of 128 positions a layer), the others with an error about their
     # activation or their layer list that does not say what is missing.
     config = json.loads((ROOT / "tests" / "data" / "hf" / "llama-3.1-8b.json").read_text())
-    config.update(model_type=model_type, architectures=[architecture])
-    with pytest.raises(HFConfigError, match=f"not a family infermodel can read: .*{reason}"):
+    config.update(model_type=model_type, architectures=["LlamaForCausalLM", architecture])
+    with pytest.raises(HFConfigError, match=f"not a family infermodel can read: .*{reason}") as caught:
         map_hf_config(config)
+    if caught.value.key == "architectures":   # named by the architecture that matched
+        assert f"architecture {architecture!r}" in str(caught.value)
 
 
 def test_a_full_attention_interval_that_agrees_with_the_layer_list_is_read(recwarn):

@@ -74,8 +74,10 @@ def collective_kernels(scenario, lay, tokens, counts, wire=None, hops=None):
     local = mixers + (dense if lay.dense == "replicated" else 0) + (moe if lay.a2a else 0)
     gathered = (dense if lay.dense == "split" else 0) + (0 if lay.a2a else moe)
     width = S.d_model
-    # The experts' tokens at their own width: a latent mixture of experts gathers, reduces
+    # The experts' tokens at their own width: a latent mixture of experts gathers, scatters
     # and dispatches its tokens projected down (moe_latent_size), the rest at the model's.
+    # Under one attention rank the layer's output is all-reduced once, after the up
+    # projection and with the shared experts' part (TensorRT-LLM's NemotronHMOE): at d.
     latent = scenario.value("model.moe_latent_size") is not None
     routed_width = S.moe_latent_size if latent else width
     parts = [(gathered, width)]
@@ -103,10 +105,9 @@ def collective_kernels(scenario, lay, tokens, counts, wire=None, hops=None):
         # attention's all-reduce, so nothing is gathered; the layer's partial outputs (each
         # card's experts, or its slice of a split layer) are summed by one all-reduce over
         # the G cards, as the engines run tensor-parallel attention with expert parallelism.
-        out["attention_gather"] = tuple(
-            k for calls, w in parts
-            for k in all_reduce(tokens * w, G, calls, "all_reduce of the experts' outputs (no "
-                                "gather: one attention rank)", "routed"))
+        out["attention_gather"] = all_reduce(tokens * width, G, gathered,
+                                             "all_reduce of the experts' outputs (no gather: "
+                                             "one attention rank)", "routed")
     if lay.a2a:
         shape = {"tokens": tokens / T, "hidden": routed_width, "topk": S.active_experts,
                  "experts": S.experts, "ep": X}

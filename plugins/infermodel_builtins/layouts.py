@@ -98,6 +98,7 @@ from .layout_kernels import collective_kernels
 from .shapes import (
     QK_NORM_REDUCED_BYTES,
     ffn_block,
+    latent_projections,
     moe_layer_count,
     qk_norm_reductions,
     row_label,
@@ -206,7 +207,7 @@ def define_layout(scenario, lever, lay: Layout, define, linear_bytes) -> None:
     _weights(scenario, lay, define, linear_bytes)
     _busiest(scenario, lever, lay, define)
     _interface(scenario, lever, lay, define)
-    _traffic(lever, lay, define)
+    _traffic(scenario, lever, lay, define)
     _rows(scenario, lay, define)
 
 
@@ -240,7 +241,14 @@ def _rows(scenario, lay: Layout, define) -> None:
                                         "over the tensor cards"), reference=LAYOUT)
 
 
-def _traffic(lever, lay: Layout, define) -> None:
+def routed_width(scenario):
+    """The width of the vectors the routed experts exchange: a latent mixture of experts'
+    latent width (its tokens are projected down before the experts and up after), else d.
+    """
+    return S.moe_latent_size if scenario.value("model.moe_latent_size") is not None else S.d_model
+
+
+def _traffic(scenario, lever, lay: Layout, define) -> None:
     """Bytes the layout moves between cards per layer (whatever prices them)."""
     define("parallel_activation_bytes", lever.activation_bytes, unit="B",
            description="bytes per activation value exchanged", reference=LAYOUT)
@@ -256,10 +264,11 @@ def _traffic(lever, lay: Layout, define) -> None:
                description="bytes per activation value in the expert dispatch" +
                            (" (given)" if dispatch is not None else " (activation_bytes)"),
                reference=DEEPSEEK)
-        routed = S.batch * S.active_experts * S.d_model
+        routed = S.batch * S.active_experts * routed_width(scenario)
         define("parallel_expert_dispatch_bytes", routed * S.parallel_dispatch_activation_bytes,
                unit="B", description="bytes one MoE layer dispatches in a decode step: each "
-                                     "token to its k experts (B·k·d·a), across the ranks",
+                                     "token to its k experts (B·k·d·a; d the experts' latent "
+                                     "width where they have one), across the ranks",
                reference=DEEPSEEK)
         define("parallel_expert_combine_bytes", routed * S.parallel_activation_bytes, unit="B",
                description="bytes one MoE layer combines in a decode step (B·k·d·a)",
@@ -291,14 +300,23 @@ def _weights(scenario, lay: Layout, define, linear_bytes) -> None:
         shared, routed = S.parallel_shared_expert_weight_bytes, S.weight_bytes_routed_experts
     else:
         shared = routed = sympy.Integer(0)
+    latent = sympy.Integer(0)
+    if lay.moe and scenario.value("model.moe_latent_size") is not None:
+        define("parallel_latent_projection_weight_bytes",
+               moe_layer_count(scenario) * latent_projections(scenario) * linear_bytes, unit="B",
+               description="bytes of a latent mixture of experts' projections into and out of "
+                           "the experts' width (2·d·l a MoE layer), whole on every card",
+               reference=LAYOUT)
+        latent = S.parallel_latent_projection_weight_bytes
     define("parallel_dense_weight_bytes",
-           S.weight_bytes - S.parallel_attention_weight_bytes - S.embedding_table_bytes - shared - routed,
+           S.weight_bytes - S.parallel_attention_weight_bytes - S.embedding_table_bytes - shared - routed
+           - latent,
            unit="B", description="bytes of the other weights: dense feed-forward layers, routers, "
                                  "norms and the output head", reference=LAYOUT)
     split = lay.dense == "split"
     per_card = (S.parallel_attention_weight_bytes / T
                 + S.embedding_table_bytes / (1 if split and lay.data > 1 else T)
-                + S.parallel_dense_weight_bytes / (G if split else T))
+                + S.parallel_dense_weight_bytes / (G if split else T) + latent)
     if lay.moe:
         per_card += (S.parallel_shared_expert_weight_bytes / (T if lay.shared_local else G)
                      + S.parallel_expert_rank_share * S.weight_bytes_routed_experts / G)
@@ -320,10 +338,12 @@ def _weights(scenario, lay: Layout, define, linear_bytes) -> None:
         local += S.parallel_dense_weight_bytes
     if lay.moe and lay.shared_local:
         local += S.parallel_shared_expert_weight_bytes
-    define("parallel_replica_read_bytes", (D - 1) * local, unit="B",
+    define("parallel_replica_read_bytes", (D - 1) * local + (G - 1) * latent, unit="B",
            description="weight bytes the other D − 1 DP ranks read of their own copies each step "
                        "(attention" + ("" if split else ", dense layers") +
-                       (", shared experts" if lay.moe and lay.shared_local else "") + ")",
+                       (", shared experts" if lay.moe and lay.shared_local else "") + ")"
+                       + ("; and every card but one its own copy of the latent projections"
+                          if latent != 0 else ""),
            reference=LAYOUT)
 
 
@@ -495,12 +515,12 @@ def round_sequences(old):
 # ---------------------------------------------------------------------------------
 
 
-def ring(cards, tokens, value_bytes=None):
-    """One ring all-reduce of ``tokens`` activation vectors over ``cards`` cards:
-    2(n − 1)/n · bytes / link + 2(n − 1) · latency.
+def ring(cards, tokens, value_bytes=None, width=None):
+    """One ring all-reduce of ``tokens`` activation vectors (of ``width`` values, default
+    d) over ``cards`` cards: 2(n − 1)/n · bytes / link + 2(n − 1) · latency.
     """
     value_bytes = S.parallel_activation_bytes if value_bytes is None else value_bytes
-    size = tokens * S.d_model * value_bytes
+    size = tokens * (S.d_model if width is None else width) * value_bytes
     return (2 * (cards - 1) / cards * size / S.parallel_link_bandwidth
             + 2 * (cards - 1) * S.parallel_link_latency)
 
@@ -517,12 +537,14 @@ def dispatch_terms(scenario, lay: Layout, tokens, imbalance):
     """
     X, G = S.parallel_expert_degree, S.parallel_stage_cards
     off = (X - 1) / X
-    per_card = tokens / G * S.active_experts * S.d_model
+    latent = scenario.value("model.moe_latent_size") is not None
+    per_card = tokens / G * S.active_experts * routed_width(scenario)
     dispatch = (imbalance * per_card * off * S.parallel_dispatch_activation_bytes
                 / S.parallel_link_bandwidth + (X - 1) * S.parallel_link_latency)
     combine = (imbalance * per_card * off * S.parallel_activation_bytes
                / S.parallel_link_bandwidth + (X - 1) * S.parallel_link_latency)
-    inner = (ring(G / X, imbalance * tokens * S.active_experts / X)
+    inner = (ring(G / X, imbalance * tokens * S.active_experts / X,
+                  width=routed_width(scenario) if latent else None)
              if lay.stage_cards > lay.expert else sympy.Integer(0))
     return dispatch, combine, inner
 
@@ -544,9 +566,16 @@ def comm_parts(scenario, lay: Layout, tokens, f_dp, f_ep):
     parts = {"all_reduce": (local * ring(T, busiest) + qk_norm_comm(scenario, busiest, lay.tensor, False),
                             local * busiest * width + norms * busiest * QK_NORM_REDUCED_BYTES),
              "attention_gather": (gathered * ring(G, tokens), gathered * tokens * width)}
+    if scenario.value("model.moe_latent_size") is not None and lay.data > 1 and not lay.a2a:
+        # A latent mixture of experts gathers and scatters its tokens at the latent width.
+        dense_part = dense if lay.dense == "split" else 0
+        parts["attention_gather"] = (
+            dense_part * ring(G, tokens) + moe * ring(G, tokens, width=routed_width(scenario)),
+            (dense_part * width + moe * routed_width(scenario) * S.parallel_activation_bytes)
+            * tokens)
     if lay.a2a:
         dispatch, combine, inner = dispatch_terms(scenario, lay, tokens, f_ep)
-        routed = tokens * S.active_experts * S.d_model
+        routed = tokens * S.active_experts * routed_width(scenario)
         parts["expert_dispatch"] = (moe * dispatch, moe * routed * S.parallel_dispatch_activation_bytes)
         parts["expert_combine"] = (moe * (combine + inner), moe * routed * S.parallel_activation_bytes)
     return parts
@@ -686,14 +715,21 @@ def comm_coefficients(scenario, lay: Layout):
     group = gathered * 2 * (G - 1) / G * width + (P - 1) * width
     attention = (local * width + qk * QK_NORM_REDUCED_BYTES / link) * 2 * (T - 1) / T / D
     expert = sympy.Integer(0)
+    latent = scenario.value("model.moe_latent_size") is not None
+    if latent and lay.data > 1 and not lay.a2a:
+        # The MoE layers' gather and scatter at the latent width (see comm_parts).
+        dense_part = dense if lay.dense == "split" else 0
+        group = (dense_part * width + moe * routed_width(scenario) * S.parallel_activation_bytes
+                 / link) * 2 * (G - 1) / G + (P - 1) * width
     if lay.a2a:
         fixed += moe * 2 * (X - 1) * lat
-        expert = moe * S.active_experts * S.d_model * (X - 1) / X / G * (
+        expert = moe * S.active_experts * routed_width(scenario) * (X - 1) / X / G * (
             S.parallel_dispatch_activation_bytes + S.parallel_activation_bytes) / link
         if lay.stage_cards > lay.expert:
             inner = G / X
             fixed += moe * 2 * (inner - 1) * lat
-            expert += moe * 2 * (inner - 1) / inner * S.active_experts / X * width
+            expert += moe * 2 * (inner - 1) / inner * S.active_experts / X * (
+                routed_width(scenario) * S.parallel_activation_bytes / link if latent else width)
     return fixed, group, attention, expert
 
 

@@ -84,6 +84,8 @@ def _class_tensors(scenario, key, split=False, router=False, down=False):
     if key == "linear":
         gate = 1 if value("model.experts") > 1 and not router else 0
         tensors = S.layers * (4 + (S.experts + S.shared_experts) * S.ffn_matrices + gate)
+        if value("model.moe_latent_size") is not None:
+            tensors += 2 * moe_layer_count(scenario)   # the latent down and up projections
         return tensors - _routed(scenario) * S.ffn_matrices if split else tensors
     if key == "embedding":
         return sympy.Integer(1 if value("model.tied_embeddings") else 2)
@@ -97,13 +99,20 @@ def _class_rows(scenario, key, split=False, router=False, down=False):
         return S.layers * (S.query_width + 2 * S.kv_heads * S.head_dim + S.d_model
                            + (S.ffn_matrices - 1) * S.d_ff)
     per_expert = (S.ffn_matrices - 1) * S.expert_d_ff + S.d_model
+    # A latent mixture of experts' routed experts write l-wide rows (their down
+    # projection), its two projections l + d rows in every MoE layer.
+    latent = scenario.value("model.moe_latent_size") is not None
+    routed = (S.ffn_matrices - 1) * S.expert_d_ff + S.moe_latent_size if latent else per_expert
     if key == "experts":
-        return _routed(scenario) * per_expert
+        return _routed(scenario) * routed
     if key == "linear":
         gate = S.experts if scenario.value("model.experts") > 1 and not router else 0
-        rows = S.layers * (S.query_width + 2 * S.kv_heads * S.head_dim + S.d_model
-                           + (S.experts + S.shared_experts) * per_expert + gate)
-        return rows - _routed(scenario) * per_expert if split else rows
+        experts = (S.experts * routed + S.shared_experts * per_expert if latent
+                   else (S.experts + S.shared_experts) * per_expert)
+        rows = S.layers * (S.query_width + 2 * S.kv_heads * S.head_dim + S.d_model + experts + gate)
+        if latent:
+            rows += moe_layer_count(scenario) * (S.moe_latent_size + S.d_model)
+        return rows - _routed(scenario) * routed if split else rows
     if key == "embedding":
         return (S.params_embedding + S.params_head) / S.d_model
     return 2 * S.layers + 1

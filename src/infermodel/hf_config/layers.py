@@ -144,12 +144,16 @@ REFUSED = {
 }
 REFUSED["gemma4"] = REFUSED["gemma4_text"]
 REFUSED["kimi_k3"] = REFUSED["kimi_linear"]
+REFUSED["minimax_m3_vl"] = REFUSED["minimax_m3"]
 #: Architectures refused whatever model_type a checkpoint writes beside them (a
 #: re-quantised DeepSeek-V4 names itself "deepseek_ref"), by the model_type they are.
 REFUSED_ARCHITECTURES = {"DeepseekV4ForCausalLM": "deepseek_v4",
                          "KimiLinearForCausalLM": "kimi_linear",
                          "MiniMaxM3ForCausalLM": "minimax_m3",
-                         "MiMoV2FlashForCausalLM": "mimo_v2_flash"}
+                         "MiniMaxM3SparseForConditionalGeneration": "minimax_m3",
+                         "MiMoV2FlashForCausalLM": "mimo_v2_flash",
+                         "Gemma4ForConditionalGeneration": "gemma4_text",
+                         "Gemma4ForCausalLM": "gemma4_text"}
 
 #: Keys that shape the network in some family: present, meaningful and unread, each is a
 #: warning naming it (the layers it describes are then counted some other way).
@@ -178,11 +182,11 @@ def unread_keys(config: TrackedConfig) -> list[str]:
 
 def refuse(model_type: str | None, path, architectures: Any = None) -> None:
     if model_type not in REFUSED and isinstance(architectures, list):
-        named = [REFUSED_ARCHITECTURES[a] for a in architectures
-                 if isinstance(a, str) and a in REFUSED_ARCHITECTURES]
+        named = [a for a in architectures if isinstance(a, str) and a in REFUSED_ARCHITECTURES]
         if named:
-            raise HFConfigError(f"architecture {architectures[0]!r} (model_type {model_type!r}) "
-                                f"is not a family infermodel can read: {REFUSED[named[0]]}",
+            raise HFConfigError(f"architecture {named[0]!r} (model_type {model_type!r}) is not a "
+                                f"family infermodel can read: "
+                                f"{REFUSED[REFUSED_ARCHITECTURES[named[0]]]}",
                                 path=path, key="architectures",
                                 expected="a decoder whose layers are attention, linear "
                                          "attention, Mamba or none, each with a dense, MoE or "

@@ -152,28 +152,27 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
 
 def _lanes(spec: Family, named: dict[str, np.ndarray], system: str, engine: str,
            version: str) -> tuple[dict[tuple[float, ...], str], str]:
-    """Keep, per configuration, the rows of the kernel the engine runs (:mod:`.lanes`),
-    where the table timed several; (configuration -> kernel, the rule as a derivation
-    states it). Tables of one kernel per configuration are left as they are.
+    """Where the tables name the engine's default attention kernel for the table's release
+    and card (:mod:`.lanes`) and the table timed it, keep per configuration the rows of
+    that kernel, else of the one that measured the most configurations; (configuration ->
+    kernel, the rule as a derivation states it). Tables the rule does not reach are left as
+    they are (the fastest row of each cell).
     """
     if spec.name not in LANED or len(set(named["kernel_source"].tolist())) < 2:
         return {}, ""
     default, entry = default_kernel(system, engine, version)
+    if default is None or default not in set(named["kernel_source"].tolist()):
+        return {}, ""
     configs = (np.stack([named[a] for a in spec.configs], axis=1) if spec.configs
                else np.zeros((len(named["latency"]), 0)))
     keep, picked, order = choose(configs, named["kernel_source"], default)
     for key in list(named):
         named[key] = named[key][keep]
     rest = [k for k in order if k != default]
-    if default in order:
-        rule = (f"per configuration {default}, the engine's default ({entry}, the tables' "
-                f"attention_lane_defaults.yaml), where it measured it, else "
-                + ", ".join(rest) + " in that order")
-    else:
-        why = (f"the engine's default, {default} ({entry}), is not among them" if default
-               else f"the tables name no default kernel for {engine} {version} on this card")
-        rule = ("per configuration the first of " + ", ".join(order) + " that measured it "
-                f"(the most configurations first; {why})")
+    rule = (f"per configuration {default}, the engine's default ({entry}, the tables' "
+            "attention_lane_defaults.yaml), where it measured it, else "
+            + (", ".join(rest) + " in that order (the most configurations first)" if rest
+               else "nothing"))
     return picked, rule
 
 

@@ -9,20 +9,27 @@ kernel the same table holds takes 0.25 ms. Taking the fastest row of each cell w
 price the engine with a kernel it did not run.
 
 The tables state the engine's default in ``attention_lane_defaults.yaml`` beside them:
-the kernel per engine, release and SM version (the highest release listed at or below
-the table's own applies; ``default`` names no kernel). A configuration reads:
+the kernel per engine, release and SM version (``default`` names no kernel). The entry
+read is that of the highest release listed at or below the table's own: the default of
+the release whose rows are read (a scenario of an earlier engine release reads a later
+release's tables where they are the oldest that hold the kernel, and that release's
+default with them; the package's own estimator keys the entry on the release asked for
+and names none below the first entry). Where the entry names a kernel the table timed,
+a configuration reads:
 
-1. the named default's rows, where that kernel measured the configuration;
+1. that kernel's rows, where it measured the configuration;
 2. else the rows of the kernel that measured the most configurations of the table
-   (then the most rows, then by name): the engine's general path, not a special case;
+   (then the most rows, then by name), as the estimator ranks its other kernels;
 
 and within the chosen kernel the fastest row of each cell (repeats of one measurement).
-This is the precedence the package's own estimator walks (its ``attention_lanes``
-module: the pinned default, then the densest lanes). Only the attention families read
-it (:data:`LANED`); a table with one kernel per configuration is unchanged.
+Where no entry names one (TensorRT-LLM; vLLM, whose entries say ``default``; releases
+below the first entry) a table's cells keep their fastest row, as before: vLLM's B200
+tables hold its FlashInfer back-end under two labels, one measuring single-token
+prompts and the other longer ones, and choosing one of them would drop the other's
+cells. Only the attention families read it (:data:`LANED`).
 
 The file is read with line patterns (three levels of keys, no YAML library needed); a
-file that is absent or unreadable names no default, and rule 2 decides.
+file that is absent or that this reader does not understand names no default.
 """
 
 from __future__ import annotations
@@ -42,9 +49,9 @@ DEFAULTS_FILE = "attention_lane_defaults.yaml"
 #: A default that names no kernel.
 NO_KERNEL = "default"
 
-_ENGINE = re.compile(r"^([A-Za-z0-9_.-]+):\s*(?:#.*)?$")
+_ENGINE = re.compile(r"^[\"']?([A-Za-z0-9_.-]+)[\"']?:\s*(?:#.*)?$")
 _RELEASE = re.compile(r"^\s+[\"']?([^\"':#]+)[\"']?:\s*(?:#.*)?$")
-_ENTRY = re.compile(r"^\s+(\d+):\s*[\"']?([A-Za-z0-9_.-]+)[\"']?\s*(?:#.*)?$")
+_ENTRY = re.compile(r"^\s+[\"']?(\d+)[\"']?:\s*[\"']?([A-Za-z0-9_.-]+)[\"']?\s*(?:#.*)?$")
 
 
 @functools.cache
@@ -55,16 +62,29 @@ def defaults() -> Mapping[str, Mapping[str, Mapping[int, str]]]:
     path = root() / DEFAULTS_FILE
     if not path.is_file():
         return {}
+    return parse_defaults(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def parse_defaults(text: str) -> dict[str, dict[str, dict[int, str]]]:
+    r"""engine -> release -> SM version -> kernel from the file's text (see :func:`defaults`).
+
+    >>> parse_defaults('sglang:\n  "0.5.14":\n    100: triton  # SM 100\n')
+    {'sglang': {'0.5.14': {100: 'triton'}}}
+    """
     out: dict[str, dict[str, dict[int, str]]] = {}
     engine: str | None = None
     release: str | None = None
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in text.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        top = _ENGINE.match(line)
-        if top:
-            engine, release = top.group(1), None
-            out.setdefault(engine, {})
+        if not line[0].isspace():
+            # A top-level key starts an engine; any other top-level line ends the last one,
+            # so that nothing after it is read into that engine.
+            top = _ENGINE.match(line)
+            engine = top.group(1) if top else None
+            release = None
+            if engine is not None:
+                out.setdefault(engine, {})
             continue
         entry = _ENTRY.match(line)
         if entry and engine is not None and release is not None:
@@ -74,6 +94,8 @@ def defaults() -> Mapping[str, Mapping[str, Mapping[int, str]]]:
         if named and engine is not None:
             release = named.group(1).strip()
             out[engine].setdefault(release, {})
+        elif engine is not None:
+            release = None   # a line this reader does not understand: no entries under it
     return out
 
 
@@ -125,4 +147,5 @@ def choose(configs: np.ndarray, sources: np.ndarray, default: str | None
     return keep, picked, tuple(order)
 
 
-__all__ = ["DEFAULTS_FILE", "LANED", "NO_KERNEL", "choose", "default_kernel", "defaults"]
+__all__ = ["DEFAULTS_FILE", "LANED", "NO_KERNEL", "choose", "default_kernel", "defaults",
+           "parse_defaults"]
