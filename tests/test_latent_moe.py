@@ -144,3 +144,37 @@ experts = "int8"
     # 16-bit block linears (the fixture states no quantization): 671,088,640 bytes.
     assert r["parallel_latent_projection_weight_bytes"] == MOE_LAYERS * 2 * D * L * 2
     assert r["weight_scales_experts"] == MOE_LAYERS * E * (F + L)          # 76,021,760
+
+
+def test_under_data_parallel_attention_only_the_moe_layers_gather_and_at_the_latent_width(
+        write_scenario):
+    # Four attention ranks of one card each over four expert ranks, dense weights split
+    # over the stage: Super's 48 layers without a feed-forward block (40 Mamba-2, 8
+    # attention) reduce within their rank (one card: nothing), and only its 40 MoE layers
+    # gather and scatter the 32 tokens, l wide:
+    # 40 rings over 4 cards of 32 × 1,024 16-bit values. (Every layer that is not a MoE
+    # layer had been counted a dense feed-forward layer, gathered at d.)
+    r = infermodel.evaluate(_dp_scenario(write_scenario))
+    link, latency = r["parallel_link_bandwidth"], r["parallel_link_latency"]
+    ring = 2 * 3 / 4 * 32 * L * 2 / link + 2 * 3 * latency
+    assert r["parallel_decode_comm_time"] == pytest.approx(MOE_LAYERS * ring, rel=1e-12)
+
+
+def _dp_scenario(write_scenario) -> str:
+    return write_scenario(f"""
+[model]
+hf_config = "{CONFIG}"
+[hardware]
+preset = "b200"
+count = 4
+[workload]
+batch = 32
+prompt_tokens = 4096
+output_tokens = 1024
+[levers.parallelism]
+tensor = 1
+attention_data = 4
+expert = 4
+dense_weights = "split"
+communication = "all_reduce"
+""")

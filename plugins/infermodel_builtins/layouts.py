@@ -526,8 +526,20 @@ def ring(cards, tokens, value_bytes=None, width=None):
 
 
 def layer_counts(scenario, lay: Layout):
-    """(mixer reductions, dense feed-forward layers, MoE layers) per forward pass."""
+    """(mixer reductions, dense feed-forward layers, MoE layers) per forward pass.
+
+    Where the layer pattern names every layer's feed-forward block (Nemotron-H: each layer
+    a mixer or a feed-forward block), the dense ones are those it names dense or a
+    projection, and every other reduction is a mixer's; else every layer that is not a
+    mixture of experts has a dense block.
+    """
     moe = moe_layer_count(scenario) if lay.moe else sympy.Integer(0)
+    st = structure(scenario)
+    if st.explicit_ffn:
+        dense = st.ffn_count("dense") + st.ffn_count("projection")
+        if not lay.moe:
+            dense += st.ffn_count("moe")
+        return tensor_parallel_reductions(scenario) - dense - moe, sympy.Integer(dense), moe
     return tensor_parallel_reductions(scenario) - S.layers, S.layers - moe, moe
 
 
