@@ -146,21 +146,22 @@ experts = "int8"
     assert r["weight_scales_experts"] == MOE_LAYERS * E * (F + L)          # 76,021,760
 
 
-def test_under_data_parallel_attention_only_the_moe_layers_gather_and_at_the_latent_width(
-        write_scenario):
-    # Four attention ranks of one card each over four expert ranks, dense weights split
-    # over the stage: Super's 48 layers without a feed-forward block (40 Mamba-2, 8
-    # attention) reduce within their rank (one card: nothing), and only its 40 MoE layers
-    # gather and scatter the 32 tokens, l wide:
-    # 40 rings over 4 cards of 32 × 1,024 16-bit values. (Every layer that is not a MoE
-    # layer had been counted a dense feed-forward layer, gathered at d.)
-    r = infermodel.evaluate(_dp_scenario(write_scenario))
-    link, latency = r["parallel_link_bandwidth"], r["parallel_link_latency"]
-    ring = 2 * 3 / 4 * 32 * L * 2 / link + 2 * 3 * latency
-    assert r["parallel_decode_comm_time"] == pytest.approx(MOE_LAYERS * ring, rel=1e-12)
+def test_under_data_parallel_attention_only_the_moe_layers_gather(write_scenario):
+    # Four attention ranks of one card each over four expert ranks: Super's 48 layers
+    # without a feed-forward block (40 Mamba-2, 8 attention) reduce within their rank (one
+    # card: nothing), and only its 40 MoE layers gather and scatter the 32 tokens (every
+    # layer that is not a MoE layer had been counted a dense feed-forward layer and
+    # gathered too). With the dense and shared-expert weights split over the stage the
+    # shared expert needs every token at d; with them on each rank (replicated), the
+    # routed experts' tokens alone travel, at l.
+    for dense, width in (("split", D), ("replicated", L)):
+        r = infermodel.evaluate(_dp_scenario(write_scenario, dense))
+        link, latency = r["parallel_link_bandwidth"], r["parallel_link_latency"]
+        ring = 2 * 3 / 4 * 32 * width * 2 / link + 2 * 3 * latency
+        assert r["parallel_decode_comm_time"] == pytest.approx(MOE_LAYERS * ring, rel=1e-12), dense
 
 
-def _dp_scenario(write_scenario) -> str:
+def _dp_scenario(write_scenario, dense: str) -> str:
     return write_scenario(f"""
 [model]
 hf_config = "{CONFIG}"
@@ -175,6 +176,19 @@ output_tokens = 1024
 tensor = 1
 attention_data = 4
 expert = 4
-dense_weights = "split"
+dense_weights = "{dense}"
 communication = "all_reduce"
 """)
+
+
+def test_plain_tensor_parallelism_holds_the_projections_whole_on_each_card(write_scenario):
+    # Four tensor cards, no layout: each card holds a quarter of the weights and, beyond
+    # it, three quarters more of the replicated projections; the roofline step reads them
+    # once, and the result says by how much that is short.
+    r = infermodel.evaluate(_scenario(write_scenario))
+    projections = MOE_LAYERS * 2 * D * L * 2                               # 16-bit
+    assert r["parallel_latent_projection_weight_bytes"] == projections
+    assert r["parallel_weight_bytes_per_card"] == pytest.approx(
+        r["weight_bytes"] / 4 + projections * 3 / 4, rel=1e-12)
+    assert [w for w in r.warnings if "replicated on the 4 tensor cards" in str(w)
+            and f"{3 * projections / 1e9:.3g} GB a step" in str(w)]

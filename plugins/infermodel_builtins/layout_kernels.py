@@ -81,7 +81,7 @@ def collective_kernels(scenario, lay, tokens, counts, wire=None, hops=None):
     latent = scenario.value("model.moe_latent_size") is not None
     routed_width = S.moe_latent_size if latent else width
     parts = [(gathered, width)]
-    if latent:
+    if latent and lay.shared_local:
         parts = [(calls, w) for calls, w in ((dense if lay.dense == "split" else 0, width),
                                              (0 if lay.a2a else moe, routed_width))
                  if not (isinstance(calls, int) and calls == 0)] or parts

@@ -578,8 +578,11 @@ def comm_parts(scenario, lay: Layout, tokens, f_dp, f_ep):
     parts = {"all_reduce": (local * ring(T, busiest) + qk_norm_comm(scenario, busiest, lay.tensor, False),
                             local * busiest * width + norms * busiest * QK_NORM_REDUCED_BYTES),
              "attention_gather": (gathered * ring(G, tokens), gathered * tokens * width)}
-    if scenario.value("model.moe_latent_size") is not None and lay.data > 1 and not lay.a2a:
-        # A latent mixture of experts gathers and scatters its tokens at the latent width.
+    if (scenario.value("model.moe_latent_size") is not None and lay.data > 1 and not lay.a2a
+            and lay.shared_local):
+        # A latent mixture of experts gathers and scatters its tokens at the latent width
+        # (its shared experts run on each rank's own tokens; split over the stage, they
+        # need every token at d, and the gather stays at d).
         dense_part = dense if lay.dense == "split" else 0
         parts["attention_gather"] = (
             dense_part * ring(G, tokens) + moe * ring(G, tokens, width=routed_width(scenario)),
@@ -728,7 +731,7 @@ def comm_coefficients(scenario, lay: Layout):
     attention = (local * width + qk * QK_NORM_REDUCED_BYTES / link) * 2 * (T - 1) / T / D
     expert = sympy.Integer(0)
     latent = scenario.value("model.moe_latent_size") is not None
-    if latent and lay.data > 1 and not lay.a2a:
+    if latent and lay.data > 1 and not lay.a2a and lay.shared_local:
         # The MoE layers' gather and scatter at the latent width (see comm_parts).
         dense_part = dense if lay.dense == "split" else 0
         group = (dense_part * width + moe * routed_width(scenario) * S.parallel_activation_bytes

@@ -51,7 +51,14 @@ from .layout_kernels import all_reduce, qk_norm_all_reduce
 from .layouts import DENSE_CHOICES, DISPATCH_CHOICES, Layout, dense_placement
 from .moe import linear_bytes_per_param
 from .parallel_communication import DEPLOY, define_communication, link, oneshot_limit
-from .shapes import QK_NORM_REDUCED_BYTES, qk_norm_reductions, structure, tensor_parallel_reductions
+from .shapes import (
+    QK_NORM_REDUCED_BYTES,
+    latent_projections,
+    moe_layer_count,
+    qk_norm_reductions,
+    structure,
+    tensor_parallel_reductions,
+)
 
 PLANNER = f"{LAB}, 'What it costs to keep it running'"
 BUDGET = f"{PLANNER}; {M10}, §11 'Budget memory at the accepted maximum length'"
@@ -435,12 +442,16 @@ def infermodel_define_quantities(scenario, define):
                description="weights, cache and reserve on the fullest card (the largest DP rank)",
                reference=BUDGET)
     else:
+        replicated = _latent_replicas(scenario, define)
         define("parallel_weight_bytes_per_card",
-               S.weight_bytes * S.parallel_weight_stage_factor / S.card_count, unit="B",
-               description="weights on the fullest card", reference=BUDGET)
+               S.weight_bytes * S.parallel_weight_stage_factor / S.card_count + replicated, unit="B",
+               description="weights on the fullest card"
+               + (" (a latent mixture of experts' projections whole on each)" if replicated else ""),
+               reference=BUDGET)
         define("parallel_kv_bytes_per_card", S.kv_bytes_total / S.card_count, unit="B",
                description="the batch's full-length cache on the fullest card", reference=BUDGET)
-        define("parallel_memory_required_per_card", S.memory_required / S.card_count, unit="B",
+        define("parallel_memory_required_per_card",
+               S.memory_required / S.card_count + replicated, unit="B",
                description="weights, cache and reserve on the fullest card", reference=BUDGET)
     define("parallel_fits_per_card", sympy.Le(S.parallel_memory_required_per_card, S.card_memory),
            unit="bool", description="the fullest card holds its weights, cache and reserve",
@@ -450,6 +461,40 @@ def infermodel_define_quantities(scenario, define):
                        "min(stages, sequences) micro-batches per iteration)", reference=DEPLOY)
     if lever.communication != "efficiency":
         define_communication(scenario, lever, define, layout(scenario), degrees(scenario)[0])
+
+
+def _latent_replicas(scenario, define):
+    """The bytes each card holds beyond its share where a latent mixture of experts'
+    projections are replicated over the tensor cards (0 otherwise): (T − 1)/(T·P) of them,
+    P pipeline stages each holding its layers' projections.
+    """
+    if scenario.value("model.moe_latent_size") is None or degrees(scenario)[0] <= 1:
+        return 0
+    define("parallel_latent_projection_weight_bytes",
+           moe_layer_count(scenario) * latent_projections(scenario) * linear_bytes_per_param(scenario),
+           unit="B", description="bytes of a latent mixture of experts' projections into and out "
+                                 "of the experts' width (2·d·l a MoE layer), whole on every card",
+           reference=DEPLOY)
+    return (S.parallel_latent_projection_weight_bytes * (S.parallel_tensor_degree - 1)
+            / S.card_count)
+
+
+def _latent_reads(values, warn) -> None:
+    """Warn, with their size, that the replicated latent projections' reads by the other
+    tensor cards are not in a roofline step (measured kernels time each card's whole
+    projections; a layout adds them to its replica reads).
+    """
+    if ("parallel_latent_projection_weight_bytes" not in values
+            or "replicated_weight_reads" in values or "decode_time_kernels" in values):
+        return
+    extra = values["parallel_latent_projection_weight_bytes"] * (values["parallel_tensor_degree"] - 1)
+    share = extra / values["decode_bytes"] if values.get("decode_bytes") else 0.0
+    warn("decode_step_time",
+         f"a latent mixture of experts' projections are replicated on the "
+         f"{values['parallel_tensor_degree']:g} tensor cards, but the step reads them once: the "
+         f"other cards' reads of their own copies, {extra / 1e9:.3g} GB a step ("
+         f"{100 * share:.1f} % of the decode step's bytes), are not counted (measured kernels "
+         "time each card's whole projections)")
 
 
 def times_collectives(scenario, lever) -> bool:
@@ -611,6 +656,7 @@ def _transform_layout(scenario, lay: Layout, transform) -> None:
 @hookimpl
 def infermodel_check_result(result, warn):
     values = result.values
+    _latent_reads(values, warn)
     if "parallel_expert_imbalance" not in values or "expert_imbalance_given" in values:
         return
     fast, slow = lay_formulas.MEASURED_SLOWDOWN
