@@ -27,7 +27,7 @@ def _moe_layer(experts: int) -> int:
     return experts * 2 * L * F + 2 * D * SHARED + D * E + 2 * D * L
 
 
-def _scenario(write_scenario, extra: str = "") -> str:
+def _scenario(write_scenario, extra: str = "", tensor: int = 4) -> str:
     return write_scenario(f"""
 [model]
 hf_config = "{CONFIG}"
@@ -39,7 +39,7 @@ batch = 32
 prompt_tokens = 4096
 output_tokens = 1024
 [levers.parallelism]
-tensor = 4
+tensor = {tensor}
 {extra}""")
 
 
@@ -162,23 +162,8 @@ def test_under_data_parallel_attention_only_the_moe_layers_gather(write_scenario
 
 
 def _dp_scenario(write_scenario, dense: str) -> str:
-    return write_scenario(f"""
-[model]
-hf_config = "{CONFIG}"
-[hardware]
-preset = "b200"
-count = 4
-[workload]
-batch = 32
-prompt_tokens = 4096
-output_tokens = 1024
-[levers.parallelism]
-tensor = 1
-attention_data = 4
-expert = 4
-dense_weights = "{dense}"
-communication = "all_reduce"
-""")
+    return _scenario(write_scenario, f"attention_data = 4\nexpert = 4\ndense_weights = \"{dense}\"\n"
+                     "communication = \"all_reduce\"\n", tensor=1)
 
 
 def test_plain_tensor_parallelism_holds_the_projections_whole_on_each_card(write_scenario):
