@@ -525,6 +525,34 @@ def test_mxfp4_experts_under_vllm_stay_weight_only_on_blackwell():
     assert "w4a16_mxfp4" in str(result.quantity("decode_kernel_ffn_time").expression)
 
 
+def test_stated_mxfp8_activations_read_the_w4a8_moe_kernel_where_the_card_has_fp4():
+    # vLLM runs MXFP4 experts weight-only unless VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1
+    # (efficiency.mxfp4_activations = "mxfp8"); TensorRT-LLM's Blackwell default is
+    # MXFP8, which "bf16" overrides. A card without FP4 tensor cores widens to bf16
+    # whatever is stated, and says so.
+    def ffn(card, engine, stated):
+        result = infermodel.evaluate(GPT_OSS, {
+            "hardware.preset": card, "efficiency.kernels": "measured",
+            "efficiency.engine": engine, "efficiency.mxfp4_activations": stated,
+            "workload.batch": 16})
+        return str(result.quantity("decode_kernel_ffn_time").expression), result.warnings
+
+    vllm, _ = ffn("b200", "vllm", "mxfp8")
+    assert "w4a8_mxfp4_mxfp8" in vllm
+    trtllm, _ = ffn("b200", "tensorrt-llm", "bf16")
+    assert "w4a16_mxfp4" in trtllm
+    hopper, warnings = ffn("h200", "vllm", "mxfp8")
+    assert "w4a16_mxfp4" in hopper
+    assert any("mxfp4_activations = 'mxfp8' has no effect: the card has no FP4" in str(w)
+               for w in warnings)
+
+
+def test_stated_mxfp4_activations_on_a_model_without_mxfp4_experts_warn():
+    result = infermodel.evaluate(MEASURED_LLAMA, {"efficiency.mxfp4_activations": "mxfp8"})
+    assert any("has no effect: the model has no MXFP4 experts" in str(w)
+               for w in result.warnings)
+
+
 def test_a_configuration_the_newest_folder_lacks_is_the_older_folders_row_and_says_so():
     from infermodel.kernels import lookup
 

@@ -450,6 +450,42 @@ def test_sglang_rows_whose_script_states_no_cache_format_keep_16_bit_caches(rows
     assert cache("Qwen/Qwen3-235B-A22B-FP8", "h200", "burst") == {"fp8-e4m3"}
 
 
+def test_gpt_oss_rows_on_b200_state_their_scripts_cache_and_expert_activations(rows, host):
+    # InferenceMAX's gpt-oss-120b scripts on B200 pass an FP8 cache (vLLM's
+    # kv-cache-dtype: fp8, TensorRT-LLM's kv_cache_config.dtype: fp8), and its vLLM script
+    # exports VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (MXFP8 activations for the MXFP4
+    # experts, which TensorRT-LLM runs on Blackwell by default). Its H200 scripts pass no
+    # cache format (auto: the checkpoint's bf16); the gap-analysis files' settings are
+    # not published.
+    from infermodel.accuracy.row_scenarios import scenario_data
+    from infermodel.accuracy.script_settings import kv_cache, mxfp4_activations
+    from infermodel.accuracy.tables import kernels_table
+
+    def settings(engine, system, since="", before="9"):
+        return {(r.kv_cache, r.mxfp4_activations) for r in rows.values()
+                if r.family == engine and r.pools is None and r.hardware == system
+                and r.model_label == "openai/gpt-oss-120b"
+                and since <= r.source.split("measured=")[1][:10] < before}
+
+    # vLLM's script passed the FP8 cache from 5 December 2025: its runs of February 2026
+    # read it, those of 2 November 2025 the checkpoint's bf16.
+    assert settings("vllm", "b200", since="2025-12-05") == {("fp8-e4m3", "mxfp8")}
+    assert settings("vllm", "b200", before="2025-12-05") == {("", "mxfp8")}
+    assert settings("trtllm", "b200") == {("fp8-e4m3", "")}
+    assert settings("vllm", "h200") == settings("trtllm", "h200") == {("", "")}
+    gap = {"backend": "vllm", "mode": "agg", "system": "b200_sxm",
+           "model_path": "openai/gpt-oss-120b",
+           "silicon_data_source": "source_file=/x/aic-auto-gap-analysis/y.csv; measured=2026-02-25"}
+    assert (kv_cache(gap, "", eight_bit="fp8-e4m3"), mxfp4_activations(gap)) == ("", "")
+    row = next(r for r in rows.values() if r.family == "vllm" and r.hardware == "b200"
+               and r.mxfp4_activations)
+    measured = scenario_data(row, kernels_table(row, "measured", host=host))
+    assert measured["efficiency"]["mxfp4_activations"] == "mxfp8"
+    assert measured["levers"]["quantization"] == {"kv_cache": "fp8-e4m3"}
+    # The roofline has no MoE kernel to choose: its scenario does not state it.
+    assert "mxfp4_activations" not in scenario_data(row, {"engine": "vllm"})["efficiency"]
+
+
 def test_sglang_rows_state_their_scripts_memory_share_and_limits(rows, cells, host):
     # InferenceMAX's SGLang scripts pass --mem-fraction-static and mostly the chunk, the
     # running cap and the captured batch (script_settings.SGLANG_LAUNCH): DeepSeek-R1 in

@@ -2,9 +2,10 @@
 operators that fell back to the roofline and their share of the step, parts that kept
 their roofline, notes on how a kernel was read, kernels taken as hidden on a second
 stream and what that saves, table calls outside their measured grids (scaled from the
-edge), levers that still price their own steps by the roofline, and a stated activation
-scale that no measured GEMM takes. Not a plugin: the measured-kernels plugin's
-``infermodel_check_result`` calls :func:`check`.
+edge), levers that still price their own steps by the roofline, a stated activation
+scale that no measured GEMM takes, and stated MXFP4 activations that no MoE kernel
+takes. Not a plugin: the measured-kernels plugin's ``infermodel_check_result`` calls
+:func:`check`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def check(result, timed: Plan, warn, *, tables: str | None) -> None:
     """
     scenario = result.scenario
     _scales_without_effect(scenario, warn, tables)
+    _mxfp4_activations_without_effect(scenario, warn)
     for lever, what in ROOFLINE_LEVERS.items():
         if scenario.lever(lever) is not None:
             warn("decode_step_time", f"measured kernels time the model's own operators; the "
@@ -110,6 +112,30 @@ def _scales_without_effect(scenario, warn, tables: str | None) -> None:
         warn("decode_step_time", f"levers.quantization.activation_scales has no effect under "
                                  f"{engine}'s measured kernels: its FP8 GEMM rows are read as "
                                  "measured (its amax table times the amax at zero)")
+
+
+def _mxfp4_activations_without_effect(scenario, warn) -> None:
+    """A stated ``efficiency.mxfp4_activations`` that no MoE kernel takes: the model has
+    no MXFP4 experts, or (MXFP8) the card has no FP4 tensor cores, where every engine
+    widens the experts to 16 bits.
+    """
+    stated = scenario.value("efficiency.mxfp4_activations")
+    if stated is None:
+        return
+    from .formats import NAMED_FORMATS
+    from .kernel_dtypes import moe_dtype
+
+    formats, _activations, _kv = kernel_plan.formats_of(scenario)
+    experts = formats.get("experts", formats.get("linear", NAMED_FORMATS["bf16"]))
+    if ((scenario.value("model.experts") or 1) <= 1
+            or moe_dtype(experts) != kernel_plan.MXFP4_WEIGHT_ONLY):
+        warn("decode_step_time", f"efficiency.mxfp4_activations = {stated!r} has no effect: "
+                                 "the model has no MXFP4 experts")
+    elif stated == "mxfp8" and scenario.value("hardware.flops_fp4") is None:
+        warn("decode_step_time", "efficiency.mxfp4_activations = 'mxfp8' has no effect: the "
+                                 "card has no FP4 tensor cores, so the MXFP4 experts are "
+                                 "widened and multiplied with 16-bit activations "
+                                 "(w4a16_mxfp4)")
 
 
 def _outside(result, expression) -> str:

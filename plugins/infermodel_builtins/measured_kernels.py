@@ -15,7 +15,9 @@ served by the newest older one, else by the oldest later one, with a warning)::
 An operator's kernels are what its plugin declares (:class:`infermodel.plugin.Kernel`):
 GEMMs with the dtype its weight class's format implies (bf16, FP8 per tensor or per
 block, INT4/INT8 weight-only, NVFP4), context and generation attention (per window
-size), the grouped MoE kernel, the all-reduces of tensor parallelism. ``lookup`` is a
+size), the grouped MoE kernel (MXFP4 experts with 16-bit or MXFP8 activations:
+``efficiency.mxfp4_activations``, default the engine's own), the all-reduces of tensor
+parallelism. ``lookup`` is a
 table read as a function (:mod:`infermodel.kernels`): log–log interpolation inside the
 measured grid, the roofline ratio from the nearest measured point outside it (with a
 warning that says how far). The norms and the embedding lookup are elementwise: no table
@@ -80,6 +82,8 @@ ROOFLINE = f"{M10}, §1–§2 (each operator on its own roofline)"
 REQUEST_REFERENCE = ("a request's way through the server; its size on NVIDIA's measured "
                      "deployments: aiconfigurator-core silicon_sample.csv (docs/kernels.rst)")
 CHOICES = ("roofline", "measured")
+#: What an engine may multiply MXFP4 experts with (``efficiency.mxfp4_activations``).
+MXFP4_ACTIVATIONS = ("bf16", "mxfp8")
 #: efficiency.engine -> the engine's folder name in the tables.
 ENGINE_TABLES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "trtllm": "trtllm"}
 
@@ -114,6 +118,14 @@ def infermodel_register_fields(register):
                          "tables hold for the card), and which of its defaults apply where "
                          "they changed (SGLang before 0.5.3 kept a fixed share of memory by "
                          "tensor degree; default: the current ones)")
+    register("efficiency", "mxfp4_activations", kind="choice", choices=MXFP4_ACTIVATIONS,
+             default=None,
+             description="under measured kernels, what the engine multiplies MXFP4 experts "
+                         'with on a card with FP4 tensor cores: "bf16" (weight-only, the MoE tables\' w4a16_mxfp4) or '
+                         '"mxfp8" (activations quantised to MXFP8 first, w4a8_mxfp4_mxfp8: '
+                         "vLLM with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1); default: the "
+                         "engine's own (TensorRT-LLM on Blackwell: mxfp8; vLLM and SGLang: "
+                         "bf16). Cards without FP4 tensor cores always widen to bf16")
     register("hardware", "kernel_system", kind="str", default=None,
              description="the measured kernel tables' name for this card (\"h200_sxm\"); the "
                          "hardware presets name theirs")
@@ -157,14 +169,17 @@ def setup(scenario) -> Setup:
 
 def mxfp4_experts(scenario) -> str:
     """The MoE table's dtype for MXFP4 experts under the scenario's engine and card: with
-    MXFP8 activations where the engine runs them so and the card has FP4 tensor cores
+    MXFP8 activations where the card has FP4 tensor cores and the scenario states them
+    (``efficiency.mxfp4_activations``) or, unstated, the engine runs them so
     (TensorRT-LLM on Blackwell), else weight-only.
     """
+    if scenario.value("hardware.flops_fp4") is None:
+        return kernel_plan.MXFP4_WEIGHT_ONLY
+    stated = scenario.value("efficiency.mxfp4_activations")
     engine = ENGINES.get(scenario.value("efficiency.engine"))
-    if (engine is not None and engine.mxfp4_activations == "mxfp8"
-            and scenario.value("hardware.flops_fp4") is not None):
-        return "w4a8_mxfp4_mxfp8"
-    return kernel_plan.MXFP4_WEIGHT_ONLY
+    if stated is None and engine is not None:
+        stated = engine.mxfp4_activations
+    return "w4a8_mxfp4_mxfp8" if stated == "mxfp8" else kernel_plan.MXFP4_WEIGHT_ONLY
 
 
 @hookimpl

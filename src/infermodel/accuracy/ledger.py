@@ -305,6 +305,11 @@ class LedgerRow:
     #: ``batching_wait_iters``, the row's ``efficiency.dp_balance_timeout`` and
     #: ``dp_balance_batching``. None: no balancing (the engine's default).
     dp_balance: tuple[int, int] | None = attrs.field(default=None, kw_only=True)
+    #: What the engine multiplies MXFP4 experts with where the reader states a
+    #: deployment's setting against the engine's default (``"mxfp8"``: vLLM's
+    #: ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8``); the row's
+    #: ``efficiency.mxfp4_activations``. Empty: the engine's own.
+    mxfp4_activations: str = attrs.field(default="", kw_only=True)
 
     @property
     def mode(self) -> str:

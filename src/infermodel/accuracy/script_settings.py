@@ -31,6 +31,12 @@ are not published (:data:`UNPUBLISHED_SETTINGS`).
   SGLang's ``auto`` keeps the model's 16-bit dtype unless the checkpoint's quantisation
   states an FP8 cache (ModelOpt's ``kv_cache_quant_algo``), which these do not
   (:data:`SIXTEEN_BIT_CACHE`, :func:`kv_cache`).
+* **gpt-oss-120b on B200**: InferenceMAX's vLLM and TensorRT-LLM scripts pass an FP8
+  KV cache for it (:data:`EIGHT_BIT_CACHE`; the file reads its MXFP4 checkpoint with a
+  16-bit one), and the vLLM script runs its experts with MXFP8 activations
+  (``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``, :data:`MXFP8_EXPERT_ACTIVATIONS`), which
+  vLLM's default does not; those rows state it (:attr:`.ledger.LedgerRow.mxfp4_activations`,
+  the row scenario's ``efficiency.mxfp4_activations``).
 * **SGLang's memory share and scheduler limits**: every InferenceMAX aggregated SGLang
   script passes ``--mem-fraction-static`` and most ``--chunked-prefill-size``,
   ``--max-running-requests`` and ``--cuda-graph-max-bs`` (:data:`SGLANG_LAUNCH`,
@@ -62,6 +68,8 @@ __all__ = [
     "BATCH_WAIT_LLAMA",
     "CONCURRENCY",
     "DP_BALANCE",
+    "EIGHT_BIT_CACHE",
+    "MXFP8_EXPERT_ACTIVATIONS",
     "RECV_INTERVAL_B300",
     "RECV_INTERVAL_MODELS",
     "SGLANG_LAUNCH",
@@ -74,6 +82,7 @@ __all__ = [
     "dp_balance",
     "image_of",
     "kv_cache",
+    "mxfp4_activations",
     "recv_interval",
     "sglang_launch",
     "speculative_run",
@@ -144,6 +153,23 @@ DP_BALANCE = {"deepseek-ai/DeepSeek-R1": (("b200_sxm", "h200_sxm"), (60, 0)),
 #: checkpoints (``quant_method`` fp8) name no FP8 cache. (backend, system) → models.
 SIXTEEN_BIT_CACHE = {("sglang", "h200_sxm"): ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3",
                                               "zhipuai/GLM-5")}
+#: Aggregated InferenceMAX scripts that pass an FP8 KV cache for a checkpoint the file
+#: reads with a 16-bit one (gpt-oss-120b's MXFP4 experts and 16-bit attention): on B200,
+#: vLLM's ``kv-cache-dtype: fp8`` (``benchmarks/gptoss_fp4_b200_docker.sh`` from
+#: 5 December 2025, then ``benchmarks/single_node/gptoss_fp4_b200.sh``: the file's vLLM
+#: runs of February 2026, not those of 2 November 2025) and TensorRT-LLM's ``kv_cache_config.dtype: fp8``
+#: (``gptoss_fp4_b200_trt_slurm.sh`` from 20 October 2025, then
+#: ``benchmarks/single_node/gptoss_fp4_b200_trt.sh``; its runs from November 2025).
+#: (backend, system) → (models, the first measurement date the script passed it for).
+EIGHT_BIT_CACHE = {("vllm", "b200_sxm"): (("openai/gpt-oss-120b",), "2025-12-05"),
+                   ("trtllm", "b200_sxm"): (("openai/gpt-oss-120b",), "2025-10-20")}
+#: Aggregated InferenceMAX scripts that run MXFP4 experts with MXFP8 activations where the
+#: engine's default is 16-bit ones: vLLM's gpt-oss-120b on B200 exports
+#: ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (``benchmarks/gptoss_fp4_b200_docker.sh``
+#: from its first version, September 2025, then ``benchmarks/single_node/
+#: gptoss_fp4_b200.sh``), FlashInfer's TensorRT-LLM MXFP4 × MXFP8 MoE kernel.
+#: (backend, system) → models.
+MXFP8_EXPERT_ACTIVATIONS = {("vllm", "b200_sxm"): ("openai/gpt-oss-120b",)}
 
 #: SGLang's launch flags in InferenceMAX's aggregated scripts (SemiAnalysisAI/InferenceX,
 #: ``benchmarks/`` then ``benchmarks/single_node/``; each script's history to the file's
@@ -372,10 +398,28 @@ def dp_balance(cells: Mapping[str, str], attention: int) -> tuple[int, int] | No
     return setting if cells["system"].strip() in systems else None
 
 
-def kv_cache(cells: Mapping[str, str], quantised: str) -> str:
+def mxfp4_activations(cells: Mapping[str, str]) -> str:
+    """``"mxfp8"`` where the point's InferenceMAX script runs MXFP4 experts with MXFP8
+    activations against its engine's default (:data:`MXFP8_EXPERT_ACTIVATIONS`), else
+    ``""`` (the engine's own).
+
+    >>> mxfp4_activations({"backend": "vllm", "mode": "agg", "system": "b200_sxm",
+    ...                    "model_path": "openai/gpt-oss-120b",
+    ...                    "silicon_data_source": "measured=2026-02-25"})
+    'mxfp8'
+    """
+    if cells["mode"].strip() != "agg" or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]:
+        return ""
+    models = MXFP8_EXPERT_ACTIVATIONS.get((cells["backend"].strip(), cells["system"].strip()), ())
+    return "mxfp8" if cells["model_path"].strip() in models else ""
+
+
+def kv_cache(cells: Mapping[str, str], quantised: str, eight_bit: str = "") -> str:
     """The point's KV-cache format: 16-bit (``""``) where its InferenceMAX script passes
-    none to an engine that keeps the model's dtype (:data:`SIXTEEN_BIT_CACHE`), else
-    ``quantised`` (the file's reading of a quantised point).
+    none to an engine that keeps the model's dtype (:data:`SIXTEEN_BIT_CACHE`),
+    ``eight_bit`` where it passes an FP8 cache for a checkpoint the file reads with a
+    16-bit one (:data:`EIGHT_BIT_CACHE`), else ``quantised`` (the file's reading of the
+    point: its FP8 cache for a quantised one).
 
     >>> kv_cache({"backend": "sglang", "mode": "agg", "system": "h200_sxm",
     ...           "model_path": "deepseek-ai/DeepSeek-R1",
@@ -386,8 +430,13 @@ def kv_cache(cells: Mapping[str, str], quantised: str) -> str:
     ...           "silicon_data_source": "measured=2026-01-14"}, "fp8-e4m3")
     'fp8-e4m3'
     """
-    if (cells["mode"].strip() != "agg" or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]
-            or not quantised):
+    if cells["mode"].strip() != "agg" or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]:
         return quantised
-    models = SIXTEEN_BIT_CACHE.get((cells["backend"].strip(), cells["system"].strip()), ())
-    return "" if cells["model_path"].strip() in models else quantised
+    where = (cells["backend"].strip(), cells["system"].strip())
+    model = cells["model_path"].strip()
+    if not quantised:
+        models, since = EIGHT_BIT_CACHE.get(where, ((), ""))
+        measured = _MEASURED.search(cells["silicon_data_source"])
+        return (eight_bit if eight_bit and model in models and measured is not None
+                and measured.group(1) >= since else "")
+    return "" if model in SIXTEEN_BIT_CACHE.get(where, ()) else quantised

@@ -91,6 +91,7 @@ from .script_settings import (
     batch_wait,
     dp_balance,
     kv_cache,
+    mxfp4_activations,
     recv_interval,
     sglang_launch,
     speculative_run,
@@ -469,7 +470,8 @@ def _point(cells: Mapping[str, str], line: int,
         source=cells["silicon_data_source"], engine=f"{backend} {version}".strip(),
         hardware=hardware or cells["system"], gpus=tensor * pipeline * attention, model="",
         hf_config=config, weights=formats["gemm_quant_mode"],
-        kv_cache=kv_cache(cells, QUANTISED_CACHE if gemm in ACTIVATIONS else ""),
+        kv_cache=kv_cache(cells, QUANTISED_CACHE if gemm in ACTIVATIONS else "",
+                          eight_bit=QUANTISED_CACHE),
         tensor=tensor, expert=expert,
         isl=isl or 1, osl=osl or 1, concurrency=max(concurrency, 1), statistic="unspecified",
         line=line, pipeline=pipeline, attention_dp=attention,
@@ -483,7 +485,7 @@ def _point(cells: Mapping[str, str], line: int,
         recv_interval=recv_interval(cells, tensor * pipeline * attention, concurrency),
         launch=sglang_launch(cells, tensor * pipeline * attention, concurrency, isl or 0, osl or 0),
         batch_wait=batch_wait(cells, tensor * pipeline * attention, attention, concurrency),
-        dp_balance=dp_balance(cells, attention))
+        dp_balance=dp_balance(cells, attention), mxfp4_activations=mxfp4_activations(cells))
     rows = []
     for metric, column, suffix in (("ttft_ms", "silicon_ttft_ms", "ttft"),
                                    ("tpot_ms", "silicon_tpot_ms", "tpot")):
