@@ -553,6 +553,64 @@ def test_stated_mxfp4_activations_on_a_model_without_mxfp4_experts_warn():
                for w in result.warnings)
 
 
+def test_a_stated_moe_backend_reads_its_kernels_from_the_newest_folder_that_measured_them():
+    # vLLM 0.24.0's B200 table times block-FP8 experts with FlashInfer's TensorRT-LLM
+    # kernels only; Triton's fused MoE (vllm_fused_moe) is 0.22.0's. A backend no folder
+    # holds is unavailable, naming the kernels the tables hold.
+    import pyarrow.parquet as pq
+
+    from infermodel.kernels import MOE_BACKENDS, Unavailable, lookup
+    from infermodel_builtins.measured_kernels import MOE_BACKEND_CHOICES
+
+    assert set(MOE_BACKEND_CHOICES) == set(MOE_BACKENDS)
+    config = dict(moe_dtype="fp8_block", num_tokens=4096, hidden_size=3072, inter_size=1536,
+                  topk=8, num_experts=256, moe_tp_size=4, moe_ep_size=1,
+                  distribution="power_law_1.01")
+    base = _data().parent / "b200_sxm" / "moe" / "vllm"
+
+    def fastest(version, kernel):
+        rows = [r for r in pq.read_table(base / version / "moe_perf.parquet").to_pylist()
+                if all(r[k] == v for k, v in config.items()) and kernel in r["kernel_source"]]
+        assert rows
+        return min(r["latency"] for r in rows) * 1e-3
+
+    point = (4096.0, 3072.0, 1536.0, 8.0, 256.0, 4.0, 1.0)
+    triton = lookup("b200_sxm", "vllm", "0.24.0", "moe", dtype="fp8_block",
+                    distribution="power_law_1.01", moe_backend="triton")
+    assert triton(*point) == pytest.approx(fastest("0.22.0", "vllm_fused_moe"), rel=1e-9)
+    assert tuple(triton.kernel_sources) == ("vllm_fused_moe",)
+    text = "\n".join(triton.explain(*point))
+    assert "b200_sxm/moe/vllm/0.22.0/moe_perf.parquet" in text and "moe_backend = triton" in text
+    default = lookup("b200_sxm", "vllm", "0.24.0", "moe", dtype="fp8_block",
+                     distribution="power_law_1.01")
+    assert default(*point) == pytest.approx(fastest("0.24.0", "flashinfer_trtllm"), rel=1e-9)
+    assert default(*point) < 0.7 * triton(*point)
+    none = lookup("b200_sxm", "trtllm", "1.3.0rc23", "moe", dtype="w4a8_mxfp4_mxfp8",
+                  distribution="power_law_1.01", moe_backend="triton")
+    assert isinstance(none, Unavailable)
+    assert "has no triton kernel" in none.reason and "moe_torch_flow" in none.reason
+
+
+def test_a_stated_moe_backend_the_tables_lack_falls_back_and_says_why():
+    result = infermodel.evaluate(GPT_OSS, {"hardware.preset": "b200", "efficiency.kernels": "measured",
+                                           "efficiency.engine": "tensorrt-llm",
+                                           "efficiency.moe_backend": "triton", "workload.batch": 16})
+    assert any("fell back to the roofline" in str(w) and "has no triton kernel" in str(w)
+               and "moe_torch_flow" in str(w) for w in result.warnings)
+    stated = infermodel.evaluate(GPT_OSS, {"hardware.preset": "b200", "efficiency.kernels": "measured",
+                                           "efficiency.engine": "vllm",
+                                           "efficiency.moe_backend": "flashinfer_trtllm",
+                                           "workload.batch": 16})
+    from infermodel.kernels import lookup
+
+    # gpt-oss's experts (36 MoE layers) at 16 tokens: FlashInfer's rows, read as stated.
+    flashinfer = lookup("b200_sxm", "vllm", "0.24.0", "moe", dtype="w4a16_mxfp4",
+                        distribution="power_law_1.01", moe_backend="flashinfer_trtllm")
+    assert stated["decode_kernel_ffn_time"] == pytest.approx(
+        36 * flashinfer(16.0, 2880.0, 2880.0, 4.0, 128.0, 1.0, 1.0), rel=1e-9)
+    assert not any("fell back" in str(w) for w in stated.warnings)
+
+
 def test_a_configuration_the_newest_folder_lacks_is_the_older_folders_row_and_says_so():
     from infermodel.kernels import lookup
 

@@ -486,6 +486,24 @@ def test_gpt_oss_rows_on_b200_state_their_scripts_cache_and_expert_activations(r
     assert "mxfp4_activations" not in scenario_data(row, {"engine": "vllm"})["efficiency"]
 
 
+def test_minimax_rows_on_b200_state_their_scripts_moe_runner_until_the_upgrade(rows):
+    # InferenceMAX's vLLM script for MiniMax-M2.5 in FP8 on B200 exported
+    # VLLM_USE_FLASHINFER_MOE_FP8=0 and VLLM_MOE_USE_DEEP_GEMM=0 (Triton's fused MoE) from
+    # 11 March 2026 until its vLLM 0.19.0 upgrade of 3 April 2026.
+    from infermodel.accuracy.script_settings import moe_backend
+
+    runners = {(r.engine, r.moe_backend) for r in rows.values()
+               if r.model_label == "MiniMaxAI/MiniMax-M2.5" and r.hardware == "b200"
+               and r.family == "vllm" and r.pools is None}
+    assert ("vllm 0.17.0", "triton") in runners and ("vllm 0.19.0", "") in runners
+    assert {e for e, b in runners if b} == {"vllm 0.17.0"}
+    assert {r.moe_backend for r in rows.values() if r.hardware != "b200"} == {""}
+    cells = {"backend": "vllm", "mode": "agg", "system": "b200_sxm", "precision": "fp8",
+             "model_path": "MiniMaxAI/MiniMax-M2.5", "silicon_data_source": "measured=2026-04-03"}
+    assert moe_backend(cells) == ""
+    assert moe_backend(cells | {"silicon_data_source": "measured=2026-04-02"}) == "triton"
+
+
 def test_sglang_rows_state_their_scripts_memory_share_and_limits(rows, cells, host):
     # InferenceMAX's SGLang scripts pass --mem-fraction-static and mostly the chunk, the
     # running cap and the captured batch (script_settings.SGLANG_LAUNCH): DeepSeek-R1 in

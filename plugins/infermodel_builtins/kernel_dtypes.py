@@ -200,7 +200,9 @@ def categories(kernel, formats, activations, kv, st: Setup | None = None,
         dtype = moe_dtype(fmt, st.mxfp4_experts if st is not None else MXFP4_WEIGHT_ONLY)
         if not dtype:
             return f"no measured MoE kernel for experts in {fmt.name or 'this format'}"
-        return [{"dtype": dtype, "distribution": d} for d in door.kernels.MOE_DISTRIBUTIONS]
+        backend = {"moe_backend": st.moe_backend} if st is not None and st.moe_backend else {}
+        return [{"dtype": dtype, "distribution": d, **backend}
+                for d in door.kernels.MOE_DISTRIBUTIONS]
     if family.startswith("nccl_"):
         return [{"dtype": "half"}]
     if family in ("dispatch", "combine") and st is not None:

@@ -110,6 +110,10 @@ class Setup:
     #: The MoE table's dtype for MXFP4 experts: weight-only (``w4a16_mxfp4``), or with
     #: MXFP8 activations where the engine runs them so on this card (``w4a8_mxfp4_mxfp8``).
     mxfp4_experts: str = MXFP4_WEIGHT_ONLY
+    #: The MoE backend the engine runs (``efficiency.moe_backend``; the tables' kernels of
+    #: that backend, :data:`infermodel.kernels.MOE_BACKENDS`), or "" for the fastest row
+    #: of each cell.
+    moe_backend: str = ""
     #: The layout dispatches tokens to the expert ranks all-to-all (DeepEP, pplx) rather
     #: than gathering every rank's tokens.
     all_to_all: bool = False

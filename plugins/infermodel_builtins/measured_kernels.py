@@ -84,6 +84,9 @@ REQUEST_REFERENCE = ("a request's way through the server; its size on NVIDIA's m
 CHOICES = ("roofline", "measured")
 #: What an engine may multiply MXFP4 experts with (``efficiency.mxfp4_activations``).
 MXFP4_ACTIVATIONS = ("bf16", "mxfp8")
+#: The MoE runners ``efficiency.moe_backend`` names (the kernel tables' own list,
+#: ``infermodel.kernels.MOE_BACKENDS``, is read only when a table is).
+MOE_BACKEND_CHOICES = ("triton", "flashinfer_trtllm", "flashinfer_cutlass", "marlin")
 #: efficiency.engine -> the engine's folder name in the tables.
 ENGINE_TABLES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "trtllm": "trtllm"}
 
@@ -126,6 +129,17 @@ def infermodel_register_fields(register):
                          "vLLM with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1); default: the "
                          "engine's own (TensorRT-LLM on Blackwell: mxfp8; vLLM and SGLang: "
                          "bf16). Cards without FP4 tensor cores always widen to bf16")
+    register("efficiency", "moe_backend", kind="choice", choices=MOE_BACKEND_CHOICES,
+             default=None,
+             description="under measured kernels, the MoE runner the engine was launched with: "
+                         'the grouped-MoE rows of that backend only ("triton": vLLM\'s and '
+                         "SGLang's Triton fused MoE; \"flashinfer_trtllm\", "
+                         '"flashinfer_cutlass": FlashInfer\'s TensorRT-LLM or CUTLASS kernels; '
+                         '"marlin"), from the newest table at or below the engine version that '
+                         "measured it (vLLM with VLLM_USE_FLASHINFER_MOE_FP8=0 and "
+                         "VLLM_MOE_USE_DEEP_GEMM=0 runs Triton; SGLang's --moe-runner-backend); "
+                         "default: the fastest row of each cell. TensorRT-LLM's tables name no "
+                         "backend")
     register("hardware", "kernel_system", kind="str", default=None,
              description="the measured kernel tables' name for this card (\"h200_sxm\"); the "
                          "hardware presets name theirs")
@@ -164,6 +178,7 @@ def setup(scenario) -> Setup:
     version = kernels.check_version(system, engine, scenario.value("efficiency.engine_version"))
     return Setup(system, engine, version, tensor, **layout,
                  mxfp4_experts=mxfp4_experts(scenario),
+                 moe_backend=scenario.value("efficiency.moe_backend") or "",
                  activation_scales=activation_scales(scenario))
 
 

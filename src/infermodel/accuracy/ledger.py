@@ -310,6 +310,10 @@ class LedgerRow:
     #: ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8``); the row's
     #: ``efficiency.mxfp4_activations``. Empty: the engine's own.
     mxfp4_activations: str = attrs.field(default="", kw_only=True)
+    #: The MoE runner the engine was launched with where the reader states a deployment's
+    #: setting against the engine's default (``"triton"``); the row's
+    #: ``efficiency.moe_backend``. Empty: the engine's own.
+    moe_backend: str = attrs.field(default="", kw_only=True)
 
     @property
     def mode(self) -> str:

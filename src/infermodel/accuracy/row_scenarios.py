@@ -96,9 +96,12 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
         data["efficiency"]["recv_interval"] = row.recv_interval
     if engine and row.batch_wait > 0:
         data["efficiency"]["batch_wait_iterations"] = row.batch_wait
-    if row.mxfp4_activations and data["efficiency"].get("kernels") == "measured":
+    if data["efficiency"].get("kernels") == "measured":
         # Which MoE kernel the tables time (the roofline has no kernel to choose).
-        data["efficiency"]["mxfp4_activations"] = row.mxfp4_activations
+        if row.mxfp4_activations:
+            data["efficiency"]["mxfp4_activations"] = row.mxfp4_activations
+        if row.moe_backend:
+            data["efficiency"]["moe_backend"] = row.moe_backend
     if engine and row.dp_balance is not None:
         data["efficiency"]["dp_balance_timeout"], data["efficiency"]["dp_balance_batching"] = (
             row.dp_balance)

@@ -37,6 +37,10 @@ are not published (:data:`UNPUBLISHED_SETTINGS`).
   (``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``, :data:`MXFP8_EXPERT_ACTIVATIONS`), which
   vLLM's default does not; those rows state it (:attr:`.ledger.LedgerRow.mxfp4_activations`,
   the row scenario's ``efficiency.mxfp4_activations``).
+* **A MoE runner other than the engine's default**: InferenceMAX's vLLM script for
+  MiniMax-M2.5 in FP8 on B200 turned FlashInfer's FP8 MoE and DeepGEMM off (Triton's
+  fused MoE) until its vLLM 0.19.0 upgrade (:data:`MOE_RUNNERS`); those rows state it
+  (:attr:`.ledger.LedgerRow.moe_backend`, the row scenario's ``efficiency.moe_backend``).
 * **SGLang's memory share and scheduler limits**: every InferenceMAX aggregated SGLang
   script passes ``--mem-fraction-static`` and most ``--chunked-prefill-size``,
   ``--max-running-requests`` and ``--cuda-graph-max-bs`` (:data:`SGLANG_LAUNCH`,
@@ -69,6 +73,7 @@ __all__ = [
     "CONCURRENCY",
     "DP_BALANCE",
     "EIGHT_BIT_CACHE",
+    "MOE_RUNNERS",
     "MXFP8_EXPERT_ACTIVATIONS",
     "RECV_INTERVAL_B300",
     "RECV_INTERVAL_MODELS",
@@ -82,6 +87,7 @@ __all__ = [
     "dp_balance",
     "image_of",
     "kv_cache",
+    "moe_backend",
     "mxfp4_activations",
     "recv_interval",
     "sglang_launch",
@@ -170,6 +176,14 @@ EIGHT_BIT_CACHE = {("vllm", "b200_sxm"): (("openai/gpt-oss-120b",), "2025-12-05"
 #: gptoss_fp4_b200.sh``), FlashInfer's TensorRT-LLM MXFP4 × MXFP8 MoE kernel.
 #: (backend, system) → models.
 MXFP8_EXPERT_ACTIVATIONS = {("vllm", "b200_sxm"): ("openai/gpt-oss-120b",)}
+#: Aggregated InferenceMAX scripts that launch the engine with a MoE runner other than its
+#: default: vLLM's MiniMax-M2.5 in FP8 on B200 exported ``VLLM_USE_FLASHINFER_MOE_FP8=0``
+#: and ``VLLM_MOE_USE_DEEP_GEMM=0`` (Triton's fused MoE) from the script's first version,
+#: 11 March 2026, until the vLLM 0.19.0 upgrade of 3 April 2026 removed both
+#: (``benchmarks/single_node/minimaxm2.5_fp8_b200.sh``, pull requests 757 and 947).
+#: (backend, system, model, precision) → (the backend, first and last-but-one day).
+MOE_RUNNERS = {("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"):
+               ("triton", "2026-03-11", "2026-04-03")}
 
 #: SGLang's launch flags in InferenceMAX's aggregated scripts (SemiAnalysisAI/InferenceX,
 #: ``benchmarks/`` then ``benchmarks/single_node/``; each script's history to the file's
@@ -412,6 +426,26 @@ def mxfp4_activations(cells: Mapping[str, str]) -> str:
         return ""
     models = MXFP8_EXPERT_ACTIVATIONS.get((cells["backend"].strip(), cells["system"].strip()), ())
     return "mxfp8" if cells["model_path"].strip() in models else ""
+
+
+def moe_backend(cells: Mapping[str, str]) -> str:
+    """The MoE runner the point's InferenceMAX script launched its engine with where it is
+    not the engine's default (:data:`MOE_RUNNERS`), else ``""``.
+
+    >>> moe_backend({"backend": "vllm", "mode": "agg", "system": "b200_sxm",
+    ...              "model_path": "MiniMaxAI/MiniMax-M2.5", "precision": "fp8",
+    ...              "silicon_data_source": "measured=2026-03-28"})
+    'triton'
+    """
+    if cells["mode"].strip() != "agg" or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]:
+        return ""
+    key = (cells["backend"].strip(), cells["system"].strip(), cells["model_path"].strip(),
+           cells["precision"].strip())
+    runner, since, until = MOE_RUNNERS.get(key, ("", "", ""))
+    measured = _MEASURED.search(cells["silicon_data_source"])
+    if not runner or measured is None or not since <= measured.group(1) < until:
+        return ""
+    return runner
 
 
 def kv_cache(cells: Mapping[str, str], quantised: str, eight_bit: str = "") -> str:

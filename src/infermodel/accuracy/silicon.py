@@ -91,6 +91,7 @@ from .script_settings import (
     batch_wait,
     dp_balance,
     kv_cache,
+    moe_backend,
     mxfp4_activations,
     recv_interval,
     sglang_launch,
@@ -485,7 +486,8 @@ def _point(cells: Mapping[str, str], line: int,
         recv_interval=recv_interval(cells, tensor * pipeline * attention, concurrency),
         launch=sglang_launch(cells, tensor * pipeline * attention, concurrency, isl or 0, osl or 0),
         batch_wait=batch_wait(cells, tensor * pipeline * attention, attention, concurrency),
-        dp_balance=dp_balance(cells, attention), mxfp4_activations=mxfp4_activations(cells))
+        dp_balance=dp_balance(cells, attention), mxfp4_activations=mxfp4_activations(cells),
+        moe_backend=moe_backend(cells))
     rows = []
     for metric, column, suffix in (("ttft_ms", "silicon_ttft_ms", "ttft"),
                                    ("tpot_ms", "silicon_tpot_ms", "tpot")):

@@ -20,7 +20,7 @@ reach it through :mod:`infermodel.plugin`, never the other way round.
 from __future__ import annotations
 
 from .catalog import FAMILIES
-from .families import Unavailable, check_version, lookup
+from .families import MOE_BACKENDS, Unavailable, check_version, lookup
 from .grids import FULL_WINDOW, Lookup
 from .rooflines import GEMM_DTYPES, KV_BYTES, MOE_DTYPES
 from .source import INSTALL, TablesUnavailable, card, engine_versions, root, systems
@@ -28,6 +28,7 @@ from .source import INSTALL, TablesUnavailable, card, engine_versions, root, sys
 #: The routing a MoE table's rows were measured under, most realistic first.
 MOE_DISTRIBUTIONS = ("power_law_1.01", "balanced")
 
-__all__ = ["FAMILIES", "FULL_WINDOW", "GEMM_DTYPES", "INSTALL", "KV_BYTES", "MOE_DISTRIBUTIONS",
+__all__ = ["FAMILIES", "FULL_WINDOW", "GEMM_DTYPES", "INSTALL", "KV_BYTES", "MOE_BACKENDS",
+           "MOE_DISTRIBUTIONS",
            "MOE_DTYPES", "Lookup", "TablesUnavailable", "Unavailable", "card", "check_version",
            "engine_versions", "lookup", "root", "systems"]

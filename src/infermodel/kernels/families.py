@@ -44,6 +44,14 @@ OPTIONAL_COLUMNS = ("window_size",)
 #: The share of a table's rows that must time something for it to serve (the rest,
 #: timed at zero or less, are left out).
 TIMED_SHARE = 0.5
+#: MoE backends a lookup may be restricted to (its ``moe_backend`` category: the engine's
+#: MoE runner as it was launched), and the words of the tables' kernel names that are
+#: theirs: vLLM's ``vllm_fused_moe`` and SGLang's ``sglang_fused_moe_triton`` are the
+#: Triton fused-MoE kernel, ``..._flashinfer_trtllm_...`` FlashInfer's TensorRT-LLM
+#: kernels, ``..._flashinfer_cutlass_...`` its CUTLASS ones, ``..._marlin_...`` Marlin's.
+#: TensorRT-LLM's tables name none (``moe_torch_flow``).
+MOE_BACKENDS = {"triton": ("fused_moe", "triton"), "flashinfer_trtllm": ("flashinfer_trtllm",),
+                "flashinfer_cutlass": ("flashinfer_cutlass",), "marlin": ("marlin",)}
 
 
 @functools.lru_cache(maxsize=256)
@@ -91,6 +99,7 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
     """
     spec, system = FAMILIES[family], folder.system
     wanted = dict(categories)
+    backend = wanted.pop("moe_backend", None)
     equal = {spec.categories[k]: v for k, v in wanted.items() if k in spec.categories}
     equal |= dict(spec.fixed)
     columns = sorted({*(c for a, c in spec.columns.items() if a not in spec.derived),
@@ -110,7 +119,7 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
     inherited: dict[tuple[float, ...], str] = {}
     for candidate in reversed(older):
         try:
-            found = _rows(candidate, spec, columns, equal)
+            found = _rows(candidate, spec, columns, equal, backend)
         except (TablesUnavailable, KeyError):
             if not parts:
                 raise
@@ -142,6 +151,8 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
     roofline, describe = spec.roofline(wanted, card(system))
     shown = {k: v for k, v in equal.items() if k not in spec.fixed}
     shown |= {k: (" or ".join(v) if isinstance(v, tuple) else v) for k, v in spec.fixed.items()}
+    if backend is not None:
+        shown["moe_backend"] = backend
     return Lookup(name=family, arguments=spec.arguments, configs=spec.configs, curve=spec.curve,
                   table=label, categories=shown,
                   kernel_sources=sorted(set(named.pop("kernel_source").tolist())), rows=named,
@@ -189,13 +200,24 @@ def _named(spec: Family, rows: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
     return named
 
 
-def _rows(folder, spec: Family, columns: list[str],
-          equal: Mapping[str, Any]) -> Mapping[str, np.ndarray] | Unavailable:
-    """One folder's rows of the family's table for the categories, or why it has none."""
+def _rows(folder, spec: Family, columns: list[str], equal: Mapping[str, Any],
+          backend: str | None = None) -> Mapping[str, np.ndarray] | Unavailable:
+    """One folder's rows of the family's table for the categories (and only the kernels
+    of ``backend``, :data:`MOE_BACKENDS`), or why it has none.
+    """
     if spec.table not in folder.tables:
         return Unavailable(f"{folder.system}/{folder.family}/{folder.engine}/{folder.version} has "
                            f"no {spec.table} table")
     rows = read(folder, spec.table, columns, equal)
+    if backend is not None and len(rows[spec.latency]):
+        kernels = np.asarray(rows["kernel_source"]).astype(str)
+        words = MOE_BACKENDS[backend]
+        keep = np.array([any(w in k for w in words) for k in kernels.tolist()], dtype=bool)
+        if not keep.any():
+            return Unavailable(f"{folder.label(spec.table)} has no {backend} kernel where "
+                               + " and ".join(f"{k} = {v}" for k, v in equal.items())
+                               + f" (its kernels: {', '.join(sorted(set(kernels.tolist())))})")
+        rows = {k: np.asarray(v)[keep] for k, v in rows.items()}
     absent = [c for c in columns if c not in rows and c not in OPTIONAL_COLUMNS]
     if absent:
         return Unavailable(f"{folder.label(spec.table)} has no column {', '.join(absent)}")
@@ -263,4 +285,4 @@ def check_version(system: str, engine: str, version: str | None) -> str:
     return version
 
 
-__all__ = ["FAMILIES", "Family", "Unavailable", "check_version", "lookup"]
+__all__ = ["FAMILIES", "MOE_BACKENDS", "Family", "Unavailable", "check_version", "lookup"]
