@@ -321,6 +321,17 @@ def test_sglangs_all_to_all_runs_the_experts_on_deepeps_own_moe_kernel():
     assert [c[0].split("_")[1] for c in prefill] == ["dmoec"]
 
 
+def test_a_stated_moe_backend_leaves_deepeps_own_moe_kernel_as_measured():
+    # The DeepEP tables time SGLang's own kernel (deepepmoe): a stated runner restricts
+    # the grouped-MoE tables only.
+    plain, stated = _sglang_ep8_dp8(), _sglang_ep8_dp8(**{"efficiency.moe_backend": "triton"})
+    for result in (plain, stated):
+        calls = [c for c in _table_calls(result, "decode_kernel_ffn_time")
+                 if c[0].startswith(("k_moe", "k_dmoe"))]
+        assert [c[0].split("_")[1] for c in calls] == ["dmoeg"]
+    assert stated["decode_kernel_ffn_time"] == plain["decode_kernel_ffn_time"]
+
+
 def test_sglangs_gathered_experts_and_unmeasured_formats_keep_the_grouped_moe_kernel():
     # Gathering every rank's tokens (SGLang's default backend) runs the grouped MoE
     # kernel; so do NVFP4 experts behind DeepEP, which its MoE tables do not measure.
@@ -589,6 +600,69 @@ def test_a_stated_moe_backend_reads_its_kernels_from_the_newest_folder_that_meas
                   distribution="power_law_1.01", moe_backend="triton")
     assert isinstance(none, Unavailable)
     assert "has no triton kernel" in none.reason and "moe_torch_flow" in none.reason
+
+
+def test_every_installed_moe_kernel_names_at_most_one_backend():
+    # Each kernel name of the installed MoE tables is one backend's or none: the words are
+    # matched on the name's _-separated parts, so vLLM's unquantizedfusedmoe (one part)
+    # is FlashInfer's CUTLASS kernel there, not Triton's fused MoE.
+    import pyarrow.parquet as pq
+
+    from infermodel.kernels.families import backend_of
+
+    names = set()
+    for path in _data().parent.glob("*/moe/*/*/moe_perf.parquet"):
+        names |= set(pq.read_table(path, columns=["kernel_source"]).column(0).to_pylist())
+    expected = {"vllm_fused_moe": "triton", "sglang_fused_moe_triton": "triton",
+                "sglang_flashinfer_trtllm_moe": "flashinfer_trtllm",
+                "vllm_unquantizedfusedmoe_flashinfer_cutlass_flashinferexperts":
+                    "flashinfer_cutlass",
+                "vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts": "marlin",
+                "moe_torch_flow": ""}
+    assert set(expected) <= names
+    assert {n: backend_of(n) for n in expected} == expected
+    by = {n: backend_of(n) for n in names}
+    assert {b for b in by.values()} <= {"", "triton", "flashinfer_trtllm", "flashinfer_cutlass",
+                                         "marlin"}
+    with pytest.raises(ValueError, match="no MoE backend 'cutlass'"):
+        from infermodel.kernels import lookup
+
+        lookup("b200_sxm", "vllm", "0.24.0", "moe", dtype="fp8_block", moe_backend="cutlass")
+
+
+def test_a_stated_moe_backend_notes_an_older_releases_table_and_warns_where_it_does_nothing(
+        tmp_path):
+    config = _data().parent.parent.parent / "model_configs" / "MiniMaxAI--MiniMax-M2.5_config.json"
+    scenario = tmp_path / "minimax.toml"
+    scenario.write_text(f"""[scenario]
+name = "minimax triton"
+[model]
+hf_config = "{config}"
+[hardware]
+preset = "b200"
+[workload]
+batch = 16
+prompt_tokens = 1024
+output_tokens = 1024
+[efficiency]
+kernels = "measured"
+engine = "vllm"
+moe_backend = "triton"
+[levers.quantization]
+linear = "fp8-b128"
+activations = "fp8"
+""")
+    result = infermodel.evaluate(scenario)
+    assert any("time the triton MoE kernels (efficiency.moe_backend) from vllm 0.22.0's "
+               "table, the newest at or below 0.24.0" in str(w) for w in result.warnings)
+    dense = infermodel.evaluate(MEASURED_LLAMA, {"efficiency.moe_backend": "triton"})
+    assert any("moe_backend = 'triton' has no effect: the model has no routed experts"
+               in str(w) for w in dense.warnings)
+    roofline = infermodel.evaluate(GPT_OSS, {"efficiency.moe_backend": "triton",
+                                             "efficiency.mxfp4_activations": "mxfp8"})
+    for field in ("moe_backend", "mxfp4_activations"):
+        assert any(f"efficiency.{field} chooses a measured kernel and has no effect" in str(w)
+                   for w in roofline.warnings)
 
 
 def test_a_stated_moe_backend_the_tables_lack_falls_back_and_says_why():

@@ -486,11 +486,13 @@ def test_gpt_oss_rows_on_b200_state_their_scripts_cache_and_expert_activations(r
     assert "mxfp4_activations" not in scenario_data(row, {"engine": "vllm"})["efficiency"]
 
 
-def test_minimax_rows_on_b200_state_their_scripts_moe_runner_until_the_upgrade(rows):
+def test_minimax_rows_on_b200_state_their_scripts_moe_runner_until_the_upgrade(rows, host):
     # InferenceMAX's vLLM script for MiniMax-M2.5 in FP8 on B200 exported
     # VLLM_USE_FLASHINFER_MOE_FP8=0 and VLLM_MOE_USE_DEEP_GEMM=0 (Triton's fused MoE) from
     # 11 March 2026 until its vLLM 0.19.0 upgrade of 3 April 2026.
+    from infermodel.accuracy.row_scenarios import scenario_data
     from infermodel.accuracy.script_settings import moe_backend
+    from infermodel.accuracy.tables import kernels_table
 
     runners = {(r.engine, r.moe_backend) for r in rows.values()
                if r.model_label == "MiniMaxAI/MiniMax-M2.5" and r.hardware == "b200"
@@ -502,6 +504,10 @@ def test_minimax_rows_on_b200_state_their_scripts_moe_runner_until_the_upgrade(r
              "model_path": "MiniMaxAI/MiniMax-M2.5", "silicon_data_source": "measured=2026-04-03"}
     assert moe_backend(cells) == ""
     assert moe_backend(cells | {"silicon_data_source": "measured=2026-04-02"}) == "triton"
+    row = next(r for r in rows.values() if r.moe_backend)
+    measured = scenario_data(row, kernels_table(row, "measured", host=host))
+    assert measured["efficiency"]["moe_backend"] == "triton"
+    assert "moe_backend" not in scenario_data(row, {"engine": "vllm"})["efficiency"]
 
 
 def test_sglang_rows_state_their_scripts_memory_share_and_limits(rows, cells, host):

@@ -155,6 +155,9 @@ def categories(kernel, formats, activations, kv, st: Setup | None = None,
 
     bf16 = NAMED_FORMATS["bf16"]
     family = family or kernel.family
+    # A stated MoE runner restricts the grouped-MoE tables; SGLang's DeepEP tables time
+    # their own kernel (deepepmoe) and are read as they are.
+    runner = family == "moe" and st is not None and st.moe_backend
     fmt = weight_class_format(formats, kernel.weights)
     if isinstance(fmt, str):
         return fmt
@@ -200,7 +203,7 @@ def categories(kernel, formats, activations, kv, st: Setup | None = None,
         dtype = moe_dtype(fmt, st.mxfp4_experts if st is not None else MXFP4_WEIGHT_ONLY)
         if not dtype:
             return f"no measured MoE kernel for experts in {fmt.name or 'this format'}"
-        backend = {"moe_backend": st.moe_backend} if st is not None and st.moe_backend else {}
+        backend = {"moe_backend": st.moe_backend} if runner and st is not None else {}
         return [{"dtype": dtype, "distribution": d, **backend}
                 for d in door.kernels.MOE_DISTRIBUTIONS]
     if family.startswith("nccl_"):

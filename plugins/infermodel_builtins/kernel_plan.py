@@ -201,6 +201,11 @@ def _later(found, st: Setup, notes: list[str] | None) -> None:
         notes.append(f"take {st.engine} {found.version}'s tables, no table of the stated "
                      f"{found.later_than} or older serving them: the stated release's kernels "
                      "may be slower")
+    elif (notes is not None and st.moe_backend and found.categories.get("moe_backend")
+          and found.version != st.version):
+        notes.append(f"time the {st.moe_backend} MoE kernels (efficiency.moe_backend) from "
+                     f"{st.engine} {found.version}'s table, the newest at or below "
+                     f"{st.version} that measured them")
 
 
 def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase="",

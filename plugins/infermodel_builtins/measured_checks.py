@@ -115,10 +115,16 @@ def _scales_without_effect(scenario, warn, tables: str | None) -> None:
 
 
 def _mxfp4_activations_without_effect(scenario, warn) -> None:
-    """A stated ``efficiency.mxfp4_activations`` that no MoE kernel takes: the model has
-    no MXFP4 experts, or (MXFP8) the card has no FP4 tensor cores, where every engine
-    widens the experts to 16 bits.
+    """A stated ``efficiency.moe_backend`` for a model without routed experts, and a
+    stated ``efficiency.mxfp4_activations`` that no MoE kernel takes: the model has no
+    MXFP4 experts, or (MXFP8) the card has no FP4 tensor cores, where every engine widens
+    the experts to 16 bits.
     """
+    if (scenario.value("efficiency.moe_backend") is not None
+            and (scenario.value("model.experts") or 1) <= 1):
+        warn("decode_step_time", "efficiency.moe_backend = "
+                                 f"{scenario.value('efficiency.moe_backend')!r} has no effect: "
+                                 "the model has no routed experts")
     stated = scenario.value("efficiency.mxfp4_activations")
     if stated is None:
         return

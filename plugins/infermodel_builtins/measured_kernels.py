@@ -68,13 +68,13 @@ from infermodel.plugin import (
 
 from . import M10, kernel_plan, measured_checks
 from .efficiency_parameters import BY_NAME, HOST, engine_values
-from .engines import ENGINES, SEPARATE_ROPE, TRTLLM_NORM_FUSION, TRTLLM_ROPE_FUSION
+from .engines import SEPARATE_ROPE, TRTLLM_NORM_FUSION, TRTLLM_ROPE_FUSION
 from .kernel_plan import PHASES, Plan, Setup, time_name
+from .kernel_setup import ENGINE_TABLES, setup
 from .layout_kernels import all_reduce, collective_kernels, qk_norm_all_reduce
 from .layouts import layer_counts
 from .parallelism import degrees
 from .parallelism import layout as parallel_layout
-from .quantization import activation_scales
 
 TABLES = ("NVIDIA aiconfigurator-core 0.12 measured kernel tables (Apache-2.0): "
           "systems/data/<system>/<family>/<engine>/<version>")
@@ -87,8 +87,6 @@ MXFP4_ACTIVATIONS = ("bf16", "mxfp8")
 #: The MoE runners ``efficiency.moe_backend`` names (the kernel tables' own list,
 #: ``infermodel.kernels.MOE_BACKENDS``, is read only when a table is).
 MOE_BACKEND_CHOICES = ("triton", "flashinfer_trtllm", "flashinfer_cutlass", "marlin")
-#: efficiency.engine -> the engine's folder name in the tables.
-ENGINE_TABLES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "trtllm": "trtllm"}
 
 
 #: What a first token's time leaves out under measured kernels unless the scenario states
@@ -124,7 +122,8 @@ def infermodel_register_fields(register):
     register("efficiency", "mxfp4_activations", kind="choice", choices=MXFP4_ACTIVATIONS,
              default=None,
              description="under measured kernels, what the engine multiplies MXFP4 experts "
-                         'with on a card with FP4 tensor cores: "bf16" (weight-only, the MoE tables\' w4a16_mxfp4) or '
+                         'with on a card with FP4 tensor cores: "bf16" (weight-only, the MoE '
+                         "tables' w4a16_mxfp4) or "
                          '"mxfp8" (activations quantised to MXFP8 first, w4a8_mxfp4_mxfp8: '
                          "vLLM with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1); default: the "
                          "engine's own (TensorRT-LLM on Blackwell: mxfp8; vLLM and SGLang: "
@@ -132,14 +131,15 @@ def infermodel_register_fields(register):
     register("efficiency", "moe_backend", kind="choice", choices=MOE_BACKEND_CHOICES,
              default=None,
              description="under measured kernels, the MoE runner the engine was launched with: "
-                         'the grouped-MoE rows of that backend only ("triton": vLLM\'s and '
-                         "SGLang's Triton fused MoE; \"flashinfer_trtllm\", "
-                         '"flashinfer_cutlass": FlashInfer\'s TensorRT-LLM or CUTLASS kernels; '
+                         'the grouped-MoE rows of that backend only ("triton": the Triton '
+                         "kernels, vLLM's and SGLang's fused MoE among them; "
+                         '"flashinfer_trtllm", "flashinfer_cutlass": FlashInfer\'s '
+                         "TensorRT-LLM or CUTLASS kernels; "
                          '"marlin"), from the newest table at or below the engine version that '
                          "measured it (vLLM with VLLM_USE_FLASHINFER_MOE_FP8=0 and "
                          "VLLM_MOE_USE_DEEP_GEMM=0 runs Triton; SGLang's --moe-runner-backend); "
-                         "default: the fastest row of each cell. TensorRT-LLM's tables name no "
-                         "backend")
+                         "default: the fastest row of each cell. SGLang's DeepEP tables and most "
+                         "of TensorRT-LLM's name no backend (the former are read as they are)")
     register("hardware", "kernel_system", kind="str", default=None,
              description="the measured kernel tables' name for this card (\"h200_sxm\"); the "
                          "hardware presets name theirs")
@@ -152,49 +152,6 @@ def infermodel_register_fields(register):
 
 def _measured(scenario) -> bool:
     return scenario.value("efficiency.kernels") == "measured"
-
-
-def setup(scenario) -> Setup:
-    """The scenario's :class:`Setup` (raises what validation reports)."""
-    lever = scenario.lever("parallelism")
-    tensor = degrees(scenario)[0] if lever is not None else scenario.value("hardware.count")
-    layout: dict = {"pipeline": degrees(scenario)[1]} if lever is not None else {}
-    if lever is not None:
-        lay = parallel_layout(scenario)
-        if lay.active:
-            layout.update(data=lay.data, stage=lay.stage_cards, expert=lay.expert,
-                          dense=lay.dense, shared_local=lay.shared_local, all_to_all=lay.a2a)
-    system = scenario.value("hardware.kernel_system")
-    engine = ENGINE_TABLES.get(scenario.value("efficiency.engine"))
-    if system is None:
-        return Setup(None, engine, None, tensor,
-                     "the card names no measured kernel tables (hardware.kernel_system unset)",
-                     **layout)
-    if engine is None:
-        return Setup(system, None, None, tensor,
-                     f"efficiency.engine = {scenario.value('efficiency.engine')!r} has no measured "
-                     "kernel tables (they hold vllm, sglang and trtllm)", **layout)
-    kernels = door.kernels
-    version = kernels.check_version(system, engine, scenario.value("efficiency.engine_version"))
-    return Setup(system, engine, version, tensor, **layout,
-                 mxfp4_experts=mxfp4_experts(scenario),
-                 moe_backend=scenario.value("efficiency.moe_backend") or "",
-                 activation_scales=activation_scales(scenario))
-
-
-def mxfp4_experts(scenario) -> str:
-    """The MoE table's dtype for MXFP4 experts under the scenario's engine and card: with
-    MXFP8 activations where the card has FP4 tensor cores and the scenario states them
-    (``efficiency.mxfp4_activations``) or, unstated, the engine runs them so
-    (TensorRT-LLM on Blackwell), else weight-only.
-    """
-    if scenario.value("hardware.flops_fp4") is None:
-        return kernel_plan.MXFP4_WEIGHT_ONLY
-    stated = scenario.value("efficiency.mxfp4_activations")
-    engine = ENGINES.get(scenario.value("efficiency.engine"))
-    if stated is None and engine is not None:
-        stated = engine.mxfp4_activations
-    return "w4a8_mxfp4_mxfp8" if stated == "mxfp8" else kernel_plan.MXFP4_WEIGHT_ONLY
 
 
 @hookimpl
@@ -609,6 +566,10 @@ def infermodel_iteration_cost(scenario, values, register):
 def infermodel_check_result(result, warn):
     scenario = result.scenario
     if not _measured(scenario):
+        for field in ("mxfp4_activations", "moe_backend"):
+            if scenario.value(f"efficiency.{field}") is not None:
+                warn("decode_step_time", f"efficiency.{field} chooses a measured kernel and has "
+                                         'no effect: efficiency.kernels is not "measured"')
         return
     try:
         timed = plan(scenario)

@@ -181,7 +181,8 @@ MXFP8_EXPERT_ACTIVATIONS = {("vllm", "b200_sxm"): ("openai/gpt-oss-120b",)}
 #: and ``VLLM_MOE_USE_DEEP_GEMM=0`` (Triton's fused MoE) from the script's first version,
 #: 11 March 2026, until the vLLM 0.19.0 upgrade of 3 April 2026 removed both
 #: (``benchmarks/single_node/minimaxm2.5_fp8_b200.sh``, pull requests 757 and 947).
-#: (backend, system, model, precision) → (the backend, first and last-but-one day).
+#: (backend, system, model, precision) → (the backend, its first day, the first day
+#: without it).
 MOE_RUNNERS = {("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"):
                ("triton", "2026-03-11", "2026-04-03")}
 

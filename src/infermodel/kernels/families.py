@@ -46,12 +46,33 @@ OPTIONAL_COLUMNS = ("window_size",)
 TIMED_SHARE = 0.5
 #: MoE backends a lookup may be restricted to (its ``moe_backend`` category: the engine's
 #: MoE runner as it was launched), and the words of the tables' kernel names that are
-#: theirs: vLLM's ``vllm_fused_moe`` and SGLang's ``sglang_fused_moe_triton`` are the
-#: Triton fused-MoE kernel, ``..._flashinfer_trtllm_...`` FlashInfer's TensorRT-LLM
-#: kernels, ``..._flashinfer_cutlass_...`` its CUTLASS ones, ``..._marlin_...`` Marlin's.
-#: TensorRT-LLM's tables name none (``moe_torch_flow``).
+#: theirs, each a run of the name's ``_``-separated parts: vLLM's ``vllm_fused_moe`` and
+#: SGLang's ``sglang_fused_moe_triton`` are Triton's fused MoE, ``..._triton_...`` the
+#: other Triton kernels (OpenAI's triton_kernels for MXFP4 experts, a TensorRT-LLM
+#: ``moe_torch_flow_triton_...`` row), ``..._flashinfer_trtllm_...`` FlashInfer's
+#: TensorRT-LLM kernels, ``..._flashinfer_cutlass_...`` its CUTLASS ones,
+#: ``..._marlin_...`` Marlin's. A name with the words of two backends is neither's; most
+#: TensorRT-LLM rows name none (``moe_torch_flow``).
 MOE_BACKENDS = {"triton": ("fused_moe", "triton"), "flashinfer_trtllm": ("flashinfer_trtllm",),
                 "flashinfer_cutlass": ("flashinfer_cutlass",), "marlin": ("marlin",)}
+
+
+def backend_of(kernel: str) -> str:
+    """The MoE backend a table's kernel name says (:data:`MOE_BACKENDS`), or ``""``.
+
+    >>> [backend_of(k) for k in ("vllm_fused_moe", "sglang_flashinfer_trtllm_moe",
+    ...                          "vllm_unquantizedfusedmoe_flashinfer_cutlass_flashinferexperts",
+    ...                          "moe_torch_flow")]
+    ['triton', 'flashinfer_trtllm', 'flashinfer_cutlass', '']
+    """
+    parts = kernel.split("_")
+
+    def has(word: str) -> bool:
+        run = word.split("_")
+        return any(parts[i:i + len(run)] == run for i in range(len(parts) - len(run) + 1))
+
+    found = {name for name, words in MOE_BACKENDS.items() if any(has(w) for w in words)}
+    return found.pop() if len(found) == 1 else ""
 
 
 @functools.lru_cache(maxsize=256)
@@ -211,8 +232,7 @@ def _rows(folder, spec: Family, columns: list[str], equal: Mapping[str, Any],
     rows = read(folder, spec.table, columns, equal)
     if backend is not None and len(rows[spec.latency]):
         kernels = np.asarray(rows["kernel_source"]).astype(str)
-        words = MOE_BACKENDS[backend]
-        keep = np.array([any(w in k for w in words) for k in kernels.tolist()], dtype=bool)
+        keep = np.array([backend_of(k) == backend for k in kernels.tolist()], dtype=bool)
         if not keep.any():
             return Unavailable(f"{folder.label(spec.table)} has no {backend} kernel where "
                                + " and ".join(f"{k} = {v}" for k, v in equal.items())
@@ -251,13 +271,18 @@ def lookup(system: str, engine: str, version: str, family: str,
     """The measured lookup of ``family`` on ``system`` under ``engine`` at ``version``
     (its tables filled backward from older versions; where none of the version or older
     serves, the oldest later one's, :attr:`Lookup.later_than` saying so), for these
-    categories; or why there is none. Loaded once per process.
+    categories; or why there is none. Loaded once per process. Beside a family's own
+    categories, ``moe_backend`` (:data:`MOE_BACKENDS`) keeps only the rows of that
+    backend's kernels, from the newest folder that measured them.
 
     >>> gemm = lookup("h200_sxm", "vllm", "0.24.0", "gemm", dtype="fp8")  # doctest: +SKIP
     >>> gemm(32.0, 4096.0, 4096.0)          # seconds, m = 32 tokens by a 4096×4096 weight  # doctest: +SKIP
     """
     if family not in FAMILIES:
         raise KeyError(family)
+    if categories.get("moe_backend", "triton") not in MOE_BACKENDS:
+        raise ValueError(f"no MoE backend {categories['moe_backend']!r} (the tables' kernels "
+                         f"name {', '.join(MOE_BACKENDS)})")
     return _lookup(system, engine, version, family, tuple(sorted(categories.items())))
 
 
@@ -285,4 +310,5 @@ def check_version(system: str, engine: str, version: str | None) -> str:
     return version
 
 
-__all__ = ["FAMILIES", "MOE_BACKENDS", "Family", "Unavailable", "check_version", "lookup"]
+__all__ = ["FAMILIES", "MOE_BACKENDS", "Family", "Unavailable", "backend_of", "check_version",
+           "lookup"]
