@@ -157,7 +157,7 @@ def categories(kernel, formats, activations, kv, st: Setup | None = None,
     family = family or kernel.family
     # A stated MoE runner restricts the grouped-MoE tables; SGLang's DeepEP tables time
     # their own kernel (deepepmoe) and are read as they are.
-    runner = family == "moe" and st is not None and st.moe_backend
+    runner = st.moe_backend if family == "moe" and st is not None else ""
     fmt = weight_class_format(formats, kernel.weights)
     if isinstance(fmt, str):
         return fmt
@@ -203,7 +203,7 @@ def categories(kernel, formats, activations, kv, st: Setup | None = None,
         dtype = moe_dtype(fmt, st.mxfp4_experts if st is not None else MXFP4_WEIGHT_ONLY)
         if not dtype:
             return f"no measured MoE kernel for experts in {fmt.name or 'this format'}"
-        backend = {"moe_backend": st.moe_backend} if runner and st is not None else {}
+        backend = {"moe_backend": runner} if runner else {}
         return [{"dtype": dtype, "distribution": d, **backend}
                 for d in door.kernels.MOE_DISTRIBUTIONS]
     if family.startswith("nccl_"):

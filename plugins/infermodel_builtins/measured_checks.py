@@ -3,8 +3,8 @@ operators that fell back to the roofline and their share of the step, parts that
 their roofline, notes on how a kernel was read, kernels taken as hidden on a second
 stream and what that saves, table calls outside their measured grids (scaled from the
 edge), levers that still price their own steps by the roofline, a stated activation
-scale that no measured GEMM takes, and stated MXFP4 activations that no MoE kernel
-takes. Not a plugin: the measured-kernels plugin's ``infermodel_check_result`` calls
+scale that no measured GEMM takes, and a stated MoE runner or MXFP4 activations that no
+MoE kernel takes. Not a plugin: the measured-kernels plugin's ``infermodel_check_result`` calls
 :func:`check`.
 """
 
@@ -36,7 +36,7 @@ def check(result, timed: Plan, warn, *, tables: str | None) -> None:
     """
     scenario = result.scenario
     _scales_without_effect(scenario, warn, tables)
-    _mxfp4_activations_without_effect(scenario, warn)
+    _kernel_choices_without_effect(scenario, warn)
     for lever, what in ROOFLINE_LEVERS.items():
         if scenario.lever(lever) is not None:
             warn("decode_step_time", f"measured kernels time the model's own operators; the "
@@ -114,18 +114,20 @@ def _scales_without_effect(scenario, warn, tables: str | None) -> None:
                                  "measured (its amax table times the amax at zero)")
 
 
-def _mxfp4_activations_without_effect(scenario, warn) -> None:
-    """A stated ``efficiency.moe_backend`` for a model without routed experts, and a
-    stated ``efficiency.mxfp4_activations`` that no MoE kernel takes: the model has no
-    MXFP4 experts, or (MXFP8) the card has no FP4 tensor cores, where every engine widens
-    the experts to 16 bits.
+def _kernel_choices_without_effect(scenario, warn) -> None:
+    """Stated kernel choices that no MoE kernel takes: ``efficiency.moe_backend`` for a
+    model without routed experts; ``efficiency.mxfp4_activations`` for one without MXFP4
+    experts, or (MXFP8) on a card without FP4 tensor cores, where every engine widens the
+    experts to 16 bits.
     """
-    if (scenario.value("efficiency.moe_backend") is not None
-            and (scenario.value("model.experts") or 1) <= 1):
-        warn("decode_step_time", "efficiency.moe_backend = "
-                                 f"{scenario.value('efficiency.moe_backend')!r} has no effect: "
-                                 "the model has no routed experts")
+    backend = scenario.value("efficiency.moe_backend")
     stated = scenario.value("efficiency.mxfp4_activations")
+    if backend is None and stated is None:
+        return
+    routed = (scenario.value("model.experts") or 1) > 1
+    if backend is not None and not routed:
+        warn("decode_step_time", f"efficiency.moe_backend = {backend!r} has no effect: the "
+                                 "model has no routed experts")
     if stated is None:
         return
     from .formats import NAMED_FORMATS
@@ -133,8 +135,7 @@ def _mxfp4_activations_without_effect(scenario, warn) -> None:
 
     formats, _activations, _kv = kernel_plan.formats_of(scenario)
     experts = formats.get("experts", formats.get("linear", NAMED_FORMATS["bf16"]))
-    if ((scenario.value("model.experts") or 1) <= 1
-            or moe_dtype(experts) != kernel_plan.MXFP4_WEIGHT_ONLY):
+    if not routed or moe_dtype(experts) != kernel_plan.MXFP4_WEIGHT_ONLY:
         warn("decode_step_time", f"efficiency.mxfp4_activations = {stated!r} has no effect: "
                                  "the model has no MXFP4 experts")
     elif stated == "mxfp8" and scenario.value("hardware.flops_fp4") is None:

@@ -119,27 +119,30 @@ def infermodel_register_fields(register):
                          "tables hold for the card), and which of its defaults apply where "
                          "they changed (SGLang before 0.5.3 kept a fixed share of memory by "
                          "tensor degree; default: the current ones)")
-    register("efficiency", "mxfp4_activations", kind="choice", choices=MXFP4_ACTIVATIONS,
-             default=None,
-             description="under measured kernels, what the engine multiplies MXFP4 experts "
-                         'with on a card with FP4 tensor cores: "bf16" (weight-only, the MoE '
-                         "tables' w4a16_mxfp4) or "
-                         '"mxfp8" (activations quantised to MXFP8 first, w4a8_mxfp4_mxfp8: '
-                         "vLLM with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1); default: the "
-                         "engine's own (TensorRT-LLM on Blackwell: mxfp8; vLLM and SGLang: "
-                         "bf16). Cards without FP4 tensor cores always widen to bf16")
-    register("efficiency", "moe_backend", kind="choice", choices=MOE_BACKEND_CHOICES,
-             default=None,
-             description="under measured kernels, the MoE runner the engine was launched with: "
-                         'the grouped-MoE rows of that backend only ("triton": the Triton '
-                         "kernels, vLLM's and SGLang's fused MoE among them; "
-                         '"flashinfer_trtllm", "flashinfer_cutlass": FlashInfer\'s '
-                         "TensorRT-LLM or CUTLASS kernels; "
-                         '"marlin"), from the newest table at or below the engine version that '
-                         "measured it (vLLM with VLLM_USE_FLASHINFER_MOE_FP8=0 and "
-                         "VLLM_MOE_USE_DEEP_GEMM=0 runs Triton; SGLang's --moe-runner-backend); "
-                         "default: the fastest row of each cell. SGLang's DeepEP tables and most "
-                         "of TensorRT-LLM's name no backend (the former are read as they are)")
+
+    def kernel_choice(name, choices, description):
+        register("efficiency", name, kind="choice", choices=choices, default=None,
+                 description=description)
+
+    kernel_choice("mxfp4_activations", MXFP4_ACTIVATIONS,
+                  "under measured kernels, what the engine multiplies MXFP4 experts "
+                  'with on a card with FP4 tensor cores: "bf16" (weight-only, the MoE '
+                  "tables' w4a16_mxfp4) or "
+                  '"mxfp8" (activations quantised to MXFP8 first, w4a8_mxfp4_mxfp8: '
+                  "vLLM with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1); default: the "
+                  "engine's own (TensorRT-LLM on Blackwell: mxfp8; vLLM and SGLang: "
+                  "bf16). Cards without FP4 tensor cores always widen to bf16")
+    kernel_choice("moe_backend", MOE_BACKEND_CHOICES,
+                  "under measured kernels, the MoE runner the engine was launched with: "
+                  'the grouped-MoE rows of that backend only ("triton": the Triton '
+                  "kernels, vLLM's and SGLang's fused MoE among them; "
+                  '"flashinfer_trtllm", "flashinfer_cutlass": FlashInfer\'s '
+                  "TensorRT-LLM or CUTLASS kernels; "
+                  '"marlin"), from the newest table at or below the engine version that '
+                  "measured it (vLLM with VLLM_USE_FLASHINFER_MOE_FP8=0 and "
+                  "VLLM_MOE_USE_DEEP_GEMM=0 runs Triton; SGLang's --moe-runner-backend); "
+                  "default: the fastest row of each cell. SGLang's DeepEP tables and most "
+                  "of TensorRT-LLM's name no backend (the former are read as they are)")
     register("hardware", "kernel_system", kind="str", default=None,
              description="the measured kernel tables' name for this card (\"h200_sxm\"); the "
                          "hardware presets name theirs")

@@ -413,6 +413,14 @@ def dp_balance(cells: Mapping[str, str], attention: int) -> tuple[int, int] | No
     return setting if cells["system"].strip() in systems else None
 
 
+def _scripted(cells: Mapping[str, str]) -> bool:
+    """Whether the point is an aggregated one of InferenceMAX's own records, whose launch
+    scripts are published (a gap-analysis file's are not: :data:`UNPUBLISHED_SETTINGS`).
+    """
+    return (cells["mode"].strip() == "agg"
+            and UNPUBLISHED_SETTINGS not in cells["silicon_data_source"])
+
+
 def mxfp4_activations(cells: Mapping[str, str]) -> str:
     """``"mxfp8"`` where the point's InferenceMAX script runs MXFP4 experts with MXFP8
     activations against its engine's default (:data:`MXFP8_EXPERT_ACTIVATIONS`), else
@@ -423,7 +431,7 @@ def mxfp4_activations(cells: Mapping[str, str]) -> str:
     ...                    "silicon_data_source": "measured=2026-02-25"})
     'mxfp8'
     """
-    if cells["mode"].strip() != "agg" or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]:
+    if not _scripted(cells):
         return ""
     models = MXFP8_EXPERT_ACTIVATIONS.get((cells["backend"].strip(), cells["system"].strip()), ())
     return "mxfp8" if cells["model_path"].strip() in models else ""
@@ -438,7 +446,7 @@ def moe_backend(cells: Mapping[str, str]) -> str:
     ...              "silicon_data_source": "measured=2026-03-28"})
     'triton'
     """
-    if cells["mode"].strip() != "agg" or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]:
+    if not _scripted(cells):
         return ""
     key = (cells["backend"].strip(), cells["system"].strip(), cells["model_path"].strip(),
            cells["precision"].strip())
@@ -465,7 +473,7 @@ def kv_cache(cells: Mapping[str, str], quantised: str, eight_bit: str = "") -> s
     ...           "silicon_data_source": "measured=2026-01-14"}, "fp8-e4m3")
     'fp8-e4m3'
     """
-    if cells["mode"].strip() != "agg" or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]:
+    if not _scripted(cells):
         return quantised
     where = (cells["backend"].strip(), cells["system"].strip())
     model = cells["model_path"].strip()
