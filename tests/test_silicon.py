@@ -122,6 +122,34 @@ def test_wide_expert_pools_dispatch_all_to_all_where_their_engine_does(rows, cel
         "levers"]["parallelism"]
 
 
+def test_vllms_data_parallel_pools_are_read_as_their_recipes_ran_them(rows, cells):
+    # InferenceMAX's kimik2.5-fp4-gb200-dynamo-vllm (7 April 2026) and its srt-slurm
+    # recipes: prefill data-parallel-size 4, tensor-parallel-size 1, experts over the four
+    # (dep4) in every recipe; decode dep16 for 1,024/1,024 tokens at 256-4,096 clients,
+    # tensor-parallel-size 4 with experts over the four (tep4) at 4-128. The file writes
+    # the widths as tensor degrees: prefill tp 4, decode tp 16 or 4.
+    wide, narrow = ("kimik2_5_gb200_vllm_fp4_disagg_1024x1024_c1024_cfg697",
+                    "kimik2_5_gb200_vllm_fp4_disagg_1024x1024_c8_cfg698")
+    assert [cells[wide][f"{s}_{c}"] for s in ("prefill", "decode")
+            for c in ("tp_size", "attention_dp_size", "moe_ep_size", "batch_size")] == [
+        "4", "1", "4", "1", "16", "1", "16", "1024"]
+    prefill, decode = rows[f"{wide}-ttft"].pools.prefill, rows[f"{wide}-ttft"].pools.decode
+    assert (prefill.tensor, prefill.attention_dp, prefill.expert, prefill.batch,
+            prefill.dispatch) == (1, 4, 4, 1, "all_to_all")
+    # 1,024 sequences on one worker: 64 a rank of 16.
+    assert (decode.tensor, decode.attention_dp, decode.expert, decode.batch,
+            decode.dispatch) == (1, 16, 16, 64, "all_to_all")
+    assert (rows[f"{wide}-tpot"].tensor, rows[f"{wide}-tpot"].attention_dp) == (1, 16)
+    tep = rows[f"{narrow}-ttft"].pools
+    assert (tep.prefill.attention_dp, tep.decode.tensor, tep.decode.attention_dp,
+            tep.decode.dispatch) == (4, 4, 1, "all_gather")
+    # The rule reads the recipes' model, system and engine only.
+    others = {(r.family, r.pools.prefill.tensor, r.pools.prefill.attention_dp)
+              for r in rows.values() if r.pools is not None and r.family == "vllm"
+              and r.hardware != "gb200"}
+    assert others and all(dp == 1 for _, _, dp in others)
+
+
 def test_routers_that_answer_the_prefill_first_hand_the_request_over_in_sequence(rows, cells,
                                                                                host):
     # The file's disaggregated TensorRT-LLM points ran under Dynamo

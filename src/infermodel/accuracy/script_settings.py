@@ -48,6 +48,16 @@ are not published (:data:`UNPUBLISHED_SETTINGS`).
   row scenario's ``efficiency.memory_fraction``, ``prefill_chunk``, ``max_sequences`` and
   ``graph_max_batch``). DeepSeek-R1 in FP8 on four B200s, for one, runs at 0.95, where
   the server's own heuristic would not hold its weights.
+* **vLLM's data-parallel pools, written as tensor-parallel ones**: InferenceMAX's
+  Dynamo-vLLM disaggregated runs of Kimi-K2.5 on GB200 (configuration
+  ``kimik2.5-fp4-gb200-dynamo-vllm`` of 7 April 2026, its recipes NVIDIA/srt-slurm
+  ``recipes/vllm/kimi-k2.5/``) run every prefill worker with data-parallel attention
+  over four cards (``data-parallel-size 4``, ``tensor-parallel-size 1``, experts over
+  the four) and every decode worker wider than four cards the same way (8 or 16 ranks);
+  the file writes those pools' widths as their tensor degree. Their pools are read as
+  the recipes ran them (:data:`DATA_PARALLEL_POOLS`, :func:`pool_layout`), each rank
+  holding its share of the file's batch, the experts reached all-to-all
+  (``all2all-backend flashinfer_nvlink_one_sided``).
 * **Speculative runs the file does not mark**: the file has no column for speculative
   decoding, and some of InferenceMAX's points are its multi-token-prediction runs. Where
   InferenceMAX's own configurations show that a point's image ran for its model and
@@ -67,10 +77,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+import attrs
+
+from .ledger import Pool
+
 __all__ = [
     "BATCH_WAIT_DEEPSEEK",
     "BATCH_WAIT_LLAMA",
     "CONCURRENCY",
+    "DATA_PARALLEL_POOLS",
     "DP_BALANCE",
     "EIGHT_BIT_CACHE",
     "MOE_RUNNERS",
@@ -89,6 +104,7 @@ __all__ = [
     "kv_cache",
     "moe_backend",
     "mxfp4_activations",
+    "pool_layout",
     "recv_interval",
     "sglang_launch",
     "speculative_run",
@@ -186,6 +202,15 @@ MXFP8_EXPERT_ACTIVATIONS = {("vllm", "b200_sxm"): ("openai/gpt-oss-120b",)}
 MOE_RUNNERS = {("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"):
                ("triton", "2026-03-11", "2026-04-03")}
 
+#: Disaggregated InferenceMAX runs whose pools ran data-parallel attention where the file
+#: writes a tensor degree: vLLM's Kimi-K2.5 in FP4 on GB200 through Dynamo (configuration
+#: ``kimik2.5-fp4-gb200-dynamo-vllm``, SemiAnalysisAI/InferenceX pull request 1008,
+#: 7 April 2026; its six recipes, NVIDIA/srt-slurm ``recipes/vllm/kimi-k2.5/{1k1k,8k1k}/``
+#: of 6 April: prefill ``dep4`` in all six, decode ``tep4`` in two and ``dep8`` or
+#: ``dep16`` in four). (backend, system, model) → the widest pool (cards) each stage
+#: runs with tensor parallelism, wider ones being data-parallel: prefill 0 (always
+#: data-parallel), decode 4.
+DATA_PARALLEL_POOLS = {("vllm", "gb200", "moonshotai/Kimi-K2.5"): {"prefill": 0, "decode": 4}}
 #: SGLang's launch flags in InferenceMAX's aggregated scripts (SemiAnalysisAI/InferenceX,
 #: ``benchmarks/`` then ``benchmarks/single_node/``; each script's history to the file's
 #: last measurement, April 2026): (model family, system, precision) → the versions, each
@@ -411,6 +436,35 @@ def dp_balance(cells: Mapping[str, str], attention: int) -> tuple[int, int] | No
         return None
     systems, setting = DP_BALANCE.get(cells["model_path"].strip(), ((), (0, 0)))
     return setting if cells["system"].strip() in systems else None
+
+
+def pool_layout(cells: Mapping[str, str], stage: str, pool: Pool) -> Pool:
+    """The ``stage`` pool as the point's published recipe ran it where the file writes a
+    data-parallel pool's width as its tensor degree (:data:`DATA_PARALLEL_POOLS`): one
+    attention rank a card, each with its share of the file's batch (the worker's
+    sequences, rounded up; at least one), the experts over all of them and reached
+    all-to-all; else the pool as read.
+
+    >>> cells = {"backend": "vllm", "mode": "disagg", "system": "gb200",
+    ...          "model_path": "moonshotai/Kimi-K2.5",
+    ...          "silicon_data_source": "db-dump/2026-04-27; measured=2026-04-07"}
+    >>> pool_layout(cells, "decode", Pool(workers=1, batch=1024, tensor=16, expert=16))
+    Pool(workers=1, batch=64, tensor=1, pipeline=1, attention_dp=16, expert=16, dispatch='all_to_all')
+    >>> pool_layout(cells, "decode", Pool(workers=4, batch=32, tensor=4, expert=4)).tensor
+    4
+    >>> pool_layout(cells, "prefill", Pool(workers=1, batch=1, tensor=4, expert=4)).attention_dp
+    4
+    """
+    if cells["mode"].strip() != "disagg" or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]:
+        return pool
+    widest = DATA_PARALLEL_POOLS.get(
+        (cells["backend"].strip(), cells["system"].strip(), cells["model_path"].strip()), {})
+    width = pool.tensor * pool.attention_dp
+    if (stage not in widest or width <= widest[stage] or pool.attention_dp != 1
+            or pool.pipeline != 1 or pool.expert != width):
+        return pool
+    return attrs.evolve(pool, batch=-(-pool.batch // width), tensor=1, attention_dp=width,
+                        dispatch="all_to_all")
 
 
 def _scripted(cells: Mapping[str, str]) -> bool:

@@ -93,6 +93,7 @@ from .script_settings import (
     kv_cache,
     moe_backend,
     mxfp4_activations,
+    pool_layout,
     recv_interval,
     sglang_launch,
     speculative_run,
@@ -438,6 +439,9 @@ def _point(cells: Mapping[str, str], line: int,
     if cells["mode"] == "disagg":
         prefill, decode = (read_pool(cells, "prefill", experts),
                            read_pool(cells, "decode", experts))
+        if isinstance(prefill, Pool) and isinstance(decode, Pool):
+            prefill = pool_layout(cells, "prefill", prefill)
+            decode = pool_layout(cells, "decode", decode)
         reasons += [p for p in (prefill, decode) if isinstance(p, str)][:1]
         if isinstance(prefill, Pool) and isinstance(decode, Pool):
             pools = Pools(prefill, decode, handoff=handoff(cells["backend"].strip()))

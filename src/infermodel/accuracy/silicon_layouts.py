@@ -29,6 +29,10 @@ file itself).
     domain, whatever the expert ranks against top-k (``TRTLLMGenFusedMoE.
     select_alltoall_method_type``, PyTorch backend); on one 8-GPU node it gathers.
 
+  vLLM's pools gather by default; the one set of its pools the file writes with the
+  wrong degrees (data-parallel ranks as a tensor degree) is read as its recipes ran it,
+  all-to-all included (:func:`.script_settings.pool_layout`).
+
   A pool's router hands the request to the decode server after the prefill under Dynamo
   (the TensorRT-LLM and vLLM pools: :data:`SEQUENTIAL_HANDOFF`), with the prefill under
   SGLang's bootstrap (:attr:`.ledger.Pools.handoff`).
