@@ -97,10 +97,12 @@ def test_the_layout_recorded_with_its_degrees_multiplied_is_read_as_the_engines(
 
 
 def test_wide_expert_pools_dispatch_all_to_all_where_their_engine_does(rows, cells):
-    # GB200, SGLang 0.5.8, disaggregated: prefill 4 workers of attention DP 4 × EP 4,
-    # decode one worker of attention DP 32 × EP 32 (the file's columns); SGLang's
-    # wide-EP recipes run DeepEP there. TensorRT-LLM runs its NVLink all-to-all on the
-    # racks (GB200, GB300) and gathers on one 8-GPU node (B200, H200).
+    # GB200, SGLang 0.5.8, FP4, disaggregated: prefill 4 workers of attention DP 4 × EP 4,
+    # decode one worker of attention DP 32 × EP 32 (the file's columns). Its srt-slurm
+    # recipe (recipes/gb200-fp4/1k1k/max-tpt.yaml) passes --moe-a2a-backend deepep to
+    # the decode workers only; the FP8 recipes pass it to both pools, the B200 and H200
+    # ones to neither. TensorRT-LLM runs its NVLink all-to-all on the racks (GB200,
+    # GB300) and gathers on one 8-GPU node (B200, H200).
     from infermodel.accuracy.row_scenarios import scenario_data
 
     point = "dsr1_gb200_sglang_fp4_disagg_1024x1024_c2048_cfg483"
@@ -109,9 +111,18 @@ def test_wide_expert_pools_dispatch_all_to_all_where_their_engine_does(rows, cel
     row = rows[f"{point}-tpot"]
     decode, prefill = row.pools.decode, row.pools.prefill
     assert (decode.attention_dp, decode.expert, decode.dispatch) == (32, 32, "all_to_all")
-    assert (prefill.attention_dp, prefill.expert, prefill.dispatch) == (4, 4, "all_to_all")
+    assert (prefill.attention_dp, prefill.expert, prefill.dispatch) == (4, 4, "all_gather")
     lever = scenario_data(row, {}, decode)["levers"]["parallelism"]
     assert lever["expert_dispatch"] == "all_to_all"
+    sglang = {(r.hardware, r.weights[:3], stage, pool.dispatch)
+              for r in rows.values() if r.pools is not None and r.family == "sglang"
+              for stage, pool in (("prefill", r.pools.prefill), ("decode", r.pools.decode))
+              if pool.attention_dp > 1 and pool.expert > 1}
+    assert {s for s in sglang if s[3] == "all_to_all"} == {
+        ("gb200", "nvf", "decode", "all_to_all"), ("gb200", "fp8", "decode", "all_to_all"),
+        ("gb300", "nvf", "decode", "all_to_all"), ("gb300", "fp8", "decode", "all_to_all"),
+        ("gb200", "fp8", "prefill", "all_to_all"), ("gb300", "fp8", "prefill", "all_to_all")}
+    assert ("b200", "nvf", "decode", "all_gather") in sglang
     wide = [r for r in rows.values() if r.pools is not None and r.family == "trtllm"
             and r.pools.decode.attention_dp > 1 and r.pools.decode.expert > 1]
     seen = {(r.hardware, r.pools.decode.dispatch) for r in wide}

@@ -17,12 +17,14 @@ file itself).
   all-to-all (the parallelism lever's ``expert_dispatch = "all_to_all"``;
   :func:`pool_dispatch`) where its engine does:
 
-  * SGLang's, through DeepEP, as SGLang's published disaggregated wide-EP recipes run it
-    (``--moe-a2a-backend deepep``, low-latency kernels in decode and normal ones in
-    prefill: the SGLang team's "Deploying DeepSeek with PD Disaggregation and Large-scale
-    Expert Parallelism" on H100 and its GB200 NVL72 sequel, and Dynamo's "Running
-    DeepSeek-R1 Disaggregated with WideEP on GB200s"). The file does not record the
-    backend, and SGLang's own default (``none``) gathers every rank's tokens;
+  * SGLang's, through DeepEP (``--moe-a2a-backend deepep``), where the recipes of the
+    file's disaggregated SGLang runs set it (InferenceMAX's ``dynamo-sglang``
+    configurations, February to April 2026, and their NVIDIA srt-slurm recipes,
+    ``recipes/{b200,gb200,gb300,h100,h200}*/``): every decode pool on GB200 and GB300
+    (low-latency kernels) and the FP8 prefill pools there (normal ones). Their B200, H100
+    and H200 pools and the FP4 prefill pools on GB200 and GB300 pass no backend, and
+    SGLang's default (``none``) gathers every rank's tokens (the FP4 ones in NVFP4,
+    ``SGLANG_MOE_NVFP4_DISPATCH``);
   * TensorRT-LLM's on GB200 and GB300 (:data:`RACKS`) with the experts split by EP
     alone: its Blackwell MoE backend picks its one-sided NVLink all-to-all whenever
     attention is data-parallel, MoE TP is 1 and the cards share a multi-node NVLink
@@ -133,7 +135,8 @@ def read_layout(cells: Mapping[str, str], prefix: str, experts: int) -> Layout |
 RACKS = ("gb200", "gb300")
 
 
-def pool_dispatch(backend: str, system: str, layout: Layout) -> str:
+def pool_dispatch(backend: str, system: str, layout: Layout, stage: str = "decode",
+                  precision: str = "") -> str:
     """How a disaggregated pool's MoE layers reach the tokens of other attention ranks
     (the parallelism lever's ``expert_dispatch``): all-to-all where the engine runs it
     for the pool's layout, else every rank's tokens gathered.
@@ -141,13 +144,16 @@ def pool_dispatch(backend: str, system: str, layout: Layout) -> str:
     >>> wide = Layout(tensor=1, pipeline=1, attention_dp=32, expert=32)
     >>> [pool_dispatch(b, "gb200", wide) for b in ("sglang", "trtllm", "vllm")]
     ['all_to_all', 'all_to_all', 'all_gather']
-    >>> pool_dispatch("trtllm", "b200_sxm", wide)
-    'all_gather'
+    >>> pool_dispatch("trtllm", "b200_sxm", wide), pool_dispatch("sglang", "b200_sxm", wide)
+    ('all_gather', 'all_gather')
+    >>> [pool_dispatch("sglang", "gb300", wide, "prefill", p) for p in ("fp4", "fp8")]
+    ['all_gather', 'all_to_all']
     """
     if layout.attention_dp <= 1 or layout.expert <= 1:
         return "all_gather"
     if backend == "sglang":
-        return "all_to_all"
+        return ("all_to_all" if system in RACKS and (stage == "decode" or precision == "fp8")
+                else "all_gather")
     if backend == "trtllm" and system in RACKS and layout.expert == layout.tensor * layout.attention_dp:
         return "all_to_all"
     return "all_gather"
@@ -165,6 +171,7 @@ def read_pool(cells: Mapping[str, str], stage: str, experts: int) -> Pool | str:
     if not workers or not batch:
         return (f"a disaggregated point without {stage}_num_workers and {stage}_batch_size: "
                 "the pools' sizes are not given")
-    dispatch = pool_dispatch(cells["backend"].strip(), cells["system"].strip(), layout)
+    dispatch = pool_dispatch(cells["backend"].strip(), cells["system"].strip(), layout, stage,
+                             cells["precision"].strip())
     return Pool(workers=workers, batch=batch, tensor=layout.tensor, pipeline=layout.pipeline,
                 attention_dp=layout.attention_dp, expert=layout.expert, dispatch=dispatch)
