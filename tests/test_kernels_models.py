@@ -332,15 +332,44 @@ def test_a_stated_moe_backend_leaves_deepeps_own_moe_kernel_as_measured():
     assert stated["decode_kernel_ffn_time"] == plain["decode_kernel_ffn_time"]
 
 
-def test_sglangs_gathered_experts_and_unmeasured_formats_keep_the_grouped_moe_kernel():
-    # Gathering every rank's tokens (SGLang's default backend) runs the grouped MoE
-    # kernel; so do NVFP4 experts behind DeepEP, which its MoE tables do not measure.
-    for more in ({"levers.parallelism.expert_dispatch": "all_gather"},
-                 {"hardware.preset": "b200", "levers.quantization.experts": "nvfp4"}):
-        result = _sglang_ep8_dp8(**more)
-        calls = [c[0] for c in _table_calls(result, "decode_kernel_ffn_time")
-                 if c[0].startswith(("k_moe", "k_dmoe"))]
-        assert len(calls) == 1 and calls[0].startswith("k_moe_"), (more, calls)
+def test_sglangs_gathered_experts_keep_the_grouped_moe_kernel():
+    # Gathering every rank's tokens (SGLang's default backend) runs the grouped MoE kernel.
+    result = _sglang_ep8_dp8(**{"levers.parallelism.expert_dispatch": "all_gather"})
+    calls = [c[0] for c in _table_calls(result, "decode_kernel_ffn_time")
+             if c[0].startswith(("k_moe", "k_dmoe"))]
+    assert len(calls) == 1 and calls[0].startswith("k_moe_"), calls
+
+
+def test_unmeasured_expert_formats_behind_deepep_read_its_rows_scaled_by_the_roofline():
+    # NVFP4 experts behind DeepEP on B200: SGLang runs them on the tokens each rank
+    # receives, but its wide-EP MoE tables time block-scaled FP8 experts only. Their row
+    # at the point is read, times the MoE roofline's ratio between the formats. At 64
+    # tokens a step the kernel is memory-bound in both, so the ratio is the bytes'
+    # (DeepSeek-R1: width 7,168, experts 2,048 wide, 8 of 256 active, EP 8): each rank
+    # touches 256/8 · (1 − (1 − 8/256)^64) of its experts, three 7,168 × 2,048 matrices
+    # each, at 0.5625 bytes a weight (NVFP4: 4 bits and an 8-bit scale per 16) against 1,
+    # plus 4 × 7,168 bytes of activations a token either way.
+    from infermodel import kernels
+
+    result = _sglang_ep8_dp8(**{"hardware.preset": "b200",
+                                "levers.quantization.experts": "nvfp4"})
+    calls = [c for c in _table_calls(result, "decode_kernel_ffn_time")
+             if c[0].startswith(("k_moe", "k_dmoe"))]
+    assert len(calls) == 1
+    name, args, value = calls[0]
+    assert name.startswith("k_dmoeg_b200") and "nvfp4" in name and name.endswith("fp8_block")
+    assert args == (64.0, 7168.0, 2048.0, 8.0, 256.0, 1.0, 8.0)
+    newest = kernels.engine_versions("b200_sxm", "sglang")[-1]
+    measured = kernels.lookup("b200_sxm", "sglang", newest, "deepep_moe_generation",
+                              dtype="fp8_block", distribution="power_law_1.01")
+    touched = 256 / 8 * (1 - (1 - 8 / 256) ** 64)
+    weights, activations = touched * 3 * 7168 * 2048, 64 * 4 * 7168
+    ratio = (weights * 0.5625 + activations) / (weights * 1.0 + activations)
+    assert value == pytest.approx(measured(*args) * ratio, rel=1e-9)
+    assert 0.55 < ratio < 0.57
+    assert any("DeepEP MoE kernel for nvfp4 experts" in str(w) for w in result.warnings)
+    assert "read as the measured rows below, scaled to dtype = nvfp4" in str(
+        result.explain("decode_kernel_ffn_time"))
 
 
 def test_attention_runs_on_the_busiest_ranks_sequences(ep8_dp8):

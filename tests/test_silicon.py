@@ -161,6 +161,36 @@ def test_vllms_data_parallel_pools_are_read_as_their_recipes_ran_them(rows, cell
     assert others and all(dp == 1 for _, _, dp in others)
 
 
+def test_sglangs_december_pools_split_their_experts_as_their_configurations_name_them(rows, cells):
+    # InferenceMAX's dsr1-fp{4,8}-gb200-dynamo-sglang configurations of December 2025
+    # (image lmsysorg/sglang:v0.5.5.post2) name every pool DEP4, DEP8, DEP32 or DEP48 and
+    # say their tp/ep fields "do nothing"; the file writes the experts as moe_tp = width,
+    # moe_ep = 1.
+    top, fp8 = ("dsr1_gb200_sglang_fp4_disagg_1024x1024_c12000_cfg259",
+                "dsr1_gb200_sglang_fp8_disagg_8192x1024_c1024_cfg253")
+    assert [cells[top][f"decode_{c}"] for c in (
+        "tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")] == ["1", "32", "32", "1"]
+    assert "lmsysorg/sglang:v0.5.5.post2" in cells[top]["silicon_data_source"]
+    pools = rows[f"{top}-tpot"].pools
+    assert (pools.decode.attention_dp, pools.decode.expert, pools.decode.dispatch) == (
+        32, 32, "all_to_all")
+    # The FP4 prefill gathers (no DeepEP in its recipe), the FP8 one is DeepEP's.
+    assert (pools.prefill.attention_dp, pools.prefill.expert, pools.prefill.dispatch) == (
+        4, 4, "all_gather")
+    prefill = rows[f"{fp8}-tpot"].pools.prefill
+    assert (prefill.attention_dp, prefill.expert, prefill.dispatch) == (8, 8, "all_to_all")
+    assert rows[f"{top}-tpot"].expert == 32
+    # Other images' pools keep the file's experts: the later GB200 runs were written
+    # expert-parallel, and B200's FP8 prefill pools of March 2026 ran their experts
+    # tensor-parallel under data-parallel attention, as written (their recipes,
+    # b200-fp8/8k1k_stp_lowlat_*.yaml: data-parallel-size 8, expert-parallel-size 1).
+    later = rows["dsr1_gb200_sglang_fp4_disagg_1024x1024_c8192_cfg483-tpot"].pools.decode
+    assert cells["dsr1_gb200_sglang_fp4_disagg_1024x1024_c8192_cfg483"][
+        "decode_moe_ep_size"] == "32" and later.expert == 32
+    b200 = rows["dsr1_b200_sglang_fp8_disagg_8192x1024_c128_cfg639-tpot"].pools.prefill
+    assert (b200.attention_dp, b200.expert) == (8, 1)
+
+
 def test_routers_that_answer_the_prefill_first_hand_the_request_over_in_sequence(rows, cells,
                                                                                host):
     # The file's disaggregated TensorRT-LLM points ran under Dynamo

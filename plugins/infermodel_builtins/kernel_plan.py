@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from typing import Any
 
 import attrs
 import sympy
@@ -69,6 +70,14 @@ STAND_INS: dict[tuple[str, str, str], tuple[dict[str, str], str, str]] = {("vllm
     "block-scaled FP8 where they are less than its block-FP8 rows, which were measured "
     "without CUDA graphs (57 µs or more a call below about a hundred tokens: the host's "
     "launches)")}
+#: The experts' format SGLang's DeepEP MoE tables (``deepep_moe_*``, its masked grouped
+#: GEMMs behind DeepEP) measure. Behind DeepEP the engine runs the experts in their own
+#: format on the tokens each rank receives (NVFP4 experts through FlashInfer's masked
+#: grouped GEMM); where the tables do not time that format, these rows are read, scaled
+#: by the MoE roofline's ratio between the two formats (:class:`infermodel.kernels.
+#: Rescaled`), rather than the grouped kernel's rows, which run every token of the stage
+#: as a gathering layout does.
+DEEPEP_MEASURED_FORMAT = "fp8_block"
 #: Short names of the families in table-function names.
 SHORT = {"dispatch": "a2ad", "combine": "a2ac", "deepep_dispatch_ll": "deepepdll",
          "deepep_combine_ll": "deepepcll", "deepep_dispatch_normal": "deepepdn",
@@ -208,6 +217,42 @@ def _later(found, st: Setup, notes: list[str] | None) -> None:
                      f"{st.version} that measured them")
 
 
+def _deepep_rescaled(st: Setup, family: str, spec, attempts: list[dict],
+                     notes: list[str] | None):
+    """(DeepEP's MoE rows in :data:`DEEPEP_MEASURED_FORMAT`, scaled to the experts' own
+    format by the roofline ratio; the categories it is read at), or None where those rows
+    do not serve either.
+    """
+    kernels = door.kernels
+    for attempt in attempts:
+        wanted = attempt.get("dtype")
+        if not wanted or wanted == DEEPEP_MEASURED_FORMAT:
+            continue
+        measured = {**attempt, "dtype": DEEPEP_MEASURED_FORMAT}
+        source = kernels.lookup(st.system, st.engine, st.version, family, **measured)
+        if not isinstance(source, kernels.Lookup):
+            continue
+        _later(source, st, notes)
+        why = (f"{st.engine}'s DeepEP MoE kernel for {wanted} experts is not in its tables "
+               f"({DEEPEP_MEASURED_FORMAT} alone)")
+        if notes is not None:
+            notes.append(f"{why}: its {DEEPEP_MEASURED_FORMAT} rows, scaled to {wanted} by the "
+                         "roofline ratio, stand in for it")
+        # One object per source and format, as kernels.lookup keeps its lookups: a
+        # tabulated function's name must keep meaning the same table.
+        key = (id(source), st.system, tuple(sorted(attempt.items())))
+        kept = _RESCALED.get(key)
+        if kept is None or kept.source is not source:
+            roofline, describe = spec.roofline(attempt, kernels.card(st.system))
+            kept = _RESCALED[key] = kernels.Rescaled(source, attempt, roofline, describe, why)
+        return kept, {**attempt, "from": DEEPEP_MEASURED_FORMAT}
+    return None
+
+
+#: The rescaled lookups made so far (see :func:`_deepep_rescaled`).
+_RESCALED: dict[tuple, Any] = {}
+
+
 def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase="",
                 notes: list[str] | None = None):
     """(time expression of one kernel in one pass, or the reason no table serves it).
@@ -237,7 +282,12 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
                 break
         if isinstance(found, kernels.Lookup):
             break
-    if not isinstance(found, kernels.Lookup) or spec is None:
+        if family.startswith("deepep_moe_"):
+            scaled = _deepep_rescaled(st, family, spec, attempts, notes)
+            if scaled is not None:
+                found, chosen = scaled
+                break
+    if not isinstance(found, (kernels.Lookup, kernels.Rescaled)) or spec is None:
         return getattr(found, "reason", None) or "no table"
     _later(found, st, notes)
     scales = st.activation_scales

@@ -48,6 +48,11 @@ are not published (:data:`UNPUBLISHED_SETTINGS`).
   row scenario's ``efficiency.memory_fraction``, ``prefill_chunk``, ``max_sequences`` and
   ``graph_max_batch``). DeepSeek-R1 in FP8 on four B200s, for one, runs at 0.95, where
   the server's own heuristic would not hold its weights.
+* **SGLang's expert-parallel pools, written with their experts tensor-parallel**:
+  InferenceMAX's Dynamo-SGLang runs of DeepSeek-R1 on GB200 in December 2025 ran every
+  data-parallel pool with expert parallelism ("DEP4" to "DEP48" in the configurations'
+  comments), which the file writes as ``moe_tp`` of the pool's width
+  (:data:`EXPERT_PARALLEL_POOLS`, :func:`pool_layout`).
 * **vLLM's data-parallel pools, written as tensor-parallel ones**: InferenceMAX's
   Dynamo-vLLM disaggregated runs of Kimi-K2.5 on GB200 (configuration
   ``kimik2.5-fp4-gb200-dynamo-vllm`` of 7 April 2026, its recipes NVIDIA/srt-slurm
@@ -80,6 +85,7 @@ from collections.abc import Mapping
 import attrs
 
 from .ledger import Pool
+from .silicon_layouts import Layout, pool_dispatch
 
 __all__ = [
     "BATCH_WAIT_DEEPSEEK",
@@ -88,6 +94,7 @@ __all__ = [
     "DATA_PARALLEL_POOLS",
     "DP_BALANCE",
     "EIGHT_BIT_CACHE",
+    "EXPERT_PARALLEL_POOLS",
     "MOE_RUNNERS",
     "MXFP8_EXPERT_ACTIVATIONS",
     "RECV_INTERVAL_B300",
@@ -211,6 +218,15 @@ MOE_RUNNERS = {("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"):
 #: runs with tensor parallelism, wider ones being data-parallel: prefill 0 (always
 #: data-parallel), decode 4.
 DATA_PARALLEL_POOLS = {("vllm", "gb200", "moonshotai/Kimi-K2.5"): {"prefill": 0, "decode": 4}}
+#: Disaggregated InferenceMAX runs whose data-parallel pools split their experts by
+#: expert parallelism where the file writes them tensor-parallel (``moe_tp`` the pool's
+#: width, ``moe_ep`` 1): SGLang's DeepSeek-R1 on GB200 through Dynamo on the
+#: ``lmsysorg/sglang:v0.5.5.post2`` image (configurations
+#: ``dsr1-fp{4,8}-gb200-dynamo-sglang`` of December 2025, whose comments name every pool
+#: "DEP4", "DEP8", "DEP32" or "DEP48" and say their ``tp``, ``ep`` and ``dp-attn`` fields
+#: "do nothing because they are hardcoded" in Dynamo's ``gb200-fp{4,8}.sh`` launch
+#: scripts). (backend, system, image).
+EXPERT_PARALLEL_POOLS = {("sglang", "gb200", "lmsysorg/sglang:v0.5.5.post2")}
 #: SGLang's launch flags in InferenceMAX's aggregated scripts (SemiAnalysisAI/InferenceX,
 #: ``benchmarks/`` then ``benchmarks/single_node/``; each script's history to the file's
 #: last measurement, April 2026): (model family, system, precision) → the versions, each
@@ -454,9 +470,25 @@ def pool_layout(cells: Mapping[str, str], stage: str, pool: Pool) -> Pool:
     4
     >>> pool_layout(cells, "prefill", Pool(workers=1, batch=1, tensor=4, expert=4)).attention_dp
     4
+
+    And where the file writes an expert-parallel pool's experts as tensor-parallel
+    (:data:`EXPERT_PARALLEL_POOLS`), they are read split by expert parallelism, reached
+    as the pool's engine reaches them there (:func:`.silicon_layouts.pool_dispatch`):
+
+    >>> dec = {"backend": "sglang", "mode": "disagg", "system": "gb200", "precision": "fp4",
+    ...        "silicon_data_source": "measured=2025-12-21; lmsysorg/sglang:v0.5.5.post2"}
+    >>> pool_layout(dec, "decode", Pool(workers=1, batch=256, tensor=1, attention_dp=32))
+    Pool(workers=1, batch=256, tensor=1, pipeline=1, attention_dp=32, expert=32, dispatch='all_to_all')
     """
     if cells["mode"].strip() != "disagg" or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]:
         return pool
+    backend, system = cells["backend"].strip(), cells["system"].strip()
+    if ((backend, system, image_of(cells["silicon_data_source"])) in EXPERT_PARALLEL_POOLS
+            and pool.attention_dp > 1 and pool.tensor == 1 and pool.expert == 1):
+        width = pool.attention_dp
+        layout = Layout(tensor=1, pipeline=pool.pipeline, attention_dp=width, expert=width)
+        return attrs.evolve(pool, expert=width, dispatch=pool_dispatch(
+            backend, system, layout, stage, cells["precision"].strip()))
     widest = DATA_PARALLEL_POOLS.get(
         (cells["backend"].strip(), cells["system"].strip(), cells["model_path"].strip()), {})
     width = pool.tensor * pool.attention_dp

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .catalog import FAMILIES
 from .families import MOE_BACKENDS, Unavailable, check_version, lookup
-from .grids import FULL_WINDOW, Lookup
+from .grids import FULL_WINDOW, Lookup, Rescaled
 from .rooflines import GEMM_DTYPES, KV_BYTES, MOE_DTYPES
 from .source import INSTALL, TablesUnavailable, card, engine_versions, root, systems
 
@@ -30,5 +30,5 @@ MOE_DISTRIBUTIONS = ("power_law_1.01", "balanced")
 
 __all__ = ["FAMILIES", "FULL_WINDOW", "GEMM_DTYPES", "INSTALL", "KV_BYTES", "MOE_BACKENDS",
            "MOE_DISTRIBUTIONS",
-           "MOE_DTYPES", "Lookup", "TablesUnavailable", "Unavailable", "card", "check_version",
+           "MOE_DTYPES", "Lookup", "Rescaled", "TablesUnavailable", "Unavailable", "card", "check_version",
            "engine_versions", "lookup", "root", "systems"]
