@@ -350,6 +350,8 @@ def test_unmeasured_expert_formats_behind_deepep_read_its_rows_scaled_by_the_roo
     # each, at 0.5625 bytes a weight (NVFP4: 4 bits and an 8-bit scale per 16) against 1,
     # plus 4 × 7,168 bytes of activations a token either way.
     from infermodel import kernels
+    from infermodel.plugin import tabulated_calls
+    from infermodel_builtins.measured_kernels import plan
 
     result = _sglang_ep8_dp8(**{"hardware.preset": "b200",
                                 "levers.quantization.experts": "nvfp4"})
@@ -368,7 +370,22 @@ def test_unmeasured_expert_formats_behind_deepep_read_its_rows_scaled_by_the_roo
     assert value == pytest.approx(measured(*args) * ratio, rel=1e-9)
     assert 0.55 < ratio < 0.57
     assert any("DeepEP MoE kernel for nvfp4 experts" in str(w) for w in result.warnings)
-    assert "read as the measured rows below, scaled to dtype = nvfp4" in str(
+    # A sweep calls the table once on arrays, the configuration varying point by point:
+    # the same numbers as point by point; and a second scenario reads the same table.
+    import numpy as np
+
+    from infermodel.plugin import table_of
+
+    table = table_of(next(c for c in tabulated_calls(plan(result.scenario).expand(
+        result.quantity("decode_kernel_ffn_time").expression)) if c.func.__name__ == name))
+    tokens, ep = np.array([8.0, 64.0, 512.0, 4096.0]), np.array([8.0, 8.0, 16.0, 32.0])
+    swept = table(tokens, 7168.0, 2048.0, 8.0, 256.0, 1.0, ep)
+    assert swept.tolist() == pytest.approx(
+        [table(float(t), 7168.0, 2048.0, 8.0, 256.0, 1.0, float(e)) for t, e in zip(tokens, ep)],
+        rel=1e-12)
+    again = _sglang_ep8_dp8(**{"hardware.preset": "b200", "levers.quantization.experts": "nvfp4"})
+    assert [c for c in _table_calls(again, "decode_kernel_ffn_time") if c[0] == name][0][2] == value
+    assert "read as the measured rows below, scaled from dtype fp8_block to nvfp4" in str(
         result.explain("decode_kernel_ffn_time"))
 
 

@@ -129,9 +129,10 @@ def families_of(kernel, st: Setup, phase: str) -> tuple[str, ...]:
     """The table families to read a kernel from under the scenario's engine, in the order
     to try them: SGLang's expert all-to-all is DeepEP's own tables (low-latency in
     decode, normal in prefill), and behind it the routed experts run DeepEP's own MoE
-    kernel (its masked grouped GEMMs, ``deepep_moe_*``) where its tables measure the
-    experts' format, the grouped MoE kernel otherwise; TensorRT-LLM's all-to-all is its
-    NVLink kernel.
+    kernel (its masked grouped GEMMs, ``deepep_moe_*``: experts in a format those tables
+    do not measure read their block-FP8 rows scaled by the roofline ratio,
+    :func:`.kernel_plan.kernel_time`), the grouped MoE kernel only where no DeepEP row
+    serves; TensorRT-LLM's all-to-all is its NVLink kernel.
     """
     decode = phase == "decode"
     if kernel.family in ("dispatch", "combine") and st.engine == "sglang":

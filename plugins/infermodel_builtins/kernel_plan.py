@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import re
 import weakref
-from typing import Any
 
 import attrs
 import sympy
@@ -34,6 +33,7 @@ from sympy import ceiling
 import infermodel.plugin as door
 from infermodel.plugin import Kernel, S, collect_operators, tabulated
 
+from .engines import ENGINES
 from .kernel_dtypes import (
     MXFP4_WEIGHT_ONLY,
     categories,
@@ -232,25 +232,23 @@ def _deepep_rescaled(st: Setup, family: str, spec, attempts: list[dict],
         source = kernels.lookup(st.system, st.engine, st.version, family, **measured)
         if not isinstance(source, kernels.Lookup):
             continue
-        _later(source, st, notes)
-        why = (f"{st.engine}'s DeepEP MoE kernel for {wanted} experts is not in its tables "
-               f"({DEEPEP_MEASURED_FORMAT} alone)")
+        found = ENGINES.get(st.engine or "")
+        engine = found.label if found is not None else st.engine
+        why = (f"{engine}'s DeepEP MoE kernel for {wanted} experts is in no table (its "
+               f"wide-EP tables time {DEEPEP_MEASURED_FORMAT} experts only)")
         if notes is not None:
-            notes.append(f"{why}: its {DEEPEP_MEASURED_FORMAT} rows, scaled to {wanted} by the "
-                         "roofline ratio, stand in for it")
-        # One object per source and format, as kernels.lookup keeps its lookups: a
-        # tabulated function's name must keep meaning the same table.
-        key = (id(source), st.system, tuple(sorted(attempt.items())))
-        kept = _RESCALED.get(key)
-        if kept is None or kept.source is not source:
+            notes.append(f"{why}: their {DEEPEP_MEASURED_FORMAT} rows stand in, scaled to "
+                         f"{wanted} by the MoE roofline's ratio between the formats (the "
+                         "measured kernel's share of its roofline kept)")
+        # One object per source and format, kept with the source (kernels.lookup keeps
+        # its lookups): a tabulated function's name must keep meaning the same table.
+        kept = source.__dict__.setdefault("rescaled", {})
+        key = (st.system, tuple(sorted(attempt.items())))
+        if key not in kept:
             roofline, describe = spec.roofline(attempt, kernels.card(st.system))
-            kept = _RESCALED[key] = kernels.Rescaled(source, attempt, roofline, describe, why)
-        return kept, {**attempt, "from": DEEPEP_MEASURED_FORMAT}
+            kept[key] = kernels.Rescaled(source, attempt, roofline, describe, why, measured)
+        return kept[key], {**attempt, "from": DEEPEP_MEASURED_FORMAT}
     return None
-
-
-#: The rescaled lookups made so far (see :func:`_deepep_rescaled`).
-_RESCALED: dict[tuple, Any] = {}
 
 
 def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase="",

@@ -48,10 +48,10 @@ are not published (:data:`UNPUBLISHED_SETTINGS`).
   row scenario's ``efficiency.memory_fraction``, ``prefill_chunk``, ``max_sequences`` and
   ``graph_max_batch``). DeepSeek-R1 in FP8 on four B200s, for one, runs at 0.95, where
   the server's own heuristic would not hold its weights.
-* **SGLang's expert-parallel pools, written with their experts tensor-parallel**:
-  InferenceMAX's Dynamo-SGLang runs of DeepSeek-R1 on GB200 in December 2025 ran every
-  data-parallel pool with expert parallelism ("DEP4" to "DEP48" in the configurations'
-  comments), which the file writes as ``moe_tp`` of the pool's width
+* **SGLang's December pools on GB200**: the file writes every pool of InferenceMAX's
+  Dynamo-SGLang runs of DeepSeek-R1 there (December 2025) as data-parallel attention over
+  tensor-parallel experts; their launch scripts ran the experts expert-parallel, and the
+  FP4 low-latency pools tensor-parallel without data-parallel attention
   (:data:`EXPERT_PARALLEL_POOLS`, :func:`pool_layout`).
 * **vLLM's data-parallel pools, written as tensor-parallel ones**: InferenceMAX's
   Dynamo-vLLM disaggregated runs of Kimi-K2.5 on GB200 (configuration
@@ -85,7 +85,7 @@ from collections.abc import Mapping
 import attrs
 
 from .ledger import Pool
-from .silicon_layouts import Layout, pool_dispatch
+from .silicon_layouts import Layout, pool_dispatch, whole
 
 __all__ = [
     "BATCH_WAIT_DEEPSEEK",
@@ -218,15 +218,25 @@ MOE_RUNNERS = {("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"):
 #: runs with tensor parallelism, wider ones being data-parallel: prefill 0 (always
 #: data-parallel), decode 4.
 DATA_PARALLEL_POOLS = {("vllm", "gb200", "moonshotai/Kimi-K2.5"): {"prefill": 0, "decode": 4}}
-#: Disaggregated InferenceMAX runs whose data-parallel pools split their experts by
-#: expert parallelism where the file writes them tensor-parallel (``moe_tp`` the pool's
-#: width, ``moe_ep`` 1): SGLang's DeepSeek-R1 on GB200 through Dynamo on the
-#: ``lmsysorg/sglang:v0.5.5.post2`` image (configurations
-#: ``dsr1-fp{4,8}-gb200-dynamo-sglang`` of December 2025, whose comments name every pool
-#: "DEP4", "DEP8", "DEP32" or "DEP48" and say their ``tp``, ``ep`` and ``dp-attn`` fields
-#: "do nothing because they are hardcoded" in Dynamo's ``gb200-fp{4,8}.sh`` launch
-#: scripts). (backend, system, image).
-EXPERT_PARALLEL_POOLS = {("sglang", "gb200", "lmsysorg/sglang:v0.5.5.post2")}
+#: Disaggregated InferenceMAX runs whose pools the file writes as data-parallel attention
+#: over tensor-parallel experts (``attention_dp`` the pool's width, ``moe_tp`` the width,
+#: ``moe_ep`` 1) where their launch scripts ran something else: SGLang's DeepSeek-R1 on
+#: GB200 through Dynamo on the ``lmsysorg/sglang:v0.5.5.post2`` image (configurations
+#: ``dsr1-fp{4,8}-gb200-dynamo-sglang`` of December 2025, whose ``tp``, ``ep`` and
+#: ``dp-attn`` fields are placeholders — the FP8 one says they "do nothing because they
+#: are hardcoded" in the launch script — and whose comments name the pools "DEP4" to
+#: "DEP48"; the scripts are Dynamo's ``examples/backends/sglang/slurm_jobs/scripts/
+#: gb200-fp{4,8}/disagg/``, one per ``SCRIPT_MODE``). The throughput scripts and the FP8
+#: low-latency one start every pool with ``--enable-dp-attention`` and the experts over
+#: all its cards (``--ep-size`` of the pool's GPUs; DeepEP), read as expert-parallel;
+#: the FP4 low-latency one (``1k1k-low-latency.sh``) starts both pools with
+#: ``--tensor-parallel-size`` of their GPUs (4), ``--data-parallel-size 1`` and
+#: ``--expert-parallel-size 1``, read as tensor-parallel over the four cards (this from
+#: the script's stored version of Dynamo's 0.7.0 wheels, 75b4a35; the commit the runs
+#: cloned, b7107d0, is not stored). The low-latency runs are those whose decode pools
+#: are no wider than four cards (the throughput ones' are 32 or 48). (backend, system,
+#: image) → the widest low-latency decode pool.
+EXPERT_PARALLEL_POOLS = {("sglang", "gb200", "lmsysorg/sglang:v0.5.5.post2"): 4}
 #: SGLang's launch flags in InferenceMAX's aggregated scripts (SemiAnalysisAI/InferenceX,
 #: ``benchmarks/`` then ``benchmarks/single_node/``; each script's history to the file's
 #: last measurement, April 2026): (model family, system, precision) → the versions, each
@@ -471,24 +481,40 @@ def pool_layout(cells: Mapping[str, str], stage: str, pool: Pool) -> Pool:
     >>> pool_layout(cells, "prefill", Pool(workers=1, batch=1, tensor=4, expert=4)).attention_dp
     4
 
-    And where the file writes an expert-parallel pool's experts as tensor-parallel
-    (:data:`EXPERT_PARALLEL_POOLS`), they are read split by expert parallelism, reached
-    as the pool's engine reaches them there (:func:`.silicon_layouts.pool_dispatch`):
+    And where the file writes a pool as data-parallel attention over tensor-parallel
+    experts that its script ran otherwise (:data:`EXPERT_PARALLEL_POOLS`): split by
+    expert parallelism, reached as the pool's engine reaches them there
+    (:func:`.silicon_layouts.pool_dispatch`); or, the FP4 low-latency pools, one
+    tensor-parallel attention rank over the pool's cards, a decode worker's rank holding
+    the sequences the file gives each of its ranks (a low-latency run: its decode pool no
+    wider than four cards):
 
     >>> dec = {"backend": "sglang", "mode": "disagg", "system": "gb200", "precision": "fp4",
+    ...        "decode_moe_tp_size": "32", "decode_tp_size": "1",
+    ...        "decode_attention_dp_size": "32", "prefill_moe_tp_size": "4",
     ...        "silicon_data_source": "measured=2025-12-21; lmsysorg/sglang:v0.5.5.post2"}
     >>> pool_layout(dec, "decode", Pool(workers=1, batch=256, tensor=1, attention_dp=32))
     Pool(workers=1, batch=256, tensor=1, pipeline=1, attention_dp=32, expert=32, dispatch='all_to_all')
+    >>> low = dec | {"decode_moe_tp_size": "4", "decode_tp_size": "1",
+    ...               "decode_attention_dp_size": "4"}
+    >>> pool_layout(low, "decode", Pool(workers=2, batch=4, tensor=1, attention_dp=4))
+    Pool(workers=2, batch=16, tensor=4, pipeline=1, attention_dp=1, expert=1, dispatch='all_gather')
     """
     if cells["mode"].strip() != "disagg" or UNPUBLISHED_SETTINGS in cells["silicon_data_source"]:
         return pool
     backend, system = cells["backend"].strip(), cells["system"].strip()
-    if ((backend, system, image_of(cells["silicon_data_source"])) in EXPERT_PARALLEL_POOLS
-            and pool.attention_dp > 1 and pool.tensor == 1 and pool.expert == 1):
-        width = pool.attention_dp
+    precision = cells.get("precision", "").strip()
+    narrow = EXPERT_PARALLEL_POOLS.get((backend, system, image_of(cells["silicon_data_source"])))
+    width = pool.attention_dp
+    if (narrow is not None and width > 1 and pool.tensor == 1 and pool.expert == 1
+            and cells.get(f"{stage}_moe_tp_size", "").strip() == str(width)):
+        decode = [whole(cells.get(f"decode_{c}", "")) or 1 for c in ("tp_size", "attention_dp_size")]
+        if precision == "fp4" and decode[0] * decode[1] <= narrow:
+            return attrs.evolve(pool, batch=pool.batch * width if stage == "decode" else pool.batch,
+                                tensor=width, attention_dp=1, dispatch="all_gather")
         layout = Layout(tensor=1, pipeline=pool.pipeline, attention_dp=width, expert=width)
         return attrs.evolve(pool, expert=width, dispatch=pool_dispatch(
-            backend, system, layout, stage, cells["precision"].strip()))
+            backend, system, layout, stage, precision))
     widest = DATA_PARALLEL_POOLS.get(
         (cells["backend"].strip(), cells["system"].strip(), cells["model_path"].strip()), {})
     width = pool.tensor * pool.attention_dp

@@ -20,11 +20,10 @@ file itself).
   * SGLang's, through DeepEP (``--moe-a2a-backend deepep``), where the recipes of the
     file's disaggregated SGLang runs set it (InferenceMAX's ``dynamo-sglang``
     configurations, February to April 2026, and their NVIDIA srt-slurm recipes,
-    ``recipes/{b200,gb200,gb300,h100,h200}*/``): every decode pool on GB200 and GB300
-    (low-latency kernels) and the FP8 prefill pools there (normal ones). Their B200, H100
-    and H200 pools and the FP4 prefill pools on GB200 and GB300 pass no backend, and
-    SGLang's default (``none``) gathers every rank's tokens (the FP4 ones in NVFP4,
-    ``SGLANG_MOE_NVFP4_DISPATCH``);
+    ``recipes/{b200,gb200,gb300,h100,h200}*/``): every data-parallel decode pool on
+    GB200 and GB300 (low-latency kernels) and the FP8 prefill pools there (normal ones).
+    Their B200, H100 and H200 pools and the FP4 prefill pools on GB200 and GB300 pass no
+    backend, and SGLang's default (``none``) gathers every rank's tokens;
   * TensorRT-LLM's on GB200 and GB300 (:data:`RACKS`) with the experts split by EP
     alone: its Blackwell MoE backend picks its one-sided NVLink all-to-all whenever
     attention is data-parallel, MoE TP is 1 and the cards share a multi-node NVLink

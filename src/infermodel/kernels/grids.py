@@ -435,8 +435,9 @@ class Rescaled:
     family's roofline in the wanted format to its roofline in the measured one,
     ``t = t_measured · R_wanted / R_measured`` — the measured kernel's efficiency kept,
     the format's bytes and peak taken from the card's datasheet. ``why`` says which
-    kernel the engine runs that no table times (a derivation prints it, and every point
-    is outside the measured grid).
+    kernel the engine runs that no table times: a derivation prints it at every point,
+    and the plugin that reads a rescaled lookup states it as a warning; :meth:`outside`
+    keeps the measured format's own grid distance.
 
     >>> import numpy as np
     >>> from infermodel.kernels.rooflines import gemm
@@ -450,13 +451,19 @@ class Rescaled:
     ...                   describe_roofline=gemm({"dtype": "bfloat16"}, card)[1])
     >>> fp8 = gemm({"dtype": "fp8"}, card)
     >>> scaled = Rescaled(measured, {"dtype": "fp8"}, *fp8, "an FP8 kernel no table times")
+    >>> scaled.explain(1.0, 4096.0, 4096.0)[0]
+    'an FP8 kernel no table times: read as the measured rows below, scaled from dtype bfloat16 to fp8 by the roofline ratio 0.5001'
     >>> round(scaled(1.0, 4096.0, 4096.0) / measured(1.0, 4096.0, 4096.0), 3)   # half the bytes
     0.5
     """
 
     def __init__(self, source: Lookup, categories: Mapping[str, Any], roofline: Roofline,
-                 describe_roofline: Callable[[Mapping[str, float]], str], why: str) -> None:
+                 describe_roofline: Callable[[Mapping[str, float]], str], why: str,
+                 measured: Mapping[str, Any] | None = None) -> None:
         self.source = source
+        #: The categories the source was read at, in ``categories``' terms (default the
+        #: source's own, as its table names them).
+        self.measured = dict(source.categories if measured is None else measured)
         self.name = source.name
         self.arguments = source.arguments
         self.table = source.table
@@ -494,15 +501,17 @@ class Rescaled:
     def explain(self, *values: float) -> list[str]:
         """What a derivation prints under a formula that uses this lookup at one point."""
         point = dict(zip(self.arguments, values))
-        wanted = ", ".join(f"{k} = {v}" for k, v in self.categories.items())
+        changed = [f"{k} {self.measured.get(k, '?')} to {v}"
+                   for k, v in self.categories.items() if self.measured.get(k) != v]
         ratio = float(self._ratio(values))
         time = self.point(*values)
         roof = float(self.roofline(point))
-        return [f"{self.why}: read as the measured rows below, scaled to {wanted} by the "
-                f"roofline ratio {ratio:.4g}",
+        return [f"{self.why}: read as the measured rows below, scaled from "
+                f"{', '.join(changed) or 'them'} by the roofline ratio {ratio:.4g}",
                 *(f"  {line}" for line in self.source.explain(*values)),
                 f"latency {time * 1e3:.5g} ms{self.unit_note}; roofline {roof * 1e3:.5g} ms "
-                f"({self.describe_roofline(point)}): the kernel reaches {roof / time:.1%} of it"]
+                f"({self.describe_roofline(point)}): {roof / time:.1%} of it, the measured "
+                "rows' own share, which the scaling keeps"]
 
 
 __all__ = ["FULL_WINDOW", "KEPT_POINTS", "Blend", "Lookup", "Rescaled", "brackets"]
