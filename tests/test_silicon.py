@@ -163,12 +163,14 @@ def test_vllms_data_parallel_pools_are_read_as_their_recipes_ran_them(rows, cell
 
 def test_sglangs_december_pools_are_read_as_their_launch_scripts_ran_them(rows, cells):
     # InferenceMAX's dsr1-fp{4,8}-gb200-dynamo-sglang configurations of December 2025
-    # (image lmsysorg/sglang:v0.5.5.post2) leave the layout to Dynamo's launch scripts;
+    # (image lmsysorg/sglang:v0.5.5.post2) leave the layout to Dynamo's launch scripts
+    # (b7107d0, examples/backends/sglang/slurm_jobs/scripts/gb200-fp{4,8}/disagg/<mode>.sh);
     # the file writes every pool as attention DP over tensor-parallel experts (moe_tp =
     # width, moe_ep = 1). The throughput scripts run DP attention with the experts over
-    # all the pool's cards (--ep-size); the FP4 low-latency script runs both pools
-    # --tensor-parallel-size 4 --data-parallel-size 1 --expert-parallel-size 1; the FP8
-    # low-latency one is DEP4 (DeepEP).
+    # the pool's cards (--ep-size; DeepEP in decode and in FP8 prefill), but FP4 prefill
+    # at 8,192-token prompts with --tp-size 4 --dp-size 1 --ep-size 1; the low-latency
+    # scripts run every pool --tensor-parallel-size 4 --data-parallel-size 1
+    # --expert-parallel-size 1.
     top, fp8 = ("dsr1_gb200_sglang_fp4_disagg_1024x1024_c12000_cfg259",
                 "dsr1_gb200_sglang_fp8_disagg_8192x1024_c1024_cfg253")
     assert [cells[top][f"decode_{c}"] for c in (
@@ -177,24 +179,31 @@ def test_sglangs_december_pools_are_read_as_their_launch_scripts_ran_them(rows, 
     pools = rows[f"{top}-tpot"].pools
     assert (pools.decode.attention_dp, pools.decode.expert, pools.decode.dispatch) == (
         32, 32, "all_to_all")
-    # The FP4 prefill gathers (no DeepEP in its recipe), the FP8 one is DeepEP's.
     assert (pools.prefill.attention_dp, pools.prefill.expert, pools.prefill.dispatch) == (
         4, 4, "all_gather")
     prefill = rows[f"{fp8}-tpot"].pools.prefill
     assert (prefill.attention_dp, prefill.expert, prefill.dispatch) == (8, 8, "all_to_all")
     assert rows[f"{top}-tpot"].expert == 32
-    low = "dsr1_gb200_sglang_fp4_disagg_1024x1024_c32_cfg252"
-    assert [cells[low][f"decode_{c}"] for c in ("num_workers", "batch_size", "tp_size",
-                                                 "attention_dp_size", "moe_tp_size")] == [
-        "2", "4", "1", "4", "4"]
-    pools = rows[f"{low}-tpot"].pools
-    # 32 clients over 2 workers: 16 sequences on each one's tensor-parallel rank.
-    assert (pools.decode.tensor, pools.decode.attention_dp, pools.decode.expert,
-            pools.decode.batch, pools.decode.dispatch) == (4, 1, 1, 16, "all_gather")
-    assert (pools.prefill.tensor, pools.prefill.attention_dp, pools.prefill.batch) == (4, 1, 1)
-    assert (rows[f"{low}-tpot"].tensor, rows[f"{low}-tpot"].attention_dp) == (4, 1)
-    fp8_low = rows["dsr1_gb200_sglang_fp8_disagg_1024x1024_c128_cfg227-tpot"].pools.decode
-    assert (fp8_low.attention_dp, fp8_low.expert, fp8_low.dispatch) == (4, 4, "all_to_all")
+    long = "dsr1_gb200_sglang_fp4_disagg_8192x1024_c8192_cfg254"
+    assert [cells[long][f"prefill_{c}"] for c in ("tp_size", "attention_dp_size",
+                                                   "moe_tp_size")] == ["1", "4", "4"]
+    pools = rows[f"{long}-ttft"].pools
+    assert (pools.prefill.tensor, pools.prefill.attention_dp, pools.prefill.expert) == (4, 1, 1)
+    assert (pools.decode.attention_dp, pools.decode.expert) == (32, 32)
+    for low, precision in (("dsr1_gb200_sglang_fp4_disagg_1024x1024_c32_cfg252", "fp4"),
+                           ("dsr1_gb200_sglang_fp8_disagg_1024x1024_c128_cfg227", "fp8")):
+        assert cells[low]["precision"] == precision
+        workers, per_rank = (int(cells[low][f"decode_{c}"]) for c in ("num_workers", "batch_size"))
+        assert [cells[low][f"decode_{c}"] for c in ("tp_size", "attention_dp_size",
+                                                     "moe_tp_size")] == ["1", "4", "4"]
+        pools = rows[f"{low}-tpot"].pools
+        # Each worker's one tensor-parallel rank holds its four ranks' sequences.
+        assert (pools.decode.tensor, pools.decode.attention_dp, pools.decode.expert,
+                pools.decode.batch, pools.decode.dispatch) == (4, 1, 1, 4 * per_rank,
+                                                               "all_gather")
+        assert workers * 4 * per_rank == rows[f"{low}-tpot"].concurrency
+        assert (pools.prefill.tensor, pools.prefill.attention_dp, pools.prefill.batch) == (4, 1, 1)
+        assert (rows[f"{low}-tpot"].tensor, rows[f"{low}-tpot"].attention_dp) == (4, 1)
     # Other images' pools keep the file's experts: the later GB200 runs were written
     # expert-parallel, and B200's FP8 prefill pools of March 2026 ran their experts
     # tensor-parallel under data-parallel attention, as written (their recipes,

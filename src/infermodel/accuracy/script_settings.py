@@ -50,9 +50,10 @@ are not published (:data:`UNPUBLISHED_SETTINGS`).
   the server's own heuristic would not hold its weights.
 * **SGLang's December pools on GB200**: the file writes every pool of InferenceMAX's
   Dynamo-SGLang runs of DeepSeek-R1 there (December 2025) as data-parallel attention over
-  tensor-parallel experts; their launch scripts ran the experts expert-parallel, and the
-  FP4 low-latency pools tensor-parallel without data-parallel attention
-  (:data:`EXPERT_PARALLEL_POOLS`, :func:`pool_layout`).
+  tensor-parallel experts; their launch scripts (Dynamo's, one per benchmark mode) ran the
+  low-latency pools tensor-parallel, the throughput pools' experts expert-parallel, and
+  the FP4 throughput prefill pools at 8,192-token prompts tensor-parallel
+  (:data:`SCRIPTED_POOLS`, :func:`pool_layout`).
 * **vLLM's data-parallel pools, written as tensor-parallel ones**: InferenceMAX's
   Dynamo-vLLM disaggregated runs of Kimi-K2.5 on GB200 (configuration
   ``kimik2.5-fp4-gb200-dynamo-vllm`` of 7 April 2026, its recipes NVIDIA/srt-slurm
@@ -94,11 +95,11 @@ __all__ = [
     "DATA_PARALLEL_POOLS",
     "DP_BALANCE",
     "EIGHT_BIT_CACHE",
-    "EXPERT_PARALLEL_POOLS",
     "MOE_RUNNERS",
     "MXFP8_EXPERT_ACTIVATIONS",
     "RECV_INTERVAL_B300",
     "RECV_INTERVAL_MODELS",
+    "SCRIPTED_POOLS",
     "SGLANG_LAUNCH",
     "SGLANG_LAUNCH_MODELS",
     "SIXTEEN_BIT_CACHE",
@@ -223,20 +224,21 @@ DATA_PARALLEL_POOLS = {("vllm", "gb200", "moonshotai/Kimi-K2.5"): {"prefill": 0,
 #: ``moe_ep`` 1) where their launch scripts ran something else: SGLang's DeepSeek-R1 on
 #: GB200 through Dynamo on the ``lmsysorg/sglang:v0.5.5.post2`` image (configurations
 #: ``dsr1-fp{4,8}-gb200-dynamo-sglang`` of December 2025, whose ``tp``, ``ep`` and
-#: ``dp-attn`` fields are placeholders — the FP8 one says they "do nothing because they
-#: are hardcoded" in the launch script — and whose comments name the pools "DEP4" to
-#: "DEP48"; the scripts are Dynamo's ``examples/backends/sglang/slurm_jobs/scripts/
-#: gb200-fp{4,8}/disagg/``, one per ``SCRIPT_MODE``). The throughput scripts and the FP8
-#: low-latency one start every pool with ``--enable-dp-attention`` and the experts over
-#: all its cards (``--ep-size`` of the pool's GPUs; DeepEP), read as expert-parallel;
-#: the FP4 low-latency one (``1k1k-low-latency.sh``) starts both pools with
-#: ``--tensor-parallel-size`` of their GPUs (4), ``--data-parallel-size 1`` and
-#: ``--expert-parallel-size 1``, read as tensor-parallel over the four cards (this from
-#: the script's stored version of Dynamo's 0.7.0 wheels, 75b4a35; the commit the runs
-#: cloned, b7107d0, is not stored). The low-latency runs are those whose decode pools
-#: are no wider than four cards (the throughput ones' are 32 or 48). (backend, system,
-#: image) → the widest low-latency decode pool.
-EXPERT_PARALLEL_POOLS = {("sglang", "gb200", "lmsysorg/sglang:v0.5.5.post2"): 4}
+#: ``dp-attn`` fields are placeholders, the FP8 one noting that they "do nothing"). Their
+#: benchmark scripts (``benchmarks/dsr1_fp{4,8}_gb200_dynamo-sglang_slurm.sh``) check out
+#: Dynamo at b7107d0 and start ``examples/backends/sglang/slurm_jobs/scripts/
+#: gb200-fp{4,8}/disagg/<mode>.sh``: the low-latency scripts start both pools with
+#: ``--tensor-parallel-size`` of their cards (four), ``--data-parallel-size 1`` and
+#: ``--expert-parallel-size 1``; the throughput ones (``max-tpt``, ``middle-curve``) start
+#: their decode pools with data-parallel attention and the experts over all their cards
+#: (``--ep-size``, DeepEP low-latency), their FP8 prefill pools the same way (DeepEP
+#: normal), their FP4 prefill pools at 1,024-token prompts with data-parallel attention and
+#: ``--ep-size`` but no all-to-all backend, and at 8,192-token prompts with ``--tp-size``
+#: of their cards, ``--dp-size 1 --ep-size 1``. A run is a low-latency one where its decode
+#: pools are no wider than four cards (the throughput ones' are 32 or 48). (backend,
+#: system, image) → (the widest low-latency decode pool, the (precision, prompt tokens) of
+#: the throughput runs whose prefill pools are tensor-parallel).
+SCRIPTED_POOLS = {("sglang", "gb200", "lmsysorg/sglang:v0.5.5.post2"): (4, (("fp4", "8192"),))}
 #: SGLang's launch flags in InferenceMAX's aggregated scripts (SemiAnalysisAI/InferenceX,
 #: ``benchmarks/`` then ``benchmarks/single_node/``; each script's history to the file's
 #: last measurement, April 2026): (model family, system, precision) → the versions, each
@@ -482,21 +484,24 @@ def pool_layout(cells: Mapping[str, str], stage: str, pool: Pool) -> Pool:
     4
 
     And where the file writes a pool as data-parallel attention over tensor-parallel
-    experts that its script ran otherwise (:data:`EXPERT_PARALLEL_POOLS`): split by
-    expert parallelism, reached as the pool's engine reaches them there
-    (:func:`.silicon_layouts.pool_dispatch`); or, the FP4 low-latency pools, one
-    tensor-parallel attention rank over the pool's cards, a decode worker's rank holding
-    the sequences the file gives each of its ranks (a low-latency run: its decode pool no
-    wider than four cards):
+    experts that its script ran otherwise (:data:`SCRIPTED_POOLS`): split by expert
+    parallelism, reached as the pool's engine reaches them there
+    (:func:`.silicon_layouts.pool_dispatch`); or, where the script starts it
+    tensor-parallel, one attention rank over the pool's cards, a decode worker's rank
+    holding the sequences the file gives each of its ranks:
 
     >>> dec = {"backend": "sglang", "mode": "disagg", "system": "gb200", "precision": "fp4",
-    ...        "decode_moe_tp_size": "32", "decode_tp_size": "1",
+    ...        "isl": "1024", "decode_moe_tp_size": "32", "decode_tp_size": "1",
     ...        "decode_attention_dp_size": "32", "prefill_moe_tp_size": "4",
     ...        "silicon_data_source": "measured=2025-12-21; lmsysorg/sglang:v0.5.5.post2"}
     >>> pool_layout(dec, "decode", Pool(workers=1, batch=256, tensor=1, attention_dp=32))
     Pool(workers=1, batch=256, tensor=1, pipeline=1, attention_dp=32, expert=32, dispatch='all_to_all')
-    >>> low = dec | {"decode_moe_tp_size": "4", "decode_tp_size": "1",
-    ...               "decode_attention_dp_size": "4"}
+    >>> pool_layout(dec, "prefill", Pool(workers=4, batch=1, tensor=1, attention_dp=4)).expert
+    4
+    >>> pool_layout(dec | {"isl": "8192"}, "prefill",
+    ...             Pool(workers=4, batch=1, tensor=1, attention_dp=4)).tensor
+    4
+    >>> low = dec | {"decode_moe_tp_size": "4", "decode_attention_dp_size": "4"}
     >>> pool_layout(low, "decode", Pool(workers=2, batch=4, tensor=1, attention_dp=4))
     Pool(workers=2, batch=16, tensor=4, pipeline=1, attention_dp=1, expert=1, dispatch='all_gather')
     """
@@ -504,12 +509,15 @@ def pool_layout(cells: Mapping[str, str], stage: str, pool: Pool) -> Pool:
         return pool
     backend, system = cells["backend"].strip(), cells["system"].strip()
     precision = cells.get("precision", "").strip()
-    narrow = EXPERT_PARALLEL_POOLS.get((backend, system, image_of(cells["silicon_data_source"])))
+    scripted = SCRIPTED_POOLS.get((backend, system, image_of(cells["silicon_data_source"])))
     width = pool.attention_dp
-    if (narrow is not None and width > 1 and pool.tensor == 1 and pool.expert == 1
-            and cells.get(f"{stage}_moe_tp_size", "").strip() == str(width)):
+    if (scripted is not None and width > 1 and pool.tensor == 1 and pool.expert == 1
+            and whole(cells.get(f"{stage}_moe_tp_size", "")) == width):
+        narrow, tensor_prefill = scripted
         decode = [whole(cells.get(f"decode_{c}", "")) or 1 for c in ("tp_size", "attention_dp_size")]
-        if precision == "fp4" and decode[0] * decode[1] <= narrow:
+        low_latency = decode[0] * decode[1] <= narrow
+        if low_latency or (stage == "prefill" and (precision, cells.get("isl", "").strip())
+                           in tensor_prefill):
             return attrs.evolve(pool, batch=pool.batch * width if stage == "decode" else pool.batch,
                                 tensor=width, attention_dp=1, dispatch="all_gather")
         layout = Layout(tensor=1, pipeline=pool.pipeline, attention_dp=width, expert=width)
