@@ -242,8 +242,8 @@ def _deepep_rescaled(st: Setup, family: str, spec, attempts: list[dict],
                          "measured kernel's share of its roofline kept)")
         # One object per source and format, kept with the source (kernels.lookup keeps
         # its lookups): a tabulated function's name must keep meaning the same table.
-        kept = source.__dict__.setdefault("rescaled", {})
-        key = (st.system, tuple(sorted(attempt.items())))
+        kept = source.rescaled
+        key = tuple(sorted(attempt.items()))
         if key not in kept:
             roofline, describe = spec.roofline(attempt, kernels.card(st.system))
             kept[key] = kernels.Rescaled(source, attempt, roofline, describe, why, measured)

@@ -87,13 +87,13 @@ import attrs
 
 from ..errors import InfermodelError, Problem
 from .ledger import LedgerRow, Pool, Pools
+from .script_pools import pool_layout
 from .script_settings import (
     batch_wait,
     dp_balance,
     kv_cache,
     moe_backend,
     mxfp4_activations,
-    pool_layout,
     recv_interval,
     sglang_launch,
     speculative_run,

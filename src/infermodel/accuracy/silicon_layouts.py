@@ -32,7 +32,7 @@ file itself).
 
   vLLM's pools gather by default; the one set of its pools the file writes with the
   wrong degrees (data-parallel ranks as a tensor degree) is read as its recipes ran it,
-  all-to-all included (:func:`.script_settings.pool_layout`).
+  all-to-all included (:func:`.script_pools.pool_layout`).
 
   A pool's router hands the request to the decode server after the prefill under Dynamo
   (the TensorRT-LLM and vLLM pools: :data:`SEQUENTIAL_HANDOFF`), with the prefill under

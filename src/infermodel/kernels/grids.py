@@ -109,6 +109,9 @@ class Lookup:
                  lanes: Mapping[tuple[float, ...], str] | None = None,
                  lane_rule: str = "") -> None:
         self.name = name
+        #: Lookups of this table's rows read for another format (:class:`Rescaled`), kept
+        #: with it by whoever makes them, so that one format's reading stays one object.
+        self.rescaled: dict[Any, Rescaled] = {}
         #: The kernel each configuration reads where the table timed several (see
         #: :mod:`.lanes`), and the rule that chose it ("": the fastest row of each cell).
         self.lanes = dict(lanes or {})
