@@ -294,6 +294,31 @@ def test_the_moe_kernel_runs_every_token_at_the_layouts_ep_size(ep8_dp8):
     assert calls[0][2] == pytest.approx(row, rel=1e-12)
 
 
+def test_vllms_expert_selection_is_a_kernel_its_moe_table_does_not_time(ep8_dp8):
+    # vLLM's MoE rows time fused_experts on expert ids chosen in advance (aiconfigurator's
+    # collector/vllm/collect_moe.py passes topk_weights and topk_ids), so the selection
+    # after the router's GEMM is a kernel of its own: each token's 256 scores read in 32
+    # bits, its 8 expert ids and weights written in 4 bytes each, 4 operations a score,
+    # at the roofline plus the card's fixed kernel time, once in each of the 58 MoE
+    # layers. Each attention rank routes its own 8 sequences (one card of eight: the
+    # whole batch over the eight cards' bandwidth).
+    gemm = _latency_s("gemm/vllm/0.24.0/gemm_perf.parquet", gemm_dtype="bfloat16", m=8, n=256,
+                      k=7168)
+    tokens, fixed = 64, ep8_dp8["elementwise_kernel_latency"]
+    selection = max(tokens * MOE_LAYERS * (4 * 256 + 8 * 8) / ep8_dp8["bandwidth"],
+                    4 * tokens * 256 * MOE_LAYERS / ep8_dp8["flops_effective_decode"])
+    assert fixed == 3e-6
+    assert ep8_dp8["decode_kernel_router_time"] == pytest.approx(
+        MOE_LAYERS * (gemm + fixed) + selection, rel=1e-9)
+    # SGLang's collector times select_experts inside the measured op (and TensorRT-LLM's
+    # MoE module routes the logits itself): their router is the GEMM alone.
+    sglang = _sglang_ep8_dp8()
+    calls = _table_calls(sglang, "decode_kernel_router_time")
+    assert len(calls) == 1 and calls[0][0].startswith("k_gemm_")
+    assert sglang["decode_kernel_router_time"] == pytest.approx(MOE_LAYERS * calls[0][2],
+                                                                rel=1e-9)
+
+
 def _sglang_ep8_dp8(**more):
     return infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured",
                                          "efficiency.engine": "sglang",
