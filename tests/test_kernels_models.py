@@ -294,29 +294,64 @@ def test_the_moe_kernel_runs_every_token_at_the_layouts_ep_size(ep8_dp8):
     assert calls[0][2] == pytest.approx(row, rel=1e-12)
 
 
-def test_vllms_expert_selection_is_a_kernel_its_moe_table_does_not_time(ep8_dp8):
-    # vLLM's MoE rows time fused_experts on expert ids chosen in advance (aiconfigurator's
-    # collector/vllm/collect_moe.py passes topk_weights and topk_ids), so the selection
-    # after the router's GEMM is a kernel of its own: each token's 256 scores read in 32
-    # bits, its 8 expert ids and weights written in 4 bytes each, 4 operations a score,
-    # at the roofline plus the card's fixed kernel time, once in each of the 58 MoE
-    # layers. Each attention rank routes its own 8 sequences (one card of eight: the
-    # whole batch over the eight cards' bandwidth).
-    gemm = _latency_s("gemm/vllm/0.24.0/gemm_perf.parquet", gemm_dtype="bfloat16", m=8, n=256,
-                      k=7168)
-    tokens, fixed = 64, ep8_dp8["elementwise_kernel_latency"]
-    selection = max(tokens * MOE_LAYERS * (4 * 256 + 8 * 8) / ep8_dp8["bandwidth"],
-                    4 * tokens * 256 * MOE_LAYERS / ep8_dp8["flops_effective_decode"])
-    assert fixed == 3e-6
-    assert ep8_dp8["decode_kernel_router_time"] == pytest.approx(
-        MOE_LAYERS * (gemm + fixed) + selection, rel=1e-9)
-    # SGLang's collector times select_experts inside the measured op (and TensorRT-LLM's
-    # MoE module routes the logits itself): their router is the GEMM alone.
+def test_the_expert_selection_is_charged_where_the_moe_rows_leave_it_out(ep8_dp8, capsys):
+    # vLLM's MoE tables before 0.24 time fused_experts on expert ids chosen before the
+    # timed call (aiconfigurator's collector/vllm/collect_moe.py, up to its 0.24 rewrite);
+    # the engine selects the experts in a kernel of its own after the router's GEMM. Read
+    # from those rows, each of the 58 MoE layers adds it: each token's 256 scores read in
+    # 32 bits, its 8 ids and weights written in 4 bytes each, 4 operations a score, at
+    # the roofline (the stage's 64 tokens over its eight cards) plus the fixed kernel time.
+    older = infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured",
+                                          "efficiency.engine": "vllm",
+                                          "efficiency.engine_version": "0.19.0",
+                                          "workload.prompt_tokens": 4000,
+                                          "workload.output_tokens": 192})
+    row = _latency_s("moe/vllm/0.19.0/moe_perf.parquet", moe_dtype="fp8_block",
+                     distribution="power_law_1.01", num_tokens=64, hidden_size=7168,
+                     inter_size=2048, topk=8, num_experts=256, moe_tp_size=1, moe_ep_size=8)
+    selection = max(64 * (4 * 256 + 8 * 8) / older["bandwidth"],
+                    4 * 64 * 256 / older["flops_effective_decode"]) + 3e-6
+    assert older["elementwise_kernel_latency"] == 3e-6
+    calls = _table_calls(older, "decode_kernel_ffn_time")
+    moe = [c for c in calls if c[0].startswith("k_moe")]
+    share = [c for c in calls if c[0].startswith("k_msel")]
+    assert moe[0][2] == pytest.approx(row, rel=1e-12)
+    assert [c[1] for c in share] == [c[1] for c in moe] and share[0][2] == 1.0
+    # The command line shows it, and the checks that follow a result pass over the share.
+    from infermodel.cli import main
+
+    assert main(["explain", str(EP8_DP8), "decode_kernel_ffn_time",
+                 "--set=efficiency.kernels=measured", "--set=efficiency.engine=vllm",
+                 "--set=efficiency.engine_version=0.19.0", "--set=workload.prompt_tokens=4000",
+                 "--set=workload.output_tokens=192"]) == 0
+    assert "selection is charged beside them: 1 (h200_sxm/moe/vllm/0.19.0" in capsys.readouterr().out
+    # Their 0.24 tables time the FusedMoE module, which selects the experts itself, and
+    # SGLang's collector calls select_experts inside its timed op: nothing is added.
+    assert [c[2] for c in _table_calls(ep8_dp8, "decode_kernel_ffn_time")
+            if c[0].startswith("k_msel")] in ([], [0.0])
     sglang = _sglang_ep8_dp8()
-    calls = _table_calls(sglang, "decode_kernel_router_time")
-    assert len(calls) == 1 and calls[0][0].startswith("k_gemm_")
-    assert sglang["decode_kernel_router_time"] == pytest.approx(MOE_LAYERS * calls[0][2],
-                                                                rel=1e-9)
+    assert not [c for c in _table_calls(sglang, "decode_kernel_ffn_time")
+                if c[0].startswith("k_msel")]
+    # It is one elementwise kernel beside each MoE layer's row: with the share read as
+    # none, the ffn operator of the older tables is 58 selections shorter (the routed
+    # experts stay the longer of the two streams the shared experts overlap).
+    from infermodel.plugin import table_of, tabulated_calls
+    from infermodel_builtins.measured_kernels import plan
+
+    expression = plan(older.scenario).expand(older.quantity("decode_kernel_ffn_time").expression)
+    values = {s: older[s.name] for s in expression.free_symbols}
+
+    def number(call, share):
+        if call.func.__name__.startswith("k_msel"):
+            return share
+        return table_of(call)(*(float(a.xreplace(values)) for a in call.args))
+
+    def ffn(share):
+        calls = {c: number(c, share) for c in tabulated_calls(expression)}
+        return float(expression.xreplace(calls).xreplace(values).evalf())
+
+    assert ffn(1.0) == pytest.approx(older["decode_kernel_ffn_time"], rel=1e-9)
+    assert ffn(1.0) - ffn(0.0) == pytest.approx(MOE_LAYERS * selection, rel=1e-9)
 
 
 def _sglang_ep8_dp8(**more):

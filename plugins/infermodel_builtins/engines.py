@@ -116,10 +116,6 @@ class Engine:
     #: The overlap holds with an all-to-all expert dispatch too (SGLang's DeepEP path
     #: runs the shared experts in line).
     shared_stream_all_to_all: bool = True
-    #: The experts' selection (scoring, top-k) is a kernel of its own that the engine's
-    #: MoE table does not time: its rows run the grouped expert kernel on expert choices
-    #: made in advance (see :data:`SELECTION_KERNELS`).
-    separate_selection: bool = False
 
 
 #: Where each engine runs the shared experts beside the routed ones.
@@ -132,15 +128,6 @@ SHARED_EXPERT_STREAMS = (
     "expert, but in line on its DeepEP (all-to-all) path; vLLM from 0.11.1 (FusedMoE with "
     "shared experts, PRs 26440 and 28406): an auxiliary stream on CUDA for passes of at "
     "most VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD = 256 tokens")
-
-
-#: Whether each engine's MoE table times the experts' selection (the measured tables'
-#: collectors).
-SELECTION_KERNELS = (
-    "NVIDIA aiconfigurator collectors (collector/<engine>/collect_moe.py): vLLM's rows time "
-    "fused_experts on topk_weights and topk_ids computed before the timed call; SGLang's "
-    "call select_experts inside the timed op; TensorRT-LLM's pass the router logits to the "
-    "MoE module, which selects the experts itself")
 
 
 #: TensorRT-LLM's all-reduce with the residual add and RMSNorm fused in.
@@ -164,8 +151,7 @@ ENGINES = {
                    "rest of that share after weights and the activation peak profiled at "
                    "max_num_batched_tokens, 8192 for the API server on cards of 70 GiB or more); "
                    "CUDA graphs, NCCL buffers and the CUDA context live in the 10 % left out; "
-                   + VLLM_ARGS, shared_stream="tokens", shared_stream_tokens=256,
-                   separate_selection=True),
+                   + VLLM_ARGS, shared_stream="tokens", shared_stream_tokens=256),
     "vllm-v0": Engine("vLLM V0 (before 0.8)", "vllm-v0", 0.10, "total", 8192, 256, False, 16, 256,
                       "vLLM V0 engine arguments: gpu_memory_utilization = 0.9, as V1; "
                       + VLLM_V0_ARGS, generation_of="vllm"),

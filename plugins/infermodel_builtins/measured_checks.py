@@ -154,7 +154,9 @@ def _outside(result, expression) -> str:
             values = [float(a.xreplace(known)) for a in call.args]
         except (TypeError, ValueError):
             continue
-        far = table_of(call).outside(*values)
+        # A table that keeps no grid (a share, a plugin's own function) says nothing.
+        outside_of = getattr(table_of(call), "outside", None)
+        far = outside_of(*values) if outside_of is not None else None
         if far:
             outside.setdefault(far, []).append(call.func.__name__)
     return "; ".join(f"{', '.join(dict.fromkeys(calls))}: {far}" for far, calls in outside.items())

@@ -68,8 +68,8 @@ from infermodel.plugin import (
 
 from . import M10, kernel_plan, measured_checks
 from .efficiency_parameters import BY_NAME, HOST, engine_values
-from .engines import SELECTION_KERNELS, SEPARATE_ROPE, TRTLLM_NORM_FUSION, TRTLLM_ROPE_FUSION
-from .kernel_plan import PHASES, Plan, Setup, time_name
+from .engines import SEPARATE_ROPE, TRTLLM_NORM_FUSION, TRTLLM_ROPE_FUSION
+from .kernel_plan import PHASES, UNTIMED_SELECTION_SOURCE, Plan, Setup, time_name
 from .kernel_setup import ENGINE_TABLES, setup
 from .layout_kernels import all_reduce, collective_kernels, qk_norm_all_reduce
 from .layouts import layer_counts
@@ -363,11 +363,12 @@ def _elementwise_latency(st: Setup, define) -> None:
               "none: no measured system states one")
     define("elementwise_kernel_latency", value, unit="s",
            description="fixed time of one elementwise kernel (a norm, the embedding lookup, "
-                       "an activation, the rotary embedding, vLLM's expert selection) "
+                       "an activation, the rotary embedding, the experts' selection where a MoE "
+                       "table's rows leave it out) "
                        f"beyond its bandwidth roofline ({origin}); under TensorRT-LLM with "
                        "tensor parallelism the norms ride in the all-reduce",
            reference=f"{TABLES}: systems/<system>.yaml; {TRTLLM_NORM_FUSION}; "
-                     f"{TRTLLM_ROPE_FUSION}; {SEPARATE_ROPE}; {SELECTION_KERNELS}")
+                     f"{TRTLLM_ROPE_FUSION}; {SEPARATE_ROPE}; {UNTIMED_SELECTION_SOURCE}")
 
 
 def _host(scenario, define) -> None:

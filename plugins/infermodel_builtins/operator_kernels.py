@@ -22,16 +22,13 @@ per layer::
                        MoE: the grouped-expert kernel (T tokens, d, expert width, top-k,
                        experts; TP on the experts) and the shared experts as GEMMs;
                        a d×d projection: GEMM n = d, k = d
-    router             GEMM  m = T, n = E, k = d (16-bit); where the engine's MoE table
-                       times the experts on choices made in advance (vLLM), the
-                       selection after it, elementwise (E scores read, top-k ids and
-                       weights written a token)
+    router             GEMM  m = T, n = E, k = d (16-bit)
     head               GEMM  m = P, n = vocab, k = d               n split by TP
 
 Latent attention's operators are in :mod:`.latent_kernels`, the layers without attention
 (state space, linear attention) in :mod:`.state_kernels`. Norms and the embedding lookup
 are elementwise: no table covers them, and they keep their roofline times; so do the
-activation, the rotary embedding and vLLM's expert selection, inside their measured operators (each launch with
+activation and the rotary embedding, inside their measured operators (each launch with
 the card's fixed kernel time: :mod:`.kernel_plan`).
 
 Under a layout with data-parallel attention or expert parallelism each kernel says whose
@@ -211,23 +208,6 @@ def _ffn(scenario, tokens, phase=""):
     return tuple(kernels)
 
 
-def _selection(scenario, tokens):
-    """The experts' selection, a kernel of its own after the router's GEMM where the
-    engine's MoE table times the experts on choices made in advance
-    (:attr:`.engines.Engine.separate_selection`): it reads each token's E scores (32-bit)
-    and writes its top-k expert ids and weights (4 bytes each), a few operations a score
-    (scoring function, bias, comparisons), at its roofline plus the card's fixed kernel
-    time per launch.
-    """
-    engine = ENGINES.get(scenario.value("efficiency.engine") or "")
-    if engine is None or not engine.separate_selection:
-        return ()
-    layers = moe_layer_count(scenario)
-    return (Kernel(ELEMENTWISE, {"flops": 4 * tokens * S.experts * layers,
-                                 "bytes": (4 * S.experts + 8 * S.active_experts) * tokens * layers},
-                   calls=layers, label="expert selection", group="dense"),)
-
-
 def _norm_launches(scenario):
     """Norm kernels a pass launches: two a block and the final one; under an engine whose
     all-reduce adds the residual and normalises (TensorRT-LLM), with tensor parallelism,
@@ -279,8 +259,7 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
         out["attention_score"] = out["attention_value"] = attention
     if scenario.value("model.experts") > 1:
         out["router"] = (Kernel("gemm", {"m": tokens, "n": S.experts, "k": S.d_model},
-                                calls=moe_layer_count(scenario), label="router", group="dense"),
-                         *_selection(scenario, tokens))
+                                calls=moe_layer_count(scenario), label="router", group="dense"),)
     kinds = [k for k in COUNTS if st.has(k)]
     if kinds:
         out["state_mixer"] = mixer_projections(kinds, tokens)

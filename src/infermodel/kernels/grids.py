@@ -266,6 +266,15 @@ class Lookup:
         nearest = int(np.argmin(((self._log_configs - logs) ** 2).sum(axis=1)))
         return Blend(((nearest, 1.0),), tuple(self.configs[nearest].tolist()), "nearest")
 
+    def read_from(self, config: Sequence[float]) -> tuple[tuple[str, float], ...]:
+        """The table each measured configuration behind ``config`` was read from (this
+        lookup's own, or the older folder's it inherited the configuration from), with
+        its blend weight.
+        """
+        blend = self.blend(config)
+        return tuple((self.inherited.get(tuple(float(v) for v in self.configs[index]), self.table),
+                      weight) for index, weight in blend.parts)
+
     # -- evaluation ----------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
         # A point already asked for: plain numbers (floats, numpy floats, ints) hash as
