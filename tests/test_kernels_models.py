@@ -354,6 +354,52 @@ def test_the_expert_selection_is_charged_where_the_moe_rows_leave_it_out(ep8_dp8
     assert ffn(1.0) - ffn(0.0) == pytest.approx(MOE_LAYERS * selection, rel=1e-9)
 
 
+def test_the_selection_share_follows_each_configurations_table():
+    # The share is per measured configuration: vLLM 0.24's B200 FP8 table holds the
+    # selection for its own configurations, and leaves it out for those it inherits
+    # from 0.22's and 0.19's folders (the fused_experts collector); between two
+    # configurations the blend weights split it. MXFP4 rows were timed through FusedMoE
+    # in every release, Intel's XPU collector passes precomputed ids in every release,
+    # and SGLang's or TensorRT-LLM's tables carry no share here.
+    import numpy as np
+
+    from infermodel import kernels
+    from infermodel_builtins.moe_selection import SelectionLeftOut, selection_left_out
+
+    fp8 = kernels.lookup("b200_sxm", "vllm", "0.24.0", "moe", dtype="fp8",
+                         distribution="power_law_1.01")
+    own = next(tuple(map(float, c)) for c in fp8.configs if tuple(map(float, c)) not in fp8.inherited)
+    inherited = next(iter(fp8.inherited))
+    assert "/0.2" in fp8.inherited[inherited] or "/0.1" in fp8.inherited[inherited]
+    share = SelectionLeftOut(fp8, "vllm")
+    assert (share.share(own), share.share(inherited)) == (0.0, 1.0)
+    # On arrays: one share per point, configurations varying point by point.
+    columns = {n: np.array([own[i], inherited[i]]) for i, n in enumerate(fp8.config_names)}
+    args = [columns.get(n, np.array([64.0, 64.0])) for n in fp8.arguments]
+    assert share(*args).tolist() == [0.0, 1.0]
+    assert share(*[float(a[0]) for a in args]) == 0.0
+    mxfp4 = kernels.lookup("h200_sxm", "vllm", "0.19.0", "moe", dtype="w4a16_mxfp4",
+                           distribution="power_law_1.01")
+    assert selection_left_out(mxfp4, "vllm") is None
+    xpu = kernels.lookup("b60", "vllm", "0.26.0", "moe", dtype="w4a16_mxfp4",
+                         distribution="power_law_1.01")
+    assert xpu.kernel_sources == ("vllm_xpu_moe_mxfp4",)
+    assert selection_left_out(xpu, "vllm").share(xpu.configs[0]) == 1.0
+    sglang = kernels.lookup("h200_sxm", "sglang", "0.5.10", "moe", dtype="fp8_block",
+                            distribution="power_law_1.01")
+    assert selection_left_out(sglang, "sglang") is None
+    # A stated older release with a stated backend reads long table names: the share's
+    # function keeps the names' 64-character bound.
+    older = infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured",
+                                          "efficiency.engine": "vllm",
+                                          "efficiency.engine_version": "0.14.0",
+                                          "efficiency.moe_backend": "triton",
+                                          "workload.prompt_tokens": 4000,
+                                          "workload.output_tokens": 192})
+    names = [c[0] for c in _table_calls(older, "decode_kernel_ffn_time")]
+    assert any(n.startswith("k_msel_") for n in names) and max(map(len, names)) <= 64
+
+
 def _sglang_ep8_dp8(**more):
     return infermodel.evaluate(EP8_DP8, {"efficiency.kernels": "measured",
                                          "efficiency.engine": "sglang",

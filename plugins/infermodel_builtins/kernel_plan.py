@@ -27,7 +27,6 @@ import re
 import weakref
 
 import attrs
-import numpy as np
 import sympy
 from sympy import ceiling
 
@@ -43,6 +42,7 @@ from .kernel_dtypes import (
     gemm_dtype,
     moe_dtype,
 )
+from .moe_selection import selection_left_out, selection_time
 from .operator_kernels import ELEMENTWISE, FULL
 from .unevaluated import Max, Min
 
@@ -71,80 +71,6 @@ STAND_INS: dict[tuple[str, str, str], tuple[dict[str, str], str, str]] = {("vllm
     "block-scaled FP8 where they are less than its block-FP8 rows, which were measured "
     "without CUDA graphs (57 µs or more a call below about a hundred tokens: the host's "
     "launches)")}
-#: MoE tables that time the experts on expert ids chosen before the timed call, so that
-#: the selection after the router's GEMM (scoring function, correction bias, top-k), a
-#: kernel of its own in the engine, is in none of their rows: vLLM's before 0.24, whose
-#: collector called ``fused_experts`` (or FlashInfer's routed FP4 kernel) on precomputed
-#: ``topk_ids`` — except its MXFP4 rows, timed through the ``FusedMoE`` module, which
-#: selects the experts itself, as the 0.24 collector times every format. SGLang's
-#: collector calls ``select_experts`` inside the timed op and TensorRT-LLM's hands the
-#: router logits to its MoE module (:data:`UNTIMED_SELECTION_SOURCE`).
-UNTIMED_SELECTION = {"vllm": (0, 24)}
-UNTIMED_SELECTION_KEPT = ("w4a16_mxfp4",)
-UNTIMED_SELECTION_SOURCE = (
-    "NVIDIA aiconfigurator collectors (collector/<engine>/collect_moe.py): vLLM's before 0.24 "
-    "call fused_experts (or FlashInfer's routed FP4 kernel) on topk_weights and topk_ids "
-    "computed before the timed call, MXFP4 and the 0.24 collector the FusedMoE module on "
-    "router logits; SGLang's call select_experts inside the timed op; TensorRT-LLM's pass "
-    "the router logits to the MoE module, which selects the experts itself")
-_FOLDER_RELEASE = re.compile(r"/(\d+(?:\.\d+)+)[^/]*/[^/]+$")
-
-
-class SelectionLeftOut:
-    """The share of a MoE point's measured rows that leave the experts' selection out
-    (:data:`UNTIMED_SELECTION`): 1 where every configuration behind the point was read
-    from such a table, 0 where none was, their blend weights between. Called on numpy
-    arrays like the lookup it reads.
-    """
-
-    def __init__(self, lookup, engine: str) -> None:
-        self.lookup = lookup
-        self.before = UNTIMED_SELECTION.get(engine)
-        self.kept = lookup.categories.get("moe_dtype", lookup.categories.get("dtype")) in \
-            UNTIMED_SELECTION_KEPT
-        self._config_at = [lookup.arguments.index(n) for n in lookup.config_names]
-
-    def untimed(self, table: str) -> bool:
-        """Whether ``table``'s rows leave the selection out."""
-        found = _FOLDER_RELEASE.search(table)
-        if self.before is None or self.kept or found is None:
-            return False
-        return tuple(int(p) for p in found.group(1).split(".")[:2]) < self.before
-
-    def any(self) -> bool:
-        """Whether some configuration of the lookup leaves it out."""
-        return any(self.untimed(t) for t in (self.lookup.table, *self.lookup.inherited.values()))
-
-    def share(self, config) -> float:
-        return sum(w for table, w in self.lookup.read_from(config) if self.untimed(table))
-
-    def __call__(self, *args):
-        arrays = [np.asarray(a, dtype=float) for a in args]
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
-        configs = np.stack([np.broadcast_to(arrays[i], shape).ravel() for i in self._config_at],
-                           axis=1) if self._config_at else np.zeros((int(np.prod(shape)), 0))
-        unique, inverse = np.unique(configs, axis=0, return_inverse=True)
-        shares = np.array([self.share(tuple(row)) for row in unique.tolist()])
-        out = shares[np.asarray(inverse).ravel()].reshape(shape)
-        return float(out) if out.ndim == 0 else out
-
-    def point(self, *values: float) -> float:
-        """The share at one point (plain numbers)."""
-        return self.share(tuple(values[i] for i in self._config_at))
-
-    def outside(self, *values: float) -> str | None:
-        """None: the MoE lookup beside it states its own grid distance."""
-        return None
-
-    def explain(self, *values: float) -> list[str]:
-        config = [values[i] for i in self._config_at]
-        tables = "; ".join(f"{t} ({'leaves it out' if self.untimed(t) else 'times it'}, "
-                           f"weight {w:.3g})" for t, w in self.lookup.read_from(config))
-        return [f"share of the rows read that time the experts on ids chosen before the timed "
-                f"call, so that the selection is charged beside them: {self.share(config):.3g} "
-                f"({tables})"]
-
-
 #: The experts' format SGLang's DeepEP MoE tables (``deepep_moe_*``, its masked grouped
 #: GEMMs behind DeepEP) measure. Behind DeepEP the engine runs the experts in their own
 #: format on the tokens each rank receives (NVFP4 experts through FlashInfer's masked
@@ -158,7 +84,7 @@ SHORT = {"dispatch": "a2ad", "combine": "a2ac", "deepep_dispatch_ll": "deepepdll
          "deepep_combine_ll": "deepepcll", "deepep_dispatch_normal": "deepepdn",
          "deepep_combine_normal": "deepepcn", "nccl_all_gather": "ag", "nccl_reduce_scatter": "rs",
          "nccl_all_reduce": "ncclar", "nccl_alltoall": "a2a", "gemm": "gemm", "context_attention": "ctx", "generation_attention": "gen",
-         "moe": "moe", "all_reduce": "ar", "latent_context": "mlactx", "latent_generation": "mlagen",
+         "moe": "moe", "selection": "msel", "all_reduce": "ar", "latent_context": "mlactx", "latent_generation": "mlagen",
          "mla_context": "mlac", "mla_generation": "mlag", "mla_bmm_pre": "bmmpre",
          "mla_bmm_post": "bmmpost", "gdn_conv_context": "gdnconvc",
          "gdn_conv_generation": "gdnconvg", "gdn_context": "gdnc", "gdn_generation": "gdng",
@@ -409,11 +335,11 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
         one = Min(one, tabulated(_function_name(family, st, bound[0], bound[1]),
                                  bound[1])(*arguments))
     if family == "moe" and isinstance(found, kernels.Lookup):
-        left_out = _left_out(found, st.engine or "")
-        if left_out.any():
-            # k_msel_…: the share of the k_moe_… rows at the point that leave it out.
-            share = tabulated("k_msel_" + _function_name(family, st, chosen, found)[6:], left_out)
-            one = one + share(*arguments) * _selection(kernel, st, phase)
+        left_out = selection_left_out(found, st.engine or "")
+        if left_out is not None:
+            # The share of the MoE rows at the point that leave the selection out.
+            share = tabulated(_function_name("selection", st, chosen, found), left_out)
+            one = one + share(*arguments) * selection_time(kernel, st.pipeline, phase)
     whole = kernel.calls * one
     share = kernel.share if isinstance(kernel.share, sympy.Basic) else (
         sympy.Integer(1) if kernel.share == 1 else sympy.Rational(kernel.share))
@@ -425,32 +351,6 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
         name = name.replace("_time", "_2_time")
     shared[name] = whole
     return share * S[name]
-
-
-#: One reading of each lookup's selection share per engine, so that a name always means
-#: the same function (a lookup lives as long as the tables' cache keeps it).
-_LEFT_OUT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _left_out(lookup, engine: str) -> SelectionLeftOut:
-    kept = _LEFT_OUT.setdefault(lookup, {})
-    if engine not in kept:
-        kept[engine] = SelectionLeftOut(lookup, engine)
-    return kept[engine]
-
-
-def _selection(kernel, st: Setup, phase: str):
-    """The experts' selection of one MoE layer, where its rows leave it out
-    (:class:`SelectionLeftOut`): an elementwise kernel that reads each token's E scores
-    (32-bit) and writes its k expert ids and weights (4 bytes each), about four operations
-    a score, at its roofline (the whole stage's tokens over one pipeline stage's cards, as
-    the other elementwise kernels) plus the card's fixed time per launch.
-    """
-    tokens, experts, topk = (kernel.shape[a] for a in ("tokens", "experts", "topk"))
-    rate = S[f"flops_effective_{phase}"]
-    return (st.pipeline * Max(4 * tokens * experts / rate,
-                              (4 * experts + 8 * topk) * tokens / S.bandwidth)
-            + S.elementwise_kernel_latency)
 
 
 # ---------------------------------------------------------------------------------
@@ -689,7 +589,6 @@ def _plan(scenario, st: Setup) -> Plan:
     return Plan(tuple(out), tuple(shared_all))
 
 
-__all__ = ["ELEMENTWISE", "PHASES", "ROOFLINE", "STAND_INS", "UNTIMED_SELECTION",
-           "UNTIMED_SELECTION_SOURCE", "Plan", "SelectionLeftOut", "Setup", "Streams", "Timed",
+__all__ = ["ELEMENTWISE", "PHASES", "ROOFLINE", "STAND_INS", "Plan", "Setup", "Streams", "Timed",
            "categories", "families_of", "formats_of", "gemm_dtype", "kernel_time", "moe_dtype",
            "plan", "shape_arguments", "time_name"]

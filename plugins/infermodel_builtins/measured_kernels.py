@@ -69,10 +69,11 @@ from infermodel.plugin import (
 from . import M10, kernel_plan, measured_checks
 from .efficiency_parameters import BY_NAME, HOST, engine_values
 from .engines import SEPARATE_ROPE, TRTLLM_NORM_FUSION, TRTLLM_ROPE_FUSION
-from .kernel_plan import PHASES, UNTIMED_SELECTION_SOURCE, Plan, Setup, time_name
+from .kernel_plan import PHASES, Plan, Setup, time_name
 from .kernel_setup import ENGINE_TABLES, setup
 from .layout_kernels import all_reduce, collective_kernels, qk_norm_all_reduce
 from .layouts import layer_counts
+from .moe_selection import SELECTION_SOURCE
 from .parallelism import degrees
 from .parallelism import layout as parallel_layout
 
@@ -368,7 +369,7 @@ def _elementwise_latency(st: Setup, define) -> None:
                        f"beyond its bandwidth roofline ({origin}); under TensorRT-LLM with "
                        "tensor parallelism the norms ride in the all-reduce",
            reference=f"{TABLES}: systems/<system>.yaml; {TRTLLM_NORM_FUSION}; "
-                     f"{TRTLLM_ROPE_FUSION}; {SEPARATE_ROPE}; {UNTIMED_SELECTION_SOURCE}")
+                     f"{TRTLLM_ROPE_FUSION}; {SEPARATE_ROPE}; {SELECTION_SOURCE}")
 
 
 def _host(scenario, define) -> None:
