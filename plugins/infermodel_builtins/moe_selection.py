@@ -21,14 +21,17 @@ from infermodel.plugin import S
 
 from .unevaluated import Max
 
-#: How each collector timed the experts (NVIDIA aiconfigurator, collector/vllm/).
+#: How each collector timed the experts (NVIDIA aiconfigurator, collector/<engine>/).
 SELECTION_SOURCE = (
     "NVIDIA aiconfigurator collectors: vLLM's collect_moe.py before its rewrite for the 0.24 "
     "tables (commit d5bad971c) called fused_experts, or FlashInfer's routed FP4 kernel, on "
     "topk_weights and topk_ids computed before the timed call, its MXFP4 path the FusedMoE "
     "module on router logits; from the 0.24 tables every format goes through FusedMoE; "
     "collect_moe_xpu.py (Intel XPU) calls the XPU fused MoE on precomputed ids in every "
-    "version. TensorRT-LLM's collector passes the router logits to its MoE module")
+    "version; TensorRT-LLM's collector passes the router logits to its MoE module; "
+    "SGLang's tables are read as timing the selection (its collector calls select_experts "
+    "inside the timed op on its Triton path up to 0.5.9; later ones compute the ids ahead "
+    "in some cases, which is not charged)")
 #: The engines whose CUDA tables left the selection out before a release, and the
 #: formats their collector timed through the engine's MoE module even then.
 BEFORE = {"vllm": (0, 24)}
