@@ -364,7 +364,7 @@ def test_the_first_token_takes_the_stated_way_through_the_server(result):
     # No table times a request outside the iterations: ttft (and e2e_latency) add the
     # scenario's efficiency.request_overhead, the step does not; unstated, none is added
     # and a warning gives its size on NVIDIA's measured deployments.
-    assert any("efficiency.request_overhead" in str(w) and "242 ms (SGLang)" in str(w)
+    assert any("efficiency.request_overhead" in str(w) and "257 ms (SGLang)" in str(w)
                for w in result.warnings)
     stated = infermodel.evaluate(SCENARIO, {"efficiency.request_overhead": "10 ms"})
     assert stated["request_overhead"] == pytest.approx(0.010)
@@ -379,11 +379,39 @@ def test_the_first_token_takes_the_stated_way_through_the_server(result):
     assert rated["request_overhead"] == 0.0
     assert rated["ttft"] == pytest.approx(1024 / 10000 + 0.100, rel=1e-12)
     assert "efficiency.request_overhead" in stated.explain("request_overhead").text()
-    assert not any("242 ms (SGLang)" in str(w) for w in stated.warnings)
+    assert not any("(SGLang)" in str(w) for w in stated.warnings)
     # Without measured kernels the field still belongs to the measured-rates model.
     roofline = {"efficiency.kernels": "roofline", "efficiency.request_overhead": "10 ms"}
     with pytest.raises(infermodel.InfermodelError, match="prefill_rate"):
         infermodel.evaluate(SCENARIO, roofline)
+
+
+def test_the_way_through_the_server_grows_with_the_prompt_where_stated(result):
+    # efficiency.request_overhead_per_token adds its time for each prompt token (the
+    # scenario's 1,024, and 4,096 set): by hand, 10 ms + 20 µs × 1,024 = 30.48 ms.
+    stated = infermodel.evaluate(SCENARIO, {"efficiency.request_overhead": "10 ms",
+                                            "efficiency.request_overhead_per_token": "20 us"})
+    assert stated["request_overhead"] == pytest.approx(0.010 + 20e-6 * 1024, rel=1e-12)
+    assert stated["ttft"] == pytest.approx(stated["prefill_time_at_batch_1"] + 0.03048, rel=1e-12)
+    assert stated["ttft_batch"] == result["ttft_batch"] and stated["tpot"] == result["tpot"]
+    longer = infermodel.evaluate(SCENARIO, {"efficiency.request_overhead": "10 ms",
+                                            "efficiency.request_overhead_per_token": "20 us",
+                                            "workload.prompt_tokens": 4096})
+    assert longer["request_overhead"] == pytest.approx(0.010 + 20e-6 * 4096, rel=1e-12)
+    assert "measured_request_overhead_per_token*prompt_tokens" in (
+        stated.explain("request_overhead").text().replace(" ", ""))
+    # Alone it is the whole time (no fixed part stated, no warning that none is).
+    alone = infermodel.evaluate(SCENARIO, {"efficiency.request_overhead_per_token": "20 us"})
+    assert alone["request_overhead"] == pytest.approx(20e-6 * 1024, rel=1e-12)
+    assert not any("efficiency.request_overhead." in str(w) for w in alone.warnings)
+    # It belongs to the measured kernels only: the measured-rates prefill rate holds what
+    # grows with the prompt, and the roofline has no request path.
+    for other in ({"efficiency.kernels": "roofline"},
+                  {"efficiency.kernels": "roofline", "efficiency.request_overhead": "10 ms",
+                   "efficiency.prefill_rate": "10000 token/s"}):
+        with pytest.raises(infermodel.InfermodelError, match="request_overhead_per_token"):
+            infermodel.evaluate(SCENARIO, {**other,
+                                           "efficiency.request_overhead_per_token": "20 us"})
 
 
 def test_the_engines_host_time_per_iteration_is_its_generations_preset(result, kernels):

@@ -358,20 +358,23 @@ def test_measured_kernels_predict_a_well_covered_row(rows, host):
 
 
 def test_rows_state_their_deployments_way_through_the_server(rows, host):
-    # Each row states its engine's time per request (silicon.REQUEST_PATH); under measured
-    # kernels it is the row scenario's efficiency.request_overhead, and the analytic closed
-    # loop at the row's clients adds it to the first token (by hand: the same row with
-    # none stated, plus the time in each client's cycle).
+    # Each row states its engine's time per request (silicon.REQUEST_PATH) and no time per
+    # prompt token; under measured kernels it is the row scenario's
+    # efficiency.request_overhead, and the analytic closed loop at the row's clients adds
+    # it to the first token (by hand: the same row with none stated, plus the time in each
+    # client's cycle).
     import attrs
 
     from infermodel.accuracy.predictions import predict_rows
     from infermodel.accuracy.silicon import REQUEST_PATH
     from infermodel.accuracy.tables import kernels_table
 
-    assert REQUEST_PATH == {"vllm": 0.030, "trtllm": 0.070, "sglang": 0.242}
+    assert REQUEST_PATH == {"vllm": 0.030, "trtllm": 0.070, "sglang": 0.257}
     assert {(r.family, r.request_time) for r in rows.values()} == set(REQUEST_PATH.items())
     row = rows[f"{LLAMA}-ttft"]
-    assert kernels_table(row, "measured", host=host)["request_overhead"] == REQUEST_PATH["vllm"]
+    table = kernels_table(row, "measured", host=host)
+    assert table["request_overhead"] == REQUEST_PATH["vllm"]
+    assert "request_overhead_per_token" not in table
     alone = attrs.evolve(row, concurrency=1)
     stated, unstated = (predict_rows([r], kernels="measured", loop="analytic", host=host).points[0]
                         for r in (alone, attrs.evolve(alone, request_time=None)))

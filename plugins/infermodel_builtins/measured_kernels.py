@@ -40,7 +40,8 @@ fixed time per step (0 by default). No table times a request's way through the s
 either (API server, tokenisation, the engine's queues, the first token's return through
 the streaming response): ``ttft`` (and so ``e2e_latency``) adds ``request_overhead``,
 the scenario's ``efficiency.request_overhead`` (0 where it states none, with a warning
-that says how large it was on NVIDIA's measured deployments, ``docs/kernels.rst``);
+that says how large it was on NVIDIA's measured deployments, ``docs/kernels.rst``) plus
+``efficiency.request_overhead_per_token`` for each prompt token where it states one;
 ``ttft_batch``, the batch's prefill pass that the card-time figures read, does not.
 
 An unmapped card or engine, or an operator whose kernels no table holds, falls back to
@@ -91,14 +92,16 @@ MOE_BACKEND_CHOICES = ("triton", "flashinfer_trtllm", "flashinfer_cutlass", "mar
 
 
 #: What a first token's time leaves out under measured kernels unless the scenario states
-#: it (efficiency.request_overhead), and how large that was on NVIDIA's measured
-#: deployments (docs/kernels.rst, "A request's way through the server").
+#: it (efficiency.request_overhead, efficiency.request_overhead_per_token), and how large
+#: that was on NVIDIA's measured deployments (docs/kernels.rst, "A request's way through
+#: the server").
 REQUEST_PATH = ("ttft under measured kernels is the prefill's kernels and the engine's step, "
                 "not a request's way through the server (API server, tokenisation, the "
                 "engine's queues, the first token's return); state it in "
-                "efficiency.request_overhead. On NVIDIA's measured deployments "
+                "efficiency.request_overhead (and what grows with the prompt in "
+                "efficiency.request_overhead_per_token). On NVIDIA's measured deployments "
                 "(aiconfigurator-core silicon_sample.csv) it was about 30 ms (vLLM), 70 ms "
-                "(TensorRT-LLM) and 242 ms (SGLang) per request, 20–60, 35–170 and 120–260 ms "
+                "(TensorRT-LLM) and 257 ms (SGLang) per request, 20–60, 35–170 and 120–260 ms "
                 "by model at four clients or fewer; SGLang's own published benchmarks at one "
                 "client miss about 85 ms")
 
@@ -144,6 +147,13 @@ def infermodel_register_fields(register):
                   "VLLM_MOE_USE_DEEP_GEMM=0 runs Triton; SGLang's --moe-runner-backend); "
                   "default: the fastest row of each cell. SGLang's DeepEP tables and most "
                   "of TensorRT-LLM's name no backend (the former are read as they are)")
+    register("efficiency", "request_overhead_per_token", kind="quantity", unit="s", minimum=0,
+             default=None, quantity="measured_request_overhead_per_token",
+             description="under measured kernels, the time each prompt token adds to a "
+                         "request's way through the server beside efficiency.request_overhead "
+                         "(tokenising and processing the prompt, and whatever else grows with "
+                         "it that no kernel table times): request_overhead = "
+                         "efficiency.request_overhead + this × workload.prompt_tokens")
     register("hardware", "kernel_system", kind="str", default=None,
              description="the measured kernel tables' name for this card (\"h200_sxm\"); the "
                          "hardware presets name theirs")
@@ -161,6 +171,13 @@ def _measured(scenario) -> bool:
 @hookimpl
 def infermodel_validate_scenario(scenario, report):
     if not _measured(scenario):
+        if scenario.value("efficiency.request_overhead_per_token") is not None:
+            report("efficiency.request_overhead_per_token",
+                   "request_overhead_per_token is part of the measured kernels' TTFT (the "
+                   "measured-rates prefill rate holds what grows with the prompt already)",
+                   expected='efficiency.kernels = "measured" beside it',
+                   suggestion='time the operators from the kernel tables (kernels = '
+                              '"measured"), or remove request_overhead_per_token')
         return
     if scenario.value("efficiency.model") == "physical":
         # Both price every operator: the tables time them, and what they do not cover
@@ -411,6 +428,10 @@ def _request(scenario, define) -> None:
         value, origin = S.measured_request_overhead, "efficiency.request_overhead"
     else:
         value, origin = 0.0, "none stated; set efficiency.request_overhead"
+    if not _rated(scenario) and scenario.value("efficiency.request_overhead_per_token") is not None:
+        # What grows with the prompt: a time per prompt token, read as the request's own.
+        value = value + S.measured_request_overhead_per_token * S.prompt_tokens
+        origin += ", plus efficiency.request_overhead_per_token a prompt token"
     define("request_overhead", value, unit="s",
            description="time a request spends outside the kernels and the engine's steps, "
                        "which its first token and its end-to-end time include: API server, "
@@ -529,7 +550,8 @@ def infermodel_transform_quantities(scenario, transform):
                    reason="measured kernels: the prefill's kernels and the engine's step, plus "
                           "the request's way through the server (request_overhead), which no "
                           "kernel table times", reference=REQUEST_REFERENCE)
-    if scenario.value("efficiency.request_overhead") is None and not _rated(scenario):
+    if (scenario.value("efficiency.request_overhead") is None and not _rated(scenario)
+            and scenario.value("efficiency.request_overhead_per_token") is None):
         transform.warn(REQUEST_PATH, quantity="ttft")
     lever = scenario.lever("parallelism")
     if lever is not None and getattr(lever, "pipeline", 1) not in (None, 1):
