@@ -170,14 +170,23 @@ def _measured(scenario) -> bool:
 
 @hookimpl
 def infermodel_validate_scenario(scenario, report):
-    if not _measured(scenario):
-        if scenario.value("efficiency.request_overhead_per_token") is not None:
+    if scenario.value("efficiency.request_overhead_per_token") is not None:
+        if not _measured(scenario):
             report("efficiency.request_overhead_per_token",
-                   "request_overhead_per_token is part of the measured kernels' TTFT (the "
-                   "measured-rates prefill rate holds what grows with the prompt already)",
+                   "request_overhead_per_token is read only when the operators are timed "
+                   "from the measured kernel tables",
                    expected='efficiency.kernels = "measured" beside it',
                    suggestion='time the operators from the kernel tables (kernels = '
                               '"measured"), or remove request_overhead_per_token')
+        elif _rated(scenario):
+            report("efficiency.request_overhead_per_token",
+                   "with a measured prefill rate (efficiency.prefill_rate) the first token "
+                   "is the prompt over that rate, which holds what grows with the prompt "
+                   "already: request_overhead_per_token would not be read",
+                   expected="efficiency.prefill_rate or request_overhead_per_token, not both",
+                   suggestion="remove request_overhead_per_token, or efficiency.prefill_rate "
+                              "to time the prefill from the kernel tables")
+    if not _measured(scenario):
         return
     if scenario.value("efficiency.model") == "physical":
         # Both price every operator: the tables time them, and what they do not cover
@@ -430,8 +439,13 @@ def _request(scenario, define) -> None:
         value, origin = 0.0, "none stated; set efficiency.request_overhead"
     if not _rated(scenario) and scenario.value("efficiency.request_overhead_per_token") is not None:
         # What grows with the prompt: a time per prompt token, read as the request's own.
-        value = value + S.measured_request_overhead_per_token * S.prompt_tokens
-        origin += ", plus efficiency.request_overhead_per_token a prompt token"
+        tokens = S.measured_request_overhead_per_token * S.prompt_tokens
+        if scenario.value("efficiency.request_overhead") is None:
+            value, origin = tokens, "efficiency.request_overhead_per_token × prompt_tokens"
+        else:
+            value = value + tokens
+            origin = ("efficiency.request_overhead + efficiency.request_overhead_per_token × "
+                      "prompt_tokens")
     define("request_overhead", value, unit="s",
            description="time a request spends outside the kernels and the engine's steps, "
                        "which its first token and its end-to-end time include: API server, "
