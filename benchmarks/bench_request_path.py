@@ -124,15 +124,19 @@ def held(rows, predicted, fixed: float, per_token: float) -> float:
     return float(np.median(error)) if error.size else float("nan")
 
 
+def _error(row, predicted, pairs) -> float:
+    """The row's signed error at its engine's pair of ``pairs`` (its prediction at the
+    candidate nearest the request time the pair gives its mean prompt).
+    """
+    fixed, per_token = pairs[_engine(row)]
+    trace, prompt = predicted[row.id]
+    index = min(int(np.rint((fixed + per_token * prompt) / 0.001)), GRID.size - 1)
+    return float(trace[index] / row.value - 1.0)
+
+
 def _signed(rows, predicted, pairs) -> str:
     """Median signed error of ``rows`` at each engine's pair of ``pairs``."""
-    errors = []
-    for r in rows:
-        if r.id in predicted:
-            fixed, per_token = pairs[_engine(r)]
-            trace, prompt = predicted[r.id]
-            index = min(int(np.rint((fixed + per_token * prompt) / 0.001)), GRID.size - 1)
-            errors.append(trace[index] / r.value - 1.0)
+    errors = [_error(r, predicted, pairs) for r in rows if r.id in predicted]
     return f"{np.median(errors):+.1%} ({len(errors):,})" if errors else "—"
 
 
@@ -179,13 +183,10 @@ def main() -> int:
             before, after = [], []
             for r in sources[check_on]:
                 if r.id in predicted:
-                    fixed, per_token = chosen[_engine(r)]
-                    trace, prompt = predicted[r.id]
-                    index = min(int(np.rint((fixed + per_token * prompt) / 0.001)), GRID.size - 1)
-                    error = abs(trace[index] / r.value - 1.0)
+                    error = abs(_error(r, predicted, chosen))
                     by_system[r.hardware].append(error)
                     after.append(error)
-                    before.append(abs(trace[0] / r.value - 1.0))
+                    before.append(abs(predicted[r.id][0][0] / r.value - 1.0))
             print(f"  {check_on} overall, {name}: {np.median(before):.1%} → {np.median(after):.1%};"
                   " by card: " + ", ".join(f"{k} {np.median(v):.1%} ({len(v):,})"
                                            for k, v in sorted(by_system.items())))

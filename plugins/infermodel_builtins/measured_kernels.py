@@ -68,7 +68,8 @@ from infermodel.plugin import (
 )
 
 from . import M10, kernel_plan, measured_checks
-from .efficiency_parameters import BY_NAME, HOST, engine_values
+from . import unmeasured_times as unmeasured
+from .efficiency_parameters import HOST
 from .engines import SEPARATE_ROPE, TRTLLM_NORM_FUSION, TRTLLM_ROPE_FUSION
 from .kernel_plan import PHASES, Plan, Setup, time_name
 from .kernel_setup import ENGINE_TABLES, setup
@@ -81,8 +82,6 @@ from .parallelism import layout as parallel_layout
 TABLES = ("NVIDIA aiconfigurator-core 0.12 measured kernel tables (Apache-2.0): "
           "systems/data/<system>/<family>/<engine>/<version>")
 ROOFLINE = f"{M10}, §1–§2 (each operator on its own roofline)"
-REQUEST_REFERENCE = ("a request's way through the server; its size on NVIDIA's measured "
-                     "deployments: aiconfigurator-core silicon_sample.csv (docs/kernels.rst)")
 CHOICES = ("roofline", "measured")
 #: What an engine may multiply MXFP4 experts with (``efficiency.mxfp4_activations``).
 MXFP4_ACTIVATIONS = ("bf16", "mxfp8")
@@ -90,20 +89,6 @@ MXFP4_ACTIVATIONS = ("bf16", "mxfp8")
 #: ``infermodel.kernels.MOE_BACKENDS``, is read only when a table is).
 MOE_BACKEND_CHOICES = ("triton", "flashinfer_trtllm", "flashinfer_cutlass", "marlin")
 
-
-#: What a first token's time leaves out under measured kernels unless the scenario states
-#: it (efficiency.request_overhead, efficiency.request_overhead_per_token), and how large
-#: that was on NVIDIA's measured deployments (docs/kernels.rst, "A request's way through
-#: the server").
-REQUEST_PATH = ("ttft under measured kernels is the prefill's kernels and the engine's step, "
-                "not a request's way through the server (API server, tokenisation, the "
-                "engine's queues, the first token's return); state it in "
-                "efficiency.request_overhead (and what grows with the prompt in "
-                "efficiency.request_overhead_per_token). On NVIDIA's measured deployments "
-                "(aiconfigurator-core silicon_sample.csv) it was about 30 ms (vLLM), 70 ms "
-                "(TensorRT-LLM) and 257 ms (SGLang) per request, 20–60, 35–170 and 120–260 ms "
-                "by model at four clients or fewer; SGLang's own published benchmarks at one "
-                "client miss about 85 ms")
 
 # ---------------------------------------------------------------------------------
 # Fields
@@ -170,22 +155,7 @@ def _measured(scenario) -> bool:
 
 @hookimpl
 def infermodel_validate_scenario(scenario, report):
-    if scenario.value("efficiency.request_overhead_per_token") is not None:
-        if not _measured(scenario):
-            report("efficiency.request_overhead_per_token",
-                   "request_overhead_per_token is read only when the operators are timed "
-                   "from the measured kernel tables",
-                   expected='efficiency.kernels = "measured" beside it',
-                   suggestion='time the operators from the kernel tables (kernels = '
-                              '"measured"), or remove request_overhead_per_token')
-        elif _rated(scenario):
-            report("efficiency.request_overhead_per_token",
-                   "with a measured prefill rate (efficiency.prefill_rate) the first token "
-                   "is the prompt over that rate, which holds what grows with the prompt "
-                   "already: request_overhead_per_token would not be read",
-                   expected="efficiency.prefill_rate or request_overhead_per_token, not both",
-                   suggestion="remove request_overhead_per_token, or efficiency.prefill_rate "
-                              "to time the prefill from the kernel tables")
+    unmeasured.check_per_token(scenario, report, measured=_measured(scenario))
     if not _measured(scenario):
         return
     if scenario.value("efficiency.model") == "physical":
@@ -374,8 +344,8 @@ def infermodel_define_quantities(scenario, define):
                unit="s", description=f"{phase} time as its operators: measured kernels plus the "
                                      "roofline of what no table covers", reference=TABLES)
     _capacity(scenario, st, timed, define)
-    _host(scenario, define)
-    _request(scenario, define)
+    unmeasured.host_time(scenario, define)
+    unmeasured.request_time(scenario, define)
 
 
 def _elementwise_latency(st: Setup, define) -> None:
@@ -396,69 +366,6 @@ def _elementwise_latency(st: Setup, define) -> None:
                        "tensor parallelism the norms ride in the all-reduce",
            reference=f"{TABLES}: systems/<system>.yaml; {TRTLLM_NORM_FUSION}; "
                      f"{TRTLLM_ROPE_FUSION}; {SEPARATE_ROPE}; {SELECTION_SOURCE}")
-
-
-def _host(scenario, define) -> None:
-    """The engine's scheduler and host time per iteration, which no kernel table measures:
-    the scenario's ``efficiency.step_overhead``, else its engine preset's fitted one.
-
-    Each engine generation has its own preset (vLLM's V0 engine, before 0.8, is
-    ``vllm-v0``), so the host time is the generation's: on the silicon ledger, a source
-    no fit sees, adding it brought the measured kernels' TPOT from a median 18.7 % off to
-    17.2 % (SGLang 20.9 % → 16.1 %, vLLM 18.9 % → 17.9 %, TensorRT-LLM 17.2 % → 18.0 %).
-    Before vLLM's generations were split, its preset carried V0's 7.4 ms a step, and
-    added here it over-predicted a current vLLM's decode by half.
-    """
-    given = scenario.value("efficiency.step_overhead")
-    if given is not None:
-        value, origin = given, "efficiency.step_overhead"
-    else:
-        values, where = engine_values(scenario)
-        value = values.get("step_overhead", 0.0)
-        origin = (f"{where}, fitted on the accuracy ledger's runs of that engine generation"
-                  if "step_overhead" in values else
-                  "none: the engine has no fitted preset; state efficiency.step_overhead")
-    define("step_overhead", value, unit="s",
-           description=f"{BY_NAME['step_overhead'].meaning} ({origin}; no kernel table "
-                       "times it; no per-sequence host time is added: the engine prepares "
-                       "the next batch while the GPU runs)",
-           reference=HOST)
-
-
-def _request(scenario, define) -> None:
-    """A request's way through the server, which no kernel table times: the scenario's
-    ``efficiency.request_overhead``, else none (warned: :data:`REQUEST_PATH`). With a
-    measured prefill rate the measured-rates model's prefill already holds it.
-    """
-    if _rated(scenario):
-        value, origin = 0.0, ("none here: the measured-rates prefill (efficiency.prefill_rate) "
-                              "already adds efficiency.request_overhead")
-    elif scenario.value("efficiency.request_overhead") is not None:
-        value, origin = S.measured_request_overhead, "efficiency.request_overhead"
-    else:
-        value, origin = 0.0, "none stated; set efficiency.request_overhead"
-    if not _rated(scenario) and scenario.value("efficiency.request_overhead_per_token") is not None:
-        # What grows with the prompt: a time per prompt token, read as the request's own.
-        tokens = S.measured_request_overhead_per_token * S.prompt_tokens
-        if scenario.value("efficiency.request_overhead") is None:
-            value, origin = tokens, "efficiency.request_overhead_per_token × prompt_tokens"
-        else:
-            value = value + tokens
-            origin = ("efficiency.request_overhead + efficiency.request_overhead_per_token × "
-                      "prompt_tokens")
-    define("request_overhead", value, unit="s",
-           description="time a request spends outside the kernels and the engine's steps, "
-                       "which its first token and its end-to-end time include: API server, "
-                       "tokenisation, the engine's queues, the streamed response "
-                       f"({origin})",
-           reference=REQUEST_REFERENCE)
-
-
-def _rated(scenario) -> bool:
-    """Whether the measured-rates model times the prefill (its prefill holds the
-    request's time already).
-    """
-    return scenario.value("efficiency.prefill_rate") is not None
 
 
 def _expression(value) -> sympy.Basic:
@@ -558,15 +465,7 @@ def infermodel_transform_quantities(scenario, transform):
                 transform.replace("parallel_capacity_comm_time", full, order=order,
                                   reason=f"measured: the {names} kernels from the tables at "
                                          "max(1, max_sequences) sequences", reference=TABLES)
-    # One request's first token as its client sees it; the batch's prefill pass
-    # (ttft_batch), which the card-time figures read, stays the engine's.
-    transform.wrap("ttft", lambda old: old + S.request_overhead, order=order,
-                   reason="measured kernels: the prefill's kernels and the engine's step, plus "
-                          "the request's way through the server (request_overhead), which no "
-                          "kernel table times", reference=REQUEST_REFERENCE)
-    if (scenario.value("efficiency.request_overhead") is None and not _rated(scenario)
-            and scenario.value("efficiency.request_overhead_per_token") is None):
-        transform.warn(REQUEST_PATH, quantity="ttft")
+    unmeasured.first_token(scenario, transform, order)
     lever = scenario.lever("parallelism")
     if lever is not None and getattr(lever, "pipeline", 1) not in (None, 1):
         transform.warn('efficiency.kernels = "measured" sums the operators of the whole model '
