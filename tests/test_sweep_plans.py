@@ -19,7 +19,7 @@ from infermodel.engine.kept import clear_models, model_for
 from infermodel.errors import InfermodelError
 from infermodel.scenario import REMOVE
 from infermodel.sweeping import plan_sweep
-from infermodel.sweeping.plan import PLANS_KEPT, _sweep_key
+from infermodel.sweeping.entry import PLANS_KEPT, _sweep_key
 
 CASE = SCENARIOS / "case-study-24gb.toml"
 

@@ -355,7 +355,7 @@ class KeptScenario:
             self._files = files_signature(_files_read(self.path, self._base))
         self._structures: OrderedDict[Any, Structure] = OrderedDict()
         self._plans: OrderedDict[Any, tuple[Structure, tuple[str, ...]]] = OrderedDict()
-        #: Sweep plans by their arguments (see :func:`~infermodel.sweeping.plan.sweep`).
+        #: Sweep plans by their arguments (see :func:`~infermodel.sweeping.entry.sweep`).
         self.sweep_plans: OrderedDict[Any, Any] = OrderedDict()
 
     @property

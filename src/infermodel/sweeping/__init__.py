@@ -29,7 +29,8 @@ same compiled formulas applied to the same float64 inputs.
 >>> result["tpot"]  # doctest: +SKIP
 
 The package, one job per module: :mod:`.ranges` (range strings), :mod:`.axes` (the
-grid), :mod:`.plan` (planning and evaluation), :mod:`.result` (the finished columns),
+grid), :mod:`.plan` (planning and evaluation), :mod:`.entry` (:func:`sweep`,
+:func:`plan_sweep` and the plans a kept scenario keeps), :mod:`.result` (the finished columns),
 :mod:`.writers` (CSV and JSON) and :mod:`.model` (:class:`~.model.Model`, a kept
 scenario that also sweeps). Which fields plugins read (so which axes are vectors) and
 the kept structures a sweep reuses belong to the engine: :mod:`infermodel.engine.reads`
@@ -38,6 +39,7 @@ and :mod:`infermodel.engine.kept`.
 
 from ..scenario import REMOVE
 from .axes import Axis, grid_axes, parse_over
+from .entry import plan_sweep, sweep
 from .model import Model
 from .plan import (
                    DEFAULT_CHUNK,
@@ -47,8 +49,6 @@ from .plan import (
                    MAX_IN_MEMORY_VALUES,
                    MAX_VALIDATED_POINTS,
                    SweepPlan,
-                   plan_sweep,
-                   sweep,
 )
 from .ranges import MAX_AXIS_VALUES, expand_range, is_range
 from .result import Chunk, SweepResult, render_table

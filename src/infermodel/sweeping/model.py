@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from ..engine.kept import KeptScenario
-from .plan import sweep
+from .entry import sweep
 from .result import SweepResult
 
 
