@@ -704,21 +704,97 @@ def test_config_approximations_reach_the_result_with_their_size(write_scenario):
     assert any("multi-token-prediction" in w and f"{100 / 61:.1f} %" in w
                for w in deepseek.warnings)
     # DeepSeek-V3.2's sparse-attention indexer (its published config.json: index_n_heads
-    # 64, index_head_dim 128, index_topk 2048, on DeepSeek-V3's shape): per layer
-    # q_lora_rank·64·128 + 7168·128 + 7168·64 weights, 61 layers; a 128-value FP8 key and
-    # one 4-byte scale per token and layer; 2·64·128 FLOPs a query-key pair.
+    # 64, index_head_dim 128, index_topk 2048, on DeepSeek-V3's shape): its weights and
+    # cache are counted (test_sparse_attention_indexer_weights_and_cache_by_hand); what it
+    # does is not, and the one warning sizes that: 2·64·128 FLOPs a query-key pair, 132
+    # bytes read a position and layer, attention over the whole context where a query
+    # attends 2,048 positions (the mean decode context here: 32,768 + 1 / 2 tokens).
     v32 = json.loads((HF / "deepseek-v3.json").read_text())
     v32.update(model_type="deepseek_v32", index_n_heads=64, index_head_dim=128, index_topk=2048)
     config = write_scenario(json.dumps(v32), "deepseek-v3.2.json")
-    indexer = 61 * (1536 * 64 * 128 + 7168 * 128 + 7168 * 64)
     notes = [w for w in evaluate(write_scenario, f'hf_config = "{config}"', name="v32.toml").warnings
              if "Sparse Attention" in w]
-    assert len(notes) == 1 and f"about {indexer / 1e6:,.0f} M parameters over 61 layers" in notes[0]
-    assert "132 bytes per token and layer" in notes[0] and "16,384 FLOPs" in notes[0]
-    assert "at most 2,048 positions" in notes[0]
+    assert len(notes) == 1 and "weights and its FP8 key cache are counted" in notes[0]
+    assert "16,384 FLOPs a query-key pair, reading 132 bytes" in notes[0]
+    assert f"{32768.5 / 2048:.1f} times the 2,048 positions" in notes[0]
     # A config whose features are all modelled carries no such note.
     assert not any("config" in w for w in evaluate(write_scenario, hf("qwen3-8b"),
                                                      name="q.toml").warnings)
+
+
+def test_sparse_attention_indexer_weights_and_cache_by_hand(write_scenario):
+    # DeepSeek-V3.2 is DeepSeek-V3's shape with an indexer (its config.json: index_n_heads
+    # 64, index_head_dim 128, index_topk 2048; DeepSeek-V3.2-Exp report §2.1). Per layer
+    # it adds q_lora_rank·64·128 + 7168·128 + 7168·64 projection weights and a key
+    # LayerNorm of 2·128, and caches one 128-value FP8 key with a 4-byte scale (132 bytes)
+    # a token, whatever the latent cache's format: 61 layers of each.
+    v32 = json.loads((HF / "deepseek-v3.json").read_text())
+    v32.update(model_type="deepseek_v32", index_n_heads=64, index_head_dim=128, index_topk=2048)
+    config = write_scenario(json.dumps(v32), "deepseek-v3.2.json")
+    for cache, latent_bytes in (("", 2), ('[levers.quantization]\nkv_cache = "fp8-e4m3"\n', 1)):
+        plain = evaluate(write_scenario, hf("deepseek-v3"), extra=cache, name="v3.toml")
+        sparse = evaluate(write_scenario, f'hf_config = "{config}"', extra=cache, name="v32.toml")
+        assert plain["kv_bytes_per_token"] == 61 * (512 + 64) * latent_bytes
+        assert sparse["kv_bytes_per_token"] == 61 * ((512 + 64) * latent_bytes + 132)
+        assert sparse["index_cache_bytes"] == 132
+        per_layer = 1536 * 64 * 128 + 7168 * 128 + 7168 * 64
+        assert sparse["params_indexer_layer"] == per_layer
+        assert sparse["params_total"] - plain["params_total"] == 61 * (per_layer + 2 * 128)
+    # A width that is not a multiple of 128 still takes a whole scale for its last group.
+    odd = {**v32, "index_head_dim": 130}
+    odd_config = write_scenario(json.dumps(odd), "odd.json")
+    assert evaluate(write_scenario, f'hf_config = "{odd_config}"', name="odd.toml")[
+        "index_cache_bytes"] == 130 + 2 * 4
+
+
+def test_sparse_attention_fields_come_together_on_latent_attention(write_scenario):
+    base = 'preset = "llama-3-8b"\n'
+    with pytest.raises(ScenarioError, match="index_heads is a latent-attention width"):
+        evaluate(write_scenario, base + "index_heads = 64\nindex_head_dim = 128\nindex_topk = 2048\n")
+    v3 = f'{hf("deepseek-v3")}\n'
+    with pytest.raises(ScenarioError) as caught:
+        evaluate(write_scenario, v3 + "index_heads = 64\n", name="one.toml")
+    text = str(caught.value)
+    assert "model.index_head_dim" in text and "model.index_topk" in text
+    assert "needs its heads, their width and its top-k together" in text
+
+
+def test_sparse_attention_indexer_projections_are_measured_kernels(write_scenario):
+    # Under measured kernels the indexer's three projections are GEMMs of their own in
+    # qkv_projection, whole on every tensor-parallel rank (m = batch in decode).
+    pytest.importorskip("aiconfigurator_core")
+    v32 = json.loads((HF / "deepseek-v3.json").read_text())
+    v32.update(model_type="deepseek_v32", index_n_heads=64, index_head_dim=128, index_topk=2048)
+    config = write_scenario(json.dumps(v32), "deepseek-v3.2.json")
+    def measured(model, name):
+        return infermodel.evaluate(write_scenario(f"""
+[model]
+{model}
+[hardware]
+preset = "b200"
+count = 8
+[workload]
+batch = 8
+prompt_tokens = 1024
+output_tokens = 64
+[efficiency]
+kernels = "measured"
+engine = "sglang"
+[levers.parallelism]
+tensor = 8
+[levers.quantization]
+linear = "fp8-b128"
+kv_cache = "fp8-e4m3"
+""", name))
+
+    plain = measured(hf("deepseek-v3"), "v3.toml")
+    sparse = measured(f'hf_config = "{config}"', "v32.toml")
+    assert sparse["decode_kernel_qkv_projection_time"] > plain["decode_kernel_qkv_projection_time"]
+    assert sparse["decode_kernel_attention_score_time"] == plain["decode_kernel_attention_score_time"]
+    formula = str(sparse.explain("decode_kernel_qkv_projection_time")).split("with values:")[0]
+    for shape in ("(batch, index_head_dim*index_heads, q_lora_rank)", "(batch, index_head_dim, d_model)",
+                  "(batch, index_heads, d_model)"):
+        assert shape in formula
 
 
 @settings(max_examples=40, deadline=None)

@@ -564,20 +564,31 @@ def test_layer_wide_norms_under_data_parallel_attention_and_a_lone_tensor_rank(w
     assert infermodel.evaluate(lone)["tpot"] == pytest.approx(infermodel.evaluate(base)["tpot"], rel=1e-12)
 
 
-def test_deepseek_sparse_attention_layers_read_as_full_attention_with_the_indexer_warned():
+def test_deepseek_sparse_attention_layers_read_as_full_attention_with_the_indexer():
     # NVIDIA's GLM-5.2 and 5.3 checkpoints list every layer as "deepseek_sparse_attention":
     # full (latent) attention with DeepSeek Sparse Attention's indexer, which the index_*
-    # keys describe and a warning sizes. Without those keys the type means nothing.
+    # keys describe and its fields take. Without those keys the type means nothing.
     config = json.loads((ROOT / "tests" / "data" / "hf" / "deepseek-v3.json").read_text())
     layers = config["num_hidden_layers"]
     sparse = {**config, "layer_types": ["deepseek_sparse_attention"] * layers,
               "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048}
-    with pytest.warns(UserWarning, match="DeepSeek Sparse Attention's indexer"):
+    with pytest.warns(UserWarning, match="multi-token-prediction"):
         out = map_hf_config(sparse)
     assert out.get("layer_pattern", "full") == "full" and out["kv_lora_rank"] == 512
+    assert (out["index_heads"], out["index_head_dim"], out["index_topk"]) == (64, 128, 2048)
+    broken = {**sparse, "index_topk": 0}
+    with pytest.raises(HFConfigError, match="index_topk"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        map_hf_config(broken)
+    qwen = json.loads((ROOT / "tests" / "data" / "hf" / "qwen3-8b.json").read_text())
+    plain = {**qwen, "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048}
+    with pytest.warns(UserWarning, match="works on latent attention .* not read"):
+        assert "index_heads" not in map_hf_config(plain)
     for key in ("index_n_heads", "index_head_dim", "index_topk"):
         del sparse[key]
-    with pytest.raises(HFConfigError, match="unknown layer type.*deepseek_sparse_attention"):
+    with pytest.raises(HFConfigError, match="unknown layer type.*deepseek_sparse_attention"), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         map_hf_config(sparse)
 
 

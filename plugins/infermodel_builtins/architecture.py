@@ -88,11 +88,15 @@ from infermodel.plugin import S, hookimpl
 
 from .architecture_fields import register_fields, validate
 from .shapes import (
+    INDEXER_SCALE_BYTES,
+    INDEXER_SCALE_GROUP,
     MAMBA,
     MAMBA2,
     Structure,
     attention_layer,
     chunked_overcount,
+    indexer_cache_bytes,
+    indexer_params,
     kv_positions,
     linear_layer,
     mamba_default_dt_rank,
@@ -117,6 +121,9 @@ PER_LAYER = ("the per-layer model: each layer's mixer and feed-forward block, fr
              "(the config's layer_types, attn_type_list, hybrid_override_pattern, attention and "
              "expert periods, block_configs)")
 SINKS = "gpt-oss model card (arXiv:2508.10925) §2 'attention sinks, biases'"
+DSA = ("DeepSeek-V3.2-Exp technical report, §2.1 'DeepSeek Sparse Attention' (the lightning "
+       "indexer, its FP8 keys, the top-k selection); the config's index_n_heads, index_head_dim "
+       "and index_topk")
 
 # ---------------------------------------------------------------------------------
 # Fields and validation
@@ -227,6 +234,15 @@ def _define_attention_layer(scenario, define, st: Structure):
            + (", biases" if value("model.attention_bias") else "")
            + (", sinks" if value("model.attention_sinks") else ""),
            reference=MLA if st.mla else SINKS)
+    if value("model.index_heads") is not None:
+        define("index_cache_bytes", indexer_cache_bytes(), unit="B",
+               description="bytes DeepSeek Sparse Attention's indexer caches a token and layer "
+                           "(one FP8 key of index_head_dim values and a 4-byte scale per 128, "
+                           "whatever the attention cache's format)", reference=DSA)
+        define("params_indexer_layer", indexer_params(scenario), unit="param",
+               description="weights of one layer's sparse-attention indexer (query and key "
+                           "projections, per-head weights; in params_attention_layer)",
+               reference=DSA)
     define("attention_flops_per_position", layer.decode_pair, unit="FLOP",
            description=f"decode attention FLOPs per cached position and layer ({layer.decode_how})",
            reference=MLA if st.mla else WINDOWS)
@@ -435,9 +451,29 @@ def _longest(scenario) -> int:
     return scenario.value("workload.prompt_tokens") + scenario.value("workload.output_tokens")
 
 
+def _sparse_attention_note(scenario) -> str:
+    """What DeepSeek Sparse Attention's indexer costs that is not priced, with its size."""
+    value = scenario.value
+    heads, width, topk = (value(f"model.{k}") for k in ("index_heads", "index_head_dim", "index_topk"))
+    context = _mean_context(scenario)
+    cache = width + INDEXER_SCALE_BYTES * -(-width // INDEXER_SCALE_GROUP)
+    if context > topk:
+        span = (f"at the mean decode context of {context:,.0f} tokens, {context / topk:.1f} times "
+                f"the {topk:,} positions a query attends")
+    else:
+        span = f"the same positions within {topk:,} tokens of context, as here"
+    return ("DeepSeek Sparse Attention: the indexer's weights and its FP8 key cache are counted, "
+            f"but not its work: its scoring of every cached position ({2 * heads * width:,} "
+            f"FLOPs a query-key pair, reading {cache} bytes a position and layer) and its other "
+            "kernels (key norm, rotary embedding, quantisation, top-k) are not timed, and "
+            f"attention is charged over the whole context ({span})")
+
+
 @hookimpl
 def infermodel_transform_quantities(scenario, transform):
     st = structure(scenario)
+    if st.mla and scenario.value("model.index_heads") is not None:
+        transform.warn(_sparse_attention_note(scenario), quantity="attention_flops_decode")
     if st.counts is None or not st.counts["chunked"]:
         return
     chunk = scenario.value("model.attention_chunk")

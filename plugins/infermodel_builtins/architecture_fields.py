@@ -18,6 +18,8 @@ from .shapes import (
 )
 
 MLA_DECODE = ("absorbed", "naive")
+#: DeepSeek Sparse Attention's indexer: all three, or none.
+INDEXER_FIELDS = ("index_heads", "index_head_dim", "index_topk")
 #: What a query/key norm normalises: each head's vector, or every head's together.
 QK_NORM_SCOPES = ("head", "layer")
 PATTERN_EXPECTED = ('comma-separated layers, "N*layer" to repeat; a layer is a mixer (full, '
@@ -49,6 +51,16 @@ def _attention_fields(model) -> None:
           minimum=1, default=None, quantity="qk_rope_head_dim")
     model("v_head_dim", "int", "latent attention: per-head value width", minimum=1, default=None,
           quantity="v_head_dim")
+    model("index_heads", "int", "DeepSeek Sparse Attention (latent attention only): heads of "
+          "the lightning indexer that picks the positions each query attends (DeepSeek-V3.2, "
+          "GLM-5: index_n_heads); setting it, with index_head_dim and index_topk, counts the "
+          "indexer's weights and its FP8 key cache", minimum=1, default=None,
+          quantity="index_heads")
+    model("index_head_dim", "int", "DeepSeek Sparse Attention: width of the indexer's query "
+          "and key heads (its cache holds one such FP8 key a token and layer, with a 4-byte "
+          "scale per 128 values)", minimum=1, default=None, quantity="index_head_dim")
+    model("index_topk", "int", "DeepSeek Sparse Attention: positions each query attends at "
+          "most (the indexer's top-k)", minimum=1, default=None, quantity="index_topk")
     model("mla_decode", "choice", 'latent attention decode: "absorbed" (up-projection folded into '
           'query and output; vLLM, SGLang) or "naive" (latents decompressed every step)',
           choices=MLA_DECODE, default="absorbed")
@@ -233,10 +245,20 @@ def _check_latent(scenario, report) -> None:
                 report(f"model.{name}", "latent attention (kv_lora_rank) needs this width",
                        expected="a positive integer from the model's config")
     else:
-        for name in ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        for name in ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                     *INDEXER_FIELDS):
             if value(f"model.{name}") is not None:
                 report(f"model.{name}", f"{name} is a latent-attention width, but kv_lora_rank is unset",
                        expected="model.kv_lora_rank as well, or no latent-attention fields")
+        return
+    given = [name for name in INDEXER_FIELDS if value(f"model.{name}") is not None]
+    if given and len(given) < len(INDEXER_FIELDS):
+        for name in INDEXER_FIELDS:
+            if name not in given:
+                report(f"model.{name}", "DeepSeek Sparse Attention's indexer needs its heads, "
+                       f"their width and its top-k together ({', '.join(given)} given)",
+                       expected="a positive integer from the model's config (index_n_heads, "
+                                "index_head_dim, index_topk), or none of the three")
 
 
 def _check_moe(scenario, report) -> None:

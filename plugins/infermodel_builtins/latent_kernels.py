@@ -27,6 +27,10 @@ serves)::
                        and the absorbed value BMM to the value
     output_projection  GEMM  m = T, n = d, k = h·v                k split by TP
 
+With DeepSeek Sparse Attention's indexer (``model.index_heads``), both options add its
+projections to ``qkv_projection``, replicated on every rank: GEMMs m = T, n = H_i·d_i,
+k = r_q (the query latent); n = d_i, k = d (its key); n = H_i, k = d (its head weights).
+
 References: DeepSeek-V2 (arXiv:2405.04434) §2.1 (the latent attention, absorption);
 NVIDIA aiconfigurator's collectors ``collector/{vllm,trtllm}/collect_mla_module.py``
 (the module is the attention layer's whole forward), ``collect_mla.py`` and
@@ -69,6 +73,23 @@ def _rotary(scenario, tokens, layers):
                    calls=layers, label="rotary", option="parts")]
 
 
+def _indexer(scenario, tokens, layers, query_in):
+    """DeepSeek Sparse Attention's indexer projections, under either option (the latent
+    attention module's tables time DeepSeek-V3's block, which has none): its query
+    projection from the query latent, its key projection and its per-head weights, each
+    replicated on every tensor-parallel rank (SGLang's and vLLM's indexers build them as
+    ``ReplicatedLinear``), in the latent projections' format. Its scoring of the cached
+    keys, the top-k and its small kernels are not timed (the architecture plugin warns).
+    """
+    if scenario.value("model.index_heads") is None:
+        return []
+    shapes = (("indexer query projection", S.index_heads * S.index_head_dim, query_in),
+              ("indexer key projection", S.index_head_dim, S.d_model),
+              ("indexer head weights", S.index_heads, S.d_model))
+    return [Kernel("gemm", {"m": tokens, "n": n, "k": k}, calls=layers, weights="latent", label=label)
+            for label, n, k in shapes]
+
+
 def latent_kernels(scenario, phase, tokens, layers, rooflines):
     """Operator name -> its kernels, both options (``rooflines``: the four operators'
     roofline times, which share the module's).
@@ -94,7 +115,8 @@ def latent_kernels(scenario, phase, tokens, layers, rooflines):
         parts.append(Kernel("gemm", {"m": tokens, "n": S.heads * (S.qk_nope_head_dim + S.v_head_dim),
                                      "k": S.kv_lora_rank}, calls=layers, split=("n",),
                             weights="latent", label="key/value up-projection", option="parts"))
-    out["qkv_projection"] += parts + _rotary(scenario, tokens, layers)
+    out["qkv_projection"] += parts + _rotary(scenario, tokens, layers) + _indexer(scenario, tokens,
+                                                                              layers, query_in)
     latent = {"heads": S.heads, **{k: widths[k] for k in ("kv_lora", "nope", "rope", "v_dim")}}
     bare = Kernel("mla_generation" if decode else "mla_context", {**curve, **latent}, calls=layers,
                   split=("heads",), share=0.5, label="latent attention core", option="parts")

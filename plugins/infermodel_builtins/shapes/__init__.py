@@ -25,6 +25,8 @@ Module map:
 from __future__ import annotations
 
 from .formulas import (
+    INDEXER_SCALE_BYTES,
+    INDEXER_SCALE_GROUP,
     QK_NORM_REDUCED_BYTES,
     AttentionLayer,
     LinearLayer,
@@ -36,6 +38,8 @@ from .formulas import (
     attention_projections,
     ffn_block,
     ffn_params,
+    indexer_cache_bytes,
+    indexer_params,
     kv_bytes_per_token,
     linear_layer,
     qk_norm_reductions,
@@ -88,6 +92,8 @@ __all__ = [
     "BASE_KINDS",
     "FFN_KINDS",
     "FFN_LABELS",
+    "INDEXER_SCALE_BYTES",
+    "INDEXER_SCALE_GROUP",
     "KINDS",
     "LIGHTNING",
     "MAMBA",
@@ -123,6 +129,8 @@ __all__ = [
     "expert_width",
     "ffn_block",
     "ffn_params",
+    "indexer_cache_bytes",
+    "indexer_params",
     "kv_bytes_per_token",
     "kv_positions",
     "latent_projections",

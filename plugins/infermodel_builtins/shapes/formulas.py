@@ -26,6 +26,7 @@ from typing import Any
 
 import attrs
 import sympy
+from sympy import floor
 
 from infermodel.plugin import S
 
@@ -222,6 +223,11 @@ def _latent_layer(scenario) -> AttentionLayer:
              + S.kv_lora_rank * h * (S.qk_nope_head_dim + S.v_head_dim) + h * S.v_head_dim * d)
     if scenario.value("model.attention_bias"):
         layer += h * (S.qk_nope_head_dim + S.qk_rope_head_dim) + S.kv_lora_rank + S.qk_rope_head_dim + d
+    what = "the key/value latent and the shared rotary key"
+    if scenario.value("model.index_heads") is not None:
+        layer += indexer_params(scenario)
+        norms += 2 * S.index_head_dim   # the indexer's key LayerNorm: a weight and a bias
+        what += ", and the sparse-attention indexer's FP8 key (index_cache_bytes apart)"
     prefill_pair = 2 * h * (S.qk_nope_head_dim + S.qk_rope_head_dim) + 2 * h * S.v_head_dim
     if scenario.value("model.mla_decode") == "absorbed":
         decode_pair = 2 * h * (S.kv_lora_rank + S.qk_rope_head_dim) + 2 * h * S.kv_lora_rank
@@ -229,9 +235,34 @@ def _latent_layer(scenario) -> AttentionLayer:
     else:
         decode_pair = prefill_pair + 2 * S.kv_lora_rank * h * (S.qk_nope_head_dim + S.v_head_dim)
         how = "naive: each cached latent decompressed to keys and values every step, then attention"
-    return AttentionLayer(layer, norms, S.kv_lora_rank + S.qk_rope_head_dim,
-                          "the key/value latent and the shared rotary key", decode_pair,
+    return AttentionLayer(layer, norms, S.kv_lora_rank + S.qk_rope_head_dim, what, decode_pair,
                           prefill_pair, how)
+
+
+#: The indexer's cache: one FP8 key of ``index_head_dim`` values a token and layer, with a
+#: 4-byte scale per 128 of them, whatever the attention cache's format (SGLang's and
+#: vLLM's indexer key caches: 128 values + 4 bytes = 132 bytes).
+INDEXER_SCALE_BYTES, INDEXER_SCALE_GROUP = 4, 128
+
+
+def indexer_params(scenario):
+    """DeepSeek Sparse Attention's indexer weights in one layer: its query projection from
+    the query latent (``q_lora_rank`` · H_i · d_i; the model width without a query latent),
+    its key projection d · d_i and its per-head weights d · H_i (DeepSeek-V3.2-Exp's
+    technical report, §2.1, "Lightning indexer"; the checkpoints' ``indexer.wq_b``,
+    ``indexer.wk`` and ``indexer.weights_proj``).
+    """
+    query = S.q_lora_rank if scenario.value("model.q_lora_rank") is not None else S.d_model
+    return (query * S.index_heads * S.index_head_dim + S.d_model * S.index_head_dim
+            + S.d_model * S.index_heads)
+
+
+def indexer_cache_bytes():
+    """Bytes the indexer's key cache adds a token and layer: d_i FP8 values and one 4-byte
+    scale per 128 of them.
+    """
+    return S.index_head_dim + INDEXER_SCALE_BYTES * floor(
+        (S.index_head_dim + INDEXER_SCALE_GROUP - 1) / INDEXER_SCALE_GROUP)
 
 
 def attention_layer(scenario, st: Structure) -> AttentionLayer:
@@ -287,9 +318,27 @@ def linear_layer() -> LinearLayer:
         norms=vd)
 
 
-__all__ = ["QK_NORM_REDUCED_BYTES", "AttentionLayer", "LinearLayer", "ParamClasses", "StackShape",
-           "attention_decode_flops",
-           "attention_layer", "attention_prefill_flops", "attention_projections", "ffn_block",
-           "ffn_params", "kv_bytes_per_token", "linear_layer", "qk_norm_reductions", "router_params",
-           "stack_params",
-           "target_stack", "tensor_parallel_reductions"]
+__all__ = [
+    "INDEXER_SCALE_BYTES",
+    "INDEXER_SCALE_GROUP",
+    "QK_NORM_REDUCED_BYTES",
+    "AttentionLayer",
+    "LinearLayer",
+    "ParamClasses",
+    "StackShape",
+    "attention_decode_flops",
+    "attention_layer",
+    "attention_prefill_flops",
+    "attention_projections",
+    "ffn_block",
+    "ffn_params",
+    "indexer_cache_bytes",
+    "indexer_params",
+    "kv_bytes_per_token",
+    "linear_layer",
+    "qk_norm_reductions",
+    "router_params",
+    "stack_params",
+    "target_stack",
+    "tensor_parallel_reductions",
+]

@@ -142,7 +142,10 @@ def _mixer(scenario, st: Structure, row: Row, context):
             return (params, 0, 2 * S.kv_heads * S.head_dim * S.kv_value_bytes, 0,
                     4 * S.query_width * context)
         norms = attention_layer(scenario, st).norms
-        return (S.params_attention_layer, norms, S.kv_values_per_layer_token * S.kv_value_bytes,
+        cache = S.kv_values_per_layer_token * S.kv_value_bytes
+        if scenario.value("model.index_heads") is not None:
+            cache += S.index_cache_bytes
+        return (S.params_attention_layer, norms, cache,
                 0, S.attention_flops_per_position * _attention_positions(row, context))
     if row.mixer == "none":
         return 0, 0, 0, 0, 0

@@ -25,6 +25,7 @@ documentation's "Hugging Face configurations" page)::
     sliding_window, attention_chunk_size -> sliding_window, attention_chunk
     kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim
                                          -> the latent-attention fields
+    index_n_heads, index_head_dim, index_topk -> index_heads, index_head_dim, index_topk
     linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
     linear_value_head_dim, linear_conv_kernel_dim -> the fixed-state layer fields
     first_k_dense_replace, moe_layer_freq | interleave_moe_layer_step | decoder_sparse_step
@@ -145,8 +146,8 @@ _LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding",
                 "chunked_attention": "chunked", "linear_attention": "linear",
                 "mamba": "mamba2", "attention": "full"}
 #: Layer types that are full attention with DeepSeek Sparse Attention's indexer (NVIDIA's
-#: GLM-5.2 and 5.3 checkpoints list every layer so): read as full attention, with the
-#: warning on the indexer (:func:`.unmodelled.sparse_indexer`) that their index_* keys give.
+#: GLM-5.2 and 5.3 checkpoints list every layer so): read as full (latent) attention with the
+#: indexer their index_* keys describe.
 _SPARSE_LAYER_TYPES = {"deepseek_sparse_attention": "full"}
 
 _ALIASES = {
@@ -600,6 +601,10 @@ def _attention_family(config: Mapping[str, Any], model_type: str | None, out: di
             out[key] = _positive_int(config.get(key), key, key, path)
         if config.get("q_lora_rank") is not None:
             out["q_lora_rank"] = _positive_int(config["q_lora_rank"], "q_lora_rank", "q_lora_rank", path)
+        if any(dict.__contains__(config, key) for key in INDEXER_KEYS):
+            # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): the indexer's three keys.
+            for key, field in zip(INDEXER_KEYS, ("index_heads", "index_head_dim", "index_topk")):
+                out[field] = _positive_int(config.get(key), key, field, path)
     if config.get("attention_bias") is True:
         out["attention_bias"] = True
     if model_type == "gpt_oss":

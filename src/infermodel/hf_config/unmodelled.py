@@ -1,7 +1,6 @@
 """What a Hugging Face configuration holds that the scenario's fields do not express, as
 notes with their size (each becomes a warning on the result): dense layers among a
-mixture of experts' layers, multi-token-prediction layers, DeepSeek Sparse Attention's
-indexer and a vision encoder. :mod:`.reader` calls :func:`unmodelled_notes` once the
+mixture of experts' layers, multi-token-prediction layers and a vision encoder. :mod:`.reader` calls :func:`unmodelled_notes` once the
 fields are read.
 """
 
@@ -28,44 +27,9 @@ def vision_size(vision: Mapping[str, Any]) -> str:
             f"{layers} layers of width {h} and MLP width {ff}")
 
 
-#: Fields of a sparse-attention indexer (DeepSeek-V3.2's ``deepseek_v32``, GLM-5's
-#: ``glm_moe_dsa``), and the bytes its cache keeps per token and layer beside its FP8
-#: values: one 4-byte scale per 128 of them.
+#: The keys of DeepSeek Sparse Attention's indexer (DeepSeek-V3.2's ``deepseek_v32``, GLM-5's
+#: ``glm_moe_dsa``); :mod:`.reader` maps them to the indexer's fields.
 INDEXER_KEYS = ("index_n_heads", "index_head_dim", "index_topk")
-INDEXER_SCALE_BYTES, INDEXER_SCALE_GROUP = 4, 128
-
-
-def sparse_indexer(config: Mapping[str, Any], out: Mapping[str, Any]) -> str:
-    """The note on DeepSeek Sparse Attention's indexer, which the fields do not express,
-    with its size (``""`` where the config has none).
-
-    Per layer the indexer adds its query projection from the query latent
-    (``q_lora_rank · H_i · d_i``), a key projection and per-head weights from the hidden
-    state (``d · d_i + d · H_i``) and a cache of one FP8 key of ``d_i`` values per token
-    (plus a 4-byte scale per 128); each query scores every cached position
-    (``2 · H_i · d_i`` FLOPs a pair) and attends only the ``index_topk`` best
-    (DeepSeek-V3.2-Exp technical report, §2 "DeepSeek Sparse Attention": the lightning
-    indexer and the top-k selection).
-    """
-    values = [config.get(key) for key in INDEXER_KEYS]
-    counts = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 10**7]
-    if len(counts) < len(INDEXER_KEYS):
-        return ""
-    heads, width, topk = counts
-    layers, d_model = out.get("layers"), out.get("d_model")
-    query = out.get("q_lora_rank", d_model)
-    if not (isinstance(layers, int) and isinstance(d_model, int) and isinstance(query, int)):
-        return ""
-    params = layers * (query * heads * width + d_model * width + d_model * heads)
-    cache = width + INDEXER_SCALE_BYTES * -(-width // INDEXER_SCALE_GROUP)
-    return (f"DeepSeek Sparse Attention's indexer (index_n_heads = {heads}, index_head_dim = "
-            f"{width}, index_topk = {topk}) is not modelled: its weights (about "
-            f"{params / 1e6:,.0f} M parameters over {layers} layers), its FP8 key cache "
-            f"({cache} bytes per token and layer beside the attention cache), its scoring of "
-            f"every cached position ({2 * heads * width:,} FLOPs a query-key pair) and its "
-            "kernels in every layer (projections, norm, rotary embedding, scores, top-k) are "
-            f"left out, and attention is charged over the whole context where each query "
-            f"attends at most {topk:,} positions (over-charged beyond {topk:,} tokens)")
 
 
 def unmodelled_notes(outer: Mapping[str, Any], config: Mapping[str, Any], out: dict[str, Any], path,
@@ -83,9 +47,10 @@ def unmodelled_notes(outer: Mapping[str, Any], config: Mapping[str, Any], out: d
                      "checkpoint but not counted (one more decoder layer each, about "
                      f"{100 * mtp / out['layers']:.1f} % more weights; engines load them only for "
                      "speculative decoding)")
-    indexer = sparse_indexer(config, out)
-    if indexer:
-        found.append(indexer)
+    if "kv_lora_rank" not in out and any(dict.__contains__(config, k) for k in INDEXER_KEYS):
+        found.append("index_n_heads, index_head_dim and index_topk describe DeepSeek Sparse "
+                     "Attention's indexer, which works on latent attention (kv_lora_rank); this "
+                     "config has none, so they are not read")
     vision = outer.get("vision_config")
     if isinstance(vision, Mapping):
         found.append("the vision encoder (vision_config) is not counted; only the text decoder is "
@@ -93,4 +58,4 @@ def unmodelled_notes(outer: Mapping[str, Any], config: Mapping[str, Any], out: d
     notes.extend(f"{path or 'config'}: {note}" for note in found)
 
 
-__all__ = ["INDEXER_KEYS", "sparse_indexer", "unmodelled_notes", "vision_size"]
+__all__ = ["INDEXER_KEYS", "unmodelled_notes", "vision_size"]
