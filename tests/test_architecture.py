@@ -715,7 +715,7 @@ def test_config_approximations_reach_the_result_with_their_size(write_scenario):
     notes = [w for w in evaluate(write_scenario, f'hf_config = "{config}"', name="v32.toml").warnings
              if "Sparse Attention" in w]
     assert len(notes) == 1 and "weights and its FP8 key cache are counted" in notes[0]
-    assert "16,384 FLOPs a query-key pair, reading 132 bytes" in notes[0]
+    assert "16,384 FLOPs a query-key pair" in notes[0] and "its key reads, 132 bytes" in notes[0]
     assert f"{32768.5 / 2048:.1f} times the 2,048 positions" in notes[0]
     # A config whose features are all modelled carries no such note.
     assert not any("config" in w for w in evaluate(write_scenario, hf("qwen3-8b"),
@@ -749,7 +749,7 @@ def test_sparse_attention_indexer_weights_and_cache_by_hand(write_scenario):
 
 def test_sparse_attention_fields_come_together_on_latent_attention(write_scenario):
     base = 'preset = "llama-3-8b"\n'
-    with pytest.raises(ScenarioError, match="index_heads is a latent-attention width"):
+    with pytest.raises(ScenarioError, match="index_heads describes DeepSeek Sparse Attention.s indexer, which works on latent attention, but kv_lora_rank is unset"):
         evaluate(write_scenario, base + "index_heads = 64\nindex_head_dim = 128\nindex_topk = 2048\n")
     v3 = f'{hf("deepseek-v3")}\n'
     with pytest.raises(ScenarioError) as caught:

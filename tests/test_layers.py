@@ -301,6 +301,23 @@ def test_the_rows_add_up_to_the_model(write_scenario, preset):
         pytest.approx(r["decode_flops"] / r["batch"], rel=1e-12)
 
 
+def test_the_rows_add_up_with_the_sparse_attention_indexer(write_scenario):
+    # DeepSeek-V3.2's shape: each layer's row carries the indexer's 132 cache bytes a token
+    # beside its latent, and its weights; the rows still add up to the model.
+    config = json.loads((ROOT / "tests" / "data" / "hf" / "deepseek-v3.json").read_text())
+    config.update(model_type="deepseek_v32", index_n_heads=64, index_head_dim=128, index_topk=2048)
+    path = write_scenario(json.dumps(config), "deepseek-v3.2.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = evaluate(write_scenario, f'hf_config = "{path}"', prompt=20000, extra="batch = 3")
+    table = list(rows(r).values())
+    assert sum(t["cache_bytes_per_token"] for t in table) == pytest.approx(r["kv_bytes_per_token"])
+    assert r["kv_bytes_per_token"] == 61 * ((512 + 64) * 2 + 132)
+    assert sum(t["params"] for t in table) + r["params_outside_layers"] == r["params_total"]
+    assert sum(t["flops_per_token"] for t in table) + r["flops_per_token_outside_layers"] == \
+        pytest.approx(r["decode_flops"] / r["batch"], rel=1e-12)
+
+
 @pytest.mark.parametrize(("preset", "config"), [
     ("jamba-1.5-mini", "ai21-jamba-1.5-mini"), ("minimax-m1", "minimax-m1"),
     ("nemotron-h-8b", "nemotron-h-8b-base-8k"), ("nemotron-h-56b", "nemotron-h-56b-base-8k"),
@@ -580,6 +597,11 @@ def test_deepseek_sparse_attention_layers_read_as_full_attention_with_the_indexe
     with pytest.raises(HFConfigError, match="index_topk"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         map_hf_config(broken)
+    partial = {**sparse, "index_topk": None}
+    with pytest.raises(HFConfigError, match="without index_topk: DeepSeek Sparse Attention's "
+                                            "indexer needs all three"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        map_hf_config(partial)
     qwen = json.loads((ROOT / "tests" / "data" / "hf" / "qwen3-8b.json").read_text())
     plain = {**qwen, "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048}
     with pytest.warns(UserWarning, match="works on latent attention .* not read"):

@@ -464,9 +464,10 @@ def _sparse_attention_note(scenario) -> str:
         span = f"the same positions within {topk:,} tokens of context, as here"
     return ("DeepSeek Sparse Attention: the indexer's weights and its FP8 key cache are counted, "
             f"but not its work: its scoring of every cached position ({2 * heads * width:,} "
-            f"FLOPs a query-key pair, reading {cache} bytes a position and layer) and its other "
-            "kernels (key norm, rotary embedding, quantisation, top-k) are not timed, and "
-            f"attention is charged over the whole context ({span})")
+            "FLOPs a query-key pair) and its other kernels (key norm, rotary embedding, "
+            f"quantisation, top-k) are not timed (its key reads, {cache} bytes a position and "
+            "layer, are in the cache a roofline step reads, but no measured kernel times them), "
+            f"and attention is charged over the whole context ({span})")
 
 
 @hookimpl

@@ -245,11 +245,16 @@ def _check_latent(scenario, report) -> None:
                 report(f"model.{name}", "latent attention (kv_lora_rank) needs this width",
                        expected="a positive integer from the model's config")
     else:
-        for name in ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-                     *INDEXER_FIELDS):
+        for name in ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             if value(f"model.{name}") is not None:
                 report(f"model.{name}", f"{name} is a latent-attention width, but kv_lora_rank is unset",
                        expected="model.kv_lora_rank as well, or no latent-attention fields")
+        for name in INDEXER_FIELDS:
+            if value(f"model.{name}") is not None:
+                report(f"model.{name}", f"{name} describes DeepSeek Sparse Attention's indexer, "
+                       "which works on latent attention, but kv_lora_rank is unset",
+                       expected="model.kv_lora_rank and the other latent-attention fields as "
+                                "well, or no index_* fields")
         return
     given = [name for name in INDEXER_FIELDS if value(f"model.{name}") is not None]
     if given and len(given) < len(INDEXER_FIELDS):

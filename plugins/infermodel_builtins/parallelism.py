@@ -442,16 +442,17 @@ def infermodel_define_quantities(scenario, define):
                description="weights, cache and reserve on the fullest card (the largest DP rank)",
                reference=BUDGET)
     else:
-        replicated = _latent_replicas(scenario, define)
+        latent, indexer = _latent_replicas(scenario, define), _indexer_replicas(scenario, define)
+        whole = [what for what, bytes_ in (("a latent mixture of experts' projections", latent),
+                                           ("the sparse-attention indexers", indexer)) if bytes_]
         define("parallel_weight_bytes_per_card",
-               S.weight_bytes * S.parallel_weight_stage_factor / S.card_count + replicated, unit="B",
-               description="weights on the fullest card"
-               + (" (a latent mixture of experts' projections whole on each)" if replicated else ""),
-               reference=BUDGET)
+               S.weight_bytes * S.parallel_weight_stage_factor / S.card_count + latent + indexer,
+               unit="B", description="weights on the fullest card"
+               + (f" ({' and '.join(whole)} whole on each)" if whole else ""), reference=BUDGET)
         define("parallel_kv_bytes_per_card", S.kv_bytes_total / S.card_count, unit="B",
                description="the batch's full-length cache on the fullest card", reference=BUDGET)
         define("parallel_memory_required_per_card",
-               S.memory_required / S.card_count + replicated, unit="B",
+               S.memory_required / S.card_count + latent + indexer, unit="B",
                description="weights, cache and reserve on the fullest card", reference=BUDGET)
     define("parallel_fits_per_card", sympy.Le(S.parallel_memory_required_per_card, S.card_memory),
            unit="bool", description="the fullest card holds its weights, cache and reserve",
@@ -479,22 +480,43 @@ def _latent_replicas(scenario, define):
             / S.card_count)
 
 
-def _latent_reads(values, warn) -> None:
-    """Warn, with their size, that the replicated latent projections' reads by the other
-    tensor cards are not in a roofline step (measured kernels time each card's whole
-    projections; a layout adds them to its replica reads).
+def _indexer_replicas(scenario, define):
+    """The bytes each card holds beyond its share where DeepSeek Sparse Attention's indexer
+    projections are replicated over the tensor cards (SGLang's and vLLM's indexers build
+    them as ``ReplicatedLinear``; 0 otherwise): (T − 1)/(T·P) of them, as for a latent
+    mixture of experts' projections.
     """
-    if ("parallel_latent_projection_weight_bytes" not in values
-            or "replicated_weight_reads" in values or "decode_time_kernels" in values):
+    if scenario.value("model.index_heads") is None or degrees(scenario)[0] <= 1:
+        return 0
+    define("parallel_indexer_weight_bytes",
+           S.kv_layers * S.params_indexer_layer * linear_bytes_per_param(scenario), unit="B",
+           description="bytes of the sparse-attention indexers' projections in every layer, "
+                       "whole on every tensor card", reference=DEPLOY)
+    return S.parallel_indexer_weight_bytes * (S.parallel_tensor_degree - 1) / S.card_count
+
+
+def _latent_reads(values, warn) -> None:
+    """Warn, with their size, that replicated projections' reads by the other tensor cards
+    (a latent mixture of experts', the sparse-attention indexers') are not in a roofline
+    step (measured kernels time each card's whole projections; a layout adds them to its
+    replica reads).
+    """
+    if "replicated_weight_reads" in values or "decode_time_kernels" in values:
         return
-    extra = values["parallel_latent_projection_weight_bytes"] * (values["parallel_tensor_degree"] - 1)
+    parts = [(values[name], what) for name, what in (
+        ("parallel_latent_projection_weight_bytes", "a latent mixture of experts' projections"),
+        ("parallel_indexer_weight_bytes", "the sparse-attention indexers' projections"))
+        if name in values]
+    if not parts:
+        return
+    extra = sum(bytes_ for bytes_, _ in parts) * (values["parallel_tensor_degree"] - 1)
     share = extra / values["decode_bytes"] if values.get("decode_bytes") else 0.0
+    what = " and ".join(w for _, w in parts)
     warn("decode_step_time",
-         f"a latent mixture of experts' projections are replicated on the "
-         f"{values['parallel_tensor_degree']:g} tensor cards, but the step reads them once: the "
-         f"other cards' reads of their own copies, {extra / 1e9:.3g} GB a step ("
-         f"{100 * share:.1f} % of the decode step's bytes), are not counted (measured kernels "
-         "time each card's whole projections)")
+         f"{what} are replicated on the {values['parallel_tensor_degree']:g} tensor cards, but the "
+         f"step reads them once: the other cards' reads of their own copies, {extra / 1e9:.3g} GB "
+         f"a step ({100 * share:.1f} % of the decode step's bytes), are not counted (measured "
+         "kernels time each card's whole projections)")
 
 
 def times_collectives(scenario, lever) -> bool:

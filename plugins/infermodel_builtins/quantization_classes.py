@@ -158,7 +158,8 @@ def _unquantized_params(scenario):
 
 def latent_projection_params(scenario):
     """One latent-attention layer's projections but its output projection (h·d_v·d and its
-    bias): the query path, the joint key/value down-projection and the up-projection.
+    bias): the query path, the joint key/value down-projection and the up-projection, and
+    DeepSeek Sparse Attention's indexer projections where the model has them.
     """
     output = S.heads * S.v_head_dim * S.d_model + (S.d_model if scenario.value("model.attention_bias") else 0)
     return S.params_attention_layer - output

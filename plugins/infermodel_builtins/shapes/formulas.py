@@ -227,7 +227,7 @@ def _latent_layer(scenario) -> AttentionLayer:
     if scenario.value("model.index_heads") is not None:
         layer += indexer_params(scenario)
         norms += 2 * S.index_head_dim   # the indexer's key LayerNorm: a weight and a bias
-        what += ", and the sparse-attention indexer's FP8 key (index_cache_bytes apart)"
+        what += " (the sparse-attention indexer's FP8 key is counted in index_cache_bytes, not here)"
     prefill_pair = 2 * h * (S.qk_nope_head_dim + S.qk_rope_head_dim) + 2 * h * S.v_head_dim
     if scenario.value("model.mla_decode") == "absorbed":
         decode_pair = 2 * h * (S.kv_lora_rank + S.qk_rope_head_dim) + 2 * h * S.kv_lora_rank

@@ -91,7 +91,8 @@ def unquantized_groups(qc: Mapping[str, Any], where: str, notes: list[str],
                      "parameter group; counted in the checkpoint's format")
     if "indexer" in groups:
         notes.append(f"{where}: the sparse-attention indexer is left out of the quantization; "
-                     "the indexer is not modelled (its weights are not counted)")
+                     "its projections are counted in the latent projections' format (16 bits "
+                     "where the checkpoint keeps those, else the block linears')")
     if "attention" in groups:
         groups.discard("latent")  # the latent projections are part of the attention layer
     kept = sorted(groups & {"attention", "mixers", "latent"})

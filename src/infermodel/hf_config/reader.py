@@ -601,10 +601,17 @@ def _attention_family(config: Mapping[str, Any], model_type: str | None, out: di
             out[key] = _positive_int(config.get(key), key, key, path)
         if config.get("q_lora_rank") is not None:
             out["q_lora_rank"] = _positive_int(config["q_lora_rank"], "q_lora_rank", "q_lora_rank", path)
-        if any(dict.__contains__(config, key) for key in INDEXER_KEYS):
+        given = [key for key in INDEXER_KEYS if config.get(key) is not None]
+        if given:
             # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): the indexer's three keys.
+            missing = [key for key in INDEXER_KEYS if key not in given]
+            if missing:
+                raise HFConfigError(f"{', '.join(given)} without {', '.join(missing)}: DeepSeek "
+                                    "Sparse Attention's indexer needs all three", path=path,
+                                    key=missing[0], expected="index_n_heads, index_head_dim and "
+                                    "index_topk together, or none of them")
             for key, field in zip(INDEXER_KEYS, ("index_heads", "index_head_dim", "index_topk")):
-                out[field] = _positive_int(config.get(key), key, field, path)
+                out[field] = _positive_int(config[key], key, field, path)
     if config.get("attention_bias") is True:
         out["attention_bias"] = True
     if model_type == "gpt_oss":

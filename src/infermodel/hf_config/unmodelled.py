@@ -47,7 +47,7 @@ def unmodelled_notes(outer: Mapping[str, Any], config: Mapping[str, Any], out: d
                      "checkpoint but not counted (one more decoder layer each, about "
                      f"{100 * mtp / out['layers']:.1f} % more weights; engines load them only for "
                      "speculative decoding)")
-    if "kv_lora_rank" not in out and any(dict.__contains__(config, k) for k in INDEXER_KEYS):
+    if "kv_lora_rank" not in out and any(config.get(k) is not None for k in INDEXER_KEYS):
         found.append("index_n_heads, index_head_dim and index_topk describe DeepSeek Sparse "
                      "Attention's indexer, which works on latent attention (kv_lora_rank); this "
                      "config has none, so they are not read")
