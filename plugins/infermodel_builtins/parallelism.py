@@ -51,10 +51,9 @@ from .layout_kernels import all_reduce, qk_norm_all_reduce
 from .layouts import DENSE_CHOICES, DISPATCH_CHOICES, Layout, dense_placement
 from .moe import linear_bytes_per_param
 from .parallel_communication import DEPLOY, define_communication, link, oneshot_limit
+from .parallel_replicas import indexer_replicas, latent_replicas, replica_reads
 from .shapes import (
     QK_NORM_REDUCED_BYTES,
-    latent_projections,
-    moe_layer_count,
     qk_norm_reductions,
     structure,
     tensor_parallel_reductions,
@@ -442,7 +441,9 @@ def infermodel_define_quantities(scenario, define):
                description="weights, cache and reserve on the fullest card (the largest DP rank)",
                reference=BUDGET)
     else:
-        latent, indexer = _latent_replicas(scenario, define), _indexer_replicas(scenario, define)
+        tensor = degrees(scenario)[0]
+        latent = latent_replicas(scenario, define, tensor)
+        indexer = indexer_replicas(scenario, define, tensor)
         whole = [what for what, bytes_ in (("a latent mixture of experts' projections", latent),
                                            ("the sparse-attention indexers", indexer)) if bytes_]
         define("parallel_weight_bytes_per_card",
@@ -462,61 +463,6 @@ def infermodel_define_quantities(scenario, define):
                        "min(stages, sequences) micro-batches per iteration)", reference=DEPLOY)
     if lever.communication != "efficiency":
         define_communication(scenario, lever, define, layout(scenario), degrees(scenario)[0])
-
-
-def _latent_replicas(scenario, define):
-    """The bytes each card holds beyond its share where a latent mixture of experts'
-    projections are replicated over the tensor cards (0 otherwise): (T − 1)/(T·P) of them,
-    P pipeline stages each holding its layers' projections.
-    """
-    if scenario.value("model.moe_latent_size") is None or degrees(scenario)[0] <= 1:
-        return 0
-    define("parallel_latent_projection_weight_bytes",
-           moe_layer_count(scenario) * latent_projections(scenario) * linear_bytes_per_param(scenario),
-           unit="B", description="bytes of a latent mixture of experts' projections into and out "
-                                 "of the experts' width (2·d·l a MoE layer), whole on every card",
-           reference=DEPLOY)
-    return (S.parallel_latent_projection_weight_bytes * (S.parallel_tensor_degree - 1)
-            / S.card_count)
-
-
-def _indexer_replicas(scenario, define):
-    """The bytes each card holds beyond its share where DeepSeek Sparse Attention's indexer
-    projections are replicated over the tensor cards (SGLang's and vLLM's indexers build
-    them as ``ReplicatedLinear``; 0 otherwise): (T − 1)/(T·P) of them, as for a latent
-    mixture of experts' projections.
-    """
-    if scenario.value("model.index_heads") is None or degrees(scenario)[0] <= 1:
-        return 0
-    define("parallel_indexer_weight_bytes",
-           S.kv_layers * S.params_indexer_layer * linear_bytes_per_param(scenario), unit="B",
-           description="bytes of the sparse-attention indexers' projections in every layer, "
-                       "whole on every tensor card", reference=DEPLOY)
-    return S.parallel_indexer_weight_bytes * (S.parallel_tensor_degree - 1) / S.card_count
-
-
-def _latent_reads(values, warn) -> None:
-    """Warn, with their size, that replicated projections' reads by the other tensor cards
-    (a latent mixture of experts', the sparse-attention indexers') are not in a roofline
-    step (measured kernels time each card's whole projections; a layout adds them to its
-    replica reads).
-    """
-    if "replicated_weight_reads" in values or "decode_time_kernels" in values:
-        return
-    parts = [(values[name], what) for name, what in (
-        ("parallel_latent_projection_weight_bytes", "a latent mixture of experts' projections"),
-        ("parallel_indexer_weight_bytes", "the sparse-attention indexers' projections"))
-        if name in values]
-    if not parts:
-        return
-    extra = sum(bytes_ for bytes_, _ in parts) * (values["parallel_tensor_degree"] - 1)
-    share = extra / values["decode_bytes"] if values.get("decode_bytes") else 0.0
-    what = " and ".join(w for _, w in parts)
-    warn("decode_step_time",
-         f"{what} are replicated on the {values['parallel_tensor_degree']:g} tensor cards, but the "
-         f"step reads them once: the other cards' reads of their own copies, {extra / 1e9:.3g} GB "
-         f"a step ({100 * share:.1f} % of the decode step's bytes), are not counted (measured "
-         "kernels time each card's whole projections)")
 
 
 def times_collectives(scenario, lever) -> bool:
@@ -678,7 +624,7 @@ def _transform_layout(scenario, lay: Layout, transform) -> None:
 @hookimpl
 def infermodel_check_result(result, warn):
     values = result.values
-    _latent_reads(values, warn)
+    replica_reads(values, warn)
     if "parallel_expert_imbalance" not in values or "expert_imbalance_given" in values:
         return
     fast, slow = lay_formulas.MEASURED_SLOWDOWN
