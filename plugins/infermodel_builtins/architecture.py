@@ -473,7 +473,7 @@ def _sparse_attention_note(scenario) -> str:
 @hookimpl
 def infermodel_transform_quantities(scenario, transform):
     st = structure(scenario)
-    if st.mla and scenario.value("model.index_heads") is not None:
+    if st.indexer:
         transform.warn(_sparse_attention_note(scenario), quantity="attention_flops_decode")
     if st.counts is None or not st.counts["chunked"]:
         return

@@ -10,7 +10,7 @@ from infermodel.plugin import S
 
 from .moe import linear_bytes_per_param
 from .parallel_communication import DEPLOY
-from .shapes import latent_projections, moe_layer_count
+from .shapes import latent_projections, moe_layer_count, structure
 
 __all__ = ["indexer_replicas", "latent_replicas", "replica_reads"]
 
@@ -37,7 +37,7 @@ def indexer_replicas(scenario, define, tensor: int):
     them as ``ReplicatedLinear``; 0 otherwise): (T − 1)/(T·P) of them, as for a latent
     mixture of experts' projections.
     """
-    if scenario.value("model.index_heads") is None or tensor <= 1:
+    if not structure(scenario).indexer or tensor <= 1:
         return 0
     define("parallel_indexer_weight_bytes",
            S.kv_layers * S.params_indexer_layer * linear_bytes_per_param(scenario), unit="B",

@@ -297,7 +297,7 @@ def _model(scenario, define, terms):
            description="bytes per cached key or value element (16-bit without a number-format lever)")
     per_token = (kv_bytes_per_token(S.layers, S.kv_heads * S.head_dim, S.kv_value_bytes) if terms.plain
                  else S.kv_layers * S.kv_values_per_layer_token * S.kv_value_bytes)
-    if scenario.value("model.index_heads") is not None:
+    if terms.st.indexer:
         # DeepSeek Sparse Attention: the indexer's FP8 keys, in the cache's own format or not.
         per_token += S.kv_layers * S.index_cache_bytes
     define("kv_bytes_per_token", per_token, unit="B", latex=r"\mathrm{kv}",

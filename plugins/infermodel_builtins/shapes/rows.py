@@ -143,7 +143,7 @@ def _mixer(scenario, st: Structure, row: Row, context):
                     4 * S.query_width * context)
         norms = attention_layer(scenario, st).norms
         cache = S.kv_values_per_layer_token * S.kv_value_bytes
-        if scenario.value("model.index_heads") is not None:
+        if st.indexer:
             cache += S.index_cache_bytes
         return (S.params_attention_layer, norms, cache,
                 0, S.attention_flops_per_position * _attention_positions(row, context))

@@ -47,6 +47,7 @@ class Structure:
     ffn: bool                    # dense-first, MoE period, shared width, expert biases, per-layer blocks
     rows: tuple[Row, ...] = ()   # the distinct layer kinds (empty: one uniform kind)
     explicit_ffn: bool = False   # the pattern names every layer's feed-forward block
+    indexer: bool = False        # latent attention with DeepSeek Sparse Attention's indexer
 
     @property
     def attention(self) -> bool:
@@ -135,8 +136,9 @@ def structure(scenario) -> Structure:
     rows: tuple[Row, ...] = ()
     if math.lcm(len(specs), max(1, value("model.moe_layer_period"))) <= MAX_JOINT_PERIOD:
         rows = _rows(specs, value)
-    return Structure(counts=counts, mla=value("model.kv_lora_rank") is not None, extras=extras,
-                     ffn=ffn, rows=rows, explicit_ffn=explicit)
+    mla = value("model.kv_lora_rank") is not None
+    return Structure(counts=counts, mla=mla, extras=extras, ffn=ffn, rows=rows,
+                     explicit_ffn=explicit, indexer=mla and value("model.index_heads") is not None)
 
 
 def moe_layer_count(scenario):
