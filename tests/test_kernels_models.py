@@ -893,6 +893,54 @@ def test_the_rotary_embedding_is_a_kernel_where_the_engine_launches_one(path, en
                      **{"efficiency.engine": engine, **more}) is rotary
 
 
+def _launch_count(path, name, **overrides) -> int:
+    """How many elementwise launches an operator's measured time holds (its derivative
+    by the fixed time of one)."""
+    import sympy
+
+    result = infermodel.evaluate(path, {"efficiency.kernels": "measured", **overrides})
+    expression = result.quantity(name).expression
+    fixed = [s for s in expression.free_symbols if s.name == "elementwise_kernel_latency"]
+    if not fixed:
+        return 0
+    count = sympy.diff(expression, fixed[0])
+    return int(count.subs({s: result[s.name] for s in count.free_symbols}))
+
+
+@pytest.mark.parametrize("engine, qkv", [("vllm", 12 + 2 * 12), ("sglang", 12 + 2 * 12),
+                                         ("tensorrt-llm", 12)])
+def test_query_key_norms_gates_and_delta_net_kernels_are_launched(engine, qkv):
+    # Qwen3-Next-80B-A3B (12 full-attention layers, 36 gated delta-nets): vLLM and SGLang
+    # launch the rotary embedding and two q/k norms a full-attention layer, TensorRT-LLM
+    # one kernel for all three (fuse_qk_norm_rope); every engine the output gate's product
+    # before the output projection, and in each delta-net layer the projections' outputs
+    # reordered and the gated norm.
+    settings = {"efficiency.engine": engine}
+    assert _launch_count(QWEN3_NEXT, "decode_kernel_qkv_projection_time", **settings) == qkv
+    assert _launch_count(QWEN3_NEXT, "decode_kernel_output_projection_time", **settings) == 12
+    assert _launch_count(QWEN3_NEXT, "decode_kernel_state_update_time", **settings) == 2 * 36
+    # Without the norms and the gate, none of theirs.
+    plain = {**settings, "model.qk_norm": False, "model.attention_output_gate": False}
+    assert _launch_count(QWEN3_NEXT, "decode_kernel_qkv_projection_time", **plain) == (
+        12 if engine != "tensorrt-llm" else 0)
+    assert _launch_count(QWEN3_NEXT, "decode_kernel_output_projection_time", **plain) == 0
+
+
+def test_query_key_norms_are_their_roofline_and_two_launches_a_layer():
+    # The two norms read and write the 16 + 2 heads of 256 values of each of the 8
+    # sequences in 12 layers (16-bit), four FLOPs a value, plus 24 fixed kernel times.
+    normed, plain = (infermodel.evaluate(QWEN3_NEXT, {"efficiency.kernels": "measured",
+                                                      "efficiency.engine": "vllm",
+                                                      "model.qk_norm": flag})
+                     for flag in (True, False))
+    values = 8 * (16 + 2) * 256 * 12
+    norms = (max(4 * values / normed["flops_effective_decode"],
+                 2 * 2 * values / normed["bandwidth"])
+             + 24 * normed["elementwise_kernel_latency"])
+    assert (normed["decode_kernel_qkv_projection_time"]
+            - plain["decode_kernel_qkv_projection_time"]) == pytest.approx(norms, rel=1e-9)
+
+
 def test_a_partial_rotary_embedding_turns_its_share():
     # Qwen3-Next turns a quarter of each head (partial_rotary_factor 0.25): its rotary
     # kernel moves a quarter of the bytes a whole one would, at the same launches (none

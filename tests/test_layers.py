@@ -421,6 +421,27 @@ def test_a_full_attention_interval_that_agrees_with_the_layer_list_is_read(recwa
         map_hf_config({**config, "full_attention_interval": 2})
 
 
+def test_qwen3_5_attention_is_gated_normalised_and_turns_a_quarter():
+    # Qwen/Qwen3.5-397B-A17B config.json (text_config): attn_output_gate true, its
+    # full-attention layers are Qwen3-Next's (per-head q/k norms), and Transformers 5's
+    # rope_parameters hold partial_rotary_factor 0.25. Before, all three were left out:
+    # a query projection half as wide as the checkpoint's (the gate's 32 x 256 columns).
+    config = json.loads((ROOT / "tests" / "data" / "hf" / "llama-3.1-8b.json").read_text())
+    types = ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 8
+    config.update(model_type="qwen3_5_moe_text", layer_types=types, attn_output_gate=True,
+                  linear_num_key_heads=16, linear_num_value_heads=64, linear_key_head_dim=128,
+                  linear_value_head_dim=128, linear_conv_kernel_dim=4,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10_000_000,
+                                   "partial_rotary_factor": 0.25})
+    out = map_hf_config(config)
+    assert (out["attention_output_gate"], out["qk_norm"], out["rotary_fraction"]) == (True, True, 0.25)
+    # A top-level factor wins over the rotary parameters'; no gate where none is stated.
+    plain = map_hf_config({**config, "model_type": "llama", "attn_output_gate": False,
+                           "partial_rotary_factor": 0.5})
+    assert plain["rotary_fraction"] == 0.5
+    assert "attention_output_gate" not in plain and "qk_norm" not in plain
+
+
 def test_an_unread_shaping_key_is_a_warning_naming_it(write_scenario):
     config = json.loads((ROOT / "tests" / "data" / "hf" / "llama-3.1-8b.json").read_text())
     config["attn_layer_indices"] = [3, 7]          # Bamba's key: no reader uses it here

@@ -8,8 +8,11 @@ per layer::
     qkv_projection     GEMM  m = T, n = d_q + 2·d_kv, k = d        n split by TP
                        (n = 2·d_q + 2·d_kv with a gated output: the gate with the queries);
                        the rotary embedding, elementwise (T·(h + g)·d_h values read and
-                       written), unless the engine applies it in attention (TensorRT-LLM)
+                       written), unless the engine applies it in attention (TensorRT-LLM);
+                       with query/key norms, two more elementwise kernels (vLLM, SGLang;
+                       TensorRT-LLM applies them with the rotary embedding)
     output_projection  GEMM  m = T, n = d, k = d_q                 k split by TP
+                       (a gated output: the gate's sigmoid product before it, elementwise)
     attention          prefill: context attention (B prompts of n tokens);
                        decode: generation attention (B sequences at the mean context);
                        heads and KV heads split by TP; one kernel per window size
@@ -48,13 +51,10 @@ from .engines import ENGINES
 from .latent_kernels import latent_kernels
 from .parallelism import degrees
 from .shapes import STATE_KINDS, expert_width, moe_layer_count, structure
-from .state_kernels import COUNTS, mixer_projections, recurrence
+from .state_kernels import COUNTS, ELEMENTWISE, mixer_projections, recurrence
 
 #: Window argument of a full-attention layer (the tables write 0; see infermodel.kernels).
 FULL = 2**30
-#: Kernels no table measures (the kernel plan times them at their roofline, each launch
-#: with the card's fixed kernel time).
-ELEMENTWISE = "elementwise"
 #: Bytes per activation value (16-bit activations), which the operators and the
 #: elementwise kernels read and write.
 ACTIVATION_BYTES = 2
@@ -121,6 +121,36 @@ def _rotary(scenario, tokens, layers):
     return (Kernel(ELEMENTWISE, {"flops": 3 * tokens * width * layers,
                                  "bytes": 2 * ACTIVATION_BYTES * tokens * width * layers},
                    calls=layers, label="rotary"),)
+
+
+def _qk_norms(scenario, tokens, layers):
+    """The query and key norms (``qk_norm``), two kernels of their own after the QKV
+    projection in vLLM and SGLang: per head (Qwen3, Qwen3.5, Gemma 3) one over the
+    queries and one over the keys; over the layer (MiniMax-M2) the mean squares before
+    their all-reduce and the scaling after it. Each reads and writes (h + g)·d_h 16-bit
+    values a token and layer, four FLOPs each. None under an engine that applies them in
+    its rotary kernel (TensorRT-LLM's ``fuse_qk_norm_rope``, :func:`_rotary`).
+    """
+    engine = ENGINES.get(scenario.value("efficiency.engine") or "")
+    if not scenario.value("model.qk_norm") or (engine is not None and engine.fused_rope):
+        return ()
+    width = (S.heads + S.kv_heads) * S.head_dim
+    return (Kernel(ELEMENTWISE, {"flops": 4 * tokens * width * layers,
+                                 "bytes": 2 * ACTIVATION_BYTES * tokens * width * layers},
+                   calls=2 * layers, label="query/key norms"),)
+
+
+def _output_gate(scenario, tokens, layers):
+    """A gated attention output (``attention_output_gate``, Qwen3-Next, Qwen3.5): the
+    attention's h·d_h values a token times the sigmoid of the gate projected with the
+    queries, a kernel of its own before the output projection (reads both, writes one).
+    """
+    if not scenario.value("model.attention_output_gate"):
+        return ()
+    width = S.heads * S.head_dim
+    return (Kernel(ELEMENTWISE, {"flops": 5 * tokens * width * layers,
+                                 "bytes": 3 * ACTIVATION_BYTES * tokens * width * layers},
+                   calls=layers, label="output gate"),)
 
 
 def _ffn_blocks(scenario, tokens):
@@ -240,10 +270,13 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
         "qkv_projection": (Kernel("gemm", {"m": tokens, "n": queries + 2 * dkv,
                                            "k": S.d_model}, calls=attention_layers, split=("n",),
                                   weights="attention", label="qkv"),
-                           *(() if latent else _rotary(scenario, tokens, attention_layers))),
-        "output_projection": (Kernel("gemm", {"m": tokens, "n": S.d_model, "k": S.query_width},
+                           *(() if latent else _rotary(scenario, tokens, attention_layers)),
+                           *(() if latent else _qk_norms(scenario, tokens, attention_layers))),
+        "output_projection": (*(() if latent else _output_gate(scenario, tokens,
+                                                                attention_layers)),
+                              Kernel("gemm", {"m": tokens, "n": S.d_model, "k": S.query_width},
                                      calls=attention_layers, split=("k",), weights="attention",
-                                     label="o"),),
+                                     label="o")),
         "ffn": _ffn(scenario, tokens, phase),
         "head": (Kernel("gemm", {"m": scored, "n": S.vocab, "k": S.d_model}, split=("n",),
                         weights="embedding", label="lm_head", group="dense"),),

@@ -19,6 +19,8 @@ For T tokens in the pass, per layer of each kind (L_kind of them)::
     state_update  the recurrence, its rows summed (a layer is all of them):
                   gated delta-net   the convolution over 2·h_k·d_k + h_v·d_v channels +
                                     the delta rule (chunked in prefill, one step in decode)
+                                    + two elementwise kernels no table measures (the
+                                    projections' outputs reordered, the gated norm)
                   Mamba-2           the convolution over h·p + 2·g·s channels + the
                                     selective scan at its roofline (the tables hold only
                                     the convolution: ``mamba2_perf``'s rows are
@@ -39,6 +41,10 @@ collectors ``collector/{vllm,sglang,trtllm}/collect_gdn.py`` and
 from __future__ import annotations
 
 from infermodel.plugin import Kernel, S
+
+#: Kernels no table measures (the kernel plan times them at their roofline, each launch
+#: with the card's fixed kernel time); the same family as the operators' elementwise ones.
+ELEMENTWISE = "elementwise"
 
 #: Why a mixer's recurrence keeps its roofline.
 UNMEASURED = {
@@ -90,6 +96,21 @@ def mixer_projections(kinds, tokens):
     return tuple(out)
 
 
+def _delta_net_elementwise(tokens, calls, keys, values, heads):
+    """A gated delta-net layer's two elementwise kernels (vLLM, SGLang): its projections'
+    outputs split and reordered into the convolution's input, the output gate and the
+    per-head gates (reads and writes 2·(h_k·d_k + h_v·d_v) + 2·h_v 16-bit values a token),
+    and the gated norm of the delta rule's output (reads the output and the gate, writes
+    one: 3·h_v·d_v values).
+    """
+    reorder = 2 * (2 * keys + 2 * values + 2 * heads)
+    return (Kernel(ELEMENTWISE, {"flops": 0, "bytes": 2 * reorder * tokens * calls},
+                   calls=calls, label="delta-net inputs reordered"),
+            Kernel(ELEMENTWISE, {"flops": 6 * tokens * values * calls,
+                                 "bytes": 2 * 3 * tokens * values * calls},
+                   calls=calls, label="delta-net gated norm"))
+
+
 def recurrence(kinds, phase, tokens):
     """The ``state_update`` operator's kernels for the mixers in ``kinds``."""
     decode = phase == "decode"
@@ -106,7 +127,8 @@ def recurrence(kinds, phase, tokens):
                            calls=calls, split=("channels",), label="delta-net convolution"),
                     Kernel(f"gdn_{suffix}", {**curve, "k_heads": kh, "k_dim": kd, "v_heads": vh,
                                              "v_dim": vd},
-                           calls=calls, split=("k_heads", "v_heads"), label="delta rule")]
+                           calls=calls, split=("k_heads", "v_heads"), label="delta rule"),
+                    *_delta_net_elementwise(tokens, calls, kh * kd, vh * vd, vh)]
         elif kind == "mamba2":
             h, p, g, n = S.mamba_heads, S.mamba_head_dim, S.mamba_groups, S.mamba_d_state
             state = S.batch * calls * h * p * n * S.linear_state_bits / 8

@@ -32,9 +32,10 @@ documentation's "Hugging Face configurations" page)::
                                          -> dense_layers, moe_layer_period
     shared_expert_intermediate_size      -> shared_experts, shared_expert_d_ff
     attention_bias                       -> attention_bias
+    attn_output_gate (qwen3_next: always) -> attention_output_gate
     use_qk_norm, qk_norm_type            -> qk_norm, qk_norm_scope ("per_layer": "layer")
-    partial_rotary_factor | rotary_dim/head_dim (jamba, nemotron_h: none)
-                                         -> rotary_fraction
+    partial_rotary_factor (or inside rope_parameters) | rotary_dim/head_dim
+    (jamba, nemotron_h: none)            -> rotary_fraction
     quantization_config                  -> weight_format, expert_weight_format,
                                             unquantized, activation_scales
     hf_quant_config.json beside the file (ModelOpt's export, where config.json has no
@@ -139,7 +140,8 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
 #: Model types whose text configuration class differs from the outer one.
 _TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k2": "deepseek_v3"}
 #: Families with per-head query/key norms (two head-width vectors per layer).
-_QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text"})
+_QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_text",
+                      "qwen3_5_moe", "qwen3_5_moe_text", "gemma3", "gemma3_text"})
 #: Model types whose use_qk_norm is a weightless L2 norm (Llama 4's, on its RoPE layers).
 _WEIGHTLESS_QK_NORM = frozenset({"llama4", "llama4_text"})
 _LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding",
@@ -586,6 +588,11 @@ def _rotary_fraction(config: Mapping[str, Any], model_type: str | None) -> float
     if model_type in _NO_ROTARY:
         return 0.0
     factor = config.get("partial_rotary_factor")
+    rope = config.get("rope_parameters")
+    if factor is None and isinstance(rope, Mapping):
+        # Configurations written for Transformers 5 keep it with the rotary parameters
+        # (Qwen3.5: rope_parameters.partial_rotary_factor).
+        factor = rope.get("partial_rotary_factor")
     if isinstance(factor, (int, float)) and not isinstance(factor, bool) and 0 < factor < 1:
         return float(factor)
     rotary, head = config.get("rotary_dim"), config.get("head_dim")
@@ -618,7 +625,8 @@ def _attention_family(config: Mapping[str, Any], model_type: str | None, out: di
         out["attention_sinks"] = True
         if "experts" in out:
             out["expert_bias"] = True
-    if model_type == "qwen3_next":
+    if model_type == "qwen3_next" or config.get("attn_output_gate") is True:
+        # Qwen3-Next always; Qwen3.5 states it (attn_output_gate).
         out["attention_output_gate"] = True
     if model_type in _QK_NORM or (config.get("use_qk_norm") is True
                                   and model_type not in _WEIGHTLESS_QK_NORM):
