@@ -152,7 +152,21 @@ def test_a_gated_delta_net_layer_is_its_convolution_plus_its_delta_rule():
     rule = _gdn("generation", ("fused_recurrent_gated_delta_rule_packed_decode",), num_k_heads=16,
                 head_k_dim=128, num_v_heads=32, head_v_dim=128, batch_size=8)
     assert result["layers_linear_attention"] == 36
-    assert result["decode_kernel_state_update_time"] == pytest.approx(36 * (conv + rule), rel=1e-12)
+    assert result["decode_kernel_state_update_time"] == pytest.approx(
+        36 * (conv + rule) + _delta_net_elementwise(result, "decode", 8), rel=1e-12)
+
+
+def _delta_net_elementwise(result, phase, tokens):
+    """Qwen3-Next's two elementwise kernels a delta-net layer (36): its projections'
+    outputs reordered (q, k: 16 heads of 128; v, z: 32 of 128; b, a: 32 each, read and
+    written in 16 bits) and the gated norm (reads the 32 × 128 output and gate, writes
+    the output; six FLOPs a value), each at its roofline plus the fixed kernel time.
+    """
+    values = 2 * 16 * 128 + 2 * 32 * 128 + 2 * 32
+    reorder = 2 * 2 * values * tokens * 36 / result["bandwidth"]
+    rate = result[f"flops_effective_{phase}"]
+    norm = max(6 * 32 * 128 * tokens * 36 / rate, 2 * 3 * 32 * 128 * tokens * 36 / result["bandwidth"])
+    return reorder + norm + 72 * result["elementwise_kernel_latency"]
 
 
 def test_a_gated_delta_net_prefill_reads_the_chunked_rule():
@@ -165,8 +179,8 @@ def test_a_gated_delta_net_prefill_reads_the_chunked_rule():
                if _conv_channels(r) == 8192) * 1e-3
     rule = _gdn("context", ("chunk_gated_delta_rule_flashinfer",), num_k_heads=16, head_k_dim=128,
                 num_v_heads=32, head_v_dim=128, batch_size=1, seq_len=4096)
-    assert result["prefill_kernel_state_update_time"] == pytest.approx(36 * (conv + rule),
-                                                                       rel=1e-12)
+    assert result["prefill_kernel_state_update_time"] == pytest.approx(
+        36 * (conv + rule) + _delta_net_elementwise(result, "prefill", 4096), rel=1e-12)
 
 
 def test_a_mamba2_layer_is_its_measured_convolution_and_its_scan_at_the_roofline():
@@ -895,7 +909,8 @@ def test_the_rotary_embedding_is_a_kernel_where_the_engine_launches_one(path, en
 
 def _launch_count(path, name, **overrides) -> int:
     """How many elementwise launches an operator's measured time holds (its derivative
-    by the fixed time of one)."""
+    by the fixed time of one).
+    """
     import sympy
 
     result = infermodel.evaluate(path, {"efficiency.kernels": "measured", **overrides})
