@@ -922,38 +922,66 @@ def _launch_count(path, name, **overrides) -> int:
     return int(count.subs({s: result[s.name] for s in count.free_symbols}))
 
 
-@pytest.mark.parametrize("engine, qkv", [("vllm", 12 + 2 * 12), ("sglang", 12 + 2 * 12),
-                                         ("tensorrt-llm", 12)])
-def test_query_key_norms_gates_and_delta_net_kernels_are_launched(engine, qkv):
-    # Qwen3-Next-80B-A3B (12 full-attention layers, 36 gated delta-nets): vLLM and SGLang
-    # launch the rotary embedding and two q/k norms a full-attention layer, TensorRT-LLM
-    # one kernel for all three (fuse_qk_norm_rope); every engine the output gate's product
-    # before the output projection, and in each delta-net layer the projections' outputs
-    # reordered and the gated norm.
+@pytest.mark.parametrize("engine, qkv, gate, plain", [
+    # vLLM: the rotary embedding and both norms in one kernel; SGLang: the norms apart,
+    # its gate as a copy, a sigmoid and a product; TensorRT-LLM turns Qwen3-Next's rotary
+    # embedding apart (its gated output rules out the fused q/k-norm-and-rope kernel).
+    ("vllm", 12 + 12, 12, 12), ("sglang", 12 + 2 * 12, 3 * 12, 12),
+    ("tensorrt-llm", 12 + 2 * 12, 12, 0)])
+def test_query_key_norms_gates_and_delta_net_kernels_are_launched(engine, qkv, gate, plain):
+    # Qwen3-Next-80B-A3B: 12 full-attention layers, 36 gated delta-nets, each of which
+    # launches its projections' reordering and its gated norm under every engine.
     settings = {"efficiency.engine": engine}
     assert _launch_count(QWEN3_NEXT, "decode_kernel_qkv_projection_time", **settings) == qkv
-    assert _launch_count(QWEN3_NEXT, "decode_kernel_output_projection_time", **settings) == 12
+    assert _launch_count(QWEN3_NEXT, "decode_kernel_output_projection_time", **settings) == gate
     assert _launch_count(QWEN3_NEXT, "decode_kernel_state_update_time", **settings) == 2 * 36
-    # Without the norms and the gate, none of theirs.
-    plain = {**settings, "model.qk_norm": False, "model.attention_output_gate": False}
-    assert _launch_count(QWEN3_NEXT, "decode_kernel_qkv_projection_time", **plain) == (
-        12 if engine != "tensorrt-llm" else 0)
-    assert _launch_count(QWEN3_NEXT, "decode_kernel_output_projection_time", **plain) == 0
+    # Without the norms and the gate: the rotary embedding alone (inside TensorRT-LLM's
+    # attention op).
+    bare = {**settings, "model.qk_norm": False, "model.attention_output_gate": False}
+    assert _launch_count(QWEN3_NEXT, "decode_kernel_qkv_projection_time", **bare) == plain
+    assert _launch_count(QWEN3_NEXT, "decode_kernel_output_projection_time", **bare) == 0
 
 
-def test_query_key_norms_are_their_roofline_and_two_launches_a_layer():
-    # The two norms read and write the 16 + 2 heads of 256 values of each of the 8
-    # sequences in 12 layers (16-bit), four FLOPs a value, plus 24 fixed kernel times.
-    normed, plain = (infermodel.evaluate(QWEN3_NEXT, {"efficiency.kernels": "measured",
-                                                      "efficiency.engine": "vllm",
-                                                      "model.qk_norm": flag})
+def test_tensorrt_llm_applies_qwen3s_norms_with_the_rotary_embedding():
+    # Qwen3 (q/k norms, no gated output) under TensorRT-LLM: one kernel a layer for the
+    # norms and the rotary embedding (fuse_qk_norm_rope), none more; over the layer
+    # (MiniMax-M2) its two kernels around the all-reduce stay.
+    trt = {"efficiency.engine": "tensorrt-llm", "model.qk_norm": True}
+    assert _launch_count(MEASURED_LLAMA, "decode_kernel_qkv_projection_time", **trt) == 32
+    layer = {**trt, "model.qk_norm_scope": "layer"}
+    assert _launch_count(MEASURED_LLAMA, "decode_kernel_qkv_projection_time", **layer) == 32 + 64
+
+
+def _normed(path, engine, **more):
+    return infermodel.evaluate(path, {"efficiency.kernels": "measured",
+                                      "efficiency.engine": engine, **more})
+
+
+def test_query_key_norms_are_their_roofline_and_the_engines_launches():
+    # The norms read and write the 16 + 2 heads of 256 values of each of the 8 sequences
+    # in 12 layers (16-bit), four FLOPs a value, plus vLLM's one launch a layer.
+    normed, plain = (_normed(QWEN3_NEXT, "vllm", **{"model.qk_norm": flag})
                      for flag in (True, False))
     values = 8 * (16 + 2) * 256 * 12
     norms = (max(4 * values / normed["flops_effective_decode"],
                  2 * 2 * values / normed["bandwidth"])
-             + 24 * normed["elementwise_kernel_latency"])
+             + 12 * normed["elementwise_kernel_latency"])
     assert (normed["decode_kernel_qkv_projection_time"]
             - plain["decode_kernel_qkv_projection_time"]) == pytest.approx(norms, rel=1e-9)
+
+
+def test_a_gated_output_is_its_roofline_and_the_engines_launches():
+    # The gate's product reads the attention's 16 heads of 256 values and the gate's, and
+    # writes one (16-bit), five FLOPs a value, in each of the 12 full-attention layers for
+    # the 8 sequences: three launches a layer under SGLang.
+    gated, plain = (_normed(QWEN3_NEXT, "sglang", **{"model.attention_output_gate": flag})
+                    for flag in (True, False))
+    values = 8 * 16 * 256 * 12
+    gate = (max(5 * values / gated["flops_effective_decode"],
+                3 * 2 * values / gated["bandwidth"])
+            + 36 * gated["elementwise_kernel_latency"])
+    assert (gated["decode_kernel_output_projection_time"]
+            - plain["decode_kernel_output_projection_time"]) == pytest.approx(gate, rel=1e-9)
 
 
 def test_a_partial_rotary_embedding_turns_its_share():

@@ -440,6 +440,15 @@ def test_qwen3_5_attention_is_gated_normalised_and_turns_a_quarter():
                            "partial_rotary_factor": 0.5})
     assert plain["rotary_fraction"] == 0.5
     assert "attention_output_gate" not in plain and "qk_norm" not in plain
+    # Rotary parameters without a factor turn every value; Qwen3-Next's gate is its
+    # default, which a stated false turns off.
+    whole = map_hf_config({**config, "model_type": "llama", "attn_output_gate": False,
+                           "rope_parameters": {"rope_type": "default", "rope_theta": 500_000}})
+    assert "rotary_fraction" not in whole
+    next_types = {**config, "model_type": "qwen3_next", "full_attention_interval": 4}
+    del next_types["attn_output_gate"]
+    assert map_hf_config(next_types)["attention_output_gate"] is True
+    assert "attention_output_gate" not in map_hf_config({**next_types, "attn_output_gate": False})
 
 
 def test_an_unread_shaping_key_is_a_warning_naming_it(write_scenario):

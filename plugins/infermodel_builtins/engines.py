@@ -116,6 +116,26 @@ class Engine:
     #: The overlap holds with an all-to-all expert dispatch too (SGLang's DeepEP path
     #: runs the shared experts in line).
     shared_stream_all_to_all: bool = True
+    #: Kernels launched for per-head query/key norms in each attention layer, beside the
+    #: rotary embedding (see :data:`QK_NORM_KERNELS`).
+    qk_norm_launches: int = 2
+    #: Kernels launched for a gated attention output's sigmoid product (see
+    #: :data:`QK_NORM_KERNELS`).
+    gate_launches: int = 1
+
+
+#: How each engine launches per-head query/key norms and a gated attention output in
+#: decode, as the releases the silicon ledger ran (late 2025 to April 2026) do.
+QK_NORM_KERNELS = (
+    "vLLM (V1, torch.compile by default): the two norms as one Triton kernel, the rotary "
+    "embedding another, the output gate's sigmoid product one; vLLM V0 (eager custom ops): "
+    "one norm kernel each for queries and keys; SGLang: queries and keys each reshaped and "
+    "normalised, the keys on a second stream (two on the critical path; Qwen3's own q/k "
+    "norms are one fused in-place kernel from 0.5.7, so one launch is over-counted there), "
+    "and the gate as a copy, a sigmoid and a product (fused from mid-2026); TensorRT-LLM: "
+    "Qwen3's norms with the rotary embedding in one kernel (fuse_qk_norm_rope), but "
+    "models with a gated output (Qwen3-Next, Qwen3.5) two norm kernels and the rotary "
+    "embedding apart")
 
 
 #: Where each engine runs the shared experts beside the routed ones.
@@ -151,7 +171,8 @@ ENGINES = {
                    "rest of that share after weights and the activation peak profiled at "
                    "max_num_batched_tokens, 8192 for the API server on cards of 70 GiB or more); "
                    "CUDA graphs, NCCL buffers and the CUDA context live in the 10 % left out; "
-                   + VLLM_ARGS, shared_stream="tokens", shared_stream_tokens=256),
+                   + VLLM_ARGS, shared_stream="tokens", shared_stream_tokens=256,
+                   qk_norm_launches=1),
     "vllm-v0": Engine("vLLM V0 (before 0.8)", "vllm-v0", 0.10, "total", 8192, 256, False, 16, 256,
                       "vLLM V0 engine arguments: gpu_memory_utilization = 0.9, as V1; "
                       + VLLM_V0_ARGS, generation_of="vllm"),
@@ -160,7 +181,7 @@ ENGINES = {
                      "its weights and KV pool take (from the card's memory: 0.897 on an H200 "
                      "at tensor degree 8); activations, CUDA graphs and NCCL buffers use the "
                      "rest; " + SGLANG_ARGS,
-                     shared_stream="graphs", shared_stream_all_to_all=False),
+                     shared_stream="graphs", shared_stream_all_to_all=False, gate_launches=3),
     "tensorrt-llm": Engine("TensorRT-LLM", "trtllm", 0.10, "free", 8192, 2048, True, 64, 128,
                            "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction = 0.9 of the "
                            "memory free after weights and the activation buffers sized for "

@@ -9,10 +9,11 @@ per layer::
                        (n = 2·d_q + 2·d_kv with a gated output: the gate with the queries);
                        the rotary embedding, elementwise (T·(h + g)·d_h values read and
                        written), unless the engine applies it in attention (TensorRT-LLM);
-                       with query/key norms, two more elementwise kernels (vLLM, SGLang;
-                       TensorRT-LLM applies them with the rotary embedding)
+                       with query/key norms, their elementwise kernels (vLLM one, SGLang
+                       two; TensorRT-LLM applies Qwen3's with the rotary embedding)
     output_projection  GEMM  m = T, n = d, k = d_q                 k split by TP
-                       (a gated output: the gate's sigmoid product before it, elementwise)
+                       (a gated output: the gate's sigmoid product before it, elementwise,
+                       three launches under SGLang)
     attention          prefill: context attention (B prompts of n tokens);
                        decode: generation attention (B sequences at the mean context);
                        heads and KV heads split by TP; one kernel per window size
@@ -103,7 +104,8 @@ def _activation(tokens, width, calls, prefix, group):
 def _rotary(scenario, tokens, layers):
     """The rotary embedding of the queries and keys, a kernel of its own before attention
     unless the engine applies it in its attention kernels (TensorRT-LLM, but not where it
-    fuses the q/k norms with the rotary embedding instead: Qwen3's ``fuse_qk_norm_rope``):
+    fuses the q/k norms with the rotary embedding instead, Qwen3's ``fuse_qk_norm_rope``,
+    nor with a gated output, whose models turn it apart):
     it reads and writes the turned share r of (h + g)·d_h 16-bit values a token and
     layer, three FLOPs each. None where attention takes no position embedding (r = 0:
     Jamba, Nemotron-H); with chunked local layers (Llama 4) only those turn theirs, its
@@ -112,7 +114,8 @@ def _rotary(scenario, tokens, layers):
     engine = ENGINES.get(scenario.value("efficiency.engine") or "")
     share = scenario.value("model.rotary_fraction")
     if share == 0 or (engine is not None and engine.fused_rope
-                      and not scenario.value("model.qk_norm")):
+                      and not scenario.value("model.qk_norm")
+                      and not scenario.value("model.attention_output_gate")):
         return ()
     counts = structure(scenario).counts
     if counts and counts.get("chunked"):
@@ -124,33 +127,43 @@ def _rotary(scenario, tokens, layers):
 
 
 def _qk_norms(scenario, tokens, layers):
-    """The query and key norms (``qk_norm``), two kernels of their own after the QKV
-    projection in vLLM and SGLang: per head (Qwen3, Qwen3.5, Gemma 3) one over the
-    queries and one over the keys; over the layer (MiniMax-M2) the mean squares before
-    their all-reduce and the scaling after it. Each reads and writes (h + g)·d_h 16-bit
-    values a token and layer, four FLOPs each. None under an engine that applies them in
-    its rotary kernel (TensorRT-LLM's ``fuse_qk_norm_rope``, :func:`_rotary`).
+    """The query and key norms (``qk_norm``) after the QKV projection, which together
+    read and write (h + g)·d_h 16-bit values a token and layer, four FLOPs each, in the
+    engine's launches a layer (:data:`.engines.QK_NORM_KERNELS`: vLLM one, SGLang two).
+    Over the layer (MiniMax-M2) two under every engine: the mean squares before their
+    all-reduce and the scaling after it. None where TensorRT-LLM applies per-head norms
+    in its rotary kernel (``fuse_qk_norm_rope``, :func:`_rotary`: every such model but
+    those with a gated output).
     """
     engine = ENGINES.get(scenario.value("efficiency.engine") or "")
-    if not scenario.value("model.qk_norm") or (engine is not None and engine.fused_rope):
+    if not scenario.value("model.qk_norm"):
         return ()
+    layer = scenario.value("model.qk_norm_scope") == "layer"
+    if (not layer and engine is not None and engine.fused_rope
+            and not scenario.value("model.attention_output_gate")
+            and scenario.value("model.rotary_fraction") != 0):
+        return ()
+    launches = 2 if layer or engine is None else engine.qk_norm_launches
     width = (S.heads + S.kv_heads) * S.head_dim
     return (Kernel(ELEMENTWISE, {"flops": 4 * tokens * width * layers,
                                  "bytes": 2 * ACTIVATION_BYTES * tokens * width * layers},
-                   calls=2 * layers, label="query/key norms"),)
+                   calls=launches * layers, label="query/key norms"),)
 
 
 def _output_gate(scenario, tokens, layers):
     """A gated attention output (``attention_output_gate``, Qwen3-Next, Qwen3.5): the
     attention's h·d_h values a token times the sigmoid of the gate projected with the
-    queries, a kernel of its own before the output projection (reads both, writes one).
+    queries (reads both, writes one), before the output projection, in the engine's
+    launches a layer (:data:`.engines.QK_NORM_KERNELS`: SGLang three, the others one).
     """
     if not scenario.value("model.attention_output_gate"):
         return ()
+    engine = ENGINES.get(scenario.value("efficiency.engine") or "")
     width = S.heads * S.head_dim
     return (Kernel(ELEMENTWISE, {"flops": 5 * tokens * width * layers,
                                  "bytes": 3 * ACTIVATION_BYTES * tokens * width * layers},
-                   calls=layers, label="output gate"),)
+                   calls=(1 if engine is None else engine.gate_launches) * layers,
+                   label="output gate"),)
 
 
 def _ffn_blocks(scenario, tokens):

@@ -32,7 +32,7 @@ documentation's "Hugging Face configurations" page)::
                                          -> dense_layers, moe_layer_period
     shared_expert_intermediate_size      -> shared_experts, shared_expert_d_ff
     attention_bias                       -> attention_bias
-    attn_output_gate (qwen3_next: always) -> attention_output_gate
+    attn_output_gate (qwen3_next: true unless stated) -> attention_output_gate
     use_qk_norm, qk_norm_type            -> qk_norm, qk_norm_scope ("per_layer": "layer")
     partial_rotary_factor (or inside rope_parameters) | rotary_dim/head_dim
     (jamba, nemotron_h: none)            -> rotary_fraction
@@ -625,8 +625,9 @@ def _attention_family(config: Mapping[str, Any], model_type: str | None, out: di
         out["attention_sinks"] = True
         if "experts" in out:
             out["expert_bias"] = True
-    if model_type == "qwen3_next" or config.get("attn_output_gate") is True:
-        # Qwen3-Next always; Qwen3.5 states it (attn_output_gate).
+    if config.get("attn_output_gate", model_type == "qwen3_next") is True:
+        # Qwen3-Next's default (its configuration class), Qwen3.5's stated key; the engines
+        # read the key the same way.
         out["attention_output_gate"] = True
     if model_type in _QK_NORM or (config.get("use_qk_norm") is True
                                   and model_type not in _WEIGHTLESS_QK_NORM):
