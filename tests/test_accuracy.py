@@ -433,15 +433,26 @@ def test_fit_holds_out_whole_sources_and_stays_inside_its_bounds(tmp_path, host)
                                             fromlist=["fit_table"]).fit_table(both)
 
 
+@pytest.fixture(scope="module")
+def shipped_fit(tmp_path_factory):
+    """One refit of the shipped ledger through the command line (about a minute), shared
+    by the tests that hold it against the shipped presets and the accuracy page: the
+    presets it writes and its JSON report.
+    """
+    directory = tmp_path_factory.mktemp("fit")
+    assert main(["validate", "--ledger", "builtin", "--fit", "--format", "json",
+                 "--presets-dir", str(directory), "--output", str(directory / "fit.json")]) == 0
+    return directory, json.loads((directory / "fit.json").read_text())
+
+
 @pytest.mark.slow
-def test_shipped_presets_are_the_fit_of_the_shipped_ledger(tmp_path):
+def test_shipped_presets_are_the_fit_of_the_shipped_ledger(shipped_fit):
     """The efficiency presets are what `validate --ledger builtin --fit` writes."""
-    assert main(["validate", "--ledger", "builtin", "--fit", "--presets-dir", str(tmp_path),
-                 "--output", str(tmp_path / "fit.txt")]) == 0
-    written = sorted(p.name for p in tmp_path.glob("*.toml"))
+    directory, _ = shipped_fit
+    written = sorted(p.name for p in directory.glob("*.toml"))
     assert written == sorted(p.name for p in EFFICIENCY_PRESETS.glob("*.toml"))
     for name in written:
-        assert (tmp_path / name).read_text() == (EFFICIENCY_PRESETS / name).read_text(), (
+        assert (directory / name).read_text() == (EFFICIENCY_PRESETS / name).read_text(), (
             "the physics or the ledger changed: refit with `infermodel validate --ledger builtin "
             "--fit --presets-dir DIR` into an empty directory (the fit reads the shipped presets, "
             "so it will not write over them), copy DIR/*.toml over "
@@ -451,13 +462,11 @@ def test_shipped_presets_are_the_fit_of_the_shipped_ledger(tmp_path):
 
 
 @pytest.mark.slow
-def test_accuracy_page_states_the_fitted_errors(tmp_path, host):
+def test_accuracy_page_states_the_fitted_errors(shipped_fit):
     """docs/accuracy.rst quotes the in-sample and held-out errors a fit gives."""
-    from infermodel.accuracy.fits import fit
-
-    result = fit(read_ledger(DEFAULT_LEDGER), host=host)
+    _, report = shipped_fit
     page = (ROOT / "docs" / "accuracy.rst").read_text()
-    inside, held = result.in_sample.summary(), result.held_out.summary()
+    inside, held = report["in_sample"], report["held_out"]
     for metric in inside:
         pattern = (rf"``{metric}``\s*\|\s*{inside[metric]['n']}\s*\|\s*"
                    rf"{inside[metric]['median_abs_error'] * 100:.1f} %\s*\|\s*"
