@@ -156,6 +156,14 @@ def test_a_gated_delta_net_layer_is_its_convolution_plus_its_delta_rule():
         36 * (conv + rule) + _delta_net_elementwise(result, "decode", 8), rel=1e-12)
 
 
+def _elementwise(result, flops, moved, launches, phase="decode"):
+    """An elementwise kernel's time by hand: its roofline (``flops`` at the phase's rate,
+    ``moved`` bytes at the bandwidth) plus the fixed kernel time of each launch.
+    """
+    return (max(flops / result[f"flops_effective_{phase}"], moved / result["bandwidth"])
+            + launches * result["elementwise_kernel_latency"])
+
+
 def _delta_net_elementwise(result, phase, tokens):
     """Qwen3-Next's two elementwise kernels a delta-net layer (36): its projections'
     outputs reordered (q, k: 16 heads of 128; v, z: 32 of 128; b, a: 32 each, read and
@@ -163,10 +171,9 @@ def _delta_net_elementwise(result, phase, tokens):
     the output; six FLOPs a value), each at its roofline plus the fixed kernel time.
     """
     values = 2 * 16 * 128 + 2 * 32 * 128 + 2 * 32
-    reorder = 2 * 2 * values * tokens * 36 / result["bandwidth"]
-    rate = result[f"flops_effective_{phase}"]
-    norm = max(6 * 32 * 128 * tokens * 36 / rate, 2 * 3 * 32 * 128 * tokens * 36 / result["bandwidth"])
-    return reorder + norm + 72 * result["elementwise_kernel_latency"]
+    norm = 32 * 128 * tokens * 36
+    return (_elementwise(result, 0, 2 * 2 * values * tokens * 36, 36, phase)
+            + _elementwise(result, 6 * norm, 2 * 3 * norm, 36, phase))
 
 
 def test_a_gated_delta_net_prefill_reads_the_chunked_rule():
@@ -963,9 +970,7 @@ def test_query_key_norms_are_their_roofline_and_the_engines_launches():
     normed, plain = (_normed(QWEN3_NEXT, "vllm", **{"model.qk_norm": flag})
                      for flag in (True, False))
     values = 8 * (16 + 2) * 256 * 12
-    norms = (max(4 * values / normed["flops_effective_decode"],
-                 2 * 2 * values / normed["bandwidth"])
-             + 12 * normed["elementwise_kernel_latency"])
+    norms = _elementwise(normed, 4 * values, 2 * 2 * values, 12)
     assert (normed["decode_kernel_qkv_projection_time"]
             - plain["decode_kernel_qkv_projection_time"]) == pytest.approx(norms, rel=1e-9)
 
@@ -977,9 +982,7 @@ def test_a_gated_output_is_its_roofline_and_the_engines_launches():
     gated, plain = (_normed(QWEN3_NEXT, "sglang", **{"model.attention_output_gate": flag})
                     for flag in (True, False))
     values = 8 * 16 * 256 * 12
-    gate = (max(5 * values / gated["flops_effective_decode"],
-                3 * 2 * values / gated["bandwidth"])
-            + 36 * gated["elementwise_kernel_latency"])
+    gate = _elementwise(gated, 5 * values, 3 * 2 * values, 36)
     assert (gated["decode_kernel_output_projection_time"]
             - plain["decode_kernel_output_projection_time"]) == pytest.approx(gate, rel=1e-9)
 
