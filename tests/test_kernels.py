@@ -839,3 +839,78 @@ def test_a_kernels_weight_class_resolves_or_says_why_not():
     assert weight_class_format(formats, None) == F["bf16"]
     assert weight_class_format({}, "linear") == F["bf16"]
     assert "unknown weight class 'expert'" in weight_class_format(formats, "expert")
+
+
+MXFP4_MOE = "moe/trtllm/1.3.0rc20/moe_perf.parquet"
+
+
+def _moe_row(tokens: int, tp: int, ep: int) -> float:
+    """gpt-oss-120b's expert layer (hidden 2,880, inter 2,880, top-4 of 128), MXFP4
+    weights with 16-bit activations, in TensorRT-LLM's H200 table (seconds).
+    """
+    return _latency_s(MXFP4_MOE, moe_dtype="w4a16_mxfp4", hidden_size=2880, inter_size=2880,
+                      topk=4, num_experts=128, moe_tp_size=tp, moe_ep_size=ep,
+                      num_tokens=tokens, distribution="power_law_1.01")
+
+
+@pytest.mark.parametrize("tp", [2, 8])
+def test_a_moe_layout_no_table_measured_reads_the_one_that_splits_the_experts_alike(kernels, tp):
+    # The table measures gpt-oss's experts at TP 1 only (EP 1 to 128). Split 8 ways
+    # within each expert, a GPU holds as many weights and does as many FLOPs as split 8
+    # ways over the experts: the roofline is the same, so the time is the TP 1, EP 8
+    # row's itself (at TP 2 the TP 1, EP 2 row's). At a few tokens the TP 1 row scaled
+    # by the roofline (an 8th of it) is far less than that measured layout.
+    assert not _rows(MXFP4_MOE, moe_dtype="w4a16_mxfp4", hidden_size=2880, moe_tp_size=tp)
+    lookup = kernels.lookup("h200_sxm", "trtllm", "1.3.0rc23", "moe", dtype="w4a16_mxfp4",
+                            distribution="power_law_1.01")
+    shape = (2880.0, 2880.0, 4.0, 128.0)
+    for tokens in (1, 16, 256):
+        alike = _moe_row(tokens, 1, tp)
+        assert lookup(float(tokens), *shape, float(tp), 1.0) == pytest.approx(alike, rel=1e-9)
+        if tp == 8 and tokens <= 16:
+            assert _moe_row(tokens, 1, 1) / tp < 0.6 * alike
+    why = lookup.outside(16.0, *shape, float(tp), 1.0)
+    assert f"tp {tp}, ep 1 is not measured: read as tp 1, ep {tp}" in why
+    text = "\n".join(lookup.explain(16.0, *shape, float(tp), 1.0))
+    assert f"measured configuration (hidden 2880, inter 2880, topk 4, experts 128, tp 1, ep {tp})" in text
+
+
+def test_a_tensor_parallel_size_the_table_measured_for_other_shapes_keeps_the_nearest(kernels):
+    # vLLM's H200 table measures TP 8 for another expert width (1,024), not MiniMax-M2's
+    # 1,536: the nearest configuration keeps the point's own TP and EP.
+    lookup = kernels.lookup("h200_sxm", "vllm", "0.24.0", "moe", dtype="fp8_block",
+                            distribution="power_law_1.01")
+    why = lookup.outside(64.0, 3072.0, 1536.0, 8.0, 256.0, 8.0, 1.0)
+    assert "inter 1536 (measured 1024" in why and "read as" not in why
+
+
+def test_a_stand_in_read_inside_the_grid_comes_before_a_nearer_one_read_at_its_edge():
+    # Configurations (width, tp, ep): TP 4/EP 2 measured only at another width, TP 1/EP 8
+    # at the point's own. The point (width 10, TP 8, EP 1) reads TP 1/EP 8 at its width.
+    from infermodel.kernels.catalog import SAME_SPLIT, same_split
+    from infermodel.kernels.grids import Lookup
+
+    configs = [(20.0, 4.0, 2.0), (10.0, 1.0, 8.0), (10.0, 1.0, 1.0)]
+    latency = {(20.0, 4.0, 2.0): 5e-3, (10.0, 1.0, 8.0): 3e-3, (10.0, 1.0, 1.0): 8e-3}
+    rows = {"width": np.array([c[0] for c in configs for _ in (1, 2)]),
+            "tp": np.array([c[1] for c in configs for _ in (1, 2)]),
+            "ep": np.array([c[2] for c in configs for _ in (1, 2)]),
+            "tokens": np.array([1.0, 64.0] * 3),
+            "latency": np.array([latency[c] * t for c in configs for t in (1.0, 2.0)])}
+
+    def roofline(v):  # the same per GPU for every split of the weights
+        return v["width"] / (v["tp"] * v["ep"]) * np.sqrt(v["tokens"]) * 1e-4
+
+    lookup = Lookup(name="moe", arguments=("tokens", "width", "tp", "ep"),
+                    configs=("width", "tp", "ep"), curve=("tokens",), table="demo",
+                    categories={}, kernel_sources=("demo",), rows=rows, roofline=roofline,
+                    describe_roofline=lambda v: "demo", stand_ins=same_split,
+                    stand_in_rule=SAME_SPLIT)
+    assert lookup(1.0, 10.0, 8.0, 1.0) == pytest.approx(3e-3, rel=1e-12)
+    assert lookup(64.0, 10.0, 8.0, 1.0) == pytest.approx(6e-3, rel=1e-12)
+    assert "read as tp 1, ep 8" in lookup.outside(1.0, 10.0, 8.0, 1.0)
+    # At width 20 only TP 4/EP 2 is measured: read there, the same per GPU.
+    assert lookup(1.0, 20.0, 8.0, 1.0) == pytest.approx(5e-3, rel=1e-12)
+    assert "read as tp 4, ep 2" in lookup.outside(1.0, 20.0, 8.0, 1.0)
+    # A layout measured as such (TP 1, EP 1) is read by the grid's own rules.
+    assert lookup(1.0, 10.0, 1.0, 1.0) == pytest.approx(8e-3, rel=1e-12)

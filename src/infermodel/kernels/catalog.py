@@ -189,6 +189,34 @@ def _attention() -> tuple[Family, ...]:
     )
 
 
+#: How :func:`same_split` stands in for a MoE layout, as a derivation says it.
+SAME_SPLIT = "the experts' weights split as many ways per GPU, more of them over the experts"
+
+
+def same_split(config: Mapping[str, float]) -> list[dict[str, float]]:
+    """The MoE layouts that split a layer's experts over as many GPUs as ``config`` with
+    less tensor parallelism within each expert and more expert parallelism, the nearest
+    first: tensor-parallel 8 reads as (TP 4, EP 2), (2, 4), (1, 8). Each GPU holds the
+    same share of the weights and does the same FLOPs (the roofline is the same), and
+    the measured kernels agree: over the installed MoE tables, each configuration with
+    TP > 1 held out and read this way is 0.999× its own latency at the median (median
+    absolute log ratio 0.089; at TP 8, 0.96–1.01× by token band), where the TP 1
+    configuration scaled by the roofline ratio gives 0.66× (0.31–0.60× at TP 8)
+    (``benchmarks/bench_moe_split.py``).
+
+    >>> [(c["tp"], c["ep"]) for c in same_split({"tp": 8.0, "ep": 1.0})]
+    [(4.0, 2.0), (2.0, 4.0), (1.0, 8.0)]
+    >>> same_split({"tp": 1.0, "ep": 8.0})
+    []
+    """
+    out, tp, ep = [], config["tp"], config["ep"]
+    factor = 2.0
+    while tp / factor >= 1.0 and (tp / factor).is_integer():
+        out.append({**config, "tp": tp / factor, "ep": ep * factor})
+        factor *= 2.0
+    return out
+
+
 def _experts() -> tuple[Family, ...]:
     moe = Family("moe", "moe", "moe_perf",
                  ("tokens", "hidden", "inter", "topk", "experts", "tp", "ep"),
@@ -198,7 +226,7 @@ def _experts() -> tuple[Family, ...]:
                   "ep": "moe_ep_size"},
                  {"dtype": "moe_dtype", "distribution": "distribution"}, roofline_moe,
                  "one layer's routed experts for a batch of tokens (grouped GEMMs)",
-                 blocks=("tokens",))
+                 blocks=("tokens",), stand_ins=same_split, stand_in_rule=SAME_SPLIT)
     arguments = ("tokens", "hidden", "topk", "experts", "ep")
     configs = ("hidden", "topk", "experts", "ep")
     a2a = tuple(
@@ -231,7 +259,7 @@ def _experts() -> tuple[Family, ...]:
         Family(f"deepep_moe_{phase}", "moe", f"wideep_{phase}_moe_perf", moe.arguments,
                moe.configs, moe.curve, moe.columns, moe.categories, roofline_moe,
                f"one layer's routed experts behind DeepEP's {mode} dispatch ({phase})",
-               blocks=("tokens",))
+               blocks=("tokens",), stand_ins=same_split, stand_in_rule=SAME_SPLIT)
         for phase, mode in (("generation", "low-latency"), ("context", "normal")))
     # TensorRT-LLM's all-to-all over a rack's NVLink (MNNVL): one rank's tokens, by the
     # experts' dtype and the kernel (one-sided, or two-sided after a prepare step).

@@ -179,7 +179,8 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
                   kernel_sources=sorted(set(named.pop("kernel_source").tolist())), rows=named,
                   roofline=roofline, describe_roofline=describe, unit_note=spec.unit_note,
                   blocks=spec.blocks, inherited=inherited, version=folder.version,
-                  later_than=later_than, lanes=lanes, lane_rule=rule)
+                  later_than=later_than, lanes=lanes, lane_rule=rule,
+                  stand_ins=spec.stand_ins, stand_in_rule=spec.stand_in_rule)
 
 
 def _lanes(spec: Family, named: dict[str, np.ndarray], system: str, engine: str,

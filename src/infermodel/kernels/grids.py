@@ -19,7 +19,12 @@ point's configuration reads an **effective curve**:
 2. between measured values on every configuration axis, every corner of the box
    measured: the corners' curves blended log–log on their grid,
    ``log t = Σ w_i log t_i`` with ``w = (log x − log x_lo)/(log x_hi − log x_lo)`` per axis;
-3. otherwise (beyond the measured range, a corner missing): the nearest measured
+3. beyond the measured range, where the family names configurations that do the same
+   work per GPU another way (:attr:`.records.Family.stand_ins`: a MoE layer's experts
+   split over 8 GPUs as 4-way tensor parallel within each expert and 2-way over the
+   experts, for one split 8-way within each that no table measured), the first of them
+   that steps 1–2 read, scaled to the point's own configuration by the roofline ratio;
+4. otherwise (beyond the measured range, a corner missing): the nearest measured
    configuration (log distance; or the box's corners at the edge of the range), scaled
    to the point's own configuration: along an axis the family computes in **blocks**
    (a GEMM's n: a weight wider than any measured is column blocks of the widest) by the
@@ -88,7 +93,9 @@ class Blend:
 
     parts: tuple[tuple[int, float], ...]
     at: tuple[float, ...]
-    how: str       # "exact", "interpolated", "clamped", "nearest"
+    how: str       # "exact", "interpolated", "clamped", "nearest", "stand-in"
+    #: The configuration a stand-in blend reads in the point's place (``how`` "stand-in").
+    via: tuple[float, ...] = ()
 
 
 class Lookup:
@@ -107,7 +114,9 @@ class Lookup:
                  inherited: Mapping[tuple[float, ...], str] | None = None,
                  version: str = "", later_than: str = "",
                  lanes: Mapping[tuple[float, ...], str] | None = None,
-                 lane_rule: str = "") -> None:
+                 lane_rule: str = "",
+                 stand_ins: Callable[[Mapping[str, float]], list[dict[str, float]]] | None = None,
+                 stand_in_rule: str = "") -> None:
         self.name = name
         #: Lookups of this table's rows read for another format (:class:`Rescaled`), kept
         #: with it by whoever makes them, so that one format's reading stays one object.
@@ -116,6 +125,9 @@ class Lookup:
         #: :mod:`.lanes`), and the rule that chose it ("": the fastest row of each cell).
         self.lanes = dict(lanes or {})
         self.lane_rule = lane_rule
+        #: Configurations doing a configuration's work the same way per GPU (see step 3).
+        self.stand_ins = stand_ins
+        self.stand_in_rule = stand_in_rule
         #: Configurations read from an older folder than ``table``'s, with that table.
         self.inherited = dict(inherited or {})
         #: The engine version of ``table``'s folder.
@@ -206,7 +218,7 @@ class Lookup:
                 same = all(len(a) == len(b) and np.array_equal(a, b) for a, b in zip(c.axes, axes))
                 measured &= c.measured if same else False
             own = dict(zip(self.config_names, key))
-            if blend.how in ("nearest", "clamped"):
+            if blend.how in ("nearest", "clamped", "stand-in"):
                 at = dict(zip(self.config_names, blend.at))
                 points = dict(zip(self.curve_names, mesh))
                 # Block axes beyond the measured range scale by the ratio of the values;
@@ -238,6 +250,35 @@ class Lookup:
         return found
 
     def _make_blend(self, key: tuple[float, ...]) -> Blend:
+        found = self._grid_blend(key)
+        if found.how not in ("clamped", "nearest") or self.stand_ins is None:
+            return found
+        usable = []
+        for other in self.stand_ins(dict(zip(self.config_names, key))):
+            via = tuple(float(other[n]) for n in self.config_names)
+            changed = [j for j, (a, b) in enumerate(zip(key, via)) if a != b]
+            if self._measured_anywhere(key, changed):
+                # The table measured the point's own values of these axes (for another
+                # shape): the nearest configuration keeps them.
+                return found
+            alike = self._grid_blend(via)
+            # Usable where its changed axes are measured (others may be clamped); one
+            # read inside the grid first, then the most alike.
+            if all(alike.at[j] == via[j] for j in changed):
+                usable.append((alike.how not in ("exact", "interpolated"), len(usable), via, alike))
+        if not usable:
+            return found
+        _, _, via, alike = min(usable)
+        return Blend(alike.parts, alike.at, "stand-in", via)
+
+    def _measured_anywhere(self, key: tuple[float, ...], axes: Sequence[int]) -> bool:
+        """Whether some measured configuration has ``key``'s values on ``axes``."""
+        if not len(self.configs):
+            return False
+        columns = list(axes)
+        return bool((self.configs[:, columns] == np.asarray(key)[columns]).all(axis=1).any())
+
+    def _grid_blend(self, key: tuple[float, ...]) -> Blend:
         exact = self._index.get(key)
         if exact is not None:
             return Blend(((exact, 1.0),), key, "exact")
@@ -355,9 +396,16 @@ class Lookup:
         x = [values[i] for i in self._curve_at]
         blend = self.blend(key)
         warned, stated = [], []
-        if blend.how in ("nearest", "clamped"):
+        if blend.how == "stand-in":
+            changed = [(n, w, v) for n, w, v in zip(self.config_names, key, blend.via) if w != v]
+            warned.append(
+                f"{', '.join(f'{n} {_fmt(w)}' for n, w, _ in changed)} is not measured: read as "
+                f"{', '.join(f'{n} {_fmt(v)}' for n, _, v in changed)} ({self.stand_in_rule}), "
+                "scaled by the roofline ratio")
+        if blend.how in ("nearest", "clamped", "stand-in"):
             far, columns = [], []
-            for name, want, have in zip(self.config_names, key, blend.at):
+            base = blend.via if blend.how == "stand-in" else key
+            for name, want, have in zip(self.config_names, base, blend.at):
                 if want == have:
                     continue
                 text = (f"{name} {_fmt(want)} (measured {_fmt(have)}, "
@@ -382,7 +430,7 @@ class Lookup:
             else:
                 warned.append(f"{name} {_fmt(want)} is {max(want, have) / min(want, have):.3g}× "
                               f"beyond the measured {_fmt(have)}: scaled by the roofline ratio")
-        if blend.how not in ("nearest", "clamped") and curve.filled_at(x):
+        if blend.how not in ("nearest", "clamped", "stand-in") and curve.filled_at(x):
             warned.append("cells of the grid around " + ", ".join(
                 f"{n} {_fmt(v)}" for n, v in zip(self.curve_names, x))
                 + " were not measured: filled from the nearest measured cell by the roofline "
@@ -428,7 +476,7 @@ class Lookup:
                 where += f", kernel {self.lanes[measured]}"
             lines.append(f"  {share}measured configuration ({config or 'the one'}){where}; grid "
                          f"{at} → {curve.value(x) * 1e3:.5g} ms")
-        if blend.how == "interpolated":
+        if len(blend.parts) > 1:
             lines.append("  configurations blended log–log")
         warned, stated = self._reasons(values)
         if stated:

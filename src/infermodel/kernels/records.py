@@ -47,6 +47,11 @@ class Family:
     #: The tables' folder for this family when it is not the engine's own (``nccl``);
     #: its newest version serves every engine version.
     engine: str | None = None
+    #: The configurations that do a configuration's work the same way per GPU, most alike
+    #: first, read where the configuration itself lies outside the measured grid (see
+    #: :meth:`.grids.Lookup.blend`), and the rule that makes them, as a derivation says it.
+    stand_ins: Callable[[Mapping[str, float]], list[dict[str, float]]] | None = None
+    stand_in_rule: str = ""
 
 
 @attrs.frozen
