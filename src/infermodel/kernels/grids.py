@@ -253,7 +253,7 @@ class Lookup:
         found = self._grid_blend(key)
         if found.how not in ("clamped", "nearest") or self.stand_ins is None:
             return found
-        usable = []
+        usable: list[tuple[bool, int, tuple[float, ...], Blend]] = []
         for other in self.stand_ins(dict(zip(self.config_names, key))):
             via = tuple(float(other[n]) for n in self.config_names)
             changed = [j for j, (a, b) in enumerate(zip(key, via)) if a != b]
