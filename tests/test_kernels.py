@@ -914,3 +914,27 @@ def test_a_stand_in_read_inside_the_grid_comes_before_a_nearer_one_read_at_its_e
     assert "read as tp 4, ep 2" in lookup.outside(1.0, 20.0, 8.0, 1.0)
     # A layout measured as such (TP 1, EP 1) is read by the grid's own rules.
     assert lookup(1.0, 10.0, 1.0, 1.0) == pytest.approx(8e-3, rel=1e-12)
+
+
+def test_a_layout_measured_only_for_another_shape_still_reads_its_stand_in():
+    # TP 8/EP 1 is measured at width 10 only; at width 100 the nearest configuration
+    # (TP 1/EP 1, the point's TP 8 lost) would be scaled by an eighth, while TP 1/EP 8
+    # at width 100 splits the experts as many ways and is read instead.
+    from infermodel.kernels.catalog import SAME_SPLIT, same_split
+    from infermodel.kernels.grids import Lookup
+
+    configs = {(10.0, 8.0, 1.0): 2e-3, (100.0, 1.0, 8.0): 3e-3, (100.0, 1.0, 1.0): 8e-3}
+    rows = {"width": np.array([c[0] for c in configs]), "tp": np.array([c[1] for c in configs]),
+            "ep": np.array([c[2] for c in configs]), "tokens": np.ones(3),
+            "latency": np.array(list(configs.values()))}
+
+    def roofline(v):
+        return v["width"] / (v["tp"] * v["ep"]) * v["tokens"] * 1e-4
+
+    lookup = Lookup(name="moe", arguments=("tokens", "width", "tp", "ep"),
+                    configs=("width", "tp", "ep"), curve=("tokens",), table="demo",
+                    categories={}, kernel_sources=("demo",), rows=rows, roofline=roofline,
+                    describe_roofline=lambda v: "demo", stand_ins=same_split,
+                    stand_in_rule=SAME_SPLIT)
+    assert lookup(1.0, 100.0, 8.0, 1.0) == pytest.approx(3e-3, rel=1e-12)
+    assert "read as tp 1, ep 8" in lookup.outside(1.0, 100.0, 8.0, 1.0)

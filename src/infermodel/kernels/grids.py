@@ -19,11 +19,13 @@ point's configuration reads an **effective curve**:
 2. between measured values on every configuration axis, every corner of the box
    measured: the corners' curves blended log–log on their grid,
    ``log t = Σ w_i log t_i`` with ``w = (log x − log x_lo)/(log x_hi − log x_lo)`` per axis;
-3. beyond the measured range, where the family names configurations that do the same
-   work per GPU another way (:attr:`.records.Family.stand_ins`: a MoE layer's experts
-   split over 8 GPUs as 4-way tensor parallel within each expert and 2-way over the
-   experts, for one split 8-way within each that no table measured), the first of them
-   that steps 1–2 read, scaled to the point's own configuration by the roofline ratio;
+3. otherwise, where the family names configurations that do the same work per GPU
+   another way (:attr:`.records.Family.stand_ins`: a MoE layer's experts split over 8
+   GPUs as 4-way tensor parallel within each expert and 2-way over the experts, for one
+   split 8-way within each that no table measured) and step 4 would not keep the
+   point's own values of the axes they change: the first of them that steps 1–2 read,
+   else the first read at the grid's edge or nearest with those axes measured, scaled
+   to the point's own configuration by the roofline ratio;
 4. otherwise (beyond the measured range, a corner missing): the nearest measured
    configuration (log distance; or the box's corners at the edge of the range), scaled
    to the point's own configuration: along an axis the family computes in **blocks**
@@ -88,14 +90,17 @@ def brackets(curve: Curve, x: Sequence[float]) -> list[str]:
 class Blend:
     """How a configuration's curve is made of measured ones: their indices and log
     weights, the configuration they stand for (``at``: the point's own, or the nearest
-    measured one, or the point clamped to the measured range) and what was done.
+    measured one, or the point clamped to the measured range; for a stand-in, the
+    stand-in's own configuration read the same ways) and what was done.
     """
 
     parts: tuple[tuple[int, float], ...]
     at: tuple[float, ...]
     how: str       # "exact", "interpolated", "clamped", "nearest", "stand-in"
-    #: The configuration a stand-in blend reads in the point's place (``how`` "stand-in").
+    #: The configuration a stand-in blend reads in the point's place (``how`` "stand-in"),
+    #: and how that configuration was read (``how``'s other values).
     via: tuple[float, ...] = ()
+    via_how: str = ""
 
 
 class Lookup:
@@ -197,7 +202,7 @@ class Lookup:
         return found
 
     def effective(self, config: Sequence[float]) -> Curve:
-        """The curve a configuration reads (see the module's steps 1–3), kept."""
+        """The curve a configuration reads (see the module's steps 1–4), kept."""
         key = tuple(float(v) for v in config)
         found = self._effective.get(key)
         if found is not None:
@@ -257,9 +262,9 @@ class Lookup:
         for other in self.stand_ins(dict(zip(self.config_names, key))):
             via = tuple(float(other[n]) for n in self.config_names)
             changed = [j for j, (a, b) in enumerate(zip(key, via)) if a != b]
-            if self._measured_anywhere(key, changed):
-                # The table measured the point's own values of these axes (for another
-                # shape): the nearest configuration keeps them.
+            if all(found.at[j] == key[j] for j in changed):
+                # The nearest configuration keeps the point's own values of these axes
+                # (the table measured them for another shape).
                 return found
             alike = self._grid_blend(via)
             # Usable where its changed axes are measured (others may be clamped); one
@@ -269,14 +274,7 @@ class Lookup:
         if not usable:
             return found
         _, _, via, alike = min(usable)
-        return Blend(alike.parts, alike.at, "stand-in", via)
-
-    def _measured_anywhere(self, key: tuple[float, ...], axes: Sequence[int]) -> bool:
-        """Whether some measured configuration has ``key``'s values on ``axes``."""
-        if not len(self.configs):
-            return False
-        columns = list(axes)
-        return bool((self.configs[:, columns] == np.asarray(key)[columns]).all(axis=1).any())
+        return Blend(alike.parts, alike.at, "stand-in", via, alike.how)
 
     def _grid_blend(self, key: tuple[float, ...]) -> Blend:
         exact = self._index.get(key)
@@ -416,7 +414,8 @@ class Lookup:
                 else:
                     far.append(text)
             if far:
-                what = "nearest measured configuration" if blend.how == "nearest" else "grid's edge"
+                how = blend.via_how if blend.how == "stand-in" else blend.how
+                what = "nearest measured configuration" if how == "nearest" else "grid's edge"
                 warned.append(f"{', '.join(far)}: scaled from the {what} by the roofline ratio")
             stated += columns
         curve = self.effective(key)
