@@ -884,28 +884,36 @@ def test_a_tensor_parallel_size_the_table_measured_for_other_shapes_keeps_the_ne
     assert "inter 1536 (measured 1024" in why and "read as" not in why
 
 
-def test_a_stand_in_read_inside_the_grid_comes_before_a_nearer_one_read_at_its_edge():
-    # Configurations (width, tp, ep): TP 4/EP 2 measured only at another width, TP 1/EP 8
-    # at the point's own. The point (width 10, TP 8, EP 1) reads TP 1/EP 8 at its width.
+def _split_lookup(latency: dict[tuple[float, float, float], float]):
+    """A MoE-like lookup over (width, tp, ep) with stand-in layouts: each configuration
+    measured at 1 and 64 tokens (twice the time at 64), its roofline the same per GPU for
+    every split of the weights.
+    """
     from infermodel.kernels.catalog import SAME_SPLIT, same_split
     from infermodel.kernels.grids import Lookup
 
-    configs = [(20.0, 4.0, 2.0), (10.0, 1.0, 8.0), (10.0, 1.0, 1.0)]
-    latency = {(20.0, 4.0, 2.0): 5e-3, (10.0, 1.0, 8.0): 3e-3, (10.0, 1.0, 1.0): 8e-3}
+    configs = list(latency)
     rows = {"width": np.array([c[0] for c in configs for _ in (1, 2)]),
             "tp": np.array([c[1] for c in configs for _ in (1, 2)]),
             "ep": np.array([c[2] for c in configs for _ in (1, 2)]),
-            "tokens": np.array([1.0, 64.0] * 3),
+            "tokens": np.array([1.0, 64.0] * len(configs)),
             "latency": np.array([latency[c] * t for c in configs for t in (1.0, 2.0)])}
 
-    def roofline(v):  # the same per GPU for every split of the weights
+    def roofline(v):
         return v["width"] / (v["tp"] * v["ep"]) * np.sqrt(v["tokens"]) * 1e-4
 
-    lookup = Lookup(name="moe", arguments=("tokens", "width", "tp", "ep"),
-                    configs=("width", "tp", "ep"), curve=("tokens",), table="demo",
-                    categories={}, kernel_sources=("demo",), rows=rows, roofline=roofline,
-                    describe_roofline=lambda v: "demo", stand_ins=same_split,
-                    stand_in_rule=SAME_SPLIT)
+    return Lookup(name="moe", arguments=("tokens", "width", "tp", "ep"),
+                  configs=("width", "tp", "ep"), curve=("tokens",), table="demo",
+                  categories={}, kernel_sources=("demo",), rows=rows, roofline=roofline,
+                  describe_roofline=lambda v: "demo", stand_ins=same_split,
+                  stand_in_rule=SAME_SPLIT)
+
+
+def test_a_stand_in_read_inside_the_grid_comes_before_a_nearer_one_read_at_its_edge():
+    # Configurations (width, tp, ep): TP 4/EP 2 measured only at another width, TP 1/EP 8
+    # at the point's own. The point (width 10, TP 8, EP 1) reads TP 1/EP 8 at its width.
+    lookup = _split_lookup({(20.0, 4.0, 2.0): 5e-3, (10.0, 1.0, 8.0): 3e-3,
+                            (10.0, 1.0, 1.0): 8e-3})
     assert lookup(1.0, 10.0, 8.0, 1.0) == pytest.approx(3e-3, rel=1e-12)
     assert lookup(64.0, 10.0, 8.0, 1.0) == pytest.approx(6e-3, rel=1e-12)
     assert "read as tp 1, ep 8" in lookup.outside(1.0, 10.0, 8.0, 1.0)
@@ -920,21 +928,7 @@ def test_a_layout_measured_only_for_another_shape_still_reads_its_stand_in():
     # TP 8/EP 1 is measured at width 10 only; at width 100 the nearest configuration
     # (TP 1/EP 1, the point's TP 8 lost) would be scaled by an eighth, while TP 1/EP 8
     # at width 100 splits the experts as many ways and is read instead.
-    from infermodel.kernels.catalog import SAME_SPLIT, same_split
-    from infermodel.kernels.grids import Lookup
-
-    configs = {(10.0, 8.0, 1.0): 2e-3, (100.0, 1.0, 8.0): 3e-3, (100.0, 1.0, 1.0): 8e-3}
-    rows = {"width": np.array([c[0] for c in configs]), "tp": np.array([c[1] for c in configs]),
-            "ep": np.array([c[2] for c in configs]), "tokens": np.ones(3),
-            "latency": np.array(list(configs.values()))}
-
-    def roofline(v):
-        return v["width"] / (v["tp"] * v["ep"]) * v["tokens"] * 1e-4
-
-    lookup = Lookup(name="moe", arguments=("tokens", "width", "tp", "ep"),
-                    configs=("width", "tp", "ep"), curve=("tokens",), table="demo",
-                    categories={}, kernel_sources=("demo",), rows=rows, roofline=roofline,
-                    describe_roofline=lambda v: "demo", stand_ins=same_split,
-                    stand_in_rule=SAME_SPLIT)
+    lookup = _split_lookup({(10.0, 8.0, 1.0): 2e-3, (100.0, 1.0, 8.0): 3e-3,
+                            (100.0, 1.0, 1.0): 8e-3})
     assert lookup(1.0, 100.0, 8.0, 1.0) == pytest.approx(3e-3, rel=1e-12)
     assert "read as tp 1, ep 8" in lookup.outside(1.0, 100.0, 8.0, 1.0)
