@@ -166,12 +166,15 @@ def _memory_bytes() -> int | None:
         return None
 
 
-def measure(*, width: int = LAB1_WIDTH, batches: Sequence[int] = LAB1_BATCHES,
-            repeats: int = LAB1_REPEATS, quick: bool = False, seed: int = 0,
+def measure(*, width: int | None = None, batches: Sequence[int] | None = None,
+            repeats: int | None = None, quick: bool = False, seed: int = 0,
             progress=None) -> Calibration:
-    """Time the products; ``quick`` uses the smaller shapes unless others are given."""
-    if quick:
-        width, batches, repeats = QUICK_WIDTH, QUICK_BATCHES, QUICK_REPEATS
+    """Time the products: Lab 1's shapes (``LAB1_*``), or with ``quick`` the smaller ones
+    (``QUICK_*``), each unless given.
+    """
+    width = width or (QUICK_WIDTH if quick else LAB1_WIDTH)
+    batches = batches or (QUICK_BATCHES if quick else LAB1_BATCHES)
+    repeats = repeats or (QUICK_REPEATS if quick else LAB1_REPEATS)
     rng = np.random.default_rng(seed)
     matrix = rng.standard_normal((width, width), dtype=np.float32)
     products = []
