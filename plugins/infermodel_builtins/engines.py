@@ -327,6 +327,37 @@ def scheduler_defaults(name: str, card_memory: float, hardware: str | None,
     return out
 
 
+def qk_norm_launches(scenario) -> int:
+    """Kernels one attention layer launches for its query/key norms (``model.qk_norm``)
+    under the scenario's engine (:data:`QK_NORM_KERNELS`): none without norms, or where
+    TensorRT-LLM applies per-head norms in its rotary kernel (every such model but those
+    with a gated output); two for norms over the layer (MiniMax-M2: the mean squares
+    before their all-reduce and the scaling after it) under every engine; otherwise the
+    engine's own count (two where no engine is named).
+    """
+    if not scenario.value("model.qk_norm"):
+        return 0
+    if scenario.value("model.qk_norm_scope") == "layer":
+        return 2
+    engine = ENGINES.get(scenario.value("efficiency.engine") or "")
+    if engine is None:
+        return 2
+    if (engine.fused_rope and not scenario.value("model.attention_output_gate")
+            and scenario.value("model.rotary_fraction") != 0):
+        return 0
+    return engine.qk_norm_launches
+
+
+def gate_launches(scenario) -> int:
+    """Kernels one attention layer launches for a gated output's sigmoid product
+    (``model.attention_output_gate``; :data:`QK_NORM_KERNELS`), none without one.
+    """
+    if not scenario.value("model.attention_output_gate"):
+        return 0
+    engine = ENGINES.get(scenario.value("efficiency.engine") or "")
+    return 1 if engine is None else engine.gate_launches
+
+
 def tensor_degree(scenario) -> int:
     """Cards each layer is split over: the parallelism lever's tensor degree, else 1."""
     lever = scenario.lever("parallelism")
@@ -380,6 +411,8 @@ __all__ = [
     "Engine",
     "SGLangMemory",
     "Scheduler",
+    "gate_launches",
+    "qk_norm_launches",
     "scenario_scheduler",
     "scheduler_defaults",
     "sglang_memory",

@@ -48,7 +48,7 @@ import sympy
 
 from infermodel.plugin import Kernel, S
 
-from .engines import ENGINES
+from .engines import ENGINES, gate_launches, qk_norm_launches
 from .latent_kernels import latent_kernels
 from .parallelism import degrees
 from .shapes import STATE_KINDS, expert_width, moe_layer_count, structure
@@ -135,15 +135,9 @@ def _qk_norms(scenario, tokens, layers):
     in its rotary kernel (``fuse_qk_norm_rope``, :func:`_rotary`: every such model but
     those with a gated output).
     """
-    engine = ENGINES.get(scenario.value("efficiency.engine") or "")
-    if not scenario.value("model.qk_norm"):
+    launches = qk_norm_launches(scenario)
+    if not launches:
         return ()
-    layer = scenario.value("model.qk_norm_scope") == "layer"
-    if (not layer and engine is not None and engine.fused_rope
-            and not scenario.value("model.attention_output_gate")
-            and scenario.value("model.rotary_fraction") != 0):
-        return ()
-    launches = 2 if layer or engine is None else engine.qk_norm_launches
     width = (S.heads + S.kv_heads) * S.head_dim
     return (Kernel(ELEMENTWISE, {"flops": 4 * tokens * width * layers,
                                  "bytes": 2 * ACTIVATION_BYTES * tokens * width * layers},
@@ -156,13 +150,13 @@ def _output_gate(scenario, tokens, layers):
     queries (reads both, writes one), before the output projection, in the engine's
     launches a layer (:data:`.engines.QK_NORM_KERNELS`: SGLang three, the others one).
     """
-    if not scenario.value("model.attention_output_gate"):
+    launches = gate_launches(scenario)
+    if not launches:
         return ()
-    engine = ENGINES.get(scenario.value("efficiency.engine") or "")
     width = S.heads * S.head_dim
     return (Kernel(ELEMENTWISE, {"flops": 5 * tokens * width * layers,
                                  "bytes": 3 * ACTIVATION_BYTES * tokens * width * layers},
-                   calls=(1 if engine is None else engine.gate_launches) * layers,
+                   calls=launches * layers,
                    label="output gate"),)
 
 

@@ -36,11 +36,14 @@ where, for a decode step of B sequences (a prefill pass: B·n rows):
   share of peak.
 * ``K``: the kernels one forward pass launches, counted from the architecture
   (``kernels_per_step``): an attention block 6 (norm, QKV, rotary, cache write,
-  attention, output), latent attention 12, a dense feed-forward block 4, a
-  mixture-of-experts block 8 (+3 with shared experts), a fixed-state mixer 6, the
-  embedding 1 and the head with sampling 4; tensor-parallel all-reduces are the
-  parallelism lever's. ``τ_kernel`` is each kernel's fixed GPU time (ramp-up, tail,
-  memory latency).
+  attention, output), latent attention 14, a dense feed-forward block 4, a
+  mixture-of-experts block 10 (+3 with shared experts, +4 with DeepSeek-V3's grouped
+  routing), a fixed-state mixer 6, and the edges (embedding, final norm, head, logits
+  processing, sampling) 5; tensor-parallel all-reduces are the parallelism lever's.
+  Query/key norms, a gated output's product and a gated delta-net's extra elementwise
+  kernels are not counted here (the measured-kernel path prices them): counted, the
+  refit moved SGLang's held-out TTFT from 39.8 % to 56.3 %. ``τ_kernel`` is each
+  kernel's fixed GPU time (ramp-up, tail, memory latency).
 * Launches: a decode batch of at most ``graph_max_batch`` sequences replays a captured
   CUDA graph (the engine's default capture sizes); above it, and in every prefill, the
   host launches each kernel in turn, so the step is at least ``K · launch_time``:
