@@ -104,6 +104,8 @@ def test_measure_quick_progress_counts_every_product():
             self.count += n
 
     bar = Bar()
-    result = measure(width=256, batches=(1, 4), repeats=1, progress=bar)
+    # Shapes given win over quick's.
+    result = measure(width=256, batches=(1, 4), repeats=1, quick=True, progress=bar)
+    assert [(p.width, p.batch) for p in result.products] == [(256, 1), (256, 4)]
     assert bar.count == len(result.products) + len(result.t0_products)
     assert "[hardware]" in preset_toml(result, "x")

@@ -330,10 +330,10 @@ def scheduler_defaults(name: str, card_memory: float, hardware: str | None,
 def qk_norm_launches(scenario) -> int:
     """Kernels one attention layer launches for its query/key norms (``model.qk_norm``)
     under the scenario's engine (:data:`QK_NORM_KERNELS`): none without norms, or where
-    TensorRT-LLM applies per-head norms in its rotary kernel (every such model but those
-    with a gated output); two for norms over the layer (MiniMax-M2: the mean squares
-    before their all-reduce and the scaling after it) under every engine; otherwise the
-    engine's own count (two where no engine is named).
+    TensorRT-LLM applies per-head norms in its rotary kernel (every such model with a
+    rotary embedding and no gated output); two for norms over the layer (MiniMax-M2: the
+    mean squares before their all-reduce and the scaling after it) under every engine;
+    otherwise the engine's own count (two where no engine is named).
     """
     if not scenario.value("model.qk_norm"):
         return 0

@@ -172,9 +172,12 @@ def measure(*, width: int | None = None, batches: Sequence[int] | None = None,
     """Time the products: Lab 1's shapes (``LAB1_*``), or with ``quick`` the smaller ones
     (``QUICK_*``), each unless given.
     """
-    width = width or (QUICK_WIDTH if quick else LAB1_WIDTH)
-    batches = batches or (QUICK_BATCHES if quick else LAB1_BATCHES)
-    repeats = repeats or (QUICK_REPEATS if quick else LAB1_REPEATS)
+    if width is None:
+        width = QUICK_WIDTH if quick else LAB1_WIDTH
+    if batches is None:
+        batches = QUICK_BATCHES if quick else LAB1_BATCHES
+    if repeats is None:
+        repeats = QUICK_REPEATS if quick else LAB1_REPEATS
     rng = np.random.default_rng(seed)
     matrix = rng.standard_normal((width, width), dtype=np.float32)
     products = []
