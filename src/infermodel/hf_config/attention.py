@@ -15,6 +15,7 @@ from typing import Any
 from .layers import HFConfigError, positive_int
 from .unmodelled import INDEXER_KEYS
 
+#: Families with per-head query/key norms (two head-width vectors per layer).
 _QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_text",
                       "qwen3_5_moe", "qwen3_5_moe_text", "gemma3", "gemma3_text"})
 #: Model types whose use_qk_norm is a weightless L2 norm (Llama 4's, on its RoPE layers).
@@ -46,6 +47,11 @@ def _rotary_fraction(config: Mapping[str, Any], model_type: str | None) -> float
 
 
 def attention_family(config: Mapping[str, Any], model_type: str | None, out: dict[str, Any], path) -> None:
+    """Add to ``out`` the ``[model]`` fields of the attention family ``config`` declares
+    (latent ranks and the indexer, biases, sinks, a gated output, query/key norms, the
+    rotary share, DeepSeek-V3's score-correction bias); an inconsistent indexer is an
+    :class:`HFConfigError` naming ``path``.
+    """
     if config.get("kv_lora_rank"):
         for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             out[key] = positive_int(config.get(key), key, key, path)

@@ -140,7 +140,6 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 #: Model types whose text configuration class differs from the outer one.
 _TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k2": "deepseek_v3"}
-#: Families with per-head query/key norms (two head-width vectors per layer).
 _LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding",
                 "chunked_attention": "chunked", "linear_attention": "linear",
                 "mamba": "mamba2", "attention": "full"}
