@@ -932,3 +932,26 @@ def test_a_layout_measured_only_for_another_shape_still_reads_its_stand_in():
                             (100.0, 1.0, 1.0): 8e-3})
     assert lookup(1.0, 100.0, 8.0, 1.0) == pytest.approx(3e-3, rel=1e-12)
     assert "read as tp 1, ep 8" in lookup.outside(1.0, 100.0, 8.0, 1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from([1.0, 2.0, 4096.0, 7168.0, math.nan]),
+                               st.sampled_from([0.0, 8.0, 128.0])), max_size=40),
+       seen=st.sets(st.tuples(st.sampled_from([1.0, 2.0, 4096.0]),
+                              st.sampled_from([0.0, 8.0])), max_size=4))
+def test_a_folders_unseen_configurations_are_those_a_row_by_row_check_finds(rows, seen):
+    # The folders of a table are merged by configuration: a row is kept where no newer
+    # folder measured its configuration. The check runs once per distinct configuration;
+    # it must keep exactly the rows a row-by-row check keeps (a NaN never matches).
+    from infermodel.kernels.families import _unseen
+
+    named = {"latency": np.ones(len(rows)),
+             "n": np.array([r[0] for r in rows], dtype=float),
+             "k": np.array([r[1] for r in rows], dtype=float)}
+    configs, keep = _unseen(named, ("n", "k"), seen)
+    expected = [not any(all(a == b for a, b in zip(r, s)) for s in seen) for r in rows]
+    assert keep.tolist() == expected
+    distinct = {r for r in rows if not any(math.isnan(v) for v in r)}
+    assert {c for c in configs if not any(math.isnan(v) for v in c)} == distinct
+    assert _unseen(named, (), set())[1].tolist() == [True] * len(rows)
+    assert _unseen(named, (), {()})[1].tolist() == [False] * len(rows)

@@ -138,7 +138,7 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
     parts: list[tuple[Any, dict[str, np.ndarray]]] = []
     seen: set[tuple[float, ...]] = set()
     inherited: dict[tuple[float, ...], str] = {}
-    for candidate in reversed(older):
+    for position, candidate in enumerate(reversed(older)):
         try:
             found = _rows(candidate, spec, columns, equal, backend)
         except (TablesUnavailable, KeyError):
@@ -149,21 +149,23 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
             first = first or found
             continue
         named = _named(spec, found)
-        configs = (list(zip(*(named[a].tolist() for a in spec.configs), strict=True))
-                   if spec.configs else [()] * len(named["latency"]))
-        keep = np.array([c not in seen for c in configs], dtype=bool)
+        if not parts and position == len(older) - 1:
+            parts.append((candidate, named))  # one folder: nothing to inherit or record
+            break
+        configs, keep = _unseen(named, spec.configs, seen)
         if keep.any():
+            new = [c for c in configs if c not in seen]
             if parts:  # an older folder: record where its new configurations come from
-                inherited.update(dict.fromkeys(
-                    (c for c, k in zip(configs, keep.tolist(), strict=True) if k),
-                    candidate.label(spec.table)))
-            parts.append((candidate, {k: v[keep] for k, v in named.items()}))
-            seen.update(configs)
+                inherited.update(dict.fromkeys(new, candidate.label(spec.table)))
+            parts.append((candidate, named if keep.all()
+                          else {k: v[keep] for k, v in named.items()}))
+            seen.update(new)
     if not parts:
         assert first is not None
         return first
     folder = parts[0][0]
-    named = {k: np.concatenate([p[k] for _, p in parts]) for k in parts[0][1]}
+    named = (dict(parts[0][1]) if len(parts) == 1
+             else {k: np.concatenate([p[k] for _, p in parts]) for k in parts[0][1]})
     label = folder.label(spec.table)
     if inherited:
         label += (", and for the configurations it does not measure "
@@ -181,6 +183,32 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
                   blocks=spec.blocks, inherited=inherited, version=folder.version,
                   later_than=later_than, lanes=lanes, lane_rule=rule,
                   stand_ins=spec.stand_ins, stand_in_rule=spec.stand_in_rule)
+
+
+def _unseen(named: Mapping[str, np.ndarray], configs: tuple[str, ...],
+            seen: set[tuple[float, ...]]) -> tuple[list[tuple[float, ...]], np.ndarray]:
+    """A folder's distinct configurations (tuples of floats) and which of its rows hold
+    one that is not in ``seen``: each distinct configuration is looked up once, not each
+    row (a table holds tens of thousands of rows and a few hundred configurations).
+    """
+    count = len(named["latency"])
+    if not configs:
+        return [()], np.full(count, () not in seen, dtype=bool)
+    table = np.stack([np.asarray(named[a], dtype=float) for a in configs], axis=1)
+    # Each row's configuration as one integer (the columns' ranks, mixed radix, renumbered
+    # where the radix would overflow): sorting integers is far quicker than sorting rows.
+    codes, size = np.zeros(count, dtype=np.int64), 1
+    for column in table.T:
+        values, rank = np.unique(column, return_inverse=True)
+        if size * len(values) >= 2 ** 62:
+            codes = np.asarray(np.unique(codes, return_inverse=True)[1]).reshape(-1)
+            size = count
+        codes = codes * len(values) + np.asarray(rank, dtype=np.int64).reshape(-1)
+        size *= max(len(values), 1)
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    tuples = [tuple(row) for row in table[first].tolist()]
+    fresh = np.array([c not in seen for c in tuples], dtype=bool)
+    return tuples, fresh[np.asarray(inverse).reshape(-1)]
 
 
 def _lanes(spec: Family, named: dict[str, np.ndarray], system: str, engine: str,
