@@ -287,18 +287,18 @@ def test_a_prompt_held_in_its_slot_lengthens_the_engine_time(tp, td, clients, ca
 
 
 @pytest.fixture(scope="module")
-def calibrated_json():
-    from infermodel.accuracy.predictions import predict_rows
-    from infermodel.host import PluginHost
-
-    return predict_rows(read_ledger(DEFAULT_LEDGER), calibrated=True, host=PluginHost()).to_dict()
-
-
-def test_validate_json_shape_and_summary_by_hand(tmp_path, capsys):
-    out = tmp_path / "v.json"
+def calibrated_json(tmp_path_factory):
+    """``validate --ledger builtin --calibrated --format json``, run once for the tests
+    that read the shipped ledger's calibrated predictions (about half a minute).
+    """
+    out = tmp_path_factory.mktemp("calibrated") / "v.json"
     assert main(["validate", "--ledger", "builtin", "--format", "json", "--calibrated",
                  "--output", str(out)]) == 0
-    data = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_validate_json_shape_and_summary_by_hand(calibrated_json):
+    data = calibrated_json
     assert {"points", "summary"} <= set(data)
     rows = {r.id: r for r in read_ledger(DEFAULT_LEDGER)}
     for point in data["points"]:
