@@ -84,3 +84,21 @@ def autoload_host(monkeypatch):
         yield fresh
     finally:
         set_host(None)
+
+
+@pytest.fixture(scope="session")
+def shipped_calibrated(tmp_path_factory):
+    """``infermodel validate --ledger builtin --calibrated --format json`` on the shipped
+    ledger, run once a session (about half a minute on two cores): its JSON report and
+    the seconds it took.
+    """
+    import json
+    import time
+
+    from infermodel.cli import main
+
+    out = tmp_path_factory.mktemp("calibrated") / "v.json"
+    begin = time.perf_counter()
+    assert main(["validate", "--ledger", "builtin", "--format", "json", "--calibrated",
+                 "--output", str(out)]) == 0
+    return json.loads(out.read_text()), time.perf_counter() - begin

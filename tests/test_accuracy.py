@@ -287,14 +287,9 @@ def test_a_prompt_held_in_its_slot_lengthens_the_engine_time(tp, td, clients, ca
 
 
 @pytest.fixture(scope="module")
-def calibrated_json(tmp_path_factory):
-    """``validate --ledger builtin --calibrated --format json``, run once for the tests
-    that read the shipped ledger's calibrated predictions (about half a minute).
-    """
-    out = tmp_path_factory.mktemp("calibrated") / "v.json"
-    assert main(["validate", "--ledger", "builtin", "--format", "json", "--calibrated",
-                 "--output", str(out)]) == 0
-    return json.loads(out.read_text())
+def calibrated_json(shipped_calibrated):
+    """The shipped ledger's calibrated predictions, as ``validate --format json`` writes them."""
+    return shipped_calibrated[0]
 
 
 def test_validate_json_shape_and_summary_by_hand(calibrated_json):

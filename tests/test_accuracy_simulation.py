@@ -289,21 +289,15 @@ def test_rows_beyond_the_simulation_bound_take_the_analytic_closed_loop(tmp_path
 
 
 @pytest.mark.slow
-def test_shipped_ledger_prediction_is_quick(host):
+def test_shipped_ledger_prediction_is_quick(shipped_calibrated):
     """The whole shipped ledger (824 rows, a few hundred simulated runs in two
-    processes) predicts within a bound with room for a shared machine: 172 s at a load
-    average of 10 on two cores with a fit running beside it; the bound grew with the
-    ledger (564 rows: 120 s).
+    processes, ``validate --calibrated``) predicts within a bound with room for a shared
+    machine: 172 s at a load average of 10 on two cores with a fit running beside it; the
+    bound grew with the ledger (564 rows: 120 s).
     """
-    import time
-
-    from infermodel.accuracy.ledger import DEFAULT_LEDGER
-    from infermodel.accuracy.predictions import predict_rows
-
-    begin = time.perf_counter()
-    result = predict_rows(read_ledger(DEFAULT_LEDGER), host=host)
-    assert time.perf_counter() - begin < 180
-    assert all(math.isfinite(p.predicted) for p in result.predicted)
+    data, seconds = shipped_calibrated
+    assert seconds < 180
+    assert data["points"] and all(math.isfinite(p["predicted"]) for p in data["points"])
 
 
 # ---------------------------------------------------------------------------------
