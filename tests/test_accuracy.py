@@ -286,14 +286,8 @@ def test_a_prompt_held_in_its_slot_lengthens_the_engine_time(tp, td, clients, ca
 # ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def calibrated_json(shipped_calibrated):
-    """The shipped ledger's calibrated predictions, as ``validate --format json`` writes them."""
-    return shipped_calibrated[0]
-
-
-def test_validate_json_shape_and_summary_by_hand(calibrated_json):
-    data = calibrated_json
+def test_validate_json_shape_and_summary_by_hand(shipped_calibrated):
+    data = shipped_calibrated[0]
     assert {"points", "summary"} <= set(data)
     rows = {r.id: r for r in read_ledger(DEFAULT_LEDGER)}
     for point in data["points"]:
@@ -359,7 +353,7 @@ engine = "{engine}"
     assert points["itl_ms"] == pytest.approx(result["tpot"] * 1e3, rel=1e-12)
 
 
-def test_calibrated_presets_beat_the_ideal_roofline(calibrated_json, host):
+def test_calibrated_presets_beat_the_ideal_roofline(shipped_calibrated, host):
     """On the rows the shipped presets were fitted on (their ``[preset] rows``), each
     metric's median |error| is below the ideal roofline's. Rows added to the ledger
     after the last fit count once a refit lists them.
@@ -376,7 +370,7 @@ def test_calibrated_presets_beat_the_ideal_roofline(calibrated_json, host):
     assert len(rows) >= 300
     ideal = predict_rows(rows, calibrated=False, host=host).summary()
     calibrated: dict[str, list[float]] = {}
-    for point in calibrated_json["points"]:
+    for point in shipped_calibrated[0]["points"]:
         if point["id"] in fitted:
             calibrated.setdefault(point["metric"], []).append(abs(point["error"]))
     assert set(calibrated) == set(ideal)

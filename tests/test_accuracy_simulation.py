@@ -290,10 +290,11 @@ def test_rows_beyond_the_simulation_bound_take_the_analytic_closed_loop(tmp_path
 
 @pytest.mark.slow
 def test_shipped_ledger_prediction_is_quick(shipped_calibrated):
-    """The whole shipped ledger (824 rows, a few hundred simulated runs in two
-    processes, ``validate --calibrated``) predicts within a bound with room for a shared
-    machine: 172 s at a load average of 10 on two cores with a fit running beside it; the
-    bound grew with the ledger (564 rows: 120 s).
+    """The whole shipped ledger (824 rows, a few hundred simulated runs) predicts within a
+    bound with room for a shared machine, timed as ``validate --ledger builtin
+    --calibrated --jobs 2`` runs it (two worker processes; the session's shared run):
+    172 s at a load average of 10 on two cores with a fit running beside it; the bound
+    grew with the ledger (564 rows: 120 s).
     """
     data, seconds = shipped_calibrated
     assert seconds < 180

@@ -948,10 +948,31 @@ def test_a_folders_unseen_configurations_are_those_a_row_by_row_check_finds(rows
     named = {"latency": np.ones(len(rows)),
              "n": np.array([r[0] for r in rows], dtype=float),
              "k": np.array([r[1] for r in rows], dtype=float)}
-    configs, keep = _unseen(named, ("n", "k"), seen)
+    configs, fresh, keep = _unseen(named, ("n", "k"), seen)
     expected = [not any(all(a == b for a, b in zip(r, s)) for s in seen) for r in rows]
     assert keep.tolist() == expected
     distinct = {r for r in rows if not any(math.isnan(v) for v in r)}
     assert {c for c in configs if not any(math.isnan(v) for v in c)} == distinct
-    assert _unseen(named, (), set())[1].tolist() == [True] * len(rows)
-    assert _unseen(named, (), {()})[1].tolist() == [False] * len(rows)
+    assert [c for c, f in zip(configs, fresh) if f and not math.isnan(sum(c))] == [
+        c for c in configs if c not in seen and not math.isnan(sum(c))]
+    assert _unseen(named, (), set())[2].tolist() == [True] * len(rows)
+    assert _unseen(named, (), {()})[2].tolist() == [False] * len(rows)
+
+
+def test_configurations_of_many_columns_are_told_apart_past_the_integer_range():
+    # Seventy two-valued columns: the columns' ranks as one integer would need 70 bits,
+    # so the keys are renumbered on the way. Rows that differ only in the first column
+    # must stay apart (without the renumbering, its bit is shifted out of 64).
+    from infermodel.kernels.families import _unseen
+
+    rng = np.random.default_rng(7)
+    table = rng.integers(0, 2, size=(400, 70)).astype(float)
+    table[200:] = table[:200]
+    table[200:, 0] = 1.0 - table[:200, 0]  # each row's twin differs in the first column
+    names = tuple(f"c{i}" for i in range(70))
+    named = {"latency": np.ones(len(table)), **{n: table[:, i] for i, n in enumerate(names)}}
+    seen = {tuple(row) for row in table[:20].tolist()}
+    configs, fresh, keep = _unseen(named, names, seen)
+    assert sorted(configs) == sorted({tuple(row) for row in table.tolist()})
+    assert keep.tolist() == [tuple(row) not in seen for row in table.tolist()]
+    assert fresh.tolist() == [c not in seen for c in configs]

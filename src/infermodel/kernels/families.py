@@ -149,12 +149,13 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
             first = first or found
             continue
         named = _named(spec, found)
-        if not parts and position == len(older) - 1:
-            parts.append((candidate, named))  # one folder: nothing to inherit or record
+        if not parts and not any(spec.table in f.tables
+                                 for f in older[:len(older) - 1 - position]):
+            parts.append((candidate, named))  # no older folder holds the table: no merge
             break
-        configs, keep = _unseen(named, spec.configs, seen)
+        configs, fresh, keep = _unseen(named, spec.configs, seen)
         if keep.any():
-            new = [c for c in configs if c not in seen]
+            new = [c for c, f in zip(configs, fresh.tolist(), strict=True) if f]
             if parts:  # an older folder: record where its new configurations come from
                 inherited.update(dict.fromkeys(new, candidate.label(spec.table)))
             parts.append((candidate, named if keep.all()
@@ -164,7 +165,7 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
         assert first is not None
         return first
     folder = parts[0][0]
-    named = (dict(parts[0][1]) if len(parts) == 1
+    named = (parts[0][1] if len(parts) == 1
              else {k: np.concatenate([p[k] for _, p in parts]) for k in parts[0][1]})
     label = folder.label(spec.table)
     if inherited:
@@ -186,14 +187,17 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
 
 
 def _unseen(named: Mapping[str, np.ndarray], configs: tuple[str, ...],
-            seen: set[tuple[float, ...]]) -> tuple[list[tuple[float, ...]], np.ndarray]:
-    """A folder's distinct configurations (tuples of floats) and which of its rows hold
-    one that is not in ``seen``: each distinct configuration is looked up once, not each
-    row (a table holds tens of thousands of rows and a few hundred configurations).
+            seen: set[tuple[float, ...]]
+            ) -> tuple[list[tuple[float, ...]], np.ndarray, np.ndarray]:
+    """A folder's distinct configurations (tuples of floats), which of them are not in
+    ``seen``, and which of its rows hold one of those: each distinct configuration is
+    looked up once, not each row (a table holds tens of thousands of rows and a few
+    hundred configurations).
     """
     count = len(named["latency"])
     if not configs:
-        return [()], np.full(count, () not in seen, dtype=bool)
+        fresh = np.array([() not in seen])
+        return [()], fresh, np.full(count, fresh[0], dtype=bool)
     table = np.stack([np.asarray(named[a], dtype=float) for a in configs], axis=1)
     # Each row's configuration as one integer (the columns' ranks, mixed radix, renumbered
     # where the radix would overflow): sorting integers is far quicker than sorting rows.
@@ -208,7 +212,7 @@ def _unseen(named: Mapping[str, np.ndarray], configs: tuple[str, ...],
     _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
     tuples = [tuple(row) for row in table[first].tolist()]
     fresh = np.array([c not in seen for c in tuples], dtype=bool)
-    return tuples, fresh[np.asarray(inverse).reshape(-1)]
+    return tuples, fresh, fresh[np.asarray(inverse).reshape(-1)]
 
 
 def _lanes(spec: Family, named: dict[str, np.ndarray], system: str, engine: str,
