@@ -358,8 +358,11 @@ def test_an_empty_plugin_list_says_that_it_loads_nothing(monkeypatch, capsys):
                                               ("__import__('os')", "__import__")])
 def test_check_rejects_the_search_formulas_that_search_rejects(host, tmp_path, capsys, formula,
                                                                 fragment):
+    # The planner's sweep narrowed to one card (its four weight formats remain): both
+    # commands plan every block before they read the formulas.
     path = tmp_path / "search.toml"
     path.write_text(f'extends = "{SCENARIOS / "planner-70b-32-users.toml"}"\n'
+                    '[sweep]\n"hardware.preset" = ["h100-sxm"]\n"hardware.count" = [4]\n'
                     f'[search]\nconstraints = ["fits", {json.dumps(formula)}]\n')
     searched, _, search_err = _run(capsys, "search", path)
     checked, _, check_err = _run(capsys, "check", path)
