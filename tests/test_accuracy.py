@@ -223,6 +223,46 @@ def test_closed_loop_identities(tp, td, clients, capacity, osl):
         assert float(s.ttft) > float(at_capacity.ttft)
 
 
+def _compiled(engine: str, prompt: int, output: int, extra: dict | None = None):
+    from infermodel.engine.evaluation import compile_graph
+    from infermodel.engine.graph import build_graph
+    from infermodel.host import get_host
+    from infermodel.scenario import resolve
+
+    host = get_host()
+    data = {"model": {"preset": "llama-3-8b"}, "hardware": {"preset": "h100-sxm"},
+            "workload": {"batch": 1, "prompt_tokens": prompt, "output_tokens": output},
+            "efficiency": {"engine": engine, **(extra or {})}}
+    graph = build_graph(resolve(data, {}, None, host=host), host=host)
+    compiled = compile_graph(graph)
+    inputs = {n: graph.quantities[n].value for n in compiled.inputs}
+    out = {k: float(np.asarray(v).ravel()[0]) for k, v in compiled(inputs).items()}
+    return compiled, inputs, out
+
+
+@pytest.mark.parametrize("engine, extra, paged", [
+    ("vllm", None, True), ("sglang", None, True), ("tensorrt-llm", None, False),
+    ("vllm", {"admission": "reserve"}, False), ("tensorrt-llm", {"admission": "paged"}, True)])
+def test_a_closed_loop_runs_what_the_engines_admission_lets_in(engine, extra, paged):
+    from infermodel.accuracy.predictions import running_capacity
+
+    # Llama-3-8B on an H100, 1,024-token prompts and 8,192-token outputs. An engine that
+    # pages the cache in on demand (vLLM, SGLang) holds, in a steady closed loop, each
+    # running sequence at its prompt and half its output on average: 1,024 + 8,191/2
+    # positions of kv_bytes_per_token each. TensorRT-LLM's default GUARANTEED_NO_EVICT
+    # policy admits a request only when its prompt and whole output fit: max_sequences.
+    compiled, inputs, out = _compiled(engine, 1024, 8192, extra)
+    assert out["engine_admits_on_demand"] == (1.0 if paged else 0.0)
+    full = out["max_sequences"]
+    assert full == math.floor(out["kv_budget_bytes"] / (out["kv_bytes_per_token"] * 9216))
+    got = running_capacity(compiled, inputs, out, full)
+    if paged:
+        assert got == math.floor(out["kv_budget_bytes"] / (out["kv_bytes_per_token"] * (1024 + 8191 / 2)))
+        assert got > 1.7 * full
+    else:
+        assert got == full
+
+
 @settings(max_examples=60, deadline=None)
 @given(tp=st.floats(1e-4, 2.0), td=st.floats(1e-4, 0.2), clients=st.integers(1, 400),
        capacity=st.integers(1, 400), osl=st.integers(2, 4000), path=st.floats(0.0, 0.5))

@@ -6,6 +6,8 @@ through these functions).
   (which prompt positions are scored, which embedding rows are read), its name, scheduler
   limits and memory flag (``memory_fraction``);
 * :func:`check_memory_fraction` — a memory flag no engine applies is an error;
+* :func:`define_engine_admission` — whether it admits requests on demand or only at
+  full length;
 * :func:`define_engine_reserve` — the chunk the activation workspace is sized for, the
   workspace, the share the engine leaves outside its budget and the memory it reserves
   by its rule (:data:`.engines.ENGINES`).
@@ -18,7 +20,7 @@ import sympy
 from infermodel.plugin import S
 
 from . import LAB, M10
-from .engines import ENGINES, scenario_scheduler
+from .engines import ADMISSION, ADMISSIONS, ENGINES, scenario_scheduler
 from .unevaluated import Max, Min
 
 BUDGET = f"{M10}, §11 'Budget memory at the accepted maximum length'; {LAB}, 'What it costs to keep it running'"
@@ -59,6 +61,13 @@ def register_engine_fields(efficiency) -> None:
     efficiency("graph_max_batch", "int",
                "largest decode batch the engine captures as a CUDA graph, 0 for none (default: "
                "the engine's, by card and tensor degree)", minimum=0, default=None)
+    efficiency("admission", "choice",
+               'how the engine admits a request into its KV cache: "paged" (on demand: the '
+               "prompt's blocks now, more as the output grows, a running request preempted when "
+               'none is free; vLLM, SGLang) or "reserve" (only when the prompt and its whole '
+               "requested output fit; TensorRT-LLM's default GUARANTEED_NO_EVICT policy, "
+               "MAX_UTILIZATION being its paged one); default: the engine's",
+               choices=ADMISSIONS, default=None)
     efficiency("memory_fraction", "float",
                "share of each card the engine's budget may take, as its own flag states it: "
                "vLLM gpu_memory_utilization (of the whole card, the activation peak inside), "
@@ -104,6 +113,17 @@ def activation_bytes_per_token(value_bytes=2):
                           + (S.ffn_matrices - 1) * (S.active_experts + S.shared_experts) * S.expert_d_ff)
 
 
+def define_engine_admission(scenario, define) -> None:
+    """Whether the engine admits requests on demand (:data:`.engines.ADMISSION`)."""
+    name = scenario.value("efficiency.engine")
+    admission = scenario_scheduler(scenario).admission
+    define("engine_admits_on_demand", 1 if admission == "paged" else 0, unit="1",
+           description=f"1 when the engine ({name}) admits a request once its prompt fits the "
+                       "cache and pages the output in as it grows (preempting when full), 0 when "
+                       "it admits only a request whose prompt and whole output fit",
+           reference=ADMISSION)
+
+
 def define_engine_reserve(scenario, define) -> None:
     """The engine's chunk, activation workspace, kept share and the memory it reserves."""
     name = scenario.value("efficiency.engine")
@@ -141,5 +161,5 @@ def define_engine_reserve(scenario, define) -> None:
                        "allocator headroom and the activation workspace", reference=source)
 
 
-__all__ = ["BUDGET", "activation_bytes_per_token", "check_memory_fraction", "define_engine_reserve",
-           "register_engine_fields"]
+__all__ = ["BUDGET", "activation_bytes_per_token", "check_memory_fraction", "define_engine_admission",
+           "define_engine_reserve", "register_engine_fields"]

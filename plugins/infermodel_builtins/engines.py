@@ -10,8 +10,9 @@ it says otherwise:
   (``rule``), and the tokens of one forward pass its activation workspace is sized for;
 * **scheduler** — the most sequences it runs at once (``max_sequences``), its tokens per
   iteration (the chunk budget, ``chunk_tokens``), whether prefill is chunked, the cache
-  block size, and the largest decode batch it captures as a CUDA graph
-  (``graph_max_batch``; 0: no capture, every kernel launched by the host).
+  block size, the largest decode batch it captures as a CUDA graph
+  (``graph_max_batch``; 0: no capture, every kernel launched by the host), and how it
+  admits a request into the cache (``admission``, :data:`ADMISSION`).
 
 An engine whose defaults changed with a version has one entry per generation:
 ``"vllm-v0"`` is vLLM before 0.8 (the V0 engine: at most 256 sequences, prompts not
@@ -68,6 +69,21 @@ TRTLLM_ARGS = ("TensorRT-LLM build and runtime defaults (max_batch_size 2048, ma
                "'MoE Backend Support Matrix', 1.2)")
 
 
+#: How each engine admits a request into its KV cache: ``"paged"`` on demand (the
+#: prompt's blocks now, each further block as the output grows, a running request
+#: preempted or retracted when none is free), ``"reserve"`` only when the prompt and its
+#: whole requested output can be guaranteed.
+ADMISSION = ("vLLM (V0 and V1): KV blocks are allocated as tokens arrive and, when none "
+             "is free, the newest running request is preempted and later recomputed; "
+             "SGLang: a request is admitted when its prompt and an estimated share of the "
+             "running requests' remaining outputs (the scheduler's new-token ratio, which "
+             "falls while nothing is retracted) fit the pool, and decodes are retracted when "
+             "it runs out; TensorRT-LLM: the capacity scheduler's default policy, "
+             "GUARANTEED_NO_EVICT, schedules a request only when the blocks for its prompt "
+             "and its whole max_tokens output can be guaranteed")
+ADMISSIONS = ("paged", "reserve")
+
+
 @attrs.frozen
 class Engine:
     """A serving engine's memory and scheduler defaults."""
@@ -122,6 +138,9 @@ class Engine:
     #: Kernels launched for a gated attention output's sigmoid product (see
     #: :data:`QK_NORM_KERNELS`).
     gate_launches: int = 1
+    #: How a request is admitted into the cache (:data:`ADMISSION`): ``"paged"`` or
+    #: ``"reserve"``.
+    admission: str = "paged"
 
 
 #: How each engine launches per-head query/key norms and a gated attention output in
@@ -187,9 +206,11 @@ ENGINES = {
                            "memory free after weights and the activation buffers sized for "
                            "max_num_tokens (8192); " + TRTLLM_ARGS,
                            mxfp4_activations="mxfp8", fused_norms=True, fused_rope=True,
-                           shared_stream="graphs"),
+                           shared_stream="graphs", admission="reserve"),
     "none": Engine("no engine", "", 0.0, "total", 0, 0, False, 1, 0,
-                   "no engine: nothing kept back (a lower bound on memory), no scheduler limits"),
+                   "no engine: nothing kept back (a lower bound on memory), no scheduler "
+                   "limits; each sequence budgeted at full length, the documents' convention",
+                   admission="reserve"),
 }
 
 
@@ -203,6 +224,7 @@ class Scheduler:
     block_size: int
     graph_max_batch: int
     kept_fraction: float
+    admission: str = "paged"
 
 
 #: The SGLang release whose memory heuristic is modelled (:func:`sglang_memory`); an
@@ -306,7 +328,8 @@ def scheduler_defaults(name: str, card_memory: float, hardware: str | None,
     """
     engine = ENGINES[name]
     out = Scheduler(engine.max_sequences, engine.chunk_tokens, engine.chunked_prefill,
-                    engine.block_size, engine.graph_max_batch, engine.kept_fraction)
+                    engine.block_size, engine.graph_max_batch, engine.kept_fraction,
+                    engine.admission)
     if name == "vllm" and (card_memory < 70 * GIB or (hardware or "").startswith("a100")):
         out = attrs.evolve(out, max_sequences=256, chunk_tokens=2048)
     elif name == "sglang":
@@ -382,7 +405,8 @@ def scenario_scheduler(scenario) -> Scheduler:
               "chunk_tokens": value("efficiency.prefill_chunk"),
               "chunked_prefill": value("efficiency.chunked_prefill"),
               "block_size": value("efficiency.block_size"),
-              "graph_max_batch": value("efficiency.graph_max_batch")}
+              "graph_max_batch": value("efficiency.graph_max_batch"),
+              "admission": value("efficiency.admission")}
     out = scheduler_defaults(value("efficiency.engine"), value("hardware.memory"),
                              scenario.presets.get("hardware"), tensor_degree(scenario),
                              pipeline=lever.pipeline if lever is not None else 1,
@@ -402,6 +426,8 @@ FAMILY_ENGINE = {e.family: name for name, e in ENGINES.items() if e.family}
 ENGINES["trtllm"] = ENGINES["tensorrt-llm"]
 
 __all__ = [
+    "ADMISSION",
+    "ADMISSIONS",
     "ENGINES",
     "FAMILY_ENGINE",
     "SEPARATE_ROPE",

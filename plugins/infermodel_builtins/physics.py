@@ -19,6 +19,7 @@ from . import LAB, M10
 from .engine_memory import (
     BUDGET,
     check_memory_fraction,
+    define_engine_admission,
     define_engine_reserve,
     register_engine_fields,
 )
@@ -318,6 +319,7 @@ def _hardware(scenario, define):
            description="compute reached in decode (peak times decode MFU)", reference=TWO_TIMES)
     define("ridge_intensity", S.flops_peak / S.bandwidth, unit="FLOP/B", latex="I^*",
            description="arithmetic intensity where compute and bandwidth limits meet", reference=ROOFLINE)
+    define_engine_admission(scenario, define)
     if scenario.value("hardware.reserve") is None:
         define_engine_reserve(scenario, define)
         return

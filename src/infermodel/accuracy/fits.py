@@ -402,7 +402,7 @@ def _models(rows, host, progress) -> tuple[dict[str, RowModel], list[Prediction]
     for row in rows:
         key = model_key(row)
         if key not in cache:
-            cache[key] = row_model(row, host=host, structures=structures)
+            cache[key] = row_model(row, host=host, structures=structures, admission=False)
         model = cache[key]
         if progress is not None:
             progress.update()

@@ -212,16 +212,43 @@ class RowModel:
     #: Whether the prompt and output lengths are plain values of this structure (no
     #: plugin reads them while building), so rows of other lengths can reuse it.
     lengths_are_values: bool = False
+    #: Whether :attr:`capacity` follows the engine's admission (:func:`running_capacity`)
+    #: rather than every sequence at full length.
+    admission: bool = True
 
     def with_lengths(self, isl: float, osl: float) -> RowModel | str:
         """This structure at other prompt and output lengths (see
         :attr:`lengths_are_values`); a string where the sequence no longer fits.
         """
         inputs = {**self.inputs, "prompt_tokens": float(isl), "output_tokens": float(osl)}
-        capacity = float(np.asarray(self.compiled(inputs)["max_sequences"]).ravel()[0])
+        out = self.compiled(inputs)
+        capacity = float(np.asarray(out["max_sequences"]).ravel()[0])
         if not capacity >= 1:
             return NO_ROOM
+        if self.admission:
+            capacity = running_capacity(self.compiled, inputs, out, capacity)
         return attrs.evolve(self, inputs=inputs, capacity=capacity)
+
+
+def running_capacity(compiled, inputs: Mapping[str, Any], out: Mapping[str, Any],
+                     capacity: float) -> float:
+    """The most sequences a closed loop keeps running: ``capacity`` (``max_sequences``,
+    each sequence budgeted at its full length) for an engine that admits a request only
+    when its whole output fits, or, for one that pages the cache in on demand
+    (``engine_admits_on_demand``), the sequences that fit at the mean length a running
+    sequence holds in a steady closed loop, its prompt and half its output (the
+    ``max_sequences`` of the scenario at ``(output_tokens − 1) / 2`` output tokens), where
+    that is more.
+
+    A steady closed loop staggers its requests, so the running sequences are spread over
+    their outputs; the engine admits by what they hold now and preempts when the cache
+    runs out (the serving simulator's paged policies play that out).
+    """
+    if float(np.asarray(out.get("engine_admits_on_demand", 0.0)).ravel()[0]) != 1.0:
+        return capacity
+    output = float(inputs["output_tokens"])
+    mean = compiled({**inputs, "output_tokens": max(output - 1.0, 0.0) / 2.0})
+    return max(capacity, float(np.asarray(mean["max_sequences"]).ravel()[0]))
 
 
 #: Inputs a row's lengths feed; rows that differ only in them share one structure.
@@ -230,7 +257,8 @@ LENGTH_INPUTS = ("prompt_tokens", "output_tokens")
 
 def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
               kernels: str | None = None, pool: Pool | None = None,
-              host: PluginHost, structures: dict | None = None) -> RowModel | str:
+              host: PluginHost, structures: dict | None = None,
+              admission: bool = True) -> RowModel | str:
     """Compile the row's scenario once (one server of ``pool`` for a disaggregated row);
     a string is the reason it cannot be predicted.
 
@@ -242,6 +270,9 @@ def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
     its compiled function with its own ``prompt_tokens`` and ``output_tokens`` where no
     plugin reads them while building (``tests/test_accuracy.py`` checks the numbers are a
     fresh build's; under measured kernels it is found out, :func:`.tables.lengths_are_values`).
+    ``admission``: the closed loop runs what the engine's admission lets in
+    (:func:`running_capacity`); False keeps every sequence at full length (the fit's
+    stand-in, :mod:`.fits`).
     """
     reason = unsupported(row)
     if reason:
@@ -276,6 +307,8 @@ def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
     capacity = float(np.asarray(out["max_sequences"]).ravel()[0])
     if not capacity >= 1:
         return NO_ROOM
+    if lengths and admission:
+        capacity = running_capacity(compiled, inputs, out, capacity)
     attributes = {"engine": row.engine_name,
                   "moe": "moe" if scenario.value("model.experts") > 1 else "dense",
                   "generation": scenario.value("hardware.generation") or "unknown"}
@@ -287,7 +320,7 @@ def row_model(row: LedgerRow, *, preset: str | None = None, ideal: bool = False,
                     int(scalar("engine_chunk_tokens", row_simulation.CHUNK_TOKENS))
                     or row_simulation.CHUNK_TOKENS,
                     scalar("engine_max_sequences", math.inf) or math.inf, key,
-                    scenario=scenario, lengths_are_values=lengths)
+                    scenario=scenario, lengths_are_values=lengths, admission=admission)
 
 
 def _build(row: LedgerRow, table: Mapping[str, Any], pool: Pool | None, host: PluginHost):
