@@ -143,6 +143,25 @@ def test_other_engines_keep_their_own_reserve(write_scenario, engine):
         assert r["kv_budget_bytes"] == pytest.approx(0.9 * (m - w - a), rel=1e-12)
 
 
+@pytest.mark.parametrize("engine, on_demand, mixed", [
+    ("vllm", 1, 1), ("vllm-v0", 1, 0), ("sglang", 1, 0), ("tensorrt-llm", 0, 1), ("none", 0, 0)])
+def test_each_engine_states_how_it_admits_and_batches_a_prompt(write_scenario, engine, on_demand,
+                                                               mixed):
+    # vLLM and SGLang page a request's cache in on demand; TensorRT-LLM's default
+    # GUARANTEED_NO_EVICT policy admits only what fits at full length. vLLM V1 and
+    # TensorRT-LLM's in-flight batching run a prompt beside the decodes; SGLang (without
+    # --enable-mixed-chunk) and vLLM V0 (without chunked prefill) prefill apart.
+    r = infermodel.evaluate(llama(write_scenario, f'engine = "{engine}"'))
+    assert (r["engine_admits_on_demand"], r["engine_mixed_batches"]) == (on_demand, mixed)
+    stated = infermodel.evaluate(llama(write_scenario, f'engine = "{engine}"\n'
+                                       f'admission = "{"reserve" if on_demand else "paged"}"\n'
+                                       f'mixed_batches = {"false" if mixed else "true"}'))
+    assert (stated["engine_admits_on_demand"], stated["engine_mixed_batches"]) == (
+        1 - on_demand, 1 - mixed)
+    # The documents' budget is the same whatever the admission.
+    assert stated["max_sequences"] == r["max_sequences"]
+
+
 def test_sglang_memory_follows_the_card_and_its_release(write_scenario):
     """SGLang's share by card and tensor degree (its server's heuristic since 0.5.3), the
     fixed shares of earlier releases, and a stated ``mem_fraction_static``.

@@ -386,6 +386,24 @@ def test_the_first_token_takes_the_stated_way_through_the_server(result):
         infermodel.evaluate(SCENARIO, roofline)
 
 
+def test_a_prompt_beside_the_running_decodes_waits_for_their_attention(result):
+    # vLLM V1, the scenario's engine, prefills a new prompt in the iteration that carries
+    # the running decodes: their attention over their cached positions lengthens it, the
+    # other 15 of the 16 sequences' share of the decode step's attention operators.
+    assert result["engine_mixed_batches"] == 1
+    attention = (result["decode_kernel_attention_score_time"]
+                 + result["decode_kernel_attention_value_time"])
+    assert attention > 0
+    assert result["mixed_iteration_decode_time"] == pytest.approx(15 / 16 * attention, rel=1e-12)
+    # None at one sequence, none where prefill iterations run apart (SGLang's default).
+    assert infermodel.evaluate(SCENARIO, {"workload.batch": 1})[
+        "mixed_iteration_decode_time"] == 0
+    apart = infermodel.evaluate(SCENARIO, {"efficiency.mixed_batches": False})
+    assert apart["engine_mixed_batches"] == 0 and apart["mixed_iteration_decode_time"] == 0
+    # A request alone never waits for it.
+    assert apart["ttft"] == result["ttft"]
+
+
 def test_the_way_through_the_server_grows_with_the_prompt_where_stated(result):
     # efficiency.request_overhead_per_token adds its time for each prompt token (the
     # scenario's 1,024, and 4,096 set): by hand, 10 ms + 20 µs × 1,024 = 30.48 ms.

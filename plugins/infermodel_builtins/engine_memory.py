@@ -7,7 +7,7 @@ through these functions).
   limits and memory flag (``memory_fraction``);
 * :func:`check_memory_fraction` — a memory flag no engine applies is an error;
 * :func:`define_engine_admission` — whether it admits requests on demand or only at
-  full length;
+  full length, and whether a prompt's prefill shares its iteration with the decodes;
 * :func:`define_engine_reserve` — the chunk the activation workspace is sized for, the
   workspace, the share the engine leaves outside its budget and the memory it reserves
   by its rule (:data:`.engines.ENGINES`).
@@ -20,7 +20,7 @@ import sympy
 from infermodel.plugin import S
 
 from . import LAB, M10
-from .engines import ADMISSION, ADMISSIONS, ENGINES, scenario_scheduler
+from .engines import ADMISSION, ADMISSIONS, ENGINES, MIXED_BATCHES, scenario_scheduler
 from .unevaluated import Max, Min
 
 BUDGET = f"{M10}, §11 'Budget memory at the accepted maximum length'; {LAB}, 'What it costs to keep it running'"
@@ -68,6 +68,10 @@ def register_engine_fields(efficiency) -> None:
                "requested output fit; TensorRT-LLM's default GUARANTEED_NO_EVICT policy, "
                "MAX_UTILIZATION being its paged one); default: the engine's",
                choices=ADMISSIONS, default=None)
+    efficiency("mixed_batches", "bool",
+               "a prompt's prefill runs in the same iteration as the running sequences' decodes "
+               "(vLLM V1, TensorRT-LLM's in-flight batching; SGLang only with "
+               "--enable-mixed-chunk); default: the engine's", default=None)
     efficiency("memory_fraction", "float",
                "share of each card the engine's budget may take, as its own flag states it: "
                "vLLM gpu_memory_utilization (of the whole card, the activation peak inside), "
@@ -114,9 +118,16 @@ def activation_bytes_per_token(value_bytes=2):
 
 
 def define_engine_admission(scenario, define) -> None:
-    """Whether the engine admits requests on demand (:data:`.engines.ADMISSION`)."""
+    """Whether the engine admits requests on demand (:data:`.engines.ADMISSION`) and runs
+    a prompt's prefill beside the running decodes (:data:`.engines.MIXED_BATCHES`).
+    """
     name = scenario.value("efficiency.engine")
-    admission = scenario_scheduler(scenario).admission
+    scheduler = scenario_scheduler(scenario)
+    admission = scheduler.admission
+    define("engine_mixed_batches", 1 if scheduler.mixed_batches else 0, unit="1",
+           description=f"1 when the engine ({name}) runs a prompt's prefill in the same iteration "
+                       "as the running sequences' decodes, 0 when prefill iterations run apart",
+           reference=MIXED_BATCHES)
     define("engine_admits_on_demand", 1 if admission == "paged" else 0, unit="1",
            description=f"1 when the engine ({name}) admits a request once its prompt fits the "
                        "cache and pages the output in as it grows (preempting when full), 0 when "

@@ -11,8 +11,10 @@ it says otherwise:
 * **scheduler** — the most sequences it runs at once (``max_sequences``), its tokens per
   iteration (the chunk budget, ``chunk_tokens``), whether prefill is chunked, the cache
   block size, the largest decode batch it captures as a CUDA graph
-  (``graph_max_batch``; 0: no capture, every kernel launched by the host), and how it
-  admits a request into the cache (``admission``, :data:`ADMISSION`).
+  (``graph_max_batch``; 0: no capture, every kernel launched by the host), how it
+  admits a request into the cache (``admission``, :data:`ADMISSION`) and whether a
+  prompt's prefill shares its iteration with the running decodes (``mixed_batches``,
+  :data:`MIXED_BATCHES`).
 
 An engine whose defaults changed with a version has one entry per generation:
 ``"vllm-v0"`` is vLLM before 0.8 (the V0 engine: at most 256 sequences, prompts not
@@ -82,6 +84,13 @@ ADMISSION = ("vLLM (V0 and V1): KV blocks are allocated as tokens arrive and, wh
              "GUARANTEED_NO_EVICT, schedules a request only when the blocks for its prompt "
              "and its whole max_tokens output can be guaranteed")
 ADMISSIONS = ("paged", "reserve")
+#: Which engines run a prompt's prefill in the same iteration as the running decodes.
+MIXED_BATCHES = ("vLLM V1: one scheduler step takes the running requests' decode tokens "
+                 "first and fills the rest of max_num_batched_tokens with prompt chunks, all "
+                 "in one forward pass; TensorRT-LLM: in-flight batching runs context and "
+                 "generation requests in one forward pass; SGLang: a prefill batch runs "
+                 "apart from the decode batch unless --enable-mixed-chunk is given (off by "
+                 "default); vLLM V0 without chunked prefill: prefill iterations run alone")
 
 
 @attrs.frozen
@@ -141,6 +150,9 @@ class Engine:
     #: How a request is admitted into the cache (:data:`ADMISSION`): ``"paged"`` or
     #: ``"reserve"``.
     admission: str = "paged"
+    #: A prompt's prefill shares its iteration with the running sequences' decodes
+    #: (:data:`MIXED_BATCHES`).
+    mixed_batches: bool = False
 
 
 #: How each engine launches per-head query/key norms and a gated attention output in
@@ -191,7 +203,7 @@ ENGINES = {
                    "max_num_batched_tokens, 8192 for the API server on cards of 70 GiB or more); "
                    "CUDA graphs, NCCL buffers and the CUDA context live in the 10 % left out; "
                    + VLLM_ARGS, shared_stream="tokens", shared_stream_tokens=256,
-                   qk_norm_launches=1),
+                   qk_norm_launches=1, mixed_batches=True),
     "vllm-v0": Engine("vLLM V0 (before 0.8)", "vllm-v0", 0.10, "total", 8192, 256, False, 16, 256,
                       "vLLM V0 engine arguments: gpu_memory_utilization = 0.9, as V1; "
                       + VLLM_V0_ARGS, generation_of="vllm"),
@@ -206,7 +218,7 @@ ENGINES = {
                            "memory free after weights and the activation buffers sized for "
                            "max_num_tokens (8192); " + TRTLLM_ARGS,
                            mxfp4_activations="mxfp8", fused_norms=True, fused_rope=True,
-                           shared_stream="graphs", admission="reserve"),
+                           shared_stream="graphs", admission="reserve", mixed_batches=True),
     "none": Engine("no engine", "", 0.0, "total", 0, 0, False, 1, 0,
                    "no engine: nothing kept back (a lower bound on memory), no scheduler "
                    "limits; each sequence budgeted at full length, the documents' convention",
@@ -225,6 +237,7 @@ class Scheduler:
     graph_max_batch: int
     kept_fraction: float
     admission: str = "paged"
+    mixed_batches: bool = False
 
 
 #: The SGLang release whose memory heuristic is modelled (:func:`sglang_memory`); an
@@ -329,7 +342,7 @@ def scheduler_defaults(name: str, card_memory: float, hardware: str | None,
     engine = ENGINES[name]
     out = Scheduler(engine.max_sequences, engine.chunk_tokens, engine.chunked_prefill,
                     engine.block_size, engine.graph_max_batch, engine.kept_fraction,
-                    engine.admission)
+                    engine.admission, engine.mixed_batches)
     if name == "vllm" and (card_memory < 70 * GIB or (hardware or "").startswith("a100")):
         out = attrs.evolve(out, max_sequences=256, chunk_tokens=2048)
     elif name == "sglang":
@@ -406,7 +419,8 @@ def scenario_scheduler(scenario) -> Scheduler:
               "chunked_prefill": value("efficiency.chunked_prefill"),
               "block_size": value("efficiency.block_size"),
               "graph_max_batch": value("efficiency.graph_max_batch"),
-              "admission": value("efficiency.admission")}
+              "admission": value("efficiency.admission"),
+              "mixed_batches": value("efficiency.mixed_batches")}
     out = scheduler_defaults(value("efficiency.engine"), value("hardware.memory"),
                              scenario.presets.get("hardware"), tensor_degree(scenario),
                              pipeline=lever.pipeline if lever is not None else 1,
@@ -430,6 +444,7 @@ __all__ = [
     "ADMISSIONS",
     "ENGINES",
     "FAMILY_ENGINE",
+    "MIXED_BATCHES",
     "SEPARATE_ROPE",
     "SHARED_EXPERT_STREAMS",
     "TRTLLM_NORM_FUSION",

@@ -70,7 +70,7 @@ from infermodel.plugin import (
 from . import M10, kernel_plan, measured_checks
 from . import unmeasured_times as unmeasured
 from .efficiency_parameters import HOST
-from .engines import SEPARATE_ROPE, TRTLLM_NORM_FUSION, TRTLLM_ROPE_FUSION
+from .engines import MIXED_BATCHES, SEPARATE_ROPE, TRTLLM_NORM_FUSION, TRTLLM_ROPE_FUSION
 from .kernel_plan import PHASES, Plan, Setup, time_name
 from .kernel_setup import ENGINE_TABLES, setup
 from .layout_kernels import all_reduce, collective_kernels, qk_norm_all_reduce
@@ -274,6 +274,28 @@ def _moved(kernels) -> object:
     return total
 
 
+def _mixed_iteration(timed, define) -> None:
+    """``mixed_iteration_decode_time``: what the other running sequences' decodes add to
+    the iteration that prefills a new prompt, in an engine that runs them together
+    (``engine_mixed_batches``): the decode step's per-sequence operators (attention over
+    each one's cached positions, a recurrence's state), at the other B − 1 of the batch.
+    Its GEMMs and collectives take the decodes' rows beside the prompt's thousands, which
+    the prefill's own times already cover to within those rows.
+    """
+    per_sequence = [S[time_name("decode", t.name)] for t in timed
+                    if t.phase == "decode" and t.own is None and t.shape in ("attention", "state")]
+    if not per_sequence:
+        return
+    define("mixed_iteration_decode_time",
+           S.engine_mixed_batches * (S.batch - 1) / S.batch * sympy.Add(*per_sequence, evaluate=False),
+           unit="s",
+           description="time the other running sequences' decodes add to the iteration that "
+                       "prefills a new prompt, where the engine runs them together: the decode "
+                       "step's attention and state operators at the other B − 1 sequences (not "
+                       "in ttft, one request alone)",
+           reference=f"{TABLES}; {MIXED_BATCHES}")
+
+
 @hookimpl
 def infermodel_define_quantities(scenario, define):
     if not _measured(scenario):
@@ -343,6 +365,7 @@ def infermodel_define_quantities(scenario, define):
                S[f"{phase}_time_kernels_measured"] + S[f"{phase}_time_kernels_roofline"],
                unit="s", description=f"{phase} time as its operators: measured kernels plus the "
                                      "roofline of what no table covers", reference=TABLES)
+    _mixed_iteration(timed, define)
     _capacity(scenario, st, timed, define)
     unmeasured.host_time(scenario, define)
     unmeasured.request_time(scenario, define)

@@ -421,6 +421,11 @@ def predict_group(models: Sequence[RowModel], rows: Sequence[LedgerRow],
     # generation runs).
     held = sum((np.broadcast_to(out[name], (3, count, size))[1]
                 for name in ("batch_wait_hold", "dp_balance_hold") if name in out), 0.0)
+    # An engine that runs a new prompt's prefill beside the running decodes gives its
+    # first token at the end of that iteration, which their attention lengthens
+    # (``mixed_iteration_decode_time``, none at one client).
+    if "mixed_iteration_decode_time" in out:
+        held = held + np.broadcast_to(out["mixed_iteration_decode_time"], (3, count, size))[1]
     state = closed_loop(prefill[0], decode, clients, np.minimum(capacity, cap), osl,
                         rounds=rounds, request_time=path + hold, held=held)
     offline = np.array([r.load == "offline" for r in rows])
