@@ -143,16 +143,19 @@ def test_other_engines_keep_their_own_reserve(write_scenario, engine):
         assert r["kv_budget_bytes"] == pytest.approx(0.9 * (m - w - a), rel=1e-12)
 
 
-@pytest.mark.parametrize("engine, on_demand, mixed", [
-    ("vllm", 1, 1), ("vllm-v0", 1, 0), ("sglang", 1, 0), ("tensorrt-llm", 0, 1), ("none", 0, 0)])
+@pytest.mark.parametrize("engine, on_demand, mixed, chunked", [
+    ("vllm", 1, 1, 1), ("vllm-v0", 1, 0, 0), ("sglang", 1, 0, 1), ("tensorrt-llm", 0, 1, 0),
+    ("none", 0, 0, 0)])
 def test_each_engine_states_how_it_admits_and_batches_a_prompt(write_scenario, engine, on_demand,
-                                                               mixed):
+                                                               mixed, chunked):
     # vLLM and SGLang page a request's cache in on demand; TensorRT-LLM's default
     # GUARANTEED_NO_EVICT policy admits only what fits at full length. vLLM V1 and
     # TensorRT-LLM's in-flight batching run a prompt beside the decodes; SGLang (without
     # --enable-mixed-chunk) and vLLM V0 (without chunked prefill) prefill apart.
+    # TensorRT-LLM chunks a context only with enable_chunked_prefill, off by default.
     r = infermodel.evaluate(llama(write_scenario, f'engine = "{engine}"'))
     assert (r["engine_admits_on_demand"], r["engine_mixed_batches"]) == (on_demand, mixed)
+    assert r["engine_chunked_prefill"] == chunked
     stated = infermodel.evaluate(llama(write_scenario, f'engine = "{engine}"\n'
                                        f'admission = "{"reserve" if on_demand else "paged"}"\n'
                                        f'mixed_batches = {"false" if mixed else "true"}'))

@@ -62,7 +62,9 @@ VLLM_V0_ARGS = ("vLLM 0.6-0.7 engine arguments (the V0 engine, the default befor
                 "model served at an 8K context; block_size 16; decode CUDA graphs captured for "
                 "batches up to 256)")
 TRTLLM_ARGS = ("TensorRT-LLM build and runtime defaults (max_batch_size 2048, max_num_tokens "
-               "8192, KvCacheConfig free_gpu_memory_fraction 0.9, tokens_per_block 64; the "
+               "8192, KvCacheConfig free_gpu_memory_fraction 0.9, tokens_per_block 64; "
+               "enable_chunked_prefill False: a context is not chunked unless it is set, "
+               "TensorRT-LLM's 'Long Sequences' page, 'Chunked Context'; the "
                "PyTorch backend, the default since 1.0, captures decode CUDA graphs by default: "
                "TorchLlmArgs.cuda_graph_config = CudaGraphConfig(), whose max_batch_size is 128 "
                "when neither it nor batch_sizes is given; MXFP4 experts on Blackwell run with "
@@ -213,7 +215,7 @@ ENGINES = {
                      "at tensor degree 8); activations, CUDA graphs and NCCL buffers use the "
                      "rest; " + SGLANG_ARGS,
                      shared_stream="graphs", shared_stream_all_to_all=False, gate_launches=3),
-    "tensorrt-llm": Engine("TensorRT-LLM", "trtllm", 0.10, "free", 8192, 2048, True, 64, 128,
+    "tensorrt-llm": Engine("TensorRT-LLM", "trtllm", 0.10, "free", 8192, 2048, False, 64, 128,
                            "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction = 0.9 of the "
                            "memory free after weights and the activation buffers sized for "
                            "max_num_tokens (8192); " + TRTLLM_ARGS,
