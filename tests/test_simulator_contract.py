@@ -153,6 +153,36 @@ def test_simulation_warnings_say_the_scheduler_holds_no_request():
     assert any("efficiency.batch_wait_iterations (20" in w for w in simulation_warnings(waits))
 
 
+@pytest.mark.parametrize("engine, count, says", [
+    ("tensorrt-llm", 1, ["admits a request only when its prompt and whole output fit",
+                         "the paged and chunked policies admit on demand"]),
+    ("sglang", 2, ["the reserve policy holds each request's whole output",
+                   "runs a prompt's prefill apart from the running decodes",
+                   "the simulated reserve, paged and chunked policies run it"]),
+    ("vllm", 1, ["the reserve policy holds each request's whole output"])])
+def test_a_simulated_policy_that_admits_or_batches_unlike_the_named_engine_says_so(engine, count,
+                                                                                   says):
+    # TensorRT-LLM reserves each request's whole output (GUARANTEED_NO_EVICT), vLLM and
+    # SGLang page it in; every continuous policy runs a prompt beside the decodes, which
+    # SGLang does not: Lab 3's four policies against each engine the scenario names.
+    from infermodel.analyses.simulation.plan import engine_policy_warnings
+    from infermodel.simulator import Policy
+
+    policies = [Policy(kind) for kind in ("static", "reserve", "paged", "chunked")]
+    path = ROOT / "scenarios" / "module10-lab3-policies.toml"
+    result = infermodel.evaluate(path, {"efficiency.engine": engine})
+    found = engine_policy_warnings(result.scenario, result.values, policies)
+    for phrase in says:
+        assert any(phrase in w for w in found), (engine, phrase, found)
+    assert len(found) == count
+    # A policy that admits and batches as the engine does says nothing; nor does a
+    # scenario that names no engine (the lab's own: its policies are the model).
+    same = {"tensorrt-llm": "reserve", "vllm": "chunked", "sglang": "static"}[engine]
+    assert engine_policy_warnings(result.scenario, result.values, [Policy(same)]) == ()
+    lab = infermodel.evaluate(path)
+    assert engine_policy_warnings(lab.scenario, lab.values, policies) == ()
+
+
 def test_the_contract_is_documented_name_by_name():
     text = (ROOT / "src" / "infermodel" / "simulator" / "README.rst").read_text(encoding="utf-8")
     documented = set(re.findall(r"``([a-z_0-9]+)``", text))

@@ -167,6 +167,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     return SimulationPlan(cost, workload, ran, rates_, chosen.seed, chosen.engine, slo,
                           capacity, price,
                           simulation_warnings(result, cost, _laws(written, defaults))
+                          + engine_policy_warnings(scenario, result.values, ran)
                           + _pool_notes(servers, cost, workload),
                           chosen.concurrency, float(table.think_time), tuple(notes), servers,
                           chosen.turns, chosen.reuse_history)
@@ -622,6 +623,52 @@ SCHEDULER_HOLDS = (
      "new prompts wait until every data-parallel attention rank holds one",
      "prefills each at once", "each waits dp_balance_hold more on average"),
 )
+
+
+def engine_policy_warnings(scenario, values: Mapping[str, Any], policies) -> tuple[str, ...]:
+    """Where a scenario names its engine (``efficiency.engine``) and a simulated policy
+    admits or batches otherwise: the engine's admission (``engine_admits_on_demand``)
+    against the policy's (``reserve`` at full length, ``paged`` and ``chunked`` on
+    demand), and a prompt's prefill beside the running decodes, which every continuous
+    policy runs, against an engine that prefills apart (``engine_mixed_batches``).
+    """
+    if not scenario.given("efficiency.engine"):
+        return ()
+    engine = scenario.value("efficiency.engine")
+    kinds = list(dict.fromkeys(p.kind for p in policies))
+    found = []
+    on_demand = values.get("engine_admits_on_demand")
+    capacity = values.get("max_sequences")
+    paged = [k for k in kinds if k in ("paged", "chunked")]
+    if on_demand == 0 and paged and engine != "none":
+        fits = f", {capacity:,.0f} in this scenario" if isinstance(capacity, (int, float)) else ""
+        found.append(
+            f"efficiency.engine = {engine!r} admits a request only when its prompt and whole "
+            f"output fit the cache (efficiency.admission = \"reserve\"); the {_listed(paged)} "
+            "polic" + ("ies admit" if len(paged) > 1 else "y admits") + " on demand and preempt: "
+            "near the cache's capacity they run more sequences at once than the engine, whose "
+            f"limit is max_sequences{fits}; the reserve policy admits as it does")
+    if on_demand == 1 and "reserve" in kinds:
+        found.append(
+            f"efficiency.engine = {engine!r} admits a request once its prompt fits the cache and "
+            "pages the rest in (efficiency.admission = \"paged\"); the reserve policy holds each "
+            "request's whole output from the start: near the cache's capacity it runs fewer "
+            "sequences than the engine (the paged and chunked policies admit as it does)")
+    continuous = [k for k in kinds if k != "static"]
+    if values.get("engine_mixed_batches") == 0 and continuous and engine != "none":
+        found.append(
+            f"efficiency.engine = {engine!r} runs a prompt's prefill apart from the running "
+            "decodes (efficiency.mixed_batches = false); the simulated "
+            + _listed(continuous) + " polic" + ("ies run" if len(continuous) > 1 else "y runs")
+            + " it in the same iteration, so the running sequences advance a token while a "
+            "prompt is prefilled: their simulated inter-token times are shorter by up to a "
+            "decode step per prefill than the engine's")
+    return tuple(found)
+
+
+def _listed(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> tuple[str, ...]:
