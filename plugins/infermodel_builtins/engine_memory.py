@@ -70,8 +70,8 @@ def register_engine_fields(efficiency) -> None:
                choices=ADMISSIONS, default=None)
     efficiency("mixed_batches", "bool",
                "a prompt's prefill runs in the same iteration as the running sequences' decodes "
-               "(vLLM V1, TensorRT-LLM's in-flight batching; SGLang only with "
-               "--enable-mixed-chunk); default: the engine's", default=None)
+               "(vLLM V1, TensorRT-LLM's in-flight batching; SGLang only with its "
+               "enable_mixed_chunk server argument); default: the engine's", default=None)
     efficiency("memory_fraction", "float",
                "share of each card the engine's budget may take, as its own flag states it: "
                "vLLM gpu_memory_utilization (of the whole card, the activation peak inside), "

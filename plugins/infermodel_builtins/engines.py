@@ -91,8 +91,9 @@ MIXED_BATCHES = ("vLLM V1: one scheduler step takes the running requests' decode
                  "first and fills the rest of max_num_batched_tokens with prompt chunks, all "
                  "in one forward pass; TensorRT-LLM: in-flight batching runs context and "
                  "generation requests in one forward pass; SGLang: a prefill batch runs "
-                 "apart from the decode batch unless --enable-mixed-chunk is given (off by "
-                 "default); vLLM V0 without chunked prefill: prefill iterations run alone")
+                 "apart from the decode batch unless its enable_mixed_chunk server argument "
+                 "is set (off by default); vLLM V0 without chunked prefill: prefill "
+                 "iterations run alone")
 
 
 @attrs.frozen
