@@ -163,6 +163,10 @@ def test_each_engine_states_how_it_admits_and_batches_a_prompt(write_scenario, e
         1 - on_demand, 1 - mixed)
     # The documents' budget is the same whatever the admission.
     assert stated["max_sequences"] == r["max_sequences"]
+    if engine == "vllm-v0":  # V0 runs prompt chunks beside the decodes once it chunks
+        chunking = infermodel.evaluate(llama(write_scenario, 'engine = "vllm-v0"\n'
+                                             'chunked_prefill = true'))
+        assert chunking["engine_mixed_batches"] == 1
 
 
 def test_sglang_memory_follows_the_card_and_its_release(write_scenario):

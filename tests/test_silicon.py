@@ -776,3 +776,53 @@ def test_nvfp4_points_run_nvidias_published_checkpoints_16_bit_groups(ledger):
     assert (data["model"]["weight_format"], data["model"]["unquantized"]) == ("nvfp4", "latent")
     assert "linear" not in data["levers"]["quantization"]
     assert data["levers"]["quantization"]["activations"] == "fp4"
+
+
+def test_a_paged_engines_closed_loop_runs_the_sequences_their_mean_length_lets_in(rows):
+    # DeepSeek-R1 in FP8 on eight H200s under SGLang, 1,024-token prompts and 8,192-token
+    # outputs at 64 clients (measured TTFT 420 ms, no queue): its cache holds 60 sequences
+    # at full length, more at a running sequence's mean length (1,024 + 8,191/2), which
+    # SGLang, paging the cache in on demand, runs. The fit's stand-in keeps the full-length
+    # budget; a pool's server at the same lengths has the same capacity.
+    from infermodel.accuracy.predictions import row_model
+    from infermodel.host import get_host
+
+    host = get_host()
+    row = rows["2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_agg_1024x8192_c64_tp8_0_ep1_0_295-ttft"]
+    paged = row_model(row, kernels="measured", host=host)
+    full = row_model(row, kernels="measured", host=host, admission=False)
+    assert not isinstance(paged, str) and not isinstance(full, str)
+    out = {k: float(np.asarray(v).ravel()[0]) for k, v in paged.compiled(paged.inputs).items()}
+    assert full.capacity == out["max_sequences"] < row.concurrency
+    held = out["kv_bytes_per_sequence"] * (1024 + 8191 / 2) / (1024 + 8192)
+    assert paged.capacity == math.floor((out["kv_budget_bytes"] - out["kv_bytes_shared"]) / held)
+    assert paged.capacity > row.concurrency
+    assert paged.with_lengths(1024, 8192).capacity == paged.capacity
+
+
+def test_a_first_token_beside_the_decodes_waits_for_their_attention_in_the_closed_loop(rows):
+    # gpt-oss-120b on one H200 under vLLM, 1,024-token prompts at four clients: vLLM runs
+    # a new prompt in the iteration that carries the other three sequences' decodes, and
+    # the analytic closed loop adds their attention (mixed_iteration_decode_time at the
+    # running batch) to the first token, nine of ten rounds (the first, every client at
+    # once on an idle engine, has none running).
+    from infermodel.accuracy.predictions import kernels_efficiency, predict_group, row_model
+    from infermodel.host import get_host
+
+    host = get_host()
+    row = rows["2026_04_06_gpt_oss_120b_h200_sxm_vllm_fp4_agg_1024x1024_c4_tp1_ep1_356-ttft"]
+    model = row_model(row, kernels="measured", host=host)
+    assert not isinstance(model, str)
+    candidates = kernels_efficiency(row.family, host=host).candidates()
+    with_term = float(predict_group([model], [row], candidates)[0, 0])
+
+    def without(values):
+        out = dict(model.compiled(values))
+        out["mixed_iteration_decode_time"] = 0.0 * np.asarray(out["mixed_iteration_decode_time"])
+        return out
+
+    alone = float(predict_group([attrs.evolve(model, compiled=without)], [row], candidates)[0, 0])
+    term = float(np.asarray(model.compiled({**model.inputs, "batch": 4.0})[
+        "mixed_iteration_decode_time"]).ravel()[0]) * 1e3
+    assert term > 0
+    assert with_term - alone == pytest.approx(0.9 * term, rel=0.2)

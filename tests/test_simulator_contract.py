@@ -158,7 +158,7 @@ def test_simulation_warnings_say_the_scheduler_holds_no_request():
                          "the paged and chunked policies admit on demand"]),
     ("sglang", 2, ["the reserve policy holds each request's whole output",
                    "runs a prompt's prefill apart from the running decodes",
-                   "the simulated reserve, paged and chunked policies run it"]),
+                   "the reserve, paged and chunked policies run it"]),
     ("vllm", 1, ["the reserve policy holds each request's whole output"])])
 def test_a_simulated_policy_that_admits_or_batches_unlike_the_named_engine_says_so(engine, count,
                                                                                    says):
@@ -181,6 +181,13 @@ def test_a_simulated_policy_that_admits_or_batches_unlike_the_named_engine_says_
     assert engine_policy_warnings(result.scenario, result.values, [Policy(same)]) == ()
     lab = infermodel.evaluate(path)
     assert engine_policy_warnings(lab.scenario, lab.values, policies) == ()
+    # A setting the scenario states is named as its own; one policy reads as one.
+    stated = infermodel.evaluate(path, {"efficiency.engine": engine, "efficiency.admission":
+                                        "paged" if engine == "tensorrt-llm" else "reserve"})
+    one = engine_policy_warnings(stated.scenario, stated.values,
+                                 [Policy("reserve" if engine == "tensorrt-llm" else "paged")])
+    assert any("with efficiency.admission = " in w for w in one), one
+    assert all(" policies " not in w for w in one if "admits a request only" in w), one
 
 
 def test_the_contract_is_documented_name_by_name():

@@ -434,7 +434,12 @@ def scenario_scheduler(scenario) -> Scheduler:
     fraction = value("efficiency.memory_fraction")
     if fraction is not None:
         stated["kept_fraction"] = 1.0 - fraction
-    return attrs.evolve(out, **{k: v for k, v in stated.items() if v is not None})
+    out = attrs.evolve(out, **{k: v for k, v in stated.items() if v is not None})
+    if value("efficiency.engine") == "vllm-v0" and stated["mixed_batches"] is None:
+        # V0 runs prompt chunks beside the decodes once chunked prefill is on (its
+        # enable_chunked_prefill), and prefill iterations alone otherwise.
+        out = attrs.evolve(out, mixed_batches=out.chunked_prefill)
+    return out
 
 
 #: Efficiency preset of each engine with one (the ledger's engine families).

@@ -274,25 +274,35 @@ def _moved(kernels) -> object:
     return total
 
 
-def _mixed_iteration(timed, define) -> None:
+#: The decode operators whose work is each sequence's own: attention over its cached
+#: positions and a recurrence's state (the operators of ``infermodel ops``).
+PER_SEQUENCE_OPERATORS = ("attention_score", "attention_value", "state_update")
+
+
+def _mixed_iteration(timed, layout: bool, define) -> None:
     """``mixed_iteration_decode_time``: what the other running sequences' decodes add to
     the iteration that prefills a new prompt, in an engine that runs them together
-    (``engine_mixed_batches``): the decode step's per-sequence operators (attention over
-    each one's cached positions, a recurrence's state), at the other B − 1 of the batch.
-    Its GEMMs and collectives take the decodes' rows beside the prompt's thousands, which
-    the prefill's own times already cover to within those rows.
+    (``engine_mixed_batches``): the decode step's per-sequence operators
+    (:data:`PER_SEQUENCE_OPERATORS`), at the others' share of the sequences the prompt's
+    rank runs (``B − 1`` of ``B``; of ``kernel_rank_batch`` under a layout, where each
+    data-parallel attention rank holds its own). The projections and the feed-forward
+    take the decodes' rows beside the prompt's thousands, which the prefill's own times
+    cover to within those rows. A latent attention's measured module holds its
+    projections too: the score and value operators' share of it is taken.
     """
     per_sequence = [S[time_name("decode", t.name)] for t in timed
-                    if t.phase == "decode" and t.own is None and t.shape in ("attention", "state")]
+                    if t.phase == "decode" and t.own is None and t.name in PER_SEQUENCE_OPERATORS]
     if not per_sequence:
         return
+    sequences = S.kernel_rank_batch if layout else S.batch
     define("mixed_iteration_decode_time",
-           S.engine_mixed_batches * (S.batch - 1) / S.batch * sympy.Add(*per_sequence, evaluate=False),
+           S.engine_mixed_batches * sympy.Max(sequences - 1, 0, evaluate=False) / sequences
+           * sympy.Add(*per_sequence, evaluate=False),
            unit="s",
            description="time the other running sequences' decodes add to the iteration that "
                        "prefills a new prompt, where the engine runs them together: the decode "
-                       "step's attention and state operators at the other B − 1 sequences (not "
-                       "in ttft, one request alone)",
+                       "step's attention and state-update operators at the others' share of the "
+                       "prompt's rank's sequences (not in ttft, one request alone)",
            reference=f"{TABLES}; {MIXED_BATCHES}")
 
 
@@ -365,7 +375,7 @@ def infermodel_define_quantities(scenario, define):
                S[f"{phase}_time_kernels_measured"] + S[f"{phase}_time_kernels_roofline"],
                unit="s", description=f"{phase} time as its operators: measured kernels plus the "
                                      "roofline of what no table covers", reference=TABLES)
-    _mixed_iteration(timed, define)
+    _mixed_iteration(timed, bool(st.layout), define)
     _capacity(scenario, st, timed, define)
     unmeasured.host_time(scenario, define)
     unmeasured.request_time(scenario, define)

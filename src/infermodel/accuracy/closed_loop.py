@@ -80,8 +80,12 @@ def closed_loop(prefill_time, decode_step_time, concurrency, capacity, output_to
     (beyond the cache's capacity the queue for a slot absorbs it first).
 
     ``held`` (it broadcasts) is time a request spends inside the engine, holding its
-    slot, before its prefill (a scheduler that waits for more prompts): it adds to the
-    first token and to the running request's time, so a full engine serves fewer.
+    slot, before its first token beyond its prompt's prefill (a scheduler that waits for
+    more prompts; the other sequences' decodes in the iteration that prefills it, where
+    the engine mixes them): it adds to the first token and to the running request's time,
+    so a full engine serves fewer. The others' inter-token time still counts each prefill
+    as a whole stall, also where a mixing engine gives them a token in its iteration
+    (less than a decode step in the prefill's time).
 
     >>> r = closed_loop(0.1, 0.02, 1, 10, 101)
     >>> float(r.ttft), float(r.itl), round(float(r.output_tokens_per_s), 3)

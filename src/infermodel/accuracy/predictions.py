@@ -50,7 +50,7 @@ __all__ = ["ANALYTIC", "FITTED", "LOOPS", "ROOFLINE", "SIMULATED", "Efficiency",
            "RowModel", "Simulations", "Validation", "cost_model", "errors_by_metric", "kernels_efficiency",
            "predict", "predict_group", "predict_how", "predict_rows", "preset_efficiency",
            "preset_intervals", "preset_name", "refined_name", "row_attributes", "row_model",
-           "structure_key", "summarise"]
+           "running_capacity", "structure_key", "summarise"]
 
 #: The physical model's engine parameters a fit sets (``[efficiency]`` fields whose
 #: ranges are their physical bounds).
@@ -242,7 +242,21 @@ def running_capacity(compiled, inputs: Mapping[str, Any], out: Mapping[str, Any]
 
     A steady closed loop staggers its requests, so the running sequences are spread over
     their outputs; the engine admits by what they hold now and preempts when the cache
-    runs out (the serving simulator's paged policies play that out).
+    runs out (the serving simulator's paged policies play that out). Where a plugin reads
+    the lengths while building (:attr:`RowModel.lengths_are_values` false: DeepSeek
+    Sparse Attention's indexer, say), or a scenario states ``workload.sequence_length``,
+    the budget stays at full length.
+
+    A toy graph whose cache holds 1,000 positions, 100-token prompts and 101-token
+    outputs: 4 sequences at full length, 6 at the mean length of 150 positions.
+
+    >>> def compiled(values):
+    ...     return {"max_sequences": 1000 // (values["prompt_tokens"] + values["output_tokens"])}
+    >>> inputs = {"prompt_tokens": 100.0, "output_tokens": 101.0}
+    >>> running_capacity(compiled, inputs, {"engine_admits_on_demand": 1.0}, 4.0)
+    6.0
+    >>> running_capacity(compiled, inputs, {"engine_admits_on_demand": 0.0}, 4.0)
+    4.0
     """
     if float(np.asarray(out.get("engine_admits_on_demand", 0.0)).ravel()[0]) != 1.0:
         return capacity

@@ -630,39 +630,49 @@ def engine_policy_warnings(scenario, values: Mapping[str, Any], policies) -> tup
     admits or batches otherwise: the engine's admission (``engine_admits_on_demand``)
     against the policy's (``reserve`` at full length, ``paged`` and ``chunked`` on
     demand), and a prompt's prefill beside the running decodes, which every continuous
-    policy runs, against an engine that prefills apart (``engine_mixed_batches``).
+    policy runs, against an engine that prefills apart (``engine_mixed_batches``). A
+    setting the scenario states itself (``efficiency.admission``,
+    ``efficiency.mixed_batches``) is named as the scenario's.
     """
-    if not scenario.given("efficiency.engine"):
+    if not scenario.given("efficiency.engine") or scenario.value("efficiency.engine") == "none":
         return ()
     engine = scenario.value("efficiency.engine")
+
+    def who(field: str, value: str) -> str:
+        stated = f" with efficiency.{field} = {value}" if scenario.given(f"efficiency.{field}") else ""
+        return f"efficiency.engine = {engine!r}{stated}"
+
+    def policies_(names: list[str], plural: str, singular: str) -> str:
+        return (f"the {_listed(names)} polic" + (f"ies {plural}" if len(names) > 1
+                                                  else f"y {singular}"))
+
     kinds = list(dict.fromkeys(p.kind for p in policies))
     found = []
     on_demand = values.get("engine_admits_on_demand")
     capacity = values.get("max_sequences")
     paged = [k for k in kinds if k in ("paged", "chunked")]
-    if on_demand == 0 and paged and engine != "none":
+    if on_demand == 0 and paged:
         fits = f", {capacity:,.0f} in this scenario" if isinstance(capacity, (int, float)) else ""
         found.append(
-            f"efficiency.engine = {engine!r} admits a request only when its prompt and whole "
-            f"output fit the cache (efficiency.admission = \"reserve\"); the {_listed(paged)} "
-            "polic" + ("ies admit" if len(paged) > 1 else "y admits") + " on demand and preempt: "
-            "near the cache's capacity they run more sequences at once than the engine, whose "
-            f"limit is max_sequences{fits}; the reserve policy admits as it does")
+            who("admission", '"reserve"') + " admits a request only when its prompt and whole "
+            f"output fit the cache; {policies_(paged, 'admit', 'admits')} on demand and "
+            + ("preempt: near the cache's capacity they run" if len(paged) > 1
+               else "preempts: near the cache's capacity it runs")
+            + f" more sequences at once than the engine, whose limit is max_sequences{fits}; "
+            "the reserve policy admits as it does")
     if on_demand == 1 and "reserve" in kinds:
         found.append(
-            f"efficiency.engine = {engine!r} admits a request once its prompt fits the cache and "
-            "pages the rest in (efficiency.admission = \"paged\"); the reserve policy holds each "
-            "request's whole output from the start: near the cache's capacity it runs fewer "
-            "sequences than the engine (the paged and chunked policies admit as it does)")
+            who("admission", '"paged"') + " admits a request once its prompt fits the cache "
+            "and pages the rest in; the reserve policy holds each request's whole output from "
+            "the start: near the cache's capacity it runs fewer sequences than the engine (the "
+            "paged and chunked policies admit as it does)")
     continuous = [k for k in kinds if k != "static"]
-    if values.get("engine_mixed_batches") == 0 and continuous and engine != "none":
+    if values.get("engine_mixed_batches") == 0 and continuous:
         found.append(
-            f"efficiency.engine = {engine!r} runs a prompt's prefill apart from the running "
-            "decodes (efficiency.mixed_batches = false); the simulated "
-            + _listed(continuous) + " polic" + ("ies run" if len(continuous) > 1 else "y runs")
-            + " it in the same iteration, so the running sequences advance a token while a "
-            "prompt is prefilled: their simulated inter-token times are shorter by up to a "
-            "decode step per prefill than the engine's")
+            who("mixed_batches", "false") + " runs a prompt's prefill apart from the running "
+            f"decodes; {policies_(continuous, 'run', 'runs')} it in the same iteration, so the "
+            "running sequences advance a token while a prompt is prefilled: their simulated "
+            "inter-token times are shorter by up to a decode step per prefill than the engine's")
     return tuple(found)
 
 
