@@ -20,7 +20,14 @@ import sympy
 from infermodel.plugin import S
 
 from . import LAB, M10
-from .engines import ADMISSION, ADMISSIONS, ENGINES, MIXED_BATCHES, scenario_scheduler
+from .engines import (
+    ADMISSION,
+    ADMISSIONS,
+    ENGINES,
+    MIXED_BATCHES,
+    scenario_batching,
+    scenario_scheduler,
+)
 from .unevaluated import Max, Min
 
 BUDGET = f"{M10}, §11 'Budget memory at the accepted maximum length'; {LAB}, 'What it costs to keep it running'"
@@ -122,9 +129,8 @@ def define_engine_admission(scenario, define) -> None:
     a prompt's prefill beside the running decodes (:data:`.engines.MIXED_BATCHES`).
     """
     name = scenario.value("efficiency.engine")
-    scheduler = scenario_scheduler(scenario)
-    admission = scheduler.admission
-    define("engine_mixed_batches", 1 if scheduler.mixed_batches else 0, unit="1",
+    admission, mixed = scenario_batching(scenario)
+    define("engine_mixed_batches", 1 if mixed else 0, unit="1",
            description=f"1 when the engine ({name}) runs a prompt's prefill in the same iteration "
                        "as the running sequences' decodes, 0 when prefill iterations run apart",
            reference=MIXED_BATCHES)

@@ -421,9 +421,7 @@ def scenario_scheduler(scenario) -> Scheduler:
               "chunk_tokens": value("efficiency.prefill_chunk"),
               "chunked_prefill": value("efficiency.chunked_prefill"),
               "block_size": value("efficiency.block_size"),
-              "graph_max_batch": value("efficiency.graph_max_batch"),
-              "admission": value("efficiency.admission"),
-              "mixed_batches": value("efficiency.mixed_batches")}
+              "graph_max_batch": value("efficiency.graph_max_batch")}
     out = scheduler_defaults(value("efficiency.engine"), value("hardware.memory"),
                              scenario.presets.get("hardware"), tensor_degree(scenario),
                              pipeline=lever.pipeline if lever is not None else 1,
@@ -434,12 +432,28 @@ def scenario_scheduler(scenario) -> Scheduler:
     fraction = value("efficiency.memory_fraction")
     if fraction is not None:
         stated["kept_fraction"] = 1.0 - fraction
-    out = attrs.evolve(out, **{k: v for k, v in stated.items() if v is not None})
-    if value("efficiency.engine") == "vllm-v0" and stated["mixed_batches"] is None:
-        # V0 runs prompt chunks beside the decodes once chunked prefill is on (its
-        # enable_chunked_prefill), and prefill iterations alone otherwise.
-        out = attrs.evolve(out, mixed_batches=out.chunked_prefill)
-    return out
+    admission, mixed = scenario_batching(scenario)
+    return attrs.evolve(out, admission=admission, mixed_batches=mixed,
+                        **{k: v for k, v in stated.items() if v is not None})
+
+
+def scenario_batching(scenario) -> tuple[str, bool]:
+    """How the scenario's engine admits a request (:data:`ADMISSION`) and whether it runs
+    a prompt's prefill beside the running decodes (:data:`MIXED_BATCHES`), each as the
+    ``[efficiency]`` table states it or the engine's default. vLLM V0 runs prompt chunks
+    beside the decodes once its prefill is chunked (``efficiency.chunked_prefill``) and
+    prefill iterations alone otherwise. Reads no field of the card (a sweep over its
+    memory stays one compiled graph).
+    """
+    value = scenario.value
+    name = value("efficiency.engine")
+    engine = ENGINES[name]
+    admission = value("efficiency.admission") or engine.admission
+    mixed = value("efficiency.mixed_batches")
+    if mixed is None and name == "vllm-v0":
+        chunked = value("efficiency.chunked_prefill")
+        mixed = engine.chunked_prefill if chunked is None else chunked
+    return admission, bool(engine.mixed_batches if mixed is None else mixed)
 
 
 #: Efficiency preset of each engine with one (the ledger's engine families).
@@ -462,6 +476,7 @@ __all__ = [
     "Scheduler",
     "gate_launches",
     "qk_norm_launches",
+    "scenario_batching",
     "scenario_scheduler",
     "scheduler_defaults",
     "sglang_memory",
