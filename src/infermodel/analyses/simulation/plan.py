@@ -27,10 +27,9 @@ from ...schema import FieldValueError, TableValue
 from .contract import (
     cost_model,
     layered_values,  # noqa: F401  (read from here before contract.py held it)
-    reads,
     storage_notes,
-    unmodelled_changes,
 )
+from .notices import engine_policy_warnings, interval_notes, simulation_warnings
 from .table import (
     CAPACITY_KEYS,
     ClientCounts,
@@ -589,118 +588,3 @@ def _check_workload(table: Mapping, base: Path | None, problems: _Problems) -> N
                          "a CSV file of lengths, relative to the scenario")
         else:
             note_read(path)
-
-
-def interval_notes(result) -> list[str]:
-    """The 80 % interval of the simulated figures, where the scenario's efficiency preset
-    calibrated one (``infermodel.engine.intervals``): ratios of measured to predicted at
-    the scenario's batch band.
-    """
-    from ...engine.intervals import RATIO_QUANTITIES
-
-    values = result.values
-    parts = [f"{label} ×{values[low]:.2f}–{values[high]:.2f}"
-             for label, (low, high) in zip(("TTFT", "ITL", "tokens/s"), RATIO_QUANTITIES.values())
-             if low in values and high in values]
-    if not parts:
-        return []
-    return ["80 % interval of a measurement (the efficiency preset's held-out errors, by engine, "
-            "dense or MoE, concurrency band and card): " + ", ".join(parts)
-            + " of the simulated figures"]
-
-
-#: Scheduler settings that hold a new request and the simulated engine does not: the
-#: field, the value that holds nothing, what it does, what the simulation does instead,
-#: and the hold the scenario prices.
-SCHEDULER_HOLDS = (
-    ("recv_interval", 1, "the scheduler reads new requests every that many decode iterations",
-     "reads them at every iteration",
-     "a request arriving while others decode waits scheduler_recv_hold more on average"),
-    ("batch_wait_iterations", 0,
-     "new prompts wait for more before their prefill while others decode",
-     "prefills them at once", "each waits batch_wait_hold more on average"),
-    ("dp_balance_timeout", None,
-     "new prompts wait until every data-parallel attention rank holds one",
-     "prefills each at once", "each waits dp_balance_hold more on average"),
-)
-
-
-def engine_policy_warnings(scenario, values: Mapping[str, Any], policies) -> tuple[str, ...]:
-    """Where a scenario names its engine (``efficiency.engine``) and a simulated policy
-    admits or batches otherwise: the engine's admission (``engine_admits_on_demand``)
-    against the policy's (``reserve`` at full length, ``paged`` and ``chunked`` on
-    demand), and a prompt's prefill beside the running decodes, which every continuous
-    policy runs, against an engine that prefills apart (``engine_mixed_batches``). A
-    setting the scenario states itself (``efficiency.admission``,
-    ``efficiency.mixed_batches``) is named as the scenario's.
-    """
-    if not scenario.given("efficiency.engine") or scenario.value("efficiency.engine") == "none":
-        return ()
-    engine = scenario.value("efficiency.engine")
-
-    def who(field: str, value: str) -> str:
-        stated = f" with efficiency.{field} = {value}" if scenario.given(f"efficiency.{field}") else ""
-        return f"efficiency.engine = {engine!r}{stated}"
-
-    def policies_(names: list[str], plural: str, singular: str) -> str:
-        return (f"the {_listed(names)} polic" + (f"ies {plural}" if len(names) > 1
-                                                  else f"y {singular}"))
-
-    kinds = list(dict.fromkeys(p.kind for p in policies))
-    found = []
-    on_demand = values.get("engine_admits_on_demand")
-    capacity = values.get("max_sequences")
-    paged = [k for k in kinds if k in ("paged", "chunked")]
-    if on_demand == 0 and paged:
-        fits = f", {capacity:,.0f} in this scenario" if isinstance(capacity, (int, float)) else ""
-        found.append(
-            who("admission", '"reserve"') + " admits a request only when its prompt and whole "
-            f"output fit the cache; {policies_(paged, 'admit', 'admits')} on demand and "
-            + ("preempt: near the cache's capacity they run" if len(paged) > 1
-               else "preempts: near the cache's capacity it runs")
-            + f" more sequences at once than the engine, whose limit is max_sequences{fits}; "
-            "the reserve policy admits as it does")
-    if on_demand == 1 and "reserve" in kinds:
-        found.append(
-            who("admission", '"paged"') + " admits a request once its prompt fits the cache "
-            "and pages the rest in; the reserve policy holds each request's whole output from "
-            "the start: near the cache's capacity it runs fewer sequences than the engine (the "
-            "paged and chunked policies admit as it does)")
-    continuous = [k for k in kinds if k != "static"]
-    if values.get("engine_mixed_batches") == 0 and continuous:
-        found.append(
-            who("mixed_batches", "false") + " runs a prompt's prefill apart from the running "
-            f"decodes; {policies_(continuous, 'run', 'runs')} it in the same iteration, so the "
-            "running sequences advance a token while a prompt is prefilled: their simulated "
-            "inter-token times are shorter by up to a decode step per prefill than the engine's")
-    return tuple(found)
-
-
-def _listed(names: Sequence[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> tuple[str, ...]:
-    """What a reader of a simulation must know: the evaluated scenario's own result
-    warnings (as ``infermodel run`` prints them), the lever changes the simulation
-    leaves out (:func:`~.contract.unmodelled_changes`), a stated time per request
-    outside the engine (``request_overhead``), a stated interval between the
-    scheduler's reads of new requests (``recv_interval``), a stated wait for more
-    prompts (``batch_wait_iterations``) and a stated attention-DP balance
-    (``dp_balance_timeout``), each once.
-    """
-    found = [str(w) for w in result.warnings]
-    found += unmodelled_changes(result, cost, reads(result.values, workload))
-    path = result.values.get("request_overhead")
-    if isinstance(path, float) and path > 0:
-        found.append(f"request_overhead ({path * 1e3:.4g} ms a request, its way through the "
-                     "server) is not simulated: the simulated first-token and end-to-end times "
-                     "run from the request's arrival at the engine to its last token there; "
-                     "the scenario's ttft and e2e_latency include it")
-    for field, idle, what, does, hold in SCHEDULER_HOLDS:
-        value = result.values.get(field)
-        if isinstance(value, (int, float)) and value != idle:
-            found.append(f"efficiency.{field} ({value:g}: {what}) is not simulated: the "
-                         f"simulated engine {does}; {hold}")
-    return tuple(dict.fromkeys(found))
