@@ -134,6 +134,31 @@ def test_candidates_that_cannot_load_are_set_aside_with_the_reason():
     assert "no deployment within 2 GPUs" in result.text()
 
 
+def test_each_engine_is_simulated_with_its_own_policy_on_the_cards_it_runs_on():
+    # TensorRT-LLM admits a request at its full length (GUARANTEED_NO_EVICT) and, without
+    # chunked prefill, carries whole prompts up to max_num_tokens an iteration: the reserve
+    # policy with that budget. vLLM pages its cache in and chunks: the chunked policy. And
+    # TensorRT-LLM runs on NVIDIA cards only: an MI300X candidate is set aside, not priced.
+    from infermodel.analyses.planning.planner import _consider, read_plan
+    from infermodel.analyses.planning.space import Candidate
+
+    scenario = infermodel.load_scenario(SMALL)
+    table = read_plan(scenario, {"engines": ["trtllm", "vllm"]})
+    layout = {"tensor": 1, "pipeline": 1}
+    trt, finalist = _consider(scenario, table, Candidate("l40s", "trtllm", layout), 0)
+    assert finalist is not None, trt.reason
+    assert trt.overrides["simulation.policies"] == [
+        {"kind": "reserve", "max_tokens": 8192, "max_running": 2048}]
+    assert (finalist.policy.kind, finalist.policy.max_tokens) == ("reserve", 8192)
+    assert not any("admits" in w for w in trt.warnings), trt.warnings
+    vllm, _ = _consider(scenario, table, Candidate("l40s", "vllm", layout), 1)
+    assert vllm.overrides["simulation.policies"][0]["kind"] == "chunked"
+    amd, none = _consider(scenario, table, Candidate("mi300x", "trtllm", layout), 2)
+    assert none is None
+    assert amd.reason.startswith("tensorrt-llm runs on nvidia cards only, not amd-cdna3")
+    assert _consider(scenario, table, Candidate("mi300x", "vllm", layout), 3)[1] is not None
+
+
 def test_layout_degrees_are_data():
     # Each degree of the space has a [plan] key, a JSON name, a field it sets and a
     # launch flag per engine; the table's keys are built from it.

@@ -147,8 +147,10 @@ def small_cases(draw):
         cache_memory=tokens * kv,
         overhead=draw(st.sampled_from([0.0, 1e-4])),
     )
+    kind = draw(st.sampled_from(["static", "reserve", "paged", "chunked"]))
     policy = Policy(
-        draw(st.sampled_from(["static", "reserve", "paged", "chunked"])),
+        kind,
+        max_tokens=draw(st.none() | st.integers(1, 150)) if kind in ("reserve", "paged") else None,
         batch_size=draw(st.integers(1, 6)),
         timeout=draw(st.sampled_from([0.0, 0.05, 2.0])),
         max_running=draw(st.integers(1, 12)),
@@ -172,6 +174,50 @@ def test_fast_engine_equals_reference_engine_on_small_workloads(case):
         return
     actual = run_fast(workload, cost, policy, max_iterations=200_000)
     assert_same_run(actual, expected)
+
+
+# ---------------------------------------------------------------------------- a whole-prompt budget
+@pytest.mark.parametrize("kind", ["reserve", "paged"])
+def test_a_whole_prompt_budget_spreads_a_burst_over_iterations(kind):
+    # Three 60-token prompts at once under max_tokens = 100 (an engine that does not chunk,
+    # TensorRT-LLM's max_num_tokens): the first iteration prefills one prompt (the second
+    # does not fit beside it whole, and the third waits behind it); the next carries one
+    # decode and the second prompt; the last two decodes and the third. Without the
+    # budget (Lab 3's rule) all three are prefilled in the first iteration.
+    workload = Workload.from_arrays([0.0, 0.0, 0.0], [60, 60, 60], [3, 3, 3], rate=1.0)
+    t1 = LAB.iteration_time([], [(60, 0)])
+    t2 = t1 + LAB.iteration_time([], [(1, 60), (60, 0)])
+    t3 = t2 + LAB.iteration_time([], [(1, 61), (1, 60), (60, 0)])
+    budgeted = Policy(kind, max_tokens=100)
+    reference, _ = run_reference(workload, LAB, budgeted)
+    assert reference.first_token == pytest.approx([t1, t2, t3], rel=1e-12)
+    assert_same_run(run_fast(workload, LAB, budgeted), reference)
+    free, _ = run_reference(workload, LAB, Policy(kind))
+    assert free.first_token == pytest.approx([LAB.iteration_time([], [(60, 0)] * 3)] * 3, rel=1e-12)
+
+
+def test_a_prompt_longer_than_the_budget_runs_alone():
+    # 150 tokens under max_tokens = 100: it runs in an iteration of its own (an engine
+    # would refuse it; simulate warns), and the 10-token prompt behind it waits.
+    workload = Workload.from_arrays([0.0, 0.0], [150, 10], [1, 1], rate=1.0)
+    policy = Policy("reserve", max_tokens=100)
+    record, _ = run_reference(workload, LAB, policy)
+    first = LAB.iteration_time([], [(150, 0)])
+    assert record.first_token == pytest.approx([first, first + LAB.iteration_time([], [(10, 0)])],
+                                              rel=1e-12)
+    assert_same_run(run_fast(workload, LAB, policy), record)
+
+
+def test_max_tokens_belongs_to_the_whole_prompt_policies():
+    with pytest.raises(SimulationError, match="the chunked policy's budget is chunk_tokens"):
+        Policy("chunked", max_tokens=512)
+    with pytest.raises(SimulationError, match=r"\(reserve or paged\), not static"):
+        Policy("static", max_tokens=512)
+    with pytest.raises(SimulationError, match="whole number"):
+        Policy("paged", max_tokens=0)
+    assert Policy("reserve", max_tokens=8192).token_budget == 8192
+    assert Policy("chunked", chunk_tokens=512).token_budget == 512
+    assert Policy("paged").token_budget == math.inf
 
 
 # ---------------------------------------------------------------------------- results

@@ -190,6 +190,25 @@ def test_a_simulated_policy_that_admits_or_batches_unlike_the_named_engine_says_
     assert all(" policies " not in w for w in one if "admits a request only" in w), one
 
 
+def test_a_whole_prompt_budget_takes_the_engines_and_warns_of_longer_prompts():
+    # A scenario that names TensorRT-LLM simulates its reserve policy with the engine's
+    # max_num_tokens as the iteration's budget; prompts beyond it would be refused.
+    from infermodel.analyses.simulation import plan as simulation_plan
+
+    path = ROOT / "scenarios" / "engine-trtllm-llama-3.1-8b.toml"
+    scenario = infermodel.load_scenario(path).with_overrides({
+        "efficiency.engine": "tensorrt-llm", "simulation.policies": ["reserve", "chunked"]})
+    read = simulation_plan(scenario)
+    reserve, chunked = read.policies
+    assert (reserve.kind, reserve.max_tokens) == ("reserve", 8192)
+    assert (chunked.chunk_tokens, chunked.max_tokens) == (8192, None)
+    assert not any("max_tokens" in w for w in read.warnings)
+    long = simulation_plan(scenario.with_overrides(
+        {"simulation.workload.prompt": {"law": "uniform", "low": 4000, "high": 12000}}))
+    said = [w for w in long.warnings if "max_tokens = 8,192" in w]
+    assert len(said) == 1 and "the reserve policy" in said[0] and "12,000 tokens" in said[0]
+
+
 def test_the_contract_is_documented_name_by_name():
     text = (ROOT / "src" / "infermodel" / "simulator" / "README.rst").read_text(encoding="utf-8")
     documented = set(re.findall(r"``([a-z_0-9]+)``", text))

@@ -121,8 +121,10 @@ def test_verification_scores_every_position_with_the_head_on_the_engine_conventi
 # ---------------------------------------------------------------------------- engines agree
 @pytest.mark.parametrize("spec", SPECS, ids=["ratio", "draft-model", "alpha0-measured-v", "alpha1-params"])
 @pytest.mark.parametrize("policy", ["static", "reserve", "paged", "chunked",
-                                    Policy("paged", max_running=4), Policy("chunked", chunk_tokens=64)],
-                         ids=["static", "reserve", "paged", "chunked", "paged4", "chunked64"])
+                                    Policy("paged", max_running=4), Policy("chunked", chunk_tokens=64),
+                                    Policy("reserve", max_tokens=256)],
+                         ids=["static", "reserve", "paged", "chunked", "paged4", "chunked64",
+                              "reserve256"])
 def test_fast_and_reference_engines_agree_exactly(spec, policy):
     cost = CostModel.lab3(speculation=spec)
     workload = attrs.evolve(WorkloadSpec.lab3(), count=60).generate(0.4, seed=1)
@@ -162,7 +164,9 @@ def speculative_cases(draw):
                      bandwidth=1e7, compute=draw(st.sampled_from([1e7, 1e9])),
                      cache_memory=tokens * kv, overhead=draw(st.sampled_from([0.0, 1e-4])),
                      speculation=spec)
-    policy = Policy(draw(st.sampled_from(["static", "reserve", "paged", "chunked"])),
+    kind = draw(st.sampled_from(["static", "reserve", "paged", "chunked"]))
+    policy = Policy(kind, max_tokens=(draw(st.none() | st.integers(1, 120))
+                                      if kind in ("reserve", "paged") else None),
                     batch_size=draw(st.integers(1, 6)), timeout=draw(st.sampled_from([0.0, 0.05])),
                     max_running=draw(st.integers(1, 10)), chunk_tokens=draw(st.integers(1, 40)),
                     admit_fraction=draw(st.sampled_from([0.99, 1.0])),

@@ -25,6 +25,15 @@ Four policies follow the rules of Module 10: Inference and serving, Lab 3:
     ``paged`` plus a per-iteration token budget (``chunk_tokens``, default 256) shared
     in running order: each decode takes one token of it, a prefill takes what is left.
 
+``reserve`` and ``paged`` prefill whole prompts.  Without ``max_tokens`` (Lab 3's rule)
+an iteration takes every admitted prompt at once; with it, an iteration carries at most
+that many tokens, as an engine that does not chunk prompts bounds its batches
+(TensorRT-LLM's ``max_num_tokens``, vLLM's ``max_num_batched_tokens`` without chunked
+prefill): each decode takes one token of it, then the waiting prompts in running order
+while each fits whole in what is left; the first that does not waits for a later
+iteration, and so do the prompts behind it.  A prompt longer than the whole budget runs
+when nothing else does (an engine would refuse it; ``simulate`` warns).
+
 In every continuous policy a decode is a one-token chunk over its cached positions;
 the first token comes at the end of the prefill and every later token at the end of
 its iteration.
@@ -40,10 +49,21 @@ import attrs
 
 from .errors import SimulationError
 
-__all__ = ["GOODPUT_ITL_RULES", "POLICY_KINDS", "SLO", "SLO_METRICS", "SLO_RULES", "Policy", "percentile_key",
-           "policy"]
+__all__ = [
+    "GOODPUT_ITL_RULES",
+    "POLICY_KINDS",
+    "SLO",
+    "SLO_METRICS",
+    "SLO_RULES",
+    "WHOLE_PROMPT_KINDS",
+    "Policy",
+    "percentile_key",
+    "policy",
+]
 
 POLICY_KINDS = ("static", "reserve", "paged", "chunked")
+#: Continuous policies that prefill a prompt in one piece (``max_tokens`` bounds them).
+WHOLE_PROMPT_KINDS = ("reserve", "paged")
 #: How an evicted request's cache is handled: discarded and recomputed later, or
 #: copied to host memory and back (each copy at ``swap_bandwidth``).
 PREEMPTIONS = ("recompute", "swap")
@@ -73,6 +93,8 @@ class Policy:
     :param timeout: static dispatch timeout in seconds for the oldest waiting request (2).
     :param max_running: most sequences running at once in continuous policies (256).
     :param chunk_tokens: token budget per iteration of the chunked policy (256).
+    :param max_tokens: token budget per iteration of the reserve and paged policies,
+        whose prompts are prefilled whole (None: no budget, Lab 3's rule).
     :param admit_fraction: share of the cache memory admission may fill (0.99).
     :param reserve_output_tokens: output tokens a full-length reservation holds;
         ``None`` means the output law's maximum (4,000 in Lab 3).
@@ -95,6 +117,7 @@ class Policy:
     timeout: float = attrs.field(default=2.0, validator=_non_negative_float)
     max_running: int = attrs.field(default=256, validator=_positive_int)
     chunk_tokens: int = attrs.field(default=256, validator=_positive_int)
+    max_tokens: int | None = attrs.field(default=None)
     admit_fraction: float = attrs.field(default=0.99, validator=_positive_float)
     reserve_output_tokens: int | None = attrs.field(default=None)
     static_memory_check: bool = attrs.field(default=False)
@@ -125,6 +148,29 @@ class Policy:
     def _kind(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value not in POLICY_KINDS:
             raise SimulationError(f"policy must be one of {', '.join(POLICY_KINDS)}, got {value!r}")
+
+    @max_tokens.validator
+    def _max_tokens(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is None:
+            return
+        _positive_int(self, attribute, value)
+        if self.kind not in WHOLE_PROMPT_KINDS:
+            raise SimulationError(
+                f"policy max_tokens bounds the iterations of a policy that prefills whole "
+                f"prompts ({' or '.join(WHOLE_PROMPT_KINDS)}), not {self.kind}"
+                + ("; the chunked policy's budget is chunk_tokens" if self.kind == "chunked" else ""))
+
+    @property
+    def token_budget(self) -> float:
+        """Tokens one iteration may carry: the chunked policy's ``chunk_tokens``, the
+        whole-prompt policies' ``max_tokens``, else no bound.
+
+        >>> Policy("reserve", max_tokens=8192).token_budget, Policy("paged").token_budget
+        (8192, inf)
+        """
+        if self.kind == "chunked":
+            return self.chunk_tokens
+        return self.max_tokens if self.max_tokens is not None else math.inf
 
     @reserve_output_tokens.validator
     def _reserve(self, attribute: attrs.Attribute[Any], value: Any) -> None:

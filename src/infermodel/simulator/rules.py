@@ -6,6 +6,8 @@ of them that the fast and the reference engine share, so each rule is written on
 * **Before a run** — :func:`check_fits` refuses a request that can never be served,
   :func:`default_iteration_limit` bounds every loop, :func:`reservation_tokens` is the
   output a full-length reservation holds.
+* **Prefill** — :func:`prefill_take`: what a prompt takes of an iteration's token
+  budget (a chunk of what is left, or the whole prompt or nothing).
 * **Admission** — :func:`admission_need`: the cache positions a waiting request must
   find free (its reservation under ``reserve``; otherwise its prompt and generated
   tokens, less what the prefix cache already holds).  A request is admitted, first
@@ -30,13 +32,60 @@ from .workload import Workload
 
 __all__ = [
     "Evictions",
+    "PrefillQueue",
     "admission_need",
     "cannot_admit",
     "check_fits",
     "default_iteration_limit",
     "out_of_iterations",
+    "prefill_take",
     "reservation_tokens",
 ]
+
+
+# ---------------------------------------------------------------------------- prefill
+def prefill_take(remaining: int, left: float, whole: bool, alone: bool) -> int:
+    """Tokens a prompt with ``remaining`` tokens to prefill takes of the ``left`` of an
+    iteration's budget: under a chunked policy (``whole`` false) what is left, up to its
+    remainder; under a whole-prompt policy its remainder if it fits, or if it would run
+    ``alone`` (nothing else in the iteration: a prompt longer than the budget), else
+    none (0: it waits, and so do the prompts behind it).
+
+    >>> prefill_take(100, 40, False, False), prefill_take(100, 40, True, False)
+    (40, 0)
+    >>> prefill_take(30, 40, True, False), prefill_take(100, 40, True, True)
+    (30, 100)
+    """
+    if remaining <= left:
+        return remaining
+    if not whole:
+        return int(left)
+    return remaining if alone else 0
+
+
+class PrefillQueue:
+    """One turn's prompts in running order, each asking what it takes of the budget
+    left (:func:`prefill_take`): under a whole-prompt policy (``whole``) the first that
+    does not fit stops the ones behind it, and a prompt may overrun the budget only when
+    it would run alone (``alone``: no decode this turn) before any other prompt.
+
+    >>> q = PrefillQueue(True, False)
+    >>> q.take(30, 40), q.take(20, 10), q.take(5, 10)
+    (30, 0, 0)
+    """
+
+    def __init__(self, whole: bool, alone: bool):
+        self.whole, self.alone, self.waiting = whole, alone, False
+
+    def take(self, remaining: int, left: float) -> int:
+        if self.waiting:
+            return 0
+        take = prefill_take(remaining, left, self.whole, self.alone)
+        if take:
+            self.alone = False
+        elif self.whole and remaining > 0:
+            self.waiting = True
+        return take
 
 
 # ---------------------------------------------------------------------------- before a run

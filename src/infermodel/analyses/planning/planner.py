@@ -36,7 +36,7 @@ from ...errors import InfermodelError, ScenarioError
 from .analytic import Screen, screen
 from .result import Considered, PlanResult, assemble
 from .search import GROWTH, Finalist, Settings, search_card
-from .space import DEGREES, ENGINES, Candidate, Pools, candidates
+from .space import DEGREES, ENGINES, Budget, Candidate, Pools, candidates
 from .table import PlanTable, check_table, degree_values, objectives
 
 #: ``efficiency.engine`` values and the engine a plan calls them by.
@@ -109,9 +109,15 @@ def _slo_overrides(table: PlanTable) -> dict[str, Any]:
     return out
 
 
-def candidate_overrides(scenario, table: PlanTable, candidate: Candidate) -> dict[str, Any]:
+def candidate_overrides(scenario, table: PlanTable, candidate: Candidate,
+                        values: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``--set`` values that make the scenario one replica of ``candidate``, with the
     plan's load, objectives and seed in its ``[simulation]`` table.
+
+    Where the scenario chooses no scheduling policy, the engine's own is simulated with
+    its scheduler defaults on the card (:func:`engine_policy`): ``values``, the
+    candidate's evaluated quantities, say how it admits and batches (without them, the
+    chunked policy).
     """
     engine = ENGINES[candidate.engine]
     registries = scenario.host.registries
@@ -123,9 +129,8 @@ def candidate_overrides(scenario, table: PlanTable, candidate: Candidate) -> dic
         out["efficiency.engine"] = engine.memory
     if not _scenario_schedules(scenario):
         memory = float(scenario.preset("hardware", candidate.hardware)["memory"])
-        budget = engine.budget(candidate.hardware, memory)
-        out["simulation.policies"] = [{"kind": "chunked", "chunk_tokens": budget.tokens,
-                                       "max_running": budget.running}]
+        out["simulation.policies"] = [engine_policy(values or {}, engine.budget(candidate.hardware,
+                                                                                 memory))]
     if table.rate is not None:
         out["simulation.rates"] = [table.rate]
     else:
@@ -136,6 +141,28 @@ def candidate_overrides(scenario, table: PlanTable, candidate: Candidate) -> dic
         out["simulation.disaggregation.prefill"] = candidate.pools.prefill
         out["simulation.disaggregation.decode"] = candidate.pools.decode
     return out
+
+
+def engine_policy(values: Mapping[str, Any], budget: Budget) -> dict[str, Any]:
+    """The simulator's policy for an engine, from the flags its scenario evaluates to: an
+    engine that admits a request only when its prompt and whole output fit the cache
+    (``engine_admits_on_demand`` 0: TensorRT-LLM's default capacity policy) runs
+    ``reserve``; one that pages its cache in on demand runs ``chunked`` where it chunks
+    prompts (``engine_chunked_prefill``, or no flag at all) and ``paged`` where it does
+    not. ``budget`` (the engine's scheduler defaults on the card) caps the running
+    sequences and an iteration's tokens (the chunks, or the whole prompts it carries).
+
+    >>> b = Budget(0, 8192, 2048)
+    >>> engine_policy({"engine_admits_on_demand": 0}, b)
+    {'kind': 'reserve', 'max_tokens': 8192, 'max_running': 2048}
+    >>> engine_policy({}, b)
+    {'kind': 'chunked', 'chunk_tokens': 8192, 'max_running': 2048}
+    """
+    if values.get("engine_admits_on_demand") == 0:
+        return {"kind": "reserve", "max_tokens": budget.tokens, "max_running": budget.running}
+    if values.get("engine_chunked_prefill") == 0:
+        return {"kind": "paged", "max_tokens": budget.tokens, "max_running": budget.running}
+    return {"kind": "chunked", "chunk_tokens": budget.tokens, "max_running": budget.running}
 
 
 def candidate_clients(table: PlanTable) -> int:
@@ -154,12 +181,22 @@ def _scenario_schedules(scenario) -> bool:
 
 def _consider(scenario, table: PlanTable, candidate: Candidate, index: int) -> tuple[Considered, Finalist | None]:
     """Read ``candidate`` as ``simulate`` would, screen it, and make it a finalist."""
+    from ...engine.evaluation import evaluate_afresh
     from ..simulation import plan as simulation_plan
 
     sets = {**candidate_overrides(scenario, table, candidate), **_slo_overrides(table)}
+    engine = ENGINES[candidate.engine]
+    generation = scenario.preset("hardware", candidate.hardware).get("generation")
+    if not engine.runs_on(generation):
+        return Considered(candidate, sets, reason=(
+            f"{engine.memory} runs on {' or '.join(engine.vendors)} cards only, not "
+            f"{generation} ({engine.vendor_source})")), None
     try:
+        result = evaluate_afresh(scenario.with_overrides(sets))
+        sets = {**candidate_overrides(scenario, table, candidate, result.values),
+                **_slo_overrides(table)}
         chosen = scenario.with_overrides(sets)
-        read = simulation_plan(chosen)
+        read = simulation_plan(chosen, result=result)
     except InfermodelError as exc:
         return Considered(candidate, sets, reason=_first(exc)), None
     if read.price_per_hour is None:
@@ -264,4 +301,4 @@ def _search(finalists, settings, brute_force):
     return brute_force_card(finalists, settings)
 
 
-__all__ = ["candidate_overrides", "plan", "read_plan"]
+__all__ = ["candidate_overrides", "engine_policy", "plan", "read_plan"]

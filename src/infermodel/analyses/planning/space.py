@@ -17,7 +17,8 @@ by adding their entries once a lever declares their fields.
 **Engines are data too.**  :data:`ENGINES` gives each engine its efficiency preset (the
 most specific one available: ``trtllm-h100-sxm`` before ``trtllm``), its memory rules
 (``efficiency.engine``), its scheduler's defaults by card memory (the token budget of
-an iteration and the most sequences running), and its launch command.
+an iteration and the most sequences running), its launch command, and the card vendors
+it runs on (a hardware preset's ``generation`` begins with its vendor).
 """
 
 from __future__ import annotations
@@ -127,6 +128,9 @@ class EngineSpec:
     :param command: the launch command's words before the flags, ``{checkpoint}`` filled.
     :param version: the engine version whose flag names the launch line follows, and
         where they are documented.
+    :param vendors: the card vendors it runs on, as the hardware presets' ``generation``
+        begins (``nvidia`` of ``nvidia-hopper``); empty: any card.
+    :param vendor_source: where the vendors are documented.
     """
 
     name: str
@@ -137,6 +141,18 @@ class EngineSpec:
     version: str
     flags: Mapping[str, str]
     source: str
+    vendors: tuple[str, ...] = ()
+    vendor_source: str = ""
+
+    def runs_on(self, generation: str | None) -> bool:
+        """Whether it runs on a card of ``generation`` (a preset's ``generation``; one
+        that states none is not ruled out).
+
+        >>> ENGINES["trtllm"].runs_on("amd-cdna3"), ENGINES["trtllm"].runs_on("nvidia-hopper")
+        (False, True)
+        """
+        return (not self.vendors or not generation
+                or generation.split("-")[0] in self.vendors)
 
     def budget(self, card: str, card_memory: float) -> Budget:
         """The scheduler defaults on a card of ``card_memory`` bytes."""
@@ -189,7 +205,10 @@ ENGINES: dict[str, EngineSpec] = {
         "(nvidia.github.io/TensorRT-LLM/0.18.2/commands/trtllm-serve.html)",
         {"tokens": "--max_num_tokens", "running": "--max_batch_size",
          "memory": "--kv_cache_free_gpu_memory_fraction"},
-        "TensorRT-LLM BuildConfig defaults (max_num_tokens 8192, max_batch_size 2048)"),
+        "TensorRT-LLM BuildConfig defaults (max_num_tokens 8192, max_batch_size 2048)",
+        ("nvidia",),
+        "TensorRT-LLM documentation, 'Supported Hardware': NVIDIA Blackwell, Hopper, Ada "
+        "Lovelace and Ampere GPUs"),
 }
 
 

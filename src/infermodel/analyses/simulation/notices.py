@@ -6,12 +6,13 @@ batches otherwise than the engine the scenario names. :func:`.plan.plan` gathers
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .contract import reads, unmodelled_changes
 
-__all__ = ["SCHEDULER_HOLDS", "engine_policy_warnings", "interval_notes", "simulation_warnings"]
+__all__ = ["SCHEDULER_HOLDS", "budget_warnings", "engine_policy_warnings", "interval_notes", "simulation_warnings"]
 
 
 def interval_notes(result) -> list[str]:
@@ -97,6 +98,40 @@ def engine_policy_warnings(scenario, values: Mapping[str, Any], policies) -> tup
             "running sequences advance a token while a prompt is prefilled: their simulated "
             "inter-token times are shorter by up to a decode step per prefill than the engine's")
     return tuple(found)
+
+
+def budget_warnings(policies, workload) -> tuple[str, ...]:
+    """Where a whole-prompt policy's token budget (``max_tokens``) is shorter than the
+    workload's longest prompt: an engine that does not chunk refuses such a prompt
+    (TensorRT-LLM accepts none longer than max_num_tokens), and the simulation runs it
+    alone instead.
+    """
+    longest = _longest_prompt(workload)
+    found = []
+    for policy in policies:
+        budget = getattr(policy, "max_tokens", None)
+        if budget is not None and longest is not None and longest > budget:
+            found.append(
+                f"the {policy.kind} policy carries at most max_tokens = {budget:,} tokens an "
+                f"iteration and prefills whole prompts, but the prompts reach {longest:,} tokens: "
+                "an engine that does not chunk them refuses such a request (TensorRT-LLM "
+                "without chunked prefill accepts no prompt longer than max_num_tokens); the "
+                "simulation runs each one alone, beside no decode, so its figures hold only "
+                "where such prompts are split or chunked (the chunked policy)")
+    return tuple(found)
+
+
+def _longest_prompt(workload) -> int | None:
+    """The longest prompt a workload (spec or drawn) can hold, where it is bounded."""
+    trace = getattr(workload, "trace", None)
+    if trace is not None:
+        return int(trace.prompts.max()) if trace.prompts.size else None
+    prompts = getattr(workload, "prompts", None)
+    if prompts is not None and hasattr(prompts, "max"):
+        return int(prompts.max()) if prompts.size else None
+    law = getattr(workload, "prompt", None)
+    maximum = getattr(law, "maximum", None)
+    return int(maximum) if isinstance(maximum, (int, float)) and math.isfinite(maximum) else None
 
 
 def _listed(names: Sequence[str]) -> str:

@@ -29,7 +29,7 @@ from .contract import (
     layered_values,  # noqa: F401  (read from here before contract.py held it)
     storage_notes,
 )
-from .notices import engine_policy_warnings, interval_notes, simulation_warnings
+from .notices import budget_warnings, engine_policy_warnings, interval_notes, simulation_warnings
 from .table import (
     CAPACITY_KEYS,
     ClientCounts,
@@ -167,6 +167,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
                           capacity, price,
                           simulation_warnings(result, cost, _laws(written, defaults))
                           + engine_policy_warnings(scenario, result.values, ran)
+                          + budget_warnings(ran, workload)
                           + _pool_notes(servers, cost, workload),
                           chosen.concurrency, float(table.think_time), tuple(notes), servers,
                           chosen.turns, chosen.reuse_history)
@@ -410,9 +411,12 @@ def lever_defaults(scenario) -> dict[str, Any]:
 
 #: The policy fields a scenario's engine sets (its scheduler defaults, quantities of the
 #: efficiency plugin), by policy kind.
+#: The whole-prompt policies take the engine's token budget as their ``max_tokens`` (an
+#: engine that does not chunk still bounds an iteration's tokens: TensorRT-LLM's
+#: max_num_tokens).
 ENGINE_FIELDS = {"chunked": {"chunk_tokens": "engine_chunk_tokens", "max_running": "engine_max_sequences"},
-                 "paged": {"max_running": "engine_max_sequences"},
-                 "reserve": {"max_running": "engine_max_sequences"}}
+                 "paged": {"max_tokens": "engine_chunk_tokens", "max_running": "engine_max_sequences"},
+                 "reserve": {"max_tokens": "engine_chunk_tokens", "max_running": "engine_max_sequences"}}
 
 
 def engine_defaults(defaults: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,11 +32,12 @@ import numpy as np
 from ..cost import CostModel
 from ..errors import SimulationError
 from ..load import Source
-from ..policies import Policy
+from ..policies import WHOLE_PROMPT_KINDS, Policy
 from ..prefixes import prefix_cache_for
 from ..records import Blocks, Counters, GapHistogram, Point, Segments, first_admissions
 from ..rules import (
     Evictions,
+    PrefillQueue,
     admission_need,
     cannot_admit,
     out_of_iterations,
@@ -82,8 +83,8 @@ class ContinuousRun:
         self.admit_limit = self.memory * policy.admit_fraction
         self.reserve = policy.kind == "reserve"
         self.reserve_out = reservation_tokens(workload, policy)
-        self.chunked = policy.kind == "chunked"
-        self.chunk_tokens = policy.chunk_tokens
+        self.whole = policy.kind in WHOLE_PROMPT_KINDS
+        self.token_budget = policy.token_budget
         self.max_running = policy.max_running
         self.time_from_counts = cost.time_from_counts
         self.run_ends = run_times
@@ -260,10 +261,11 @@ class ContinuousRun:
         of a chunked policy's budget, and the budget left for prefills.
         """
         n_dec = len(self.decoders)
-        if not self.chunked:
+        budget = self.token_budget
+        if budget == math.inf:
             return n_dec, math.inf
-        taking = min(n_dec, self.chunk_tokens // width)
-        return taking, self.chunk_tokens - taking * width
+        taking = min(n_dec, int(budget) // width)
+        return taking, budget - taking * width
 
     def share(self) -> tuple[list[int], list[int], int]:
         """The iteration's token budget in running order: decoders first."""
@@ -271,11 +273,14 @@ class ContinuousRun:
         takes: list[int] = []
         remainders: list[int] = []
         prompts, gen, fil = self.prompts, self.gen, self.fil
+        queue = PrefillQueue(self.whole, not self.decoders)
         for request in self.prefillers:
             if left <= 0:
                 break
             remaining = prompts[request] + gen[request] - fil[request]
-            take = remaining if remaining <= left else int(left)
+            take = queue.take(remaining, left)
+            if queue.waiting:
+                break
             takes.append(take)
             remainders.append(remaining)
             left -= take

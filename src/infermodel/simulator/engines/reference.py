@@ -19,11 +19,12 @@ import numpy as np
 from ..cost import CostModel
 from ..errors import SimulationError
 from ..load import source_for
-from ..policies import Policy
+from ..policies import WHOLE_PROMPT_KINDS, Policy
 from ..prefixes import prefix_cache_for
 from ..records import Point, RunRecord, first_admissions
 from ..rules import (
     Evictions,
+    PrefillQueue,
     admission_need,
     cannot_admit,
     out_of_iterations,
@@ -198,9 +199,13 @@ class Reference:
         running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
         chunks: list[tuple[int, int]] = []
         scheduled: list[tuple[int, int]] = []
+        prefills = self.prefills()
         for r in running:
             remaining = prompts[r] + generated[r] - filled[r]
-            take = remaining if remaining <= budget else int(budget)
+            if self.decoding[r]:
+                take = remaining if remaining <= budget else int(budget)
+            else:
+                take = prefills.take(remaining, budget)
             if take > 0:
                 chunks.append((take, filled[r]))
                 scheduled.append((r, take))
@@ -219,7 +224,12 @@ class Reference:
             idle = self.prefix.idle if self.prefix is not None else 0
             self.points.append((self.now, len(self.queue), len(self.running),
                                 self.occupancy() + idle))
-        return self.policy.chunk_tokens if self.policy.kind == "chunked" else math.inf
+        return self.policy.token_budget
+
+    def prefills(self) -> PrefillQueue:
+        """What each prompt of this turn takes, in running order (:class:`PrefillQueue`)."""
+        return PrefillQueue(self.policy.kind in WHOLE_PROMPT_KINDS,
+                            not any(self.decoding[r] for r in self.running))
 
     def make_room(self, growth: int) -> bool:
         """Whether ``growth`` more cached positions fit; if not, evict (the turn ends)."""

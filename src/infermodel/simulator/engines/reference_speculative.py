@@ -58,6 +58,7 @@ class SpeculativeReference(Reference):
         chunks: list[tuple[int, int]] = []
         scheduled: list[tuple[int, int]] = []
         verifying: list[tuple[int, int]] = []
+        prefills = self.prefills()
         for r in running:
             if self.decoding[r]:  # a verification step, if the budget holds its k + 1
                 if budget >= width:
@@ -65,7 +66,7 @@ class SpeculativeReference(Reference):
                     budget -= width
                 continue
             remaining = prompts[r] + generated[r] - filled[r]
-            take = remaining if remaining <= budget else int(budget)
+            take = prefills.take(remaining, budget)
             if take > 0:
                 chunks.append((take, filled[r]))
                 scheduled.append((r, take))
