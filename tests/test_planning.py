@@ -159,6 +159,16 @@ def test_each_engine_is_simulated_with_its_own_policy_on_the_cards_it_runs_on():
     assert _consider(scenario, table, Candidate("mi300x", "vllm", layout), 3)[1] is not None
 
 
+def test_a_card_whose_every_candidate_is_set_aside_says_so():
+    from infermodel.analyses.planning import plan
+
+    result = plan(SMALL, overrides={"engines": ["trtllm"], "hardware": ["l40s", "mi300x"],
+                                    "tensor": [1], "requests": 100, "max_requests": 100})
+    text = result.text()
+    assert "mi300x     none: every candidate set aside (below)" in text
+    assert "mi300x trtllm TP1: tensorrt-llm runs on nvidia cards only" in text
+
+
 def test_layout_degrees_are_data():
     # Each degree of the space has a [plan] key, a JSON name, a field it sets and a
     # launch flag per engine; the table's keys are built from it.

@@ -125,7 +125,10 @@ def domain_warning(result, record: dict, name: str) -> str | None:
     low, high = domain.get("concurrency", [1, math.inf])
     batch = result["batch"]
     if not low <= batch <= high:
-        outside.append(f"at {batch:g} concurrent sequence{'s' if batch != 1 else ''}")
+        # The scenario's batch, named as such: a simulation (simulate, plan) judges its
+        # own load, which this check cannot see.
+        outside.append(f"at workload.batch = {batch:g} concurrent sequence"
+                       f"{'s' if batch != 1 else ''}")
     tensor = result.values.get("parallel_tensor_degree", 1)
     t_low, t_high = domain.get("tensor", [1, math.inf])
     if not t_low <= tensor <= t_high:
