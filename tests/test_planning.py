@@ -157,6 +157,10 @@ def test_each_engine_is_simulated_with_its_own_policy_on_the_cards_it_runs_on():
     assert none is None
     assert amd.reason.startswith("tensorrt-llm runs on nvidia cards only, not amd-cdna3")
     assert _consider(scenario, table, Candidate("mi300x", "vllm", layout), 3)[1] is not None
+    # vLLM runs on Apple silicon's CPU only, not on the GPU the m2-ultra preset describes.
+    apple, _ = _consider(scenario, table, Candidate("m2-ultra", "vllm", layout), 4)
+    assert apple.reason.startswith("vllm runs on nvidia, amd, google, intel or cpu cards only, "
+                                   "not apple-m2"), apple.reason
 
 
 def test_a_card_whose_every_candidate_is_set_aside_says_so():

@@ -189,7 +189,7 @@ def _consider(scenario, table: PlanTable, candidate: Candidate, index: int) -> t
     generation = scenario.preset("hardware", candidate.hardware).get("generation")
     if not engine.runs_on(generation):
         return Considered(candidate, sets, reason=(
-            f"{engine.memory} runs on {' or '.join(engine.vendors)} cards only, not "
+            f"{engine.memory} runs on {_either(engine.vendors)} cards only, not "
             f"{generation} ({engine.vendor_source})")), None
     try:
         result = evaluate_afresh(scenario.with_overrides(sets))
@@ -222,6 +222,12 @@ def _consider(scenario, table: PlanTable, candidate: Candidate, index: int) -> t
                         candidate.pools.decode, float(deployment.link_bandwidth),
                         float(deployment.link_latency))
     return considered, finalist
+
+
+def _either(names) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def _first(exc: InfermodelError) -> str:

@@ -183,7 +183,11 @@ ENGINES: dict[str, EngineSpec] = {
         {"tokens": "--max-num-batched-tokens", "running": "--max-num-seqs",
          "memory": "--gpu-memory-utilization", "quantization": "--quantization",
          "kv_cache": "--kv-cache-dtype"},
-        "vLLM EngineArgs.get_batch_defaults (max_num_batched_tokens, max_num_seqs by card memory)"),
+        "vLLM EngineArgs.get_batch_defaults (max_num_batched_tokens, max_num_seqs by card memory)",
+        ("nvidia", "amd", "google", "intel", "cpu"),
+        "vLLM installation guide: NVIDIA CUDA, AMD ROCm, Intel XPU and Gaudi, Google TPU, AWS "
+        "Neuron and CPUs; on Apple silicon its CPU backend only, not the GPU an apple card "
+        "preset describes"),
     "sglang": EngineSpec(
         "sglang", "sglang", ("sglang",),
         # sglang/srt/server_args.py: chunked_prefill_size 2,048 below 35 GiB, 8,192 below
@@ -195,7 +199,10 @@ ENGINES: dict[str, EngineSpec] = {
         {"tokens": "--chunked-prefill-size", "running": "--max-running-requests",
          "memory": "--mem-fraction-static", "quantization": "--quantization",
          "kv_cache": "--kv-cache-dtype"},
-        "SGLang ServerArgs (chunked_prefill_size by card memory)"),
+        "SGLang ServerArgs (chunked_prefill_size by card memory)",
+        ("nvidia", "amd", "google", "intel", "cpu"),
+        "SGLang documentation, 'Hardware Platforms': NVIDIA and AMD GPUs, TPUs, Intel XPUs, CPU "
+        "servers and Ascend NPUs; Intel Gaudi per Intel's Gaudi documentation"),
     "trtllm": EngineSpec(
         "trtllm", "tensorrt-llm", ("trtllm-{hardware}", "trtllm"),
         # TensorRT-LLM's build defaults: max_num_tokens 8,192, max_batch_size 2,048.
