@@ -80,3 +80,28 @@ def test_sessions_run_or_refuse(turns, think, count, reuse, policy, engine):
     except SimulationError:
         return
     assert metrics["requests"] == count
+
+
+#: Values of every type a TOML policy table can hold.
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 5000), st.floats(allow_nan=True),
+                    st.text(max_size=8), st.lists(st.integers(0, 3), max_size=2))
+
+
+@settings(max_examples=80, deadline=None)
+@given(kind=st.sampled_from(["static", "reserve", "paged", "chunked", "x"]),
+       fields=st.dictionaries(st.sampled_from(["max_tokens", "chunk_tokens", "max_running",
+                                               "batch_size", "admit_fraction", "timeout",
+                                               "reserve_output_tokens", "prefix_caching",
+                                               "block_tokens", "preemption", "unknown"]),
+                              st.one_of(st.integers(1, 300), _VALUES), max_size=4),
+       engine=st.sampled_from(["fast", "reference"]))
+def test_any_policy_table_runs_or_refuses(kind, fields, engine):
+    from infermodel.simulator import policy as read_policy
+
+    try:
+        chosen = read_policy({"kind": kind, **fields})
+        _, metrics = run_record(SMALL, WorkloadSpec.lab3(6).generate(0.5, seed=0), chosen,
+                                engine=engine)
+    except SimulationError:
+        return
+    assert metrics["requests"] == 6
