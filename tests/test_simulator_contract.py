@@ -203,6 +203,11 @@ def test_a_whole_prompt_budget_takes_the_engines_and_warns_of_longer_prompts():
     assert (reserve.kind, reserve.max_tokens) == ("reserve", 8192)
     assert (chunked.chunk_tokens, chunked.max_tokens) == (8192, None)
     assert not any("max_tokens" in w for w in read.warnings)
+    # The derivation says what each request holds and what an iteration carries.
+    assert ("reserve policy: a request is admitted when its prompt and 1,024 output tokens fit "
+            "the cache (the output law's maximum, as a client's max_tokens); an iteration "
+            "carries at most 8,192 tokens, each prompt whole (max_tokens)") in read.notes
+    assert not any(n.startswith("chunked policy") for n in read.notes)
     long = simulation_plan(scenario.with_overrides(
         {"simulation.workload.prompt": {"law": "uniform", "low": 4000, "high": 12000}}))
     said = [w for w in long.warnings if "max_tokens = 8,192" in w]

@@ -12,7 +12,7 @@ from typing import Any
 
 from .contract import reads, unmodelled_changes
 
-__all__ = ["SCHEDULER_HOLDS", "budget_warnings", "engine_policy_warnings", "interval_notes", "simulation_warnings"]
+__all__ = ["SCHEDULER_HOLDS", "budget_warnings", "engine_policy_warnings", "interval_notes", "policy_notes", "simulation_warnings"]
 
 
 def interval_notes(result) -> list[str]:
@@ -98,6 +98,33 @@ def engine_policy_warnings(scenario, values: Mapping[str, Any], policies) -> tup
             "running sequences advance a token while a prompt is prefilled: their simulated "
             "inter-token times are shorter by up to a decode step per prefill than the engine's")
     return tuple(found)
+
+
+def policy_notes(policies, workload) -> list[str]:
+    """Derivation lines of the policies whose limits are not Lab 3's plain rules: what a
+    reserve policy's request holds (its prompt and the output a client allows, the
+    output law's maximum unless ``reserve_output_tokens`` says otherwise) and a
+    whole-prompt policy's token budget (``max_tokens``).
+    """
+    lines = []
+    law = getattr(getattr(workload, "output", None), "maximum", None)
+    trace = getattr(workload, "trace", None)
+    longest = int(trace.max_output) if trace is not None else law
+    for policy in dict.fromkeys(policies):
+        parts = []
+        if policy.kind == "reserve":
+            held = policy.reserve_output_tokens or longest
+            if held is not None:
+                source = ("reserve_output_tokens" if policy.reserve_output_tokens
+                          else "the output law's maximum, as a client's max_tokens")
+                parts.append(f"a request is admitted when its prompt and {int(held):,} output "
+                             f"tokens fit the cache ({source})")
+        if getattr(policy, "max_tokens", None) is not None:
+            parts.append(f"an iteration carries at most {policy.max_tokens:,} tokens, each "
+                         "prompt whole (max_tokens)")
+        if parts:
+            lines.append(f"{policy.kind} policy: " + "; ".join(parts))
+    return lines
 
 
 def budget_warnings(policies, workload) -> tuple[str, ...]:

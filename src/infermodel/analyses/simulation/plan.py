@@ -29,7 +29,13 @@ from .contract import (
     layered_values,  # noqa: F401  (read from here before contract.py held it)
     storage_notes,
 )
-from .notices import budget_warnings, engine_policy_warnings, interval_notes, simulation_warnings
+from .notices import (
+    budget_warnings,
+    engine_policy_warnings,
+    interval_notes,
+    policy_notes,
+    simulation_warnings,
+)
 from .table import (
     CAPACITY_KEYS,
     ClientCounts,
@@ -158,6 +164,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     except simulator.SimulationError as exc:
         problems.fail("simulation", str(exc))
     notes.extend(more)
+    notes.extend(policy_notes(ran, workload))
     price = result.values.get("cost_per_hour")
     if price is not None and not servers.single:
         price = float(price) * servers.servers  # every server is priced as the scenario's cards
