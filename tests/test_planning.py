@@ -153,6 +153,12 @@ def test_each_engine_is_simulated_with_its_own_policy_on_the_cards_it_runs_on():
     assert not any("admits" in w for w in trt.warnings), trt.warnings
     vllm, _ = _consider(scenario, table, Candidate("l40s", "vllm", layout), 1)
     assert vllm.overrides["simulation.policies"][0]["kind"] == "chunked"
+    # SGLang chunks but runs a batch of prompts apart from the running decodes.
+    sglang, found = _consider(scenario, table, Candidate("l40s", "sglang", layout), 5)
+    assert sglang.overrides["simulation.policies"] == [
+        {"kind": "chunked", "chunk_tokens": 8192, "max_running": 4096, "mixed_batches": False}]
+    assert found.policy.mixed_batches is False
+    assert not any("apart from the running decodes" in w for w in sglang.warnings), sglang.warnings
     amd, none = _consider(scenario, table, Candidate("mi300x", "trtllm", layout), 2)
     assert none is None
     assert amd.reason.startswith("tensorrt-llm runs on nvidia cards only, not amd-cdna3")

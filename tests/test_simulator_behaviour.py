@@ -151,6 +151,7 @@ def small_cases(draw):
     policy = Policy(
         kind,
         max_tokens=draw(st.none() | st.integers(1, 150)) if kind in ("reserve", "paged") else None,
+        mixed_batches=kind == "static" or draw(st.booleans()),
         batch_size=draw(st.integers(1, 6)),
         timeout=draw(st.sampled_from([0.0, 0.05, 2.0])),
         max_running=draw(st.integers(1, 12)),

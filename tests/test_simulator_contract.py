@@ -214,6 +214,31 @@ def test_a_whole_prompt_budget_takes_the_engines_and_warns_of_longer_prompts():
     assert len(said) == 1 and "the reserve policy" in said[0] and "12,000 tokens" in said[0]
 
 
+def test_a_named_engine_gives_its_policies_whether_it_mixes_prompts_with_decodes():
+    # SGLang runs a batch of waiting prompts apart from the running decodes (no
+    # enable_mixed_chunk): its scenario's continuous policies take mixed_batches = false
+    # and say nothing; a policy that states the other way is named, and so is a policy
+    # that prefills apart under an engine that mixes (vLLM V1).
+    from infermodel.analyses.simulation import plan as simulation_plan
+
+    path = ROOT / "scenarios" / "module10-lab3-policies.toml"
+    sglang = infermodel.load_scenario(path).with_overrides({"efficiency.engine": "sglang"})
+    read = simulation_plan(sglang.with_overrides({"simulation.policies": ["paged", "chunked"]}))
+    assert [p.mixed_batches for p in read.policies] == [False, False]
+    assert not any("prefill" in w and "apart" in w for w in read.warnings), read.warnings
+    stated = simulation_plan(sglang.with_overrides(
+        {"simulation.policies": [{"kind": "chunked", "mixed_batches": True}]}))
+    assert any("the chunked policy runs it in the same iteration (mixed_batches = true)" in w
+               for w in stated.warnings), stated.warnings
+    vllm = infermodel.load_scenario(path).with_overrides({
+        "efficiency.engine": "vllm",
+        "simulation.policies": ["chunked", {"kind": "paged", "mixed_batches": False}]})
+    read = simulation_plan(vllm)
+    assert [p.mixed_batches for p in read.policies] == [True, False]
+    said = [w for w in read.warnings if "the paged policy runs prompts alone" in w]
+    assert len(said) == 1 and "longer than the engine's" in said[0]
+
+
 def test_the_contract_is_documented_name_by_name():
     text = (ROOT / "src" / "infermodel" / "simulator" / "README.rst").read_text(encoding="utf-8")
     documented = set(re.findall(r"``([a-z_0-9]+)``", text))

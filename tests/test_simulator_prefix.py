@@ -175,11 +175,15 @@ def _prefixed(data) -> tuple[Workload, CostModel, Policy]:
     cost = CostModel.lab3(cache_memory=cache_tokens * KV)
     kind = data.draw(st.sampled_from(["paged", "chunked", "reserve", "swap"]))
     block = data.draw(st.sampled_from([1, 3, 16]))
+    mixed = data.draw(st.booleans())
     if kind == "swap":
-        chosen = Policy("paged", preemption="swap", swap_bandwidth=25e9, block_tokens=block)
+        chosen = Policy("paged", preemption="swap", swap_bandwidth=25e9, block_tokens=block,
+                        mixed_batches=mixed)
     else:
+        whole = kind in ("paged", "reserve") and data.draw(st.booleans())
         chosen = Policy(kind, chunk_tokens=data.draw(st.integers(8, 128)), block_tokens=block,
-                        reserve_output_tokens=60)
+                        reserve_output_tokens=60, mixed_batches=mixed,
+                        max_tokens=data.draw(st.integers(8, 300)) if whole else None)
     return workload, cost, chosen
 
 
@@ -205,12 +209,14 @@ def test_fast_and_reference_agree_with_prefixes(data):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(turns=st.integers(2, 4), think=st.floats(0, 20), cache_tokens=st.integers(700, 4000),
        kind=st.sampled_from(["paged", "chunked"]), block=st.sampled_from([1, 16]),
-       seed=st.integers(0, 5))
-def test_fast_and_reference_agree_on_sessions(turns, think, cache_tokens, kind, block, seed):
+       seed=st.integers(0, 5), mixed=st.booleans())
+def test_fast_and_reference_agree_on_sessions(turns, think, cache_tokens, kind, block, seed,
+                                              mixed):
     spec = WorkloadSpec(UniformLength(20, 200), UniformLength(5, 60), 4 * turns)
     workload = spec.sessions(0.5, turns, think, seed)
     cost = CostModel.lab3(cache_memory=cache_tokens * KV)
-    chosen = Policy(kind, chunk_tokens=64, block_tokens=block)
+    chosen = Policy(kind, chunk_tokens=64, block_tokens=block, mixed_batches=mixed,
+                    max_tokens=128 if kind == "paged" and seed % 2 else None)
     try:
         fast = run_record(cost, workload, chosen)[1]
     except SimulationError:

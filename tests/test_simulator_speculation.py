@@ -167,6 +167,7 @@ def speculative_cases(draw):
     kind = draw(st.sampled_from(["static", "reserve", "paged", "chunked"]))
     policy = Policy(kind, max_tokens=(draw(st.none() | st.integers(1, 120))
                                       if kind in ("reserve", "paged") else None),
+                    mixed_batches=kind == "static" or draw(st.booleans()),
                     batch_size=draw(st.integers(1, 6)), timeout=draw(st.sampled_from([0.0, 0.05])),
                     max_running=draw(st.integers(1, 10)), chunk_tokens=draw(st.integers(1, 40)),
                     admit_fraction=draw(st.sampled_from([0.99, 1.0])),

@@ -34,6 +34,13 @@ while each fits whole in what is left; the first that does not waits for a later
 iteration, and so do the prompts behind it.  A prompt longer than the whole budget runs
 when nothing else does (an engine would refuse it; ``simulate`` warns).
 
+Every continuous policy runs a prompt's prefill in the iteration that carries the
+running decodes (``mixed_batches``, vLLM V1's and TensorRT-LLM's in-flight batching).
+With ``mixed_batches=False`` an iteration that prefills carries no decode: while any
+admitted prompt is still to be prefilled, the iterations take only prompts (under the
+policy's budget) and the running sequences wait for their next token, as SGLang's
+scheduler does without ``enable_mixed_chunk``.
+
 In every continuous policy a decode is a one-token chunk over its cached positions;
 the first token comes at the end of the prefill and every later token at the end of
 its iteration.
@@ -95,6 +102,8 @@ class Policy:
     :param chunk_tokens: token budget per iteration of the chunked policy (256).
     :param max_tokens: token budget per iteration of the reserve and paged policies,
         whose prompts are prefilled whole (None: no budget, Lab 3's rule).
+    :param mixed_batches: continuous policies: whether an iteration that prefills also
+        carries the running decodes (True, Lab 3's rule) or prompts alone (False).
     :param admit_fraction: share of the cache memory admission may fill (0.99).
     :param reserve_output_tokens: output tokens a full-length reservation holds;
         ``None`` means the output law's maximum (4,000 in Lab 3).
@@ -118,6 +127,7 @@ class Policy:
     max_running: int = attrs.field(default=256, validator=_positive_int)
     chunk_tokens: int = attrs.field(default=256, validator=_positive_int)
     max_tokens: int | None = attrs.field(default=None)
+    mixed_batches: bool = attrs.field(default=True)
     admit_fraction: float = attrs.field(default=0.99, validator=_positive_float)
     reserve_output_tokens: int | None = attrs.field(default=None)
     static_memory_check: bool = attrs.field(default=False)
@@ -159,6 +169,15 @@ class Policy:
                 f"policy max_tokens bounds the iterations of a policy that prefills whole "
                 f"prompts ({' or '.join(WHOLE_PROMPT_KINDS)}), not {self.kind}"
                 + ("; the chunked policy's budget is chunk_tokens" if self.kind == "chunked" else ""))
+
+    @mixed_batches.validator
+    def _mixed(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, bool):
+            raise SimulationError(f"policy mixed_batches must be true or false, got {value!r}")
+        if not value and self.kind == "static":
+            raise SimulationError("policy mixed_batches belongs to the continuous policies "
+                                  "(reserve, paged, chunked): a static batch prefills every "
+                                  "prompt before it decodes")
 
     @property
     def token_budget(self) -> float:

@@ -149,20 +149,28 @@ def engine_policy(values: Mapping[str, Any], budget: Budget) -> dict[str, Any]:
     (``engine_admits_on_demand`` 0: TensorRT-LLM's default capacity policy) runs
     ``reserve``; one that pages its cache in on demand runs ``chunked`` where it chunks
     prompts (``engine_chunked_prefill``, or no flag at all) and ``paged`` where it does
-    not. ``budget`` (the engine's scheduler defaults on the card) caps the running
-    sequences and an iteration's tokens (the chunks, or the whole prompts it carries).
+    not; an engine that prefills apart from the running decodes (``engine_mixed_batches``
+    0: SGLang) runs it with ``mixed_batches = false``. ``budget`` (the engine's scheduler
+    defaults on the card) caps the running sequences and an iteration's tokens (the
+    chunks, or the whole prompts it carries).
 
     >>> b = Budget(0, 8192, 2048)
     >>> engine_policy({"engine_admits_on_demand": 0}, b)
     {'kind': 'reserve', 'max_tokens': 8192, 'max_running': 2048}
     >>> engine_policy({}, b)
     {'kind': 'chunked', 'chunk_tokens': 8192, 'max_running': 2048}
+    >>> engine_policy({"engine_mixed_batches": 0}, b)["mixed_batches"]
+    False
     """
     if values.get("engine_admits_on_demand") == 0:
-        return {"kind": "reserve", "max_tokens": budget.tokens, "max_running": budget.running}
-    if values.get("engine_chunked_prefill") == 0:
-        return {"kind": "paged", "max_tokens": budget.tokens, "max_running": budget.running}
-    return {"kind": "chunked", "chunk_tokens": budget.tokens, "max_running": budget.running}
+        chosen = {"kind": "reserve", "max_tokens": budget.tokens, "max_running": budget.running}
+    elif values.get("engine_chunked_prefill") == 0:
+        chosen = {"kind": "paged", "max_tokens": budget.tokens, "max_running": budget.running}
+    else:
+        chosen = {"kind": "chunked", "chunk_tokens": budget.tokens, "max_running": budget.running}
+    if values.get("engine_mixed_batches") == 0:
+        chosen["mixed_batches"] = False
+    return chosen
 
 
 def candidate_clients(table: PlanTable) -> int:

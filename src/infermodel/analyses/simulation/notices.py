@@ -53,10 +53,10 @@ def engine_policy_warnings(scenario, values: Mapping[str, Any], policies) -> tup
     """Where a scenario names its engine (``efficiency.engine``) and a simulated policy
     admits or batches otherwise: the engine's admission (``engine_admits_on_demand``)
     against the policy's (``reserve`` at full length, ``paged`` and ``chunked`` on
-    demand), and a prompt's prefill beside the running decodes, which every continuous
-    policy runs, against an engine that prefills apart (``engine_mixed_batches``). A
-    setting the scenario states itself (``efficiency.admission``,
-    ``efficiency.mixed_batches``) is named as the scenario's.
+    demand), and a prompt's prefill beside the running decodes or apart from them
+    (``engine_mixed_batches``) against the policy's ``mixed_batches`` (the engine's own
+    unless a policy table states one). A setting the scenario states itself
+    (``efficiency.admission``, ``efficiency.mixed_batches``) is named as the scenario's.
     """
     if not scenario.given("efficiency.engine") or scenario.value("efficiency.engine") == "none":
         return ()
@@ -90,13 +90,24 @@ def engine_policy_warnings(scenario, values: Mapping[str, Any], policies) -> tup
             "and pages the rest in; the reserve policy holds each request's whole output from "
             "the start: near the cache's capacity it runs fewer sequences than the engine (the "
             "paged and chunked policies admit as it does)")
-    continuous = [k for k in kinds if k != "static"]
-    if values.get("engine_mixed_batches") == 0 and continuous:
+    mixes = values.get("engine_mixed_batches")
+    mixing = list(dict.fromkeys(p.kind for p in policies
+                                if p.kind != "static" and getattr(p, "mixed_batches", True)))
+    apart = list(dict.fromkeys(p.kind for p in policies
+                               if p.kind != "static" and not getattr(p, "mixed_batches", True)))
+    if mixes == 0 and mixing:
         found.append(
             who("mixed_batches", "false") + " runs a prompt's prefill apart from the running "
-            f"decodes; {policies_(continuous, 'run', 'runs')} it in the same iteration, so the "
-            "running sequences advance a token while a prompt is prefilled: their simulated "
-            "inter-token times are shorter by up to a decode step per prefill than the engine's")
+            f"decodes; {policies_(mixing, 'run', 'runs')} it in the same iteration "
+            "(mixed_batches = true), so the running sequences advance a token while a prompt "
+            "is prefilled: their simulated inter-token times are shorter by up to a decode step "
+            "per prefill than the engine's")
+    if mixes == 1 and apart:
+        found.append(
+            who("mixed_batches", "true") + " runs a prompt's prefill in the iteration that "
+            f"carries the running decodes; {policies_(apart, 'run', 'runs')} prompts alone "
+            "(mixed_batches = false), so the running sequences wait a whole prefill for their "
+            "next token: their simulated inter-token times are longer than the engine's")
     return tuple(found)
 
 

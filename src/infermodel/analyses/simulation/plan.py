@@ -420,7 +420,8 @@ def lever_defaults(scenario) -> dict[str, Any]:
 #: efficiency plugin), by policy kind.
 #: The whole-prompt policies take the engine's token budget as their ``max_tokens`` (an
 #: engine that does not chunk still bounds an iteration's tokens: TensorRT-LLM's
-#: max_num_tokens).
+#: max_num_tokens); every continuous policy also takes ``engine_mixed_batches``
+#: (:func:`engine_defaults`).
 ENGINE_FIELDS = {"chunked": {"chunk_tokens": "engine_chunk_tokens", "max_running": "engine_max_sequences"},
                  "paged": {"max_tokens": "engine_chunk_tokens", "max_running": "engine_max_sequences"},
                  "reserve": {"max_tokens": "engine_chunk_tokens", "max_running": "engine_max_sequences"}}
@@ -428,7 +429,8 @@ ENGINE_FIELDS = {"chunked": {"chunk_tokens": "engine_chunk_tokens", "max_running
 
 def engine_defaults(defaults: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
     """``defaults`` with the engine's scheduler defaults for a policy named without them
-    (its chunk budget and sequence cap); a lever's proposal comes first.
+    (its chunk budget and sequence cap, and whether it runs a prompt beside the decodes:
+    ``engine_mixed_batches``); a lever's proposal comes first.
     """
     fields = {kind: dict(v) for kind, v in defaults.get("fields", {}).items()}
     for kind, names in ENGINE_FIELDS.items():
@@ -437,6 +439,10 @@ def engine_defaults(defaults: dict[str, Any], values: Mapping[str, Any]) -> dict
             if value is None or not math.isfinite(float(value)) or float(value) < 1:
                 continue
             fields.setdefault(kind, {}).setdefault(field, int(value))
+    mixed = values.get("engine_mixed_batches")
+    if mixed in (0, 1):
+        for kind in ENGINE_FIELDS:
+            fields.setdefault(kind, {}).setdefault("mixed_batches", bool(mixed))
     return {**defaults, "fields": fields}
 
 

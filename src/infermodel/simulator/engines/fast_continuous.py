@@ -84,6 +84,7 @@ class ContinuousRun:
         self.reserve = policy.kind == "reserve"
         self.reserve_out = reservation_tokens(workload, policy)
         self.whole = policy.kind in WHOLE_PROMPT_KINDS
+        self.mixed = policy.mixed_batches
         self.token_budget = policy.token_budget
         self.max_running = policy.max_running
         self.time_from_counts = cost.time_from_counts
@@ -270,10 +271,13 @@ class ContinuousRun:
     def share(self) -> tuple[list[int], list[int], int]:
         """The iteration's token budget in running order: decoders first."""
         taking_decoders, left = self.decoder_share()
+        prefill_only = not self.mixed and bool(self.prefillers)
+        if prefill_only:  # prompts alone: the decoders wait for their next token
+            taking_decoders, left = 0, self.token_budget
         takes: list[int] = []
         remainders: list[int] = []
         prompts, gen, fil = self.prompts, self.gen, self.fil
-        queue = PrefillQueue(self.whole, not self.decoders)
+        queue = PrefillQueue(self.whole, prefill_only or not self.decoders)
         for request in self.prefillers:
             if left <= 0:
                 break

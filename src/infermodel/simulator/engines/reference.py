@@ -199,11 +199,12 @@ class Reference:
         running, filled, generated, prompts = self.running, self.filled, self.generated, self.prompts
         chunks: list[tuple[int, int]] = []
         scheduled: list[tuple[int, int]] = []
-        prefills = self.prefills()
+        prefill_only = self.prefill_only()
+        prefills = self.prefills(prefill_only)
         for r in running:
             remaining = prompts[r] + generated[r] - filled[r]
             if self.decoding[r]:
-                take = remaining if remaining <= budget else int(budget)
+                take = 0 if prefill_only else remaining if remaining <= budget else int(budget)
             else:
                 take = prefills.take(remaining, budget)
             if take > 0:
@@ -226,10 +227,18 @@ class Reference:
                                 self.occupancy() + idle))
         return self.policy.token_budget
 
-    def prefills(self) -> PrefillQueue:
-        """What each prompt of this turn takes, in running order (:class:`PrefillQueue`)."""
+    def prefill_only(self) -> bool:
+        """Whether this turn's iteration takes prompts alone: a policy that does not mix
+        them with the decodes (``mixed_batches`` false) while a prompt waits to be filled.
+        """
+        return not self.policy.mixed_batches and not all(self.decoding[r] for r in self.running)
+
+    def prefills(self, prefill_only: bool = False) -> PrefillQueue:
+        """What each prompt of this turn takes, in running order (:class:`PrefillQueue`):
+        it runs alone when no decode takes part.
+        """
         return PrefillQueue(self.policy.kind in WHOLE_PROMPT_KINDS,
-                            not any(self.decoding[r] for r in self.running))
+                            prefill_only or not any(self.decoding[r] for r in self.running))
 
     def make_room(self, growth: int) -> bool:
         """Whether ``growth`` more cached positions fit; if not, evict (the turn ends)."""

@@ -58,10 +58,11 @@ class SpeculativeReference(Reference):
         chunks: list[tuple[int, int]] = []
         scheduled: list[tuple[int, int]] = []
         verifying: list[tuple[int, int]] = []
-        prefills = self.prefills()
+        prefill_only = self.prefill_only()
+        prefills = self.prefills(prefill_only)
         for r in running:
             if self.decoding[r]:  # a verification step, if the budget holds its k + 1
-                if budget >= width:
+                if budget >= width and not prefill_only:
                     verifying.append((r, self.acceptance.tokens(r, self.outputs[r] - generated[r])))
                     budget -= width
                 continue
