@@ -153,20 +153,22 @@ def test_each_engine_is_simulated_with_its_own_policy_on_the_cards_it_runs_on():
     assert not any("admits" in w for w in trt.warnings), trt.warnings
     vllm, _ = _consider(scenario, table, Candidate("l40s", "vllm", layout), 1)
     assert vllm.overrides["simulation.policies"][0]["kind"] == "chunked"
-    # SGLang chunks but runs a batch of prompts apart from the running decodes.
+    # SGLang chunks but runs a batch of prompts apart from the running decodes; its chunk
+    # is its own on the card (4,096 tokens below 60 GiB since 0.5.3), its running requests
+    # bounded by the cache alone (the plan's cap stands in).
     sglang, found = _consider(scenario, table, Candidate("l40s", "sglang", layout), 5)
     assert sglang.overrides["simulation.policies"] == [
-        {"kind": "chunked", "chunk_tokens": 8192, "max_running": 4096, "mixed_batches": False}]
+        {"kind": "chunked", "chunk_tokens": 4096, "max_running": 4096, "mixed_batches": False}]
     assert found.policy.mixed_batches is False
     assert not any("apart from the running decodes" in w for w in sglang.warnings), sglang.warnings
     amd, none = _consider(scenario, table, Candidate("mi300x", "trtllm", layout), 2)
     assert none is None
-    assert amd.reason.startswith("tensorrt-llm runs on nvidia cards only, not amd-cdna3")
+    assert amd.reason.startswith("trtllm runs on NVIDIA hardware only, not amd-cdna3")
     assert _consider(scenario, table, Candidate("mi300x", "vllm", layout), 3)[1] is not None
     # vLLM runs on Apple silicon's CPU only, not on the GPU the m2-ultra preset describes.
     apple, _ = _consider(scenario, table, Candidate("m2-ultra", "vllm", layout), 4)
-    assert apple.reason.startswith("vllm runs on nvidia, amd, google, intel or cpu cards only, "
-                                   "not apple-m2"), apple.reason
+    assert apple.reason.startswith("vllm runs on NVIDIA, AMD, Google TPU, Intel or CPU hardware "
+                                   "only, not apple-m2"), apple.reason
 
 
 def test_a_card_whose_every_candidate_is_set_aside_says_so():
@@ -176,7 +178,32 @@ def test_a_card_whose_every_candidate_is_set_aside_says_so():
                                     "tensor": [1], "requests": 100, "max_requests": 100})
     text = result.text()
     assert "mi300x     none: every candidate set aside (below)" in text
-    assert "mi300x trtllm TP1: tensorrt-llm runs on nvidia cards only" in text
+    # So does a card whose candidates all miss an objective alone (the analytic screen).
+    missed = plan(SMALL, overrides={"hardware": ["l40s", "l4"], "tensor": [1], "requests": 100,
+                                    "max_requests": 100, "ttft": "p95 <= 85 ms"}).text()
+    assert "l4 vllm TP1: one request alone already has TTFT" in missed
+    assert "l4         none: every candidate set aside (below)" in missed
+    assert "mi300x trtllm TP1: trtllm runs on NVIDIA hardware only" in text
+
+
+def test_the_launch_line_gives_the_budget_of_the_policy_simulated():
+    # TensorRT-LLM's reserve policy carries its whole prompts up to max_num_tokens.
+    from infermodel.analyses.planning import plan
+    from infermodel.analyses.planning.launch import launch_lines
+
+    result = plan(SMALL, overrides={"engines": ["trtllm"], "hardware": ["l40s"], "tensor": [1],
+                                    "requests": 100, "max_requests": 100})
+    line = launch_lines(result)[-1]
+    assert "--max_num_tokens 8192 --max_batch_size 2048" in line, line
+
+
+def test_the_planning_modules_docstring_examples_run():
+    import doctest
+
+    from infermodel.analyses.planning import planner, space
+
+    for module in (planner, space):
+        assert doctest.testmod(module).failed == 0, module.__name__
 
 
 def test_layout_degrees_are_data():

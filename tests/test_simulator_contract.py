@@ -208,10 +208,35 @@ def test_a_whole_prompt_budget_takes_the_engines_and_warns_of_longer_prompts():
             "the cache (the output law's maximum, as a client's max_tokens); an iteration "
             "carries at most 8,192 tokens, each prompt whole (max_tokens)") in read.notes
     assert not any(n.startswith("chunked policy") for n in read.notes)
+    # It prefills whole prompts: a chunked policy is named as unlike it.
+    assert any("prefills each prompt whole; the chunked policy splits it" in w
+               for w in read.warnings), read.warnings
     long = simulation_plan(scenario.with_overrides(
         {"simulation.workload.prompt": {"law": "uniform", "low": 4000, "high": 12000}}))
     said = [w for w in long.warnings if "max_tokens = 8,192" in w]
     assert len(said) == 1 and "the reserve policy" in said[0] and "12,000 tokens" in said[0]
+
+
+def test_the_whole_prompt_budget_is_an_engine_that_does_not_chunk_and_its_overruns_are_said():
+    # vLLM chunks every prompt: its budget is not one for whole prompts, and a paged policy
+    # under it keeps Lab 3's rule. Under TensorRT-LLM, a session's history and a preempted
+    # request's re-prefill can overrun the budget too, and simulate says so.
+    from infermodel.analyses.simulation import plan as simulation_plan
+
+    path = ROOT / "scenarios" / "engine-trtllm-llama-3.1-8b.toml"
+    vllm = infermodel.load_scenario(path).with_overrides({
+        "efficiency.engine": "vllm", "efficiency.preset": "vllm",
+        "simulation.policies": ["paged", "reserve"]})
+    assert [p.max_tokens for p in simulation_plan(vllm).policies] == [None, None]
+    trt = infermodel.load_scenario(path).with_overrides({
+        "efficiency.engine": "tensorrt-llm", "simulation.policies": ["paged"],
+        "simulation.workload.prompt": {"law": "uniform", "low": 2000, "high": 4000},
+        "simulation.workload.output": {"law": "uniform", "low": 100, "high": 5000}})
+    said = simulation_plan(trt).warnings
+    assert any("a preempted request re-prefills up to 8,999 tokens" in w for w in said), said
+    sessions = simulation_plan(trt.with_overrides({"simulation.turns": 3}))
+    assert any("a session's prompt, its history included, reaches 22,000 tokens" in w
+               for w in sessions.warnings), sessions.warnings
 
 
 def test_a_named_engine_gives_its_policies_whether_it_mixes_prompts_with_decodes():

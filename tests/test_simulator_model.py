@@ -272,7 +272,7 @@ def test_expected_max_rejects_bad_laws():
 
 def test_module_docstring_examples_run():
     modules = [simulator, simulator.api, simulator.capacity, simulator.cost, simulator.lengths,
-               simulator.metrics, simulator.policies,
+               simulator.metrics, simulator.policies, simulator.rules,
                simulator.workload]
     for module in modules:
         failures, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

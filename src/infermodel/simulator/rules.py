@@ -106,6 +106,13 @@ def check_fits(workload: Workload, cost: CostModel, policy: Policy) -> None:
     """Raise :class:`SimulationError` naming the first request that can never be
     served within the cache budget under ``policy``.
     """
+    speculation = getattr(cost, "speculation", None)
+    if speculation is not None and policy.kind != "static" and policy.token_budget < speculation.width:
+        budget = "chunk_tokens" if policy.kind == "chunked" else "max_tokens"
+        raise SimulationError(
+            f"a verification step takes k + 1 = {speculation.width} positions of an iteration, "
+            f"more than the {policy.kind} policy's {budget} = {int(policy.token_budget)}: no "
+            f"sequence could ever decode; give {budget} at least {speculation.width}")
     kv = cost.kv_bytes_per_token
     memory = cost.cache_memory
     admit_limit = memory * policy.admit_fraction

@@ -79,8 +79,12 @@ def launch_lines(result, planned=None) -> list[str]:
             words.append(switch)
     policy = planned.overrides.get("simulation.policies")
     if policy:
-        words += [engine.flags["tokens"], str(policy[0]["chunk_tokens"]),
-                  engine.flags["running"], str(policy[0]["max_running"])]
+        # the iteration's token budget: the chunks' (chunked) or the whole prompts' (reserve,
+        # paged under an engine that does not chunk); none where the policy has no budget
+        tokens = policy[0].get("chunk_tokens", policy[0].get("max_tokens"))
+        if tokens is not None:
+            words += [engine.flags["tokens"], str(tokens)]
+        words += [engine.flags["running"], str(policy[0]["max_running"])]
     share = _memory_share(result, planned)
     if share is not None and "memory" in engine.flags:
         words += [engine.flags["memory"], f"{share:g}"]

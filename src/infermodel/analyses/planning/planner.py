@@ -150,27 +150,42 @@ def engine_policy(values: Mapping[str, Any], budget: Budget) -> dict[str, Any]:
     ``reserve``; one that pages its cache in on demand runs ``chunked`` where it chunks
     prompts (``engine_chunked_prefill``, or no flag at all) and ``paged`` where it does
     not; an engine that prefills apart from the running decodes (``engine_mixed_batches``
-    0: SGLang) runs it with ``mixed_batches = false``. ``budget`` (the engine's scheduler
-    defaults on the card) caps the running sequences and an iteration's tokens (the
-    chunks, or the whole prompts it carries).
+    0: SGLang) runs it with ``mixed_batches = false``. The engine's evaluated scheduler
+    settings (``engine_chunk_tokens``, ``engine_max_sequences``: its defaults on the card,
+    or what the scenario states) cap an iteration's tokens (the chunks, or the whole
+    prompts it carries) and the running sequences; ``budget`` stands in where one is not
+    a finite count (SGLang bounds its running requests by its cache alone).
 
     >>> b = Budget(0, 8192, 2048)
-    >>> engine_policy({"engine_admits_on_demand": 0}, b)
-    {'kind': 'reserve', 'max_tokens': 8192, 'max_running': 2048}
+    >>> engine_policy({"engine_admits_on_demand": 0, "engine_chunked_prefill": 0}, b)
+    {'kind': 'reserve', 'max_running': 2048, 'max_tokens': 8192}
     >>> engine_policy({}, b)
     {'kind': 'chunked', 'chunk_tokens': 8192, 'max_running': 2048}
     >>> engine_policy({"engine_mixed_batches": 0}, b)["mixed_batches"]
     False
     """
+    tokens = _count(values.get("engine_chunk_tokens"), budget.tokens)
+    running = _count(values.get("engine_max_sequences"), budget.running)
     if values.get("engine_admits_on_demand") == 0:
-        chosen = {"kind": "reserve", "max_tokens": budget.tokens, "max_running": budget.running}
+        # No policy admits at full length and chunks: where the engine chunks, the reserve
+        # policy prefills whole prompts without a budget, and simulate says so.
+        chosen = {"kind": "reserve", "max_running": running}
+        if values.get("engine_chunked_prefill") == 0:
+            chosen["max_tokens"] = tokens
     elif values.get("engine_chunked_prefill") == 0:
-        chosen = {"kind": "paged", "max_tokens": budget.tokens, "max_running": budget.running}
+        chosen = {"kind": "paged", "max_tokens": tokens, "max_running": running}
     else:
-        chosen = {"kind": "chunked", "chunk_tokens": budget.tokens, "max_running": budget.running}
+        chosen = {"kind": "chunked", "chunk_tokens": tokens, "max_running": running}
     if values.get("engine_mixed_batches") == 0:
         chosen["mixed_batches"] = False
     return chosen
+
+
+def _count(value: Any, fallback: int) -> int:
+    """``value`` as a whole count where it is a finite one of at least 1, else ``fallback``."""
+    if isinstance(value, (int, float)) and math.isfinite(value) and value >= 1:
+        return int(value)
+    return fallback
 
 
 def candidate_clients(table: PlanTable) -> int:
@@ -197,8 +212,8 @@ def _consider(scenario, table: PlanTable, candidate: Candidate, index: int) -> t
     generation = scenario.preset("hardware", candidate.hardware).get("generation")
     if not engine.runs_on(generation):
         return Considered(candidate, sets, reason=(
-            f"{engine.memory} runs on {_either(engine.vendors)} cards only, not "
-            f"{generation} ({engine.vendor_source})")), None
+            f"{candidate.engine} runs on {_either([VENDORS.get(v, v) for v in engine.vendors])} "
+            f"hardware only, not {generation} ({engine.vendor_source})")), None
     try:
         result = evaluate_afresh(scenario.with_overrides(sets))
         sets = {**candidate_overrides(scenario, table, candidate, result.values),
@@ -230,6 +245,11 @@ def _consider(scenario, table: PlanTable, candidate: Candidate, index: int) -> t
                         candidate.pools.decode, float(deployment.link_bandwidth),
                         float(deployment.link_latency))
     return considered, finalist
+
+
+#: Vendors as a hardware preset's ``generation`` begins, in words.
+VENDORS = {"nvidia": "NVIDIA", "amd": "AMD", "google": "Google TPU", "intel": "Intel",
+           "cpu": "CPU", "apple": "Apple"}
 
 
 def _either(names) -> str:

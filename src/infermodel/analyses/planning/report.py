@@ -130,7 +130,11 @@ def plan_text(result: PlanResult) -> str:
                          f"USD {d.cost.per_million_output:.3g} per 1M output tokens")
         for card in dict.fromkeys(c.candidate.hardware for c in result.considered):
             if card not in result.per_card():
-                loaded = any(c.candidate.hardware == card and not c.reason for c in result.considered)
+                # simulated (and short of the objectives within the cap), or set aside
+                # before any simulation: it cannot load, or misses them alone or on average
+                loaded = any(c.candidate.hardware == card and not c.reason
+                             and c.screen is not None and c.screen.feasible
+                             for c in result.considered)
                 lines.append(f"  {card:<10} " + (f"none within {table.max_gpus} GPUs" if loaded
                                                  else "none: every candidate set aside (below)"))
     if result.notes:

@@ -17,7 +17,8 @@ by adding their entries once a lever declares their fields.
 **Engines are data too.**  :data:`ENGINES` gives each engine its efficiency preset (the
 most specific one available: ``trtllm-h100-sxm`` before ``trtllm``), its memory rules
 (``efficiency.engine``), its scheduler's defaults by card memory (the token budget of
-an iteration and the most sequences running), its launch command, and the card vendors
+an iteration and the most sequences running; a stand-in where a candidate's evaluated
+engine settings give none), its launch command, and the card vendors
 it runs on (a hardware preset's ``generation`` begins with its vendor).
 """
 
@@ -190,10 +191,12 @@ ENGINES: dict[str, EngineSpec] = {
         "preset describes"),
     "sglang": EngineSpec(
         "sglang", "sglang", ("sglang",),
-        # sglang/srt/server_args.py: chunked_prefill_size 2,048 below 35 GiB, 8,192 below
-        # 160 GiB (H100, H200), 16,384 above (MI300X, B200); running requests bounded by
-        # the KV pool (the simulator's cache bounds them here).
-        (Budget(160, 16384, 4096), Budget(35, 8192, 4096), Budget(0, 2048, 4096)),
+        # sglang/srt/server_args.py since 0.5.3: chunked_prefill_size 2,048 below 35 GiB,
+        # 4,096 below 60 GiB, 8,192 below 160 GiB (H100, H200), 16,384 above (MI300X,
+        # B200); running requests bounded by the KV pool (the simulator's cache bounds them
+        # here). A stand-in only: a candidate's evaluated engine settings come first.
+        (Budget(160, 16384, 4096), Budget(60, 8192, 4096), Budget(35, 4096, 4096),
+         Budget(0, 2048, 4096)),
         ("python", "-m", "sglang.launch_server", "--model-path", "{checkpoint}"),
         "SGLang server arguments (docs.sglang.io/advanced_features/server_arguments.html)",
         {"tokens": "--chunked-prefill-size", "running": "--max-running-requests",

@@ -53,9 +53,11 @@ def engine_policy_warnings(scenario, values: Mapping[str, Any], policies) -> tup
     """Where a scenario names its engine (``efficiency.engine``) and a simulated policy
     admits or batches otherwise: the engine's admission (``engine_admits_on_demand``)
     against the policy's (``reserve`` at full length, ``paged`` and ``chunked`` on
-    demand), and a prompt's prefill beside the running decodes or apart from them
-    (``engine_mixed_batches``) against the policy's ``mixed_batches`` (the engine's own
-    unless a policy table states one). A setting the scenario states itself
+    demand), whether it chunks prompts (``engine_chunked_prefill``) against the policy's
+    (``chunked`` does, ``reserve`` and ``paged`` prefill whole prompts), and a prompt's
+    prefill beside the running decodes or apart from them (``engine_mixed_batches``)
+    against the policy's ``mixed_batches`` (the engine's own unless a policy table states
+    one). A setting the scenario states itself
     (``efficiency.admission``, ``efficiency.mixed_batches``) is named as the scenario's.
     """
     if not scenario.given("efficiency.engine") or scenario.value("efficiency.engine") == "none":
@@ -90,6 +92,21 @@ def engine_policy_warnings(scenario, values: Mapping[str, Any], policies) -> tup
             "and pages the rest in; the reserve policy holds each request's whole output from "
             "the start: near the cache's capacity it runs fewer sequences than the engine (the "
             "paged and chunked policies admit as it does)")
+    chunks = values.get("engine_chunked_prefill")
+    whole = [k for k in kinds if k in ("reserve", "paged")]
+    if chunks == 1 and whole:
+        found.append(
+            who("chunked_prefill", "true") + " splits a long prompt into chunks that share "
+            f"iterations with the running decodes; {policies_(whole, 'prefill', 'prefills')} "
+            "each prompt whole: a long prompt stalls the running sequences for its whole "
+            "prefill at once, and their simulated inter-token tails are longer than the "
+            "engine's (the chunked policy chunks as it does)")
+    if chunks == 0 and "chunked" in kinds:
+        found.append(
+            who("chunked_prefill", "false") + " prefills each prompt whole; the chunked policy "
+            "splits it into chunks beside the running decodes: their simulated inter-token "
+            "tails are shorter, and long prompts' first tokens later, than the engine's (the "
+            "reserve and paged policies prefill whole prompts, under its token budget)")
     mixes = values.get("engine_mixed_batches")
     mixing = list(dict.fromkeys(p.kind for p in policies
                                 if p.kind != "static" and getattr(p, "mixed_batches", True)))
@@ -138,36 +155,49 @@ def policy_notes(policies, workload) -> list[str]:
     return lines
 
 
-def budget_warnings(policies, workload) -> tuple[str, ...]:
-    """Where a whole-prompt policy's token budget (``max_tokens``) is shorter than the
-    workload's longest prompt: an engine that does not chunk refuses such a prompt
-    (TensorRT-LLM accepts none longer than max_num_tokens), and the simulation runs it
-    alone instead.
+def budget_warnings(policies, workload, turns: int = 1) -> tuple[str, ...]:
+    """Where a whole-prompt policy's token budget (``max_tokens``) is shorter than a
+    prefill the workload can ask for: its longest prompt, a session's prompt with its
+    history (``turns`` > 1), or, under ``paged``, a preempted request's re-prefill of its
+    prompt and output so far. An engine that does not chunk refuses such a prompt
+    (TensorRT-LLM accepts none longer than max_num_tokens); the simulation runs it in an
+    iteration of its own instead.
     """
-    longest = _longest_prompt(workload)
+    prompt, output = _longest(workload, "prompt"), _longest(workload, "output")
     found = []
-    for policy in policies:
+    for policy in dict.fromkeys(policies):
         budget = getattr(policy, "max_tokens", None)
-        if budget is not None and longest is not None and longest > budget:
+        if budget is None or prompt is None:
+            continue
+        over = []
+        if prompt > budget:
+            over.append(f"the prompts reach {prompt:,} tokens")
+        if turns > 1 and output is not None and turns * prompt + (turns - 1) * output > budget:
+            over.append(f"a session's prompt, its history included, reaches "
+                        f"{turns * prompt + (turns - 1) * output:,} tokens where its history is "
+                        "not cached")
+        if policy.kind == "paged" and output is not None and prompt + output - 1 > budget:
+            over.append(f"a preempted request re-prefills up to {prompt + output - 1:,} tokens "
+                        "(its prompt and output so far)")
+        if over:
             found.append(
                 f"the {policy.kind} policy carries at most max_tokens = {budget:,} tokens an "
-                f"iteration and prefills whole prompts, but the prompts reach {longest:,} tokens: "
-                "an engine that does not chunk them refuses such a request (TensorRT-LLM "
-                "without chunked prefill accepts no prompt longer than max_num_tokens); the "
-                "simulation runs each one alone, beside no decode, so its figures hold only "
-                "where such prompts are split or chunked (the chunked policy)")
+                f"iteration, each prompt whole, but {'; '.join(over)}: the simulation runs such "
+                "a prefill in an iteration of its own once no decode and no other prompt runs, "
+                "where an engine that does not chunk refuses it (TensorRT-LLM without chunked "
+                "prefill accepts no prompt longer than max_num_tokens): those requests' "
+                "simulated times stand for a deployment that would have to split or chunk them")
     return tuple(found)
 
 
-def _longest_prompt(workload) -> int | None:
-    """The longest prompt a workload (spec or drawn) can hold, where it is bounded."""
+def _longest(workload, which: str) -> int | None:
+    """The longest prompt or output (``which``) a workload (spec or drawn) can hold."""
     trace = getattr(workload, "trace", None)
-    if trace is not None:
-        return int(trace.prompts.max()) if trace.prompts.size else None
-    prompts = getattr(workload, "prompts", None)
-    if prompts is not None and hasattr(prompts, "max"):
-        return int(prompts.max()) if prompts.size else None
-    law = getattr(workload, "prompt", None)
+    drawn = trace if trace is not None else workload
+    lengths = getattr(drawn, f"{which}s", None)
+    if lengths is not None and hasattr(lengths, "max"):
+        return int(lengths.max()) if lengths.size else None
+    law = getattr(workload, which, None)
     maximum = getattr(law, "maximum", None)
     return int(maximum) if isinstance(maximum, (int, float)) and math.isfinite(maximum) else None
 
@@ -179,14 +209,17 @@ def _listed(names: Sequence[str]) -> str:
 
 def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> tuple[str, ...]:
     """What a reader of a simulation must know: the evaluated scenario's own result
-    warnings (as ``infermodel run`` prints them), the lever changes the simulation
+    warnings (as ``infermodel run`` prints them, less those about its ``workload.batch``,
+    which the simulation replaces by its own load), the lever changes the simulation
     leaves out (:func:`~.contract.unmodelled_changes`), a stated time per request
     outside the engine (``request_overhead``), a stated interval between the
     scheduler's reads of new requests (``recv_interval``), a stated wait for more
     prompts (``batch_wait_iterations``) and a stated attention-DP balance
     (``dp_balance_timeout``), each once.
     """
-    found = [str(w) for w in result.warnings]
+    # A simulation sets its own load: a warning about the scenario's workload.batch (its
+    # quantity ``batch``) does not concern it.
+    found = [str(w) for w in result.warnings if getattr(w, "quantity", None) != "batch"]
     found += unmodelled_changes(result, cost, reads(result.values, workload))
     path = result.values.get("request_overhead")
     if isinstance(path, float) and path > 0:

@@ -174,7 +174,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
                           capacity, price,
                           simulation_warnings(result, cost, _laws(written, defaults))
                           + engine_policy_warnings(scenario, result.values, ran)
-                          + budget_warnings(ran, workload)
+                          + budget_warnings(ran, workload, chosen.turns or 1)
                           + _pool_notes(servers, cost, workload),
                           chosen.concurrency, float(table.think_time), tuple(notes), servers,
                           chosen.turns, chosen.reuse_history)
@@ -418,10 +418,10 @@ def lever_defaults(scenario) -> dict[str, Any]:
 
 #: The policy fields a scenario's engine sets (its scheduler defaults, quantities of the
 #: efficiency plugin), by policy kind.
-#: The whole-prompt policies take the engine's token budget as their ``max_tokens`` (an
-#: engine that does not chunk still bounds an iteration's tokens: TensorRT-LLM's
-#: max_num_tokens); every continuous policy also takes ``engine_mixed_batches``
-#: (:func:`engine_defaults`).
+#: The whole-prompt policies take the token budget of an engine that does not chunk
+#: (``engine_chunked_prefill`` 0) as their ``max_tokens``: it still bounds an iteration's
+#: tokens (TensorRT-LLM's max_num_tokens); every continuous policy also takes
+#: ``engine_mixed_batches`` (:func:`engine_defaults`).
 ENGINE_FIELDS = {"chunked": {"chunk_tokens": "engine_chunk_tokens", "max_running": "engine_max_sequences"},
                  "paged": {"max_tokens": "engine_chunk_tokens", "max_running": "engine_max_sequences"},
                  "reserve": {"max_tokens": "engine_chunk_tokens", "max_running": "engine_max_sequences"}}
@@ -429,12 +429,16 @@ ENGINE_FIELDS = {"chunked": {"chunk_tokens": "engine_chunk_tokens", "max_running
 
 def engine_defaults(defaults: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
     """``defaults`` with the engine's scheduler defaults for a policy named without them
-    (its chunk budget and sequence cap, and whether it runs a prompt beside the decodes:
-    ``engine_mixed_batches``); a lever's proposal comes first.
+    (its chunk budget and sequence cap, the whole-prompt budget of an engine that does not
+    chunk, and whether it runs a prompt beside the decodes: ``engine_mixed_batches``); a
+    lever's proposal comes first.
     """
     fields = {kind: dict(v) for kind, v in defaults.get("fields", {}).items()}
+    whole = values.get("engine_chunked_prefill") == 0
     for kind, names in ENGINE_FIELDS.items():
         for field, quantity in names.items():
+            if field == "max_tokens" and not whole:
+                continue  # an engine that chunks has no budget for whole prompts
             value = values.get(quantity)
             if value is None or not math.isfinite(float(value)) or float(value) < 1:
                 continue
