@@ -209,6 +209,26 @@ def test_a_prompt_longer_than_the_budget_runs_alone():
     assert_same_run(run_fast(workload, LAB, policy), record)
 
 
+def test_prompts_apart_from_the_decodes_stop_them_but_a_handed_over_request_does_not():
+    # Two requests: the second's 2,000-token prompt arrives while the first decodes.
+    # With mixed_batches=False its prefill runs alone and the first waits for it; mixed,
+    # the first gets a token in that iteration. In a disaggregated unit the decode server
+    # receives each prompt's cache (one position left to fill): that is a decode's work,
+    # and the running decodes do not wait for it.
+    from infermodel.simulator import Deployment, run_record
+
+    workload = Workload.from_arrays([0.0, 0.5], [100, 2000], [200, 20], rate=1.0)
+    apart, _ = run_reference(workload, LAB, Policy("paged", mixed_batches=False))
+    mixed, _ = run_reference(workload, LAB, Policy("paged"))
+    assert apart.max_gap[0] > mixed.max_gap[0]
+    assert apart.max_gap[0] >= LAB.iteration_time([], [(2000, 0)])
+    assert_same_run(run_fast(workload, LAB, Policy("paged", mixed_batches=False)), apart)
+    unit = Deployment(prefill=1, decode=1, link_bandwidth=50e9, link_latency=1e-4)
+    handed = [run_record(LAB, workload, Policy("chunked", chunk_tokens=512, mixed_batches=m),
+                         deployment=unit)[0] for m in (True, False)]
+    assert np.array_equal(handed[0].last_token, handed[1].last_token)
+
+
 def test_max_tokens_belongs_to_the_whole_prompt_policies():
     with pytest.raises(SimulationError, match="the chunked policy's budget is chunk_tokens"):
         Policy("chunked", max_tokens=512)
@@ -216,6 +236,8 @@ def test_max_tokens_belongs_to_the_whole_prompt_policies():
         Policy("static", max_tokens=512)
     with pytest.raises(SimulationError, match="whole number"):
         Policy("paged", max_tokens=0)
+    with pytest.raises(SimulationError, match="continuous policies"):
+        Policy("static", mixed_batches=False)
     assert Policy("reserve", max_tokens=8192).token_budget == 8192
     assert Policy("chunked", chunk_tokens=512).token_budget == 512
     assert Policy("paged").token_budget == math.inf

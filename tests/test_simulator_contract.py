@@ -156,9 +156,10 @@ def test_simulation_warnings_say_the_scheduler_holds_no_request():
 @pytest.mark.parametrize("engine, count, says", [
     ("tensorrt-llm", 1, ["admits a request only when its prompt and whole output fit",
                          "the paged and chunked policies admit on demand"]),
-    ("sglang", 2, ["the reserve policy holds each request's whole output",
+    ("sglang", 3, ["the reserve policy holds each request's whole output",
                    "runs a prompt's prefill apart from the running decodes",
-                   "the reserve, paged and chunked policies run it"]),
+                   "the reserve, paged and chunked policies run it beside them",
+                   "an estimated share of the running requests' remaining outputs"]),
     ("vllm", 1, ["the reserve policy holds each request's whole output"])])
 def test_a_simulated_policy_that_admits_or_batches_unlike_the_named_engine_says_so(engine, count,
                                                                                    says):
@@ -208,13 +209,15 @@ def test_a_whole_prompt_budget_takes_the_engines_and_warns_of_longer_prompts():
             "the cache (the output law's maximum, as a client's max_tokens); an iteration "
             "carries at most 8,192 tokens, each prompt whole (max_tokens)") in read.notes
     assert not any(n.startswith("chunked policy") for n in read.notes)
-    # It prefills whole prompts: a chunked policy is named as unlike it.
-    assert any("prefills each prompt whole; the chunked policy splits it" in w
-               for w in read.warnings), read.warnings
+    # It prefills whole prompts: a chunked policy is named as unlike it where a prompt is
+    # longer than its chunks (here none is: prompts of 512-1,536 tokens, chunks of 8,192).
+    assert not any("the chunked policy splits" in w for w in read.warnings), read.warnings
     long = simulation_plan(scenario.with_overrides(
         {"simulation.workload.prompt": {"law": "uniform", "low": 4000, "high": 12000}}))
     said = [w for w in long.warnings if "max_tokens = 8,192" in w]
     assert len(said) == 1 and "the reserve policy" in said[0] and "12,000 tokens" in said[0]
+    assert any("prefills each prompt whole; the chunked policy splits a prompt longer than its "
+               "chunk_tokens" in w for w in long.warnings), long.warnings
 
 
 def test_the_whole_prompt_budget_is_an_engine_that_does_not_chunk_and_its_overruns_are_said():
@@ -253,7 +256,7 @@ def test_a_named_engine_gives_its_policies_whether_it_mixes_prompts_with_decodes
     assert not any("prefill" in w and "apart" in w for w in read.warnings), read.warnings
     stated = simulation_plan(sglang.with_overrides(
         {"simulation.policies": [{"kind": "chunked", "mixed_batches": True}]}))
-    assert any("the chunked policy runs it in the same iteration (mixed_batches = true)" in w
+    assert any("the chunked policy runs it beside them (mixed_batches = true)" in w
                for w in stated.warnings), stated.warnings
     vllm = infermodel.load_scenario(path).with_overrides({
         "efficiency.engine": "vllm",
@@ -261,7 +264,14 @@ def test_a_named_engine_gives_its_policies_whether_it_mixes_prompts_with_decodes
     read = simulation_plan(vllm)
     assert [p.mixed_batches for p in read.policies] == [True, False]
     said = [w for w in read.warnings if "the paged policy runs prompts alone" in w]
-    assert len(said) == 1 and "longer than the engine's" in said[0]
+    assert len(said) == 1 and "the longest longer" in said[0]
+    # An efficiency preset names its engine too: the TensorRT-LLM preset's scenario is
+    # told of a policy that admits on demand, without restating the engine.
+    trt = simulation_plan(infermodel.load_scenario(
+        ROOT / "scenarios" / "engine-trtllm-llama-3.1-8b.toml").with_overrides(
+        {"simulation.policies": ["paged"]}))
+    assert any(w.startswith("the efficiency preset 'trtllm' (engine 'tensorrt-llm') admits")
+               for w in trt.warnings), trt.warnings
 
 
 def test_the_contract_is_documented_name_by_name():

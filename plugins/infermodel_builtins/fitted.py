@@ -104,17 +104,13 @@ def define_intervals(scenario, define, record: dict, family: str, name: str) -> 
                                "rows)", reference=ACCURACY)
 
 
-def domain_warnings(result, record: dict, name: str) -> list[tuple[str, str]]:
-    """Warnings, as (quantity, message), where the scenario lies outside the rows the
-    preset was fitted on: its model, card and layout (``tpot``), and apart, its batch
-    (``batch``: the scenario's ``workload.batch``, which a simulation or a plan replaces
-    by the load it simulates, and so leaves out).
-    """
+def domain_warning(result, record: dict, name: str) -> str | None:
+    """A warning when the scenario lies outside the rows the preset was fitted on."""
     domain = record.get("domain")
     if not domain:
-        return []
+        return None
     scenario = result.scenario
-    outside = []
+    outside, fitted = [], []
     generation = scenario.value("hardware.generation") or "unknown"
     card = scenario.presets.get("hardware") or "a custom card"
     kinds = domain.get("models", [])
@@ -122,31 +118,29 @@ def domain_warnings(result, record: dict, name: str) -> list[tuple[str, str]]:
     what = {"moe": "a mixture-of-experts model", "dense": "a dense model"}
     if kinds and kind not in kinds:
         outside.append(what[kind])
-    fitted = " and ".join(("mixture-of-experts" if k == "moe" else k) for k in kinds) or "any"
+    fitted.append(" and ".join(("mixture-of-experts" if k == "moe" else k) for k in kinds) or "any")
     generations = domain.get("generations", [])
     if generations and generation not in generations:
         outside.append(f"on {generation} ({card})")
+    low, high = domain.get("concurrency", [1, math.inf])
+    batch = result["batch"]
+    if not low <= batch <= high:
+        # The scenario's batch, named as such: a simulation (simulate, plan) judges its
+        # own load, which this check cannot see.
+        outside.append(f"at workload.batch = {batch:g} concurrent sequence"
+                       f"{'s' if batch != 1 else ''}")
     tensor = result.values.get("parallel_tensor_degree", 1)
     t_low, t_high = domain.get("tensor", [1, math.inf])
     if not t_low <= tensor <= t_high:
         outside.append(f"on {tensor:g} card{'s' if tensor != 1 else ''} per replica")
-    low, high = domain.get("concurrency", [1, math.inf])
-    batch = result["batch"]
+    if not outside:
+        return None
     cards = ", ".join(domain.get("cards", [])) or "?"
-    rests = (f"the {name!r} efficiency preset rests on {fitted} rows on "
-             f"{', '.join(generations) or '?'} ({cards}) at {_range(low, high)} concurrent "
-             f"requests on {_range(t_low, t_high)} cards")
-    found = []
-    if outside:
-        found.append(("tpot", f"{rests}; this is {' and '.join(outside)}: outside what it was "
-                              f"fitted on, so its figures carry more doubt than its interval says"
-                              f"{_doubt(result)}"))
-    if not low <= batch <= high:
-        found.append(("batch", f"{rests}; workload.batch = {batch:g} concurrent sequence"
-                               f"{'s' if batch != 1 else ''} lies outside them, so the figures at "
-                               "this batch carry more doubt than its interval says"
-                               + ("" if outside else _doubt(result))))
-    return found
+    doubt = _doubt(result)
+    return (f"the {name!r} efficiency preset rests on {fitted[0]} rows on "
+            f"{', '.join(generations) or '?'} ({cards}) at {_range(low, high)} concurrent "
+            f"requests on {_range(t_low, t_high)} cards; this is {' and '.join(outside)}: outside "
+            f"what it was fitted on, so its figures carry more doubt than its interval says{doubt}")
 
 
 def _range(low: float, high: float) -> str:
@@ -166,4 +160,4 @@ def _doubt(result) -> str:
             + ", ".join(parts) + " of the prediction")
 
 
-__all__ = ["attributes", "define_intervals", "domain_warnings", "preset_record"]
+__all__ = ["attributes", "define_intervals", "domain_warning", "preset_record"]

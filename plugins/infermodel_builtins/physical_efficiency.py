@@ -567,8 +567,9 @@ def infermodel_check_result(result, warn):
     if found is None:
         return
     name, _, path = found
-    for quantity, message in fitted.domain_warnings(result, fitted.preset_record(path), name):
-        warn(quantity, message)
+    message = fitted.domain_warning(result, fitted.preset_record(path), name)
+    if message:
+        warn("tpot", message)
 
 
 @hookimpl

@@ -8,7 +8,8 @@ running limit:
   decode step at the mean context c̄ = p̄ + ō/2.  No number of replicas makes a
   percentile at or above the median faster than these: a candidate whose lone request
   already misses an objective is dropped.
-* **Loaded (mean field).**  At λ requests/s on one replica, B sequences decode at once.
+* **Loaded (mean field).**  At λ requests/s on one replica, B sequences decode at once
+  (an engine that runs prompts apart from the decodes: :func:`_apart`).
   Each prompt takes n = ⌈p̄/(k − B)⌉ *prefill iterations* of time t_s = T(B decodes and a
   chunk), the rest are *decode iterations* of time t_d = T(B decodes); so per second
   λ·n prefill iterations take a share ρ = λ·n·t_s of the time, the mean iteration lasts
@@ -108,12 +109,15 @@ class Steady:
 
 
 def steady(cost, rate: float, prompt: float, output: float, budget: int, *,
-           prefill: bool = True) -> Steady | None:
+           prefill: bool = True, mixed: bool = True) -> Steady | None:
     """The fixed point B = λ·ō·t̄(B), or None when the load is beyond the iteration;
     ``prefill=False`` for a decode server of a disaggregated unit, which receives each
-    prompt's cache and never stalls on a prefill.
+    prompt's cache and never stalls on a prefill; ``mixed=False`` for an engine that runs
+    prompts apart from the decodes (:func:`_apart`).
     """
     context = prompt + output / 2
+    if prefill and not mixed:
+        return _apart(cost, rate, prompt, output, budget, context)
     decodes = 0.0
     state = None
     for _ in range(FIXED_POINT_STEPS):
@@ -135,10 +139,35 @@ def steady(cost, rate: float, prompt: float, output: float, budget: int, *,
     return None  # oscillating or still growing: treated as beyond the iteration
 
 
+def _apart(cost, rate: float, prompt: float, output: float, budget: int,
+           context: float) -> Steady | None:
+    """The steady state where prompts run apart from the decodes: each prompt takes
+    n = ⌈p̄/k⌉ iterations of its own (t_s, no decode beside it), a share ρ = λ·n·t_s of
+    the time; the decodes step at t_d the rest of it, so their mean gap is
+    t̄ = t_d / (1 − ρ), one gap in λ·t̄ holds a whole prefill (n·t_s + t_d), and
+    B = λ·ō·t̄.
+    """
+    chunks = math.ceil(prompt / budget) if prompt > 0 else 0
+    alone = _iteration(cost, 0.0, prompt / chunks, prompt, context) if chunks else 0.0
+    busy = rate * chunks * alone
+    if busy >= 1:
+        return None
+    decodes = 0.0
+    for _ in range(FIXED_POINT_STEPS):
+        step = _iteration(cost, decodes, 0.0, prompt, context)
+        mean = step / (1 - busy)
+        state = Steady(decodes, 1.0, chunks * alone + step, step, mean, rate * mean, busy)
+        nxt = rate * output * mean
+        if abs(nxt - decodes) <= 1e-6 * max(nxt, 1.0):
+            return state
+        decodes = nxt
+    return None
+
+
 def carries(cost, rate: float, prompt: float, output: float, slo, budget: int,
-            running: int, *, prefill: bool = True) -> bool:
+            running: int, *, prefill: bool = True, mixed: bool = True) -> bool:
     """Whether one server carries ``rate`` within the objectives of ``slo`` (mean field)."""
-    found = steady(cost, rate, prompt, output, budget, prefill=prefill)
+    found = steady(cost, rate, prompt, output, budget, prefill=prefill, mixed=mixed)
     if found is None:
         return False
     context = prompt + output / 2
@@ -163,25 +192,28 @@ def carries(cost, rate: float, prompt: float, output: float, slo, budget: int,
 
 
 def capacity(cost, prompt: float, output: float, slo, budget: int, running: int, *,
-             prefill: bool = True) -> float:
+             prefill: bool = True, mixed: bool = True) -> float:
     """The largest λ one server carries within the objectives (mean field; 0 when none)."""
     low, high = 0.0, 1e-3
-    while carries(cost, high, prompt, output, slo, budget, running, prefill=prefill):
+    while carries(cost, high, prompt, output, slo, budget, running, prefill=prefill, mixed=mixed):
         low, high = high, high * 2
         if high > 1e9:
             return math.inf
     for _ in range(30):
         middle = (low + high) / 2
-        if carries(cost, middle, prompt, output, slo, budget, running, prefill=prefill):
+        if carries(cost, middle, prompt, output, slo, budget, running, prefill=prefill,
+                   mixed=mixed):
             low = middle
         else:
             high = middle
     return low
 
 
-def screen(cost, workload, slo, budget: int, running: int, pools=None) -> Screen:
+def screen(cost, workload, slo, budget: int, running: int, pools=None, *,
+           mixed: bool = True) -> Screen:
     """A candidate's :class:`Screen` against the objectives of ``slo`` (those at or above
-    the median; a lower percentile is not bounded by means).
+    the median; a lower percentile is not bounded by means); ``mixed=False`` for an
+    engine that runs its prompts apart from the decodes.
     """
     prompt, output = mean_lengths(workload)
     ttft, itl = solo(cost, prompt, output, budget)
@@ -197,10 +229,10 @@ def screen(cost, workload, slo, budget: int, running: int, pools=None) -> Screen
         decode = capacity(cost, prompt, output, slo, budget, running, prefill=False)
         found = min(pools.prefill * prefill_rate, pools.decode * decode)
     else:
-        found = capacity(cost, prompt, output, slo, budget, running)
+        found = capacity(cost, prompt, output, slo, budget, running, mixed=mixed)
     if found <= 0:
         return Screen(ttft, itl, 0.0, "even a light load misses the objectives on average")
-    state = steady(cost, found, prompt, output, budget)
+    state = steady(cost, found, prompt, output, budget, mixed=mixed)
     e2e = ttft + output * (state.mean if state is not None else itl)
     return Screen(ttft, itl, found, clients=found * e2e)
 

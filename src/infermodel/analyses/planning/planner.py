@@ -228,7 +228,7 @@ def _consider(scenario, table: PlanTable, candidate: Candidate, index: int) -> t
         (p for p in read.policies if p.kind == "chunked"), read.policies[0])
     found: Screen = screen(read.cost_model, read.workload, read.slo,
                            policy.chunk_tokens if policy.kind == "chunked" else 10**9,
-                           policy.max_running, candidate.pools)
+                           policy.max_running, candidate.pools, mixed=policy.mixed_batches)
     price = float(read.price_per_hour) * candidate.pools.servers
     considered = Considered(candidate, sets, screen=found, price_per_replica=price,
                             warnings=tuple(read.warnings))

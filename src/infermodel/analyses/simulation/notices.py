@@ -12,7 +12,8 @@ from typing import Any
 
 from .contract import reads, unmodelled_changes
 
-__all__ = ["SCHEDULER_HOLDS", "budget_warnings", "engine_policy_warnings", "interval_notes", "policy_notes", "simulation_warnings"]
+__all__ = ["SCHEDULER_HOLDS", "budget_warnings", "engine_policy_warnings", "interval_notes", "names_engine",
+           "policy_notes", "simulation_warnings"]
 
 
 def interval_notes(result) -> list[str]:
@@ -49,24 +50,38 @@ SCHEDULER_HOLDS = (
 )
 
 
-def engine_policy_warnings(scenario, values: Mapping[str, Any], policies) -> tuple[str, ...]:
-    """Where a scenario names its engine (``efficiency.engine``) and a simulated policy
+def names_engine(scenario) -> bool:
+    """Whether a scenario names its serving engine: in ``efficiency.engine``, or through
+    an efficiency preset, which states its engine (engine ``"none"`` names none).
+    """
+    return scenario.value("efficiency.engine") != "none" and (
+        scenario.given("efficiency.engine") or scenario.presets.get("efficiency") is not None)
+
+
+def engine_policy_warnings(scenario, values: Mapping[str, Any], policies,
+                           workload=None) -> tuple[str, ...]:
+    """Where a scenario names its engine (:func:`names_engine`) and a simulated policy
     admits or batches otherwise: the engine's admission (``engine_admits_on_demand``)
     against the policy's (``reserve`` at full length, ``paged`` and ``chunked`` on
-    demand), whether it chunks prompts (``engine_chunked_prefill``) against the policy's
-    (``chunked`` does, ``reserve`` and ``paged`` prefill whole prompts), and a prompt's
-    prefill beside the running decodes or apart from them (``engine_mixed_batches``)
-    against the policy's ``mixed_batches`` (the engine's own unless a policy table states
-    one). A setting the scenario states itself
-    (``efficiency.admission``, ``efficiency.mixed_batches``) is named as the scenario's.
+    demand; SGLang's room for the running outputs, which no policy keeps), whether it
+    chunks prompts (``engine_chunked_prefill``) against the policy's (``chunked`` does,
+    ``reserve`` and ``paged`` prefill whole prompts) where the workload's prompts are
+    long enough for it to matter, and a prompt's prefill beside the running decodes or
+    apart from them (``engine_mixed_batches``) against the policy's ``mixed_batches``
+    (the engine's own unless a policy table states one). A setting the scenario states
+    itself (``efficiency.admission``, ``efficiency.mixed_batches``) is named as the
+    scenario's.
     """
-    if not scenario.given("efficiency.engine") or scenario.value("efficiency.engine") == "none":
+    if not names_engine(scenario):
         return ()
     engine = scenario.value("efficiency.engine")
+    preset = scenario.presets.get("efficiency")
+    named = (f"efficiency.engine = {engine!r}" if scenario.given("efficiency.engine")
+             else f"the efficiency preset {preset!r} (engine {engine!r})")
 
     def who(field: str, value: str) -> str:
         stated = f" with efficiency.{field} = {value}" if scenario.given(f"efficiency.{field}") else ""
-        return f"efficiency.engine = {engine!r}{stated}"
+        return f"{named}{stated}"
 
     def policies_(names: list[str], plural: str, singular: str) -> str:
         return (f"the {_listed(names)} polic" + (f"ies {plural}" if len(names) > 1
@@ -92,21 +107,36 @@ def engine_policy_warnings(scenario, values: Mapping[str, Any], policies) -> tup
             "and pages the rest in; the reserve policy holds each request's whole output from "
             "the start: near the cache's capacity it runs fewer sequences than the engine (the "
             "paged and chunked policies admit as it does)")
-    chunks = values.get("engine_chunked_prefill")
-    whole = [k for k in kinds if k in ("reserve", "paged")]
-    if chunks == 1 and whole:
+    if on_demand == 1 and engine == "sglang" and paged:
         found.append(
-            who("chunked_prefill", "true") + " splits a long prompt into chunks that share "
-            f"iterations with the running decodes; {policies_(whole, 'prefill', 'prefills')} "
-            "each prompt whole: a long prompt stalls the running sequences for its whole "
-            "prefill at once, and their simulated inter-token tails are longer than the "
-            "engine's (the chunked policy chunks as it does)")
-    if chunks == 0 and "chunked" in kinds:
+            f"{named} admits a request when its prompt and an estimated share of the running "
+            "requests' remaining outputs fit the cache (its new-token ratio); "
+            f"{policies_(paged, 'admit', 'admits')} on the prompt alone: near the cache's "
+            "capacity the simulation admits, and preempts, more than SGLang, the more so "
+            "where its prompts run apart from the decodes (mixed_batches = false), whose "
+            "waiting decodes free no memory")
+    chunks = values.get("engine_chunked_prefill")
+    longest = _longest(workload, "prompt") if workload is not None else None
+    budget = values.get("engine_chunk_tokens")
+    whole = [k for k in kinds if k in ("reserve", "paged")]
+    if chunks == 1 and whole and (longest is None or not isinstance(budget, (int, float))
+                                  or longest > budget):
+        found.append(
+            who("chunked_prefill", "true") + " splits a prompt longer than its budget into "
+            f"chunks that share iterations with the running decodes; "
+            f"{policies_(whole, 'prefill', 'prefills')} each prompt whole: such a prompt "
+            "stalls the running sequences for its whole prefill at once, and their simulated "
+            "longest inter-token times are longer than the engine's (the chunked policy chunks "
+            "as it does)")
+    chunked = [p for p in policies if p.kind == "chunked"]
+    if chunks == 0 and chunked and (longest is None
+                                    or any(longest > p.chunk_tokens for p in chunked)):
         found.append(
             who("chunked_prefill", "false") + " prefills each prompt whole; the chunked policy "
-            "splits it into chunks beside the running decodes: their simulated inter-token "
-            "tails are shorter, and long prompts' first tokens later, than the engine's (the "
-            "reserve and paged policies prefill whole prompts, under its token budget)")
+            "splits a prompt longer than its chunk_tokens into chunks beside the running "
+            "decodes: their simulated longest inter-token times are shorter, and such "
+            "prompts' first tokens later, than the engine's (the reserve and paged policies "
+            "prefill whole prompts, under its token budget)")
     mixes = values.get("engine_mixed_batches")
     mixing = list(dict.fromkeys(p.kind for p in policies
                                 if p.kind != "static" and getattr(p, "mixed_batches", True)))
@@ -115,16 +145,16 @@ def engine_policy_warnings(scenario, values: Mapping[str, Any], policies) -> tup
     if mixes == 0 and mixing:
         found.append(
             who("mixed_batches", "false") + " runs a prompt's prefill apart from the running "
-            f"decodes; {policies_(mixing, 'run', 'runs')} it in the same iteration "
-            "(mixed_batches = true), so the running sequences advance a token while a prompt "
-            "is prefilled: their simulated inter-token times are shorter by up to a decode step "
-            "per prefill than the engine's")
+            f"decodes, which wait for it whole; {policies_(mixing, 'run', 'runs')} it beside "
+            "them (mixed_batches = true), giving them a token in each iteration it shares: "
+            "the simulated inter-token times differ from the engine's, more of them stretched "
+            "a little and the longest shorter")
     if mixes == 1 and apart:
         found.append(
-            who("mixed_batches", "true") + " runs a prompt's prefill in the iteration that "
-            f"carries the running decodes; {policies_(apart, 'run', 'runs')} prompts alone "
-            "(mixed_batches = false), so the running sequences wait a whole prefill for their "
-            "next token: their simulated inter-token times are longer than the engine's")
+            who("mixed_batches", "true") + " runs a prompt's prefill beside the running "
+            f"decodes; {policies_(apart, 'run', 'runs')} prompts alone (mixed_batches = "
+            "false), the decodes waiting for each whole prefill: the simulated inter-token "
+            "times differ from the engine's, fewer of them stretched and the longest longer")
     return tuple(found)
 
 
@@ -176,15 +206,16 @@ def budget_warnings(policies, workload, turns: int = 1) -> tuple[str, ...]:
             over.append(f"a session's prompt, its history included, reaches "
                         f"{turns * prompt + (turns - 1) * output:,} tokens where its history is "
                         "not cached")
-        if policy.kind == "paged" and output is not None and prompt + output - 1 > budget:
+        if (policy.kind == "paged" and policy.preemption == "recompute" and output is not None
+                and prompt + output - 1 > budget):
             over.append(f"a preempted request re-prefills up to {prompt + output - 1:,} tokens "
                         "(its prompt and output so far)")
         if over:
             found.append(
                 f"the {policy.kind} policy carries at most max_tokens = {budget:,} tokens an "
                 f"iteration, each prompt whole, but {'; '.join(over)}: the simulation runs such "
-                "a prefill in an iteration of its own once no decode and no other prompt runs, "
-                "where an engine that does not chunk refuses it (TensorRT-LLM without chunked "
+                "a prefill in an iteration of its own (once no decode runs, or at once where "
+                "prompts run apart), where an engine that does not chunk refuses it (TensorRT-LLM without chunked "
                 "prefill accepts no prompt longer than max_num_tokens): those requests' "
                 "simulated times stand for a deployment that would have to split or chunk them")
     return tuple(found)
@@ -209,17 +240,14 @@ def _listed(names: Sequence[str]) -> str:
 
 def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> tuple[str, ...]:
     """What a reader of a simulation must know: the evaluated scenario's own result
-    warnings (as ``infermodel run`` prints them, less those about its ``workload.batch``,
-    which the simulation replaces by its own load), the lever changes the simulation
+    warnings (as ``infermodel run`` prints them), the lever changes the simulation
     leaves out (:func:`~.contract.unmodelled_changes`), a stated time per request
     outside the engine (``request_overhead``), a stated interval between the
     scheduler's reads of new requests (``recv_interval``), a stated wait for more
     prompts (``batch_wait_iterations``) and a stated attention-DP balance
     (``dp_balance_timeout``), each once.
     """
-    # A simulation sets its own load: a warning about the scenario's workload.batch (its
-    # quantity ``batch``) does not concern it.
-    found = [str(w) for w in result.warnings if getattr(w, "quantity", None) != "batch"]
+    found = [str(w) for w in result.warnings]
     found += unmodelled_changes(result, cost, reads(result.values, workload))
     path = result.values.get("request_overhead")
     if isinstance(path, float) and path > 0:

@@ -33,6 +33,7 @@ from .notices import (
     budget_warnings,
     engine_policy_warnings,
     interval_notes,
+    names_engine,
     policy_notes,
     simulation_warnings,
 )
@@ -107,6 +108,9 @@ class SimulationPlan:
     deployment: Any = None
     turns: int = 1
     reuse_history: bool = True
+    #: The settings a policy named without them takes (the levers' proposals, then the
+    #: engine's: :func:`engine_defaults`), for a policy chosen later (a capacity search's).
+    defaults: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
 
 
 @attrs.frozen
@@ -138,7 +142,7 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     problems = _Problems(scenario)
     table = read_table(scenario, problems)
     result = result if result is not None else evaluate_afresh(scenario)
-    defaults = engine_defaults(lever_defaults(scenario), result.values)
+    defaults = engine_defaults(lever_defaults(scenario), result.values, names_engine(scenario))
     base = scenario.path.parent if scenario.path else None
     written = scenario.tables.get("simulation", {}).get("workload")
     if isinstance(written, Mapping):
@@ -173,11 +177,11 @@ def plan(scenario, *, policies: Sequence | None = None, rates: Sequence[float] |
     return SimulationPlan(cost, workload, ran, rates_, chosen.seed, chosen.engine, slo,
                           capacity, price,
                           simulation_warnings(result, cost, _laws(written, defaults))
-                          + engine_policy_warnings(scenario, result.values, ran)
+                          + engine_policy_warnings(scenario, result.values, ran, workload)
                           + budget_warnings(ran, workload, chosen.turns or 1)
                           + _pool_notes(servers, cost, workload),
                           chosen.concurrency, float(table.think_time), tuple(notes), servers,
-                          chosen.turns, chosen.reuse_history)
+                          chosen.turns, chosen.reuse_history, defaults)
 
 
 def _choices(scenario, table: SimulationTable | None, defaults, problems: _Problems, *,
@@ -418,6 +422,9 @@ def lever_defaults(scenario) -> dict[str, Any]:
 
 #: The policy fields a scenario's engine sets (its scheduler defaults, quantities of the
 #: efficiency plugin), by policy kind.
+#: The sequence cap a policy takes from a named engine that sets none (SGLang bounds its
+#: running requests by its cache alone, which the simulation's cache does too).
+UNBOUNDED_RUNNING = 1_000_000
 #: The whole-prompt policies take the token budget of an engine that does not chunk
 #: (``engine_chunked_prefill`` 0) as their ``max_tokens``: it still bounds an iteration's
 #: tokens (TensorRT-LLM's max_num_tokens); every continuous policy also takes
@@ -427,24 +434,28 @@ ENGINE_FIELDS = {"chunked": {"chunk_tokens": "engine_chunk_tokens", "max_running
                  "reserve": {"max_tokens": "engine_chunk_tokens", "max_running": "engine_max_sequences"}}
 
 
-def engine_defaults(defaults: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+def engine_defaults(defaults: dict[str, Any], values: Mapping[str, Any],
+                    named: bool = True) -> dict[str, Any]:
     """``defaults`` with the engine's scheduler defaults for a policy named without them
     (its chunk budget and sequence cap, the whole-prompt budget of an engine that does not
     chunk, and whether it runs a prompt beside the decodes: ``engine_mixed_batches``); a
-    lever's proposal comes first.
+    lever's proposal comes first. The last two follow an engine the scenario ``named``
+    (:func:`~.notices.names_engine`); Lab 3's rules stand otherwise.
     """
     fields = {kind: dict(v) for kind, v in defaults.get("fields", {}).items()}
-    whole = values.get("engine_chunked_prefill") == 0
+    whole = named and values.get("engine_chunked_prefill") == 0
     for kind, names in ENGINE_FIELDS.items():
         for field, quantity in names.items():
             if field == "max_tokens" and not whole:
                 continue  # an engine that chunks has no budget for whole prompts
             value = values.get(quantity)
+            if named and field == "max_running" and value == math.inf:
+                value = UNBOUNDED_RUNNING  # SGLang: its running requests bounded by the cache
             if value is None or not math.isfinite(float(value)) or float(value) < 1:
                 continue
             fields.setdefault(kind, {}).setdefault(field, int(value))
     mixed = values.get("engine_mixed_batches")
-    if mixed in (0, 1):
+    if named and mixed in (0, 1):
         for kind in ENGINE_FIELDS:
             fields.setdefault(kind, {}).setdefault("mixed_batches", bool(mixed))
     return {**defaults, "fields": fields}

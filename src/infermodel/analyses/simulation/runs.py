@@ -111,7 +111,8 @@ def _capacity(scenario, chosen, policies, seeds, scheduler, address, progress, p
     settings = dict(chosen.capacity)
     named = settings.pop("policy", None)
     searched = (list(chosen.policies) if policies
-                else [capacity_policy(named, chosen.policies, lever_defaults(scenario))])
+                else [capacity_policy(named, chosen.policies,
+                                      chosen.defaults or lever_defaults(scenario))])
     seed_list = list(seeds) if seeds else [chosen.seed]
     overload = settings.get("overload", "fails")
     tasks = [(chosen.cost_model, chosen.workload, p, chosen.slo, settings.get("low", 0.01),

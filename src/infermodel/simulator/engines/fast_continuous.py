@@ -271,12 +271,15 @@ class ContinuousRun:
     def share(self) -> tuple[list[int], list[int], int]:
         """The iteration's token budget in running order: decoders first."""
         taking_decoders, left = self.decoder_share()
-        prefill_only = not self.mixed and bool(self.prefillers)
-        if prefill_only:  # prompts alone: the decoders wait for their next token
+        prompts, gen, fil = self.prompts, self.gen, self.fil
+        # prompts alone while one has more than a position to fill (one left is a decode's
+        # work: handed over with its cache, or swapped back in); the decoders wait
+        prefill_only = not self.mixed and any(prompts[r] + gen[r] - fil[r] > 1
+                                              for r in self.prefillers)
+        if prefill_only:
             taking_decoders, left = 0, self.token_budget
         takes: list[int] = []
         remainders: list[int] = []
-        prompts, gen, fil = self.prompts, self.gen, self.fil
         queue = PrefillQueue(self.whole, prefill_only or not self.decoders)
         for request in self.prefillers:
             if left <= 0:

@@ -229,9 +229,15 @@ class Reference:
 
     def prefill_only(self) -> bool:
         """Whether this turn's iteration takes prompts alone: a policy that does not mix
-        them with the decodes (``mixed_batches`` false) while a prompt waits to be filled.
+        them with the decodes (``mixed_batches`` false) while a prompt has more than one
+        position to fill (one left is a decode's work: a request handed over with its
+        cache, or swapped back in).
         """
-        return not self.policy.mixed_batches and not all(self.decoding[r] for r in self.running)
+        if self.policy.mixed_batches:
+            return False
+        prompts, generated, filled = self.prompts, self.generated, self.filled
+        return any(not self.decoding[r] and prompts[r] + generated[r] - filled[r] > 1
+                   for r in self.running)
 
     def prefills(self, prefill_only: bool = False) -> PrefillQueue:
         """What each prompt of this turn takes, in running order (:class:`PrefillQueue`):
