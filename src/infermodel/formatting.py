@@ -97,6 +97,16 @@ def plain_number(value: Any) -> str:
     return text
 
 
+def listed(names, conjunction: str = "and") -> str:
+    """Names in a sentence: ``a``, ``a and b``, ``a, b and c`` (or another conjunction).
+
+    >>> listed(["reserve"]), listed(["paged", "chunked"]), listed(["a", "b", "c"], "or")
+    ('reserve', 'paged and chunked', 'a, b or c')
+    """
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {conjunction} {names[-1]}"
+
+
 __all__ = [
     "INF_JSON",
     "INF_TEXT",
@@ -106,6 +116,7 @@ __all__ = [
     "NEG_INF_TEXT",
     "json_number",
     "json_value",
+    "listed",
     "non_finite_json",
     "plain_number",
 ]

@@ -33,6 +33,7 @@ from typing import Any
 import attrs
 
 from ...errors import InfermodelError, ScenarioError
+from ...formatting import listed
 from .analytic import Screen, screen
 from .result import Considered, PlanResult, assemble
 from .search import GROWTH, Finalist, Settings, search_card
@@ -211,9 +212,10 @@ def _consider(scenario, table: PlanTable, candidate: Candidate, index: int) -> t
     engine = ENGINES[candidate.engine]
     generation = scenario.preset("hardware", candidate.hardware).get("generation")
     if not engine.runs_on(generation):
+        vendors = listed([VENDORS.get(v, v) for v in engine.vendors], "or")
         return Considered(candidate, sets, reason=(
-            f"{candidate.engine} runs on {_either([VENDORS.get(v, v) for v in engine.vendors])} "
-            f"hardware only, not {generation} ({engine.vendor_source})")), None
+            f"{candidate.engine} runs on {vendors} hardware only, not {generation} "
+            f"({engine.vendor_source})")), None
     try:
         result = evaluate_afresh(scenario.with_overrides(sets))
         sets = {**candidate_overrides(scenario, table, candidate, result.values),
@@ -250,12 +252,6 @@ def _consider(scenario, table: PlanTable, candidate: Candidate, index: int) -> t
 #: Vendors as a hardware preset's ``generation`` begins, in words.
 VENDORS = {"nvidia": "NVIDIA", "amd": "AMD", "google": "Google TPU", "intel": "Intel",
            "cpu": "CPU", "apple": "Apple"}
-
-
-def _either(names) -> str:
-    """``a``, ``a or b``, ``a, b or c``."""
-    names = list(names)
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def _first(exc: InfermodelError) -> str:

@@ -8,9 +8,9 @@ evaluated quantities the simulation reads and what it leaves out.
 """
 
 from .contract import CONTRACT, layered_values, simulator_quantities, unmodelled_changes
+from .defaults import lever_defaults
 from .plan import (
     SimulationPlan,
-    lever_defaults,
     plan,
     simulation_warnings,
     workload_defaults,

@@ -7,9 +7,10 @@ batches otherwise than the engine the scenario names. :func:`.plan.plan` gathers
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
+from ...formatting import listed
 from .contract import reads, unmodelled_changes
 
 __all__ = ["SCHEDULER_HOLDS", "budget_warnings", "engine_policy_warnings", "interval_notes", "names_engine",
@@ -84,7 +85,7 @@ def engine_policy_warnings(scenario, values: Mapping[str, Any], policies,
         return f"{named}{stated}"
 
     def policies_(names: list[str], plural: str, singular: str) -> str:
-        return (f"the {_listed(names)} polic" + (f"ies {plural}" if len(names) > 1
+        return (f"the {listed(names)} polic" + (f"ies {plural}" if len(names) > 1
                                                   else f"y {singular}"))
 
     kinds = list(dict.fromkeys(p.kind for p in policies))
@@ -231,11 +232,6 @@ def _longest(workload, which: str) -> int | None:
     law = getattr(workload, which, None)
     maximum = getattr(law, "maximum", None)
     return int(maximum) if isinstance(maximum, (int, float)) and math.isfinite(maximum) else None
-
-
-def _listed(names: Sequence[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def simulation_warnings(result, cost=None, workload: Mapping | None = None) -> tuple[str, ...]:

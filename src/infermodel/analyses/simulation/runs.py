@@ -12,7 +12,8 @@ from typing import Any
 import attrs
 
 from ...errors import Problem, ScenarioError
-from .plan import lever_defaults, plan, policy_with_defaults
+from .defaults import lever_defaults, policy_with_defaults
+from .plan import plan
 from .reports import CapacityReport, CapacityReports
 
 
