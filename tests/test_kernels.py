@@ -485,22 +485,24 @@ def test_each_elementwise_launch_adds_the_systems_fixed_kernel_time(result, caps
     assert other["elementwise_kernel_latency"] == 0
     # TensorRT-LLM's all-reduce adds the residual and normalises: under tensor parallelism
     # only each pipeline stage's first norm is a kernel of its own; on one card every norm
-    # is, and vLLM launches its norms apart from the all-reduce. Their roofline is the
-    # whole model's over one pipeline stage's cards (the operator table's over all cards,
-    # times the stages), as the measured kernels are summed over every layer.
+    # is, and vLLM launches its norms apart from the all-reduce. Their roofline is one
+    # rank's: the width is not split, so each of the T tensor cards normalises the whole
+    # activation (the operator table's roofline over all cards, times T and the stages,
+    # as the measured kernels are summed over every layer), the fused norms' share of it
+    # moving nothing of its own.
     trt = {"efficiency.engine": "tensorrt-llm", "efficiency.engine_version": "1.3.0rc20"}
     tp2 = {"hardware.count": 2, "levers.parallelism.tensor": 2}
     staged = {**trt, "hardware.count": 4, "levers.parallelism.tensor": 2,
               "levers.parallelism.pipeline": 2}
     every = 2 * result["layers"] + 1
-    for overrides, count, stages in ((trt, every, 1), ({**trt, **tp2}, 1, 1), (tp2, every, 1),
-                                     (staged, 2, 2)):
+    for overrides, count, cards in ((trt, every, 1), ({**trt, **tp2}, 1, 2), (tp2, every, 2),
+                                    (staged, 2, 4)):
         assert main(["ops", str(SCENARIO), "--format", "json"]
                     + [f"--set={k}={v}" for k, v in overrides.items()]) == 0
         norms = next(o for o in json.loads(capsys.readouterr().out)["operators"]
                      if o["operator"] == "norms")
-        assert norms["charged"] == pytest.approx(stages * norms["time"] + count * constant,
-                                                 rel=1e-9)
+        assert norms["charged"] == pytest.approx(
+            cards * norms["time"] * count / every + count * constant, rel=1e-9)
 
 
 def test_the_activation_and_the_rotary_embedding_are_kernels_of_their_own(result, gemm):

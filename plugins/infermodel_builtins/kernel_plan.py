@@ -79,6 +79,14 @@ STAND_INS: dict[tuple[str, str, str], tuple[dict[str, str], str, str]] = {("vllm
 #: Rescaled`), rather than the grouped kernel's rows, which run every token of the stage
 #: as a gathering layout does.
 DEEPEP_MEASURED_FORMAT = "fp8_block"
+#: What a table's ``collection_meta.yaml`` states where its rows ran the engine's own
+#: fused norms (``norm_dispatch``). The package re-collected vLLM's latent attention module
+#: rows on B200 so (its note: the earlier rows ran the norms as PyTorch's native chain,
+#: which no serving engine runs, 34 % above an in-engine trace of one layer where the
+#: re-collected rows are 9 % below it); its other cards' rows of those tables are still
+#: the earlier collection. A card of the same architecture whose rows were re-collected
+#: so stands in for them (:func:`_served_norms`).
+SERVED_NORMS = "norm_dispatch"
 #: Short names of the families in table-function names.
 SHORT = {"dispatch": "a2ad", "combine": "a2ac", "deepep_dispatch_ll": "deepepdll",
          "deepep_combine_ll": "deepepcll", "deepep_dispatch_normal": "deepepdn",
@@ -252,6 +260,64 @@ def _deepep_rescaled(st: Setup, family: str, spec, attempts: list[dict],
     return None
 
 
+def _served_norms(st: Setup, family: str, spec, chosen: dict, found, notes: list[str] | None):
+    """(the rows of a card of the same architecture re-collected with the engine's fused
+    norms, scaled to this card by the family's roofline ratio; the categories they are read
+    at), where this card's own rows of the table ran the native chain (:data:`SERVED_NORMS`)
+    and such a card's do; else None. Where no such card's do, the own rows are read, noted.
+    """
+    kernels = door.kernels
+    engine = st.engine or ""
+    if kernels.collection_field(st.system, engine, found.version, family, SERVED_NORMS):
+        return None
+    arch = kernels.architecture(st.system)
+    served = [other for other in kernels.systems()
+              if other != st.system and kernels.collection_field(other, engine, found.version,
+                                                                  family, SERVED_NORMS)]
+    if not served:
+        return None
+    label = ENGINES[engine].label if engine in ENGINES else engine
+    why = (f"{label}'s {spec.table} rows on {st.system} ran the norms as PyTorch's native "
+           f"chain, which the engine does not serve (the package re-collected "
+           f"{', '.join(served)}'s with the engine's fused norms: the earlier rows read 34 % "
+           "above an in-engine trace of one layer, the re-collected ones 9 % below it)")
+    for other in served:
+        if arch is None or kernels.architecture(other) != arch:
+            continue
+        source = kernels.lookup(other, engine, found.version, family, **chosen)
+        if not isinstance(source, kernels.Lookup):
+            continue
+        if notes is not None:
+            notes.append(f"{why}: {other}'s rows, a card of the same architecture, stand in, "
+                         "scaled by the roofline's ratio between the two cards")
+        # One object per card and categories, kept with the rows read (as the DeepEP rows'):
+        # a tabulated function's name must keep meaning the same table.
+        key = ("cards", st.system, tuple(sorted(chosen.items())))
+        if key not in source.rescaled:
+            roofline, describe = spec.roofline(chosen, kernels.card(st.system))
+            source.rescaled[key] = kernels.Rescaled(source, {**chosen, "card": st.system},
+                                                    roofline, describe, why,
+                                                    {**chosen, "card": other})
+        return source.rescaled[key], {**chosen, "rows": other}
+    if notes is not None:
+        notes.append(f"{why}: no card of its architecture holds re-collected rows, so they "
+                     "are read as they are")
+    return None
+
+
+def _rows_read(st: Setup, family: str, spec, chosen: dict, found, notes: list[str] | None):
+    """(the rows a found lookup is read from, their categories): its own, noted where a
+    later release's serve (:func:`_later`), or a same-architecture card's that time the
+    engine's own norms (:func:`_served_norms`).
+    """
+    _later(found, st, notes)
+    if isinstance(found, door.kernels.Lookup):
+        served = _served_norms(st, family, spec, chosen, found, notes)
+        if served is not None:
+            return served
+    return found, chosen
+
+
 def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase="",
                 notes: list[str] | None = None):
     """(time expression of one kernel in one pass, or the reason no table serves it).
@@ -288,7 +354,7 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
                 break
     if not isinstance(found, (kernels.Lookup, kernels.Rescaled)) or spec is None:
         return getattr(found, "reason", None) or "no table"
-    _later(found, st, notes)
+    found, chosen = _rows_read(st, family, spec, chosen, found, notes)
     scales = st.activation_scales
     stand_in = STAND_INS.get((st.engine or "", family, chosen.get("dtype", "")))
     bound: tuple[dict, object] | None = None
@@ -549,11 +615,17 @@ def _plan(scenario, st: Setup) -> Plan:
                           else "no measured kernel is declared for it")
                 if how == "roofline":
                     # Each elementwise launch has a fixed time the roofline does not hold;
-                    # the roofline is one pipeline stage's, as the measured kernels' sums.
-                    launches = sum((k.calls for k in op.kernels if k.family == ELEMENTWISE),
-                                   sympy.Integer(0))
-                    roofline = (st.pipeline * roofline
-                                + launches * S.elementwise_kernel_latency)
+                    # the roofline is one pipeline stage's, as the measured kernels' sums,
+                    # or the kernels' own where each states its work (a norm over the
+                    # whole width on every tensor rank).
+                    elementwise = [k for k in op.kernels if k.family == ELEMENTWISE]
+                    launches = sum((k.calls for k in elementwise), sympy.Integer(0))
+                    if all(k.shape for k in elementwise):
+                        roofline = sympy.Add(*(_stand_in(k, phase, st.pipeline)
+                                               for k in elementwise))
+                    else:
+                        roofline = st.pipeline * roofline
+                    roofline = roofline + launches * S.elementwise_kernel_latency
                 out.append(Timed(phase, op.name, how, roofline, reason, shape=shape))
                 continue
             if st.fallback:

@@ -245,6 +245,19 @@ def _ffn(scenario, tokens, phase=""):
     return tuple(kernels)
 
 
+def _norms(scenario, roofline):
+    """The norms' elementwise kernel, timed at one rank's roofline: the model width is not
+    split, so each of an attention rank's T tensor-parallel cards normalises its whole
+    activation (T times the cards' even share of the operator's roofline, over the P
+    pipeline stages in turn); a norm the engine's all-reduce applies moves no activation
+    of its own (its share of the roofline is the unfused norms').
+    """
+    launches = _norm_launches(scenario)
+    tensor, pipeline = degrees(scenario) if scenario.lever("parallelism") else (1, 1)
+    time = pipeline * tensor * roofline * launches / (2 * S.layers + 1)
+    return (Kernel(ELEMENTWISE, {"time": time}, calls=launches, label="elementwise"),)
+
+
 def _norm_launches(scenario):
     """Norm kernels a pass launches: two a block and the final one; under an engine whose
     all-reduce adds the residual and normalises (TensorRT-LLM), with tensor parallelism,
@@ -290,8 +303,7 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
     }
     # Elementwise: no table measures them; they keep their roofline by nature, each
     # launch with the card's fixed kernel latency (two norms a block and the final one).
-    out["norms"] = (Kernel(ELEMENTWISE, {}, calls=_norm_launches(scenario),
-                           label="elementwise"),)
+    out["norms"] = _norms(scenario, rooflines["norms"])
     out["embedding"] = (Kernel(ELEMENTWISE, {}, label="elementwise"),)
     if latent:
         out.update(latent_kernels(scenario, phase, tokens, attention_layers, rooflines))

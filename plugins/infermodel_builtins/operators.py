@@ -25,7 +25,9 @@ Counting, for T tokens in the pass (B in decode, B·n in prefill), 16-bit activa
 (a = 2 bytes), L layers, width d, query width d_q, KV width d_kv = kv_heads·head_dim::
 
     embedding           0 FLOPs; reads the table rows used (the table, under "table")
-    norms               2·T·(2L + 1)·d            (the norm weights' multiply-adds)
+    norms               2·T·(2L + 1)·d            (the norm weights' multiply-adds; bytes
+                                                    T·(8L + 1)·d·a: each block norm adds the
+                                                    residual, reading two and writing two)
     qkv_projection      2·T·L·d·(d_q + 2·d_kv)    writes the new keys and values
     attention_score     decode 2·B·L·d_q·c; prefill B·L·d_q·n² (causal half)
     attention_value     the same; together 4·B·L·d_q·c (decode), 2·B·L·d_q·n² (prefill)
@@ -207,8 +209,10 @@ def operators(scenario, phase):
     ops = {
         "embedding": (sympy.Integer(0), embedding + tokens * d * a,
                       "look up each token's row of the input table (the head's table when tied)"),
-        "norms": (2 * tokens * S.params_norm, w("norms") + 2 * tokens * (2 * L + 1) * d * a,
-                  "RMS/layer normalisations: two per block and a final one"),
+        "norms": (2 * tokens * S.params_norm, w("norms") + tokens * (8 * L + 1) * d * a,
+                  "RMS/layer normalisations: two per block, each adding the residual "
+                  "before it (the input, the residual and both outputs moved), and a "
+                  "final one"),
         "qkv_projection": (2 * tokens * qkv,
                            w("qkv_projection") + tokens * A * (d + dq + 2 * dkv) * a
                            + tokens * S.kv_bytes_per_token,

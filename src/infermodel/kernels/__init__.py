@@ -20,7 +20,14 @@ reach it through :mod:`infermodel.plugin`, never the other way round.
 from __future__ import annotations
 
 from .catalog import FAMILIES
-from .families import MOE_BACKENDS, Unavailable, check_version, lookup
+from .families import (
+                       MOE_BACKENDS,
+                       Unavailable,
+                       architecture,
+                       check_version,
+                       collection_field,
+                       lookup,
+)
 from .grids import FULL_WINDOW, Lookup, Rescaled
 from .rooflines import GEMM_DTYPES, KV_BYTES, MOE_DTYPES
 from .source import INSTALL, TablesUnavailable, card, engine_versions, root, systems
@@ -30,5 +37,6 @@ MOE_DISTRIBUTIONS = ("power_law_1.01", "balanced")
 
 __all__ = ["FAMILIES", "FULL_WINDOW", "GEMM_DTYPES", "INSTALL", "KV_BYTES", "MOE_BACKENDS",
            "MOE_DISTRIBUTIONS",
-           "MOE_DTYPES", "Lookup", "Rescaled", "TablesUnavailable", "Unavailable", "card", "check_version",
+           "MOE_DTYPES", "Lookup", "Rescaled", "TablesUnavailable", "Unavailable", "architecture", "card",
+           "check_version", "collection_field",
            "engine_versions", "lookup", "root", "systems"]

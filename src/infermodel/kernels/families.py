@@ -30,7 +30,16 @@ from .catalog import FAMILIES
 from .grids import Lookup
 from .lanes import LANED, choose, default_kernel
 from .records import Family, Unavailable
-from .source import TablesUnavailable, card, engine_versions, folders, read, resolve, version_key
+from .source import (
+    TablesUnavailable,
+    card,
+    engine_versions,
+    folders,
+    read,
+    resolve,
+    table_field,
+    version_key,
+)
 
 
 def describe_version(system: str, engine: str) -> str:
@@ -343,5 +352,30 @@ def check_version(system: str, engine: str, version: str | None) -> str:
     return version
 
 
-__all__ = ["FAMILIES", "MOE_BACKENDS", "Family", "Unavailable", "backend_of", "check_version",
-           "lookup"]
+def collection_field(system: str, engine: str, version: str, family: str,
+                     field: str) -> str | None:
+    """What the ``collection_meta.yaml`` of the folder that serves ``family`` under
+    ``engine`` at ``version`` on ``system`` states of its table as ``field`` (how its rows
+    were collected: ``norm_dispatch``), or None (no such folder, or no such statement).
+
+    >>> collection_field("b200_sxm", "vllm", "0.24.0", "latent_generation", "norm_dispatch")  # doctest: +SKIP
+    'vllm_c_eager_surrogate'
+    """
+    spec = FAMILIES[family]
+    folder = resolve(system, spec.directory, engine, version)
+    return table_field(folder.path, spec.table, field) if folder is not None else None
+
+
+def architecture(system: str) -> int | None:
+    """A card's compute capability major (its datasheet's ``sm_version`` // 10: 9 for
+    Hopper, 10 for B200, B300 and their Grace pairings), or None where it states none.
+
+    >>> architecture("b300_sxm"), architecture("gb200"), architecture("h200_sxm")  # doctest: +SKIP
+    (10, 10, 9)
+    """
+    sm = card(system).get("sm_version")
+    return int(sm) // 10 if sm else None
+
+
+__all__ = ["FAMILIES", "MOE_BACKENDS", "Family", "Unavailable", "architecture", "backend_of",
+           "check_version", "collection_field", "lookup"]

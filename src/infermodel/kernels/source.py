@@ -203,6 +203,35 @@ def schema_version(path: Path) -> int | str | None:
     return int(text) if text.isdigit() else text
 
 
+@functools.cache
+def table_field(path: Path, table: str, field: str) -> str | None:
+    r"""A scalar ``field`` the folder's ``collection_meta.yaml`` states for one of its tables
+    (under ``tables:`` → ``<table>:``; ``norm_dispatch``, how the rows ran the norms), or
+    None where it states none.
+
+    Read with line patterns, as :func:`schema_version`: a table's block is the indented
+    lines after its name, comments among them.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "collection_meta.yaml").write_text(
+    ...     "schema_version: 1\ntables:\n  a_perf:\n    status: complete\n"
+    ...     "    # a note\n    norm_dispatch: fused\n  b_perf:\n    status: complete\n")
+    >>> table_field(folder, "a_perf", "norm_dispatch"), table_field(folder, "b_perf", "norm_dispatch")
+    ('fused', None)
+    """
+    meta = path / "collection_meta.yaml"
+    if not meta.is_file():
+        return None
+    text = meta.read_text(encoding="utf-8", errors="replace")
+    block = re.search(rf"^  {re.escape(table)}:[ \t]*\n((?:(?:    |[ \t]*(?:#|$)).*\n?)*)",
+                      text, re.MULTILINE)
+    if block is None:
+        return None
+    found = re.search(rf"^    {re.escape(field)}:[ \t]*([^\s#]+)", block.group(1), re.MULTILINE)
+    return found.group(1).strip("'\"") if found else None
+
+
 def check_schema(folder: Folder) -> None:
     """Refuse a folder whose schema this module does not know, with one message."""
     found = schema_version(folder.path)
@@ -355,4 +384,4 @@ def card(system: str) -> Mapping[str, float]:
 __all__ = ["DISTRIBUTION", "INSTALL", "PACKAGE", "SCHEMAS", "SERIES", "Folder",
            "TablesUnavailable", "card", "check_schema", "engine_versions", "folders", "model_config",
            "read",
-           "resolve", "root", "schema_version", "systems", "version_key"]
+           "resolve", "root", "schema_version", "systems", "table_field", "version_key"]
