@@ -495,14 +495,25 @@ def test_each_elementwise_launch_adds_the_systems_fixed_kernel_time(result, caps
     staged = {**trt, "hardware.count": 4, "levers.parallelism.tensor": 2,
               "levers.parallelism.pipeline": 2}
     every = 2 * result["layers"] + 1
-    for overrides, count, cards in ((trt, every, 1), ({**trt, **tp2}, 1, 2), (tp2, every, 2),
-                                    (staged, 2, 4)):
+
+    def charged(overrides):
         assert main(["ops", str(SCENARIO), "--format", "json"]
                     + [f"--set={k}={v}" for k, v in overrides.items()]) == 0
-        norms = next(o for o in json.loads(capsys.readouterr().out)["operators"]
-                     if o["operator"] == "norms")
+        return next(o for o in json.loads(capsys.readouterr().out)["operators"]
+                    if o["operator"] == "norms")
+
+    for overrides, count, cards in ((trt, every, 1), ({**trt, **tp2}, 1, 2), (tp2, every, 2),
+                                    (staged, 2, 4)):
+        norms = charged(overrides)
         assert norms["charged"] == pytest.approx(
             cards * norms["time"] * count / every + count * constant, rel=1e-9)
+    # Two cards without the parallelism lever split the GEMMs as tensor parallelism, and
+    # each normalises the whole width too; the lab's parallel efficiency, which slows the
+    # cards' summed bandwidth, does not slow one card's own norms.
+    alone = charged({"hardware.count": 2})
+    assert alone["charged"] == pytest.approx(2 * alone["time"] + every * constant, rel=1e-9)
+    assert charged({**tp2, "levers.parallelism.communication": "efficiency"})["charged"] == (
+        pytest.approx(charged(tp2)["charged"], rel=1e-12))
 
 
 def test_the_activation_and_the_rotary_embedding_are_kernels_of_their_own(result, gemm):

@@ -105,6 +105,12 @@ def test_vllms_module_rows_of_the_native_norm_chain_give_way_to_a_same_architect
     h200 = _deepseek("vllm")
     assert any("no card of its architecture holds re-collected rows" in str(w)
                for w in h200.warnings)
+    # GB300 (10.3) reads B200's 0.24 rows at 0.24, but its own 0.27 rows, collected after
+    # B200's re-collection, at 0.27: only rows of the very release read are replaced.
+    old = _deepseek("vllm", **{"hardware.preset": "gb300", "efficiency.engine_version": "0.24.0"})
+    assert any("b200_sxm's rows, a card of the same architecture" in str(w) for w in old.warnings)
+    new = _deepseek("vllm", **{"hardware.preset": "gb300", "efficiency.engine_version": "0.27.0"})
+    assert not any("native chain" in str(w) for w in new.warnings)
 
 
 def test_latent_prefill_in_vllm_is_the_context_module_row():

@@ -82,6 +82,20 @@ def test_operator_flops_sum_exactly_to_the_whole_step(name, batch, prompt, conte
     _check_sums(r)
 
 
+def test_each_block_norm_moves_its_residual_too(write_scenario):
+    # Each token's norms move (8L + 1)·d activations of 2 bytes: a block norm reads its
+    # input and the residual and writes both (4), the first reads the embedding and
+    # writes its output (2), the final one reads two and writes one (3). The norm weights
+    # do not grow with the batch, so two batches differ by exactly that per token.
+    path = write_scenario('[model]\npreset = "llama-3.1-8b"\n[hardware]\npreset = "h100-sxm"\n'
+                          "[workload]\nbatch = 1\nprompt_tokens = 1024\noutput_tokens = 128\n")
+    one, three = (infermodel.evaluate(path, {"workload.batch": b}) for b in (1, 3))
+    norms = [next(x for x in operator_table(r, "decode") if x.name == "norms") for r in (one, three)]
+    layers, width = one["layers"], one["d_model"]
+    assert norms[1].bytes - norms[0].bytes == pytest.approx(2 * (8 * layers + 1) * width * 2,
+                                                             rel=1e-12)
+
+
 def test_tied_embeddings_sum_too(write_scenario):
     path = write_scenario('[model]\npreset = "qwen2.5-0.5b"\n[hardware]\npreset = "h100-sxm"\n'
                           "[workload]\nbatch = 3\nprompt_tokens = 1024\noutput_tokens = 128\n")

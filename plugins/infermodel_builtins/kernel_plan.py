@@ -271,9 +271,11 @@ def _served_norms(st: Setup, family: str, spec, chosen: dict, found, notes: list
     if kernels.collection_field(st.system, engine, found.version, family, SERVED_NORMS):
         return None
     arch = kernels.architecture(st.system)
+    # Only rows of the very release read (a later release's own rows on this card may
+    # already be collected so, unstated).
     served = [other for other in kernels.systems()
-              if other != st.system and kernels.collection_field(other, engine, found.version,
-                                                                  family, SERVED_NORMS)]
+              if other != st.system and kernels.collection_field(
+                  other, engine, found.version, family, SERVED_NORMS, exact=True)]
     if not served:
         return None
     label = ENGINES[engine].label if engine in ENGINES else engine
@@ -300,8 +302,8 @@ def _served_norms(st: Setup, family: str, spec, chosen: dict, found, notes: list
                                                     {**chosen, "card": other})
         return source.rescaled[key], {**chosen, "rows": other}
     if notes is not None:
-        notes.append(f"{why}: no card of its architecture holds re-collected rows, so they "
-                     "are read as they are")
+        notes.append(f"{why}: no card of its architecture holds re-collected rows of these "
+                     "kernels, so they are read as they are")
     return None
 
 
@@ -538,15 +540,27 @@ def _own(op, phase: str) -> str | None:
     return f"parallel_{phase}_comm_time" if op.plugin == "parallelism" else None
 
 
-def _stand_in(kernel, phase, pipeline=1):
+def _stand_in(kernel, phase, pipeline=1, layout=False):
     """Work no table measures at its roofline (or at the time its shape states: a link):
     the whole model's FLOPs and bytes over one pipeline stage's cards, as the measured
-    kernels beside it are summed over every layer for one rank of a stage.
+    kernels beside it are summed over every layer for one rank of a stage. A ``whole``
+    kernel is one card's: the busiest attention rank's share of the tokens (``layout``:
+    data-parallel attention; else all of them) through every layer, at one card's
+    bandwidth (the cards' even share of the compute, which a norm hardly uses).
     """
     if "time" in kernel.shape:
         return kernel.shape["time"]
     rate = S[f"flops_effective_{phase}"]
+    if kernel.whole:
+        tokens = S.kernel_rank_batch / S.batch if layout else sympy.Integer(1)
+        return tokens * Max(kernel.shape["flops"] * S.card_count / rate,
+                            kernel.shape["bytes"] / (S.card_bandwidth * S.mbu))
     return pipeline * Max(kernel.shape["flops"] / rate, kernel.shape["bytes"] / S.bandwidth)
+
+
+def _its_share(kernel, time):
+    """``time`` times the kernel's ``share`` (an operator's part of a kernel)."""
+    return time if kernel.share == 1 else kernel.share * time
 
 
 def _elementwise(kernels, phase, pipeline, chosen):
@@ -621,8 +635,8 @@ def _plan(scenario, st: Setup) -> Plan:
                     elementwise = [k for k in op.kernels if k.family == ELEMENTWISE]
                     launches = sum((k.calls for k in elementwise), sympy.Integer(0))
                     if all(k.shape for k in elementwise):
-                        roofline = sympy.Add(*(_stand_in(k, phase, st.pipeline)
-                                               for k in elementwise))
+                        roofline = sympy.Add(*(_its_share(k, _stand_in(
+                            k, phase, st.pipeline, bool(st.layout))) for k in elementwise))
                     else:
                         roofline = st.pipeline * roofline
                     roofline = roofline + launches * S.elementwise_kernel_latency

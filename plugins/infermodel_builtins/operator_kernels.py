@@ -245,17 +245,15 @@ def _ffn(scenario, tokens, phase=""):
     return tuple(kernels)
 
 
-def _norms(scenario, roofline):
-    """The norms' elementwise kernel, timed at one rank's roofline: the model width is not
-    split, so each of an attention rank's T tensor-parallel cards normalises its whole
-    activation (T times the cards' even share of the operator's roofline, over the P
-    pipeline stages in turn); a norm the engine's all-reduce applies moves no activation
-    of its own (its share of the roofline is the unfused norms').
+def _norms(scenario, flops, moved):
+    """The norms' elementwise kernel: ``whole`` (each tensor card of an attention rank
+    normalises the whole width of that rank's tokens: one card's roofline), of the norms'
+    whole-model work; a norm the engine's all-reduce applies moves no activation of its
+    own, so the kernel takes the unfused norms' share of it.
     """
     launches = _norm_launches(scenario)
-    tensor, pipeline = degrees(scenario) if scenario.lever("parallelism") else (1, 1)
-    time = pipeline * tensor * roofline * launches / (2 * S.layers + 1)
-    return (Kernel(ELEMENTWISE, {"time": time}, calls=launches, label="elementwise"),)
+    return (Kernel(ELEMENTWISE, {"flops": flops, "bytes": moved}, calls=launches,
+                   share=launches / (2 * S.layers + 1), label="elementwise", whole=True),)
 
 
 def _norm_launches(scenario):
@@ -275,10 +273,11 @@ def _norm_launches(scenario):
     return sympy.Integer(pipeline) if tensor > 1 and blocks else launches
 
 
-def operator_kernels(scenario, phase, tokens, scored, attention_layers, rooflines):
+def operator_kernels(scenario, phase, tokens, scored, attention_layers, rooflines, norms):
     """Operator name -> the kernels it is made of (operators absent: no table covers them).
     ``rooflines``: each operator's roofline time (latent attention's module shares its
-    time among the operators it spans in their proportion).
+    time among the operators it spans in their proportion); ``norms``: the norms' whole-
+    model (FLOPs, bytes).
     """
     dkv = S.kv_heads * S.head_dim
     st = structure(scenario)
@@ -303,7 +302,7 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
     }
     # Elementwise: no table measures them; they keep their roofline by nature, each
     # launch with the card's fixed kernel latency (two norms a block and the final one).
-    out["norms"] = _norms(scenario, rooflines["norms"])
+    out["norms"] = _norms(scenario, *norms)
     out["embedding"] = (Kernel(ELEMENTWISE, {}, label="elementwise"),)
     if latent:
         out.update(latent_kernels(scenario, phase, tokens, attention_layers, rooflines))

@@ -249,7 +249,8 @@ def infermodel_define_operators(scenario, define):
         rooflines = {name: Max(flops / rate, moved / S.bandwidth)
                      for name, (flops, moved, _) in ops.items()}
         kernels = operator_kernels(scenario, phase, tokens, scored,
-                                   S.kv_layers if _layered(scenario) else S.layers, rooflines)
+                                   S.kv_layers if _layered(scenario) else S.layers, rooflines,
+                                   ops["norms"][:2])
         for name, (flops, moved, description) in ops.items():
             define(phase, name, flops=flops, bytes=moved, description=description,
                    reference=ATTENTION if name.startswith("attention") else COUNT_OPS,

@@ -452,6 +452,11 @@ class Kernel:
     side: bool = False
     overlap_when: Any = True
     overlap_graphs: bool = False
+    #: An elementwise kernel that every tensor-parallel card of an attention rank runs
+    #: over all of that rank's tokens (a norm over the model width, which no card splits):
+    #: its roofline is one card's, at the card's own bandwidth, rather than the cards'
+    #: even share of the whole model's.
+    whole: bool = False
 
 
 def accepts(text: str) -> Callable[[Any], Any]:

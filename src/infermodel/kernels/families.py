@@ -353,22 +353,26 @@ def check_version(system: str, engine: str, version: str | None) -> str:
 
 
 def collection_field(system: str, engine: str, version: str, family: str,
-                     field: str) -> str | None:
+                     field: str, *, exact: bool = False) -> str | None:
     """What the ``collection_meta.yaml`` of the folder that serves ``family`` under
     ``engine`` at ``version`` on ``system`` states of its table as ``field`` (how its rows
     were collected: ``norm_dispatch``), or None (no such folder, or no such statement).
+    ``exact``: only that version's own folder, not an older one it falls back to.
 
     >>> collection_field("b200_sxm", "vllm", "0.24.0", "latent_generation", "norm_dispatch")  # doctest: +SKIP
     'vllm_c_eager_surrogate'
     """
     spec = FAMILIES[family]
     folder = resolve(system, spec.directory, engine, version)
-    return table_field(folder.path, spec.table, field) if folder is not None else None
+    if folder is None or (exact and folder.version != version):
+        return None
+    return table_field(folder.path, spec.table, field)
 
 
 def architecture(system: str) -> int | None:
     """A card's compute capability major (its datasheet's ``sm_version`` // 10: 9 for
     Hopper, 10 for B200, B300 and their Grace pairings), or None where it states none.
+    (Ampere's 8.0 and Ada's 8.9 share a major.)
 
     >>> architecture("b300_sxm"), architecture("gb200"), architecture("h200_sxm")  # doctest: +SKIP
     (10, 10, 9)
