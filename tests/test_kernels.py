@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import infermodel
 from conftest import ROOT
 from infermodel.errors import InfermodelError
+from infermodel.plugin import Kernel, S, hookimpl
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("aiconfigurator_core") is None
@@ -1007,3 +1008,34 @@ def test_configurations_of_many_columns_are_told_apart_past_the_integer_range():
     assert sorted(configs) == sorted({tuple(row) for row in table.tolist()})
     assert keep.tolist() == [tuple(row) not in seen for row in table.tolist()]
     assert fresh.tolist() == [c not in seen for c in configs]
+
+
+
+class _Scaler:
+    """A third-party operator: a GEMM the tables time and, beside it, an elementwise
+    kernel of 1 GB, half of it this operator's (``share``), ``whole`` or not.
+    """
+
+    def __init__(self, name: str, whole: bool):
+        self.name, self.whole = name, whole
+
+    @hookimpl
+    def infermodel_define_operators(self, scenario, define):
+        define("decode", self.name, flops=2 * S.batch * S.d_model * 16,
+               bytes=S.d_model * 16 * 2, description="a rank-16 projection and a scale",
+               kernels=(Kernel("gemm", {"m": S.batch, "n": 16, "k": S.d_model}, label="down"),
+                        Kernel("elementwise", {"flops": 0, "bytes": 1e9}, share=0.5,
+                               whole=self.whole, label="scale")))
+
+
+def test_a_plugins_whole_elementwise_kernel_is_one_cards(register_plugin):
+    # Beside a measured GEMM, an elementwise kernel's roofline is the cards' even share of
+    # its work (two cards: half of 1 GB at their summed bandwidth), or, declared whole (a
+    # norm over the model width), one card's at its own; the operator takes its share (half).
+    register_plugin(_Scaler("even_scale", False), "even_scale")
+    register_plugin(_Scaler("whole_scale", True), "whole_scale")
+    result = infermodel.evaluate(SCENARIO, {"hardware.count": 2, "levers.parallelism.tensor": 2})
+    card = result["card_bandwidth"] * result["mbu"]
+    even, whole = result["decode_kernel_even_scale_time"], result["decode_kernel_whole_scale_time"]
+    assert whole - even == pytest.approx(0.5 * 1e9 / card - 0.5 * 1e9 / (2 * card), rel=1e-9)
+    assert even > 0.5 * 1e9 / (2 * card)

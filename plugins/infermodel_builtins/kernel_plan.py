@@ -563,14 +563,14 @@ def _its_share(kernel, time):
     return time if kernel.share == 1 else kernel.share * time
 
 
-def _elementwise(kernels, phase, pipeline, chosen):
+def _elementwise(kernels, phase, pipeline, chosen, layout=False):
     """The elementwise kernels of a measured operator (an activation between its GEMMs,
     the rotary embedding before attention) that belong to the alternative ``chosen`` (or
     to every one), each with its time: no table measures them, so each is its roofline
-    (none where its shape states no work) plus the card's fixed time per launch, by
-    nature rather than as a stand-in.
+    (one card's for a ``whole`` kernel; its ``share`` of it; none where its shape states no
+    work) plus the card's fixed time per launch, by nature rather than as a stand-in.
     """
-    return [(k, (_stand_in(k, phase, pipeline) if k.shape else 0)
+    return [(k, (_its_share(k, _stand_in(k, phase, pipeline, layout)) if k.shape else 0)
              + k.calls * S.elementwise_kernel_latency)
             for k in kernels if k.family == ELEMENTWISE and k.option in ("", *chosen)]
 
@@ -662,7 +662,7 @@ def _plan(scenario, st: Setup) -> Plan:
                 shared = trial
                 timed = [*zip(measured, times),
                          *_elementwise(op.kernels, phase, st.pipeline,
-                                       {k.option for k in candidate})]
+                                       {k.option for k in candidate}, bool(st.layout))]
                 kernels_time, streams = _streams(timed)
                 out.append(Timed(phase, op.name, "measured",
                                  kernels_time + sympy.Add(*(t for _, t in stand_ins)), "", own,
