@@ -637,6 +637,11 @@ def _plan(scenario, st: Setup) -> Plan:
                     if all(k.shape for k in elementwise):
                         roofline = sympy.Add(*(_its_share(k, _stand_in(
                             k, phase, st.pipeline, bool(st.layout))) for k in elementwise))
+                        if any(k.whole for k in elementwise):
+                            reason += ("; one card's roofline: every tensor card runs it over "
+                                       "its attention rank's whole width")
+                        if any(k.share != 1 for k in elementwise):
+                            reason += "; the operator's share of it (the rest fused elsewhere)"
                     else:
                         roofline = st.pipeline * roofline
                     roofline = roofline + launches * S.elementwise_kernel_latency
