@@ -1153,3 +1153,17 @@ def test_the_overlap_says_what_it_saves():
     assert f"saves {saved * 1e3:.4g} ms" in text
     assert not [w for w in _deepseek("tensorrt-llm", **{"efficiency.graph_max_batch": 8}).warnings
                 if "second stream" in str(w)]
+
+
+def test_an_expert_only_layouts_norms_at_a_full_cache_do_not_follow_the_batch():
+    # With one attention rank (experts over eight ranks, attention over eight tensor
+    # cards) every card normalises the whole batch: the full-cache step's norms are those
+    # of the cache's sequences whatever the scenario's batch (the busiest-rank share only
+    # applies to data-parallel attention ranks). It had read the batch's 64 against the
+    # cache's 22: 465.9 µs at batch 64, 383.9 µs at batch 8.
+    path = ROOT / "scenarios" / "deepseek-r1-ep8-dp8.toml"
+    layout = {"efficiency.kernels": "measured", "efficiency.engine": "sglang",
+              "levers.parallelism.attention_data": 1, "levers.parallelism.tensor": 8}
+    small, large = (infermodel.evaluate(path, {**layout, "workload.batch": b})
+                    ["capacity_time_kernels_roofline"] for b in (8, 64))
+    assert large == pytest.approx(small, rel=0.01)

@@ -540,19 +540,19 @@ def _own(op, phase: str) -> str | None:
     return f"parallel_{phase}_comm_time" if op.plugin == "parallelism" else None
 
 
-def _stand_in(kernel, phase, pipeline=1, layout=False):
+def _stand_in(kernel, phase, pipeline=1, ranks=False):
     """Work no table measures at its roofline (or at the time its shape states: a link):
     the whole model's FLOPs and bytes over one pipeline stage's cards, as the measured
     kernels beside it are summed over every layer for one rank of a stage. A ``whole``
-    kernel is one card's: the busiest attention rank's share of the tokens (``layout``:
-    data-parallel attention; else all of them) through every layer, at one card's
-    bandwidth (the cards' even share of the compute, which a norm hardly uses).
+    kernel is one card's: the busiest attention rank's share of the tokens (``ranks``:
+    more than one data-parallel attention rank; else all of them) through every layer, at
+    one card's bandwidth (the cards' even share of the compute, which a norm hardly uses).
     """
     if "time" in kernel.shape:
         return kernel.shape["time"]
     rate = S[f"flops_effective_{phase}"]
     if kernel.whole:
-        tokens = S.kernel_rank_batch / S.batch if layout else sympy.Integer(1)
+        tokens = S.kernel_rank_batch / S.batch if ranks else sympy.Integer(1)
         return tokens * Max(kernel.shape["flops"] * S.card_count / rate,
                             kernel.shape["bytes"] / (S.card_bandwidth * S.mbu))
     return pipeline * Max(kernel.shape["flops"] / rate, kernel.shape["bytes"] / S.bandwidth)
@@ -563,14 +563,14 @@ def _its_share(kernel, time):
     return time if kernel.share == 1 else kernel.share * time
 
 
-def _elementwise(kernels, phase, pipeline, chosen, layout=False):
+def _elementwise(kernels, phase, pipeline, chosen, ranks=False):
     """The elementwise kernels of a measured operator (an activation between its GEMMs,
     the rotary embedding before attention) that belong to the alternative ``chosen`` (or
     to every one), each with its time: no table measures them, so each is its roofline
     (one card's for a ``whole`` kernel; its ``share`` of it; none where its shape states no
     work) plus the card's fixed time per launch, by nature rather than as a stand-in.
     """
-    return [(k, (_its_share(k, _stand_in(k, phase, pipeline, layout)) if k.shape else 0)
+    return [(k, (_its_share(k, _stand_in(k, phase, pipeline, ranks)) if k.shape else 0)
              + k.calls * S.elementwise_kernel_latency)
             for k in kernels if k.family == ELEMENTWISE and k.option in ("", *chosen)]
 
@@ -636,7 +636,7 @@ def _plan(scenario, st: Setup) -> Plan:
                     launches = sum((k.calls for k in elementwise), sympy.Integer(0))
                     if all(k.shape for k in elementwise):
                         roofline = sympy.Add(*(_its_share(k, _stand_in(
-                            k, phase, st.pipeline, bool(st.layout))) for k in elementwise))
+                            k, phase, st.pipeline, st.data > 1)) for k in elementwise))
                         if any(k.whole for k in elementwise):
                             reason += ("; one card's roofline: every tensor card runs it over "
                                        "its attention rank's whole width")
@@ -667,7 +667,7 @@ def _plan(scenario, st: Setup) -> Plan:
                 shared = trial
                 timed = [*zip(measured, times),
                          *_elementwise(op.kernels, phase, st.pipeline,
-                                       {k.option for k in candidate}, bool(st.layout))]
+                                       {k.option for k in candidate}, st.data > 1)]
                 kernels_time, streams = _streams(timed)
                 out.append(Timed(phase, op.name, "measured",
                                  kernels_time + sympy.Add(*(t for _, t in stand_ins)), "", own,
