@@ -33,7 +33,6 @@ from sympy import ceiling
 import infermodel.plugin as door
 from infermodel.plugin import Kernel, S, collect_operators, tabulated
 
-from .engines import ENGINES
 from .kernel_dtypes import (
     MXFP4_WEIGHT_ONLY,
     categories,
@@ -42,6 +41,7 @@ from .kernel_dtypes import (
     gemm_dtype,
     moe_dtype,
 )
+from .kernel_rows import deepep_rescaled, later, rows_read
 from .moe_selection import selection_left_out, selection_time
 from .operator_kernels import ELEMENTWISE, FULL
 from .unevaluated import Max, Min
@@ -71,22 +71,6 @@ STAND_INS: dict[tuple[str, str, str], tuple[dict[str, str], str, str]] = {("vllm
     "block-scaled FP8 where they are less than its block-FP8 rows, which were measured "
     "without CUDA graphs (57 µs or more a call below about a hundred tokens: the host's "
     "launches)")}
-#: The experts' format SGLang's DeepEP MoE tables (``deepep_moe_*``, its masked grouped
-#: GEMMs behind DeepEP) measure. Behind DeepEP the engine runs the experts in their own
-#: format on the tokens each rank receives (NVFP4 experts through FlashInfer's masked
-#: grouped GEMM); where the tables do not time that format, these rows are read, scaled
-#: by the MoE roofline's ratio between the two formats (:class:`infermodel.kernels.
-#: Rescaled`), rather than the grouped kernel's rows, which run every token of the stage
-#: as a gathering layout does.
-DEEPEP_MEASURED_FORMAT = "fp8_block"
-#: What a table's ``collection_meta.yaml`` states where its rows ran the engine's own
-#: fused norms (``norm_dispatch``). The package re-collected vLLM's latent attention module
-#: rows on B200 so (its note: the earlier rows ran the norms as PyTorch's native chain,
-#: which no serving engine runs, 34 % above an in-engine trace of one layer where the
-#: re-collected rows are 9 % below it); its other cards' rows of those tables are still
-#: the earlier collection. A card of the same architecture whose rows were re-collected
-#: so stands in for them (:func:`_served_norms`).
-SERVED_NORMS = "norm_dispatch"
 #: Short names of the families in table-function names.
 SHORT = {"dispatch": "a2ad", "combine": "a2ac", "deepep_dispatch_ll": "deepepdll",
          "deepep_combine_ll": "deepepcll", "deepep_dispatch_normal": "deepepdn",
@@ -209,117 +193,6 @@ def shape_arguments(kernel, spec, st: Setup) -> list:
     return out
 
 
-def _later(found, st: Setup, notes: list[str] | None) -> None:
-    """Note a lookup that a later release's table serves (``kernels.families``: no table
-    of the stated release or an older one does); its kernels may be faster than the
-    stated release's (on the silicon ledger, points of earlier releases ran slower than
-    their prediction from later releases' tables).
-    """
-    if found.later_than and notes is not None:
-        notes.append(f"take {st.engine} {found.version}'s tables, no table of the stated "
-                     f"{found.later_than} or older serving them: the stated release's kernels "
-                     "may be slower")
-    elif (notes is not None and st.moe_backend and found.categories.get("moe_backend")
-          and found.version != st.version):
-        notes.append(f"time the {st.moe_backend} MoE kernels (efficiency.moe_backend) from "
-                     f"{st.engine} {found.version}'s table, the newest at or below "
-                     f"{st.version} that measured them")
-
-
-def _deepep_rescaled(st: Setup, family: str, spec, attempts: list[dict],
-                     notes: list[str] | None):
-    """(DeepEP's MoE rows in :data:`DEEPEP_MEASURED_FORMAT`, scaled to the experts' own
-    format by the roofline ratio; the categories it is read at), or None where those rows
-    do not serve either.
-    """
-    kernels = door.kernels
-    for attempt in attempts:
-        wanted = attempt.get("dtype")
-        if not wanted or wanted == DEEPEP_MEASURED_FORMAT:
-            continue
-        measured = {**attempt, "dtype": DEEPEP_MEASURED_FORMAT}
-        source = kernels.lookup(st.system, st.engine, st.version, family, **measured)
-        if not isinstance(source, kernels.Lookup):
-            continue
-        found = ENGINES.get(st.engine or "")
-        engine = found.label if found is not None else st.engine
-        why = (f"{engine}'s DeepEP MoE kernel for {wanted} experts is in no table (its "
-               f"wide-EP tables time {DEEPEP_MEASURED_FORMAT} experts only)")
-        if notes is not None:
-            notes.append(f"{why}: their {DEEPEP_MEASURED_FORMAT} rows stand in, scaled to "
-                         f"{wanted} by the MoE roofline's ratio between the formats (the "
-                         "measured kernel's share of its roofline kept)")
-        # One object per source and format, kept with the source (kernels.lookup keeps
-        # its lookups): a tabulated function's name must keep meaning the same table.
-        kept = source.rescaled
-        key = tuple(sorted(attempt.items()))
-        if key not in kept:
-            roofline, describe = spec.roofline(attempt, kernels.card(st.system))
-            kept[key] = kernels.Rescaled(source, attempt, roofline, describe, why, measured)
-        return kept[key], {**attempt, "from": DEEPEP_MEASURED_FORMAT}
-    return None
-
-
-def _served_norms(st: Setup, family: str, spec, chosen: dict, found, notes: list[str] | None):
-    """(the rows of a card of the same architecture re-collected with the engine's fused
-    norms, scaled to this card by the family's roofline ratio; the categories they are read
-    at), where this card's own rows of the table ran the native chain (:data:`SERVED_NORMS`)
-    and such a card's do; else None. Where no such card's do, the own rows are read, noted.
-    """
-    kernels = door.kernels
-    engine = st.engine or ""
-    if kernels.collection_field(st.system, engine, found.version, family, SERVED_NORMS):
-        return None
-    arch = kernels.architecture(st.system)
-    # Only rows of the very release read (a later release's own rows on this card may
-    # already be collected so, unstated).
-    served = [other for other in kernels.systems()
-              if other != st.system and kernels.collection_field(
-                  other, engine, found.version, family, SERVED_NORMS, exact=True)]
-    if not served:
-        return None
-    label = ENGINES[engine].label if engine in ENGINES else engine
-    why = (f"{label}'s {spec.table} rows on {st.system} ran the norms as PyTorch's native "
-           f"chain, which the engine does not serve (the package re-collected "
-           f"{', '.join(served)}'s with the engine's fused norms: the earlier rows read 34 % "
-           "above an in-engine trace of one layer, the re-collected ones 9 % below it)")
-    for other in served:
-        if arch is None or kernels.architecture(other) != arch:
-            continue
-        source = kernels.lookup(other, engine, found.version, family, **chosen)
-        if not isinstance(source, kernels.Lookup):
-            continue
-        if notes is not None:
-            notes.append(f"{why}: {other}'s rows, a card of the same architecture, stand in, "
-                         "scaled by the roofline's ratio between the two cards")
-        # One object per card and categories, kept with the rows read (as the DeepEP rows'):
-        # a tabulated function's name must keep meaning the same table.
-        key = ("cards", st.system, tuple(sorted(chosen.items())))
-        if key not in source.rescaled:
-            roofline, describe = spec.roofline(chosen, kernels.card(st.system))
-            source.rescaled[key] = kernels.Rescaled(source, {**chosen, "card": st.system},
-                                                    roofline, describe, why,
-                                                    {**chosen, "card": other})
-        return source.rescaled[key], {**chosen, "rows": other}
-    if notes is not None:
-        notes.append(f"{why}: no card of its architecture holds re-collected rows of these "
-                     "kernels, so they are read as they are")
-    return None
-
-
-def _rows_read(st: Setup, family: str, spec, chosen: dict, found, notes: list[str] | None):
-    """(the rows a found lookup is read from, their categories): its own, noted where a
-    later release's serve (:func:`_later`), or a same-architecture card's that time the
-    engine's own norms (:func:`_served_norms`).
-    """
-    _later(found, st, notes)
-    if isinstance(found, door.kernels.Lookup):
-        served = _served_norms(st, family, spec, chosen, found, notes)
-        if served is not None:
-            return served
-    return found, chosen
-
-
 def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase="",
                 notes: list[str] | None = None):
     """(time expression of one kernel in one pass, or the reason no table serves it).
@@ -350,13 +223,13 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
         if isinstance(found, kernels.Lookup):
             break
         if family.startswith("deepep_moe_"):
-            scaled = _deepep_rescaled(st, family, spec, attempts, notes)
+            scaled = deepep_rescaled(st, family, spec, attempts, notes)
             if scaled is not None:
                 found, chosen = scaled
                 break
     if not isinstance(found, (kernels.Lookup, kernels.Rescaled)) or spec is None:
         return getattr(found, "reason", None) or "no table"
-    found, chosen = _rows_read(st, family, spec, chosen, found, notes)
+    found, chosen = rows_read(st, family, spec, chosen, found, notes)
     scales = st.activation_scales
     stand_in = STAND_INS.get((st.engine or "", family, chosen.get("dtype", "")))
     bound: tuple[dict, object] | None = None
@@ -366,7 +239,7 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
         found = kernels.lookup(st.system, st.engine, st.version, family, **chosen)
         if not isinstance(found, kernels.Lookup):
             return f"{why}, but {getattr(found, 'reason', 'no table')}"
-        _later(found, st, notes)
+        later(found, st, notes)
         if notes is not None:
             notes.append(why)
     missing = [a for a in spec.arguments if a not in kernel.shape]
@@ -385,7 +258,7 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
         # 7 % of the row or more; the floor only guards a scaling outside both grids.)
         scale = kernels.lookup(st.system, st.engine, st.version, "activation_scale", dtype="fp8")
         if isinstance(scale, kernels.Lookup):
-            _later(scale, st, notes)
+            later(scale, st, notes)
             m, _n, k = arguments
             amax = tabulated(_function_name("activation_scale", st, {"dtype": "fp8"}, scale),
                              scale)(m, k)
