@@ -604,15 +604,37 @@ def test_minimax_rows_on_b200_state_their_scripts_moe_runner_until_the_upgrade(r
                and r.family == "vllm" and r.pools is None}
     assert ("vllm 0.17.0", "triton") in runners and ("vllm 0.19.0", "") in runners
     assert {e for e, b in runners if b} == {"vllm 0.17.0"}
-    assert {r.moe_backend for r in rows.values() if r.hardware != "b200"} == {""}
+    assert {r.moe_backend for r in rows.values() if r.hardware != "b200"
+            and r.model_label != "openai/gpt-oss-120b"} == {""}
     cells = {"backend": "vllm", "mode": "agg", "system": "b200_sxm", "precision": "fp8",
              "model_path": "MiniMaxAI/MiniMax-M2.5", "silicon_data_source": "measured=2026-04-03"}
     assert moe_backend(cells) == ""
     assert moe_backend(cells | {"silicon_data_source": "measured=2026-04-02"}) == "triton"
-    row = next(r for r in rows.values() if r.moe_backend)
+    row = next(r for r in rows.values() if r.moe_backend == "triton")
     measured = scenario_data(row, kernels_table(row, "measured", host=host))
     assert measured["efficiency"]["moe_backend"] == "triton"
     assert "moe_backend" not in scenario_data(row, {"engine": "vllm"})["efficiency"]
+
+
+def test_gpt_oss_rows_on_hopper_state_marlin_experts_from_the_vllm_0_13_upgrade(rows):
+    # InferenceMAX's vLLM scripts for gpt-oss-120b on H100 and H200 export
+    # VLLM_MXFP4_USE_MARLIN=1 from the vLLM 0.13.0 upgrade of 2 January 2026 (pull request
+    # 327), still in the scripts at the file's last measurement; earlier runs (vLLM 0.11.2,
+    # November 2025) and TensorRT-LLM's run the engine's default.
+    from infermodel.accuracy.script_settings import moe_backend
+
+    runners = {(r.hardware, r.engine, r.moe_backend) for r in rows.values()
+               if r.model_label == "openai/gpt-oss-120b" and r.family == "vllm"
+               and r.hardware in ("h100-sxm", "h200") and r.pools is None}
+    assert ("h200", "vllm 0.18.0", "marlin") in runners
+    assert ("h100-sxm", "vllm 0.18.0", "marlin") in runners
+    assert ("h100-sxm", "vllm 0.11.2", "") in runners
+    cells = {"backend": "vllm", "mode": "agg", "system": "h200_sxm", "precision": "fp4",
+             "model_path": "openai/gpt-oss-120b", "silicon_data_source": "measured=2026-01-02"}
+    assert moe_backend(cells) == "marlin"
+    assert moe_backend(cells | {"silicon_data_source": "measured=2026-01-01"}) == ""
+    assert moe_backend(cells | {"backend": "trtllm"}) == ""
+    assert moe_backend(cells | {"system": "b200_sxm"}) == ""
 
 
 def test_sglang_rows_state_their_scripts_memory_share_and_limits(rows, cells, host):

@@ -39,7 +39,9 @@ are not published (:data:`UNPUBLISHED_SETTINGS`).
   the row scenario's ``efficiency.mxfp4_activations``).
 * **A MoE runner other than the engine's default**: InferenceMAX's vLLM script for
   MiniMax-M2.5 in FP8 on B200 turned FlashInfer's FP8 MoE and DeepGEMM off (Triton's
-  fused MoE) until its vLLM 0.19.0 upgrade (:data:`MOE_RUNNERS`); those rows state it
+  fused MoE) until its vLLM 0.19.0 upgrade, and its scripts for gpt-oss-120b on H100 and
+  H200 run Marlin's MXFP4 experts (``VLLM_MXFP4_USE_MARLIN=1``) from the vLLM 0.13.0
+  upgrade on (:data:`MOE_RUNNERS`); those rows state it
   (:attr:`.ledger.LedgerRow.moe_backend`, the row scenario's ``efficiency.moe_backend``).
 * **SGLang's memory share and scheduler limits**: every InferenceMAX aggregated SGLang
   script passes ``--mem-fraction-static`` and most ``--chunked-prefill-size``,
@@ -183,10 +185,20 @@ MXFP8_EXPERT_ACTIVATIONS = {("vllm", "b200_sxm"): ("openai/gpt-oss-120b",)}
 #: and ``VLLM_MOE_USE_DEEP_GEMM=0`` (Triton's fused MoE) from the script's first version,
 #: 11 March 2026, until the vLLM 0.19.0 upgrade of 3 April 2026 removed both
 #: (``benchmarks/single_node/minimaxm2.5_fp8_b200.sh``, pull requests 757 and 947).
+#: vLLM's gpt-oss-120b on H100 and H200 exports ``VLLM_MXFP4_USE_MARLIN=1`` (Marlin's
+#: weight-only MXFP4 MoE, where vLLM's Hopper default is OpenAI's Triton kernel) from the
+#: vLLM 0.13.0 upgrade of 2 January 2026 (pull request 327, "Fix H100/H200 perf
+#: regression"), unchanged through the file's last measurement
+#: (``benchmarks/gptoss_fp4_h{100,200}_slurm.sh``, then
+#: ``benchmarks/single_node/gptoss_fp4_h{100,200}.sh``).
 #: (backend, system, model, precision) → (the backend, its first day, the first day
 #: without it).
 MOE_RUNNERS = {("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"):
-               ("triton", "2026-03-11", "2026-04-03")}
+               ("triton", "2026-03-11", "2026-04-03"),
+               ("vllm", "h100_sxm", "openai/gpt-oss-120b", "fp4"):
+               ("marlin", "2026-01-02", "9999-12-31"),
+               ("vllm", "h200_sxm", "openai/gpt-oss-120b", "fp4"):
+               ("marlin", "2026-01-02", "9999-12-31")}
 
 #: SGLang's launch flags in InferenceMAX's aggregated scripts (SemiAnalysisAI/InferenceX,
 #: ``benchmarks/`` then ``benchmarks/single_node/``; each script's history to the file's
