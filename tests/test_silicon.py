@@ -605,7 +605,8 @@ def test_minimax_rows_on_b200_state_their_scripts_moe_runner_until_the_upgrade(r
     assert ("vllm 0.17.0", "triton") in runners and ("vllm 0.19.0", "") in runners
     assert {e for e, b in runners if b} == {"vllm 0.17.0"}
     assert {r.moe_backend for r in rows.values() if r.hardware != "b200"
-            and r.model_label != "openai/gpt-oss-120b"} == {""}
+            and not (r.model_label == "openai/gpt-oss-120b" and r.family == "vllm"
+                     and r.hardware in ("h100-sxm", "h200"))} == {""}
     cells = {"backend": "vllm", "mode": "agg", "system": "b200_sxm", "precision": "fp8",
              "model_path": "MiniMaxAI/MiniMax-M2.5", "silicon_data_source": "measured=2026-04-03"}
     assert moe_backend(cells) == ""
@@ -616,19 +617,25 @@ def test_minimax_rows_on_b200_state_their_scripts_moe_runner_until_the_upgrade(r
     assert "moe_backend" not in scenario_data(row, {"engine": "vllm"})["efficiency"]
 
 
-def test_gpt_oss_rows_on_hopper_state_marlin_experts_from_the_vllm_0_13_upgrade(rows):
+def test_gpt_oss_rows_on_hopper_state_marlin_experts_from_the_vllm_0_13_upgrade(rows, host):
     # InferenceMAX's vLLM scripts for gpt-oss-120b on H100 and H200 export
     # VLLM_MXFP4_USE_MARLIN=1 from the vLLM 0.13.0 upgrade of 2 January 2026 (pull request
     # 327), still in the scripts at the file's last measurement; earlier runs (vLLM 0.11.2,
     # November 2025) and TensorRT-LLM's run the engine's default.
+    from infermodel.accuracy.row_scenarios import scenario_data
     from infermodel.accuracy.script_settings import moe_backend
+    from infermodel.accuracy.tables import kernels_table
 
-    runners = {(r.hardware, r.engine, r.moe_backend) for r in rows.values()
-               if r.model_label == "openai/gpt-oss-120b" and r.family == "vllm"
-               and r.hardware in ("h100-sxm", "h200") and r.pools is None}
-    assert ("h200", "vllm 0.18.0", "marlin") in runners
-    assert ("h100-sxm", "vllm 0.18.0", "marlin") in runners
-    assert ("h100-sxm", "vllm 0.11.2", "") in runners
+    hopper = [r for r in rows.values() if r.model_label == "openai/gpt-oss-120b"
+              and r.family == "vllm" and r.hardware in ("h100-sxm", "h200") and r.pools is None]
+    runners = {(r.hardware, r.engine, r.moe_backend) for r in hopper}
+    assert {b for h, e, b in runners if e == "vllm 0.18.0"} == {"marlin"}
+    assert {h for h, e, b in runners if b} == {"h100-sxm", "h200"}
+    assert {b for h, e, b in runners if e == "vllm 0.11.2"} == {""}
+    assert sum(r.moe_backend == "marlin" and r.metric == "tpot_ms" for r in hopper) == 124
+    row = next(r for r in hopper if r.moe_backend)
+    measured = scenario_data(row, kernels_table(row, "measured", host=host))
+    assert measured["efficiency"]["moe_backend"] == "marlin"
     cells = {"backend": "vllm", "mode": "agg", "system": "h200_sxm", "precision": "fp4",
              "model_path": "openai/gpt-oss-120b", "silicon_data_source": "measured=2026-01-02"}
     assert moe_backend(cells) == "marlin"

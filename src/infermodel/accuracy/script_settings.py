@@ -39,8 +39,8 @@ are not published (:data:`UNPUBLISHED_SETTINGS`).
   the row scenario's ``efficiency.mxfp4_activations``).
 * **A MoE runner other than the engine's default**: InferenceMAX's vLLM script for
   MiniMax-M2.5 in FP8 on B200 turned FlashInfer's FP8 MoE and DeepGEMM off (Triton's
-  fused MoE) until its vLLM 0.19.0 upgrade, and its scripts for gpt-oss-120b on H100 and
-  H200 run Marlin's MXFP4 experts (``VLLM_MXFP4_USE_MARLIN=1``) from the vLLM 0.13.0
+  fused MoE) until its vLLM 0.19.0 upgrade, and InferenceMAX's vLLM scripts for
+  gpt-oss-120b on H100 and H200 run Marlin's MXFP4 experts (``VLLM_MXFP4_USE_MARLIN=1``) from the vLLM 0.13.0
   upgrade on (:data:`MOE_RUNNERS`); those rows state it
   (:attr:`.ledger.LedgerRow.moe_backend`, the row scenario's ``efficiency.moe_backend``).
 * **SGLang's memory share and scheduler limits**: every InferenceMAX aggregated SGLang
@@ -187,12 +187,13 @@ MXFP8_EXPERT_ACTIVATIONS = {("vllm", "b200_sxm"): ("openai/gpt-oss-120b",)}
 #: (``benchmarks/single_node/minimaxm2.5_fp8_b200.sh``, pull requests 757 and 947).
 #: vLLM's gpt-oss-120b on H100 and H200 exports ``VLLM_MXFP4_USE_MARLIN=1`` (Marlin's
 #: weight-only MXFP4 MoE, where vLLM's Hopper default is OpenAI's Triton kernel) from the
-#: vLLM 0.13.0 upgrade of 2 January 2026 (pull request 327, "Fix H100/H200 perf
-#: regression"), unchanged through the file's last measurement
-#: (``benchmarks/gptoss_fp4_h{100,200}_slurm.sh``, then
-#: ``benchmarks/single_node/gptoss_fp4_h{100,200}.sh``).
+#: vLLM 0.13.0 upgrade of 2 January 2026 (pull request 327, "Update vLLM version to
+#: v0.13.0 for NVIDIA configs", whose notes call it a fix for an H100/H200 regression),
+#: unchanged through the file's last measurement (``benchmarks/gptoss_fp4_h100_docker.sh``,
+#: ``..._h100_slurm.sh`` and ``..._h200_slurm.sh``, from 22 January
+#: ``benchmarks/gptoss_fp4_h{100,200}.sh``, then ``benchmarks/single_node/``).
 #: (backend, system, model, precision) → (the backend, its first day, the first day
-#: without it).
+#: without it; ``"9999-12-31"``: still set at the file's last measurement).
 MOE_RUNNERS = {("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"):
                ("triton", "2026-03-11", "2026-04-03"),
                ("vllm", "h100_sxm", "openai/gpt-oss-120b", "fp4"):
