@@ -941,6 +941,28 @@ def _split_lookup(latency: dict[tuple[float, float, float], float]):
                   stand_in_rule=SAME_SPLIT)
 
 
+def test_a_configuration_scaled_from_another_warns_of_the_fixed_time_it_scales_too():
+    # One measured width (10): 5 ms at 1 token, 10 ms at 64, against a roofline of
+    # width·√tokens·1e-4 s (1 ms and 8 ms). The least time above the roofline is 2 ms (at
+    # 64 tokens). Width 5 reads it halved (r = 0.5): a fixed 2 ms would be halved too, so
+    # the call may miss up to 2·(1 − 0.5) = 1 ms; width 20 doubles it (r = 2), counting up
+    # to 2·(2 − 1) = 2 ms too much. A measured width says nothing of the kind.
+    from infermodel.kernels.grids import Lookup
+
+    rows = {"width": np.array([10.0, 10.0]), "tokens": np.array([1.0, 64.0]),
+            "latency": np.array([5e-3, 10e-3])}
+    lookup = Lookup(name="demo", arguments=("tokens", "width"), configs=("width",),
+                    curve=("tokens",), table="demo", categories={}, kernel_sources=("demo",),
+                    rows=rows, roofline=lambda v: v["width"] * np.sqrt(v["tokens"]) * 1e-4,
+                    describe_roofline=lambda v: "demo")
+    assert lookup(1.0, 5.0) == pytest.approx(2.5e-3, rel=1e-9)
+    assert lookup(1.0, 20.0) == pytest.approx(10e-3, rel=1e-9)
+    low, high = lookup.outside(1.0, 5.0), lookup.outside(1.0, 20.0)
+    assert "least time above its roofline, 2 ms" in low and "may miss up to 1 ms" in low
+    assert "may count too much up to 2 ms" in high
+    assert lookup.outside(1.0, 10.0) is None
+
+
 def test_a_stand_in_read_inside_the_grid_comes_before_a_nearer_one_read_at_its_edge():
     # Configurations (width, tp, ep): TP 4/EP 2 measured only at another width, TP 1/EP 8
     # at the point's own. The point (width 10, TP 8, EP 1) reads TP 1/EP 8 at its width.

@@ -70,6 +70,11 @@ def _fmt(value: float) -> str:
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.4g}"
 
 
+def _duration(seconds: float) -> str:
+    """A short time for a warning: ``49.2 µs``, ``2 ms``."""
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} µs"
+
+
 def brackets(curve: Curve, x: Sequence[float]) -> list[str]:
     """The grid values each curve axis used at ``x``, for a derivation."""
     found, clamped = curve.locate(x)
@@ -416,7 +421,8 @@ class Lookup:
             if far:
                 how = blend.via_how if blend.how == "stand-in" else blend.how
                 what = "nearest measured configuration" if how == "nearest" else "grid's edge"
-                warned.append(f"{', '.join(far)}: scaled from the {what} by the roofline ratio")
+                warned.append(f"{', '.join(far)}: scaled from the {what} by the roofline ratio"
+                              + self._fixed_note(key, blend, x))
             stated += columns
         curve = self.effective(key)
         _, clamped = curve.locate(x)
@@ -435,6 +441,34 @@ class Lookup:
                 + " were not measured: filled from the nearest measured cell by the roofline "
                   "ratio")
         return warned, stated
+
+    def _fixed_note(self, key: tuple[float, ...], blend: Blend, x: Sequence[float]) -> str:
+        """How much of a call's fixed time a scaling from another configuration may get
+        wrong: the measured configurations' least time above their roofline over their
+        grid (``F``, what a call takes whatever its work: launches, the kernel's own
+        start) is scaled with the rest, though it does not shrink or grow with the work,
+        so the scaled call may miss up to ``F·(1 − r)`` (``r`` < 1, scaled down) or count
+        up to ``F·(r − 1)`` too much (``r`` > 1), ``r`` the scaled over the measured time
+        at the point. Empty where that is under a microsecond.
+        """
+        points = [np.asarray([float(v)]) for v in x]
+        measured = 0.0
+        fixed = 0.0
+        for index, weight in blend.parts:
+            curve = self.curve(index)
+            measured += weight * math.log(float(curve.values(points)[0]))
+            mesh = np.meshgrid(*curve.axes, indexing="ij")
+            above = np.exp(curve.log_latency) - np.asarray(
+                curve.rate([m.ravel() for m in mesh]), dtype=float).reshape(mesh[0].shape)
+            fixed += weight * max(float(np.min(above)), 0.0)
+        ratio = float(self.effective(key).values(points)[0]) / math.exp(measured)
+        wrong = fixed * abs(1.0 - ratio)
+        if not wrong >= 1e-6:
+            return ""
+        side = "miss" if ratio < 1 else "count too much"
+        return (f" (the measured call's least time above its roofline, {_duration(fixed)}, "
+                f"is scaled with it; a fixed time does not scale, so the call may {side} up "
+                f"to {_duration(wrong)})")
 
     def outside(self, *values: float) -> str | None:
         """Why this point is not inside the measured grid (and how far out), or None: the
