@@ -958,9 +958,13 @@ def test_a_configuration_scaled_from_another_warns_of_the_fixed_time_it_scales_t
     assert lookup(1.0, 5.0) == pytest.approx(2.5e-3, rel=1e-9)
     assert lookup(1.0, 20.0) == pytest.approx(10e-3, rel=1e-9)
     low, high = lookup.outside(1.0, 5.0), lookup.outside(1.0, 20.0)
-    assert "least time above its roofline, 2 ms" in low and "may miss up to 1 ms" in low
-    assert "may count too much up to 2 ms" in high
+    assert "least time above its roofline, 2 ms" in low and "may be up to 1 ms short" in low
+    assert "may be up to 2 ms too long" in high
     assert lookup.outside(1.0, 10.0) is None
+    # The ratio is the point's own: beyond the measured tokens the same halving holds.
+    assert "may be up to 1 ms short" in lookup.outside(256.0, 5.0)
+    # Where the point's time is not a positive number the bound is left out, never an error.
+    assert lookup._fixed_note((5.0,), lookup.blend((5.0,)), [0.0]) == ""
 
 
 def test_a_stand_in_read_inside_the_grid_comes_before_a_nearer_one_read_at_its_edge():

@@ -180,6 +180,7 @@ class Lookup:
         self._log_configs = np.log(np.maximum(unique, 1e-300)) if len(unique) else unique
         self._blends: dict[tuple[float, ...], Blend] = {}
         self._effective: dict[tuple[float, ...], Curve] = {}
+        self._fixed_times: dict[int, float] = {}
         self._kept: dict[tuple, float] = {}
 
     # -- curves -------------------------------------------------------------------------
@@ -445,30 +446,53 @@ class Lookup:
     def _fixed_note(self, key: tuple[float, ...], blend: Blend, x: Sequence[float]) -> str:
         """How much of a call's fixed time a scaling from another configuration may get
         wrong: the measured configurations' least time above their roofline over their
-        grid (``F``, what a call takes whatever its work: launches, the kernel's own
-        start) is scaled with the rest, though it does not shrink or grow with the work,
-        so the scaled call may miss up to ``F·(1 − r)`` (``r`` < 1, scaled down) or count
-        up to ``F·(r − 1)`` too much (``r`` > 1), ``r`` the scaled over the measured time
-        at the point. Empty where that is under a microsecond.
+        measured cells (``F``, what a call takes whatever its work: launches, the kernel's
+        own start) is scaled with the rest, though it does not shrink or grow with the
+        work, so the scaled call may be up to ``F·(1 − r)`` short (``r`` < 1, scaled down)
+        or ``F·(r − 1)`` too long (``r`` > 1), ``r`` the roofline part of the scaled over
+        the measured time at the point (blocks of a wider configuration are stated, not
+        counted). Empty where that is under a microsecond, or where the point's times are
+        not positive numbers: a warning never stops a prediction.
         """
-        points = [np.asarray([float(v)]) for v in x]
-        measured = 0.0
-        fixed = 0.0
-        for index, weight in blend.parts:
-            curve = self.curve(index)
-            measured += weight * math.log(float(curve.values(points)[0]))
-            mesh = np.meshgrid(*curve.axes, indexing="ij")
-            above = np.exp(curve.log_latency) - np.asarray(
-                curve.rate([m.ravel() for m in mesh]), dtype=float).reshape(mesh[0].shape)
-            fixed += weight * max(float(np.min(above)), 0.0)
-        ratio = float(self.effective(key).values(points)[0]) / math.exp(measured)
+        try:
+            points = [np.asarray([float(v)]) for v in x]
+            parts = [(weight, float(self.curve(index).values(points)[0]), self._fixed_time(index))
+                     for index, weight in blend.parts]
+            scaled = float(self.effective(key).values(points)[0])
+            if not (scaled > 0 and math.isfinite(scaled)
+                    and all(t > 0 and math.isfinite(t) for _, t, _ in parts)):
+                return ""
+            measured = math.exp(sum(w * math.log(t) for w, t, _ in parts))
+            fixed = sum(w * f for w, _, f in parts)
+            own, at = dict(zip(self.config_names, key)), dict(zip(self.config_names, blend.at))
+            blocks = math.prod(own[n] / at[n] for n in self.config_names
+                               if n in self.blocks and own[n] > at[n] == self._largest(n))
+            ratio = scaled / measured / blocks
+        except (ValueError, ZeroDivisionError, FloatingPointError, OverflowError):
+            return ""
         wrong = fixed * abs(1.0 - ratio)
         if not wrong >= 1e-6:
             return ""
-        side = "miss" if ratio < 1 else "count too much"
-        return (f" (the measured call's least time above its roofline, {_duration(fixed)}, "
-                f"is scaled with it; a fixed time does not scale, so the call may {side} up "
-                f"to {_duration(wrong)})")
+        side = "short" if ratio < 1 else "too long"
+        return (f" (the measured configuration's least time above its roofline, "
+                f"{_duration(fixed)}, is scaled too, though a call's fixed time does not "
+                f"scale: this call may be up to {_duration(wrong)} {side})")
+
+    def _fixed_time(self, index: int) -> float:
+        """A measured configuration's least time above its roofline over its measured
+        cells, at least 0 (kept).
+        """
+        found = self._fixed_times.get(index)
+        if found is None:
+            curve = self.curve(index)
+            mesh = np.meshgrid(*curve.axes, indexing="ij")
+            with np.errstate(all="ignore"):
+                above = np.exp(curve.log_latency) - np.asarray(
+                    curve.rate([m.ravel() for m in mesh]), dtype=float).reshape(mesh[0].shape)
+            mask = np.asarray(curve.measured, dtype=bool) & np.isfinite(above)
+            found = max(float(np.min(above[mask])), 0.0) if mask.any() else 0.0
+            self._fixed_times[index] = found
+        return found
 
     def outside(self, *values: float) -> str | None:
         """Why this point is not inside the measured grid (and how far out), or None: the
