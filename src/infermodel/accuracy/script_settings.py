@@ -40,8 +40,8 @@ are not published (:data:`UNPUBLISHED_SETTINGS`).
 * **A MoE runner other than the engine's default**: InferenceMAX's vLLM script for
   MiniMax-M2.5 in FP8 on B200 turned FlashInfer's FP8 MoE and DeepGEMM off (Triton's
   fused MoE) until its vLLM 0.19.0 upgrade, and InferenceMAX's vLLM scripts for
-  gpt-oss-120b on H100 and H200 run Marlin's MXFP4 experts (``VLLM_MXFP4_USE_MARLIN=1``) from the vLLM 0.13.0
-  upgrade on (:data:`MOE_RUNNERS`); those rows state it
+  gpt-oss-120b on H100 and H200 run Marlin's MXFP4 experts (``VLLM_MXFP4_USE_MARLIN=1``)
+  from the vLLM 0.13.0 upgrade on (:data:`MOE_RUNNERS`); those rows state it
   (:attr:`.ledger.LedgerRow.moe_backend`, the row scenario's ``efficiency.moe_backend``).
 * **SGLang's memory share and scheduler limits**: every InferenceMAX aggregated SGLang
   script passes ``--mem-fraction-static`` and most ``--chunked-prefill-size``,

@@ -28,7 +28,8 @@ from .families import (
                        collection_field,
                        lookup,
 )
-from .grids import FULL_WINDOW, Lookup, Rescaled
+from .grids import FULL_WINDOW, Lookup
+from .rescaled import Rescaled
 from .rooflines import GEMM_DTYPES, KV_BYTES, MOE_DTYPES
 from .source import INSTALL, TablesUnavailable, card, engine_versions, root, systems
 
