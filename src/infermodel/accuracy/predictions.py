@@ -19,7 +19,8 @@ row (prefill and decode pools, as the silicon ledger gives) is one server of eac
 kernel tables of the row's engine instead (:func:`.tables.kernels_table`).
 
 Errors are relative, ``(predicted − measured) / measured``; summaries give the median
-and 90th percentile of ``|error|`` per metric.
+and 90th percentile of ``|error|`` per metric (the records: :mod:`.results`; which
+preset prices a row: :mod:`.row_presets`).
 
 Fitting the efficiency presets on these predictions is :mod:`.fits`.
 """
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -39,6 +40,15 @@ from . import row_simulation
 from .closed_loop import ClosedLoop, closed_loop, offline_batch
 from .ledger import ENGINE_FAMILIES, LedgerRow, Pool, engine_release
 from .pools import NO_ROOM, measured_share, predict_pools
+from .results import Efficiency, Prediction, Validation, errors_by_metric, summarise
+from .row_presets import (
+    FITTED,
+    kernels_efficiency,
+    preset_efficiency,
+    preset_intervals,
+    preset_name,
+    refined_name,
+)
 from .row_scenarios import IDEAL_TABLE, efficiency_table, layout, scenario_data, unsupported
 from .row_simulation import cost_model, request_time
 from .tables import kernels_table, lengths_are_values
@@ -52,137 +62,8 @@ __all__ = ["ANALYTIC", "FITTED", "LOOPS", "ROOFLINE", "SIMULATED", "Efficiency",
            "preset_intervals", "preset_name", "refined_name", "row_attributes", "row_model",
            "running_capacity", "structure_key", "summarise"]
 
-#: The physical model's engine parameters a fit sets (``[efficiency]`` fields whose
-#: ranges are their physical bounds).
-FITTED = ("bandwidth_fraction", "expert_bandwidth_fraction", "gemm_fraction", "attention_fraction",
-          "dequant_fraction",
-          "kernel_time", "launch_time", "step_overhead", "sequence_overhead",
-          "collective_latency")
 #: Processes the ledger's simulations run in.
 WORKERS = 2
-
-
-@attrs.frozen
-class Efficiency:
-    """Values of the physical model's engine parameters (what a fitted preset sets), as
-    ``(name, value)`` pairs; an empty one leaves the scenario's own values.
-    """
-
-    values: tuple[tuple[str, float], ...] = ()
-
-    @classmethod
-    def of(cls, mapping: Mapping[str, float]) -> Efficiency:
-        """>>> Efficiency.of({"kernel_time": 3e-6})["kernel_time"]
-        3e-06
-        """
-        return cls(tuple(sorted((k, float(v)) for k, v in mapping.items())))
-
-    def as_dict(self) -> dict[str, float]:
-        return dict(self.values)
-
-    def __getitem__(self, name: str) -> float:
-        return self.as_dict()[name]
-
-    def candidates(self) -> dict[str, np.ndarray]:
-        """This efficiency as a one-candidate grid."""
-        return {name: np.array([value]) for name, value in self.values}
-
-
-@attrs.frozen
-class Prediction:
-    """A ledger row with its prediction, or the reason it cannot be predicted."""
-
-    row: LedgerRow
-    predicted: float | None
-    reason: str | None = None
-    interval: tuple[float, float] | None = None
-    #: How it was predicted: the roofline, a simulated or analytic closed loop, the
-    #: disaggregated pools (empty where not recorded).
-    method: str = ""
-    #: Under measured kernels, the share of the decode step (at the row's running batch)
-    #: that the tables time; the rest is operators they do not cover, at their roofline.
-    measured_share: float | None = None
-
-    @property
-    def error(self) -> float | None:
-        if self.predicted is None:
-            return None
-        return (self.predicted - self.row.value) / self.row.value
-
-    @property
-    def covered(self) -> bool | None:
-        """Whether the measurement lies in the interval (None without one)."""
-        if self.interval is None:
-            return None
-        return self.interval[0] <= self.row.value <= self.interval[1]
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.row.id, "metric": self.row.metric,
-                               "measured": self.row.value, "predicted": self.predicted,
-                               "error": self.error, "method": self.method}
-        if self.measured_share is not None:
-            out["measured_share"] = self.measured_share
-        if self.interval is not None:
-            out["interval"] = list(self.interval)
-        return out
-
-
-@attrs.frozen
-class Validation:
-    """Predictions of a whole ledger and their summary."""
-
-    points: tuple[Prediction, ...]
-
-    @property
-    def predicted(self) -> list[Prediction]:
-        return [p for p in self.points if p.predicted is not None]
-
-    @property
-    def unpredictable(self) -> list[Prediction]:
-        return [p for p in self.points if p.predicted is None]
-
-    def summary(self) -> dict[str, dict[str, float]]:
-        return summarise(self.predicted)
-
-    def coverage(self) -> dict[str, float] | None:
-        """Share of the predicted rows whose measurement lies in its interval, overall."""
-        marks = [p.covered for p in self.predicted if p.covered is not None]
-        return {"n": len(marks), "covered": sum(marks) / len(marks)} if marks else None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"points": [p.to_dict() for p in self.predicted],
-               "summary": self.summary(),
-               "unpredictable": [{"id": p.row.id, "metric": p.row.metric, "reason": p.reason}
-                                 for p in self.unpredictable]}
-        if self.coverage() is not None:
-            out["interval_coverage"] = self.coverage()
-        return out
-
-
-def errors_by_metric(points: Iterable[Prediction]) -> dict[str, list[float]]:
-    """The relative errors of the predicted points, per metric."""
-    out: dict[str, list[float]] = {}
-    for p in points:
-        error = p.error
-        if error is not None:
-            out.setdefault(p.row.metric, []).append(error)
-    return out
-
-
-def summarise(points: Iterable[Prediction]) -> dict[str, dict[str, float]]:
-    """Median and 90th-percentile |error| per metric.
-
-    >>> from infermodel.accuracy.ledger import LedgerRow
-    >>> row = LedgerRow("a", "u", "vllm", "h100-sxm", 1, "m", None, "", "", 1, 1, 8, 8, 1,
-    ...                 "ttft_ms", "mean", 10.0)
-    >>> summarise([Prediction(row, 12.0), Prediction(row, 9.0)])["ttft_ms"]["median_abs_error"]
-    0.15
-    """
-    by_metric = {m: [abs(e) for e in errors] for m, errors in errors_by_metric(points).items()}
-    return {metric: {"n": len(errors),
-                     "median_abs_error": round(float(np.median(errors)), 6),
-                     "p90_abs_error": round(float(np.percentile(errors, 90)), 6)}
-            for metric, errors in sorted(by_metric.items())}
 
 
 # ---------------------------------------------------------------------------------
@@ -554,49 +435,6 @@ def predict(model: RowModel, row: LedgerRow, efficiency: Efficiency,
     return predict_how(model, row, efficiency, simulations)[0]
 
 
-def preset_efficiency(name: str, *, host: PluginHost) -> Efficiency:
-    """The engine parameters an efficiency preset sets (those it writes)."""
-    from ..scenario import read_toml
-    from ..schema import parse_field
-
-    host.check_loaded()
-    registries = host.registries
-    info = registries.presets["efficiency"][name]
-    data, _ = read_toml(info.path)
-    table = data.get("efficiency", {})
-    specs = registries.fields["efficiency"]
-    return Efficiency.of({n: parse_field(specs[n], table[n]) for n in FITTED
-                          if n in table and n in specs})
-
-
-def preset_intervals(name: str, *, host: PluginHost) -> list[intervals.Entry]:
-    """The interval groups an efficiency preset records (none for an unknown preset)."""
-    from ..scenario import read_toml
-
-    info = host.registries.presets.get("efficiency", {}).get(name)
-    if info is None:
-        return []
-    data, _ = read_toml(info.path)
-    return intervals.entries_of(data.get("preset", {}).get("interval", []))
-
-
-def kernels_efficiency(family: str, *, host: PluginHost) -> Efficiency:
-    """The rates the operators no measured kernel table covers run at: the engine
-    preset's sustained bandwidth and GEMM shares (``bandwidth_fraction``,
-    ``gemm_fraction``) as MBU and MFU, and no ``t0`` (the tables time the kernels; the
-    fixed time stood in for them). Peak rates where the preset states neither. The
-    engine's host time per iteration is not among them: the measured-kernels plugin adds
-    the scenario's ``efficiency.step_overhead``, else its engine generation's preset's.
-    """
-    try:
-        preset = preset_efficiency(family, host=host).as_dict()
-    except KeyError:
-        preset = {}
-    gemm = preset.get("gemm_fraction", 1.0)
-    return Efficiency.of({"prefill_mfu": gemm, "decode_mfu": gemm,
-                          "mbu": preset.get("bandwidth_fraction", 1.0), "t0": 0.0})
-
-
 def predict_rows(rows: Sequence[LedgerRow], *, calibrated: bool = True,
                  efficiencies: Mapping[str, Efficiency] | None = None,
                  host: PluginHost, progress=None, kernels: str | None = None,
@@ -714,17 +552,3 @@ def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
             row.unexpressed,
             row.recv_interval, row.launch, row.batch_wait, row.dp_balance, row.mxfp4_activations,
             row.moe_backend)
-
-
-def refined_name(family: str, hardware: str) -> str:
-    """The efficiency preset refining ``family`` on one hardware preset."""
-    return f"{family}-{hardware}"
-
-
-def preset_name(row: LedgerRow, *, host: PluginHost) -> str:
-    """The efficiency preset that predicts ``row``: its family's refinement for its card
-    where one is shipped, else its family's.
-    """
-    name = refined_name(row.family, row.hardware)
-    host.check_loaded()
-    return name if name in host.registries.presets.get("efficiency", {}) else row.family

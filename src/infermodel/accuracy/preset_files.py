@@ -19,7 +19,7 @@ from ..engine import intervals
 from ..units import parse_quantity
 from .fits import Fit
 from .ledger import ENGINE_OF_FAMILY, split_preset
-from .predictions import summarise
+from .results import summarise
 
 __all__ = ["ENGINE_NAMES", "describe_preset", "preset_toml"]
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .fits import Fit
 from .ledger import METRICS, split_preset
-from .predictions import Prediction, Validation, summarise
+from .results import Prediction, Validation, summarise
 
 __all__ = ["GROUPINGS", "fit_table", "grouped_summary", "grouped_table", "plot_validation",
            "summary_table", "unpredictable_listing", "validation_table"]
