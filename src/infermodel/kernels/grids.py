@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from ..units import format_value
 from .curves import Curve, broadcast_shape, grid
 
 if TYPE_CHECKING:
@@ -71,11 +72,6 @@ def _fmt(value: float) -> str:
     if value == FULL_WINDOW:
         return "full"
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.4g}"
-
-
-def _duration(seconds: float) -> str:
-    """A short time for a warning: ``49.2 µs``, ``2 ms``."""
-    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} µs"
 
 
 def brackets(curve: Curve, x: Sequence[float]) -> list[str]:
@@ -479,8 +475,8 @@ class Lookup:
             return ""
         side = "short" if ratio < 1 else "too long"
         return (f" (the measured configuration's least time above its roofline, "
-                f"{_duration(fixed)}, is scaled too, though a call's fixed time does not "
-                f"scale: this call may be up to {_duration(wrong)} {side})")
+                f"{format_value(fixed, 's')}, is scaled too, though a call's fixed time does not "
+                f"scale: this call may be up to {format_value(wrong, 's')} {side})")
 
     def _fixed_time(self, index: int) -> float:
         """A measured configuration's least time above its roofline over its measured
