@@ -967,6 +967,41 @@ def test_a_configuration_scaled_from_another_warns_of_the_fixed_time_it_scales_t
     assert lookup._fixed_note((5.0,), lookup.blend((5.0,)), [0.0]) == ""
 
 
+def test_rows_less_work_the_engine_does_not_do_never_go_under_nothing_or_the_roofline():
+    # Rows of this card with the work: 50 µs at 1 token, 100 µs at 1,024. Two cards that
+    # hold both collections: with the work 40/90 and 44/70 µs (mean 42/80), without it
+    # 10/84 µs. At 1 token the work took 32 µs: 18 µs are left. At 1,024 the cards
+    # without it read slower than with it (84 > 80): no work is taken off, never time
+    # added. A point whose rows less the work would go under the roofline (8 µs at 4,096
+    # tokens, where 40 − 34 = 6 µs of rows are left) reads the roofline. Arrays evaluate
+    # as points do.
+    from infermodel.kernels.grids import Lookup
+    from infermodel.kernels.rescaled import Offset
+
+    def rows(latency):
+        return Lookup(name="demo", arguments=("tokens",), configs=(), curve=("tokens",),
+                      table="demo", categories={}, kernel_sources=("demo",),
+                      rows={"tokens": np.array([1.0, 1024.0, 4096.0]),
+                            "latency": np.array(latency)},
+                      roofline=lambda v: np.asarray(v["tokens"]) / 4096.0 * 8e-6,
+                      describe_roofline=lambda v: "demo")
+
+    here = rows([50e-6, 100e-6, 40e-6])
+    less = Offset(here, {"A": rows([40e-6, 90e-6, 38e-6]), "B": rows([44e-6, 70e-6, 38e-6])},
+                  rows([10e-6, 84e-6, 4e-6]), "C", here.roofline, here.describe_roofline,
+                  "a chain no engine runs")
+    assert less(1.0) == pytest.approx(18e-6, rel=1e-9)
+    assert less(1024.0) == pytest.approx(100e-6, rel=1e-9)
+    assert less(4096.0) == pytest.approx(8e-6, rel=1e-9)
+    assert np.allclose(less(np.array([1.0, 1024.0, 4096.0])), [18e-6, 100e-6, 8e-6], rtol=1e-9)
+    assert [less.point(t) for t in (1.0, 1024.0, 4096.0)] == pytest.approx([18e-6, 100e-6, 8e-6])
+    lines = less.explain(4096.0)
+    assert "less that work's time here, 34 µs (the mean of A, B rows with it" in lines[0]
+    assert "the roofline: the rows less the work go under it" in lines[-1]
+    with pytest.raises(ValueError, match="at least one card"):
+        Offset(here, {}, here, "C", here.roofline, here.describe_roofline, "nothing")
+
+
 def test_a_stand_in_read_inside_the_grid_comes_before_a_nearer_one_read_at_its_edge():
     # Configurations (width, tp, ep): TP 4/EP 2 measured only at another width, TP 1/EP 8
     # at the point's own. The point (width 10, TP 8, EP 1) reads TP 1/EP 8 at its width.

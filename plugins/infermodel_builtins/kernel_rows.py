@@ -1,7 +1,8 @@
 """Which measured rows a kernel's lookup is read from, where they are not simply its own
 table's at the release read: a later release's (noted), another format's scaled by the
 roofline (DeepEP's MoE rows), or a card of the same architecture's re-collected the way
-the engine serves (vLLM's latent attention module). Not a plugin: :mod:`.kernel_plan`
+the engine serves (vLLM's latent attention module), or, where no card of its architecture
+was, its own rows less what the two collections differ by on cards that hold both. Not a plugin: :mod:`.kernel_plan`
 reads through it.
 """
 
@@ -125,9 +126,56 @@ def served_norms(st: Setup, family: str, spec, chosen: dict, found, notes: list[
                                                     roofline, describe, why,
                                                     {**chosen, "card": other})
         return source.rescaled[key], {**chosen, "rows": other}
+    offset = native_chain_offset(st, family, spec, chosen, found, served, why, notes)
+    if offset is not None:
+        return offset
     if notes is not None:
         notes.append(f"{why}: no card of its architecture holds re-collected rows of these "
-                     "kernels, so they are read as they are")
+                     "kernels, and no card holds them both ways, so they are read as they are")
+    return None
+
+
+def native_chain_offset(st: Setup, family: str, spec, chosen: dict, found, served: list[str],
+                        why: str, notes: list[str] | None):
+    """(this card's own rows less the native chain's time, as cards of a re-collected
+    card's architecture measured it at the same point: their earlier rows of the same
+    release less its re-collected ones; the categories they are read at), where no card
+    of this card's architecture was re-collected (:func:`served_norms`); else None.
+    """
+    kernels = door.kernels
+    engine = st.engine or ""
+    for other in served:
+        arch = kernels.architecture(other)
+        without = kernels.lookup(other, engine, found.version, family, **chosen)
+        if arch is None or not isinstance(without, kernels.Lookup):
+            continue
+        earlier = {}
+        for card in kernels.systems():
+            if card in (other, st.system) or kernels.architecture(card) != arch:
+                continue
+            rows = kernels.lookup(card, engine, found.version, family, **chosen)
+            if (isinstance(rows, kernels.Lookup) and rows.version == found.version
+                    and not rows.later_than and not kernels.collection_field(
+                        card, engine, found.version, family, SERVED_NORMS, exact=True)):
+                earlier[card] = rows
+        if not earlier:
+            continue
+        cards = ", ".join(sorted(earlier))
+        if notes is not None:
+            notes.append(f"{why}: no card of its architecture holds re-collected rows, so "
+                         f"these rows are read less the native chain's time, which the "
+                         f"tables measure both ways on {other}'s architecture ({cards}'s "
+                         f"rows of the same release less {other}'s re-collected ones at the "
+                         "same point)")
+        key = ("native chain", st.system, tuple(sorted(chosen.items())))
+        if key not in found.rescaled:
+            roofline, describe = spec.roofline(chosen, kernels.card(st.system))
+            found.rescaled[key] = kernels.Offset(
+                found, earlier, without, other, roofline, describe,
+                f"{why}: the native chain's time taken off, as the same release's rows "
+                "collected both ways measure it",
+                {**chosen, "offset": f"less_{other}"})
+        return found.rescaled[key], {**chosen, "offset": f"less_{other}"}
     return None
 
 
@@ -144,5 +192,5 @@ def rows_read(st: Setup, family: str, spec, chosen: dict, found, notes: list[str
     return found, chosen
 
 
-__all__ = ["DEEPEP_MEASURED_FORMAT", "SERVED_NORMS", "deepep_rescaled", "later", "rows_read",
-           "served_norms"]
+__all__ = ["DEEPEP_MEASURED_FORMAT", "SERVED_NORMS", "deepep_rescaled", "later",
+           "native_chain_offset", "rows_read", "served_norms"]

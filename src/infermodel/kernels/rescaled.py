@@ -1,7 +1,9 @@
 """A lookup read for what its table does not measure — another format, another card —
 from the measured rows of one that it does, scaled by the family's roofline ratio
-(:class:`Rescaled`). The measured rows stay a :class:`~.grids.Lookup`'s; this keeps
-their grid, their warnings and their derivation, and says why they stand in.
+(:class:`Rescaled`); or read from rows that time work the engine does not do, less that
+work's time as other cards' rows measured it both ways (:class:`Offset`). The measured
+rows stay a :class:`~.grids.Lookup`'s; this keeps their grid, their warnings and their
+derivation, and says why they are read so.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..units import format_value
 from .grids import Lookup, Roofline
 
 
@@ -99,4 +102,102 @@ class Rescaled:
                 "rows' own share, which the scaling keeps"]
 
 
-__all__ = ["Rescaled"]
+class Offset:
+    """A lookup read from rows that time work the engine does not do (``source``, a
+    :class:`Lookup`), each point less that work's time as other cards measured it: the
+    mean, at the same point, of the rows of cards collected with the work (``with_work``,
+    by card) less the rows of a card re-collected without it (``without``, on
+    ``without_card``), never below zero,
+    ``t = max(t_source − max(mean(t_with) − t_without, 0), R)`` with ``R`` the family's
+    roofline on this card, the floor no kernel goes under. ``why`` says what the work is
+    and where its time was measured: a derivation prints it at every point, and the plugin
+    that reads such a lookup states it as a warning.
+
+    >>> import numpy as np
+    >>> from infermodel.kernels.rooflines import gemm
+    >>> card = {"mem_bw": 8e12, "bfloat16_tc_flops": 2.25e15}
+    >>> def rows(latency):
+    ...     return Lookup(name="gemm", arguments=("m", "n", "k"), configs=("n", "k"),
+    ...                   curve=("m",), table="demo", categories={"dtype": "bfloat16"},
+    ...                   kernel_sources=("demo",), rows={"m": np.array([1.0, 1024.0]),
+    ...                   "n": np.array([4096.0] * 2), "k": np.array([4096.0] * 2),
+    ...                   "latency": np.array(latency)}, roofline=gemm({"dtype": "bfloat16"}, card)[0],
+    ...                   describe_roofline=gemm({"dtype": "bfloat16"}, card)[1])
+    >>> here, earlier, again = rows([50e-6, 1e-4]), rows([40e-6, 9e-5]), rows([10e-6, 6e-5])
+    >>> less = Offset(here, {"card A": earlier}, again, "card B", *gemm({"dtype": "bfloat16"}, card),
+    ...               "a chain no engine runs")
+    >>> round(less(1.0, 4096.0, 4096.0) * 1e6, 3)          # 50 µs less the 30 µs the chain took
+    20.0
+    >>> less.explain(1.0, 4096.0, 4096.0)[0]
+    "a chain no engine runs: read as the measured rows below, less that work's time here, 30 µs (the mean of card A rows with it, 40 µs, less card B rows without it, 10 µs)"
+    """
+
+    def __init__(self, source: Lookup, with_work: Mapping[str, Lookup], without: Lookup,
+                 without_card: str, roofline: Roofline,
+                 describe_roofline: Callable[[Mapping[str, float]], str], why: str,
+                 categories: Mapping[str, Any] | None = None) -> None:
+        if not with_work:
+            raise ValueError("an offset needs the rows of at least one card collected with the work")
+        self.source = source
+        #: The cards whose rows were collected with the work, and those rows.
+        self.with_work = dict(with_work)
+        self.without = without
+        self.without_card = without_card
+        self.name = source.name
+        self.arguments = source.arguments
+        self.table = source.table
+        self.kernel_sources = source.kernel_sources
+        self.version = source.version
+        self.later_than = source.later_than
+        self.unit_note = source.unit_note
+        self.categories = dict(source.categories if categories is None else categories)
+        self.roofline = roofline
+        self.describe_roofline = describe_roofline
+        self.why = why
+
+    def _parts(self, args: Sequence[Any], reader: Callable[[Lookup], Any]) -> tuple[Any, Any, Any]:
+        """(the rows with the work, their mean; the rows without it; the work's time)."""
+        with_work = sum(reader(lookup) for lookup in self.with_work.values()) / len(self.with_work)
+        without = reader(self.without)
+        return with_work, without, np.maximum(with_work - without, 0.0)
+
+    def __call__(self, *args: Any) -> Any:
+        _, _, work = self._parts(args, lambda lookup: lookup(*args))
+        floor = self.roofline(dict(zip(self.arguments, args)))
+        out = np.maximum(self.source(*args) - work, floor)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def point(self, *values: float) -> float:
+        """The latency in seconds at one point (plain numbers)."""
+        _, _, work = self._parts(values, lambda lookup: lookup.point(*values))
+        floor = float(self.roofline(dict(zip(self.arguments, values))))
+        return max(float(self.source.point(*values)) - float(work), floor)
+
+    def outside(self, *values: float) -> str | None:
+        """Why this point lies outside the source's own grid, or None."""
+        return self.source.outside(*values)
+
+    def blocks_at(self, *values: float) -> str | None:
+        """The arguments this point computes in blocks of the largest measured size, or None."""
+        return self.source.blocks_at(*values)
+
+    def explain(self, *values: float) -> list[str]:
+        """What a derivation prints under a formula that uses this lookup at one point."""
+        with_work, without, work = (float(x) for x in self._parts(
+            values, lambda lookup: lookup.point(*values)))
+        cards = ", ".join(sorted(self.with_work))
+        other = self.without_card
+        point = dict(zip(self.arguments, values))
+        time = self.point(*values)
+        roof = float(self.roofline(point))
+        floored = " (the roofline: the rows less the work go under it)" if time <= roof else ""
+        return [f"{self.why}: read as the measured rows below, less that work's time here, "
+                f"{format_value(work, 's')} (the mean of {cards} rows with it, "
+                f"{format_value(with_work, 's')}, less {other} rows without it, "
+                f"{format_value(without, 's')})",
+                *(f"  {line}" for line in self.source.explain(*values)),
+                f"latency {time * 1e3:.5g} ms{self.unit_note}{floored}; roofline "
+                f"{roof * 1e3:.5g} ms ({self.describe_roofline(point)}): {roof / time:.1%} of it"]
+
+
+__all__ = ["Offset", "Rescaled"]
