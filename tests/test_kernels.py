@@ -968,13 +968,14 @@ def test_a_configuration_scaled_from_another_warns_of_the_fixed_time_it_scales_t
 
 
 def test_rows_less_work_the_engine_does_not_do_never_go_under_nothing_or_the_roofline():
-    # Rows of this card with the work: 50 µs at 1 token, 100 µs at 1,024. Two cards that
-    # hold both collections: with the work 40/90 and 44/70 µs (mean 42/80), without it
-    # 10/84 µs. At 1 token the work took 32 µs: 18 µs are left. At 1,024 the cards
-    # without it read slower than with it (84 > 80): no work is taken off, never time
-    # added. A point whose rows less the work would go under the roofline (8 µs at 4,096
-    # tokens, where 40 − 34 = 6 µs of rows are left) reads the roofline. Arrays evaluate
-    # as points do.
+    # Rows of this card with the work: 50 µs at 1 token, 100 µs at 1,024. Three cards
+    # that hold the collection with the work: 40/90, 44/70 and 120/95 µs (median 44/90;
+    # the mean, 68/85, would let one card's outlier carry), the card without it 10/94 µs.
+    # At 1 token the work took 44 − 10 = 34 µs: 16 µs are left. At 1,024 the card
+    # without it reads slower than the median with it (94 > 90): no work is taken off,
+    # never time added. A point whose rows less the work would go under the roofline
+    # (8 µs at 4,096 tokens, where 40 − 34 = 6 µs of rows are left) reads the roofline.
+    # Arrays evaluate as points do.
     from infermodel.kernels.grids import Lookup
     from infermodel.kernels.rescaled import Offset
 
@@ -987,17 +988,20 @@ def test_rows_less_work_the_engine_does_not_do_never_go_under_nothing_or_the_roo
                       describe_roofline=lambda v: "demo")
 
     here = rows([50e-6, 100e-6, 40e-6])
-    less = Offset(here, {"A": rows([40e-6, 90e-6, 38e-6]), "B": rows([44e-6, 70e-6, 38e-6])},
-                  rows([10e-6, 84e-6, 4e-6]), "C", here.roofline, here.describe_roofline,
+    less = Offset(here, {"A": rows([40e-6, 90e-6, 38e-6]), "B": rows([44e-6, 70e-6, 38e-6]),
+                         "D": rows([120e-6, 95e-6, 38e-6])},
+                  rows([10e-6, 94e-6, 4e-6]), "C", here.roofline, here.describe_roofline,
                   "a chain no engine runs")
-    assert less(1.0) == pytest.approx(18e-6, rel=1e-9)
+    assert less(1.0) == pytest.approx(16e-6, rel=1e-9)
     assert less(1024.0) == pytest.approx(100e-6, rel=1e-9)
     assert less(4096.0) == pytest.approx(8e-6, rel=1e-9)
-    assert np.allclose(less(np.array([1.0, 1024.0, 4096.0])), [18e-6, 100e-6, 8e-6], rtol=1e-9)
-    assert [less.point(t) for t in (1.0, 1024.0, 4096.0)] == pytest.approx([18e-6, 100e-6, 8e-6])
+    assert np.allclose(less(np.array([1.0, 1024.0, 4096.0])), [16e-6, 100e-6, 8e-6], rtol=1e-9)
+    assert [less.point(t) for t in (1.0, 1024.0, 4096.0)] == pytest.approx([16e-6, 100e-6, 8e-6])
     lines = less.explain(4096.0)
-    assert "less that work's time here, 34 µs (the mean of A, B rows with it" in lines[0]
+    assert ("these rows less its time at this point, 34 µs: the median of the rows of A, B and "
+            "D, 38 µs, less those of C, 4 µs") in lines[0]
     assert "the roofline: the rows less the work go under it" in lines[-1]
+    assert less.outside(1.0) is None
     with pytest.raises(ValueError, match="at least one card"):
         Offset(here, {}, here, "C", here.roofline, here.describe_roofline, "nothing")
 

@@ -33,6 +33,14 @@ DEEPEP_MEASURED_FORMAT = "fp8_block"
 #: the earlier collection. A card of the same architecture whose rows were re-collected
 #: so stands in for them (:func:`served_norms`).
 SERVED_NORMS = "norm_dispatch"
+#: The tables whose native chain is taken off a card's own rows where no card of its
+#: architecture was re-collected (:func:`native_chain_offset`): the decode module's, where
+#: the chain is a fixed time per call (the median over B300, GB200 and GB300 less B200:
+#: 39 µs at one sequence, 73 µs at 1,024), which carries from card to card. Not the
+#: prefill module's: there the chain's time grows with the tokens (90 µs at one prompt,
+#: 370–390 µs from eight to 128; quartiles 68 µs to 1.0 ms, cells from −11 to +12 ms),
+#: work at the card's bandwidth that Blackwell's times do not carry to another card.
+FIXED_CHAIN_FAMILIES = ("latent_generation",)
 
 def later(found, st: Setup, notes: list[str] | None) -> None:
     """Note a lookup that a later release's table serves (``kernels.families``: no table
@@ -130,18 +138,25 @@ def served_norms(st: Setup, family: str, spec, chosen: dict, found, notes: list[
     if offset is not None:
         return offset
     if notes is not None:
+        reason = ("the chain's time in them grows with the tokens, at a card's bandwidth, so "
+                  "the cards that hold them both ways do not measure it for this one"
+                  if family not in FIXED_CHAIN_FAMILIES else
+                  "and no card holds them both ways")
         notes.append(f"{why}: no card of its architecture holds re-collected rows of these "
-                     "kernels, and no card holds them both ways, so they are read as they are")
+                     f"kernels, {reason}: they are read as they are")
     return None
 
 
 def native_chain_offset(st: Setup, family: str, spec, chosen: dict, found, served: list[str],
                         why: str, notes: list[str] | None):
     """(this card's own rows less the native chain's time, as cards of a re-collected
-    card's architecture measured it at the same point: their earlier rows of the same
-    release less its re-collected ones; the categories they are read at), where no card
-    of this card's architecture was re-collected (:func:`served_norms`); else None.
+    card's architecture measured it at the same point: the median of their earlier rows
+    of the same release less its re-collected ones; the categories they are read at),
+    where no card of this card's architecture was re-collected (:func:`served_norms`) and
+    the table is one of :data:`FIXED_CHAIN_FAMILIES`; else None.
     """
+    if family not in FIXED_CHAIN_FAMILIES:
+        return None
     kernels = door.kernels
     engine = st.engine or ""
     for other in served:
@@ -160,21 +175,22 @@ def native_chain_offset(st: Setup, family: str, spec, chosen: dict, found, serve
                 earlier[card] = rows
         if not earlier:
             continue
-        cards = ", ".join(sorted(earlier))
+        cards = sorted(earlier)
+        named = cards[0] if len(cards) == 1 else ", ".join(cards[:-1]) + " and " + cards[-1]
         if notes is not None:
             notes.append(f"{why}: no card of its architecture holds re-collected rows, so "
-                         f"these rows are read less the native chain's time, which the "
-                         f"tables measure both ways on {other}'s architecture ({cards}'s "
-                         f"rows of the same release less {other}'s re-collected ones at the "
-                         "same point)")
+                         "these rows are read less the native chain's time at each point as "
+                         f"compute capability {arch} measures it (the median of the rows of "
+                         f"{named} of the same release less {other}'s re-collected ones: a "
+                         "fixed time per call, about 39 µs at one sequence and 73 µs at "
+                         "1,024, taken to cost this card the same; the derivation gives it "
+                         "at the point)")
         key = ("native chain", st.system, tuple(sorted(chosen.items())))
         if key not in found.rescaled:
             roofline, describe = spec.roofline(chosen, kernels.card(st.system))
             found.rescaled[key] = kernels.Offset(
                 found, earlier, without, other, roofline, describe,
-                f"{why}: the native chain's time taken off, as the same release's rows "
-                "collected both ways measure it",
-                {**chosen, "offset": f"less_{other}"})
+                f"{why}: the native chain's time taken off", {**chosen, "offset": f"less_{other}"})
         return found.rescaled[key], {**chosen, "offset": f"less_{other}"}
     return None
 
@@ -192,5 +208,5 @@ def rows_read(st: Setup, family: str, spec, chosen: dict, found, notes: list[str
     return found, chosen
 
 
-__all__ = ["DEEPEP_MEASURED_FORMAT", "SERVED_NORMS", "deepep_rescaled", "later",
-           "native_chain_offset", "rows_read", "served_norms"]
+__all__ = ["DEEPEP_MEASURED_FORMAT", "FIXED_CHAIN_FAMILIES", "SERVED_NORMS", "deepep_rescaled",
+           "later", "native_chain_offset", "rows_read", "served_norms"]

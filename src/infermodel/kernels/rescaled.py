@@ -105,13 +105,15 @@ class Rescaled:
 class Offset:
     """A lookup read from rows that time work the engine does not do (``source``, a
     :class:`Lookup`), each point less that work's time as other cards measured it: the
-    mean, at the same point, of the rows of cards collected with the work (``with_work``,
-    by card) less the rows of a card re-collected without it (``without``, on
-    ``without_card``), never below zero,
-    ``t = max(t_source − max(mean(t_with) − t_without, 0), R)`` with ``R`` the family's
-    roofline on this card, the floor no kernel goes under. ``why`` says what the work is
-    and where its time was measured: a derivation prints it at every point, and the plugin
-    that reads such a lookup states it as a warning.
+    median, at the same point, of the rows of cards collected with the work
+    (``with_work``, by card; the median, so that one card's outlier does not carry) less
+    the rows of a card re-collected without it (``without``, on ``without_card``), never
+    below zero, ``t = max(t_source − max(median(t_with) − t_without, 0), R)`` with ``R``
+    the family's roofline on this card, the floor no kernel goes under. ``why`` says what
+    the work is: a derivation prints it, and the work's time, at every point, and the
+    plugin that reads such a lookup states it as a warning. The work is taken to cost
+    this card what it cost those: fit for a fixed time per call (launches), not for work
+    that scales with a card's bandwidth.
 
     >>> import numpy as np
     >>> from infermodel.kernels.rooflines import gemm
@@ -129,7 +131,7 @@ class Offset:
     >>> round(less(1.0, 4096.0, 4096.0) * 1e6, 3)          # 50 µs less the 30 µs the chain took
     20.0
     >>> less.explain(1.0, 4096.0, 4096.0)[0]
-    "a chain no engine runs: read as the measured rows below, less that work's time here, 30 µs (the mean of card A rows with it, 40 µs, less card B rows without it, 10 µs)"
+    'a chain no engine runs: these rows less its time at this point, 30 µs: the rows of card A, 40 µs, less those of card B, 10 µs'
     """
 
     def __init__(self, source: Lookup, with_work: Mapping[str, Lookup], without: Lookup,
@@ -155,27 +157,39 @@ class Offset:
         self.describe_roofline = describe_roofline
         self.why = why
 
-    def _parts(self, args: Sequence[Any], reader: Callable[[Lookup], Any]) -> tuple[Any, Any, Any]:
-        """(the rows with the work, their mean; the rows without it; the work's time)."""
-        with_work = sum(reader(lookup) for lookup in self.with_work.values()) / len(self.with_work)
-        without = reader(self.without)
+    def _parts(self, reader: Callable[[Lookup], Any]) -> tuple[Any, Any, Any]:
+        """(the rows with the work, their median across the cards; the rows without it;
+        the work's time, never below zero).
+        """
+        with_work = np.median(np.stack(np.broadcast_arrays(
+            *(np.asarray(reader(lookup), dtype=float) for lookup in self.with_work.values()))),
+            axis=0)
+        without = np.asarray(reader(self.without), dtype=float)
         return with_work, without, np.maximum(with_work - without, 0.0)
 
     def __call__(self, *args: Any) -> Any:
-        _, _, work = self._parts(args, lambda lookup: lookup(*args))
+        _, _, work = self._parts(lambda lookup: lookup(*args))
         floor = self.roofline(dict(zip(self.arguments, args)))
         out = np.maximum(self.source(*args) - work, floor)
         return float(out) if np.ndim(out) == 0 else out
 
     def point(self, *values: float) -> float:
         """The latency in seconds at one point (plain numbers)."""
-        _, _, work = self._parts(values, lambda lookup: lookup.point(*values))
+        _, _, work = self._parts(lambda lookup: lookup.point(*values))
         floor = float(self.roofline(dict(zip(self.arguments, values))))
         return max(float(self.source.point(*values)) - float(work), floor)
 
     def outside(self, *values: float) -> str | None:
-        """Why this point lies outside the source's own grid, or None."""
-        return self.source.outside(*values)
+        """Why this point lies outside the source's grid, or outside a grid the work's
+        time is read from; or None.
+        """
+        reasons = [self.source.outside(*values)]
+        for card, lookup in (*self.with_work.items(), (self.without_card, self.without)):
+            why = lookup.outside(*values)
+            if why:
+                reasons.append(f"the work's time on {card}: {why}")
+        found = [r for r in reasons if r]
+        return "; ".join(found) if found else None
 
     def blocks_at(self, *values: float) -> str | None:
         """The arguments this point computes in blocks of the largest measured size, or None."""
@@ -184,19 +198,20 @@ class Offset:
     def explain(self, *values: float) -> list[str]:
         """What a derivation prints under a formula that uses this lookup at one point."""
         with_work, without, work = (float(x) for x in self._parts(
-            values, lambda lookup: lookup.point(*values)))
-        cards = ", ".join(sorted(self.with_work))
-        other = self.without_card
+            lambda lookup: lookup.point(*values)))
+        cards = sorted(self.with_work)
+        named = (cards[0] if len(cards) == 1 else
+                 ", ".join(cards[:-1]) + " and " + cards[-1])
+        middle = "the rows" if len(cards) == 1 else "the median of the rows"
         point = dict(zip(self.arguments, values))
         time = self.point(*values)
         roof = float(self.roofline(point))
         floored = " (the roofline: the rows less the work go under it)" if time <= roof else ""
-        return [f"{self.why}: read as the measured rows below, less that work's time here, "
-                f"{format_value(work, 's')} (the mean of {cards} rows with it, "
-                f"{format_value(with_work, 's')}, less {other} rows without it, "
-                f"{format_value(without, 's')})",
+        return [f"{self.why}: these rows less its time at this point, {format_value(work, 's')}: "
+                f"{middle} of {named}, {format_value(with_work, 's')}, less those of "
+                f"{self.without_card}, {format_value(without, 's')}",
                 *(f"  {line}" for line in self.source.explain(*values)),
-                f"latency {time * 1e3:.5g} ms{self.unit_note}{floored}; roofline "
+                f"less the work: latency {time * 1e3:.5g} ms{self.unit_note}{floored}; roofline "
                 f"{roof * 1e3:.5g} ms ({self.describe_roofline(point)}): {roof / time:.1%} of it"]
 
 
