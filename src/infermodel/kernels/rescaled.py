@@ -17,7 +17,32 @@ from ..units import format_value
 from .grids import Lookup, Roofline
 
 
-class Rescaled:
+class _FromRows:
+    """What a lookup read from another's measured rows (``source``) keeps of them: its
+    name and arguments, table, kernels, release and unit note; where a point lies outside
+    their grid and computes in their blocks.
+    """
+
+    def __init__(self, source: Lookup) -> None:
+        self.source = source
+        self.name = source.name
+        self.arguments = source.arguments
+        self.table = source.table
+        self.kernel_sources = source.kernel_sources
+        self.version = source.version
+        self.later_than = source.later_than
+        self.unit_note = source.unit_note
+
+    def outside(self, *values: float) -> str | None:
+        """Why this point lies outside the source's grid, or None."""
+        return self.source.outside(*values)
+
+    def blocks_at(self, *values: float) -> str | None:
+        """The arguments this point computes in blocks of the largest measured size, or None."""
+        return self.source.blocks_at(*values)
+
+
+class Rescaled(_FromRows):
     """A lookup read for a format its table does not measure: the measured rows of
     another format (``source``, a :class:`Lookup`), each point scaled by the ratio of the
     family's roofline in the wanted format to its roofline in the measured one,
@@ -48,17 +73,10 @@ class Rescaled:
     def __init__(self, source: Lookup, categories: Mapping[str, Any], roofline: Roofline,
                  describe_roofline: Callable[[Mapping[str, float]], str], why: str,
                  measured: Mapping[str, Any] | None = None) -> None:
-        self.source = source
+        super().__init__(source)
         #: The categories the source was read at, in ``categories``' terms (default the
         #: source's own, as its table names them).
         self.measured = dict(source.categories if measured is None else measured)
-        self.name = source.name
-        self.arguments = source.arguments
-        self.table = source.table
-        self.kernel_sources = source.kernel_sources
-        self.version = source.version
-        self.later_than = source.later_than
-        self.unit_note = source.unit_note
         self.categories = dict(categories)
         self.roofline = roofline
         self.describe_roofline = describe_roofline
@@ -76,18 +94,11 @@ class Rescaled:
         """The latency in seconds at one point (plain numbers)."""
         return float(self.source.point(*values) * self._ratio(values))
 
-    def outside(self, *values: float) -> str | None:
-        """Why this point lies outside the measured format's grid, or None (the scaling
-        between formats is the reader's to state, as ``why``: every point has it).
-        """
-        return self.source.outside(*values)
-
-    def blocks_at(self, *values: float) -> str | None:
-        """The arguments this point computes in blocks of the largest measured size, or None."""
-        return self.source.blocks_at(*values)
-
     def explain(self, *values: float) -> list[str]:
-        """What a derivation prints under a formula that uses this lookup at one point."""
+        """What a derivation prints under a formula that uses this lookup at one point
+        (the scaling between formats or cards is stated here, as ``why``, at every point,
+        not as a point outside the grid).
+        """
         point = dict(zip(self.arguments, values))
         changed = [f"{k} {self.measured.get(k, '?')} to {v}"
                    for k, v in self.categories.items() if self.measured.get(k) != v]
@@ -102,7 +113,7 @@ class Rescaled:
                 "rows' own share, which the scaling keeps"]
 
 
-class Offset:
+class Offset(_FromRows):
     """A lookup read from rows that time work the engine does not do (``source``, a
     :class:`Lookup`), each point less that work's time as other cards measured it: the
     median, at the same point, of the rows of cards collected with the work
@@ -140,18 +151,11 @@ class Offset:
                  categories: Mapping[str, Any] | None = None) -> None:
         if not with_work:
             raise ValueError("an offset needs the rows of at least one card collected with the work")
-        self.source = source
+        super().__init__(source)
         #: The cards whose rows were collected with the work, and those rows.
         self.with_work = dict(with_work)
         self.without = without
         self.without_card = without_card
-        self.name = source.name
-        self.arguments = source.arguments
-        self.table = source.table
-        self.kernel_sources = source.kernel_sources
-        self.version = source.version
-        self.later_than = source.later_than
-        self.unit_note = source.unit_note
         self.categories = dict(source.categories if categories is None else categories)
         self.roofline = roofline
         self.describe_roofline = describe_roofline
@@ -190,10 +194,6 @@ class Offset:
                 reasons.append(f"the work's time on {card}: {why}")
         found = [r for r in reasons if r]
         return "; ".join(found) if found else None
-
-    def blocks_at(self, *values: float) -> str | None:
-        """The arguments this point computes in blocks of the largest measured size, or None."""
-        return self.source.blocks_at(*values)
 
     def explain(self, *values: float) -> list[str]:
         """What a derivation prints under a formula that uses this lookup at one point."""
