@@ -1002,6 +1002,17 @@ def test_rows_less_work_the_engine_does_not_do_never_go_under_nothing_or_the_roo
             "D, 38 µs, less those of C, 4 µs") in lines[0]
     assert "the roofline: the rows less the work go under it" in lines[-1]
     assert less.outside(1.0) is None
+    # Beyond every grid alike (8,192 tokens) the reason is given once, not once a card; a
+    # card whose grid stops short (E, measured to 1,024 tokens) is named with its own.
+    assert less.outside(8192.0) == here.outside(8192.0)
+    partial = Offset(here, {"A": rows([40e-6, 90e-6, 38e-6]), "E": Lookup(
+        name="demo", arguments=("tokens",), configs=(), curve=("tokens",), table="demo",
+        categories={}, kernel_sources=("demo",),
+        rows={"tokens": np.array([1.0, 1024.0]), "latency": np.array([44e-6, 70e-6])},
+        roofline=here.roofline, describe_roofline=here.describe_roofline)},
+        rows([10e-6, 94e-6, 4e-6]), "C", here.roofline, here.describe_roofline, "a chain")
+    assert partial.outside(4096.0) == ("the work's time on E: tokens 4096 is 4× beyond the "
+                                       "measured 1024: scaled by the roofline ratio")
     with pytest.raises(ValueError, match="at least one card"):
         Offset(here, {}, here, "C", here.roofline, here.describe_roofline, "nothing")
 

@@ -35,9 +35,10 @@ DEEPEP_MEASURED_FORMAT = "fp8_block"
 SERVED_NORMS = "norm_dispatch"
 #: The tables whose native chain is taken off a card's own rows where no card of its
 #: architecture was re-collected (:func:`native_chain_offset`): the decode module's, where
-#: the chain is a fixed time per call (the median over B300, GB200 and GB300 less B200:
-#: 39 µs at one sequence, 73 µs at 1,024), which carries from card to card. Not the
-#: prefill module's: there the chain's time grows with the tokens (90 µs at one prompt,
+#: the chain is a time per call set by its extra launches more than by the card's
+#: bandwidth (the median over B300, GB200 and GB300 less B200: 39 µs at one sequence,
+#: 73 µs at 1,024), which carries from card to card. Not the prefill module's: there the
+#: chain's time grows with the tokens (88 µs at one prompt,
 #: 370–390 µs from eight to 128; quartiles 68 µs to 1.0 ms, cells from −11 to +12 ms),
 #: work at the card's bandwidth that Blackwell's times do not carry to another card.
 FIXED_CHAIN_FAMILIES = ("latent_generation",)
@@ -138,8 +139,8 @@ def served_norms(st: Setup, family: str, spec, chosen: dict, found, notes: list[
     if offset is not None:
         return offset
     if notes is not None:
-        reason = ("the chain's time in them grows with the tokens, at a card's bandwidth, so "
-                  "the cards that hold them both ways do not measure it for this one"
+        reason = ("and the chain's time in them grows with the tokens, at a card's bandwidth, "
+                  "so the cards that hold them both ways do not measure it for this one"
                   if family not in FIXED_CHAIN_FAMILIES else
                   "and no card holds them both ways")
         notes.append(f"{why}: no card of its architecture holds re-collected rows of these "
@@ -180,11 +181,11 @@ def native_chain_offset(st: Setup, family: str, spec, chosen: dict, found, serve
         if notes is not None:
             notes.append(f"{why}: no card of its architecture holds re-collected rows, so "
                          "these rows are read less the native chain's time at each point as "
-                         f"compute capability {arch} measures it (the median of the rows of "
-                         f"{named} of the same release less {other}'s re-collected ones: a "
-                         "fixed time per call, about 39 µs at one sequence and 73 µs at "
-                         "1,024, taken to cost this card the same; the derivation gives it "
-                         "at the point)")
+                         f"the compute-capability-{arch}.x cards measure it (the median of "
+                         f"the rows of {named} of the same release less {other}'s "
+                         "re-collected ones: a time per call set by the chain's launches, "
+                         "taken to cost this card the same; the derivation gives it at the "
+                         "point)")
         key = ("native chain", st.system, tuple(sorted(chosen.items())))
         if key not in found.rescaled:
             roofline, describe = spec.roofline(chosen, kernels.card(st.system))

@@ -117,13 +117,14 @@ class Offset(_FromRows):
     """A lookup read from rows that time work the engine does not do (``source``, a
     :class:`Lookup`), each point less that work's time as other cards measured it: the
     median, at the same point, of the rows of cards collected with the work
-    (``with_work``, by card; the median, so that one card's outlier does not carry) less
+    (``with_work``, by card; the median, so that one card's outlier does not carry where
+    three or more hold the work — with two it is their mean) less
     the rows of a card re-collected without it (``without``, on ``without_card``), never
     below zero, ``t = max(t_source − max(median(t_with) − t_without, 0), R)`` with ``R``
     the family's roofline on this card, the floor no kernel goes under. ``why`` says what
     the work is: a derivation prints it, and the work's time, at every point, and the
     plugin that reads such a lookup states it as a warning. The work is taken to cost
-    this card what it cost those: fit for a fixed time per call (launches), not for work
+    this card what it cost those: fit for a time per call set by launches, not for work
     that scales with a card's bandwidth.
 
     >>> import numpy as np
@@ -187,12 +188,14 @@ class Offset(_FromRows):
         """Why this point lies outside the source's grid, or outside a grid the work's
         time is read from; or None.
         """
-        reasons = [self.source.outside(*values)]
+        own = self.source.outside(*values)
+        others: dict[str, list[str]] = {}
         for card, lookup in (*self.with_work.items(), (self.without_card, self.without)):
             why = lookup.outside(*values)
-            if why:
-                reasons.append(f"the work's time on {card}: {why}")
-        found = [r for r in reasons if r]
+            if why and why != own:
+                others.setdefault(why, []).append(card)
+        found = [own] if own else []
+        found += [f"the work's time on {', '.join(cards)}: {why}" for why, cards in others.items()]
         return "; ".join(found) if found else None
 
     def explain(self, *values: float) -> list[str]:
