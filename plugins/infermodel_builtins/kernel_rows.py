@@ -2,8 +2,8 @@
 table's at the release read: a later release's (noted), another format's scaled by the
 roofline (DeepEP's MoE rows), or a card of the same architecture's re-collected the way
 the engine serves (vLLM's latent attention module), or, where no card of its architecture
-was, its own rows less what the two collections differ by on cards that hold both. Not a plugin: :mod:`.kernel_plan`
-reads through it.
+was, its own rows less what the two collections differ by on cards that hold both. Not a
+plugin: :mod:`.kernel_plan` reads through it.
 """
 
 from __future__ import annotations
@@ -176,23 +176,22 @@ def native_chain_offset(st: Setup, family: str, spec, chosen: dict, found, serve
                 earlier[card] = rows
         if not earlier:
             continue
-        cards = sorted(earlier)
-        named = cards[0] if len(cards) == 1 else ", ".join(cards[:-1]) + " and " + cards[-1]
+        key = ("native chain", st.system, tuple(sorted(chosen.items())))
+        offset = found.rescaled.get(key)
+        if not isinstance(offset, kernels.Offset):
+            roofline, describe = spec.roofline(chosen, kernels.card(st.system))
+            offset = found.rescaled[key] = kernels.Offset(
+                found, earlier, without, other, roofline, describe,
+                f"{why}: the native chain's time taken off", {**chosen, "offset": f"less_{other}"})
         if notes is not None:
             notes.append(f"{why}: no card of its architecture holds re-collected rows, so "
                          "these rows are read less the native chain's time at each point as "
                          f"the compute-capability-{arch}.x cards measure it (the median of "
-                         f"the rows of {named} of the same release less {other}'s "
-                         "re-collected ones: a time per call set by the chain's launches, "
-                         "taken to cost this card the same; the derivation gives it at the "
-                         "point)")
-        key = ("native chain", st.system, tuple(sorted(chosen.items())))
-        if key not in found.rescaled:
-            roofline, describe = spec.roofline(chosen, kernels.card(st.system))
-            found.rescaled[key] = kernels.Offset(
-                found, earlier, without, other, roofline, describe,
-                f"{why}: the native chain's time taken off", {**chosen, "offset": f"less_{other}"})
-        return found.rescaled[key], {**chosen, "offset": f"less_{other}"}
+                         f"the rows of {offset.cards_named} of the same release "
+                         f"less {other}'s re-collected ones: a time per call set by the "
+                         "chain's launches, taken to cost this card the same; the derivation "
+                         "gives it at the point)")
+        return offset, {**chosen, "offset": f"less_{other}"}
     return None
 
 

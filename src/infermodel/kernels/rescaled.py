@@ -20,10 +20,12 @@ from .grids import Lookup, Roofline
 class _FromRows:
     """What a lookup read from another's measured rows (``source``) keeps of them: its
     name and arguments, table, kernels, release and unit note; where a point lies outside
-    their grid and computes in their blocks.
+    their grid and computes in their blocks. Beside them, the categories it is read at,
+    the family's roofline on the card it stands for and why it is read so.
     """
 
-    def __init__(self, source: Lookup) -> None:
+    def __init__(self, source: Lookup, categories: Mapping[str, Any], roofline: Roofline,
+                 describe_roofline: Callable[[Mapping[str, float]], str], why: str) -> None:
         self.source = source
         self.name = source.name
         self.arguments = source.arguments
@@ -32,6 +34,10 @@ class _FromRows:
         self.version = source.version
         self.later_than = source.later_than
         self.unit_note = source.unit_note
+        self.categories = dict(categories)
+        self.roofline = roofline
+        self.describe_roofline = describe_roofline
+        self.why = why
 
     def outside(self, *values: float) -> str | None:
         """Why this point lies outside the source's grid, or None."""
@@ -73,14 +79,10 @@ class Rescaled(_FromRows):
     def __init__(self, source: Lookup, categories: Mapping[str, Any], roofline: Roofline,
                  describe_roofline: Callable[[Mapping[str, float]], str], why: str,
                  measured: Mapping[str, Any] | None = None) -> None:
-        super().__init__(source)
+        super().__init__(source, categories, roofline, describe_roofline, why)
         #: The categories the source was read at, in ``categories``' terms (default the
         #: source's own, as its table names them).
         self.measured = dict(source.categories if measured is None else measured)
-        self.categories = dict(categories)
-        self.roofline = roofline
-        self.describe_roofline = describe_roofline
-        self.why = why
 
     def _ratio(self, args: Sequence[Any]) -> Any:
         point = dict(zip(self.arguments, args))
@@ -152,15 +154,18 @@ class Offset(_FromRows):
                  categories: Mapping[str, Any] | None = None) -> None:
         if not with_work:
             raise ValueError("an offset needs the rows of at least one card collected with the work")
-        super().__init__(source)
+        super().__init__(source, source.categories if categories is None else categories,
+                         roofline, describe_roofline, why)
         #: The cards whose rows were collected with the work, and those rows.
         self.with_work = dict(with_work)
         self.without = without
         self.without_card = without_card
-        self.categories = dict(source.categories if categories is None else categories)
-        self.roofline = roofline
-        self.describe_roofline = describe_roofline
-        self.why = why
+
+    @property
+    def cards_named(self) -> str:
+        """The cards collected with the work, in words ("a, b and c")."""
+        cards = sorted(self.with_work)
+        return cards[0] if len(cards) == 1 else ", ".join(cards[:-1]) + " and " + cards[-1]
 
     def _parts(self, reader: Callable[[Lookup], Any]) -> tuple[Any, Any, Any]:
         """(the rows with the work, their median across the cards; the rows without it;
@@ -202,16 +207,13 @@ class Offset(_FromRows):
         """What a derivation prints under a formula that uses this lookup at one point."""
         with_work, without, work = (float(x) for x in self._parts(
             lambda lookup: lookup.point(*values)))
-        cards = sorted(self.with_work)
-        named = (cards[0] if len(cards) == 1 else
-                 ", ".join(cards[:-1]) + " and " + cards[-1])
-        middle = "the rows" if len(cards) == 1 else "the median of the rows"
+        middle = "the rows" if len(self.with_work) == 1 else "the median of the rows"
         point = dict(zip(self.arguments, values))
         time = self.point(*values)
         roof = float(self.roofline(point))
         floored = " (the roofline: the rows less the work go under it)" if time <= roof else ""
         return [f"{self.why}: these rows less its time at this point, {format_value(work, 's')}: "
-                f"{middle} of {named}, {format_value(with_work, 's')}, less those of "
+                f"{middle} of {self.cards_named}, {format_value(with_work, 's')}, less those of "
                 f"{self.without_card}, {format_value(without, 's')}",
                 *(f"  {line}" for line in self.source.explain(*values)),
                 f"less the work: latency {time * 1e3:.5g} ms{self.unit_note}{floored}; roofline "
