@@ -1017,6 +1017,52 @@ def test_rows_less_work_the_engine_does_not_do_never_go_under_nothing_or_the_roo
         Offset(here, {}, here, "C", here.roofline, here.describe_roofline, "nothing")
 
 
+def test_rows_that_stop_at_one_node_grow_beyond_it_as_a_card_of_the_same_rack_measured():
+    # This card's rows reach 4 GPUs (10 and 12 µs at 2 and 4 for a small message, 20 and
+    # 30 µs for a large one); a card of the same rack design reaches 16 (its 4 → 8 GPUs:
+    # 11 → 9 µs and 28 → 21 µs, a kernel that gets faster across nodes). At 8 GPUs the
+    # own time at 4 grows by the other card's ratio: 12·9/11 and 30·21/28 µs; at 16 by
+    # its 16/4 ratio. Inside the edge the own rows as they are; arrays evaluate as points
+    # do. Beyond the other card's grid too (32 GPUs) both reasons are given.
+    from infermodel.kernels.grids import Lookup
+    from infermodel.kernels.rescaled import Extended
+    from infermodel.kernels.rooflines import ring
+
+    roofline, describe = ring(2, 2, "two-shot all-reduce", fixed_steps=True)({}, {"intra_node_bw": 9e11})
+
+    def rows(cells):
+        gpus, elements, latency = (np.array(c, dtype=float) for c in zip(*cells))
+        return Lookup(name="demo", arguments=("elements", "gpus"), configs=("gpus",),
+                      curve=("elements",), table="demo", categories={}, kernel_sources=("demo",),
+                      rows={"gpus": gpus, "elements": elements, "latency": latency},
+                      roofline=roofline, describe_roofline=describe)
+
+    own = rows([(2, 1024, 10e-6), (2, 1 << 20, 20e-6), (4, 1024, 12e-6), (4, 1 << 20, 30e-6)])
+    other = rows([(n, e, t) for n, small, large in ((2, 9e-6, 19e-6), (4, 11e-6, 28e-6),
+                                                    (8, 9e-6, 21e-6), (16, 10e-6, 35e-6))
+                  for e, t in ((1024, small), (1 << 20, large))])
+    wider = Extended(own, other, "B", "gpus", "a faster kernel across nodes")
+    assert wider.edge == 4.0
+    assert wider(1024.0, 2.0) == pytest.approx(10e-6, rel=1e-12)
+    assert wider(1024.0, 8.0) == pytest.approx(12e-6 * 9 / 11, rel=1e-12)
+    assert wider(float(1 << 20), 8.0) == pytest.approx(30e-6 * 21 / 28, rel=1e-12)
+    assert wider(float(1 << 20), 16.0) == pytest.approx(30e-6 * 35 / 28, rel=1e-12)
+    grid = wider(np.array([1024.0, 1024.0, float(1 << 20)]), np.array([2.0, 8.0, 16.0]))
+    assert np.allclose(grid, [wider.point(1024.0, 2.0), wider.point(1024.0, 8.0),
+                              wider.point(float(1 << 20), 16.0)], rtol=1e-12)
+    assert wider.outside(1024.0, 4.0) is None
+    assert wider.outside(1024.0, 8.0) == ("gpus 8 beyond these rows (measured to 4): grown from "
+                                          "there as B's rows of the same release measure it")
+    assert wider.outside(1024.0, 32.0).endswith(
+        "; the growth on B: gpus 32 (measured 16, 2× away): scaled from the grid's edge by the "
+        "roofline ratio")
+    lines = wider.explain(1024.0, 8.0)
+    assert lines[0] == ("a faster kernel across nodes: these rows at gpus 4, the most they reach, "
+                        "grown to 8 by B's rows, 9 µs at 8 over 11 µs at 4 (×0.8182)")
+    assert lines[-1].startswith("grown: latency 0.0098182 ms")
+    assert wider.explain(1024.0, 2.0) == own.explain(1024.0, 2.0)
+
+
 def test_a_stand_in_read_inside_the_grid_comes_before_a_nearer_one_read_at_its_edge():
     # Configurations (width, tp, ep): TP 4/EP 2 measured only at another width, TP 1/EP 8
     # at the point's own. The point (width 10, TP 8, EP 1) reads TP 1/EP 8 at its width.

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(
     reason='the measured kernel tables are not installed (pip install "infermodel[kernels]")')
 
 DEEPSEEK = ROOT / "scenarios" / "deepseek-v3-8xh200-fp8.toml"
+LLAMA_8B = ROOT / "scenarios" / "measured-llama-3.1-8b-fp8-h200.toml"
 #: DeepSeek-V3 config.json: 61 layers, 128 heads; TP 8 gives 16 heads per GPU.
 LAYERS, HEADS_PER_GPU = 61, 16
 LATENT_OPS = ("qkv_projection", "attention_score", "attention_value", "output_projection")
@@ -187,6 +188,36 @@ def test_kimi_k2_at_tp8_reads_the_rows_of_8_heads():
                              batch_size=16, step=4096)
     total = sum(result[f"decode_kernel_{op}_time"] for op in LATENT_OPS)
     assert total == pytest.approx(result["layers"] * row, rel=1e-12)
+
+
+def test_an_all_reduce_beyond_one_gb200_tray_grows_as_gb300s_rows_measure_it():
+    # TensorRT-LLM 1.3.0rc20's custom all-reduce rows on GB200 stop at 4 GPUs (one tray
+    # of the NVL72; gb200.yaml: 4 GPUs a node, NVLink at 900 GB/s beyond it as within).
+    # GB300's of the same release reach 16 (collection_meta.yaml: the multi-node rows run
+    # the MNNVL all-reduce). Llama-3.1-8B (d_model 4,096, 32 layers: two all-reduces a
+    # layer) at TP 8 and 64 sequences: a message of 262,144 elements, a measured size.
+    # GB200's row at 4 GPUs times GB300's 8/4.
+    import pyarrow.parquet as pq
+
+    def cell(system, gpus):
+        table = _data().parent / system / "comm/trtllm/1.3.0rc20/custom_allreduce_perf.parquet"
+        return min(r["latency"] for r in pq.read_table(table).to_pylist()
+                   if r["num_gpus"] == gpus and r["message_size"] == 262144) * 1e-3
+
+    grown = cell("gb200", 4) * cell("gb300", 8) / cell("gb300", 4)
+    overrides = {"efficiency.kernels": "measured", "efficiency.engine": "trtllm",
+                 "hardware.preset": "gb200", "hardware.count": 8,
+                 "levers.parallelism.tensor": 8, "workload.batch": 64}
+    result = infermodel.evaluate(LLAMA_8B, overrides)
+    assert result["decode_kernel_all_reduce_time"] == pytest.approx(2 * 32 * grown, rel=1e-9)
+    assert any("gpus 8 beyond these rows (measured to 4): grown from there as gb300's rows"
+               in str(w) for w in result.warnings)
+    # Within the tray the own rows, with nothing said.
+    four = infermodel.evaluate(LLAMA_8B, {**overrides, "hardware.count": 4,
+                                          "levers.parallelism.tensor": 4})
+    assert four["decode_kernel_all_reduce_time"] == pytest.approx(2 * 32 * cell("gb200", 4),
+                                                                  rel=1e-9)
+    assert not any("beyond these rows" in str(w) for w in four.warnings)
 
 
 # ---------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 table's at the release read: a later release's (noted), another format's scaled by the
 roofline (DeepEP's MoE rows), or a card of the same architecture's re-collected the way
 the engine serves (vLLM's latent attention module), or, where no card of its architecture
-was, its own rows less what the two collections differ by on cards that hold both. Not a
-plugin: :mod:`.kernel_plan` reads through it.
+was, its own rows less what the two collections differ by on cards that hold both; or its
+own rows grown beyond one node of a rack as a card of the same design measured it (a
+collective over more GPUs than the rows reach). Not a plugin: :mod:`.kernel_plan` reads
+through it.
 """
 
 from __future__ import annotations
@@ -195,18 +197,79 @@ def native_chain_offset(st: Setup, family: str, spec, chosen: dict, found, serve
     return None
 
 
+def _nvlink_beyond_node(system: str) -> tuple[float, bool]:
+    """(a card's GPUs per node, whether its NVLink reaches beyond the node: its datasheet
+    states an inter-node bandwidth as high as the intra-node one, as a rack whose GPUs share
+    one NVLink domain does).
+    """
+    card = door.kernels.card(system)
+    inter, intra = card.get("inter_node_bw"), card.get("intra_node_bw")
+    return card.get("num_gpus_per_node", 0.0), bool(inter and intra and inter >= intra)
+
+
+def beyond_node(st: Setup, family: str, spec, chosen: dict, found):
+    """(this card's rows grown beyond their largest GPU count as a card of the same design
+    measured the growth; the categories they are read at), where the rows of a collective
+    stop at one node of a rack whose NVLink reaches beyond the node and a card of the same
+    architecture and node (same GPUs per node, NVLink beyond it) measured more GPUs in the
+    same release (:class:`infermodel.kernels.Extended`); else None.
+
+    The roofline ratio a lookup extends its grid by carries the ring's bytes and steps, not
+    the kernel the engine switches to across nodes: TensorRT-LLM 1.3's all-reduce over
+    eight GB300s of an NVL72 (two trays) measures 0.53–0.81× its time over four at 1–16
+    MiB messages, where the ratio gives 1.08–1.16×.
+    """
+    kernels = door.kernels
+    if "gpus" not in spec.configs or not st.system:
+        return None
+    per_node, spans = _nvlink_beyond_node(st.system)
+    edge = found.measured_values("gpus")[-1]
+    if not spans or not per_node or edge > per_node:
+        return None
+    arch = kernels.architecture(st.system)
+    engine = st.engine or ""
+    reach: list[tuple[float, str, object]] = []
+    for other in kernels.systems():
+        if (other == st.system or arch is None or kernels.architecture(other) != arch
+                or _nvlink_beyond_node(other) != (per_node, True)):
+            continue
+        rows = kernels.lookup(other, engine, found.version, family, **chosen)
+        if (isinstance(rows, kernels.Lookup) and rows.version == found.version
+                and not rows.later_than and rows.measured_values("gpus")[-1] > edge):
+            reach.append((-rows.measured_values("gpus")[-1], other, rows))
+    if not reach:
+        return None
+    _, other, rows = min(reach, key=lambda r: (r[0], r[1]))
+    key = ("beyond the node", other)
+    extended = found.rescaled.get(key)
+    if not isinstance(extended, kernels.Extended):
+        label = ENGINES[engine].label if engine in ENGINES else engine
+        why = (f"{label} {found.version}'s {spec.table} rows on {st.system} stop at "
+               f"{edge:g} GPUs, one node of a rack whose NVLink reaches beyond it; "
+               f"{other}, a card of the same architecture and node, measured more in the "
+               "same release, and its growth from there stands in for the roofline ratio "
+               "(across nodes the engine runs another kernel)")
+        extended = found.rescaled[key] = kernels.Extended(found, rows, other, "gpus", why)
+    return extended, {**chosen, "beyond": other}
+
+
 def rows_read(st: Setup, family: str, spec, chosen: dict, found, notes: list[str] | None):
     """(the rows a found lookup is read from, their categories): its own, noted where a
-    later release's serve (:func:`later`), or a same-architecture card's that time the
-    engine's own norms (:func:`served_norms`).
+    later release's serve (:func:`later`), a same-architecture card's that time the
+    engine's own norms (:func:`served_norms`), or its own grown beyond one node as a card
+    of the same rack design measured it (:func:`beyond_node`; stated where a point lies
+    beyond them, as the grid's edge is).
     """
     later(found, st, notes)
     if isinstance(found, door.kernels.Lookup):
         served = served_norms(st, family, spec, chosen, found, notes)
         if served is not None:
             return served
+        wider = beyond_node(st, family, spec, chosen, found)
+        if wider is not None:
+            return wider
     return found, chosen
 
 
-__all__ = ["DEEPEP_MEASURED_FORMAT", "FIXED_CHAIN_FAMILIES", "SERVED_NORMS", "deepep_rescaled",
-           "later", "native_chain_offset", "rows_read", "served_norms"]
+__all__ = ["DEEPEP_MEASURED_FORMAT", "FIXED_CHAIN_FAMILIES", "SERVED_NORMS", "beyond_node",
+           "deepep_rescaled", "later", "native_chain_offset", "rows_read", "served_norms"]

@@ -29,7 +29,7 @@ from .families import (
                        lookup,
 )
 from .grids import FULL_WINDOW, Lookup
-from .rescaled import Offset, Rescaled
+from .rescaled import Extended, Offset, Rescaled
 from .rooflines import GEMM_DTYPES, KV_BYTES, MOE_DTYPES
 from .source import INSTALL, TablesUnavailable, card, engine_versions, root, systems
 
@@ -38,6 +38,6 @@ MOE_DISTRIBUTIONS = ("power_law_1.01", "balanced")
 
 __all__ = ["FAMILIES", "FULL_WINDOW", "GEMM_DTYPES", "INSTALL", "KV_BYTES", "MOE_BACKENDS",
            "MOE_DISTRIBUTIONS",
-           "MOE_DTYPES", "Lookup", "Offset", "Rescaled", "TablesUnavailable", "Unavailable", "architecture", "card",
+           "MOE_DTYPES", "Extended", "Lookup", "Offset", "Rescaled", "TablesUnavailable", "Unavailable", "architecture", "card",
            "check_version", "collection_field",
            "engine_versions", "lookup", "root", "systems"]

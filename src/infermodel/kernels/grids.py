@@ -252,6 +252,10 @@ class Lookup:
     def _largest(self, name: str) -> float:
         return self._axis_values[self.config_names.index(name)][-1]
 
+    def measured_values(self, name: str) -> tuple[float, ...]:
+        """The values a configuration axis was measured at, ascending."""
+        return tuple(self._axis_values[self.config_names.index(name)])
+
     # -- configurations -----------------------------------------------------------------
     def blend(self, config: Sequence[float]) -> Blend:
         """How the measured configurations make ``config`` (kept per configuration)."""

@@ -1,9 +1,11 @@
 """A lookup read for what its table does not measure — another format, another card —
 from the measured rows of one that it does, scaled by the family's roofline ratio
-(:class:`Rescaled`); or read from rows that time work the engine does not do, less that
-work's time as other cards' rows measured it both ways (:class:`Offset`). The measured
-rows stay a :class:`~.grids.Lookup`'s; this keeps their grid, their warnings and their
-derivation, and says why they are read so.
+(:class:`Rescaled`); read from rows that time work the engine does not do, less that
+work's time as other cards' rows measured it both ways (:class:`Offset`); or read beyond
+the largest value its rows reach along one configuration axis as another card of the same
+design measured the growth from there (:class:`Extended`). The measured rows stay a
+:class:`~.grids.Lookup`'s; this keeps their grid, their warnings and their derivation, and
+says why they are read so.
 """
 
 from __future__ import annotations
@@ -220,4 +222,120 @@ class Offset(_FromRows):
                 f"{roof * 1e3:.5g} ms ({self.describe_roofline(point)}): {roof / time:.1%} of it"]
 
 
-__all__ = ["Offset", "Rescaled"]
+class Extended(_FromRows):
+    """A lookup whose rows end along one configuration axis (``axis``, at ``edge``, the
+    largest value they were measured at) where another card's rows of the same release
+    (``beyond``, on ``beyond_card``) go further: inside the edge the own rows as they are;
+    beyond it the own rows at the edge grown as the other card measured the growth from
+    the edge to the point, ``t = t_own(edge) · t_other(x) / t_other(edge)``, in place of
+    the roofline ratio a lookup extends its grid by. Fit where the two cards run the same
+    kernels over the same fabric (a collective over more GPUs than one node holds, on
+    racks whose NVLink reaches beyond the node): the other card's measured ratio carries
+    the algorithm the engine switches to there, which no roofline knows. ``why`` says
+    so: a derivation prints it, with both of the other card's times, at every point
+    beyond the edge, and :meth:`outside` reports such a point (a warning says how it was
+    read), as a lookup reports a point beyond its grid.
+
+    >>> import numpy as np
+    >>> from infermodel.kernels.rooflines import gemm
+    >>> card = {"mem_bw": 8e12, "bfloat16_tc_flops": 2.25e15}
+    >>> def rows(gpus, latency):
+    ...     n = len(gpus)
+    ...     return Lookup(name="demo", arguments=("m", "n", "k"), configs=("n", "k"),
+    ...                   curve=("m",), table="demo", categories={"dtype": "bfloat16"},
+    ...                   kernel_sources=("demo",), rows={"m": np.array([1.0] * n),
+    ...                   "n": np.array(gpus), "k": np.array([4096.0] * n),
+    ...                   "latency": np.array(latency)}, roofline=gemm({"dtype": "bfloat16"}, card)[0],
+    ...                   describe_roofline=gemm({"dtype": "bfloat16"}, card)[1])
+    >>> own, other = rows([2.0, 4.0], [10e-6, 12e-6]), rows([2.0, 4.0, 8.0], [9e-6, 12e-6, 6e-6])
+    >>> wider = Extended(own, other, "card B", "n", "a faster kernel beyond the node")
+    >>> round(wider(1.0, 8.0, 4096.0) * 1e6, 3)        # 12 µs at the edge, halved as on card B
+    6.0
+    >>> round(wider(1.0, 2.0, 4096.0) * 1e6, 3)        # inside the edge: the own rows
+    10.0
+    >>> wider.outside(1.0, 8.0, 4096.0)
+    "n 8 beyond these rows (measured to 4): grown from there as card B's rows of the same release measure it"
+    >>> wider.outside(1.0, 4.0, 4096.0) is None
+    True
+    """
+
+    def __init__(self, source: Lookup, beyond: Lookup, beyond_card: str, axis: str,
+                 why: str, categories: Mapping[str, Any] | None = None) -> None:
+        super().__init__(source, source.categories if categories is None else categories,
+                         source.roofline, source.describe_roofline, why)
+        self.beyond = beyond
+        self.beyond_card = beyond_card
+        self.axis = axis
+        self._at = source.arguments.index(axis)
+        #: The largest value the own rows reach along the axis.
+        self.edge = source.measured_values(axis)[-1]
+
+    def _edge(self, args: Sequence[Any]) -> list[Any]:
+        """The arguments with the axis held at the edge wherever they pass it."""
+        out = list(args)
+        out[self._at] = np.minimum(np.asarray(args[self._at], dtype=float), self.edge)
+        return out
+
+    def __call__(self, *args: Any) -> Any:
+        x = np.asarray(args[self._at], dtype=float)
+        own = self.source(*args)
+        if not np.any(x > self.edge):
+            return own
+        edge = self._edge(args)
+        grown = self.source(*edge) * self.beyond(*args) / self.beyond(*edge)
+        out = np.where(x > self.edge, grown, own)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def _growth(self, values: Sequence[float]) -> tuple[float, float]:
+        """The other card's times at the point and at the edge."""
+        return (float(self.beyond.point(*values)),
+                float(self.beyond.point(*(float(v) for v in self._edge(values)))))
+
+    def point(self, *values: float) -> float:
+        """The latency in seconds at one point (plain numbers)."""
+        if values[self._at] <= self.edge:
+            return float(self.source.point(*values))
+        there, edge = self._growth(values)
+        return float(self.source.point(*(float(v) for v in self._edge(values)))) * there / edge
+
+    def outside(self, *values: float) -> str | None:
+        """Why this point lies outside the own grid, or None. Beyond the edge it always
+        does: how it is read from there, then where it lies outside the own rows along
+        the other axes or outside the other card's.
+        """
+        at = float(values[self._at])
+        if at <= self.edge:
+            return self.source.outside(*values)
+        found = [f"{self.axis} {at:g} beyond these rows (measured to {self.edge:g}): grown "
+                 f"from there as {self.beyond_card}'s rows of the same release measure it"]
+        own = self.source.outside(*(float(v) for v in self._edge(values)))
+        if own:
+            found.append(own)
+        other = self.beyond.outside(*values)
+        if other:
+            found.append(f"the growth on {self.beyond_card}: {other}")
+        return "; ".join(found)
+
+    def blocks_at(self, *values: float) -> str | None:
+        """The arguments this point computes in blocks of the largest measured size, or None."""
+        return self.source.blocks_at(*(float(v) for v in self._edge(values)))
+
+    def explain(self, *values: float) -> list[str]:
+        """What a derivation prints under a formula that uses this lookup at one point."""
+        if values[self._at] <= self.edge:
+            return self.source.explain(*values)
+        there, edge = self._growth(values)
+        at = float(values[self._at])
+        point = dict(zip(self.arguments, values))
+        time = self.point(*values)
+        roof = float(self.roofline(point))
+        return [f"{self.why}: these rows at {self.axis} {self.edge:g}, the most they reach, "
+                f"grown to {at:g} by {self.beyond_card}'s rows, {format_value(there, 's')} at "
+                f"{at:g} over {format_value(edge, 's')} at {self.edge:g} (×{there / edge:.4g})",
+                *(f"  {line}" for line in self.source.explain(*(float(v) for v in
+                                                               self._edge(values)))),
+                f"grown: latency {time * 1e3:.5g} ms{self.unit_note}; roofline "
+                f"{roof * 1e3:.5g} ms ({self.describe_roofline(point)}): {roof / time:.1%} of it"]
+
+
+__all__ = ["Extended", "Offset", "Rescaled"]
