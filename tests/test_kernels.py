@@ -1048,11 +1048,15 @@ def test_rows_that_stop_at_one_node_grow_beyond_it_as_a_card_of_the_same_rack_me
     assert wider(float(1 << 20), 8.0) == pytest.approx(30e-6 * 21 / 28, rel=1e-12)
     assert wider(float(1 << 20), 16.0) == pytest.approx(30e-6 * 35 / 28, rel=1e-12)
     grid = wider(np.array([1024.0, 1024.0, float(1 << 20)]), np.array([2.0, 8.0, 16.0]))
-    assert np.allclose(grid, [wider.point(1024.0, 2.0), wider.point(1024.0, 8.0),
-                              wider.point(float(1 << 20), 16.0)], rtol=1e-12)
+    assert np.allclose(grid, [10e-6, 12e-6 * 9 / 11, 30e-6 * 35 / 28], rtol=1e-12)
+    # A scalar GPU count beside an array of sizes, and the other way round.
+    assert np.allclose(wider(np.array([1024.0, float(1 << 20)]), 8.0),
+                       [12e-6 * 9 / 11, 30e-6 * 21 / 28], rtol=1e-12)
+    assert np.allclose(wider(1024.0, np.array([4.0, 8.0])), [12e-6, 12e-6 * 9 / 11], rtol=1e-12)
     assert wider.outside(1024.0, 4.0) is None
     assert wider.outside(1024.0, 8.0) == ("gpus 8 beyond these rows (measured to 4): grown from "
-                                          "there as B's rows of the same release measure it")
+                                          "there as B's rows of the same release measure it "
+                                          "(×0.818)")
     assert wider.outside(1024.0, 32.0).endswith(
         "; the growth on B: gpus 32 (measured 16, 2× away): scaled from the grid's edge by the "
         "roofline ratio")

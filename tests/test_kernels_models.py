@@ -192,15 +192,15 @@ def test_kimi_k2_at_tp8_reads_the_rows_of_8_heads():
 
 def test_an_all_reduce_beyond_one_gb200_tray_grows_as_gb300s_rows_measure_it():
     # TensorRT-LLM 1.3.0rc20's custom all-reduce rows on GB200 stop at 4 GPUs (one tray
-    # of the NVL72; gb200.yaml: 4 GPUs a node, NVLink at 900 GB/s beyond it as within).
-    # GB300's of the same release reach 16 (collection_meta.yaml: the multi-node rows run
-    # the MNNVL all-reduce). Llama-3.1-8B (d_model 4,096, 32 layers: two all-reduces a
-    # layer) at TP 8 and 64 sequences: a message of 262,144 elements, a measured size.
-    # GB200's row at 4 GPUs times GB300's 8/4.
+    # of the NVL72; gb200.yaml: 4 GPUs a node, 72 a rack, NVLink at 900 GB/s beyond the
+    # node as within). GB300's of the same release reach 16 and name the kernel there
+    # (TRTLLM_MNNVL_oneshot/twoshot). Llama-3.1-8B (d_model 4,096, 32 layers: two
+    # all-reduces a layer) at TP 8 and 64 sequences: a message of 262,144 elements, a
+    # measured size. GB200's row at 4 GPUs times GB300's 8/4.
     import pyarrow.parquet as pq
 
-    def cell(system, gpus):
-        table = _data().parent / system / "comm/trtllm/1.3.0rc20/custom_allreduce_perf.parquet"
+    def cell(system, gpus, engine="trtllm/1.3.0rc20"):
+        table = _data().parent / system / f"comm/{engine}/custom_allreduce_perf.parquet"
         return min(r["latency"] for r in pq.read_table(table).to_pylist()
                    if r["num_gpus"] == gpus and r["message_size"] == 262144) * 1e-3
 
@@ -218,6 +218,24 @@ def test_an_all_reduce_beyond_one_gb200_tray_grows_as_gb300s_rows_measure_it():
     assert four["decode_kernel_all_reduce_time"] == pytest.approx(2 * 32 * cell("gb200", 4),
                                                                   rel=1e-9)
     assert not any("beyond these rows" in str(w) for w in four.warnings)
+    # SGLang 0.5.14's rows on GB300 reach 16 GPUs too but name only their launch mode
+    # (graph, eager), not the kernel that ran across nodes: GB200's 8-GPU point keeps the
+    # roofline ratio from its 4-GPU rows (two-shot: 2·(n − 1)/n of the 2-byte message over
+    # 900 GB/s, plus two 1 µs steps), warned as a point beyond the grid.
+    sglang = infermodel.evaluate(LLAMA_8B, {**overrides, "efficiency.engine": "sglang",
+                                            "efficiency.engine_version": "0.5.14"})
+
+    def roof(n):
+        return 2 * (n - 1) / n * 2 * 262144 / 900e9 + 2e-6
+
+    assert sglang["decode_kernel_all_reduce_time"] == pytest.approx(
+        2 * 32 * cell("gb200", 4, "sglang/0.5.14") * roof(8) / roof(4), rel=1e-9)
+    assert any("gpus 8 (measured 4, 2× away): scaled from the grid's edge by the roofline ratio"
+               in str(w) for w in sglang.warnings)
+    # B200's rows stop at its node's 8 GPUs, which InfiniBand joins: none of this.
+    b200 = infermodel.evaluate(LLAMA_8B, {**overrides, "hardware.preset": "b200",
+                                          "hardware.count": 16, "levers.parallelism.tensor": 16})
+    assert not any("beyond these rows" in str(w) for w in b200.warnings)
 
 
 # ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ through it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import infermodel.plugin as door
 
@@ -197,45 +197,54 @@ def native_chain_offset(st: Setup, family: str, spec, chosen: dict, found, serve
     return None
 
 
-def _nvlink_beyond_node(system: str) -> tuple[float, bool]:
-    """(a card's GPUs per node, whether its NVLink reaches beyond the node: its datasheet
-    states an inter-node bandwidth as high as the intra-node one, as a rack whose GPUs share
-    one NVLink domain does).
+def _rack(system: str) -> tuple[float, float] | None:
+    """(GPUs per node, GPUs per rack) of a card whose rack is one NVLink domain: its
+    datasheet states more GPUs a rack than a node and an inter-node bandwidth as high as
+    the intra-node one (GB200's and GB300's NVL72: 4 and 72, 900 GB/s both); else None
+    (a node reached over InfiniBand or PCIe, or a card that states no rack).
     """
     card = door.kernels.card(system)
+    node, rack = card.get("num_gpus_per_node"), card.get("num_gpus_per_rack")
     inter, intra = card.get("inter_node_bw"), card.get("intra_node_bw")
-    return card.get("num_gpus_per_node", 0.0), bool(inter and intra and inter >= intra)
+    if node and rack and rack > node and inter and intra and inter >= intra:
+        return node, rack
+    return None
 
 
 def beyond_node(st: Setup, family: str, spec, chosen: dict, found):
-    """(this card's rows grown beyond their largest GPU count as a card of the same design
+    """(this card's rows grown beyond their largest GPU count as a card of the same rack
     measured the growth; the categories they are read at), where the rows of a collective
-    stop at one node of a rack whose NVLink reaches beyond the node and a card of the same
-    architecture and node (same GPUs per node, NVLink beyond it) measured more GPUs in the
-    same release (:class:`infermodel.kernels.Extended`); else None.
+    stop within one node of a rack that is one NVLink domain and a card of the same
+    architecture and rack (the same GPUs a node and a rack) measured more GPUs in the same
+    release of the same library, naming a kernel these rows never ran — the one the engine
+    runs across nodes (:class:`infermodel.kernels.Extended`); else None.
 
-    The roofline ratio a lookup extends its grid by carries the ring's bytes and steps, not
-    the kernel the engine switches to across nodes: TensorRT-LLM 1.3's all-reduce over
-    eight GB300s of an NVL72 (two trays) measures 0.53–0.81× its time over four at 1–16
-    MiB messages, where the ratio gives 1.08–1.16×.
+    The roofline ratio a lookup extends its grid by carries the bytes and steps of the
+    kernel it was measured with, not the one the engine runs across nodes: TensorRT-LLM
+    1.3's all-reduce over eight GB300s of an NVL72 (two trays; its rows name the MNNVL
+    kernel) measures 0.53–0.81× its time over four at 1–16 MiB messages, where the ratio
+    gives 1.08–1.16×. Rows that name only how they were launched (SGLang's and vLLM's on
+    GB300: their collection notes say the kernel that ran across nodes was not recorded)
+    do not say what a deployment runs there, and are not read so.
     """
     kernels = door.kernels
     if "gpus" not in spec.configs or not st.system:
         return None
-    per_node, spans = _nvlink_beyond_node(st.system)
+    rack = _rack(st.system)
     edge = found.measured_values("gpus")[-1]
-    if not spans or not per_node or edge > per_node:
+    if rack is None or edge > rack[0]:
         return None
     arch = kernels.architecture(st.system)
     engine = st.engine or ""
-    reach: list[tuple[float, str, object]] = []
+    reach: list[tuple[float, str, Any]] = []
     for other in kernels.systems():
         if (other == st.system or arch is None or kernels.architecture(other) != arch
-                or _nvlink_beyond_node(other) != (per_node, True)):
+                or _rack(other) != rack):
             continue
         rows = kernels.lookup(other, engine, found.version, family, **chosen)
         if (isinstance(rows, kernels.Lookup) and rows.version == found.version
-                and not rows.later_than and rows.measured_values("gpus")[-1] > edge):
+                and not rows.later_than and rows.measured_values("gpus")[-1] > edge
+                and set(rows.kernel_sources) - set(found.kernel_sources)):
             reach.append((-rows.measured_values("gpus")[-1], other, rows))
     if not reach:
         return None
@@ -243,12 +252,15 @@ def beyond_node(st: Setup, family: str, spec, chosen: dict, found):
     key = ("beyond the node", other)
     extended = found.rescaled.get(key)
     if not isinstance(extended, kernels.Extended):
-        label = ENGINES[engine].label if engine in ENGINES else engine
+        # NCCL's tables serve every engine at their own newest release.
+        label = (spec.engine.upper() if spec.engine else
+                 ENGINES[engine].label if engine in ENGINES else engine)
+        ran = ", ".join(sorted(set(rows.kernel_sources) - set(found.kernel_sources)))
         why = (f"{label} {found.version}'s {spec.table} rows on {st.system} stop at "
-               f"{edge:g} GPUs, one node of a rack whose NVLink reaches beyond it; "
-               f"{other}, a card of the same architecture and node, measured more in the "
-               "same release, and its growth from there stands in for the roofline ratio "
-               "(across nodes the engine runs another kernel)")
+               f"{edge:g} GPUs, within one node of a rack that is one NVLink domain; "
+               f"{other}, a card of the same architecture and rack, measured more in the "
+               f"same release with the kernel the engine runs across nodes ({ran}), and its "
+               "growth from there stands in for the roofline ratio")
         extended = found.rescaled[key] = kernels.Extended(found, rows, other, "gpus", why)
     return extended, {**chosen, "beyond": other}
 

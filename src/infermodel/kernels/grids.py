@@ -57,7 +57,7 @@ from ..units import format_value
 from .curves import Curve, broadcast_shape, grid
 
 if TYPE_CHECKING:
-    from .rescaled import Offset, Rescaled
+    from .rescaled import Extended, Offset, Rescaled
 
 #: A window of 0 in the tables means full attention: it is kept as this many positions,
 #: so that a log distance between windows means something.
@@ -128,10 +128,11 @@ class Lookup:
                  stand_in_rule: str = "") -> None:
         self.name = name
         #: Lookups of this table's rows read for another format or card
-        #: (:class:`.rescaled.Rescaled`) or less work the engine does not do
-        #: (:class:`.rescaled.Offset`), kept with it by whoever makes them, so that one
+        #: (:class:`.rescaled.Rescaled`), less work the engine does not do
+        #: (:class:`.rescaled.Offset`) or grown beyond their grid as another card measured
+        #: it (:class:`.rescaled.Extended`), kept with it by whoever makes them, so that one
         #: reading stays one object.
-        self.rescaled: dict[Any, Rescaled | Offset] = {}
+        self.rescaled: dict[Any, Rescaled | Offset | Extended] = {}
         #: The kernel each configuration reads where the table timed several (see
         #: :mod:`.lanes`), and the rule that chose it ("": the fastest row of each cell).
         self.lanes = dict(lanes or {})

@@ -254,7 +254,7 @@ class Extended(_FromRows):
     >>> round(wider(1.0, 2.0, 4096.0) * 1e6, 3)        # inside the edge: the own rows
     10.0
     >>> wider.outside(1.0, 8.0, 4096.0)
-    "n 8 beyond these rows (measured to 4): grown from there as card B's rows of the same release measure it"
+    "n 8 beyond these rows (measured to 4): grown from there as card B's rows of the same release measure it (×0.5)"
     >>> wider.outside(1.0, 4.0, 4096.0) is None
     True
     """
@@ -277,13 +277,17 @@ class Extended(_FromRows):
         return out
 
     def __call__(self, *args: Any) -> Any:
-        x = np.asarray(args[self._at], dtype=float)
+        passed = np.asarray(args[self._at], dtype=float) > self.edge
         own = self.source(*args)
-        if not np.any(x > self.edge):
+        if not np.any(passed):
             return own
-        edge = self._edge(args)
-        grown = self.source(*edge) * self.beyond(*args) / self.beyond(*edge)
-        out = np.where(x > self.edge, grown, own)
+        # The other card's rows are read only at the points beyond the edge.
+        shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+        where = np.broadcast_to(passed, shape)
+        picked = [np.broadcast_to(np.asarray(a, dtype=float), shape)[where] for a in args]
+        edge = self._edge(picked)
+        out = np.array(np.broadcast_to(own, shape), dtype=float)
+        out[where] = self.source(*edge) * self.beyond(*picked) / self.beyond(*edge)
         return float(out) if np.ndim(out) == 0 else out
 
     def _growth(self, values: Sequence[float]) -> tuple[float, float]:
@@ -306,8 +310,10 @@ class Extended(_FromRows):
         at = float(values[self._at])
         if at <= self.edge:
             return self.source.outside(*values)
+        there, edge = self._growth(values)
         found = [f"{self.axis} {at:g} beyond these rows (measured to {self.edge:g}): grown "
-                 f"from there as {self.beyond_card}'s rows of the same release measure it"]
+                 f"from there as {self.beyond_card}'s rows of the same release measure it "
+                 f"(×{there / edge:.3g})"]
         own = self.source.outside(*(float(v) for v in self._edge(values)))
         if own:
             found.append(own)
