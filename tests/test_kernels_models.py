@@ -204,6 +204,13 @@ def test_an_all_reduce_beyond_one_gb200_tray_grows_as_gb300s_rows_measure_it():
         return min(r["latency"] for r in pq.read_table(table).to_pylist()
                    if r["num_gpus"] == gpus and r["message_size"] == 262144) * 1e-3
 
+    # The rows name their kernel at each GPU count: the same at the edge, another beyond.
+    from infermodel import kernels
+
+    along = kernels.lookup("gb300", "trtllm", "1.3.0rc20", "all_reduce").kernels_along("gpus")
+    assert along[4.0] == kernels.lookup("gb200", "trtllm", "1.3.0rc20",
+                                        "all_reduce").kernels_along("gpus")[4.0] == {"TRTLLM"}
+    assert along[8.0] == along[16.0] == {"TRTLLM_MNNVL_oneshot", "TRTLLM_MNNVL_twoshot"}
     grown = cell("gb200", 4) * cell("gb300", 8) / cell("gb300", 4)
     overrides = {"efficiency.kernels": "measured", "efficiency.engine": "trtllm",
                  "hardware.preset": "gb200", "hardware.count": 8,

@@ -216,16 +216,17 @@ def beyond_node(st: Setup, family: str, spec, chosen: dict, found):
     measured the growth; the categories they are read at), where the rows of a collective
     stop within one node of a rack that is one NVLink domain and a card of the same
     architecture and rack (the same GPUs a node and a rack) measured more GPUs in the same
-    release of the same library, naming a kernel these rows never ran — the one the engine
-    runs across nodes (:class:`infermodel.kernels.Extended`); else None.
+    release of the same library, naming the kernels these rows name at their edge and,
+    beyond it, one they never ran — the one the engine runs across nodes
+    (:class:`infermodel.kernels.Extended`); else None.
 
     The roofline ratio a lookup extends its grid by carries the bytes and steps of the
     kernel it was measured with, not the one the engine runs across nodes: TensorRT-LLM
     1.3's all-reduce over eight GB300s of an NVL72 (two trays; its rows name the MNNVL
     kernel) measures 0.53–0.81× its time over four at 1–16 MiB messages, where the ratio
-    gives 1.08–1.16×. Rows that name only how they were launched (SGLang's and vLLM's on
-    GB300: their collection notes say the kernel that ran across nodes was not recorded)
-    do not say what a deployment runs there, and are not read so.
+    gives 1.08–1.16×. Rows that name only how they were launched (SGLang 0.5.14's on GB300:
+    its collection note says the kernel that ran across nodes was not recorded) do not say
+    what a deployment runs there, and are not read so.
     """
     kernels = door.kernels
     if "gpus" not in spec.configs or not st.system:
@@ -236,31 +237,35 @@ def beyond_node(st: Setup, family: str, spec, chosen: dict, found):
         return None
     arch = kernels.architecture(st.system)
     engine = st.engine or ""
-    reach: list[tuple[float, str, Any]] = []
+    reach: list[tuple[float, str, Any, list[str]]] = []
     for other in kernels.systems():
         if (other == st.system or arch is None or kernels.architecture(other) != arch
                 or _rack(other) != rack):
             continue
         rows = kernels.lookup(other, engine, found.version, family, **chosen)
-        if (isinstance(rows, kernels.Lookup) and rows.version == found.version
-                and not rows.later_than and rows.measured_values("gpus")[-1] > edge
-                and set(rows.kernel_sources) - set(found.kernel_sources)):
-            reach.append((-rows.measured_values("gpus")[-1], other, rows))
+        if (not isinstance(rows, kernels.Lookup) or rows.version != found.version
+                or rows.later_than or rows.measured_values("gpus")[-1] <= edge):
+            continue
+        # The same kernels at the edge, and beyond it one these rows never ran.
+        theirs, ours = rows.kernels_along("gpus"), found.kernels_along("gpus")
+        ran = set().union(*(k for n, k in theirs.items() if n > edge)) - ours[edge]
+        if theirs.get(edge) == ours[edge] and ran:
+            reach.append((-rows.measured_values("gpus")[-1], other, rows, sorted(ran)))
     if not reach:
         return None
-    _, other, rows = min(reach, key=lambda r: (r[0], r[1]))
+    _, other, rows, ran = min(reach, key=lambda r: (r[0], r[1]))
     key = ("beyond the node", other)
     extended = found.rescaled.get(key)
     if not isinstance(extended, kernels.Extended):
         # NCCL's tables serve every engine at their own newest release.
         label = (spec.engine.upper() if spec.engine else
                  ENGINES[engine].label if engine in ENGINES else engine)
-        ran = ", ".join(sorted(set(rows.kernel_sources) - set(found.kernel_sources)))
         why = (f"{label} {found.version}'s {spec.table} rows on {st.system} stop at "
                f"{edge:g} GPUs, within one node of a rack that is one NVLink domain; "
                f"{other}, a card of the same architecture and rack, measured more in the "
-               f"same release with the kernel the engine runs across nodes ({ran}), and its "
-               "growth from there stands in for the roofline ratio")
+               f"same release with the kernel the engine runs across nodes "
+               f"({', '.join(ran)}), and its growth from there stands in for the roofline "
+               "ratio")
         extended = found.rescaled[key] = kernels.Extended(found, rows, other, "gpus", why)
     return extended, {**chosen, "beyond": other}
 

@@ -186,9 +186,10 @@ def _from(folder, family: str, engine: str, categories: tuple[tuple[str, str], .
     shown |= {k: (" or ".join(v) if isinstance(v, tuple) else v) for k, v in spec.fixed.items()}
     if backend is not None:
         shown["moe_backend"] = backend
+    kinds = named.pop("kernel_source")
     return Lookup(name=family, arguments=spec.arguments, configs=spec.configs, curve=spec.curve,
                   table=label, categories=shown,
-                  kernel_sources=sorted(set(named.pop("kernel_source").tolist())), rows=named,
+                  kernel_sources=sorted(set(kinds.tolist())), row_kernels=kinds, rows=named,
                   roofline=roofline, describe_roofline=describe, unit_note=spec.unit_note,
                   blocks=spec.blocks, inherited=inherited, version=folder.version,
                   later_than=later_than, lanes=lanes, lane_rule=rule,

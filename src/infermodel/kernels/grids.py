@@ -125,7 +125,7 @@ class Lookup:
                  lanes: Mapping[tuple[float, ...], str] | None = None,
                  lane_rule: str = "",
                  stand_ins: Callable[[Mapping[str, float]], list[dict[str, float]]] | None = None,
-                 stand_in_rule: str = "") -> None:
+                 stand_in_rule: str = "", row_kernels: np.ndarray | None = None) -> None:
         self.name = name
         #: Lookups of this table's rows read for another format or card
         #: (:class:`.rescaled.Rescaled`), less work the engine does not do
@@ -176,6 +176,9 @@ class Lookup:
         # configurations, and a scenario uses a few.
         self._bounds = np.append(starts, self.rows)
         self._sorted = {n: rows[n][order] for n in (*self.curve_names, "latency")}
+        #: The kernel each row names, in the same order (None: the table's kernels only).
+        self._row_kernels = (np.asarray(row_kernels)[order]
+                             if row_kernels is not None and len(row_kernels) == self.rows else None)
         self._curves: list[Curve | None] = [None] * len(unique)
         self._index = {tuple(row): c for c, row in enumerate(unique.tolist())}
         self._axis_values = [sorted(set(unique[:, j].tolist())) for j in range(unique.shape[1])]
@@ -256,6 +259,19 @@ class Lookup:
     def measured_values(self, name: str) -> tuple[float, ...]:
         """The values a configuration axis was measured at, ascending."""
         return tuple(self._axis_values[self.config_names.index(name)])
+
+    def kernels_along(self, name: str) -> dict[float, frozenset[str]]:
+        """The kernels the rows name at each value a configuration axis was measured at
+        (every kernel of the table at each, where the rows were not given one by one).
+        """
+        at = self.config_names.index(name)
+        if self._row_kernels is None:
+            return {v: frozenset(self.kernel_sources) for v in self._axis_values[at]}
+        out: dict[float, set[str]] = {}
+        for index, (lo, hi) in enumerate(zip(self._bounds[:-1], self._bounds[1:])):
+            value = float(self.configs[index][at])
+            out.setdefault(value, set()).update(self._row_kernels[lo:hi].tolist())
+        return {v: frozenset(k) for v, k in out.items()}
 
     # -- configurations -----------------------------------------------------------------
     def blend(self, config: Sequence[float]) -> Blend:

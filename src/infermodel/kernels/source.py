@@ -364,8 +364,8 @@ def model_config(name: str) -> Mapping[str, Any]:
 def card(system: str) -> Mapping[str, float]:
     """A system's datasheet figures from its YAML file, in base units: ``mem_bw``,
     ``bfloat16_tc_flops``, ``fp8_tc_flops``, ``fp4_tc_flops``, ``int8_tc_flops``,
-    ``intra_node_bw``, ``inter_node_bw``, ``p2p_latency``, ``num_gpus_per_node``
-    (those it states).
+    ``intra_node_bw``, ``inter_node_bw``, ``p2p_latency``, ``num_gpus_per_node``,
+    ``num_gpus_per_rack`` (those it states).
     """
     path = root() / f"{system}.yaml"
     out: dict[str, float] = {}
