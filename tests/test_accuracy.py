@@ -591,6 +591,38 @@ def test_engine_preset_scenarios_report_the_held_out_range():
     assert "ttft_expected_low" not in evaluate(ROOT / "scenarios" / "quant-bf16.toml")
 
 
+def test_one_requests_first_token_interval_says_when_it_rests_on_rows_under_load():
+    # The shipped TensorRT-LLM preset has no group of one-client first-token rows from
+    # four sources: one request's interval is a group of every band's rows, and a warning
+    # gives its width, exp(high − low) of that group, to two figures.
+    import re
+
+    from infermodel.engine import intervals
+    from infermodel.engine.evaluation import evaluate_afresh as evaluate
+    from infermodel_builtins import fitted
+
+    result = evaluate(ROOT / "scenarios" / "engine-trtllm-llama-3.1-8b.toml")
+    entries = intervals.entries_of(_preset("trtllm")["preset"]["interval"])
+    one = intervals.choose(entries, "ttft", {"engine": "trtllm", "moe": "dense",
+                                             "generation": "nvidia-hopper", "band": "1"})
+    assert one.attributes["band"] == "any"
+    said = [str(w) for w in result.warnings if "one request's first token" in str(w)]
+    assert len(said) == 1
+    assert "rests on the 'trtllm' preset's held-out first-token rows at every load" in said[0]
+    shown = float(re.search(r"spans ×([0-9,.]+):", said[0]).group(1).replace(",", ""))
+    assert shown == pytest.approx(math.exp(one.high - one.low), rel=0.05)
+    # With a group of one-client rows from four sources, nothing is said.
+    record = {"interval": [
+        {"kind": "ttft", "engine": "any", "moe": "any", "band": "1", "generation": "any",
+         "n": 12, "sources": 4, "low": -0.5, "high": 0.3},
+        {"kind": "ttft", "engine": "any", "moe": "any", "band": "any", "generation": "any",
+         "n": 40, "sources": 6, "low": -6.0, "high": 2.0}]}
+    assert fitted.alone_warning(result.scenario, record, "trtllm", "trtllm") is None
+    wide = fitted.alone_warning(result.scenario, {"interval": record["interval"][1:]},
+                                "trtllm", "trtllm")
+    assert "×3,000:" in wide  # e⁸ = 2,981, to two figures
+
+
 _FUZZ_HOST: dict = {}
 
 

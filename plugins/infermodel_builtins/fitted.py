@@ -143,6 +143,27 @@ def domain_warning(result, record: dict, name: str) -> str | None:
             f"what it was fitted on, so its figures carry more doubt than its interval says{doubt}")
 
 
+def alone_warning(scenario, record: dict, family: str, name: str) -> str | None:
+    """A warning where the interval of one request's first token rests on held-out
+    first-token rows of every load, for want of a group of one-client rows from enough
+    independent sources (:data:`infermodel.engine.intervals.MIN_SOURCES`), with its width:
+    rows under load, whose first tokens waited in queues, make it wide.
+    """
+    entries = intervals.entries_of(record.get("interval", []))
+    single = intervals.band(1)
+    alone = (intervals.choose(entries, "ttft", {**attributes(scenario, family), "band": single})
+             if entries else None)
+    if alone is None or alone.attributes.get("band") == single:
+        return None
+    width = math.exp(alone.high - alone.low)
+    shown = f"{float(f'{width:.2g}'):,.0f}" if width >= 100 else f"{width:.2g}"
+    return (f"ttft's 80 % interval (one request's first token) rests on the {name!r} "
+            f"preset's held-out first-token rows at every load — {alone.describe()} — for "
+            f"want of a group of one-client rows from {intervals.MIN_SOURCES} independent "
+            f"sources; under load first tokens wait in queues, so it spans ×{shown}: the "
+            "spread of those sources' misses, not of one request's")
+
+
 def _range(low: float, high: float) -> str:
     return f"{low:g}" if low == high else f"{low:g}–{high:g}"
 
@@ -160,4 +181,4 @@ def _doubt(result) -> str:
             + ", ".join(parts) + " of the prediction")
 
 
-__all__ = ["attributes", "define_intervals", "domain_warning", "preset_record"]
+__all__ = ["alone_warning", "attributes", "define_intervals", "domain_warning", "preset_record"]

@@ -566,10 +566,14 @@ def infermodel_check_result(result, warn):
     found = engine_preset(scenario)
     if found is None:
         return
-    name, _, path = found
-    message = fitted.domain_warning(result, fitted.preset_record(path), name)
+    name, family, path = found
+    record = fitted.preset_record(path)
+    message = fitted.domain_warning(result, record, name)
     if message:
         warn("tpot", message)
+    alone = fitted.alone_warning(scenario, record, family, name)
+    if alone:
+        warn("ttft", alone)
 
 
 @hookimpl
