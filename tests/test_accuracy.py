@@ -618,9 +618,15 @@ def test_one_requests_first_token_interval_says_when_it_rests_on_rows_under_load
         {"kind": "ttft", "engine": "any", "moe": "any", "band": "any", "generation": "any",
          "n": 40, "sources": 6, "low": -6.0, "high": 2.0}]}
     assert fitted.alone_warning(result.scenario, record, "trtllm", "trtllm") is None
-    wide = fitted.alone_warning(result.scenario, {"interval": record["interval"][1:]},
-                                "trtllm", "trtllm")
-    assert "×3,000:" in wide  # e⁸ = 2,981, to two figures
+    def width(low, high):
+        only = {**record["interval"][1], "low": low, "high": high}
+        said = fitted.alone_warning(result.scenario, {"interval": [only]}, "trtllm", "trtllm")
+        return re.search(r"spans ×([0-9,.]+):", said).group(1)
+
+    assert width(-6.0, 2.0) == "3,000"           # e⁸ = 2,981, to two figures
+    assert width(-2.0, 1.7) == "40"              # e^3.7 = 40.4
+    assert width(0.0, math.log(99.7)) == "100"   # 99.7, to two figures
+    assert width(0.0, math.log(2.46)) == "2.5"
 
 
 _FUZZ_HOST: dict = {}

@@ -145,9 +145,9 @@ def domain_warning(result, record: dict, name: str) -> str | None:
 
 def alone_warning(scenario, record: dict, family: str, name: str) -> str | None:
     """A warning where the interval of one request's first token rests on held-out
-    first-token rows of every load, for want of a group of one-client rows from enough
-    independent sources (:data:`infermodel.engine.intervals.MIN_SOURCES`), with its width:
-    rows under load, whose first tokens waited in queues, make it wide.
+    first-token rows of every load, for want of a matching group of one-client rows with
+    enough rows from enough independent sources (:data:`infermodel.engine.intervals.MIN_ROWS`,
+    :data:`~infermodel.engine.intervals.MIN_SOURCES`), with its width to two figures.
     """
     entries = intervals.entries_of(record.get("interval", []))
     single = intervals.band(1)
@@ -155,13 +155,14 @@ def alone_warning(scenario, record: dict, family: str, name: str) -> str | None:
              if entries else None)
     if alone is None or alone.attributes.get("band") == single:
         return None
-    width = math.exp(alone.high - alone.low)
-    shown = f"{float(f'{width:.2g}'):,.0f}" if width >= 100 else f"{width:.2g}"
+    width = float(f"{math.exp(alone.high - alone.low):.2g}")
+    shown = f"{width:,.0f}" if width >= 100 else f"{width:g}"
     return (f"ttft's 80 % interval (one request's first token) rests on the {name!r} "
             f"preset's held-out first-token rows at every load — {alone.describe()} — for "
-            f"want of a group of one-client rows from {intervals.MIN_SOURCES} independent "
-            f"sources; under load first tokens wait in queues, so it spans ×{shown}: the "
-            "spread of those sources' misses, not of one request's")
+            f"want of a matching group of one-client rows with {intervals.MIN_ROWS} or more "
+            f"rows from {intervals.MIN_SOURCES} or more independent sources; it spans "
+            f"×{shown}: the spread of those sources' misses at every load (their queues and "
+            "their own setups), not of one request's")
 
 
 def _range(low: float, high: float) -> str:
