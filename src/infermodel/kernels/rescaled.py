@@ -276,31 +276,38 @@ class Extended(_FromRows):
         out[self._at] = np.minimum(np.asarray(args[self._at], dtype=float), self.edge)
         return out
 
+    def _edge_point(self, values: Sequence[float]) -> tuple[float, ...]:
+        """One point's plain numbers with the axis held at the edge."""
+        return tuple(float(v) for v in self._edge(values))
+
     def __call__(self, *args: Any) -> Any:
         passed = np.asarray(args[self._at], dtype=float) > self.edge
-        own = self.source(*args)
         if not np.any(passed):
-            return own
-        # The other card's rows are read only at the points beyond the edge.
+            return self.source(*args)
+        # Each point is read once: inside the edge from the own rows, beyond it from the
+        # own rows at the edge and the other card's.
         shape = np.broadcast_shapes(*(np.shape(a) for a in args))
         where = np.broadcast_to(passed, shape)
-        picked = [np.broadcast_to(np.asarray(a, dtype=float), shape)[where] for a in args]
+        full = [np.broadcast_to(np.asarray(a, dtype=float), shape) for a in args]
+        out = np.empty(shape)
+        if not np.all(where):
+            out[~where] = self.source(*(a[~where] for a in full))
+        picked = [a[where] for a in full]
         edge = self._edge(picked)
-        out = np.array(np.broadcast_to(own, shape), dtype=float)
         out[where] = self.source(*edge) * self.beyond(*picked) / self.beyond(*edge)
         return float(out) if np.ndim(out) == 0 else out
 
     def _growth(self, values: Sequence[float]) -> tuple[float, float]:
         """The other card's times at the point and at the edge."""
         return (float(self.beyond.point(*values)),
-                float(self.beyond.point(*(float(v) for v in self._edge(values)))))
+                float(self.beyond.point(*self._edge_point(values))))
 
     def point(self, *values: float) -> float:
         """The latency in seconds at one point (plain numbers)."""
         if values[self._at] <= self.edge:
             return float(self.source.point(*values))
         there, edge = self._growth(values)
-        return float(self.source.point(*(float(v) for v in self._edge(values)))) * there / edge
+        return float(self.source.point(*self._edge_point(values))) * there / edge
 
     def outside(self, *values: float) -> str | None:
         """Why this point lies outside the own grid, or None. Beyond the edge it always
@@ -314,7 +321,7 @@ class Extended(_FromRows):
         found = [f"{self.axis} {at:g} beyond these rows (measured to {self.edge:g}): grown "
                  f"from there as {self.beyond_card}'s rows of the same release measure it "
                  f"(×{there / edge:.3g})"]
-        own = self.source.outside(*(float(v) for v in self._edge(values)))
+        own = self.source.outside(*self._edge_point(values))
         if own:
             found.append(own)
         other = self.beyond.outside(*values)
@@ -324,7 +331,7 @@ class Extended(_FromRows):
 
     def blocks_at(self, *values: float) -> str | None:
         """The arguments this point computes in blocks of the largest measured size, or None."""
-        return self.source.blocks_at(*(float(v) for v in self._edge(values)))
+        return self.source.blocks_at(*self._edge_point(values))
 
     def explain(self, *values: float) -> list[str]:
         """What a derivation prints under a formula that uses this lookup at one point."""
@@ -338,8 +345,7 @@ class Extended(_FromRows):
         return [f"{self.why}: these rows at {self.axis} {self.edge:g}, the most they reach, "
                 f"grown to {at:g} by {self.beyond_card}'s rows, {format_value(there, 's')} at "
                 f"{at:g} over {format_value(edge, 's')} at {self.edge:g} (×{there / edge:.4g})",
-                *(f"  {line}" for line in self.source.explain(*(float(v) for v in
-                                                               self._edge(values)))),
+                *(f"  {line}" for line in self.source.explain(*self._edge_point(values))),
                 f"grown: latency {time * 1e3:.5g} ms{self.unit_note}; roofline "
                 f"{roof * 1e3:.5g} ms ({self.describe_roofline(point)}): {roof / time:.1%} of it"]
 
