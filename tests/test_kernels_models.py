@@ -974,6 +974,53 @@ activations = "fp8"
                    for w in roofline.warnings)
 
 
+def test_a_router_kept_in_32_bits_is_its_16_bit_row_or_its_flops_at_the_32_bit_rate(tmp_path):
+    # MiniMax-M2.5 (62 layers, width 3,072, 256 experts) on one B200 under vLLM: its gate
+    # runs in float32 (vLLM's models/minimax_m2.py), which no table times. An 8,192-token
+    # prompt's router reads vLLM 0.24's bf16 GEMM row at m = 8,192, n = 256, k = 3,072, or
+    # its 2·m·n·k FLOPs at the HGX B200 datasheet's 75 TFLOP/s FP32 (600 for 8 GPUs) where
+    # longer; under TF32 (VLLM_FLOAT32_MATMUL_PRECISION=high) at 1,125 TFLOP/s (18,000
+    # with sparsity for 8 GPUs).
+    config = _data().parent.parent.parent / "model_configs" / "MiniMaxAI--MiniMax-M2.5_config.json"
+    scenario = tmp_path / "minimax.toml"
+    scenario.write_text(f"""[scenario]
+name = "minimax fp32 router"
+[model]
+hf_config = "{config}"
+[hardware]
+preset = "b200"
+[workload]
+batch = 1
+prompt_tokens = 8192
+output_tokens = 64
+[efficiency]
+kernels = "measured"
+engine = "vllm"
+[levers.quantization]
+linear = "fp8-b128"
+activations = "fp8"
+""")
+    row = _card_latency_s("b200_sxm", "gemm/vllm/0.24.0/gemm_perf.parquet", gemm_dtype="bfloat16",
+                          m=8192, n=256, k=3072)
+    flops = 2 * 8192 * 256 * 3072
+    ieee = infermodel.evaluate(scenario)
+    assert flops / 75e12 > row
+    assert ieee["prefill_kernel_router_time"] == pytest.approx(62 * flops / 75e12, rel=1e-9)
+    assert any("in prefill router" in str(w) and "multiplies in 32-bit floats, which no table "
+               "times" in str(w) for w in ieee.warnings)
+    tf32 = infermodel.evaluate(scenario, {"efficiency.fp32_matmul": "tf32"})
+    assert tf32["prefill_kernel_router_time"] == pytest.approx(
+        62 * max(row, flops / 1125e12), rel=1e-9)
+    assert ieee["ttft"] - tf32["ttft"] == pytest.approx(
+        ieee["prefill_kernel_router_time"] - tf32["prefill_kernel_router_time"], rel=1e-9)
+    # In decode (one sequence) the bf16 row is the longer: it stands.
+    assert ieee["decode_kernel_router_time"] == pytest.approx(
+        62 * _card_latency_s("b200_sxm", "gemm/vllm/0.24.0/gemm_perf.parquet",
+                             gemm_dtype="bfloat16", m=1, n=256, k=3072), rel=1e-9)
+    plain = infermodel.evaluate(scenario, {"model.router_dtype": "bf16"})
+    assert plain["prefill_kernel_router_time"] == pytest.approx(62 * row, rel=1e-9)
+
+
 def test_a_stated_moe_backend_the_tables_lack_falls_back_and_says_why():
     result = infermodel.evaluate(GPT_OSS, {"hardware.preset": "b200", "efficiency.kernels": "measured",
                                            "efficiency.engine": "tensorrt-llm",

@@ -583,6 +583,40 @@ def test_layer_wide_query_key_norms_all_reduce_once_a_layer_under_tensor_paralle
     assert "parallel_decode_comm_time" not in alone.values or alone["parallel_decode_comm_time"] == 0
 
 
+def test_a_router_kept_in_32_bits_runs_at_the_cards_32_bit_rate_or_says_what_it_costs(
+        write_scenario, tmp_path):
+    # vLLM and SGLang build MiniMax-M2's gate in float32 and feed it float32 states
+    # (models/minimax_m2.py), and vLLM keeps PyTorch's IEEE FP32 unless
+    # VLLM_FLOAT32_MATMUL_PRECISION says otherwise: on an H200 (datasheet FP32 67,
+    # TF32 989 with sparsity) an 8,192-token prompt's router is 2·8192·62·3072·256 FLOPs.
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(MINIMAX_M2))
+    assert read_hf_config(path)["router_dtype"] == "fp32"
+    flops = 2 * 8192 * 62 * 3072 * 256
+    step = evaluate(write_scenario, f'hf_config = "{path}"', count=1)
+    assert step["prefill_router_time_fp32"] == pytest.approx(flops / 67e12, rel=1e-12)
+    said = [str(w) for w in step.warnings if "router multiplies in 32 bits" in str(w)]
+    assert len(said) == 1 and "at hardware.flops_fp32 they take 11.92 ms a prefill" in said[0]
+    operator = evaluate(write_scenario, f'hf_config = "{path}"', count=1, name="op.toml",
+                        extra='[efficiency]\nroofline = "operator"')
+    assert operator["prefill_op_router_time"] == pytest.approx(flops / 67e12, rel=1e-12)
+    assert not any("router multiplies" in str(w) for w in operator.warnings)
+    tf32 = evaluate(write_scenario, f'hf_config = "{path}"', count=1, name="tf32.toml",
+                    extra='[efficiency]\nroofline = "operator"\nfp32_matmul = "tf32"')
+    assert tf32["router_matmul_rate"] == pytest.approx(494.5e12)
+    assert tf32["prefill_op_router_time"] < operator["prefill_op_router_time"] / 7
+    # A card that states no 32-bit rate: the router's FLOPs stay at the 16-bit one, said.
+    bare = evaluate(write_scenario, f'hf_config = "{path}"', count=1, name="bare.toml",
+                    hardware="mi300x")
+    assert "router_matmul_rate" not in bare.values
+    assert any("states no hardware.flops_fp32" in str(w) for w in bare.warnings)
+    # A 16-bit router (the field's default, every other model) changes nothing.
+    plain = evaluate(write_scenario, f'hf_config = "{path}"\nrouter_dtype = "bf16"', count=1,
+                     name="plain.toml")
+    assert "prefill_router_time_fp32" not in plain.values
+    assert plain["prefill_time"] == step["prefill_time"]
+
+
 def test_layer_wide_norms_under_data_parallel_attention_and_a_lone_tensor_rank(write_scenario, tmp_path):
     # Under data-parallel attention the norms' all-reduce runs within each rank's cards and
     # is part of the all_reduce operator the step adds; one card per stage reduces nothing.

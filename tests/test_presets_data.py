@@ -47,6 +47,8 @@ HARDWARE_UNITS = {
     "interconnect_bandwidth": "B/s", "interconnect_latency": "s",
     # dense rates per number format (fields registered by the quantization lever)
     "flops_fp8": "FLOP/s", "flops_fp4": "FLOP/s",
+    # 32-bit rates: a GEMM kept in float32 (fields registered by the operators plugin)
+    "flops_fp32": "FLOP/s", "flops_tf32": "FLOP/s",
 }
 HARDWARE_REQUIRED = {"memory", "bandwidth", "flops"}
 #: Booleans declaring native 8-bit arithmetic (fields registered by the quantization lever).

@@ -644,6 +644,33 @@ def test_gpt_oss_rows_on_hopper_state_marlin_experts_from_the_vllm_0_13_upgrade(
     assert moe_backend(cells | {"system": "b200_sxm"}) == ""
 
 
+def test_minimax_rows_state_tf32_from_the_scripts_that_set_it(rows, host):
+    # InferenceMAX's vLLM scripts for MiniMax-M2.5 on B300 (pull requests 1106, 1107,
+    # merged 21 April 2026) and B200 (1068, 1069, merged 22 April, UTC) export
+    # VLLM_FLOAT32_MATMUL_PRECISION=high: the runs those merges started read the router's
+    # 32-bit GEMM at the TF32 rate; earlier runs, and every other row, at vLLM's IEEE FP32.
+    from infermodel.accuracy.row_scenarios import scenario_data
+    from infermodel.accuracy.script_settings import fp32_matmul
+
+    minimax = [r for r in rows.values() if r.model_label == "MiniMaxAI/MiniMax-M2.5"
+               and r.pools is None]
+    stated = {(r.hardware, r.source.split("measured=")[1][:10]) for r in minimax if r.fp32_matmul}
+    assert {h for h, _ in stated} == {"b200", "b300"}
+    assert min(d for h, d in stated if h == "b300") == "2026-04-21"
+    assert min(d for h, d in stated if h == "b200") == "2026-04-22"
+    assert not any(r.fp32_matmul for r in rows.values() if r not in minimax)
+    assert {r.fp32_matmul for r in minimax if r.hardware in ("h100-sxm", "h200")} == {""}
+    row = next(r for r in minimax if r.fp32_matmul)
+    assert scenario_data(row, {"engine": "vllm"})["efficiency"]["fp32_matmul"] == "tf32"
+    cells = {"backend": "vllm", "mode": "agg", "system": "b200_sxm", "precision": "fp8",
+             "model_path": "MiniMaxAI/MiniMax-M2.5", "silicon_data_source": "measured=2026-04-22"}
+    assert fp32_matmul(cells) == "tf32"
+    assert fp32_matmul(cells | {"silicon_data_source": "measured=2026-04-21"}) == ""
+    assert fp32_matmul(cells | {"system": "b300_sxm",
+                                "silicon_data_source": "measured=2026-04-21"}) == "tf32"
+    assert fp32_matmul(cells | {"mode": "disagg"}) == ""
+
+
 def test_sglang_rows_state_their_scripts_memory_share_and_limits(rows, cells, host):
     # InferenceMAX's SGLang scripts pass --mem-fraction-static and mostly the chunk, the
     # running cap and the captured batch (script_settings.SGLANG_LAUNCH): DeepSeek-R1 in

@@ -22,6 +22,8 @@ MLA_DECODE = ("absorbed", "naive")
 INDEXER_FIELDS = ("index_heads", "index_head_dim", "index_topk")
 #: What a query/key norm normalises: each head's vector, or every head's together.
 QK_NORM_SCOPES = ("head", "layer")
+#: What a router multiplies in: the activations' 16 bits, or 32 (a gate kept in float32).
+ROUTER_DTYPES = ("bf16", "fp32")
 PATTERN_EXPECTED = ('comma-separated layers, "N*layer" to repeat; a layer is a mixer (full, '
                     'sliding, chunked, linear, lightning, mamba, mamba2, projection, none), '
                     'optionally "+" a feed-forward block (dense, dense:WIDTH, moe, projection, '
@@ -134,6 +136,10 @@ def _ffn_fields(model) -> None:
           "token down to it before its experts and back up after them (two d × l matrices); "
           "the router and the shared experts keep the model width (unset: the model width)",
           minimum=1, default=None, quantity="moe_latent_size")
+    model("router_dtype", "choice", 'what a mixture of experts\' router multiplies in: "bf16" '
+          '(the activations\' 16 bits) or "fp32" (a gate kept in 32 bits and fed 32-bit '
+          "activations, as vLLM and SGLang run MiniMax-M2's: its GEMM runs at the card's 32-bit "
+          "rate, efficiency.fp32_matmul)", choices=ROUTER_DTYPES, default="bf16")
     model("score_correction_bias", "bool", "each MoE router adds one fp32 bias per expert to "
           "its scores (DeepSeek-V3's e_score_correction_bias, topk_method noaux_tc)",
           default=False)

@@ -275,6 +275,15 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
     if bound is not None:
         one = Min(one, tabulated(_function_name(family, st, bound[0], bound[1]),
                                  bound[1])(*arguments))
+    if kernel.compute_rate is not None and family == "gemm":
+        # A GEMM in a format no table holds (a 32-bit router): the rows of the dtype
+        # they hold, or its FLOPs at the card's rate for that format where longer.
+        m, n, k = arguments
+        one = Max(one, 2 * m * n * k / kernel.compute_rate)
+        if notes is not None:
+            notes.append(f"multiplies in 32-bit floats, which no table times: the "
+                         f"{chosen.get('dtype', '16-bit')} rows stand in, or its FLOPs at the "
+                         "card's 32-bit rate where that takes longer")
     if family == "moe" and isinstance(found, kernels.Lookup):
         left_out = selection_left_out(found, st.engine or "")
         if left_out is not None:

@@ -56,9 +56,29 @@ from .state_kernels import COUNTS, ELEMENTWISE, mixer_projections, recurrence
 
 #: Window argument of a full-attention layer (the tables write 0; see infermodel.kernels).
 FULL = 2**30
+#: How an engine multiplies 32-bit matrices (``efficiency.fp32_matmul``) and the hardware
+#: field whose rate each runs at.
+FP32_MATMUL = ("ieee", "tf32")
+FP32_RATE = {"ieee": "flops_fp32", "tf32": "flops_tf32"}
 #: Bytes per activation value (16-bit activations), which the operators and the
 #: elementwise kernels read and write.
 ACTIVATION_BYTES = 2
+
+
+def fp32_rate_field(scenario) -> str:
+    """The hardware field a 32-bit GEMM's rate is (``efficiency.fp32_matmul``)."""
+    return FP32_RATE[scenario.value("efficiency.fp32_matmul") or "ieee"]
+
+
+def router_rate_field(scenario) -> str | None:
+    """The hardware field whose rate a mixture of experts' 32-bit router runs at
+    (``model.router_dtype = "fp32"``), or None: no 32-bit router, or the card states no
+    such rate (the operators plugin warns of the latter).
+    """
+    if scenario.value("model.experts") <= 1 or scenario.value("model.router_dtype") != "fp32":
+        return None
+    field = fp32_rate_field(scenario)
+    return field if scenario.value(f"hardware.{field}") is not None else None
 
 
 def _attention(scenario, phase, tokens_shape, layers):
@@ -309,8 +329,12 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
     if attention:
         out["attention_score"] = out["attention_value"] = attention
     if scenario.value("model.experts") > 1:
+        # A router kept in 32 bits (MiniMax-M2's): the 16-bit rows, or its FLOPs at the
+        # card's 32-bit rate where longer (operators.router_rate).
+        fp32 = router_rate_field(scenario) is not None
         out["router"] = (Kernel("gemm", {"m": tokens, "n": S.experts, "k": S.d_model},
-                                calls=moe_layer_count(scenario), label="router", group="dense"),)
+                                calls=moe_layer_count(scenario), label="router", group="dense",
+                                compute_rate=S.router_matmul_rate if fp32 else None),)
     kinds = [k for k in COUNTS if st.has(k)]
     if kinds:
         out["state_mixer"] = mixer_projections(kinds, tokens)
@@ -320,4 +344,5 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
     return out
 
 
-__all__ = ["ACTIVATION_BYTES", "ELEMENTWISE", "FULL", "operator_kernels"]
+__all__ = ["ACTIVATION_BYTES", "ELEMENTWISE", "FP32_MATMUL", "FP32_RATE", "FULL",
+           "fp32_rate_field", "operator_kernels", "router_rate_field"]

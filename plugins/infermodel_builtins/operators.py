@@ -61,7 +61,13 @@ import sympy
 from infermodel.plugin import S, Stage, collect_operators, hookimpl
 
 from . import LAB, M10
-from .operator_kernels import ACTIVATION_BYTES, operator_kernels
+from .operator_kernels import (
+    ACTIVATION_BYTES,
+    FP32_MATMUL,
+    fp32_rate_field,
+    operator_kernels,
+    router_rate_field,
+)
 from .shapes import expert_block, moe_layer_count, router_params, structure
 from .unevaluated import Max, Min
 
@@ -89,6 +95,21 @@ def infermodel_register_fields(register):
              description='step-time model: "step" (the larger of the whole step\'s memory and '
                          'compute times, the documents\' model) or "operator" (the sum over the '
                          "step's operators of each one's larger time, as real kernels run)")
+    register("efficiency", "fp32_matmul", kind="choice", choices=FP32_MATMUL, default="ieee",
+             description="how the engine multiplies 32-bit matrices (a router kept in 32 bits, "
+                         'model.router_dtype): "ieee" (full FP32 on the CUDA cores: PyTorch\'s '
+                         'default precision "highest", which vLLM keeps unless '
+                         "VLLM_FLOAT32_MATMUL_PRECISION says otherwise) or \"tf32\" (TF32 "
+                         "tensor cores: vLLM with VLLM_FLOAT32_MATMUL_PRECISION=high)")
+    register("hardware", "flops_fp32", kind="quantity", unit="FLOP/s", minimum=0,
+             exclusive_minimum=True, default=None, quantity="flops_fp32",
+             description="32-bit floating-point peak of one card without tensor cores "
+                         "(datasheet FP32): the rate of a GEMM kept in 32 bits under "
+                         'efficiency.fp32_matmul = "ieee"')
+    register("hardware", "flops_tf32", kind="quantity", unit="FLOP/s", minimum=0,
+             exclusive_minimum=True, default=None, quantity="flops_tf32",
+             description="dense TF32 tensor peak of one card (datasheet, no sparsity): the rate "
+                         'of a GEMM kept in 32 bits under efficiency.fp32_matmul = "tf32"')
 
 
 # ---------------------------------------------------------------------------------
@@ -98,6 +119,12 @@ def infermodel_register_fields(register):
 
 def _moe(scenario) -> bool:
     return scenario.value("model.experts") > 1
+
+
+ROUTER_32 = ("vLLM's and SGLang's MiniMax-M2 (models/minimax_m2.py: the gate a ReplicatedLinear "
+             "in float32, fed the hidden states cast to float32, on every tensor-parallel card); "
+             "vLLM's worker sets PyTorch's float32 matmul precision from "
+             "VLLM_FLOAT32_MATMUL_PRECISION, default 'highest' (IEEE FP32, no TF32)")
 
 
 def _shapes(phase):
@@ -266,6 +293,16 @@ def infermodel_define_operators(scenario, define):
 def infermodel_define_quantities(scenario, define):
     _intermediates(define)
     _single_products(define)
+    field = router_rate_field(scenario)
+    if field is not None:
+        define("router_matmul_rate", S[field], unit="FLOP/s",
+               description="the rate of the router's 32-bit GEMM on one card (every card runs "
+                           f"it over all the tokens): hardware.{field}, as efficiency.fp32_matmul "
+                           "says", reference=ROUTER_32)
+        define("prefill_router_time_fp32",
+               2 * S.batch * S.prompt_tokens * _router(scenario) / S.router_matmul_rate,
+               unit="s", description="the prefill pass's router GEMMs at their 32-bit rate (one "
+                                     "card's: each multiplies every token)", reference=ROUTER_32)
     if scenario.value("efficiency.roofline") == "operator":
         for phase in PHASES:
             _operator_sum(scenario, phase, define)
@@ -341,13 +378,46 @@ def _operator_sum(scenario, phase, define):
         if op.time is not None:
             continue  # timed and added to the step by the plugin that defines it
         name = f"{phase}_op_{op.name}_time"
-        define(name, Max(op.flops / rate, op.bytes / S.bandwidth), unit="s",
+        # A 32-bit router: every card multiplies all the tokens at its 32-bit rate.
+        flops = (op.flops / S.router_matmul_rate if op.name == "router"
+                 and router_rate_field(scenario) is not None else op.flops / rate)
+        define(name, Max(flops, op.bytes / S.bandwidth), unit="s",
                description=f"{phase} time of operator {op.name}: the larger of its compute and "
                            f"memory times ({op.description})", reference=op.reference or ROOFLINE)
         terms.append(S[name])
     define(f"{phase}_time_operators", sympy.Add(*terms, evaluate=False), unit="s",
            description=f"{phase} time as the sum of every operator's own roofline time",
            reference=PER_OPERATOR)
+
+
+@hookimpl
+def infermodel_check_result(result, warn):
+    """Say where a 32-bit router is not timed at its rate: the card states none, or a
+    whole-step model (the step roofline, the physical model) counts its FLOPs with the
+    other products' at the 16-bit rate (with how long they take at the 32-bit one).
+    """
+    scenario = result.scenario
+    if not _moe(scenario) or scenario.value("model.router_dtype") != "fp32":
+        return
+    field = fp32_rate_field(scenario)
+    if router_rate_field(scenario) is None:
+        warn("prefill_time", f"the router multiplies in 32 bits (model.router_dtype = \"fp32\") "
+                             f"and the card states no hardware.{field}: its FLOPs are counted at "
+                             "the 16-bit rate, which on current cards is 15–30 times the FP32 "
+                             "peak (state the datasheet's FP32 figure)")
+        return
+    if (scenario.value("efficiency.kernels") == "measured"
+            or scenario.value("efficiency.roofline") == "operator"
+            or "prefill_router_time_fp32" not in result.values
+            or "prefill_time" not in result.values):
+        return
+    extra = result.values["prefill_router_time_fp32"]
+    warn("prefill_time", "the router multiplies in 32 bits (model.router_dtype = \"fp32\"); the "
+                         "whole-step model counts its FLOPs with the other products' at the "
+                         "16-bit rate: at "
+                         f"hardware.{field} they take {result.show('prefill_router_time_fp32')} a "
+                         f"prefill, {extra / result.values['prefill_time']:.1%} of prefill_time "
+                         '(efficiency.roofline = "operator" or kernels = "measured" time them so)')
 
 
 @hookimpl
@@ -372,4 +442,4 @@ def infermodel_transform_quantities(scenario, transform):
                        quantity="decode_step_time")
 
 
-__all__ = ["ACTIVATION_BYTES", "LOGIT_BYTES", "operators", "product_intensity"]
+__all__ = ["ACTIVATION_BYTES", "LOGIT_BYTES", "ROUTER_32", "operators", "product_intensity"]

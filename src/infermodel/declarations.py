@@ -457,6 +457,11 @@ class Kernel:
     #: its roofline is one card's, at the card's own bandwidth, rather than the cards'
     #: even share of the whole model's.
     whole: bool = False
+    #: A GEMM the engine runs in a format no table holds (a router kept in 32 bits): the
+    #: card's rate for it, FLOP/s (an expression over quantities). Its table's rows in the
+    #: dtype ``weights`` names stand in, and it takes at least its ``2·m·n·k`` FLOPs (of
+    #: one rank's shape) at this rate; a note says so.
+    compute_rate: Any = None
 
 
 def accepts(text: str) -> Callable[[Any], Any]:

@@ -314,6 +314,11 @@ class LedgerRow:
     #: setting against the engine's default (``"triton"``); the row's
     #: ``efficiency.moe_backend``. Empty: the engine's own.
     moe_backend: str = attrs.field(default="", kw_only=True)
+    #: How the engine multiplies 32-bit matrices where the reader states a deployment's
+    #: setting against the engine's default (``"tf32"``: vLLM's
+    #: ``VLLM_FLOAT32_MATMUL_PRECISION=high``); the row's ``efficiency.fp32_matmul``.
+    #: Empty: the engine's own.
+    fp32_matmul: str = attrs.field(default="", kw_only=True)
 
     @property
     def mode(self) -> str:

@@ -535,8 +535,8 @@ def model_key(row: LedgerRow) -> tuple:
             row.weights, row.kv_cache, row.tensor, row.expert, row.attention_dp, row.pipeline,
             row.expert_weights, row.unquantized, row.pools, row.engine_version, row.unexpressed,
             row.recv_interval, row.launch,
-            row.batch_wait, row.dp_balance, row.mxfp4_activations, row.moe_backend, row.isl,
-            row.osl)
+            row.batch_wait, row.dp_balance, row.mxfp4_activations, row.moe_backend,
+            row.fp32_matmul, row.isl, row.osl)
 
 
 def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
@@ -551,4 +551,4 @@ def structure_key(row: LedgerRow, kernels: str | None) -> tuple:
             row.pipeline, row.attention_dp, row.expert_weights, row.unquantized, row.pools,
             row.unexpressed,
             row.recv_interval, row.launch, row.batch_wait, row.dp_balance, row.mxfp4_activations,
-            row.moe_backend)
+            row.moe_backend, row.fp32_matmul)

@@ -102,6 +102,8 @@ def scenario_data(row: LedgerRow, efficiency: Mapping[str, Any],
             data["efficiency"]["mxfp4_activations"] = row.mxfp4_activations
         if row.moe_backend:
             data["efficiency"]["moe_backend"] = row.moe_backend
+    if row.fp32_matmul:
+        data["efficiency"]["fp32_matmul"] = row.fp32_matmul
     if engine and row.dp_balance is not None:
         data["efficiency"]["dp_balance_timeout"], data["efficiency"]["dp_balance_batching"] = (
             row.dp_balance)

@@ -86,9 +86,11 @@ __all__ = [
     "SIXTEEN_BIT_CACHE",
     "SPECULATIVE_IMAGES",
     "SPECULATIVE_SWEEPS",
+    "TF32_MATMUL",
     "UNPUBLISHED_SETTINGS",
     "batch_wait",
     "dp_balance",
+    "fp32_matmul",
     "image_of",
     "kv_cache",
     "moe_backend",
@@ -200,6 +202,17 @@ MOE_RUNNERS = {("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"):
                ("marlin", "2026-01-02", "9999-12-31"),
                ("vllm", "h200_sxm", "openai/gpt-oss-120b", "fp4"):
                ("marlin", "2026-01-02", "9999-12-31")}
+#: Aggregated InferenceMAX scripts that let PyTorch multiply 32-bit matrices on TF32
+#: tensor cores (``VLLM_FLOAT32_MATMUL_PRECISION=high``) where vLLM's default is IEEE FP32:
+#: vLLM's MiniMax-M2.5 in FP8 and NVFP4 on B300 from 21 April 2026 and on B200 from 22
+#: April (pull requests 1106, 1107, 1068 and 1069, each merged that day, UTC, and each
+#: listing its configuration in ``perf-changelog.yaml``, which reruns it): the model's
+#: router runs its 32-bit GEMM at the TF32 rate (``efficiency.fp32_matmul``).
+#: (backend, system, model, precision) → the first day measured with it.
+TF32_MATMUL = {("vllm", "b300_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"): "2026-04-21",
+               ("vllm", "b300_sxm", "MiniMaxAI/MiniMax-M2.5", "fp4"): "2026-04-21",
+               ("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"): "2026-04-22",
+               ("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp4"): "2026-04-22"}
 
 #: SGLang's launch flags in InferenceMAX's aggregated scripts (SemiAnalysisAI/InferenceX,
 #: ``benchmarks/`` then ``benchmarks/single_node/``; each script's history to the file's
@@ -470,6 +483,26 @@ def moe_backend(cells: Mapping[str, str]) -> str:
     if not runner or measured is None or not since <= measured.group(1) < until:
         return ""
     return runner
+
+
+def fp32_matmul(cells: Mapping[str, str]) -> str:
+    """``"tf32"`` where the point's InferenceMAX script let the engine multiply 32-bit
+    matrices on TF32 tensor cores (:data:`TF32_MATMUL`), else ``""`` (the engine's own,
+    IEEE FP32).
+
+    >>> cells = {"backend": "vllm", "mode": "agg", "system": "b200_sxm",
+    ...          "model_path": "MiniMaxAI/MiniMax-M2.5", "precision": "fp4",
+    ...          "silicon_data_source": "measured=2026-04-22T00:00:00.000Z"}
+    >>> fp32_matmul(cells), fp32_matmul({**cells, "silicon_data_source": "measured=2026-04-08"})
+    ('tf32', '')
+    """
+    if not _scripted(cells):
+        return ""
+    key = (cells["backend"].strip(), cells["system"].strip(), cells["model_path"].strip(),
+           cells["precision"].strip())
+    since = TF32_MATMUL.get(key)
+    measured = _MEASURED.search(cells["silicon_data_source"])
+    return "tf32" if since and measured is not None and measured.group(1) >= since else ""
 
 
 def kv_cache(cells: Mapping[str, str], quantised: str, eight_bit: str = "") -> str:

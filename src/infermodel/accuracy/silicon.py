@@ -91,6 +91,7 @@ from .script_pools import pool_layout
 from .script_settings import (
     batch_wait,
     dp_balance,
+    fp32_matmul,
     kv_cache,
     moe_backend,
     mxfp4_activations,
@@ -492,7 +493,7 @@ def _point(cells: Mapping[str, str], line: int,
         launch=sglang_launch(cells, tensor * pipeline * attention, concurrency, isl or 0, osl or 0),
         batch_wait=batch_wait(cells, tensor * pipeline * attention, attention, concurrency),
         dp_balance=dp_balance(cells, attention), mxfp4_activations=mxfp4_activations(cells),
-        moe_backend=moe_backend(cells))
+        moe_backend=moe_backend(cells), fp32_matmul=fp32_matmul(cells))
     rows = []
     for metric, column, suffix in (("ttft_ms", "silicon_ttft_ms", "ttft"),
                                    ("tpot_ms", "silicon_tpot_ms", "tpot")):

@@ -87,6 +87,9 @@ def attention_family(config: Mapping[str, Any], model_type: str | None, out: dic
     rotary = _rotary_fraction(config, model_type)
     if rotary is not None:
         out["rotary_fraction"] = rotary
+    if "experts" in out and model_type == "minimax_m2":
+        # vLLM and SGLang build MiniMax-M2's gate in float32 and feed it float32 states.
+        out["router_dtype"] = "fp32"
     if "experts" in out and config.get("topk_method") == "noaux_tc":
         out["score_correction_bias"] = True   # DeepSeek-V3's e_score_correction_bias
 
