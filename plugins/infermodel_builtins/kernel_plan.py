@@ -275,15 +275,7 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
     if bound is not None:
         one = Min(one, tabulated(_function_name(family, st, bound[0], bound[1]),
                                  bound[1])(*arguments))
-    if kernel.compute_rate is not None and family == "gemm":
-        # A GEMM in a format no table holds (a 32-bit router): the rows of the dtype
-        # they hold, or its FLOPs at the card's rate for that format where longer.
-        m, n, k = arguments
-        one = Max(one, 2 * m * n * k / kernel.compute_rate)
-        if notes is not None:
-            notes.append(f"multiplies in 32-bit floats, which no table times: the "
-                         f"{chosen.get('dtype', '16-bit')} rows stand in, or its FLOPs at the "
-                         "card's 32-bit rate where that takes longer")
+    one = _at_its_rate(kernel, family, chosen, arguments, one, notes)
     if family == "moe" and isinstance(found, kernels.Lookup):
         left_out = selection_left_out(found, st.engine or "")
         if left_out is not None:
@@ -301,6 +293,21 @@ def kernel_time(kernel, st: Setup, formats, activations, kv, shared=None, phase=
         name = name.replace("_time", "_2_time")
     shared[name] = whole
     return share * S[name]
+
+
+def _at_its_rate(kernel, family: str, chosen: dict, arguments, one, notes: list[str] | None):
+    """A GEMM in a format no table holds (``Kernel.compute_rate``: a 32-bit router): the
+    rows of the dtype they hold (``one``), or its ``2·m·n·k`` FLOPs at the card's rate for
+    that format where longer, noted; any other kernel's ``one`` as it is.
+    """
+    if kernel.compute_rate is None or family != "gemm":
+        return one
+    m, n, k = arguments
+    if notes is not None:
+        notes.append(f"multiplies in 32-bit floats, which no table times: the "
+                     f"{chosen.get('dtype', '16-bit')} rows stand in, or its FLOPs at the "
+                     "card's 32-bit rate where that takes longer")
+    return Max(one, 2 * m * n * k / kernel.compute_rate)
 
 
 # ---------------------------------------------------------------------------------
