@@ -1019,6 +1019,18 @@ activations = "fp8"
                              gemm_dtype="bfloat16", m=1, n=256, k=3072), rel=1e-9)
     plain = infermodel.evaluate(scenario, {"model.router_dtype": "bf16"})
     assert plain["prefill_kernel_router_time"] == pytest.approx(62 * row, rel=1e-9)
+    # A card without tables (H100 PCIe: its datasheet's FP32 is 51 TFLOP/s) falls back to
+    # the roofline, the router's at that rate: every card of four multiplies every token.
+    pcie = infermodel.evaluate(scenario, {"hardware.preset": "h100-pcie", "hardware.count": 4,
+                                          "levers.parallelism.tensor": 4})
+    assert pcie["prefill_kernel_router_time"] == pytest.approx(62 * flops / 51e12, rel=1e-9)
+    # A card whose preset states no 32-bit rate (GB300): its 16-bit rows stand, said.
+    gb300 = infermodel.evaluate(scenario, {"hardware.preset": "gb300"})
+    assert gb300["prefill_kernel_router_time"] == pytest.approx(
+        62 * _card_latency_s("gb300", "gemm/vllm/0.24.0/gemm_perf.parquet", gemm_dtype="bfloat16",
+                             m=8192, n=256, k=3072), rel=1e-9)
+    assert any("states no hardware.flops_fp32: it is timed as a 16-bit GEMM (from the tables' "
+               "16-bit rows under measured kernels" in str(w) for w in gb300.warnings)
 
 
 def test_a_stated_moe_backend_the_tables_lack_falls_back_and_says_why():

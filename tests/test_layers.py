@@ -604,7 +604,18 @@ def test_a_router_kept_in_32_bits_runs_at_the_cards_32_bit_rate_or_says_what_it_
     tf32 = evaluate(write_scenario, f'hf_config = "{path}"', count=1, name="tf32.toml",
                     extra='[efficiency]\nroofline = "operator"\nfp32_matmul = "tf32"')
     assert tf32["router_matmul_rate"] == pytest.approx(494.5e12)
-    assert tf32["prefill_op_router_time"] < operator["prefill_op_router_time"] / 7
+    assert tf32["prefill_op_router_time"] == pytest.approx(flops / 494.5e12, rel=1e-12)
+    # The gate is on every tensor card, over all the tokens: at TP 4 each card's router takes
+    # the whole prompt's FLOPs. Under data-parallel attention (4 ranks, the dense layers on
+    # each, vLLM's way) each card's takes its rank's prompts: 4 prompts, one a rank.
+    tp = evaluate(write_scenario, f'hf_config = "{path}"', count=4, name="tp.toml",
+                  extra='[efficiency]\nroofline = "operator"\n[levers.parallelism]\ntensor = 4')
+    assert tp["prefill_op_router_time"] == pytest.approx(flops / 67e12, rel=1e-12)
+    dp = evaluate(write_scenario, f'hf_config = "{path}"', count=4, name="dp.toml",
+                  extra='batch = 4\n[efficiency]\nroofline = "operator"\nengine = "vllm"\n'
+                        '[levers.parallelism]\nattention_data = 4\nexpert = 4')
+    assert dp["prefill_router_time_fp32"] == pytest.approx(flops / 67e12, rel=1e-12)
+    assert dp["prefill_op_router_time"] == pytest.approx(flops / 67e12, rel=1e-12)
     # A card that states no 32-bit rate: the router's FLOPs stay at the 16-bit one, said.
     bare = evaluate(write_scenario, f'hf_config = "{path}"', count=1, name="bare.toml",
                     hardware="mi300x")
@@ -615,6 +626,13 @@ def test_a_router_kept_in_32_bits_runs_at_the_cards_32_bit_rate_or_says_what_it_
                      name="plain.toml")
     assert "prefill_router_time_fp32" not in plain.values
     assert plain["prefill_time"] == step["prefill_time"]
+    # Other mixtures of experts keep the 16-bit router.
+    other = {**MINIMAX_M2, "model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"]}
+    for key in ("use_qk_norm", "qk_norm_type", "rotary_dim", "scoring_func"):
+        other.pop(key)
+    qwen = tmp_path / "qwen.json"
+    qwen.write_text(json.dumps(other))
+    assert "router_dtype" not in read_hf_config(qwen)
 
 
 def test_layer_wide_norms_under_data_parallel_attention_and_a_lone_tensor_rank(write_scenario, tmp_path):

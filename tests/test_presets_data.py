@@ -30,11 +30,11 @@ MODEL_KEYS = {
     "attention_output_gate", "qk_norm", "expert_bias", "score_correction_bias",
     "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_dt_rank", "mamba_heads",
     "mamba_head_dim", "mamba_groups", "mamba_conv_bias", "mamba_proj_bias", "mamba_inner_norms",
-    "linear_state_bits", "rotary_fraction",
+    "linear_state_bits", "rotary_fraction", "router_dtype",
     # checkpoint formats (fields registered by the quantization lever)
     "weight_format", "expert_weight_format",
 }
-TEXT_KEYS = {"layer_pattern", "weight_format", "expert_weight_format"}
+TEXT_KEYS = {"layer_pattern", "weight_format", "expert_weight_format", "router_dtype"}
 FLAG_KEYS = {"attention_bias", "attention_sinks", "attention_output_gate", "qk_norm", "expert_bias",
              "score_correction_bias", "mamba_conv_bias", "mamba_proj_bias", "mamba_inner_norms"}
 SHARE_KEYS = {"rotary_fraction"}

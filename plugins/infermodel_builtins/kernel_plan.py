@@ -504,7 +504,8 @@ def _plan(scenario, st: Setup) -> Plan:
             own = _own(op, phase)
             # A collective's roofline is its own time over the link.
             roofline = (op.time if op.time is not None and op.plugin != "measured_kernels"
-                        else Max(op.flops / rate, op.bytes / S.bandwidth))
+                        else Max(op.flops / rate if op.compute_time is None else op.compute_time,
+                                 op.bytes / S.bandwidth))
             kernels = [k for k in op.kernels if k.family != ELEMENTWISE]
             shape = _shape(kernels)
             if op.time is not None and not kernels:

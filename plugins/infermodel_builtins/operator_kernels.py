@@ -50,6 +50,7 @@ from infermodel.plugin import Kernel, S
 
 from .engines import ENGINES, gate_launches, qk_norm_launches
 from .latent_kernels import latent_kernels
+from .layouts import dense_placement
 from .parallelism import degrees
 from .shapes import STATE_KINDS, expert_width, moe_layer_count, structure
 from .state_kernels import COUNTS, ELEMENTWISE, mixer_projections, recurrence
@@ -79,6 +80,27 @@ def router_rate_field(scenario) -> str | None:
         return None
     field = fp32_rate_field(scenario)
     return field if scenario.value(f"hardware.{field}") is not None else None
+
+
+def router_token_share(scenario):
+    """The share of a pass's tokens each card's router multiplies (its gate is replicated on
+    every tensor card): one attention rank's, ⌈B/D⌉ times the stated imbalance over B,
+    under data-parallel attention with the dense layers on each rank (``replicated``, as
+    vLLM runs them); else all of them (a ``split`` layout gathers every rank's tokens).
+    """
+    lever = scenario.lever("parallelism")
+    if lever is None or lever.attention_data <= 1:
+        return sympy.Integer(1)
+    if dense_placement(lever, scenario.value("efficiency.engine")) == "split":
+        return sympy.Integer(1)
+    return S.parallel_attention_batch_factor / S.parallel_attention_data_degree
+
+
+def router_time_fp32(scenario, flops):
+    """The time of a 32-bit router's ``flops`` (the whole pass's, every layer) on one card:
+    its share of the tokens (:func:`router_token_share`) at ``router_matmul_rate``.
+    """
+    return flops * router_token_share(scenario) / S.router_matmul_rate
 
 
 def _attention(scenario, phase, tokens_shape, layers):
@@ -330,7 +352,7 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
         out["attention_score"] = out["attention_value"] = attention
     if scenario.value("model.experts") > 1:
         # A router kept in 32 bits (MiniMax-M2's): the 16-bit rows, or its FLOPs at the
-        # card's 32-bit rate where longer (operators.router_rate).
+        # card's 32-bit rate where longer (the operators plugin's router_matmul_rate).
         fp32 = router_rate_field(scenario) is not None
         out["router"] = (Kernel("gemm", {"m": tokens, "n": S.experts, "k": S.d_model},
                                 calls=moe_layer_count(scenario), label="router", group="dense",
@@ -345,4 +367,5 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
 
 
 __all__ = ["ACTIVATION_BYTES", "ELEMENTWISE", "FP32_MATMUL", "FP32_RATE", "FULL",
-           "fp32_rate_field", "operator_kernels", "router_rate_field"]
+           "fp32_rate_field", "operator_kernels", "router_rate_field", "router_time_fp32",
+           "router_token_share"]

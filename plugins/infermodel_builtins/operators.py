@@ -67,6 +67,7 @@ from .operator_kernels import (
     fp32_rate_field,
     operator_kernels,
     router_rate_field,
+    router_time_fp32,
 )
 from .shapes import expert_block, moe_layer_count, router_params, structure
 from .unevaluated import Max, Min
@@ -278,10 +279,13 @@ def infermodel_define_operators(scenario, define):
         kernels = operator_kernels(scenario, phase, tokens, scored,
                                    S.kv_layers if _layered(scenario) else S.layers, rooflines,
                                    ops["norms"][:2])
+        fp32 = router_rate_field(scenario) is not None
         for name, (flops, moved, description) in ops.items():
             define(phase, name, flops=flops, bytes=moved, description=description,
                    reference=ATTENTION if name.startswith("attention") else COUNT_OPS,
-                   kernels=kernels.get(name, ()))
+                   kernels=kernels.get(name, ()),
+                   compute_time=router_time_fp32(scenario, flops)
+                   if fp32 and name == "router" else None)
 
 
 # ---------------------------------------------------------------------------------
@@ -300,9 +304,10 @@ def infermodel_define_quantities(scenario, define):
                            f"it over all the tokens): hardware.{field}, as efficiency.fp32_matmul "
                            "says", reference=ROUTER_32)
         define("prefill_router_time_fp32",
-               2 * S.batch * S.prompt_tokens * _router(scenario) / S.router_matmul_rate,
+               router_time_fp32(scenario, 2 * S.batch * S.prompt_tokens * _router(scenario)),
                unit="s", description="the prefill pass's router GEMMs at their 32-bit rate (one "
-                                     "card's: each multiplies every token)", reference=ROUTER_32)
+                                     "card's: every token of its attention rank)",
+               reference=ROUTER_32)
     if scenario.value("efficiency.roofline") == "operator":
         for phase in PHASES:
             _operator_sum(scenario, phase, define)
@@ -378,10 +383,8 @@ def _operator_sum(scenario, phase, define):
         if op.time is not None:
             continue  # timed and added to the step by the plugin that defines it
         name = f"{phase}_op_{op.name}_time"
-        # A 32-bit router: every card multiplies all the tokens at its 32-bit rate.
-        flops = (op.flops / S.router_matmul_rate if op.name == "router"
-                 and router_rate_field(scenario) is not None else op.flops / rate)
-        define(name, Max(flops, op.bytes / S.bandwidth), unit="s",
+        compute = op.flops / rate if op.compute_time is None else op.compute_time
+        define(name, Max(compute, op.bytes / S.bandwidth), unit="s",
                description=f"{phase} time of operator {op.name}: the larger of its compute and "
                            f"memory times ({op.description})", reference=op.reference or ROOFLINE)
         terms.append(S[name])
@@ -394,17 +397,18 @@ def _operator_sum(scenario, phase, define):
 def infermodel_check_result(result, warn):
     """Say where a 32-bit router is not timed at its rate: the card states none, or a
     whole-step model (the step roofline, the physical model) counts its FLOPs with the
-    other products' at the 16-bit rate (with how long they take at the 32-bit one).
+    other products' at the step's rate (with how long they take at the 32-bit one).
     """
     scenario = result.scenario
     if not _moe(scenario) or scenario.value("model.router_dtype") != "fp32":
         return
     field = fp32_rate_field(scenario)
     if router_rate_field(scenario) is None:
+        rate = "FP32" if field == "flops_fp32" else "TF32"
         warn("prefill_time", f"the router multiplies in 32 bits (model.router_dtype = \"fp32\") "
-                             f"and the card states no hardware.{field}: its FLOPs are counted at "
-                             "the 16-bit rate, which on current cards is 15–30 times the FP32 "
-                             "peak (state the datasheet's FP32 figure)")
+                             f"and the card states no hardware.{field}: it is timed as a 16-bit "
+                             "GEMM (from the tables' 16-bit rows under measured kernels, else at "
+                             f"the step's rate); state the datasheet's {rate} figure")
         return
     if (scenario.value("efficiency.kernels") == "measured"
             or scenario.value("efficiency.roofline") == "operator"
@@ -414,7 +418,7 @@ def infermodel_check_result(result, warn):
     extra = result.values["prefill_router_time_fp32"]
     warn("prefill_time", "the router multiplies in 32 bits (model.router_dtype = \"fp32\"); the "
                          "whole-step model counts its FLOPs with the other products' at the "
-                         "16-bit rate: at "
+                         "step's rate (flops_effective_prefill): at "
                          f"hardware.{field} they take {result.show('prefill_router_time_fp32')} a "
                          f"prefill, {extra / result.values['prefill_time']:.1%} of prefill_time "
                          '(efficiency.roofline = "operator" or kernels = "measured" time them so)')

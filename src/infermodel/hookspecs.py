@@ -159,7 +159,8 @@ class OperatorDefine(Protocol):
     def __call__(self, phase: str, name: str, *, flops: sympy.Basic | float,
                  bytes: sympy.Basic | float, description: str, reference: str | None = None,
                  time: sympy.Basic | float | None = None, replace: bool = False,
-                 kernels: Sequence[Kernel] = ()) -> None: ...
+                 kernels: Sequence[Kernel] = (),
+                 compute_time: sympy.Basic | float | None = None) -> None: ...
 
 
 class IterationCostRegistrar(Protocol):
@@ -456,11 +457,14 @@ def infermodel_define_operators(scenario: Scenario, define: OperatorDefine) -> N
 
     :param scenario: the :class:`infermodel.scenario.Scenario`.
     :param define: ``define(phase, name, *, flops, bytes, description, reference=None,
-        time=None, replace=False, kernels=())``. ``phase`` is ``"prefill"`` or
-        ``"decode"``; ``flops`` and ``bytes`` are sympy expressions over quantity
-        symbols (or numbers). ``time``, when given, is the operator's own time (a
+        time=None, replace=False, kernels=(), compute_time=None)``. ``phase`` is
+        ``"prefill"`` or ``"decode"``; ``flops`` and ``bytes`` are sympy expressions over
+        quantity symbols (or numbers). ``time``, when given, is the operator's own time (a
         collective over a link): the table shows it, and the plugin that defines it adds
-        it to the step time itself. ``kernels`` names the measured kernels the operator
+        it to the step time itself. ``compute_time``, when given, is the operator's compute
+        time where its FLOPs do not run at the phase's rate (a GEMM the engine keeps in 32
+        bits): its roofline (the table, the operator roofline, a measured-kernels
+        fallback) takes it in place of ``flops / rate``. ``kernels`` names the measured kernels the operator
         is made of (:class:`infermodel.plugin.Kernel`: a table family, its whole-model
         shape, calls per pass, the arguments tensor parallelism splits, the weight class
         that sets the dtype), so that measured kernel tables can time it

@@ -60,6 +60,9 @@ class Operator:
     #: for a lever that times operators from measured tables; empty when no table
     #: covers it (an elementwise operator).
     kernels: tuple = ()
+    #: Its compute time where its FLOPs do not run at the phase's rate (a GEMM the engine
+    #: keeps in 32 bits): its roofline takes this in place of ``flops / rate``.
+    compute_time: Any = None
 
 
 @attrs.frozen
@@ -111,19 +114,21 @@ def collect_operators(scenario, phase: str, *, host=None) -> tuple[Operator, ...
 
     def definer(plugin: str):
         def define(phase, name, *, flops, bytes, description, reference=None, time=None,
-                   replace=False, kernels=()):
+                   replace=False, kernels=(), compute_time=None):
             if phase not in PHASES:
                 raise PluginError(f"plugin {plugin!r} defined operator {name!r} for phase "
                                   f"{phase!r}; phases are {', '.join(PHASES)}")
             if not isinstance(description, str) or not description:
                 raise PluginError(f"plugin {plugin!r} defined operator {name!r} without a "
                                   "one-line description")
-            parts = {"flops": flops, "bytes": bytes} | ({"time": time} if time is not None else {})
+            parts = ({"flops": flops, "bytes": bytes} | ({"time": time} if time is not None else {})
+                     | ({"compute_time": compute_time} if compute_time is not None else {}))
             checked = {key: check_definition(plugin, f"{name}.{key}", value, "defined operator")
                        for key, value in parts.items()}
             checked = {key: sympy.Float(v) if isinstance(v, float) else v for key, v in checked.items()}
             op = Operator(phase, name, checked["flops"], checked["bytes"], description, plugin,
-                          reference, checked.get("time"), _kernels(plugin, name, kernels))
+                          reference, checked.get("time"), _kernels(plugin, name, kernels),
+                          checked.get("compute_time"))
             if phase != wanted:
                 return
             if replace:
@@ -181,7 +186,8 @@ def operator_table(result, phase: str, *, host=None) -> list[OperatorRow]:
     bandwidth = float(result["bandwidth"])
     expressions = []
     for op in operators:
-        expressions += [op.flops, op.bytes, op.time if op.time is not None else sympy.Integer(0)]
+        expressions += [op.flops, op.bytes, op.time if op.time is not None else sympy.Integer(0),
+                        op.compute_time if op.compute_time is not None else sympy.Integer(0)]
     symbols = sorted(set().union(*(e.free_symbols for e in expressions)), key=lambda s: s.name)
     missing = [s.name for s in symbols if s.name not in result]
     if missing:
@@ -192,8 +198,9 @@ def operator_table(result, phase: str, *, host=None) -> list[OperatorRow]:
         values = [float(v) for v in function(*[float(result[s.name]) for s in symbols])]
     rows = []
     for k, op in enumerate(operators):
-        flops, moved, own = values[3 * k: 3 * k + 3]
-        t_compute, t_memory = flops / rate, moved / bandwidth
+        flops, moved, own, compute = values[4 * k: 4 * k + 4]
+        t_compute = compute if op.compute_time is not None else flops / rate
+        t_memory = moved / bandwidth
         if op.time is not None:
             time, bound = own, "own"
         else:

@@ -18,6 +18,9 @@ from .unmodelled import INDEXER_KEYS
 #: Families with per-head query/key norms (two head-width vectors per layer).
 _QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_text",
                       "qwen3_5_moe", "qwen3_5_moe_text", "gemma3", "gemma3_text"})
+#: Model types whose router gate vLLM and SGLang build in float32, fed float32 states
+#: (models/minimax_m2.py, models/minimax_text_01.py): MiniMax-M2 and MiniMax-Text-01/M1.
+_FP32_ROUTERS = frozenset({"minimax_m2", "minimax", "minimax_text_01", "minimax_m1"})
 #: Model types whose use_qk_norm is a weightless L2 norm (Llama 4's, on its RoPE layers).
 _WEIGHTLESS_QK_NORM = frozenset({"llama4", "llama4_text"})
 #: Model types whose attention takes no position embedding (NoPE: Jamba's, and
@@ -87,8 +90,8 @@ def attention_family(config: Mapping[str, Any], model_type: str | None, out: dic
     rotary = _rotary_fraction(config, model_type)
     if rotary is not None:
         out["rotary_fraction"] = rotary
-    if "experts" in out and model_type == "minimax_m2":
-        # vLLM and SGLang build MiniMax-M2's gate in float32 and feed it float32 states.
+    if "experts" in out and model_type in _FP32_ROUTERS:
+        # vLLM and SGLang build MiniMax's gates in float32 and feed them float32 states.
         out["router_dtype"] = "fp32"
     if "experts" in out and config.get("topk_method") == "noaux_tc":
         out["score_correction_bias"] = True   # DeepSeek-V3's e_score_correction_bias
