@@ -939,28 +939,37 @@ def test_every_installed_moe_kernel_names_at_most_one_backend():
         lookup("b200_sxm", "vllm", "0.24.0", "moe", dtype="fp8_block", moe_backend="cutlass")
 
 
-def test_a_stated_moe_backend_notes_an_older_releases_table_and_warns_where_it_does_nothing(
-        tmp_path):
+def _minimax(tmp_path, name: str, *, batch: int, prompt: int, output: int,
+             efficiency: str = "") -> Path:
+    """MiniMax-M2.5 from its published config on one B200 under vLLM's measured kernels,
+    in block FP8 with FP8 activations.
+    """
     config = _data().parent.parent.parent / "model_configs" / "MiniMaxAI--MiniMax-M2.5_config.json"
     scenario = tmp_path / "minimax.toml"
     scenario.write_text(f"""[scenario]
-name = "minimax triton"
+name = "{name}"
 [model]
 hf_config = "{config}"
 [hardware]
 preset = "b200"
 [workload]
-batch = 16
-prompt_tokens = 1024
-output_tokens = 1024
+batch = {batch}
+prompt_tokens = {prompt}
+output_tokens = {output}
 [efficiency]
 kernels = "measured"
 engine = "vllm"
-moe_backend = "triton"
-[levers.quantization]
+{efficiency}[levers.quantization]
 linear = "fp8-b128"
 activations = "fp8"
 """)
+    return scenario
+
+
+def test_a_stated_moe_backend_notes_an_older_releases_table_and_warns_where_it_does_nothing(
+        tmp_path):
+    scenario = _minimax(tmp_path, "minimax triton", batch=16, prompt=1024, output=1024,
+                        efficiency='moe_backend = "triton"\n')
     result = infermodel.evaluate(scenario)
     assert any("time the triton MoE kernels (efficiency.moe_backend) from vllm 0.22.0's "
                "table, the newest at or below 0.24.0" in str(w) for w in result.warnings)
@@ -981,25 +990,7 @@ def test_a_router_kept_in_32_bits_is_its_16_bit_row_or_its_flops_at_the_32_bit_r
     # its 2·m·n·k FLOPs at the HGX B200 datasheet's 75 TFLOP/s FP32 (600 for 8 GPUs) where
     # longer; under TF32 (VLLM_FLOAT32_MATMUL_PRECISION=high) at 1,125 TFLOP/s (18,000
     # with sparsity for 8 GPUs).
-    config = _data().parent.parent.parent / "model_configs" / "MiniMaxAI--MiniMax-M2.5_config.json"
-    scenario = tmp_path / "minimax.toml"
-    scenario.write_text(f"""[scenario]
-name = "minimax fp32 router"
-[model]
-hf_config = "{config}"
-[hardware]
-preset = "b200"
-[workload]
-batch = 1
-prompt_tokens = 8192
-output_tokens = 64
-[efficiency]
-kernels = "measured"
-engine = "vllm"
-[levers.quantization]
-linear = "fp8-b128"
-activations = "fp8"
-""")
+    scenario = _minimax(tmp_path, "minimax fp32 router", batch=1, prompt=8192, output=64)
     row = _card_latency_s("b200_sxm", "gemm/vllm/0.24.0/gemm_perf.parquet", gemm_dtype="bfloat16",
                           m=8192, n=256, k=3072)
     flops = 2 * 8192 * 256 * 3072
