@@ -1020,8 +1020,9 @@ def test_a_router_kept_in_32_bits_is_its_16_bit_row_or_its_flops_at_the_32_bit_r
     assert gb300["prefill_kernel_router_time"] == pytest.approx(
         62 * _card_latency_s("gb300", "gemm/vllm/0.24.0/gemm_perf.parquet", gemm_dtype="bfloat16",
                              m=8192, n=256, k=3072), rel=1e-9)
-    assert any("states no hardware.flops_fp32: it is timed as a 16-bit GEMM (from the tables' "
-               "16-bit rows under measured kernels" in str(w) for w in gb300.warnings)
+    assert any("states no hardware.flops_fp32: its FLOPs are counted at the step's rate "
+               "(flops_effective_prefill), or read from the tables' 16-bit rows where measured "
+               "kernels read them" in str(w) for w in gb300.warnings)
 
 
 def test_a_stated_moe_backend_the_tables_lack_falls_back_and_says_why():

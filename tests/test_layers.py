@@ -616,6 +616,11 @@ def test_a_router_kept_in_32_bits_runs_at_the_cards_32_bit_rate_or_says_what_it_
                         '[levers.parallelism]\nattention_data = 4\nexpert = 4')
     assert dp["prefill_router_time_fp32"] == pytest.approx(flops / 67e12, rel=1e-12)
     assert dp["prefill_op_router_time"] == pytest.approx(flops / 67e12, rel=1e-12)
+    # Two pipeline stages: each card's router multiplies its stage's 31 layers, and the
+    # operator roofline counts the whole model over every card, as it does the others.
+    pp = evaluate(write_scenario, f'hf_config = "{path}"', count=2, name="pp.toml",
+                  extra='[efficiency]\nroofline = "operator"\n[levers.parallelism]\npipeline = 2')
+    assert pp["prefill_op_router_time"] == pytest.approx(flops / 2 / 67e12, rel=1e-12)
     # A card that states no 32-bit rate: the router's FLOPs stay at the 16-bit one, said.
     bare = evaluate(write_scenario, f'hf_config = "{path}"', count=1, name="bare.toml",
                     hardware="mi300x")

@@ -83,17 +83,21 @@ def router_rate_field(scenario) -> str | None:
 
 
 def router_token_share(scenario):
-    """The share of a pass's tokens each card's router multiplies (its gate is replicated on
-    every tensor card): one attention rank's, ⌈B/D⌉ times the stated imbalance over B,
-    under data-parallel attention with the dense layers on each rank (``replicated``, as
-    vLLM runs them); else all of them (a ``split`` layout gathers every rank's tokens).
+    """The share of the whole pass's router FLOPs each card multiplies (its gate is
+    replicated on every tensor card): one attention rank's tokens, ⌈B/D⌉ times the stated
+    imbalance over B, under data-parallel attention with the dense layers on each rank
+    (``replicated``, as vLLM runs them), else all of them (a ``split`` layout gathers every
+    rank's tokens); and under pipeline parallelism its stage's layers, as the operator
+    roofline counts the whole model over every card.
     """
     lever = scenario.lever("parallelism")
-    if lever is None or lever.attention_data <= 1:
+    if lever is None:
         return sympy.Integer(1)
-    if dense_placement(lever, scenario.value("efficiency.engine")) == "split":
-        return sympy.Integer(1)
-    return S.parallel_attention_batch_factor / S.parallel_attention_data_degree
+    share = sympy.Integer(1)
+    if (lever.attention_data > 1
+            and dense_placement(lever, scenario.value("efficiency.engine")) != "split"):
+        share = S.parallel_attention_batch_factor / S.parallel_attention_data_degree
+    return share / S.parallel_pipeline_degree if lever.pipeline > 1 else share
 
 
 def router_time_fp32(scenario, flops):

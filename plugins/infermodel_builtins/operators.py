@@ -406,9 +406,10 @@ def infermodel_check_result(result, warn):
     if router_rate_field(scenario) is None:
         rate = "FP32" if field == "flops_fp32" else "TF32"
         warn("prefill_time", f"the router multiplies in 32 bits (model.router_dtype = \"fp32\") "
-                             f"and the card states no hardware.{field}: it is timed as a 16-bit "
-                             "GEMM (from the tables' 16-bit rows under measured kernels, else at "
-                             f"the step's rate); state the datasheet's {rate} figure")
+                             f"and the card states no hardware.{field}: its FLOPs are counted at "
+                             "the step's rate (flops_effective_prefill), or read from the "
+                             "tables' 16-bit rows where measured kernels read them; state the "
+                             f"datasheet's {rate} figure")
         return
     if (scenario.value("efficiency.kernels") == "measured"
             or scenario.value("efficiency.roofline") == "operator"
@@ -416,7 +417,7 @@ def infermodel_check_result(result, warn):
             or "prefill_time" not in result.values):
         return
     extra = result.values["prefill_router_time_fp32"]
-    warn("prefill_time", "the router multiplies in 32 bits (model.router_dtype = \"fp32\"); the "
+    warn("router_matmul_rate", "the router multiplies in 32 bits (model.router_dtype = \"fp32\"); the "
                          "whole-step model counts its FLOPs with the other products' at the "
                          "step's rate (flops_effective_prefill): at "
                          f"hardware.{field} they take {result.show('prefill_router_time_fp32')} a "

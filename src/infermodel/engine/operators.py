@@ -325,10 +325,14 @@ def format_table(result, phase: str, rows: list[OperatorRow]) -> str:
 
 def operator_warnings(result, phase: str) -> list:
     """The result's warnings about the operators of ``phase``: their sum
-    (``<phase>_time_kernels``) or one of their times (``<phase>_kernel_*``).
+    (``<phase>_time_kernels``), one of their times (``<phase>_kernel_*``), or a quantity
+    an operator's own compute time reads (a 32-bit router's ``router_matmul_rate``).
     """
+    reads = {s.name for op in collect_operators(result.scenario, phase)
+             if op.compute_time is not None for s in op.compute_time.free_symbols}
     return [w for w in result.warnings if w.quantity is not None
-            and (w.quantity == f"{phase}_time_kernels" or w.quantity.startswith(f"{phase}_kernel_"))]
+            and (w.quantity == f"{phase}_time_kernels" or w.quantity.startswith(f"{phase}_kernel_")
+                 or w.quantity in reads)]
 
 
 def format_csv(rows: list[OperatorRow]) -> str:
