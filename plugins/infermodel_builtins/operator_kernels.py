@@ -71,12 +71,17 @@ def fp32_rate_field(scenario) -> str:
     return FP32_RATE[scenario.value("efficiency.fp32_matmul") or "ieee"]
 
 
+def router_in_32_bits(scenario) -> bool:
+    """A mixture of experts whose router multiplies in 32 bits (``model.router_dtype``)."""
+    return scenario.value("model.experts") > 1 and scenario.value("model.router_dtype") == "fp32"
+
+
 def router_rate_field(scenario) -> str | None:
     """The hardware field whose rate a mixture of experts' 32-bit router runs at
-    (``model.router_dtype = "fp32"``), or None: no 32-bit router, or the card states no
-    such rate (the operators plugin warns of the latter).
+    (:func:`router_in_32_bits`), or None: no 32-bit router, or the card states no such
+    rate (the operators plugin warns of the latter).
     """
-    if scenario.value("model.experts") <= 1 or scenario.value("model.router_dtype") != "fp32":
+    if not router_in_32_bits(scenario):
         return None
     field = fp32_rate_field(scenario)
     return field if scenario.value(f"hardware.{field}") is not None else None
@@ -371,5 +376,6 @@ def operator_kernels(scenario, phase, tokens, scored, attention_layers, roofline
 
 
 __all__ = ["ACTIVATION_BYTES", "ELEMENTWISE", "FP32_MATMUL", "FP32_RATE", "FULL",
-           "fp32_rate_field", "operator_kernels", "router_rate_field", "router_time_fp32",
+           "fp32_rate_field", "operator_kernels", "router_in_32_bits", "router_rate_field",
+           "router_time_fp32",
            "router_token_share"]

@@ -66,6 +66,7 @@ from .operator_kernels import (
     FP32_MATMUL,
     fp32_rate_field,
     operator_kernels,
+    router_in_32_bits,
     router_rate_field,
     router_time_fp32,
 )
@@ -300,9 +301,9 @@ def infermodel_define_quantities(scenario, define):
     field = router_rate_field(scenario)
     if field is not None:
         define("router_matmul_rate", S[field], unit="FLOP/s",
-               description="the rate of the router's 32-bit GEMM on one card (every card runs "
-                           f"it over all the tokens): hardware.{field}, as efficiency.fp32_matmul "
-                           "says", reference=ROUTER_32)
+               description="the rate of the router's 32-bit GEMM on one card (every tensor "
+                           f"card runs it over its attention rank's tokens): hardware.{field}, as "
+                           "efficiency.fp32_matmul says", reference=ROUTER_32)
         define("prefill_router_time_fp32",
                router_time_fp32(scenario, 2 * S.batch * S.prompt_tokens * _router(scenario)),
                unit="s", description="the prefill pass's router GEMMs at their 32-bit rate (one "
@@ -400,7 +401,7 @@ def infermodel_check_result(result, warn):
     other products' at the step's rate (with how long they take at the 32-bit one).
     """
     scenario = result.scenario
-    if not _moe(scenario) or scenario.value("model.router_dtype") != "fp32":
+    if not router_in_32_bits(scenario):
         return
     field = fp32_rate_field(scenario)
     if router_rate_field(scenario) is None:

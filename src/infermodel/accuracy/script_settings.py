@@ -86,6 +86,7 @@ __all__ = [
     "SIXTEEN_BIT_CACHE",
     "SPECULATIVE_IMAGES",
     "SPECULATIVE_SWEEPS",
+    "STILL",
     "TF32_MATMUL",
     "UNPUBLISHED_SETTINGS",
     "batch_wait",
@@ -182,6 +183,8 @@ EIGHT_BIT_CACHE = {("vllm", "b200_sxm"): (("openai/gpt-oss-120b",), "2025-12-05"
 #: gptoss_fp4_b200.sh``), FlashInfer's TensorRT-LLM MXFP4 × MXFP8 MoE kernel.
 #: (backend, system) → models.
 MXFP8_EXPERT_ACTIVATIONS = {("vllm", "b200_sxm"): ("openai/gpt-oss-120b",)}
+#: The last day of a dated script setting still set at the file's last measurement.
+STILL = "9999-12-31"
 #: Aggregated InferenceMAX scripts that launch the engine with a MoE runner other than its
 #: default: vLLM's MiniMax-M2.5 in FP8 on B200 exported ``VLLM_USE_FLASHINFER_MOE_FP8=0``
 #: and ``VLLM_MOE_USE_DEEP_GEMM=0`` (Triton's fused MoE) from the script's first version,
@@ -195,24 +198,25 @@ MXFP8_EXPERT_ACTIVATIONS = {("vllm", "b200_sxm"): ("openai/gpt-oss-120b",)}
 #: ``..._h100_slurm.sh`` and ``..._h200_slurm.sh``, from 22 January
 #: ``benchmarks/gptoss_fp4_h{100,200}.sh``, then ``benchmarks/single_node/``).
 #: (backend, system, model, precision) → (the backend, its first day, the first day
-#: without it; ``"9999-12-31"``: still set at the file's last measurement).
+#: without it; :data:`STILL`: still set at the file's last measurement).
 MOE_RUNNERS = {("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"):
                ("triton", "2026-03-11", "2026-04-03"),
                ("vllm", "h100_sxm", "openai/gpt-oss-120b", "fp4"):
-               ("marlin", "2026-01-02", "9999-12-31"),
+               ("marlin", "2026-01-02", STILL),
                ("vllm", "h200_sxm", "openai/gpt-oss-120b", "fp4"):
-               ("marlin", "2026-01-02", "9999-12-31")}
+               ("marlin", "2026-01-02", STILL)}
 #: Aggregated InferenceMAX scripts that let PyTorch multiply 32-bit matrices on TF32
 #: tensor cores (``VLLM_FLOAT32_MATMUL_PRECISION=high``) where vLLM's default is IEEE FP32:
 #: vLLM's MiniMax-M2.5 in FP8 and NVFP4 on B300 from 21 April 2026 and on B200 from 22
 #: April (pull requests 1106, 1107, 1068 and 1069, each merged that day, UTC, and each
 #: listing its configuration in ``perf-changelog.yaml``, which reruns it): the model's
 #: router runs its 32-bit GEMM at the TF32 rate (``efficiency.fp32_matmul``).
-#: (backend, system, model, precision) → the first day measured with it.
-TF32_MATMUL = {("vllm", "b300_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"): "2026-04-21",
-               ("vllm", "b300_sxm", "MiniMaxAI/MiniMax-M2.5", "fp4"): "2026-04-21",
-               ("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"): "2026-04-22",
-               ("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp4"): "2026-04-22"}
+#: (backend, system, model, precision) → (the setting, its first day, the first day
+#: without it), as :data:`MOE_RUNNERS`.
+TF32_MATMUL = {("vllm", "b300_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"): ("tf32", "2026-04-21", STILL),
+               ("vllm", "b300_sxm", "MiniMaxAI/MiniMax-M2.5", "fp4"): ("tf32", "2026-04-21", STILL),
+               ("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp8"): ("tf32", "2026-04-22", STILL),
+               ("vllm", "b200_sxm", "MiniMaxAI/MiniMax-M2.5", "fp4"): ("tf32", "2026-04-22", STILL)}
 
 #: SGLang's launch flags in InferenceMAX's aggregated scripts (SemiAnalysisAI/InferenceX,
 #: ``benchmarks/`` then ``benchmarks/single_node/``; each script's history to the file's
@@ -474,15 +478,24 @@ def moe_backend(cells: Mapping[str, str]) -> str:
     ...              "silicon_data_source": "measured=2026-03-28"})
     'triton'
     """
+    return _dated(cells, MOE_RUNNERS)
+
+
+def _dated(cells: Mapping[str, str], table: Mapping[tuple, tuple[str, str, str]]) -> str:
+    """The setting a dated script rule gives the point (``table``: (backend, system,
+    model, precision) → (the setting, its first day, the first day without it)), where
+    the point is one of InferenceMAX's aggregated runs measured within those days; else
+    ``""``.
+    """
     if not _scripted(cells):
         return ""
     key = (cells["backend"].strip(), cells["system"].strip(), cells["model_path"].strip(),
            cells["precision"].strip())
-    runner, since, until = MOE_RUNNERS.get(key, ("", "", ""))
+    setting, since, until = table.get(key, ("", "", ""))
     measured = _MEASURED.search(cells["silicon_data_source"])
-    if not runner or measured is None or not since <= measured.group(1) < until:
+    if not setting or measured is None or not since <= measured.group(1) < until:
         return ""
-    return runner
+    return setting
 
 
 def fp32_matmul(cells: Mapping[str, str]) -> str:
@@ -496,13 +509,7 @@ def fp32_matmul(cells: Mapping[str, str]) -> str:
     >>> fp32_matmul(cells), fp32_matmul({**cells, "silicon_data_source": "measured=2026-04-08"})
     ('tf32', '')
     """
-    if not _scripted(cells):
-        return ""
-    key = (cells["backend"].strip(), cells["system"].strip(), cells["model_path"].strip(),
-           cells["precision"].strip())
-    since = TF32_MATMUL.get(key)
-    measured = _MEASURED.search(cells["silicon_data_source"])
-    return "tf32" if since and measured is not None and measured.group(1) >= since else ""
+    return _dated(cells, TF32_MATMUL)
 
 
 def kv_cache(cells: Mapping[str, str], quantised: str, eight_bit: str = "") -> str:
