@@ -123,8 +123,9 @@ def _moe(scenario) -> bool:
     return scenario.value("model.experts") > 1
 
 
-ROUTER_32 = ("vLLM's and SGLang's MiniMax-M2 (models/minimax_m2.py: the gate a ReplicatedLinear "
-             "in float32, fed the hidden states cast to float32, on every tensor-parallel card); "
+ROUTER_32 = ("vLLM's and SGLang's MiniMax models (models/minimax_m2.py, minimax_text_01.py: the "
+             "gate a ReplicatedLinear in float32, fed the hidden states cast to float32, on every "
+             "tensor-parallel card); "
              "vLLM's worker sets PyTorch's float32 matmul precision from "
              "VLLM_FLOAT32_MATMUL_PRECISION, default 'highest' (IEEE FP32, no TF32)")
 
